@@ -1,0 +1,76 @@
+package bwrap
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Features are the optional bwrap flags the installed version supports.
+type Features struct {
+	// Perms: --perms before --tmpfs (bwrap 0.5).
+	Perms bool
+	// JSONStatus: --json-status-fd (bwrap 0.5).
+	JSONStatus bool
+}
+
+// FeaturesFor returns the features of bwrap version v (major, minor, patch).
+func FeaturesFor(v Version) Features {
+	return Features{
+		Perms:      v.AtLeast(0, 5, 0),
+		JSONStatus: v.AtLeast(0, 5, 0),
+	}
+}
+
+// Argv returns bwrap's arguments (without the program name) that build the
+// sandbox of plan and run cmd in it. statusFD, when >= 0, is the child-side
+// descriptor number for --json-status-fd. Every path is passed as its own
+// argument, never joined into a string, so spaces, colons and newlines in
+// paths are safe.
+//
+// Flag semantics are bwrap(1)'s: every namespace is unshared (user, pid,
+// ipc, uts, cgroup, and net unless plan.ShareNet); --die-with-parent ends
+// the sandbox when corral dies (with --unshare-pid the whole tree goes, as
+// bwrap is then pid 1); --new-session stops TIOCSTI input injection into the
+// caller's terminal; --cap-drop ALL matters when corral runs as root, where
+// bwrap would otherwise keep the capabilities.
+func Argv(plan *Plan, f Features, statusFD int, cmd []string) []string {
+	a := []string{
+		"--die-with-parent", "--new-session",
+		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+	}
+	if !plan.ShareNet {
+		a = append(a, "--unshare-net")
+	}
+	a = append(a, "--cap-drop", "ALL")
+	if statusFD >= 0 && f.JSONStatus {
+		a = append(a, "--json-status-fd", strconv.Itoa(statusFD))
+	}
+	for _, m := range plan.Mounts {
+		switch m.Kind {
+		case mRoBind:
+			a = append(a, "--ro-bind", m.Src, m.Dest)
+		case mBind:
+			a = append(a, "--bind", m.Src, m.Dest)
+		case mDevBind:
+			a = append(a, "--dev-bind", m.Src, m.Dest)
+		case mTmpfs:
+			if m.Perms != 0 && f.Perms {
+				a = append(a, "--perms", fmt.Sprintf("%04o", m.Perms))
+			}
+			a = append(a, "--tmpfs", m.Dest)
+		case mSymlink:
+			a = append(a, "--symlink", m.Src, m.Dest)
+		case mRemountRO:
+			a = append(a, "--remount-ro", m.Dest)
+		case mDev:
+			a = append(a, "--dev", m.Dest)
+		case mProc:
+			a = append(a, "--proc", m.Dest)
+		}
+	}
+	if plan.Chdir != "" {
+		a = append(a, "--chdir", plan.Chdir)
+	}
+	a = append(a, "--")
+	return append(a, cmd...)
+}

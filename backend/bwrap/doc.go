@@ -1,0 +1,18 @@
+// Package bwrap is corral's bubblewrap backend: every command runs in its own
+// bwrap(1) sandbox over a read-only view of the host root, with a writable
+// working directory, hidden credentials and per-command resource limits.
+//
+// The package is split the way runc splits policy from execution:
+//
+//   - policy.go: the shipped lists (home allowlist, credential stores,
+//     credential files, CA bundle variables) and path predicates;
+//   - plan.go: Plan turns a sandbox.Request plus what is on the host into an
+//     ordered list of mounts, refusing what the policy refuses;
+//   - argv.go: Argv turns a plan into bwrap's argument vector (pure);
+//   - gate_linux.go: applies rlimits and the pids cgroup to bwrap before it
+//     runs a single instruction;
+//   - run.go: Backend, which checks, spawns, waits and reports.
+//
+// Behaviour follows the reference bubblewrap backend (shared/seeds) as
+// translated by corral's issue "corral run: the bubblewrap backend".
+package bwrap

@@ -1,0 +1,186 @@
+package bwrap
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// errGateUnavailable means the ptrace gate cannot be used here (a setuid
+// bwrap, or ptrace refused by Yama or a seccomp policy); the caller falls
+// back to the prlimit(1) wrapper.
+var errGateUnavailable = errors.New("ptrace gate unavailable")
+
+// startGated starts cmd (bwrap) so that it executes no instruction before
+// its limits are in place:
+//
+//  1. the child is started with PTRACE_TRACEME (SysProcAttr.Ptrace) and so
+//     stops right after execve(2), before bwrap's first instruction;
+//  2. RLIMIT_AS and RLIMIT_CPU are set on it with prlimit(2), and it is
+//     moved into the pids cgroup when one is given (root, where
+//     RLIMIT_NPROC does not hold: kernel/fork.c exempts INIT_USER);
+//  3. when nproc > 0 it is followed to its first fork or clone, which is
+//     bwrap's sandbox child, already inside the new user namespace, and
+//     RLIMIT_NPROC is set on that child. Since Linux 5.14 the process count
+//     behind RLIMIT_NPROC is kept per user namespace (kernel/ucount.c), and
+//     the ceiling an outer namespace applies is the creator's limit when the
+//     namespace was made; setting the limit after the namespace exists
+//     counts only the sandbox's processes, so a user running many processes
+//     elsewhere can still start a sandbox;
+//  4. it is detached and runs on.
+//
+// The calling goroutine is locked to its thread for the duration, as
+// ptrace(2) requests must come from the tracing thread. A bwrap that exits
+// before it forks is left unreaped for cmd.Wait.
+func startGated(cmd *exec.Cmd, lim sandbox.Limits, cg *pidsCgroup, nproc bool) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Ptrace = true
+	if err := cmd.Start(); err != nil {
+		if errors.Is(err, syscall.EPERM) {
+			return fmt.Errorf("%w: %v", errGateUnavailable, err)
+		}
+		return err
+	}
+	pid := cmd.Process.Pid
+	fail := func(err error) error {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		_ = unix.PtraceDetach(pid)
+		_ = cmd.Wait()
+		return err
+	}
+	// The exec stop.
+	exited, err := waitStop(pid)
+	if err != nil {
+		return fail(fmt.Errorf("waiting for bwrap to stop at exec: %w", err))
+	}
+	if exited {
+		return nil
+	}
+	if err := setLimit(pid, unix.RLIMIT_AS, mib(lim.MemoryMB)); err != nil {
+		return fail(err)
+	}
+	if lim.CPUSeconds > 0 {
+		// SIGXCPU at the soft limit, SIGKILL one second later (setrlimit(2)).
+		r := unix.Rlimit{Cur: uint64(lim.CPUSeconds), Max: uint64(lim.CPUSeconds) + 1}
+		if err := unix.Prlimit(pid, unix.RLIMIT_CPU, &r, nil); err != nil {
+			return fail(fmt.Errorf("setting RLIMIT_CPU: %w", err))
+		}
+	}
+	if cg != nil {
+		if err := cg.add(pid); err != nil {
+			return fail(err)
+		}
+	}
+	if !nproc || lim.MaxProcs <= 0 {
+		if err := unix.PtraceDetach(pid); err != nil {
+			return fail(fmt.Errorf("detaching from bwrap: %w", err))
+		}
+		return nil
+	}
+	opts := unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACECLONE
+	if err := unix.PtraceSetOptions(pid, opts); err != nil {
+		return fail(fmt.Errorf("ptrace options: %w", err))
+	}
+	sig := 0
+	for {
+		if err := unix.PtraceCont(pid, sig); err != nil {
+			return fail(fmt.Errorf("resuming bwrap: %w", err))
+		}
+		sig = 0
+		exited, ws, err := waitEvent(pid)
+		if err != nil {
+			return fail(fmt.Errorf("waiting for bwrap: %w", err))
+		}
+		if exited {
+			return nil // bwrap failed before forking; cmd.Wait reports it
+		}
+		switch ws.TrapCause() {
+		case unix.PTRACE_EVENT_FORK, unix.PTRACE_EVENT_VFORK, unix.PTRACE_EVENT_CLONE:
+			msg, err := unix.PtraceGetEventMsg(pid)
+			if err != nil {
+				return fail(fmt.Errorf("reading bwrap's new child: %w", err))
+			}
+			child := int(msg)
+			// The new child starts traced and stopped (SIGSTOP).
+			if _, _, err := waitEvent(child); err != nil {
+				return fail(fmt.Errorf("waiting for bwrap's child: %w", err))
+			}
+			r := unix.Rlimit{Cur: uint64(lim.MaxProcs), Max: uint64(lim.MaxProcs)}
+			lerr := unix.Prlimit(child, unix.RLIMIT_NPROC, &r, nil)
+			_ = unix.PtraceDetach(child)
+			if lerr != nil {
+				return fail(fmt.Errorf("setting RLIMIT_NPROC on the sandbox: %w", lerr))
+			}
+			if err := unix.PtraceDetach(pid); err != nil {
+				return fail(fmt.Errorf("detaching from bwrap: %w", err))
+			}
+			return nil
+		}
+		if ws.Stopped() && ws.StopSignal() != unix.SIGTRAP {
+			sig = int(ws.StopSignal()) // a signal for bwrap: deliver it
+		}
+	}
+}
+
+// waitStop waits for the exec stop of a child started with PTRACE_TRACEME.
+func waitStop(pid int) (exited bool, err error) {
+	exited, _, err = waitEvent(pid)
+	return exited, err
+}
+
+// waitEvent waits for the next state change of traced process pid. An exit
+// is only peeked at (WNOWAIT), so the process stays a zombie for its real
+// parent's wait; a stop is consumed and returned.
+func waitEvent(pid int) (exited bool, ws unix.WaitStatus, err error) {
+	var info unix.Siginfo
+	for {
+		err = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WSTOPPED|unix.WNOWAIT|unix.WALL, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return false, 0, err
+		}
+		break
+	}
+	// si_code (siginfo_t, <asm-generic/siginfo.h>): CLD_EXITED=1,
+	// CLD_KILLED=2, CLD_DUMPED=3 are exits; CLD_TRAPPED=4 and CLD_STOPPED=5
+	// are stops.
+	if code := info.Code; code == 1 || code == 2 || code == 3 {
+		return true, 0, nil
+	}
+	for {
+		_, err = unix.Wait4(pid, &ws, unix.WALL, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return false, ws, err
+		}
+	}
+}
+
+func setLimit(pid, resource int, value uint64) error {
+	if value == 0 {
+		return nil
+	}
+	r := unix.Rlimit{Cur: value, Max: value}
+	if err := unix.Prlimit(pid, resource, &r, nil); err != nil {
+		return fmt.Errorf("setting rlimit %d: %w", resource, err)
+	}
+	return nil
+}
+
+func mib(n int) uint64 {
+	if n <= 0 {
+		return 0
+	}
+	return uint64(n) << 20
+}

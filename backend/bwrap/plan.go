@@ -1,0 +1,754 @@
+package bwrap
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// mountKind is one bwrap mount operation.
+type mountKind int
+
+const (
+	mRoBind    mountKind = iota // --ro-bind SRC DEST
+	mBind                       // --bind SRC DEST
+	mDevBind                    // --dev-bind SRC DEST (device nodes)
+	mTmpfs                      // --perms MODE --tmpfs DEST
+	mSymlink                    // --symlink SRC(target) DEST
+	mRemountRO                  // --remount-ro DEST
+	mDev                        // --dev DEST (a fresh /dev)
+	mProc                       // --proc DEST (a private /proc)
+)
+
+// mount is one step of a plan. Steps are applied by bwrap in order, so a
+// later step covers an earlier one at the same or a parent path.
+type mount struct {
+	Kind  mountKind
+	Src   string
+	Dest  string
+	Perms uint32 // tmpfs mode bits as chmod(2) takes them (01777); 0 means bwrap's default (0755)
+}
+
+// Host are the facts about the host a plan depends on, gathered once per
+// sandbox by the backend.
+type Host struct {
+	// Home is the user's home directory (absolute, symlinks resolved), or ""
+	// when there is none.
+	Home string
+	// UID is the real uid corral runs as.
+	UID int
+	// HiddenDirs are directories that must never be visible, whatever their
+	// location: corral's own config and state directories.
+	HiddenDirs []string
+	// MaskFiles are host files (sockets) replaced by EmptyFile wherever they
+	// resolve to: the Docker and Podman sockets by default.
+	MaskFiles []string
+	// EmptyFile is an empty, read-only regular file bound over files that
+	// must read as empty (credential files, the Docker socket).
+	EmptyFile string
+}
+
+// Plan is everything bwrap needs to build one sandbox.
+type Plan struct {
+	// Mounts in the order bwrap applies them.
+	Mounts []mount
+	// Chdir is the directory the command starts in (absolute, resolved).
+	Chdir string
+	// Workdir is the effective working directory (resolved); Writable says
+	// whether it is mounted read-write.
+	Workdir  string
+	Writable bool
+	// ShareNet keeps the host network namespace.
+	ShareNet bool
+	// Env is the command's environment.
+	Env []string
+	// Warnings are non-fatal findings for the person.
+	Warnings []string
+}
+
+// phases order the steps of a plan; within a phase, steps are sorted so a
+// parent path is mounted before the paths below it.
+const (
+	phaseBase   = iota // root, /dev, /proc, /tmp, /run/user
+	phaseTree          // working directory, binds, the rebuilt home directory
+	phaseMask          // credential stores and files, corral's own dirs, sockets
+	phaseReveal        // scratch directory, CA bundles bound back
+	phaseSeal          // remount-ro of the tmpfs home and its nested dirs
+)
+
+type step struct {
+	phase int
+	m     mount
+}
+
+type planner struct {
+	req    *sandbox.Request
+	host   Host
+	steps  []step
+	warns  []string
+	allow  map[string]bool // relative to home
+	bound  []string        // targets bound from the host (ancestor-or-equal means visible)
+	writes []string        // targets that are writable in the sandbox
+}
+
+// BuildPlan checks req against the sandbox policy and returns the mounts,
+// working directory and environment of its sandbox. It reads the host's
+// filesystem (the home directory listing, symlinks, bind sources) every time,
+// so a change on the host shows in the next command, and a path swapped for a
+// symlink between two commands is judged afresh. Errors wrap
+// sandbox.ErrPolicy or sandbox.ErrBadRequest and name the path.
+func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
+	if len(req.Argv) == 0 || req.Argv[0] == "" {
+		return nil, fmt.Errorf("%w: no command given", sandbox.ErrBadRequest)
+	}
+	for _, a := range req.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, fmt.Errorf("%w: command argument contains a NUL byte", sandbox.ErrBadRequest)
+		}
+	}
+	profile := req.Profile
+	if profile == "" {
+		profile = sandbox.DefaultProfile
+	}
+	if _, err := sandbox.ParseProfile(string(profile)); err != nil {
+		return nil, err
+	}
+	p := &planner{req: req, host: host, allow: map[string]bool{}}
+	plan := &Plan{ShareNet: profile.HostNetwork()}
+
+	workdir, writable, err := p.workdir(profile)
+	if err != nil {
+		return nil, err
+	}
+	plan.Workdir, plan.Writable = workdir, writable
+
+	p.base()
+	binds, err := p.binds(workdir, writable)
+	if err != nil {
+		return nil, err
+	}
+	p.home(workdir, writable)
+	if writable && workdir != host.Home {
+		p.add(phaseTree, mount{Kind: mBind, Src: workdir, Dest: workdir})
+		p.bound = append(p.bound, workdir)
+		p.writes = append(p.writes, workdir)
+	}
+	for _, b := range binds {
+		p.add(phaseTree, b)
+		p.bound = append(p.bound, b.Dest)
+		if b.Kind != mRoBind {
+			p.writes = append(p.writes, b.Dest)
+		}
+	}
+	p.masks()
+	scratch, err := p.scratch(writable)
+	if err != nil {
+		return nil, err
+	}
+	p.caBundles()
+	p.seal()
+
+	plan.Chdir = p.chdir(workdir)
+	set := []string{}
+	if scratch != "" {
+		set = append(set, "TMPDIR="+scratch, "TMP="+scratch, "TEMP="+scratch)
+	} else {
+		set = append(set, "TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp")
+	}
+	plan.Env = sandbox.FilterEnv(req.Env, sandbox.DefaultEnvDeny, set...)
+	plan.Mounts = p.ordered()
+	plan.Warnings = p.warns
+	return plan, nil
+}
+
+func (p *planner) add(phase int, m mount) { p.steps = append(p.steps, step{phase, m}) }
+
+func (p *planner) warn(format string, args ...any) {
+	p.warns = append(p.warns, fmt.Sprintf(format, args...))
+}
+
+// ordered sorts the steps by phase, then by path depth, keeping the order
+// of insertion among equals, so every parent is mounted before its children.
+func (p *planner) ordered() []mount {
+	sort.SliceStable(p.steps, func(i, j int) bool {
+		a, b := p.steps[i], p.steps[j]
+		if a.phase != b.phase {
+			return a.phase < b.phase
+		}
+		if a.phase == phaseSeal {
+			// Seal children before parents: a read-only parent tmpfs would
+			// otherwise not matter, but keep the order deterministic.
+			return depth(a.m.Dest) > depth(b.m.Dest)
+		}
+		return depth(a.m.Dest) < depth(b.m.Dest)
+	})
+	out := make([]mount, len(p.steps))
+	for i, s := range p.steps {
+		out[i] = s.m
+	}
+	return out
+}
+
+func depth(p string) int {
+	if p == "/" {
+		return 0
+	}
+	return strings.Count(p, "/")
+}
+
+// base adds the fixed part of every sandbox: the host root read-only, a
+// fresh /dev with a private /dev/shm, a private /proc, a fresh /tmp and an
+// empty /run/user/UID.
+func (p *planner) base() {
+	p.add(phaseBase, mount{Kind: mRoBind, Src: "/", Dest: "/"})
+	p.add(phaseBase, mount{Kind: mDev, Dest: "/dev"})
+	p.add(phaseBase, mount{Kind: mProc, Dest: "/proc"})
+	p.add(phaseBase, mount{Kind: mTmpfs, Dest: "/dev/shm", Perms: 0o1777})
+	p.add(phaseBase, mount{Kind: mTmpfs, Dest: "/tmp", Perms: 0o1777})
+	run := fmt.Sprintf("/run/user/%d", p.host.UID)
+	if isDir(run) {
+		p.add(phaseBase, mount{Kind: mTmpfs, Dest: run, Perms: 0o700})
+	}
+}
+
+// workdir applies the working-directory rules: a missing directory runs
+// read-only in its nearest existing parent; / , corral's own directories and
+// hidden paths are refused; the home directory itself is allowed with a
+// warning (only its non-dot entries become writable).
+func (p *planner) workdir(profile sandbox.Profile) (string, bool, error) {
+	w := p.req.Workdir
+	if w == "" || !filepath.IsAbs(w) {
+		return "", false, fmt.Errorf("%w: working directory %q is not an absolute path", sandbox.ErrBadRequest, w)
+	}
+	w = filepath.Clean(w)
+	writable := profile.Writable()
+	resolved, err := filepath.EvalSymlinks(w)
+	if err != nil {
+		parent := nearestExisting(w)
+		p.warn("working directory %s does not exist; running read-only in %s", w, parent)
+		resolved, writable = parent, false
+	}
+	if st, err := os.Stat(resolved); err == nil && !st.IsDir() {
+		return "", false, fmt.Errorf("%w: working directory %s is not a directory", sandbox.ErrPolicy, resolved)
+	}
+	if resolved == "/" {
+		return "", false, fmt.Errorf("%w: working directory / is refused (it would make the whole host writable); choose a project directory with --cwd or `corral config set cwd DIR`", sandbox.ErrPolicy)
+	}
+	for _, h := range p.host.HiddenDirs {
+		if within(resolved, h) || within(h, resolved) && resolved == h {
+			return "", false, fmt.Errorf("%w: working directory %s is inside corral's own directory %s", sandbox.ErrPolicy, resolved, h)
+		}
+	}
+	if p.hidden(resolved) {
+		return "", false, fmt.Errorf("%w: working directory %s is a hidden path (a credential store or a dot entry of the home directory that is not allowed); add it to home_allow if it is safe to show", sandbox.ErrPolicy, resolved)
+	}
+	if resolved == p.host.Home && writable {
+		p.warn("working directory is the home directory %s: only its existing non-dot entries are writable", resolved)
+	}
+	return resolved, writable, nil
+}
+
+// chdir picks where the command starts: req.Dir (or the working directory);
+// a missing or hidden start directory falls back to the working directory.
+func (p *planner) chdir(workdir string) string {
+	d := p.req.Dir
+	if d == "" || !filepath.IsAbs(d) {
+		return workdir
+	}
+	r, err := filepath.EvalSymlinks(filepath.Clean(d))
+	if err != nil {
+		r = nearestExisting(filepath.Clean(d))
+		p.warn("directory %s does not exist; starting in %s", d, r)
+	}
+	if p.hidden(r) {
+		p.warn("directory %s is hidden in the sandbox; starting in %s", d, workdir)
+		return workdir
+	}
+	return r
+}
+
+// hidden reports whether the resolved path r is invisible in the sandbox:
+// inside a credential store, inside corral's directories, or inside a dot
+// entry of the home directory that is neither allowed nor under an allowed
+// nested directory.
+func (p *planner) hidden(r string) bool {
+	for _, h := range p.host.HiddenDirs {
+		if within(r, h) {
+			return true
+		}
+	}
+	rel, ok := relToHome(r, p.host.Home)
+	if !ok {
+		return false
+	}
+	if isCredentialRel(rel) {
+		return true
+	}
+	return !p.visibleRel(rel)
+}
+
+// visibleRel reports whether rel (relative to home) is shown by the home
+// rules: non-dot top entries, allowed dot entries, allowed children of the
+// nested directories.
+func (p *planner) visibleRel(rel string) bool {
+	p.loadAllow()
+	parts := strings.Split(rel, "/")
+	if !strings.HasPrefix(parts[0], ".") {
+		return true
+	}
+	for i := 1; i <= len(parts); i++ {
+		prefix := strings.Join(parts[:i], "/")
+		if p.allow[prefix] {
+			return true
+		}
+		if !isNestedDir(prefix) {
+			return false
+		}
+		if i == len(parts) {
+			return true // the nested directory itself is shown (empty but for allowed children)
+		}
+	}
+	return false
+}
+
+// loadAllow fills the allowlist: shipped entries, PATH directories under
+// home, and home_allow (credential stores refused with a warning).
+func (p *planner) loadAllow() {
+	if len(p.allow) > 0 {
+		return
+	}
+	for _, a := range homeAllow {
+		p.allow[a] = true
+	}
+	for _, a := range nestedAllow {
+		p.allow[a] = true
+	}
+	if path, ok := sandbox.LookupEnv(p.req.Env, "PATH"); ok {
+		for _, d := range filepath.SplitList(path) {
+			if !filepath.IsAbs(d) {
+				continue
+			}
+			if rel, ok := relToHome(filepath.Clean(d), p.host.Home); ok && !isCredentialRel(rel) {
+				p.allow[rel] = true
+			}
+		}
+	}
+	for _, a := range p.req.HomeAllow {
+		a = strings.TrimPrefix(filepath.ToSlash(filepath.Clean(a)), "./")
+		switch {
+		case a == "." || a == "" || filepath.IsAbs(a) || a == ".." || strings.HasPrefix(a, "../"):
+			p.warn("home_allow entry %q ignored: it must be a path relative to the home directory", a)
+		case isCredentialRel(a) || p.containsCredential(a):
+			p.warn("home_allow entry %q ignored: it is or holds a credential store, which stays hidden", a)
+		default:
+			p.allow[a] = true
+		}
+	}
+}
+
+func (p *planner) containsCredential(rel string) bool {
+	for _, c := range credentialStores {
+		if strings.HasPrefix(c, rel+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// home rebuilds the home directory: a tmpfs over it, the non-dot entries
+// bound back (read-write when the home directory is the working directory),
+// allowed dot entries bound back read-only, symlinks recreated as symlinks,
+// and the nested directories treated the same one level down.
+func (p *planner) home(workdir string, writable bool) {
+	home := p.host.Home
+	if home == "" || home == "/" || !isDir(home) {
+		return
+	}
+	p.loadAllow()
+	rwTop := writable && workdir == home
+	p.rebuildDir(home, "", rwTop)
+	// Allowed paths deeper than one level below a nested directory, or below
+	// a hidden dot entry (PATH dirs like ~/.foo/bin, home_allow ".foo/x"):
+	// bound on their own.
+	for rel := range p.allow {
+		parts := strings.Split(rel, "/")
+		parent := strings.Join(parts[:len(parts)-1], "/")
+		if len(parts) == 1 || isNestedDir(parent) {
+			continue
+		}
+		if p.visibleRel(parent) {
+			continue // already shown through its parent
+		}
+		abs := filepath.Join(home, rel)
+		if _, err := os.Lstat(abs); err == nil {
+			p.addEntry(abs, false)
+		}
+	}
+}
+
+// rebuildDir puts a read-only tmpfs over dir (home or a nested dir) and binds
+// back its visible entries.
+func (p *planner) rebuildDir(dir, rel string, rwNonDot bool) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		p.warn("cannot list %s (%v); it is hidden in the sandbox", dir, err)
+	}
+	mode := uint32(0o755)
+	if st, err := os.Stat(dir); err == nil {
+		mode = uint32(st.Mode().Perm())
+	}
+	p.add(phaseTree, mount{Kind: mTmpfs, Dest: dir, Perms: mode})
+	p.add(phaseSeal, mount{Kind: mRemountRO, Dest: dir})
+	for _, e := range entries {
+		name := e.Name()
+		crel := name
+		if rel != "" {
+			crel = rel + "/" + name
+		}
+		abs := filepath.Join(dir, name)
+		if isCredentialRel(crel) {
+			continue
+		}
+		if isNestedDir(crel) && e.Type()&fs.ModeSymlink == 0 && e.IsDir() {
+			p.rebuildDir(abs, crel, false)
+			continue
+		}
+		dot := strings.HasPrefix(name, ".")
+		if rel == "" && !dot {
+			p.addEntry(abs, rwNonDot)
+			continue
+		}
+		if p.allow[crel] {
+			p.addEntry(abs, false)
+		}
+	}
+}
+
+// addEntry binds one host path back at its own place (a symlink is
+// recreated as the same symlink).
+func (p *planner) addEntry(abs string, rw bool) {
+	st, err := os.Lstat(abs)
+	if err != nil {
+		return
+	}
+	if st.Mode()&fs.ModeSymlink != 0 {
+		if target, err := os.Readlink(abs); err == nil {
+			p.add(phaseTree, mount{Kind: mSymlink, Src: target, Dest: abs})
+		}
+		return
+	}
+	kind := mRoBind
+	if rw {
+		kind = mBind
+		p.writes = append(p.writes, abs)
+	}
+	p.add(phaseTree, mount{Kind: kind, Src: abs, Dest: abs})
+	p.bound = append(p.bound, abs)
+}
+
+// visible reports whether host path q is reachable in the sandbox as built so
+// far: outside home and not under a fresh tmpfs, or under a bound entry.
+func (p *planner) visible(q string) bool {
+	for _, b := range p.bound {
+		if within(q, b) {
+			return true
+		}
+	}
+	if p.host.Home != "" && within(q, p.host.Home) {
+		return false
+	}
+	for _, t := range []string{"/tmp", "/dev", "/proc", fmt.Sprintf("/run/user/%d", p.host.UID)} {
+		if within(q, t) {
+			return false
+		}
+	}
+	return true
+}
+
+// masks hides what must never be read: credential stores and their symlink
+// targets, credential files as empty files, corral's own directories, and
+// Docker-style sockets. Parents of a mask inside a writable mount are pinned
+// (bound onto themselves) so a command cannot rename them and unmask the
+// path for the next command.
+func (p *planner) masks() {
+	hideDir := func(q string) {
+		if p.visible(q) {
+			p.pin(q)
+			p.add(phaseMask, mount{Kind: mTmpfs, Dest: q, Perms: 0o700})
+		}
+	}
+	hideFile := func(q string) {
+		if p.visible(q) && p.host.EmptyFile != "" {
+			p.pin(q)
+			p.add(phaseMask, mount{Kind: mRoBind, Src: p.host.EmptyFile, Dest: q})
+		}
+	}
+	hide := func(q string) {
+		st, err := os.Stat(q) // follows symlinks: q is a resolved target
+		if err != nil {
+			return
+		}
+		if st.IsDir() {
+			hideDir(q)
+		} else {
+			hideFile(q)
+		}
+	}
+	if home := p.host.Home; home != "" && home != "/" {
+		for _, rel := range append(slices.Clone(credentialStores), credentialFiles...) {
+			abs := filepath.Join(home, rel)
+			if _, err := os.Lstat(abs); err != nil {
+				continue
+			}
+			if p.visible(abs) {
+				hide(abs)
+			}
+			// A symlinked store is hidden at its target too.
+			if target, err := filepath.EvalSymlinks(abs); err == nil && target != abs {
+				hide(target)
+			}
+		}
+	}
+	for _, d := range p.host.HiddenDirs {
+		if t, err := filepath.EvalSymlinks(d); err == nil {
+			hideDir(t)
+		}
+	}
+	for _, s := range p.host.MaskFiles {
+		if t, err := filepath.EvalSymlinks(s); err == nil {
+			if st, err := os.Stat(t); err == nil && !st.IsDir() {
+				hideFile(t)
+			}
+		}
+	}
+}
+
+// pin binds onto themselves the directories between the writable mount that
+// holds q and q's parent, so none of them can be renamed while the sandbox
+// runs (rename(2) of a mount point fails with EBUSY).
+func (p *planner) pin(q string) {
+	for _, w := range p.writes {
+		if !within(q, w) || q == w {
+			continue
+		}
+		for d := filepath.Dir(q); within(d, w) && d != w; d = filepath.Dir(d) {
+			p.add(phaseMask, mount{Kind: mBind, Src: d, Dest: d})
+		}
+	}
+}
+
+// scratch binds the session's scratch directory (read-only under
+// restricted) and returns its path inside the sandbox.
+func (p *planner) scratch(writable bool) (string, error) {
+	s := p.req.ScratchDir
+	if s == "" {
+		return "", nil
+	}
+	if !filepath.IsAbs(s) {
+		return "", fmt.Errorf("%w: scratch directory %q is not absolute", sandbox.ErrBadRequest, s)
+	}
+	r, err := filepath.EvalSymlinks(s)
+	if err != nil || !isDir(r) {
+		return "", fmt.Errorf("%w: scratch directory %s is missing or not a directory", sandbox.ErrPolicy, s)
+	}
+	kind := mRoBind
+	if writable {
+		kind = mBind
+	}
+	p.add(phaseReveal, mount{Kind: kind, Src: r, Dest: r})
+	return r, nil
+}
+
+// caBundles binds back, read-only, a CA bundle named by one of caBundleVars
+// that lies in a hidden path, so TLS keeps working. A bundle in a credential
+// store or in corral's own directories, or one that is not a regular file (a
+// directory for SSL_CERT_DIR), is skipped with a warning.
+func (p *planner) caBundles() {
+	for _, v := range caBundleVars {
+		val, ok := sandbox.LookupEnv(p.req.Env, v)
+		if !ok || val == "" || !filepath.IsAbs(val) {
+			continue
+		}
+		r, err := filepath.EvalSymlinks(val)
+		if err != nil {
+			continue
+		}
+		st, err := os.Stat(r)
+		if err != nil {
+			continue
+		}
+		wantDir := v == "SSL_CERT_DIR"
+		if st.IsDir() != wantDir {
+			p.warn("%s=%s ignored: not a %s", v, val, map[bool]string{true: "directory", false: "regular file"}[wantDir])
+			continue
+		}
+		if !wantDir && !st.Mode().IsRegular() {
+			continue
+		}
+		if !p.hidden(r) {
+			continue
+		}
+		rel, inHome := relToHome(r, p.host.Home)
+		inCorral := false
+		for _, h := range p.host.HiddenDirs {
+			inCorral = inCorral || within(r, h)
+		}
+		if inCorral || inHome && isCredentialRel(rel) {
+			p.warn("%s=%s is not bound into the sandbox: it lies in a credential store or in corral's own directory; move the bundle (for example to /usr/local/share/ca-certificates)", v, val)
+			continue
+		}
+		p.add(phaseReveal, mount{Kind: mRoBind, Src: r, Dest: r})
+	}
+}
+
+// seal keeps the seal steps (remount-ro) last; they were added by rebuildDir.
+func (p *planner) seal() {}
+
+// binds validates the configured binds. Paths are resolved once here and the
+// mount uses the resolved source, so a symlink changed later cannot redirect
+// it. A source inside a directory the sandbox can write is refused (a command
+// could swap it before the next command) unless it is bound at its own path
+// directly under that directory with no symlink on the way.
+func (p *planner) binds(workdir string, writable bool) ([]mount, error) {
+	var writableRoots []string
+	if writable {
+		writableRoots = append(writableRoots, workdir)
+		if w := filepath.Clean(p.req.Workdir); w != workdir {
+			writableRoots = append(writableRoots, w)
+		}
+	}
+	if p.req.ScratchDir != "" {
+		writableRoots = append(writableRoots, filepath.Clean(p.req.ScratchDir))
+	}
+	for _, b := range p.req.Binds {
+		if !b.ReadOnly && filepath.IsAbs(b.Src) {
+			if r, err := filepath.EvalSymlinks(b.Src); err == nil {
+				writableRoots = append(writableRoots, r)
+			}
+		}
+	}
+	var out []mount
+	for _, b := range p.req.Binds {
+		if !filepath.IsAbs(b.Src) || b.Dest != "" && !filepath.IsAbs(b.Dest) {
+			return nil, fmt.Errorf("%w: bind %s: source and destination must be absolute paths", sandbox.ErrPolicy, describeBind(b))
+		}
+		src := filepath.Clean(b.Src)
+		dest := filepath.Clean(b.Target())
+		if dest == "/" {
+			return nil, fmt.Errorf("%w: bind %s: destination / is refused", sandbox.ErrPolicy, describeBind(b))
+		}
+		r, err := filepath.EvalSymlinks(src)
+		if err != nil {
+			if !b.ReadOnly && errors.Is(err, fs.ErrNotExist) {
+				p.warn("bind %s skipped: the source does not exist", describeBind(b))
+				continue
+			}
+			return nil, fmt.Errorf("%w: bind %s: the source cannot be used (%v); create it or remove the bind", sandbox.ErrPolicy, describeBind(b), err)
+		}
+		if p.hidden(r) {
+			p.warn("bind %s ignored: the source is a hidden path", describeBind(b))
+			continue
+		}
+		if dest != src && p.holdsHidden(r) {
+			p.warn("bind %s ignored: the source holds hidden paths, which are covered only at their own location; bind it at its own path instead", describeBind(b))
+			continue
+		}
+		for _, w := range writableRoots {
+			if w == r && !b.ReadOnly {
+				continue // the bind itself
+			}
+			lexical := within(src, w) && src != w
+			if within(r, w) && r != w || lexical {
+				direct := filepath.Dir(r) == w && r == src && dest == src
+				if !direct {
+					why := "lies inside"
+					if r != src {
+						why = "is or passes through a symlink inside"
+					}
+					return nil, fmt.Errorf("%w: bind %s: the source %s %s, which the sandbox can write, so a command could replace it before the next command; bind it at its own path directly under that directory, or move it", sandbox.ErrPolicy, describeBind(b), why, w)
+				}
+			}
+		}
+		if r != src && dest == src {
+			dest = r // bound at its own (resolved) path
+		}
+		if _, err := os.Lstat(dest); err != nil && !underFreshTmpfs(dest, p.host) {
+			return nil, fmt.Errorf("%w: bind %s: the destination does not exist, and the host root is read-only in the sandbox; create it on the host, or choose a destination under /tmp", sandbox.ErrPolicy, describeBind(b))
+		}
+		st, err := os.Stat(r)
+		if err != nil {
+			return nil, fmt.Errorf("%w: bind %s: %v", sandbox.ErrPolicy, describeBind(b), err)
+		}
+		kind := mBind
+		if b.ReadOnly {
+			kind = mRoBind
+		}
+		if st.Mode()&fs.ModeDevice != 0 {
+			kind = mDevBind
+		}
+		out = append(out, mount{Kind: kind, Src: r, Dest: dest})
+		if kind == mDevBind && b.ReadOnly {
+			p.add(phaseSeal, mount{Kind: mRemountRO, Dest: dest})
+		}
+	}
+	return out, nil
+}
+
+// underFreshTmpfs reports whether dest lies where the sandbox has a fresh
+// tmpfs in which bwrap can create a mount point: /tmp, /dev/shm, the home
+// directory (rebuilt on a tmpfs).
+func underFreshTmpfs(dest string, h Host) bool {
+	for _, t := range []string{"/tmp", "/dev/shm"} {
+		if within(dest, t) && dest != t {
+			return true
+		}
+	}
+	return h.Home != "" && h.Home != "/" && within(dest, h.Home) && dest != h.Home
+}
+
+// holdsHidden reports whether directory r contains a hidden path: the home
+// directory, a credential store, or corral's own directories.
+func (p *planner) holdsHidden(r string) bool {
+	if p.host.Home != "" && within(p.host.Home, r) {
+		return true
+	}
+	for _, h := range p.host.HiddenDirs {
+		if within(h, r) {
+			return true
+		}
+	}
+	return false
+}
+
+func describeBind(b sandbox.Bind) string {
+	mode := "ro"
+	if !b.ReadOnly {
+		mode = "rw"
+	}
+	return fmt.Sprintf("%q -> %q (%s)", b.Src, b.Target(), mode)
+}
+
+// nearestExisting returns the nearest existing ancestor directory of p
+// (resolved), or "/".
+func nearestExisting(p string) string {
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		if r, err := filepath.EvalSymlinks(d); err == nil && isDir(r) {
+			return r
+		}
+		if d == "/" {
+			return "/"
+		}
+	}
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}

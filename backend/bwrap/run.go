@@ -1,0 +1,614 @@
+package bwrap
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// Options configure a Backend.
+type Options struct {
+	// BwrapPath is the bwrap executable; "" looks up "bwrap" in PATH.
+	BwrapPath string
+	// StateDir is corral's state directory (hidden from every sandbox); an
+	// empty mask file and the bwrap version cache live there. Required.
+	StateDir string
+	// HiddenDirs are more directories that no sandbox may see (corral's
+	// config directory).
+	HiddenDirs []string
+	// Degrade selects what happens when the sandbox is unavailable: true
+	// returns a Result whose Unavailable field says why (degraded_mode:
+	// degrade), false returns an error wrapping sandbox.ErrUnavailable
+	// (degraded_mode: fail). Nothing ever runs outside the sandbox.
+	Degrade bool
+	// MaskFiles replace the default list of sockets that read as empty
+	// files in every sandbox (/run/docker.sock and the like); nil keeps it.
+	MaskFiles []string
+	// Logger receives structured events (bwrap.sandbox.start, ...); nil
+	// discards them.
+	Logger *slog.Logger
+	// KillGrace is how long a timed-out or cancelled sandbox gets between
+	// SIGTERM to its processes and SIGKILL of the whole pid namespace.
+	// Zero means 2 s.
+	KillGrace time.Duration
+}
+
+// Backend runs each command in its own bubblewrap sandbox. It is safe for
+// concurrent use.
+type Backend struct {
+	opts Options
+	log  *slog.Logger
+
+	mu  sync.Mutex
+	bin *Binary
+	cgr *string // pids cgroup root ("" = none), probed once
+}
+
+// New returns a bwrap backend. It does not look for bwrap yet: the first
+// Run (or Check) does, so a missing bwrap is reported per call.
+func New(opts Options) *Backend {
+	l := opts.Logger
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	if opts.KillGrace == 0 {
+		opts.KillGrace = 2 * time.Second
+	}
+	return &Backend{opts: opts, log: l}
+}
+
+// Name implements sandbox.Backend.
+func (b *Backend) Name() string { return "bwrap" }
+
+// Binary returns the bwrap executable in use, looking it up on first use.
+// The version is cached in the state directory keyed by the executable's
+// inode, size and modification time, so a new process does not pay for a
+// `bwrap --version` run. Errors wrap sandbox.ErrUnavailable.
+func (b *Backend) Binary(ctx context.Context) (*Binary, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.bin != nil {
+		return b.bin, nil
+	}
+	path := b.opts.BwrapPath
+	if path == "" {
+		path = "bwrap"
+	}
+	p, err := exec.LookPath(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: bwrap not found; %s", sandbox.ErrUnavailable, InstallHint)
+	}
+	cache := filepath.Join(b.opts.StateDir, "bwrap-version")
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
+	}
+	key := fmt.Sprintf("%s\t%d\t%d\t%d", p, inode(st), st.Size(), st.ModTime().UnixNano())
+	if data, err := os.ReadFile(cache); err == nil {
+		if k, v, ok := strings.Cut(strings.TrimSpace(string(data)), "\n"); ok && k == key {
+			if ver, err := ParseVersion(v); err == nil && ver.AtLeast(MinVersion.Major, MinVersion.Minor, MinVersion.Patch) {
+				b.bin = &Binary{Path: p, Version: ver, Setuid: st.Mode()&os.ModeSetuid != 0}
+				return b.bin, nil
+			}
+		}
+	}
+	bin, err := FindBinary(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	_ = writeFileAtomic(cache, []byte(key+"\nbubblewrap "+bin.Version.String()+"\n"), 0o600)
+	b.bin = bin
+	return bin, nil
+}
+
+// host gathers the facts a plan depends on.
+func (b *Backend) host() (Host, error) {
+	h := Host{UID: os.Getuid(), MaskFiles: b.opts.MaskFiles}
+	if h.MaskFiles == nil {
+		h.MaskFiles = dockerSockets
+	}
+	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
+		if r, err := filepath.EvalSymlinks(home); err == nil {
+			h.Home = r
+		}
+	}
+	if b.opts.StateDir == "" {
+		return h, fmt.Errorf("%w: no state directory configured", sandbox.ErrBadRequest)
+	}
+	if err := os.MkdirAll(b.opts.StateDir, 0o700); err != nil {
+		return h, fmt.Errorf("creating state directory: %w", err)
+	}
+	for _, d := range append([]string{b.opts.StateDir}, b.opts.HiddenDirs...) {
+		if d != "" && filepath.IsAbs(d) {
+			h.HiddenDirs = append(h.HiddenDirs, filepath.Clean(d))
+			if r, err := filepath.EvalSymlinks(d); err == nil && r != filepath.Clean(d) {
+				h.HiddenDirs = append(h.HiddenDirs, r)
+			}
+		}
+	}
+	empty, err := ensureEmptyFile(filepath.Join(b.opts.StateDir, "empty"))
+	if err != nil {
+		return h, err
+	}
+	h.EmptyFile = empty
+	return h, nil
+}
+
+// ensureEmptyFile makes sure p is an empty read-only regular file and
+// returns its resolved path.
+func ensureEmptyFile(p string) (string, error) {
+	st, err := os.Lstat(p)
+	if err == nil && st.Mode().IsRegular() && st.Size() == 0 && st.Mode().Perm()&0o222 == 0 {
+		return p, nil
+	}
+	_ = os.Remove(p)
+	if err := writeFileAtomic(p, nil, 0o444); err != nil {
+		return "", fmt.Errorf("creating the empty mask file: %w", err)
+	}
+	return p, nil
+}
+
+// Run implements sandbox.Backend.
+func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Result, error) {
+	bin, err := b.Binary(ctx)
+	if err != nil {
+		return b.unavailable(err)
+	}
+	host, err := b.host()
+	if err != nil {
+		return nil, err
+	}
+	plan, err := BuildPlan(req, host)
+	if err != nil {
+		return nil, err
+	}
+	if msg, code := checkCommand(req.Argv[0], plan.Env, plan.Chdir); code != 0 {
+		fmt.Fprintln(stderrOf(req), msg)
+		return &sandbox.Result{ExitCode: code, Warnings: plan.Warnings}, nil
+	}
+	for _, w := range plan.Warnings {
+		b.log.Warn("bwrap.policy.warning", "message", w)
+	}
+	res, err := b.run(ctx, bin, plan, req)
+	if res != nil {
+		res.Warnings = append(plan.Warnings, res.Warnings...)
+	}
+	return res, err
+}
+
+// Command returns the bwrap argv (program first) and environment that Run
+// would use for req, without running anything (`corral run --dry-run`, and
+// the benchmark's raw-bwrap baseline). The limits gate and the status pipe
+// are not part of the argv.
+func (b *Backend) Command(ctx context.Context, req *sandbox.Request) (argv, env, warnings []string, err error) {
+	bin, err := b.Binary(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	host, err := b.host()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	plan, err := BuildPlan(req, host)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return append([]string{bin.Path}, Argv(plan, FeaturesFor(bin.Version), -1, req.Argv)...), plan.Env, plan.Warnings, nil
+}
+
+// checkCommand finds argv0 as execvp(3) would inside the sandbox (the
+// sandbox sees the host's files at the same paths), so a missing command is
+// reported as exit 127 with a message instead of bwrap's exit 1.
+func checkCommand(argv0 string, env []string, dir string) (string, int) {
+	if strings.Contains(argv0, "/") {
+		p := argv0
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Sprintf("corral: %s: no such file or directory", argv0), sandbox.ExitNotFound
+		}
+		return "", 0
+	}
+	path, _ := sandbox.LookupEnv(env, "PATH")
+	for _, d := range filepath.SplitList(path) {
+		if d == "" {
+			d = "."
+		}
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(dir, d)
+		}
+		if st, err := os.Stat(filepath.Join(d, argv0)); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return "", 0
+		}
+	}
+	return fmt.Sprintf("corral: %s: command not found", argv0), sandbox.ExitNotFound
+}
+
+func stderrOf(req *sandbox.Request) io.Writer {
+	if req.Stderr != nil {
+		return req.Stderr
+	}
+	return io.Discard
+}
+
+// unavailable applies degraded_mode to an ErrUnavailable error.
+func (b *Backend) unavailable(err error) (*sandbox.Result, error) {
+	b.log.Error("bwrap.unavailable", "error", err)
+	if b.opts.Degrade && errors.Is(err, sandbox.ErrUnavailable) {
+		return &sandbox.Result{ExitCode: sandbox.ExitCorralError, Unavailable: err.Error()}, nil
+	}
+	return nil, err
+}
+
+type status struct {
+	childPid int
+	exitCode *int
+}
+
+func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox.Request) (*sandbox.Result, error) {
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("creating status pipe: %w", err)
+	}
+	defer statusR.Close()
+	argv := Argv(plan, FeaturesFor(bin.Version), 3, req.Argv)
+	cmd := exec.Command(bin.Path, argv...)
+	cmd.Env = plan.Env
+	cmd.Stdin, cmd.Stdout = req.Stdin, req.Stdout
+	var tail *tailBuffer
+	cmd.Stderr = req.Stderr
+	if req.Limits.MemoryMB > 0 || req.Limits.MaxProcs > 0 {
+		// Keep the end of stderr to tell a limit failure apart. A terminal
+		// is passed through untouched so it stays a terminal.
+		if f, ok := req.Stderr.(*os.File); !ok || !isTerminal(f) {
+			tail = &tailBuffer{max: 8 << 10}
+			if req.Stderr != nil {
+				cmd.Stderr = io.MultiWriter(req.Stderr, tail)
+			} else {
+				cmd.Stderr = tail
+			}
+		}
+	}
+	cmd.ExtraFiles = []*os.File{statusW}
+	// Own process group, so a terminal's ^C reaches corral, which forwards
+	// it; Pdeathsig ends bwrap, and with it the sandbox, if corral dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+
+	var cg *pidsCgroup
+	lim := req.Limits
+	root := os.Getuid() == 0
+	if root && lim.MaxProcs > 0 {
+		if r := b.cgroupRoot(); r != "" {
+			cg, err = newPidsCgroup(r, lim.MaxProcs)
+			if err != nil {
+				b.log.Warn("bwrap.cgroup.failed", "error", err)
+				cg = nil
+			}
+		}
+		if cg == nil {
+			statusW.Close()
+			return nil, fmt.Errorf("%w: max_procs=%d cannot be enforced: corral runs as root, where RLIMIT_NPROC does not apply, and no writable pids cgroup was found; run corral as an unprivileged user, give it a pids cgroup, or set max_procs to 0 to run without a process limit", sandbox.ErrUnavailable, lim.MaxProcs)
+		}
+		defer cg.remove()
+	}
+	start := time.Now()
+	if bin.Setuid && !root {
+		err = b.startWithPrlimit(cmd, lim)
+	} else {
+		err = startGated(cmd, lim, cg, !root)
+		if errors.Is(err, errGateUnavailable) {
+			b.log.Warn("bwrap.gate.unavailable", "error", err)
+			cmd = rebuild(cmd)
+			err = b.startWithPrlimit(cmd, lim)
+		}
+	}
+	statusW.Close()
+	if err != nil {
+		return nil, fmt.Errorf("starting bwrap: %w", err)
+	}
+	b.log.Debug("bwrap.sandbox.started", "pid", cmd.Process.Pid, "workdir", plan.Workdir, "writable", plan.Writable, "share_net", plan.ShareNet)
+
+	stc := make(chan status, 1)
+	go func() { stc <- readStatus(statusR) }()
+	childPid := make(chan int, 1)
+	var st status
+	stDone := false
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	var timeout <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	timedOut := false
+	var waitErr error
+	kill := func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL) // bwrap; --die-with-parent takes pid 1 of the sandbox and so the namespace with it
+	}
+	_ = childPid
+loop:
+	for {
+		select {
+		case waitErr = <-done:
+			break loop
+		case s := <-stc:
+			st, stDone = s, true
+			stc = nil
+		case <-timeout:
+			timedOut = true
+			b.terminate(cmd, st, kill)
+			timeout = nil
+		case <-ctx.Done():
+			b.terminate(cmd, st, kill)
+			ctx = context.Background()
+		}
+	}
+	if !stDone {
+		st = <-stc
+	}
+	res := &sandbox.Result{Duration: time.Since(start), TimedOut: timedOut}
+	ps := cmd.ProcessState
+	if ps == nil {
+		return nil, fmt.Errorf("waiting for bwrap: %w", waitErr)
+	}
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		res.CPUTime = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	ws := ps.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Signaled():
+		res.Signal = int(ws.Signal())
+		res.ExitCode = sandbox.ExitSignalBase + res.Signal
+	default:
+		res.ExitCode = ws.ExitStatus()
+		if res.ExitCode > sandbox.ExitSignalBase && res.ExitCode < sandbox.ExitSignalBase+65 && st.exitCode != nil {
+			res.Signal = res.ExitCode - sandbox.ExitSignalBase
+		}
+	}
+	if st.childPid == 0 && !timedOut && ctx.Err() == nil {
+		// bwrap failed before it started the command: the sandbox could
+		// not be built. Find out why and name the fix.
+		diag := Diagnose(context.Background(), bin)
+		return b.unavailable(fmt.Errorf("%w: bwrap could not build the sandbox (exit status %d); %s", sandbox.ErrUnavailable, res.ExitCode, diag.Summary()))
+	}
+	res.LimitHit = limitHit(res, lim, tail, cg)
+	b.log.Info("bwrap.sandbox.exited", "exit_code", res.ExitCode, "duration_ms", res.Duration.Milliseconds(), "timed_out", timedOut, "limit", res.LimitHit)
+	return res, nil
+}
+
+// terminate ends a sandbox that timed out or was cancelled: SIGTERM to the
+// command's process group, then after the grace period SIGKILL to bwrap,
+// which takes the whole pid namespace with it.
+func (b *Backend) terminate(cmd *exec.Cmd, st status, kill func()) {
+	if st.childPid > 0 {
+		for _, c := range childrenOf(st.childPid) {
+			_ = unix.Kill(-c, unix.SIGTERM)
+		}
+	}
+	go func() {
+		time.Sleep(b.opts.KillGrace)
+		kill()
+	}()
+	if st.childPid == 0 {
+		kill()
+	}
+}
+
+// childrenOf returns the children of pid (Linux 3.5+, /proc/PID/task/TID/children).
+func childrenOf(pid int) []int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(data)) {
+		var n int
+		if _, err := fmt.Sscan(f, &n); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// readStatus reads bwrap's --json-status-fd stream: {"child-pid": N} when the
+// sandbox's command has been started, {"exit-code": N} when it has ended.
+func readStatus(r io.Reader) status {
+	var st status
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) != nil {
+			continue
+		}
+		if v, ok := m["child-pid"].(float64); ok {
+			st.childPid = int(v)
+		}
+		if v, ok := m["exit-code"].(float64); ok {
+			n := int(v)
+			st.exitCode = &n
+		}
+	}
+	return st
+}
+
+// cgroupRoot finds the pids cgroup root once.
+func (b *Backend) cgroupRoot() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cgr == nil {
+		r := pidsRoot()
+		b.cgr = &r
+	}
+	return *b.cgr
+}
+
+// startWithPrlimit is the fallback when the ptrace gate cannot be used (a
+// setuid bwrap loses its privileges when traced): prlimit(1) from util-linux
+// sets RLIMIT_AS and RLIMIT_CPU on itself and executes bwrap. RLIMIT_NPROC
+// is not set here: before the user namespace exists it would be counted
+// against every process of the uid on the machine.
+func (b *Backend) startWithPrlimit(cmd *exec.Cmd, lim sandbox.Limits) error {
+	if lim.MemoryMB > 0 || lim.CPUSeconds > 0 {
+		pl, err := exec.LookPath("prlimit")
+		if err != nil {
+			return fmt.Errorf("%w: prlimit not found, so limits cannot be applied (install util-linux)", sandbox.ErrUnavailable)
+		}
+		args := []string{pl}
+		if lim.MemoryMB > 0 {
+			args = append(args, fmt.Sprintf("--as=%d", mib(lim.MemoryMB)))
+		}
+		if lim.CPUSeconds > 0 {
+			args = append(args, fmt.Sprintf("--cpu=%d:%d", lim.CPUSeconds, lim.CPUSeconds+1))
+		}
+		args = append(args, "--")
+		cmd.Args = append(args, cmd.Args...)
+		cmd.Path = pl
+	}
+	if lim.MaxProcs > 0 {
+		b.log.Warn("bwrap.limit.nproc_unenforced", "reason", "setuid bwrap or no ptrace")
+	}
+	return cmd.Start()
+}
+
+// rebuild returns a fresh copy of an unstarted-but-failed cmd.
+func rebuild(c *exec.Cmd) *exec.Cmd {
+	n := exec.Command(c.Path, c.Args[1:]...)
+	n.Env, n.Stdin, n.Stdout, n.Stderr, n.ExtraFiles = c.Env, c.Stdin, c.Stdout, c.Stderr, c.ExtraFiles
+	attr := *c.SysProcAttr
+	attr.Ptrace = false
+	n.SysProcAttr = &attr
+	return n
+}
+
+// limitHit decides which limit, if any, ended the command.
+func limitHit(res *sandbox.Result, lim sandbox.Limits, tail *tailBuffer, cg *pidsCgroup) string {
+	if res.TimedOut {
+		return ""
+	}
+	// The process limit is reported even when the command recovered from
+	// refused forks: the person should know it was reached.
+	if cg != nil && cg.hitMax() {
+		return sandbox.LimitProcs
+	}
+	if tail != nil && lim.MaxProcs > 0 {
+		t := strings.ToLower(tail.String())
+		if strings.Contains(t, "fork: resource temporarily unavailable") ||
+			strings.Contains(t, "fork: retry") || strings.Contains(t, "can't fork") || strings.Contains(t, "cannot fork") {
+			return sandbox.LimitProcs
+		}
+	}
+	if res.ExitCode == 0 {
+		return ""
+	}
+	if lim.CPUSeconds > 0 {
+		if res.Signal == int(syscall.SIGXCPU) ||
+			res.Signal == int(syscall.SIGKILL) && res.CPUTime >= time.Duration(lim.CPUSeconds)*time.Second {
+			return sandbox.LimitCPU
+		}
+	}
+	if tail != nil {
+		t := strings.ToLower(tail.String())
+		if lim.MemoryMB > 0 {
+			for _, pat := range memoryPatterns {
+				if strings.Contains(t, pat) {
+					return sandbox.LimitMemory
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// memoryPatterns are (lower-cased) messages programs print when an
+// allocation fails under RLIMIT_AS.
+var memoryPatterns = []string{
+	"memoryerror", "cannot allocate memory", "out of memory", "bad_alloc",
+	"memory exhausted", "xmalloc: cannot allocate", "failed to reserve",
+	"allocation failed", "could not allocate", "unable to allocate",
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func inode(st os.FileInfo) uint64 {
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		return s.Ino
+	}
+	return 0
+}
+
+// writeFileAtomic writes data to a temporary file next to p and renames it
+// into place, so readers never see a partial file.
+func writeFileAtomic(p string, data []byte, perm os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(p), ".tmp-"+filepath.Base(p)+"-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package bwrap
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// Version is a bubblewrap version (major, minor, patch).
+type Version struct{ Major, Minor, Patch int }
+
+// String formats v as "0.8.0".
+func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch) }
+
+// AtLeast reports whether v >= major.minor.patch.
+func (v Version) AtLeast(major, minor, patch int) bool {
+	if v.Major != major {
+		return v.Major > major
+	}
+	if v.Minor != minor {
+		return v.Minor > minor
+	}
+	return v.Patch >= patch
+}
+
+// MinVersion is the oldest bubblewrap corral supports: Debian 12's 0.8.0.
+var MinVersion = Version{0, 8, 0}
+
+// ParseVersion parses the output of `bwrap --version` ("bubblewrap 0.8.0").
+func ParseVersion(out string) (Version, error) {
+	f := strings.Fields(out)
+	if len(f) < 2 || f[0] != "bubblewrap" {
+		return Version{}, fmt.Errorf("unexpected `bwrap --version` output %q", strings.TrimSpace(out))
+	}
+	parts := strings.SplitN(f[1], ".", 3)
+	var n [3]int
+	for i := range parts {
+		digits := parts[i]
+		if j := strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' }); j >= 0 {
+			digits = digits[:j]
+		}
+		v, err := strconv.Atoi(digits)
+		if err != nil {
+			return Version{}, fmt.Errorf("unexpected bwrap version %q", f[1])
+		}
+		n[i] = v
+	}
+	return Version{n[0], n[1], n[2]}, nil
+}
+
+// Binary describes the bwrap executable corral will use.
+type Binary struct {
+	// Path is the absolute path of bwrap.
+	Path string
+	// Version is what `bwrap --version` reported.
+	Version Version
+	// Setuid is set when the executable is setuid root (the fallback for
+	// machines that block unprivileged user namespaces).
+	Setuid bool
+}
+
+// InstallHint names the package to install on the common distributions.
+const InstallHint = "install bubblewrap: `sudo apt install bubblewrap` (Debian, Ubuntu), `sudo dnf install bubblewrap` (Fedora), `sudo pacman -S bubblewrap` (Arch)"
+
+// FindBinary locates bwrap: the path given (from the CORRAL_BWRAP
+// environment variable or a test), else "bwrap" in PATH. Errors wrap
+// sandbox.ErrUnavailable and name the package to install.
+func FindBinary(ctx context.Context, path string) (*Binary, error) {
+	if path == "" {
+		path = "bwrap"
+	}
+	p, err := exec.LookPath(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: bwrap not found (%v); %s", sandbox.ErrUnavailable, err, InstallHint)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, p, "--version")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%w: `%s --version` failed: %v: %s", sandbox.ErrUnavailable, p, err, strings.TrimSpace(out.String()))
+	}
+	v, err := ParseVersion(out.String())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
+	}
+	if !v.AtLeast(MinVersion.Major, MinVersion.Minor, MinVersion.Patch) {
+		return nil, fmt.Errorf("%w: bwrap %s at %s is too old; corral needs %s or later (%s)", sandbox.ErrUnavailable, v, p, MinVersion, InstallHint)
+	}
+	b := &Binary{Path: p, Version: v}
+	if st, err := os.Stat(p); err == nil && st.Mode()&os.ModeSetuid != 0 {
+		b.Setuid = true
+	}
+	return b, nil
+}

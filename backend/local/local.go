@@ -1,0 +1,91 @@
+// Package local is corral's backend without isolation: commands run directly
+// on the host, as the user running corral. It exists for trusted use and for
+// comparison; corral uses it only when it is named (--backend local or the
+// backend setting), never as a fallback for an unavailable sandbox.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// Backend runs commands on the host. It is safe for concurrent use.
+type Backend struct {
+	log *slog.Logger
+}
+
+// New returns a local backend; logger may be nil.
+func New(logger *slog.Logger) *Backend {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Backend{log: logger}
+}
+
+// Name implements sandbox.Backend.
+func (b *Backend) Name() string { return "local" }
+
+// Run implements sandbox.Backend. The command runs in its own process group,
+// which a timeout or cancellation kills (SIGKILL to the group). Limits,
+// binds, profiles and home rules do not apply: there is no sandbox.
+func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Result, error) {
+	if len(req.Argv) == 0 || req.Argv[0] == "" {
+		return nil, fmt.Errorf("%w: no command given", sandbox.ErrBadRequest)
+	}
+	dir := req.Dir
+	if dir == "" {
+		dir = req.Workdir
+	}
+	cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = sandbox.FilterEnv(req.Env, sandbox.DefaultEnvDeny)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = req.Stdin, req.Stdout, req.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		code := sandbox.ExitCannotInvoke
+		if errors.Is(err, exec.ErrNotFound) {
+			code = sandbox.ExitNotFound
+		}
+		return &sandbox.Result{ExitCode: code, Warnings: []string{err.Error()}}, nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var timeout <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	res := &sandbox.Result{Warnings: []string{"backend local: the command ran on the host without a sandbox"}}
+	kill := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+loop:
+	for {
+		select {
+		case <-done:
+			break loop
+		case <-timeout:
+			res.TimedOut = true
+			kill()
+		case <-ctx.Done():
+			kill()
+			ctx = context.Background()
+		}
+	}
+	res.Duration = time.Since(start)
+	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		res.Signal = int(ws.Signal())
+		res.ExitCode = sandbox.ExitSignalBase + res.Signal
+	} else {
+		res.ExitCode = ws.ExitStatus()
+	}
+	return res, nil
+}

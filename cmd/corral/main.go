@@ -1,0 +1,55 @@
+// Command corral runs an AI agent's shell commands, code and file edits
+// inside a sandbox. Each verb lives in its own file of this package; the
+// work is done by the packages under the module root.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+func main() {
+	os.Exit(realMain())
+}
+
+// exitError carries an exit status out of a cobra command without os.Exit
+// below main. A nil Err means the status is the sandboxed command's own and
+// nothing is printed.
+type exitError struct {
+	Code int
+	Err  error
+}
+
+func (e *exitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.Err }
+
+func realMain() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	root := newRootCmd()
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.Err != nil {
+			fmt.Fprintf(os.Stderr, "corral: %v\n", ee.Err)
+		}
+		return ee.Code
+	}
+	fmt.Fprintf(os.Stderr, "corral: %v\n", err)
+	return sandbox.ExitCorralError
+}

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+)
+
+// globalOptions are the flags every verb shares.
+type globalOptions struct {
+	configPath string
+	logLevel   string
+}
+
+func newRootCmd() *cobra.Command {
+	g := &globalOptions{}
+	root := &cobra.Command{
+		Use:   "corral",
+		Short: "Run an AI agent's commands, code and file edits inside a sandbox",
+		Long: `corral runs commands inside a sandbox (bubblewrap by default) that keeps the
+host read-only, hides credentials and limits resources.
+
+Exit status: the command's own status, 128+N when it died of signal N, and
+125 when corral itself failed (bad flags or settings, sandbox unavailable).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.configPath, "config", "", "settings file (default: $XDG_CONFIG_HOME/corral/config.yaml; env CORRAL_CONFIG)")
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn or error (logs go to stderr)")
+	root.AddCommand(
+		newRunCmd(g),
+		newDoctorCmd(g),
+		newConfigCmd(g),
+	)
+	return root
+}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/backend/bwrap"
+	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/sandbox"
+)
+
+type runOptions struct {
+	backend    string
+	profile    string
+	cwd        string
+	binds      []string
+	memoryMB   int
+	cpuSeconds int
+	maxProcs   int
+	timeout    time.Duration
+	dryRun     bool
+}
+
+func newRunCmd(g *globalOptions) *cobra.Command {
+	o := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- CMD [ARG...]",
+		Short: "Run a command in a new sandbox",
+		Long: `Run CMD in a new sandbox. stdin, stdout and stderr are passed through (a
+terminal stays a terminal) and corral exits with CMD's status, or 128+N when
+CMD died of signal N. corral's own failures exit with 125.
+
+--bind takes SRC[:DEST][:rw]; write a colon inside a path as \: (a SRC that
+exists as given is taken whole). Binds are read-only unless :rw is given.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return o.run(c, g, args)
+		},
+	}
+	f := cmd.Flags()
+	f.SetInterspersed(false)
+	f.StringVar(&o.backend, "backend", "", "backend: bwrap or local (default: the backend setting)")
+	f.StringVar(&o.profile, "profile", "", "restricted, workspace or network (default: the profile setting)")
+	f.StringVar(&o.cwd, "cwd", "", "working directory, the one writable tree (default: the cwd setting, else the current directory)")
+	f.StringArrayVar(&o.binds, "bind", nil, "extra bind mount SRC[:DEST][:rw] (repeatable)")
+	f.IntVar(&o.memoryMB, "memory-mb", -1, "address space per process in MiB (RLIMIT_AS; 0 disables)")
+	f.IntVar(&o.cpuSeconds, "cpu-seconds", -1, "CPU seconds per process (RLIMIT_CPU; 0 disables)")
+	f.IntVar(&o.maxProcs, "max-procs", -1, "processes and threads (0 disables)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "print the bwrap command line (one argument per line) instead of running it")
+	f.DurationVar(&o.timeout, "timeout", 0, "end the whole sandbox after this long (default: the timeout setting)")
+	return cmd
+}
+
+func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) error {
+	st, err := config.Load(g.configPath, os.Environ())
+	if err != nil {
+		return &exitError{Code: sandbox.ExitCorralError, Err: err}
+	}
+	req, err := o.request(st, args)
+	if err != nil {
+		return &exitError{Code: sandbox.ExitCorralError, Err: err}
+	}
+	logger := newLogger(g)
+	backendName := st.Backend
+	if o.backend != "" {
+		backendName = o.backend
+	}
+	be, err := newBackend(backendName, st, logger)
+	if err != nil {
+		return &exitError{Code: sandbox.ExitCorralError, Err: err}
+	}
+	ctx := c.Context()
+	if o.dryRun {
+		bb, ok := be.(*bwrap.Backend)
+		if !ok {
+			return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("--dry-run needs the bwrap backend")}
+		}
+		argv, _, warns, err := bb.Command(ctx, req)
+		if err != nil {
+			return &exitError{Code: sandbox.ExitCorralError, Err: err}
+		}
+		for _, w := range warns {
+			fmt.Fprintf(os.Stderr, "corral: warning: %s\n", w)
+		}
+		for _, a := range argv {
+			fmt.Println(a)
+		}
+		return nil
+	}
+	// ^C reaches corral (bwrap has its own process group); the first one is
+	// forwarded as a termination of the sandbox, which then gets KillGrace
+	// to exit before everything in it is killed.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGHUP, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, cancel := contextWithSignal(ctx, sigs)
+	defer cancel()
+
+	res, err := be.Run(ctx, req)
+	if err != nil {
+		return &exitError{Code: sandbox.ExitCorralError, Err: err}
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(os.Stderr, "corral: warning: %s\n", w)
+	}
+	if res.Unavailable != "" {
+		return &exitError{Code: sandbox.ExitCorralError, Err: errors.New(res.Unavailable)}
+	}
+	if res.TimedOut {
+		fmt.Fprintf(os.Stderr, "corral: the command timed out after %s and its whole sandbox was ended; raise the timeout with --timeout or `corral config set timeout 10m`\n", req.Timeout)
+	}
+	if msg := sandbox.LimitMessage(res, req.Limits); msg != "" {
+		fmt.Fprintln(os.Stderr, msg)
+	}
+	if res.ExitCode != 0 {
+		return &exitError{Code: res.ExitCode}
+	}
+	return nil
+}
+
+// request builds the sandbox request from settings, flags and the command.
+func (o *runOptions) request(st *config.Settings, args []string) (*sandbox.Request, error) {
+	profile := st.Profile
+	if o.profile != "" {
+		p, err := sandbox.ParseProfile(o.profile)
+		if err != nil {
+			return nil, fmt.Errorf("--profile: %w", err)
+		}
+		profile = p
+	}
+	wd := st.Cwd
+	if o.cwd != "" {
+		wd = o.cwd
+	}
+	if wd == "" {
+		var err error
+		if wd, err = os.Getwd(); err != nil {
+			return nil, fmt.Errorf("finding the current directory: %w", err)
+		}
+	}
+	if !filepath.IsAbs(wd) {
+		abs, err := filepath.Abs(wd)
+		if err != nil {
+			return nil, err
+		}
+		wd = abs
+	}
+	lim := st.Limits()
+	for _, x := range []struct {
+		flag string
+		v    int
+		dst  *int
+	}{{"--memory-mb", o.memoryMB, &lim.MemoryMB}, {"--cpu-seconds", o.cpuSeconds, &lim.CPUSeconds}, {"--max-procs", o.maxProcs, &lim.MaxProcs}} {
+		if x.v < -1 {
+			return nil, fmt.Errorf("%s: %d is negative (0 disables the limit)", x.flag, x.v)
+		}
+		if x.v >= 0 {
+			*x.dst = x.v
+		}
+	}
+	binds := append([]sandbox.Bind(nil), st.Binds...)
+	for _, s := range o.binds {
+		b, err := parseBindFlag(s)
+		if err != nil {
+			return nil, err
+		}
+		binds = append(binds, b)
+	}
+	timeout := st.Timeout
+	if o.timeout < 0 {
+		return nil, fmt.Errorf("--timeout: %s is negative", o.timeout)
+	}
+	if o.timeout > 0 {
+		timeout = o.timeout
+	}
+	req := &sandbox.Request{
+		Argv:      args,
+		Env:       os.Environ(),
+		Workdir:   wd,
+		Profile:   profile,
+		Limits:    lim,
+		Binds:     binds,
+		HomeAllow: st.HomeAllow,
+		Stdin:     os.Stdin,
+		Stdout:    os.Stdout,
+		Stderr:    os.Stderr,
+		Timeout:   timeout,
+	}
+	return req, nil
+}
+
+// parseBindFlag parses SRC[:DEST][:rw|:ro]; "\:" is a literal colon, and a
+// SRC that exists on the host as written is taken whole.
+func parseBindFlag(s string) (sandbox.Bind, error) {
+	b := sandbox.Bind{ReadOnly: true}
+	if _, err := os.Lstat(s); err == nil {
+		b.Src = s
+		return b, nil
+	}
+	var parts []string
+	var cur strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\\' && i+1 < len(s) && s[i+1] == ':':
+			cur.WriteByte(':')
+			i++
+		case s[i] == ':':
+			parts = append(parts, cur.String())
+			cur.Reset()
+		default:
+			cur.WriteByte(s[i])
+		}
+	}
+	parts = append(parts, cur.String())
+	if n := len(parts); n > 1 && (parts[n-1] == "rw" || parts[n-1] == "ro") {
+		b.ReadOnly = parts[n-1] == "ro"
+		parts = parts[:n-1]
+	}
+	switch len(parts) {
+	case 1:
+		b.Src = parts[0]
+	case 2:
+		b.Src, b.Dest = parts[0], parts[1]
+	default:
+		return b, fmt.Errorf("--bind %q: want SRC[:DEST][:rw] (write a colon inside a path as \\:)", s)
+	}
+	if !filepath.IsAbs(b.Src) {
+		abs, err := filepath.Abs(b.Src)
+		if err != nil {
+			return b, err
+		}
+		b.Src = abs
+	}
+	if b.Dest != "" && !filepath.IsAbs(b.Dest) {
+		return b, fmt.Errorf("--bind %q: DEST must be an absolute path", s)
+	}
+	return b, nil
+}

@@ -1,0 +1,416 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	koanfenv "github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+	yamlv3 "go.yaml.in/yaml/v3"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// Settings are corral's effective settings: one typed field per key of the
+// registry. The zero value is not useful; get one from [Load] or
+// [Defaults].
+type Settings struct {
+	// Backend is the sandbox backend: BackendBwrap or BackendLocal
+	// (key backend).
+	Backend string
+	// Profile selects write and network access (key profile).
+	Profile sandbox.Profile
+	// MemoryMB caps each process's address space, in MiB; 0 disables
+	// (key memory_mb).
+	MemoryMB int
+	// CPUSeconds caps each process's CPU time, in seconds; 0 disables
+	// (key cpu_seconds).
+	CPUSeconds int
+	// MaxProcs caps the processes and threads of a command; 0 disables
+	// (key max_procs).
+	MaxProcs int
+	// Binds are extra mounts; Src and Dest are clean absolute paths (Dest
+	// may be empty, meaning Src) and ReadOnly defaults to true (key binds).
+	Binds []sandbox.Bind
+	// HomeAllow lists clean paths relative to the home directory, never
+	// absolute, empty or climbing out with ".." (key home_allow).
+	HomeAllow []string
+	// Cwd is the commands' working directory: a clean absolute path with
+	// "~" expanded, or "" for the directory corral was started in (key cwd).
+	Cwd string
+	// Timeout ends a command after this long; always > 0 (key timeout).
+	Timeout time.Duration
+	// HomeMode is HomeModeHost or HomeModeSession (key home_mode).
+	HomeMode string
+	// DegradedMode is DegradedDegrade or DegradedFail (key degraded_mode).
+	DegradedMode string
+	// OutputLimit is the number of bytes of output shown to agents before
+	// it is cut; always > 0 (key output_limit).
+	OutputLimit int
+
+	// Path is the settings file Load consulted, whether or not it exists;
+	// empty for Defaults.
+	Path string
+
+	origins map[string]origin
+}
+
+// origin records where one key's value came from.
+type origin struct {
+	source Source
+	where  string // file path or variable name
+}
+
+// SourceFlag marks a value given to [Settings.Apply], typically from a
+// command-line flag.
+const SourceFlag Source = "flag"
+
+// Defaults returns the settings every key's default gives.
+func Defaults() *Settings {
+	s := &Settings{origins: make(map[string]origin, len(registry))}
+	for i := range registry {
+		k := &registry[i]
+		s.assign(k, clone(k.Default), origin{source: SourceDefault})
+	}
+	return s
+}
+
+// Limits returns the resource limits of s, for sandbox.Request.Limits.
+func (s *Settings) Limits() sandbox.Limits {
+	return sandbox.Limits{MemoryMB: s.MemoryMB, CPUSeconds: s.CPUSeconds, MaxProcs: s.MaxProcs}
+}
+
+// Source returns where the value of key came from and, for SourceFile and
+// SourceEnv, the file's path or the variable's name. It returns "" for an
+// unknown key.
+func (s *Settings) Source(key string) (Source, string) {
+	o := s.origins[key]
+	return o.source, o.where
+}
+
+// Value returns the value of key with its Settings field's Go type
+// (string, int, time.Duration, sandbox.Profile, []string, []sandbox.Bind),
+// or an *UnknownKeyError.
+func (s *Settings) Value(key string) (any, error) {
+	k, err := lookupKey(key)
+	if err != nil {
+		return nil, err
+	}
+	switch p := k.field(s).(type) {
+	case *string:
+		return *p, nil
+	case *int:
+		return *p, nil
+	case *time.Duration:
+		return *p, nil
+	case *sandbox.Profile:
+		return *p, nil
+	case *[]string:
+		return *p, nil
+	case *[]sandbox.Bind:
+		return *p, nil
+	}
+	panic("config: key " + key + " has a field of unsupported type")
+}
+
+// Apply sets key from text, written as for `corral config set` (lists as
+// JSON or YAML flow syntax), after checking it with the registry. It is
+// meant for command-line flags, which beat every other source; the key's
+// Source becomes SourceFlag. Errors are *UnknownKeyError or *ValueError
+// (with an empty Source).
+func (s *Settings) Apply(key, text string) error {
+	k, err := lookupKey(key)
+	if err != nil {
+		return err
+	}
+	v, err := k.fromUser(text, homeOnce(os.Getenv), "", "")
+	if err != nil {
+		return err
+	}
+	s.assign(k, v, origin{source: SourceFlag})
+	return nil
+}
+
+// fromUser turns text into k's typed value, reporting problems as
+// *ValueError with the given source.
+func (k *Key) fromUser(text string, home homeFunc, src Source, where string) (any, error) {
+	raw, p := k.fromText(text)
+	if p == nil {
+		var v any
+		if v, p = k.parse(raw, home); p == nil {
+			return v, nil
+		}
+	}
+	return nil, k.valueError(p, src, where)
+}
+
+func (k *Key) valueError(p *problem, src Source, where string) *ValueError {
+	return &ValueError{Key: k.Name + p.sub, Value: p.value, Reason: p.reason, Source: src, Origin: where}
+}
+
+// assign stores v, which has the field's type, in k's field of s.
+func (s *Settings) assign(k *Key, v any, o origin) {
+	switch p := k.field(s).(type) {
+	case *string:
+		*p = v.(string)
+	case *int:
+		*p = v.(int)
+	case *time.Duration:
+		*p = v.(time.Duration)
+	case *sandbox.Profile:
+		*p = v.(sandbox.Profile)
+	case *[]string:
+		*p = v.([]string)
+	case *[]sandbox.Bind:
+		*p = v.([]sandbox.Bind)
+	default:
+		panic("config: key " + k.Name + " has a field of unsupported type")
+	}
+	if s.origins == nil {
+		s.origins = make(map[string]origin, len(registry))
+	}
+	s.origins[k.Name] = o
+}
+
+// Load returns the effective settings: the defaults, overridden by the
+// settings file, overridden by CORRAL_<KEY> variables of environ
+// ("KEY=value" entries, as os.Environ returns; the last of duplicates
+// wins, and empty values count as unset).
+//
+// path names the settings file; "" means $CORRAL_CONFIG (taken from
+// environ) or else [DefaultPath]. A missing file is not an error. A file
+// that cannot be read or is not a YAML mapping is, naming the file. Every
+// unknown key in the file is an *UnknownKeyError and every bad value, in
+// the file or the environment, a *ValueError; Load reports all of them,
+// joined with errors.Join, and returns nil Settings.
+//
+// Load reads the file once and nothing else (the passwd database only
+// when "~" must be expanded and $HOME is unset), so it is cheap enough to
+// call for every sandbox.
+func Load(path string, environ []string) (*Settings, error) {
+	getenv := lookupIn(environ)
+	home := homeOnce(getenv)
+	p, err := resolvePath(path, getenv, home)
+	if err != nil {
+		return nil, err
+	}
+	fk, err := readFile(p)
+	if err != nil {
+		return nil, err
+	}
+	ek, err := readEnv(environ)
+	if err != nil {
+		return nil, err
+	}
+
+	s := Defaults()
+	s.Path = p
+	var errs []error
+	if fk != nil {
+		for _, name := range fk.Keys() {
+			if _, ok := byName[name]; ok {
+				continue
+			}
+			if _, ok := underKey(name); ok {
+				continue // a mapping where a value belongs; parse reports it
+			}
+			if isSection(name) {
+				if v := fk.Get(name); v == nil {
+					continue // "docker:" with nothing below
+				} else if m, ok := v.(map[string]any); ok && len(m) == 0 {
+					continue // "docker: {}"
+				}
+			}
+			errs = append(errs, &UnknownKeyError{Key: name, Origin: p})
+		}
+	}
+	for i := range registry {
+		k := &registry[i]
+		if fk != nil && fk.Exists(k.Name) {
+			v, prob := k.parse(fk.Get(k.Name), home)
+			if prob != nil {
+				errs = append(errs, k.valueError(prob, SourceFile, p))
+			} else {
+				s.assign(k, v, origin{source: SourceFile, where: p})
+			}
+		}
+		if ek.Exists(k.Name) {
+			text, _ := ek.Get(k.Name).(string)
+			v, err := k.fromUser(text, home, SourceEnv, k.EnvName())
+			if err != nil {
+				errs = append(errs, err)
+			} else {
+				s.assign(k, v, origin{source: SourceEnv, where: k.EnvName()})
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+// readFile loads the settings file with koanf; it returns nil, nil when
+// the file does not exist.
+func readFile(path string) (*koanf.Koanf, error) {
+	ko := koanf.New(".")
+	err := ko.Load(file.Provider(path), yaml.Parser())
+	if err == nil {
+		return ko, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return nil, fmt.Errorf("cannot read settings file %s: %w", path, pe.Err)
+	}
+	var te *yamlv3.TypeError
+	if errors.As(err, &te) && strings.Contains(strings.Join(te.Errors, ""), "cannot unmarshal") {
+		return nil, fmt.Errorf("settings file %s is not a YAML mapping of settings (key: value lines): %s", path, strings.Join(te.Errors, "; "))
+	}
+	if errors.As(err, &te) {
+		return nil, fmt.Errorf("settings file %s is not valid YAML: %s", path, strings.Join(te.Errors, "; "))
+	}
+	return nil, fmt.Errorf("settings file %s is not valid YAML: %s", path, yamlMessage(err))
+}
+
+// readEnv loads the CORRAL_* variables of environ that name a registered
+// key, under the key's name. The registry maps names back, so
+// CORRAL_MEMORY_MB is memory_mb, never memory.mb.
+func readEnv(environ []string) (*koanf.Koanf, error) {
+	ko := koanf.New(".")
+	err := ko.Load(koanfenv.Provider(".", koanfenv.Opt{
+		Prefix:      envPrefix,
+		EnvironFunc: func() []string { return environ },
+		TransformFunc: func(name, value string) (string, any) {
+			k, ok := byEnv[name]
+			if !ok || value == "" {
+				return "", nil
+			}
+			return k.Name, value
+		},
+	}), nil)
+	if err != nil {
+		return nil, fmt.Errorf("reading the environment: %w", err)
+	}
+	return ko, nil
+}
+
+// lookupIn returns a getenv over environ ("KEY=value" entries, the last
+// duplicate winning).
+func lookupIn(environ []string) func(string) string {
+	return func(name string) string {
+		v, _ := sandbox.LookupEnv(environ, name)
+		return v
+	}
+}
+
+// homeOnce returns a homeFunc that looks the home directory up once.
+func homeOnce(getenv func(string) string) homeFunc {
+	return sync.OnceValues(func() (string, error) { return homeDir(getenv) })
+}
+
+// homeDir returns $HOME when it is absolute, else os.UserHomeDir, else the
+// passwd entry of the current user.
+func homeDir(getenv func(string) string) (string, error) {
+	if h := getenv("HOME"); filepath.IsAbs(h) {
+		return filepath.Clean(h), nil
+	}
+	if h, err := os.UserHomeDir(); err == nil && filepath.IsAbs(h) {
+		return filepath.Clean(h), nil
+	}
+	if u, err := user.Current(); err == nil && filepath.IsAbs(u.HomeDir) {
+		return filepath.Clean(u.HomeDir), nil
+	}
+	return "", errors.New("cannot find the home directory: $HOME is not set and the user has no passwd entry")
+}
+
+// xdgDir returns $<envName>/corral when that variable holds an absolute
+// path (the XDG Base Directory spec ignores relative ones), else
+// ~/<fallback>/corral.
+func xdgDir(getenv func(string) string, home homeFunc, envName, fallback string) (string, error) {
+	if d := getenv(envName); filepath.IsAbs(d) {
+		return filepath.Join(d, "corral"), nil
+	}
+	h, err := home()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(h, fallback, "corral"), nil
+}
+
+// ConfigDir returns corral's configuration directory:
+// $XDG_CONFIG_HOME/corral, or ~/.config/corral when XDG_CONFIG_HOME is
+// unset or relative. It returns "" when there is no home directory
+// ($HOME unset and no passwd entry), meaning there is no configuration
+// directory to read or to hide from sandboxes.
+func ConfigDir() string {
+	d, _ := xdgDir(os.Getenv, homeOnce(os.Getenv), "XDG_CONFIG_HOME", ".config")
+	return d
+}
+
+// DefaultPath returns the default settings file, config.yaml in
+// [ConfigDir], or "" when there is no home directory. It ignores
+// CORRAL_CONFIG; see [ResolvePath] for the file actually in use.
+func DefaultPath() string {
+	p, _ := defaultPath(os.Getenv, homeOnce(os.Getenv))
+	return p
+}
+
+func defaultPath(getenv func(string) string, home homeFunc) (string, error) {
+	d, err := xdgDir(getenv, home, "XDG_CONFIG_HOME", ".config")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "config.yaml"), nil
+}
+
+// StateDir returns corral's state directory (sessions, caches):
+// $XDG_STATE_HOME/corral, or ~/.local/state/corral when XDG_STATE_HOME is
+// unset or relative. It does not create the directory. It returns "" when
+// there is no home directory ($HOME unset and no passwd entry); there is
+// deliberately no fallback under /tmp, where another user could plant it.
+func StateDir() string {
+	d, _ := xdgDir(os.Getenv, homeOnce(os.Getenv), "XDG_STATE_HOME", filepath.Join(".local", "state"))
+	return d
+}
+
+// ResolvePath returns the settings file to use: path when not empty (a
+// leading "~/" expanded, made absolute), else $CORRAL_CONFIG from environ,
+// else [DefaultPath] computed from environ. It fails only when the home
+// directory is needed and cannot be found.
+func ResolvePath(path string, environ []string) (string, error) {
+	getenv := lookupIn(environ)
+	return resolvePath(path, getenv, homeOnce(getenv))
+}
+
+func resolvePath(path string, getenv func(string) string, home homeFunc) (string, error) {
+	if path == "" {
+		path = getenv(EnvConfig)
+	}
+	if path == "" {
+		return defaultPath(getenv, home)
+	}
+	if path == "~" || strings.HasPrefix(path, "~/") {
+		h, err := home()
+		if err != nil {
+			return "", err
+		}
+		path = filepath.Join(h, path[1:])
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("settings file %s: %w", path, err)
+	}
+	return abs, nil
+}

@@ -1,0 +1,286 @@
+package config
+
+import (
+	"strings"
+	"time"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// Kind is the type of a setting's value: how it is written in the file, in
+// the environment and on the `corral config set` command line, and which Go
+// type it has in [Settings].
+type Kind int
+
+const (
+	// KindString is free text (Go type string). NUL bytes are refused.
+	KindString Kind = iota
+	// KindEnum is one of the words in [Key.Values] (Go type string, or a
+	// named string type such as sandbox.Profile).
+	KindEnum
+	// KindInt is a whole number not below [Key.Min] (Go type int). Text is
+	// parsed in base 10.
+	KindInt
+	// KindDuration is a time span greater than zero (Go type
+	// time.Duration), written as a Go duration ("90s", "5m", "1h30m") or as
+	// a whole number of seconds.
+	KindDuration
+	// KindPath is an absolute host path or empty (Go type string). "~" and
+	// "~/x" are expanded to the home directory; the path is cleaned.
+	KindPath
+	// KindStringList is a list of strings (Go type []string). In the file it
+	// is a YAML sequence; as text (environment, `config set`) it is a JSON or
+	// YAML flow sequence (`[".a", ".b"]`) or a comma-separated list.
+	KindStringList
+	// KindBinds is a list of {src, dest, readonly} mappings (Go type
+	// []sandbox.Bind). src is an absolute host path ("~/x" is expanded),
+	// dest an absolute path inside the sandbox (empty means src), readonly a
+	// boolean that defaults to true. As text it is a JSON or YAML flow
+	// sequence (`[{src: /data}]`) or a single such mapping.
+	KindBinds
+)
+
+// String returns the kind's name as shown in help text ("int", "binds").
+func (k Kind) String() string {
+	switch k {
+	case KindString:
+		return "string"
+	case KindEnum:
+		return "enum"
+	case KindInt:
+		return "int"
+	case KindDuration:
+		return "duration"
+	case KindPath:
+		return "path"
+	case KindStringList:
+		return "list"
+	case KindBinds:
+		return "binds"
+	}
+	return "unknown"
+}
+
+// Key describes one setting. The registry is a table of Keys (see [Keys]);
+// adding a setting means adding a row there and a field to [Settings].
+type Key struct {
+	// Name is the key as written in the file, lower case; dots separate
+	// the levels of nested keys ("memory_mb", "docker.image").
+	Name string
+	// Kind is the value's type.
+	Kind Kind
+	// Default is the value used when neither the file nor the environment
+	// sets the key, with the Go type of the Settings field (string, int,
+	// time.Duration, []string, []sandbox.Bind, sandbox.Profile).
+	Default any
+	// Doc is a one-line description, with units and what 0 means.
+	Doc string
+	// Values lists the accepted words of a KindEnum key.
+	Values []string
+	// Min is the smallest accepted value of a KindInt key.
+	Min int
+	// Accepts says, after "is not", what the key accepts; it ends every
+	// error about the key's value ("a whole number of MiB (0 disables)").
+	Accepts string
+
+	// item checks and normalises one element of a KindStringList key; it
+	// returns the reason the element is refused, or "".
+	item func(string) (string, string)
+	// field returns a pointer to the key's field in s.
+	field func(s *Settings) any
+}
+
+// EnvName returns the environment variable that sets the key:
+// "CORRAL_" followed by the name upper-cased with '.' replaced by '_'
+// (memory_mb → CORRAL_MEMORY_MB, docker.pids_limit → CORRAL_DOCKER_PIDS_LIMIT).
+func (k Key) EnvName() string { return EnvName(k.Name) }
+
+// EnvName returns the environment variable for the key called name; see
+// [Key.EnvName]. It does not check that the key exists.
+func EnvName(name string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, ".", "_"))
+}
+
+const envPrefix = "CORRAL_"
+
+// EnvConfig is the environment variable that names the settings file when
+// no path is given explicitly.
+const EnvConfig = "CORRAL_CONFIG"
+
+// Accepted values of the enum settings.
+const (
+	BackendBwrap = "bwrap" // backend: bubblewrap (the default)
+	BackendLocal = "local" // backend: no sandbox, for debugging
+
+	HomeModeHost    = "host"    // home_mode: the host's home directory, hidden but for allowed entries
+	HomeModeSession = "session" // home_mode: a fresh home directory per session
+
+	DegradedDegrade = "degrade" // degraded_mode: run with what the host allows and warn
+	DegradedFail    = "fail"    // degraded_mode: refuse to run when a protection is missing
+)
+
+// Defaults of the settings that have no constant elsewhere.
+const (
+	// DefaultTimeout is the default of timeout.
+	DefaultTimeout = 180 * time.Second
+	// DefaultOutputLimit is the default of output_limit, in bytes.
+	DefaultOutputLimit = 64 << 10
+)
+
+// registry is the table of settings, in the order `corral config list`
+// shows them.
+var registry = []Key{
+	{
+		Name: "backend", Kind: KindEnum, Default: BackendBwrap,
+		Values:  []string{BackendBwrap, BackendLocal},
+		Accepts: "one of bwrap, local",
+		Doc:     "sandbox backend: bwrap (bubblewrap) or local (no sandbox, for debugging)",
+		field:   func(s *Settings) any { return &s.Backend },
+	},
+	{
+		Name: "profile", Kind: KindEnum, Default: sandbox.DefaultProfile,
+		Values:  profileNames(),
+		Accepts: "one of " + strings.Join(profileNames(), ", "),
+		Doc:     "what commands may write and reach: restricted (read-only, no network), workspace (writable working directory, no network) or network",
+		field:   func(s *Settings) any { return &s.Profile },
+	},
+	{
+		Name: "memory_mb", Kind: KindInt, Default: sandbox.DefaultLimits.MemoryMB,
+		Accepts: "a whole number of MiB (0 disables)",
+		Doc:     "address space per process, in MiB (RLIMIT_AS); 0 disables",
+		field:   func(s *Settings) any { return &s.MemoryMB },
+	},
+	{
+		Name: "cpu_seconds", Kind: KindInt, Default: sandbox.DefaultLimits.CPUSeconds,
+		Accepts: "a whole number of seconds (0 disables)",
+		Doc:     "CPU time per process, in seconds (RLIMIT_CPU); 0 disables",
+		field:   func(s *Settings) any { return &s.CPUSeconds },
+	},
+	{
+		Name: "max_procs", Kind: KindInt, Default: sandbox.DefaultLimits.MaxProcs,
+		Accepts: "a whole number of processes (0 disables)",
+		Doc:     "processes and threads a command may run; 0 disables",
+		field:   func(s *Settings) any { return &s.MaxProcs },
+	},
+	{
+		Name: "binds", Kind: KindBinds, Default: []sandbox.Bind(nil),
+		Accepts: `a list of {src, dest, readonly} mappings such as [{src: /data}]`,
+		Doc:     "extra host paths to mount: [{src: /abs/host/path, dest: /abs/path/inside, readonly: true}]; readonly defaults to true, dest to src",
+		field:   func(s *Settings) any { return &s.Binds },
+	},
+	{
+		Name: "home_allow", Kind: KindStringList, Default: []string(nil),
+		Accepts: `a list of paths relative to the home directory such as [".gitconfig", ".config/nvim"]`,
+		Doc:     "entries of the home directory to show read-only, relative to it (.gitconfig, .config/nvim)",
+		item:    homeRelative,
+		field:   func(s *Settings) any { return &s.HomeAllow },
+	},
+	{
+		Name: "cwd", Kind: KindPath, Default: "",
+		Accepts: "an absolute path, ~ or ~/path, or empty for the directory corral was started in",
+		Doc:     "working directory of commands (absolute, ~ expands); empty means the directory corral was started in",
+		field:   func(s *Settings) any { return &s.Cwd },
+	},
+	{
+		Name: "timeout", Kind: KindDuration, Default: DefaultTimeout,
+		Accepts: `a duration greater than 0 such as "90s" or "5m", or a whole number of seconds`,
+		Doc:     `wall-clock limit of one command: a duration ("90s", "5m") or whole seconds`,
+		field:   func(s *Settings) any { return &s.Timeout },
+	},
+	{
+		Name: "home_mode", Kind: KindEnum, Default: HomeModeHost,
+		Values:  []string{HomeModeHost, HomeModeSession},
+		Accepts: "one of host, session",
+		Doc:     "home directory inside the sandbox: host (the real one, hidden but for home_allow) or session (a fresh one per session)",
+		field:   func(s *Settings) any { return &s.HomeMode },
+	},
+	{
+		Name: "degraded_mode", Kind: KindEnum, Default: DegradedDegrade,
+		Values:  []string{DegradedDegrade, DegradedFail},
+		Accepts: "one of degrade, fail",
+		Doc:     "when the host cannot give every protection: degrade (run and warn) or fail (refuse to run)",
+		field:   func(s *Settings) any { return &s.DegradedMode },
+	},
+	{
+		Name: "output_limit", Kind: KindInt, Default: DefaultOutputLimit, Min: 1,
+		Accepts: "a whole number of bytes greater than 0",
+		Doc:     "bytes of a command's output shown to agents before it is cut",
+		field:   func(s *Settings) any { return &s.OutputLimit },
+	},
+}
+
+// byName and byEnv index the registry.
+var byName, byEnv = func() (map[string]*Key, map[string]*Key) {
+	n := make(map[string]*Key, len(registry))
+	e := make(map[string]*Key, len(registry))
+	for i := range registry {
+		k := &registry[i]
+		n[k.Name] = k
+		e[k.EnvName()] = k
+	}
+	return n, e
+}()
+
+func profileNames() []string {
+	out := make([]string, len(sandbox.Profiles))
+	for i, p := range sandbox.Profiles {
+		out[i] = string(p)
+	}
+	return out
+}
+
+// Keys returns the registry: every setting, in the order `corral config
+// list` shows them. The slice is a copy.
+func Keys() []Key {
+	out := make([]Key, len(registry))
+	copy(out, registry)
+	return out
+}
+
+// Names returns the names of every setting, in registry order.
+func Names() []string {
+	out := make([]string, len(registry))
+	for i, k := range registry {
+		out[i] = k.Name
+	}
+	return out
+}
+
+// Lookup returns the setting called name (exact, lower-case match).
+func Lookup(name string) (Key, bool) {
+	k, ok := byName[name]
+	if !ok {
+		return Key{}, false
+	}
+	return *k, true
+}
+
+// lookupKey is Lookup returning an *UnknownKeyError for unknown names.
+func lookupKey(name string) (*Key, error) {
+	if k, ok := byName[name]; ok {
+		return k, nil
+	}
+	return nil, &UnknownKeyError{Key: name}
+}
+
+// isSection reports whether name is a level above some nested key
+// ("docker" when docker.image exists).
+func isSection(name string) bool {
+	for _, k := range registry {
+		if strings.HasPrefix(k.Name, name+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// underKey returns the registered key that name lies below ("binds" for
+// "binds.src"), if any.
+func underKey(name string) (*Key, bool) {
+	for i := range registry {
+		if strings.HasPrefix(name, registry[i].Name+".") {
+			return &registry[i], true
+		}
+	}
+	return nil, false
+}

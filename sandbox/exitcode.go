@@ -1,0 +1,19 @@
+package sandbox
+
+// Exit codes of the corral CLI. They follow the convention of `docker run`
+// (docs.docker.com/engine/containers/run/#exit-status) and of POSIX shells:
+// corral's own failures are 125, a command that cannot be run is 126, one
+// that is not found is 127, and a command killed by signal N is 128+N.
+const (
+	// ExitCorralError is returned when corral itself fails: bad flags or
+	// settings, the sandbox cannot be built, the backend is unavailable.
+	ExitCorralError = 125
+	// ExitCannotInvoke is returned when the command exists but cannot be
+	// run (permission denied, the working directory is gone).
+	ExitCannotInvoke = 126
+	// ExitNotFound is returned when the command is not found.
+	ExitNotFound = 127
+	// ExitSignalBase is added to a signal number for a command killed by
+	// that signal (shell convention: SIGKILL gives 137).
+	ExitSignalBase = 128
+)

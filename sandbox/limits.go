@@ -1,0 +1,25 @@
+package sandbox
+
+import "fmt"
+
+// Names of the limits a Result.LimitHit may carry.
+const (
+	LimitCPU    = "cpu"
+	LimitMemory = "memory"
+	LimitProcs  = "procs"
+)
+
+// LimitMessage returns one sentence, for a person or a model, that says
+// which limit ended a command and which setting raises it, or "" when
+// r.LimitHit is empty.
+func LimitMessage(r *Result, l Limits) string {
+	switch r.LimitHit {
+	case LimitCPU:
+		return fmt.Sprintf("corral: the command was killed by the CPU time limit (%d s of CPU per process); raise cpu_seconds (--cpu-seconds, or `corral config set cpu_seconds 600`; 0 disables)", l.CPUSeconds)
+	case LimitMemory:
+		return fmt.Sprintf("corral: the command most likely ran out of memory under the memory limit (%d MiB of address space per process); raise memory_mb (--memory-mb, or `corral config set memory_mb 2048`; 0 disables)", l.MemoryMB)
+	case LimitProcs:
+		return fmt.Sprintf("corral: the command hit the process limit (%d processes and threads); raise max_procs (--max-procs, or `corral config set max_procs 1024`; 0 disables)", l.MaxProcs)
+	}
+	return ""
+}

@@ -1,0 +1,160 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Profile names a preset of what a sandboxed command may write and reach.
+// The three profiles follow the reference bubblewrap backend:
+//
+//	restricted  working directory read-only, loopback-only network
+//	workspace   working directory writable, loopback-only network
+//	network     working directory writable, host network (the default)
+type Profile string
+
+// The profiles corral knows.
+const (
+	ProfileRestricted Profile = "restricted"
+	ProfileWorkspace  Profile = "workspace"
+	ProfileNetwork    Profile = "network"
+)
+
+// Profiles lists every valid profile, in order of increasing access.
+var Profiles = []Profile{ProfileRestricted, ProfileWorkspace, ProfileNetwork}
+
+// DefaultProfile is the profile used when none is configured.
+const DefaultProfile = ProfileNetwork
+
+// ParseProfile returns the profile named s, or an error wrapping
+// ErrBadRequest that lists the valid names.
+func ParseProfile(s string) (Profile, error) {
+	for _, p := range Profiles {
+		if string(p) == s {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w: unknown profile %q (want restricted, workspace or network)", ErrBadRequest, s)
+}
+
+// Writable reports whether the working directory is writable under p.
+func (p Profile) Writable() bool { return p != ProfileRestricted }
+
+// HostNetwork reports whether commands under p share the host's network
+// namespace. Under the other profiles only a private loopback exists.
+func (p Profile) HostNetwork() bool { return p == ProfileNetwork }
+
+// Limits are per-command resource limits. A zero field disables that limit.
+type Limits struct {
+	// MemoryMB caps each process's virtual address space (RLIMIT_AS,
+	// setrlimit(2)), in MiB.
+	MemoryMB int
+	// CPUSeconds caps each process's CPU time (RLIMIT_CPU), in seconds. The
+	// kernel sends SIGXCPU at the limit and SIGKILL one second later.
+	CPUSeconds int
+	// MaxProcs caps the processes and threads the command may run
+	// (RLIMIT_NPROC counted inside the sandbox's user namespace, or a pids
+	// cgroup where RLIMIT_NPROC does not hold, as for root).
+	MaxProcs int
+}
+
+// DefaultLimits are the reference backend's deliberately tight defaults:
+// 256 MiB of address space, 30 s of CPU, 256 processes.
+var DefaultLimits = Limits{MemoryMB: 256, CPUSeconds: 30, MaxProcs: 256}
+
+// Bind is an extra host path mounted into the sandbox.
+type Bind struct {
+	// Src is the host path (absolute). It may be a directory, a regular
+	// file, a Unix socket, a FIFO or a device node.
+	Src string `json:"src" yaml:"src" koanf:"src"`
+	// Dest is the path inside the sandbox; empty means Src.
+	Dest string `json:"dest,omitempty" yaml:"dest,omitempty" koanf:"dest"`
+	// ReadOnly mounts the bind read-only. The zero value of a Bind built in
+	// Go is read-write; config and flag parsers default it to true, as the
+	// reference backend does.
+	ReadOnly bool `json:"readonly" yaml:"readonly" koanf:"readonly"`
+}
+
+// Target returns where the bind appears inside the sandbox.
+func (b Bind) Target() string {
+	if b.Dest == "" {
+		return b.Src
+	}
+	return b.Dest
+}
+
+// Request is one command to run in a new sandbox.
+type Request struct {
+	// Argv is the command and its arguments; Argv[0] is looked up in PATH
+	// inside the sandbox when it has no slash. Required.
+	Argv []string
+	// Env is the caller's environment ("KEY=value"); the backend filters it
+	// with FilterEnv and adds its own variables (TMPDIR and the like).
+	Env []string
+	// Workdir is the working directory: the one directory tree the command
+	// may write under the workspace and network profiles. Absolute, required.
+	Workdir string
+	// Dir is where the command starts; empty means Workdir. It need not lie
+	// inside Workdir (the command then runs there read-only).
+	Dir string
+	// ScratchDir is the session's scratch directory on the host, writable
+	// inside the sandbox (read-only under restricted) and named by TMPDIR,
+	// TMP and TEMP. Empty means none.
+	ScratchDir string
+	// Profile selects write and network access.
+	Profile Profile
+	// Limits are the per-command resource limits.
+	Limits Limits
+	// Binds are extra mounts.
+	Binds []Bind
+	// HomeAllow lists extra dot entries of the home directory to show
+	// read-only, relative to the home directory (".zz-tool", ".config/nvim").
+	HomeAllow []string
+	// Stdin, Stdout and Stderr are the command's standard streams; nil means
+	// /dev/null. An *os.File is passed to the sandbox as is, so a terminal
+	// stays a terminal.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Timeout ends the whole sandbox after this long; 0 means none.
+	Timeout time.Duration
+}
+
+// Result is what became of a command. A non-zero exit status is data, not a
+// Go error: Run returns an error only when the command could not be run in
+// a sandbox at all.
+type Result struct {
+	// ExitCode is the command's exit status, or 128+N when it died of
+	// signal N (ExitSignalBase).
+	ExitCode int
+	// Signal is the signal that ended the command, or 0.
+	Signal int
+	// TimedOut is set when Request.Timeout ended the command.
+	TimedOut bool
+	// Duration is the wall-clock time from start to exit.
+	Duration time.Duration
+	// CPUTime is the user plus system CPU time of the command's processes.
+	CPUTime time.Duration
+	// LimitHit names the limit that most likely ended the command ("cpu",
+	// "memory", "procs") or is empty. See LimitMessage.
+	LimitHit string
+	// Unavailable is set, under degraded_mode "degrade", when no sandbox
+	// could be had: it says why and names the fix, and nothing was run.
+	// ExitCode is then ExitCorralError.
+	Unavailable string
+	// Warnings are things the person should know that did not stop the
+	// command (a skipped bind, a home directory used as working directory).
+	Warnings []string
+}
+
+// Backend runs commands in sandboxes. Implementations: backend/bwrap,
+// backend/local.
+type Backend interface {
+	// Name is the backend's configuration name ("bwrap", "local").
+	Name() string
+	// Run runs req in a new sandbox and waits for it. The error wraps
+	// ErrUnavailable, ErrPolicy or ErrBadRequest when the command could not
+	// be run; ctx cancellation ends the whole sandbox.
+	Run(ctx context.Context, req *Request) (*Result, error)
+}
