@@ -103,6 +103,11 @@ type Request struct {
 	// inside the sandbox (read-only under restricted) and named by TMPDIR,
 	// TMP and TEMP. Empty means none.
 	ScratchDir string
+	// HomeDir, when set, is a host directory that becomes the command's
+	// HOME (home_mode: session): writable unless the profile is restricted,
+	// bound at its own path. Empty keeps the real home directory, seen
+	// through the home rules.
+	HomeDir string
 	// Profile selects write and network access.
 	Profile Profile
 	// Limits are the per-command resource limits.

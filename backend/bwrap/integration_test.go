@@ -522,3 +522,18 @@ func TestTimeoutKillsTree(t *testing.T) {
 		t.Errorf("processes left behind: %s", out)
 	}
 }
+
+// home_mode session: HOME is a per-session directory, writable unless the
+// profile is restricted; the real home stays under its rules.
+func TestSessionHome(t *testing.T) {
+	e := newEnv(t)
+	sh := filepath.Join(e.state, "homes", "s1")
+	os.MkdirAll(sh, 0o700)
+	o := e.sh(`echo "home=$HOME"; git config --global user.name corral-test 2>/dev/null || echo "[user]" > ~/.gitconfig; ls -A ~`, func(r *sandbox.Request) { r.HomeDir = sh })
+	mustContain(t, o, "home="+sh, ".gitconfig")
+	if _, err := os.Stat(filepath.Join(sh, ".gitconfig")); err != nil {
+		t.Errorf("write to the session home did not persist: %v", err)
+	}
+	o = e.sh(`(echo x > ~/.profile) 2>/dev/null && echo WRITABLE; true`, func(r *sandbox.Request) { r.HomeDir = sh; r.Profile = sandbox.ProfileRestricted })
+	mustNotContain(t, o, "WRITABLE")
+}

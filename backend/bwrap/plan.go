@@ -152,6 +152,10 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	sessionHome, err := p.sessionHome(profile)
+	if err != nil {
+		return nil, err
+	}
 	p.caBundles()
 	p.seal()
 
@@ -161,6 +165,9 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		set = append(set, "TMPDIR="+scratch, "TMP="+scratch, "TEMP="+scratch)
 	} else {
 		set = append(set, "TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp")
+	}
+	if sessionHome != "" {
+		set = append(set, "HOME="+sessionHome)
 	}
 	plan.Env = sandbox.FilterEnv(req.Env, sandbox.DefaultEnvDeny, set...)
 	plan.Mounts = p.ordered()
@@ -560,6 +567,27 @@ func (p *planner) scratch(writable bool) (string, error) {
 	}
 	kind := mRoBind
 	if writable {
+		kind = mBind
+	}
+	p.add(phaseReveal, mount{Kind: kind, Src: r, Dest: r})
+	return r, nil
+}
+
+// sessionHome binds req.HomeDir (home_mode: session) and returns it.
+func (p *planner) sessionHome(profile sandbox.Profile) (string, error) {
+	h := p.req.HomeDir
+	if h == "" {
+		return "", nil
+	}
+	if !filepath.IsAbs(h) {
+		return "", fmt.Errorf("%w: home directory %q is not absolute", sandbox.ErrBadRequest, h)
+	}
+	r, err := filepath.EvalSymlinks(h)
+	if err != nil || !isDir(r) {
+		return "", fmt.Errorf("%w: session home directory %s is missing or not a directory", sandbox.ErrPolicy, h)
+	}
+	kind := mRoBind
+	if profile.Writable() {
 		kind = mBind
 	}
 	p.add(phaseReveal, mount{Kind: kind, Src: r, Dest: r})

@@ -38,6 +38,13 @@ func newBackend(name string, st *config.Settings, logger *slog.Logger) (sandbox.
 	return nil, fmt.Errorf("unknown backend %q (want bwrap or local)", name)
 }
 
+// ensureDir creates d (0700, with parents) and returns it; errors surface
+// when d is used.
+func ensureDir(d string) string {
+	_ = os.MkdirAll(d, 0o700)
+	return d
+}
+
 // contextWithSignal returns a context cancelled when a signal arrives on sigs.
 func contextWithSignal(parent context.Context, sigs <-chan os.Signal) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(parent)

@@ -104,6 +104,18 @@ func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) erro
 	ctx, cancel := contextWithSignal(ctx, sigs)
 	defer cancel()
 
+	// A scratch directory for this one command (TMPDIR), removed after it;
+	// sessions keep theirs between commands.
+	scratch, err := os.MkdirTemp(ensureDir(filepath.Join(config.StateDir(), "scratch")), "run-")
+	if err != nil {
+		return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("creating the scratch directory: %w", err)}
+	}
+	defer os.RemoveAll(scratch)
+	req.ScratchDir = scratch
+	if st.HomeMode == config.HomeModeSession {
+		req.HomeDir = ensureDir(filepath.Join(config.StateDir(), "homes", "default"))
+	}
+
 	res, err := be.Run(ctx, req)
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}

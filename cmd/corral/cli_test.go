@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var corralBin string
+
+// TestMain builds the corral binary once; the tests drive it as a person
+// would, through its exit status, stdout and stderr.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp(testRoot(), "corral-bin-*")
+	if err != nil {
+		panic(err)
+	}
+	os.Chmod(dir, 0o755)
+	corralBin = filepath.Join(dir, "corral")
+	if out, err := exec.Command("go", "build", "-o", corralBin, ".").CombinedOutput(); err != nil {
+		// Test binaries run without the go tool (CI's unprivileged pass)
+		// fall back to a binary built next to them by .ci/run.
+		if pre := os.Getenv("CORRAL_TEST_BIN"); pre != "" {
+			corralBin = pre
+		} else {
+			panic("building corral: " + err.Error() + "\n" + string(out))
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func testRoot() string {
+	if d := os.Getenv("CORRAL_TEST_DIR"); d != "" {
+		return d
+	}
+	return "/var/tmp"
+}
+
+type cli struct {
+	t    *testing.T
+	home string
+	work string
+	env  []string
+}
+
+func newCLI(t *testing.T) *cli {
+	t.Helper()
+	base, err := os.MkdirTemp(testRoot(), "corral-cli-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	base, _ = filepath.EvalSymlinks(base)
+	c := &cli{t: t, home: filepath.Join(base, "home"), work: filepath.Join(base, "home", "work")}
+	os.MkdirAll(c.work, 0o755)
+	c.env = []string{"HOME=" + c.home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
+	return c
+}
+
+func requireBwrap(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("skipping sandbox test in -short mode")
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap not installed (apt install bubblewrap); CI installs it")
+	}
+}
+
+// run runs corral with args and extra environment; it returns the exit
+// status, stdout and stderr.
+func (c *cli) run(extraEnv []string, args ...string) (int, string, string) {
+	c.t.Helper()
+	cmd := exec.Command(corralBin, args...)
+	cmd.Dir = c.work
+	cmd.Env = append(append([]string{}, c.env...), extraEnv...)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		c.t.Fatal(err)
+	}
+	return code, so.String(), se.String()
+}
+
+func TestRunExitStatus(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		code     int
+		stdout   string
+		stderrRe string
+	}{
+		{"passes output and status", []string{"run", "--", "sh", "-c", "echo out; echo err >&2; exit 3"}, 3, "out\n", "err"},
+		{"signal gives 128+N", []string{"run", "--", "sh", "-c", "kill -9 $$"}, 137, "", ""},
+		{"not found is 127", []string{"run", "--", "corral-no-such-command"}, 127, "", "command not found"},
+		{"bad flag is 125", []string{"run", "--memory-mb", "lots", "--", "true"}, 125, "", "--memory-mb"},
+		{"bad profile is 125", []string{"run", "--profile", "open", "--", "true"}, 125, "", "restricted, workspace or network"},
+		{"refused workdir is 125", []string{"run", "--cwd", "/", "--", "true"}, 125, "", "working directory / is refused"},
+		{"cpu limit in words", []string{"run", "--cpu-seconds", "1", "--", "sh", "-c", "while :; do :; done"}, 152, "", "CPU time limit"},
+		{"timeout in words", []string{"run", "--timeout", "300ms", "--", "sleep", "30"}, 137, "", "timed out"},
+		{"stdin passes through", []string{"run", "--", "sh", "-c", "read x; echo got:$x"}, 0, "got:\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, so, se := c.run(nil, tc.args...)
+			if code != tc.code {
+				t.Errorf("exit = %d, want %d (stderr %q)", code, tc.code, se)
+			}
+			if tc.stdout != "" && so != tc.stdout {
+				t.Errorf("stdout = %q, want %q", so, tc.stdout)
+			}
+			if tc.stderrRe != "" && !strings.Contains(se, tc.stderrRe) {
+				t.Errorf("stderr = %q, want it to mention %q", se, tc.stderrRe)
+			}
+			if code == 125 && strings.Count(strings.TrimSpace(se), "\n") > 0 {
+				t.Errorf("corral's own error must be one line: %q", se)
+			}
+		})
+	}
+}
+
+func TestSettingsDriveRun(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	cfg := filepath.Join(c.home, "corral.yaml")
+	if code, _, se := c.run(nil, "--config", cfg, "config", "set", "profile", "restricted"); code != 0 {
+		t.Fatalf("config set: %d %s", code, se)
+	}
+	code, _, se := c.run(nil, "--config", cfg, "run", "--", "sh", "-c", "echo x > f")
+	if code == 0 || !strings.Contains(se, "Read-only file system") {
+		t.Errorf("profile from the config file not applied: %d %q", code, se)
+	}
+	// The environment overrides the file.
+	if code, _, se := c.run([]string{"CORRAL_PROFILE=workspace"}, "--config", cfg, "run", "--", "sh", "-c", "echo x > f"); code != 0 {
+		t.Errorf("CORRAL_PROFILE not applied: %d %q", code, se)
+	}
+	// A bad value in the environment is refused, naming the key and variable.
+	code, _, se = c.run([]string{"CORRAL_MEMORY_MB=lots"}, "--config", cfg, "run", "--", "true")
+	if code != 125 || !strings.Contains(se, "memory_mb") || !strings.Contains(se, "CORRAL_MEMORY_MB") {
+		t.Errorf("bad CORRAL_MEMORY_MB: %d %q", code, se)
+	}
+	if code, _, se := c.run(nil, "--config", cfg, "config", "set", "memory_mb", "lots"); code != 125 || !strings.Contains(se, "memory_mb") {
+		t.Errorf("config set memory_mb lots: %d %q", code, se)
+	}
+}
+
+func TestUnavailableNeverRunsCommand(t *testing.T) {
+	c := newCLI(t)
+	marker := filepath.Join(c.work, "ran")
+	for _, mode := range []string{"degrade", "fail"} {
+		code, _, se := c.run([]string{"CORRAL_BWRAP=/nonexistent/bwrap", "CORRAL_DEGRADED_MODE=" + mode}, "run", "--", "touch", marker)
+		if code != 125 || !strings.Contains(se, "apt install bubblewrap") {
+			t.Errorf("%s: exit %d stderr %q", mode, code, se)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("%s: the command ran without a sandbox", mode)
+		}
+	}
+}
+
+func TestDoctor(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	code, so, se := c.run(nil, "doctor", "--json")
+	var rep struct {
+		Ready bool `json:"ready"`
+		Bwrap struct {
+			ProbeOK bool `json:"probe_ok"`
+			Bwrap   struct {
+				Path string `json:"Path"`
+			} `json:"bwrap"`
+		} `json:"bwrap"`
+	}
+	if err := json.Unmarshal([]byte(so), &rep); err != nil {
+		t.Fatalf("doctor --json: %v\n%s", err, so)
+	}
+	if code != 0 || !rep.Ready || !rep.Bwrap.ProbeOK {
+		t.Errorf("doctor: exit %d ready=%v probe=%v stderr=%q", code, rep.Ready, rep.Bwrap.ProbeOK, se)
+	}
+	code, so, _ = c.run(nil, "doctor")
+	if code != 0 || !strings.Contains(so, "ready") {
+		t.Errorf("doctor text: %d %s", code, so)
+	}
+	// A broken bwrap is reported with the fix, and a non-zero status.
+	fake := filepath.Join(c.home, "bin")
+	os.MkdirAll(fake, 0o755)
+	os.WriteFile(filepath.Join(fake, "bwrap"), []byte("#!/bin/sh\n[ \"$1\" = --version ] && { echo 'bubblewrap 0.8.0'; exit 0; }\necho 'bwrap: setting up uid map: Permission denied' >&2; exit 1\n"), 0o755)
+	code, so, _ = c.run([]string{"PATH=" + fake + ":/usr/bin:/bin"}, "doctor")
+	if code == 0 || !strings.Contains(so, "fix:") {
+		t.Errorf("doctor with a failing bwrap: exit %d\n%s", code, so)
+	}
+}
+
+// A terminal stays a terminal: under script(1)'s pty, the command sees one.
+func TestTerminalPassthrough(t *testing.T) {
+	requireBwrap(t)
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Skip("script(1) from util-linux not installed; CI installs it")
+	}
+	c := newCLI(t)
+	cmd := exec.Command("script", "-qec", corralBin+" run -- sh -c 'test -t 0 && test -t 1 && test -t 2 && echo IS-A-TTY'", "/dev/null")
+	cmd.Dir = c.work
+	cmd.Env = c.env
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "IS-A-TTY") {
+		t.Errorf("no terminal in the sandbox: %v %q", err, out)
+	}
+}
+
+func TestDryRunShowsArgv(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	code, so, se := c.run(nil, "run", "--dry-run", "--profile", "workspace", "--", "echo", "hi there")
+	if code != 0 {
+		t.Fatalf("dry-run: %d %s", code, se)
+	}
+	lines := strings.Split(strings.TrimSpace(so), "\n")
+	if !strings.HasSuffix(lines[0], "bwrap") || lines[len(lines)-1] != "hi there" || !strings.Contains(so, "--unshare-net\n") {
+		t.Errorf("dry-run argv:\n%s", so)
+	}
+}
