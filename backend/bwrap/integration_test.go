@@ -537,3 +537,16 @@ func TestSessionHome(t *testing.T) {
 	o = e.sh(`(echo x > ~/.profile) 2>/dev/null && echo WRITABLE; true`, func(r *sandbox.Request) { r.HomeDir = sh; r.Profile = sandbox.ProfileRestricted })
 	mustNotContain(t, o, "WRITABLE")
 }
+
+// Descriptors corral inherited without close-on-exec never reach the
+// sandbox (runc CVE-2024-21626 came from such a leak).
+func TestNoDescriptorLeak(t *testing.T) {
+	e := newEnv(t)
+	fd, err := syscall.Open(e.home, syscall.O_RDONLY|syscall.O_DIRECTORY, 0) // no O_CLOEXEC
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	o := e.sh(fmt.Sprintf(`ls /proc/self/fd | tr '\n' ' '; test -e /proc/self/fd/%d && echo LEAKED-%d; true`, fd, fd))
+	mustNotContain(t, o, fmt.Sprintf("LEAKED-%d", fd))
+}
