@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 )
 
@@ -122,6 +123,10 @@ type Request struct {
 	// stays a terminal.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// ExtraFiles are passed to the sandboxed command as descriptors 3, 4, ...
+	// in order (os/exec's ExtraFiles); the caller closes its copies after
+	// Run returns.
+	ExtraFiles []*os.File
 	// Timeout ends the whole sandbox after this long; 0 means none.
 	Timeout time.Duration
 }
@@ -158,6 +163,11 @@ type Result struct {
 type Backend interface {
 	// Name is the backend's configuration name ("bwrap", "local").
 	Name() string
+	// DefaultCwd is where a new session starts when no working directory is
+	// configured: an absolute path inside the sandbox, or "~" for the
+	// sandbox's own home, which the backend resolves (never on the host);
+	// "" means no preference. Called for every command: keep it cheap.
+	DefaultCwd() string
 	// Run runs req in a new sandbox and waits for it. The error wraps
 	// ErrUnavailable, ErrPolicy or ErrBadRequest when the command could not
 	// be run; ctx cancellation ends the whole sandbox.

@@ -134,25 +134,21 @@ func TestAgentSocketsAndEnv(t *testing.T) {
 	}
 	defer l.Close()
 	e.backend.opts.MaskFiles = []string{sock}
-	run := fmt.Sprintf("/run/user/%d", os.Getuid())
-	planted := ""
-	if _, err := os.Stat(run); err != nil && os.Getuid() == 0 {
-		if os.MkdirAll(run, 0o700) == nil {
-			t.Cleanup(func() { os.RemoveAll(run) })
-		}
+	// A runtime directory with an agent socket in it (the real
+	// /run/user/UID is the default; a planted one keeps tests apart).
+	run := filepath.Join(e.base, "run-user")
+	os.MkdirAll(run, 0o700)
+	agent, err := net.Listen("unix", filepath.Join(run, "corral-test-agent"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if f := filepath.Join(run, "corral-test-agent"); os.WriteFile(f, []byte("x"), 0o600) == nil {
-		planted = f
-		t.Cleanup(func() { os.Remove(f) })
-	}
+	defer agent.Close()
+	e.backend.opts.RunUserDir = run
 	e.envv = append(e.envv, "SSH_AUTH_SOCK=/run/user/1/ssh", "GPG_AGENT_INFO=x", "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1/bus",
 		"OPENAI_API_KEY=sk-1", "ANTHROPIC_API_KEY=sk-2", "MY_SERVICE_API_KEY=k", "CORRAL_TOKEN=t", "KEEP_ME=yes")
 	o := e.sh(`env; echo; ls -A ` + run + ` 2>&1; echo "size=$(stat -c %s ` + sock + `) type=$(stat -c %F ` + sock + `)"`)
 	mustNotContain(t, o, "SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "MY_SERVICE_API_KEY", "CORRAL_TOKEN", "corral-test-agent")
 	mustContain(t, o, "KEEP_ME=yes", "size=0 type=regular empty file")
-	if planted == "" {
-		t.Logf("no /run/user/%d could be planted (not root); the tmpfs over it is covered by the root run", os.Getuid())
-	}
 }
 
 // 4 and 5. Home: non-dot entries visible read-only, dot entries hidden unless

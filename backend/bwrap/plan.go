@@ -47,6 +47,9 @@ type Host struct {
 	// HiddenDirs are directories that must never be visible, whatever their
 	// location: corral's own config and state directories.
 	HiddenDirs []string
+	// RunUserDir is the user's runtime directory (/run/user/UID), covered
+	// by an empty tmpfs when it exists.
+	RunUserDir string
 	// MaskFiles are host files (sockets) replaced by EmptyFile wherever they
 	// resolve to: the Docker and Podman sockets by default.
 	MaskFiles []string
@@ -96,6 +99,7 @@ type planner struct {
 	allow  map[string]bool // relative to home
 	bound  []string        // targets bound from the host (ancestor-or-equal means visible)
 	writes []string        // targets that are writable in the sandbox
+	roDevs map[string]bool // device binds sealed read-only
 }
 
 // BuildPlan checks req against the sandbox policy and returns the mounts,
@@ -120,7 +124,7 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 	if _, err := sandbox.ParseProfile(string(profile)); err != nil {
 		return nil, err
 	}
-	p := &planner{req: req, host: host, allow: map[string]bool{}}
+	p := &planner{req: req, host: host, allow: map[string]bool{}, roDevs: map[string]bool{}}
 	plan := &Plan{ShareNet: profile.HostNetwork()}
 
 	workdir, writable, err := p.workdir(profile)
@@ -143,7 +147,7 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 	for _, b := range binds {
 		p.add(phaseTree, b)
 		p.bound = append(p.bound, b.Dest)
-		if b.Kind != mRoBind {
+		if b.Kind == mBind || b.Kind == mDevBind && !p.roDevs[b.Dest] {
 			p.writes = append(p.writes, b.Dest)
 		}
 	}
@@ -196,9 +200,20 @@ func (p *planner) ordered() []mount {
 		}
 		return depth(a.m.Dest) < depth(b.m.Dest)
 	})
-	out := make([]mount, len(p.steps))
-	for i, s := range p.steps {
-		out[i] = s.m
+	// Drop repeated steps, and seals of a directory that is itself mounted
+	// writable (a working directory of ~/.config must stay writable).
+	writable := map[string]bool{}
+	for _, w := range p.writes {
+		writable[w] = true
+	}
+	seen := map[mount]bool{}
+	out := make([]mount, 0, len(p.steps))
+	for _, s := range p.steps {
+		if seen[s.m] || s.m.Kind == mRemountRO && writable[s.m.Dest] {
+			continue
+		}
+		seen[s.m] = true
+		out = append(out, s.m)
 	}
 	return out
 }
@@ -219,8 +234,7 @@ func (p *planner) base() {
 	p.add(phaseBase, mount{Kind: mProc, Dest: "/proc"})
 	p.add(phaseBase, mount{Kind: mTmpfs, Dest: "/dev/shm", Perms: 0o1777})
 	p.add(phaseBase, mount{Kind: mTmpfs, Dest: "/tmp", Perms: 0o1777})
-	run := fmt.Sprintf("/run/user/%d", p.host.UID)
-	if isDir(run) {
+	if run := p.host.RunUserDir; run != "" && isDir(run) {
 		p.add(phaseBase, mount{Kind: mTmpfs, Dest: run, Perms: 0o700})
 	}
 }
@@ -310,19 +324,19 @@ func (p *planner) visibleRel(rel string) bool {
 	if !strings.HasPrefix(parts[0], ".") {
 		return true
 	}
+	nestedChain := true
 	for i := 1; i <= len(parts); i++ {
 		prefix := strings.Join(parts[:i], "/")
 		if p.allow[prefix] {
-			return true
+			return true // shown, or bound on its own below a hidden parent
 		}
 		if !isNestedDir(prefix) {
-			return false
-		}
-		if i == len(parts) {
-			return true // the nested directory itself is shown (empty but for allowed children)
+			nestedChain = false
 		}
 	}
-	return false
+	// .config, .local and .local/share themselves are shown (empty but
+	// for their allowed children).
+	return nestedChain
 }
 
 // loadAllow fills the allowlist: shipped entries, PATH directories under
@@ -384,7 +398,12 @@ func (p *planner) home(workdir string, writable bool) {
 	// Allowed paths deeper than one level below a nested directory, or below
 	// a hidden dot entry (PATH dirs like ~/.foo/bin, home_allow ".foo/x"):
 	// bound on their own.
+	rels := make([]string, 0, len(p.allow))
 	for rel := range p.allow {
+		rels = append(rels, rel)
+	}
+	sort.Strings(rels) // deterministic argv
+	for _, rel := range rels {
 		parts := strings.Split(rel, "/")
 		parent := strings.Join(parts[:len(parts)-1], "/")
 		if len(parts) == 1 || isNestedDir(parent) {
@@ -471,8 +490,8 @@ func (p *planner) visible(q string) bool {
 	if p.host.Home != "" && within(q, p.host.Home) {
 		return false
 	}
-	for _, t := range []string{"/tmp", "/dev", "/proc", fmt.Sprintf("/run/user/%d", p.host.UID)} {
-		if within(q, t) {
+	for _, t := range []string{"/tmp", "/dev", "/proc", p.host.RunUserDir} {
+		if t != "" && within(q, t) {
 			return false
 		}
 	}
@@ -665,7 +684,7 @@ func (p *planner) binds(workdir string, writable bool) ([]mount, error) {
 	var out []mount
 	for _, b := range p.req.Binds {
 		if !filepath.IsAbs(b.Src) || b.Dest != "" && !filepath.IsAbs(b.Dest) {
-			return nil, fmt.Errorf("%w: bind %s: source and destination must be absolute paths", sandbox.ErrPolicy, describeBind(b))
+			return nil, fmt.Errorf("%w: bind %s: source and destination must be absolute paths", sandbox.ErrBadRequest, describeBind(b))
 		}
 		src := filepath.Clean(b.Src)
 		dest := filepath.Clean(b.Target())
@@ -724,6 +743,7 @@ func (p *planner) binds(workdir string, writable bool) ([]mount, error) {
 		out = append(out, mount{Kind: kind, Src: r, Dest: dest})
 		if kind == mDevBind && b.ReadOnly {
 			p.add(phaseSeal, mount{Kind: mRemountRO, Dest: dest})
+			p.roDevs[dest] = true
 		}
 	}
 	return out, nil

@@ -36,6 +36,9 @@ type Options struct {
 	// degrade), false returns an error wrapping sandbox.ErrUnavailable
 	// (degraded_mode: fail). Nothing ever runs outside the sandbox.
 	Degrade bool
+	// RunUserDir replaces /run/user/UID, the directory of agent and bus
+	// sockets that every sandbox sees as an empty tmpfs ("" keeps it).
+	RunUserDir string
 	// MaskFiles replace the default list of sockets that read as empty
 	// files in every sandbox (/run/docker.sock and the like); nil keeps it.
 	MaskFiles []string
@@ -118,7 +121,10 @@ func (b *Backend) Binary(ctx context.Context) (*Binary, error) {
 
 // host gathers the facts a plan depends on.
 func (b *Backend) host() (Host, error) {
-	h := Host{UID: os.Getuid(), MaskFiles: b.opts.MaskFiles}
+	h := Host{UID: os.Getuid(), MaskFiles: b.opts.MaskFiles, RunUserDir: b.opts.RunUserDir}
+	if h.RunUserDir == "" {
+		h.RunUserDir = fmt.Sprintf("/run/user/%d", h.UID)
+	}
 	if h.MaskFiles == nil {
 		h.MaskFiles = dockerSockets
 	}
@@ -162,6 +168,10 @@ func ensureEmptyFile(p string) (string, error) {
 	}
 	return p, nil
 }
+
+// DefaultCwd implements sandbox.Backend: commands start in the working
+// directory, whose paths are the host's.
+func (b *Backend) DefaultCwd() string { return "" }
 
 // Run implements sandbox.Backend.
 func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Result, error) {
@@ -268,7 +278,10 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 		return nil, fmt.Errorf("creating status pipe: %w", err)
 	}
 	defer statusR.Close()
-	argv := Argv(plan, FeaturesFor(bin.Version), 3, req.Argv)
+	// The caller's extra descriptors come first (3, 4, ... in the sandbox);
+	// bwrap's status descriptor follows them and is not passed on.
+	statusFD := 3 + len(req.ExtraFiles)
+	argv := Argv(plan, FeaturesFor(bin.Version), statusFD, req.Argv)
 	cmd := exec.Command(bin.Path, argv...)
 	cmd.Env = plan.Env
 	cmd.Stdin, cmd.Stdout = req.Stdin, req.Stdout
@@ -286,7 +299,10 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 			}
 		}
 	}
-	cmd.ExtraFiles = []*os.File{statusW}
+	cmd.ExtraFiles = append(append([]*os.File{}, req.ExtraFiles...), statusW)
+	// Once the sandbox is dead nothing may hold its output pipes open; do
+	// not wait for stray writers beyond this.
+	cmd.WaitDelay = b.opts.KillGrace
 	// Own process group, so a terminal's ^C reaches corral, which forwards
 	// it; Pdeathsig ends bwrap, and with it the sandbox, if corral dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -516,7 +532,7 @@ func (b *Backend) startWithPrlimit(cmd *exec.Cmd, lim sandbox.Limits) error {
 // rebuild returns a fresh copy of an unstarted-but-failed cmd.
 func rebuild(c *exec.Cmd) *exec.Cmd {
 	n := exec.Command(c.Path, c.Args[1:]...)
-	n.Env, n.Stdin, n.Stdout, n.Stderr, n.ExtraFiles = c.Env, c.Stdin, c.Stdout, c.Stderr, c.ExtraFiles
+	n.Env, n.Stdin, n.Stdout, n.Stderr, n.ExtraFiles, n.WaitDelay = c.Env, c.Stdin, c.Stdout, c.Stderr, c.ExtraFiles, c.WaitDelay
 	attr := *c.SysProcAttr
 	attr.Ptrace = false
 	n.SysProcAttr = &attr

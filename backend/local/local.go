@@ -32,6 +32,9 @@ func New(logger *slog.Logger) *Backend {
 // Name implements sandbox.Backend.
 func (b *Backend) Name() string { return "local" }
 
+// DefaultCwd implements sandbox.Backend.
+func (b *Backend) DefaultCwd() string { return "" }
+
 // Run implements sandbox.Backend. The command runs in its own process group,
 // which a timeout or cancellation kills (SIGKILL to the group). Limits,
 // binds, profiles and home rules do not apply: there is no sandbox.
@@ -47,7 +50,11 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	cmd.Dir = dir
 	cmd.Env = sandbox.FilterEnv(req.Env, sandbox.DefaultEnvDeny)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = req.Stdin, req.Stdout, req.Stderr
+	cmd.ExtraFiles = req.ExtraFiles
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A setsid'd grandchild can hold the output pipes open after the group
+	// is killed; stop waiting for it after a grace period.
+	cmd.WaitDelay = 2 * time.Second
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		code := sandbox.ExitCannotInvoke

@@ -213,8 +213,15 @@ func (o *runOptions) request(st *config.Settings, args []string) (*sandbox.Reque
 // SRC that exists on the host as written is taken whole.
 func parseBindFlag(s string) (sandbox.Bind, error) {
 	b := sandbox.Bind{ReadOnly: true}
+	if s == "" {
+		return b, fmt.Errorf("--bind: empty value; want SRC[:DEST][:rw]")
+	}
 	if _, err := os.Lstat(s); err == nil {
-		b.Src = s
+		abs, err := filepath.Abs(s)
+		if err != nil {
+			return b, err
+		}
+		b.Src = abs
 		return b, nil
 	}
 	var parts []string
@@ -235,6 +242,9 @@ func parseBindFlag(s string) (sandbox.Bind, error) {
 	if n := len(parts); n > 1 && (parts[n-1] == "rw" || parts[n-1] == "ro") {
 		b.ReadOnly = parts[n-1] == "ro"
 		parts = parts[:n-1]
+	}
+	if parts[0] == "" {
+		return b, fmt.Errorf("--bind %q: SRC is empty; want SRC[:DEST][:rw]", s)
 	}
 	switch len(parts) {
 	case 1:

@@ -1,0 +1,420 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// Limits of background output, per process.
+const (
+	// bgMemory is how much output is kept in memory before it spills to
+	// a file in the session's bg directory; past bgFileCap the oldest
+	// bytes beyond the file are dropped and only the newest bgMemory bytes
+	// are kept.
+	bgMemory  = 256 << 10
+	bgFileCap = 64 << 20
+	// bgChunk is the most one Output call returns.
+	bgChunk = 64 << 10
+	// bgGrace is how long a finished process's output stays readable after
+	// it was read to the end; bgMaxFinished bounds how many finished
+	// processes are kept at all.
+	bgGrace       = 10 * time.Minute
+	bgMaxFinished = 64
+)
+
+// StartRequest is a background command.
+type StartRequest struct {
+	// Command is a shell command line run by bash in the sandbox.
+	Command string
+	// Workdir, when set, is where it starts (absolute, or relative to the
+	// session's cwd).
+	Workdir string
+	// Timeout ends it; zero means it runs until it exits or is killed.
+	Timeout time.Duration
+}
+
+// Process is a background command of a session.
+type Process struct {
+	// ID names the process within its session ("bg-1").
+	ID string
+	// Command is what was started.
+	Command string
+	// Started is when it started.
+	Started time.Time
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	out    *spool
+
+	mu       sync.Mutex
+	result   *sandbox.Result
+	err      error
+	ended    time.Time
+	readDone time.Time // when the output was first read to the end after exit
+}
+
+// Chunk is what Output returns.
+type Chunk struct {
+	// Data is the output from Offset to Next, as valid UTF-8.
+	Data string
+	// Offset is where Data starts; it is past the requested offset when
+	// older bytes were dropped (Skipped says how many).
+	Offset, Next, Skipped int64
+	// Running is false once the process has exited; ExitCode is then its
+	// status (128+N for signal N).
+	Running  bool
+	ExitCode int
+	// TimedOut, LimitHit and Error describe how it ended, when it did.
+	TimedOut bool
+	LimitHit string
+	Error    string
+	// InvalidUTF8 is set when bytes that are not UTF-8 were replaced.
+	InvalidUTF8 bool
+}
+
+// ProcessInfo describes a background process for List.
+type ProcessInfo struct {
+	ID       string    `json:"id"`
+	Command  string    `json:"command"`
+	Started  time.Time `json:"started"`
+	Running  bool      `json:"running"`
+	ExitCode int       `json:"exit_code"`
+	Bytes    int64     `json:"bytes"`
+}
+
+// Start runs req.Command in its own sandbox in the background and returns
+// at once. The process lives until it exits, is killed, or the session (or
+// the process holding the Manager) ends; with bwrap, the sandbox dies with
+// corral even on SIGKILL (bwrap's --die-with-parent and Pdeathsig).
+func (s *Session) Start(req StartRequest) (*Process, error) {
+	if strings.TrimSpace(req.Command) == "" || strings.IndexByte(req.Command, 0) >= 0 {
+		return nil, fmt.Errorf("%w: empty command or NUL byte in it", sandbox.ErrBadRequest)
+	}
+	sp, err := s.m.spec(s.name)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.loadState(sp)
+	if err != nil {
+		return nil, err
+	}
+	dir := st.Cwd
+	if req.Workdir != "" {
+		dir = req.Workdir
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(st.Cwd, dir)
+		}
+	}
+	s.pmu.Lock()
+	if s.closed {
+		s.pmu.Unlock()
+		return nil, ErrClosed
+	}
+	s.reapLocked()
+	s.nextID++
+	id := fmt.Sprintf("bg-%d", s.nextID)
+	s.pmu.Unlock()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Process{ID: id, Command: req.Command, Started: time.Now(), cancel: cancel, done: make(chan struct{}),
+		out: &spool{path: filepath.Join(s.dir, "bg", id+".log")}}
+	// Background commands do not change the session's cwd or variables.
+	sreq := s.request(sp, st, dir, bashArgv(`eval "$1"`, req.Command), req.Timeout)
+	sreq.Stdout, sreq.Stderr = p.out, p.out
+	s.pmu.Lock()
+	s.procs[id] = p
+	s.pmu.Unlock()
+	go func() {
+		res, err := sp.Backend.Run(ctx, sreq)
+		p.mu.Lock()
+		p.result, p.err, p.ended = res, err, time.Now()
+		p.mu.Unlock()
+		p.out.finish()
+		close(p.done)
+		code := -1
+		if res != nil {
+			code = res.ExitCode
+		}
+		s.m.log.Info("session.background.exited", "session", s.name, "id", id, "exit_code", code)
+	}()
+	s.m.log.Info("session.background.started", "session", s.name, "id", id)
+	return p, nil
+}
+
+// Output returns the output of background process id from byte offset on
+// (at most 64 KiB; call again from Next for more), and whether it still
+// runs. A process that has ended is reported as ended on the first poll
+// after it ended; its output stays readable until read to the end and then
+// for a grace period.
+func (s *Session) Output(id string, offset int64) (*Chunk, error) {
+	p, err := s.proc(id)
+	if err != nil {
+		return nil, err
+	}
+	// Decide "running" before reading, so the data of an ended process is
+	// complete when it is reported as ended.
+	var running bool
+	select {
+	case <-p.done:
+	default:
+		running = true
+	}
+	data, start, next, skipped := p.out.read(offset, bgChunk)
+	if cut := trimPartialEnd(data); len(cut) < len(data) && (running || next < p.out.size()) {
+		// Leave a character split by the chunk boundary for the next call.
+		next -= int64(len(data) - len(cut))
+		data = cut
+	}
+	text, invalid, _ := sanitize(data)
+	c := &Chunk{Data: text, Offset: start, Next: next, Skipped: skipped, Running: running, InvalidUTF8: invalid}
+	if !running {
+		p.mu.Lock()
+		if p.result != nil {
+			c.ExitCode, c.TimedOut, c.LimitHit = p.result.ExitCode, p.result.TimedOut, p.result.LimitHit
+			if p.result.Unavailable != "" {
+				c.Error = p.result.Unavailable
+			}
+		}
+		if p.err != nil {
+			c.Error, c.ExitCode = p.err.Error(), sandbox.ExitCorralError
+		}
+		if next >= p.out.size() && p.readDone.IsZero() {
+			p.readDone = time.Now()
+		}
+		p.mu.Unlock()
+	}
+	return c, nil
+}
+
+// Kill ends background process id and its whole process tree (the
+// sandbox's pid namespace) and waits until it is gone, so a port it held is
+// free when Kill returns.
+func (s *Session) Kill(id string) error {
+	p, err := s.proc(id)
+	if err != nil {
+		return err
+	}
+	p.cancel()
+	<-p.done
+	return nil
+}
+
+// List returns the session's background processes, oldest first.
+func (s *Session) List() []ProcessInfo {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	s.reapLocked()
+	out := make([]ProcessInfo, 0, len(s.procs))
+	for _, p := range s.procs {
+		in := ProcessInfo{ID: p.ID, Command: p.Command, Started: p.Started, Running: true, Bytes: p.out.size()}
+		select {
+		case <-p.done:
+			in.Running = false
+			p.mu.Lock()
+			if p.result != nil {
+				in.ExitCode = p.result.ExitCode
+			}
+			p.mu.Unlock()
+		default:
+		}
+		out = append(out, in)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Started.Before(out[j].Started) })
+	return out
+}
+
+// Close kills every background process of the session and waits for them.
+// The session's state stays on disk; a closed Session refuses new work.
+func (s *Session) Close() {
+	s.pmu.Lock()
+	s.closed = true
+	procs := make([]*Process, 0, len(s.procs))
+	for _, p := range s.procs {
+		procs = append(procs, p)
+	}
+	s.pmu.Unlock()
+	for _, p := range procs {
+		p.cancel()
+	}
+	for _, p := range procs {
+		<-p.done
+		p.out.remove()
+	}
+}
+
+func (s *Session) proc(id string) (*Process, error) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	p, ok := s.procs[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: no background process %q in session %q (it may have been cleaned up after its output was read)", sandbox.ErrBadRequest, id, s.name)
+	}
+	return p, nil
+}
+
+// reapLocked forgets finished processes whose output was read to the end
+// more than bgGrace ago, and the oldest finished ones beyond bgMaxFinished.
+func (s *Session) reapLocked() {
+	var finished []*Process
+	for id, p := range s.procs {
+		select {
+		case <-p.done:
+		default:
+			continue
+		}
+		p.mu.Lock()
+		expired := !p.readDone.IsZero() && time.Since(p.readDone) > bgGrace
+		p.mu.Unlock()
+		if expired {
+			delete(s.procs, id)
+			p.out.remove()
+			continue
+		}
+		finished = append(finished, p)
+	}
+	if len(finished) > bgMaxFinished {
+		sort.Slice(finished, func(i, j int) bool { return finished[i].ended.Before(finished[j].ended) })
+		for _, p := range finished[:len(finished)-bgMaxFinished] {
+			delete(s.procs, p.ID)
+			p.out.remove()
+		}
+	}
+}
+
+// spool holds a background process's output within bounded memory: in
+// memory up to bgMemory, then in a file up to bgFileCap, then only the
+// newest bgMemory bytes (offsets stay absolute; dropped bytes are
+// reported as skipped).
+type spool struct {
+	mu      sync.Mutex
+	path    string
+	mem     []byte // before spilling: bytes [0, total)
+	file    *os.File
+	fileLen int64
+	ring    []byte // after the cap: bytes [total-len(ring), total)
+	capped  bool
+	total   int64
+	ioErr   error
+}
+
+func (s *spool) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(p)
+	s.total += int64(n)
+	switch {
+	case s.file == nil && !s.capped:
+		if len(s.mem)+len(p) <= bgMemory {
+			s.mem = append(s.mem, p...)
+			return n, nil
+		}
+		f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			// Cannot spill: keep only the newest bytes in memory.
+			s.ioErr = err
+			s.capped, s.fileLen = true, 0
+			s.ring = append(s.mem, p...)
+			s.mem = nil
+			s.trimRing()
+			return n, nil
+		}
+		s.file = f
+		buf := append(s.mem, p...)
+		s.mem = nil
+		s.writeFile(buf)
+	case !s.capped:
+		s.writeFile(p)
+	default:
+		s.ring = append(s.ring, p...)
+		s.trimRing()
+	}
+	return n, nil
+}
+
+// writeFile appends to the spill file up to the cap; the rest goes to the ring.
+func (s *spool) writeFile(p []byte) {
+	room := bgFileCap - s.fileLen
+	k := int64(len(p))
+	if k > room {
+		k = room
+	}
+	if k > 0 {
+		if _, err := s.file.WriteAt(p[:k], s.fileLen); err != nil {
+			s.ioErr = err
+		}
+		s.fileLen += k
+	}
+	if rest := p[k:]; len(rest) > 0 {
+		s.capped = true
+		s.ring = append(s.ring, rest...)
+		s.trimRing()
+	}
+}
+
+func (s *spool) trimRing() {
+	if over := len(s.ring) - bgMemory; over > 0 {
+		s.ring = append(s.ring[:0], s.ring[over:]...)
+	}
+}
+
+func (s *spool) size() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
+}
+
+// read returns up to max bytes from offset: the data, where it starts,
+// where the next read starts, and how many bytes before it were dropped.
+func (s *spool) read(offset int64, max int) (data []byte, start, next, skipped int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if offset < 0 {
+		offset = 0
+	}
+	if offset > s.total {
+		offset = s.total
+	}
+	if s.file == nil && !s.capped {
+		end := min(offset+int64(max), s.total)
+		return append([]byte(nil), s.mem[offset:end]...), offset, end, 0
+	}
+	if offset < s.fileLen && s.file != nil {
+		end := min(offset+int64(max), s.fileLen)
+		buf := make([]byte, end-offset)
+		n, err := s.file.ReadAt(buf, offset)
+		if err != nil && err != io.EOF {
+			s.ioErr = err
+		}
+		return buf[:n], offset, offset + int64(n), 0
+	}
+	ringStart := s.total - int64(len(s.ring))
+	if offset < ringStart {
+		skipped = ringStart - offset
+		offset = ringStart
+	}
+	end := min(offset+int64(max), s.total)
+	return append([]byte(nil), s.ring[offset-ringStart:end-ringStart]...), offset, end, skipped
+}
+
+// finish is called when the process has exited.
+func (s *spool) finish() {}
+
+// remove deletes the spill file.
+func (s *spool) remove() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.file != nil {
+		s.file.Close()
+		s.file = nil
+		_ = os.Remove(s.path)
+	}
+}

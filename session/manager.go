@@ -1,0 +1,250 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// Spec is how a session's commands run, resolved afresh for every command
+// (settings are read each time a sandbox is created).
+type Spec struct {
+	// Backend runs the sandboxes. Required.
+	Backend sandbox.Backend
+	// Profile, Limits, Binds and HomeAllow go into every sandbox.Request.
+	Profile   sandbox.Profile
+	Limits    sandbox.Limits
+	Binds     []sandbox.Bind
+	HomeAllow []string
+	// Workdir is the working directory (the writable tree); a new session's
+	// first command starts there. Absolute; when empty the backend's
+	// DefaultCwd is used.
+	Workdir string
+	// Timeout is the default foreground timeout (the timeout setting).
+	Timeout time.Duration
+	// OutputLimit caps the output kept for a foreground command, in bytes.
+	OutputLimit int
+	// SessionHome makes HOME a writable per-session directory
+	// (home_mode: session).
+	SessionHome bool
+	// Env is the environment a new session starts from, usually the
+	// caller's; the backend filters it. Nil means os.Environ().
+	Env []string
+}
+
+// Resolver returns the Spec of the session called name.
+type Resolver func(name string) (*Spec, error)
+
+// Options configure a Manager.
+type Options struct {
+	// StateDir is corral's state directory; sessions live in its
+	// "sessions" subdirectory. Required.
+	StateDir string
+	// Resolve maps a session name to how it runs. Required.
+	Resolve Resolver
+	// Logger receives structured events (session.opened, ...); nil
+	// discards them.
+	Logger *slog.Logger
+	// MaxIdle is how long an unused session's directory is kept before
+	// Prune removes it; zero means 24 hours.
+	MaxIdle time.Duration
+}
+
+// Manager owns the sessions of one corral process. It is safe for
+// concurrent use.
+type Manager struct {
+	opts Options
+	log  *slog.Logger
+	root string
+
+	mu       sync.Mutex
+	sessions map[string]*Session
+	closed   bool
+}
+
+// NewManager returns a manager over opts.StateDir/sessions.
+func NewManager(opts Options) *Manager {
+	l := opts.Logger
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxIdle == 0 {
+		opts.MaxIdle = 24 * time.Hour
+	}
+	return &Manager{opts: opts, log: l, root: filepath.Join(opts.StateDir, "sessions"), sessions: map[string]*Session{}}
+}
+
+// ErrClosed is returned by a Manager or Session that has been closed.
+var ErrClosed = errors.New("session closed")
+
+// Open returns the session called name, creating its directory on first
+// use. The same name gives the same *Session within a process, and the same
+// state across processes.
+func (m *Manager) Open(name string) (*Session, error) {
+	if name == "" {
+		return nil, fmt.Errorf("%w: empty session name", sandbox.ErrBadRequest)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	if s, ok := m.sessions[name]; ok {
+		return s, nil
+	}
+	dir := filepath.Join(m.root, dirName(name))
+	for _, d := range []string{dir, filepath.Join(dir, "scratch"), filepath.Join(dir, "bg")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("creating session directory: %w", err)
+		}
+	}
+	s := &Session{name: name, dir: dir, m: m, procs: map[string]*Process{}}
+	var meta Meta
+	if err := readJSON(filepath.Join(dir, "meta.json"), &meta); err != nil {
+		now := time.Now()
+		meta = Meta{Name: name, Created: now, LastUsed: now}
+		if err := writeJSON(filepath.Join(dir, "meta.json"), meta); err != nil {
+			return nil, fmt.Errorf("writing session metadata: %w", err)
+		}
+	}
+	m.sessions[name] = s
+	m.log.Info("session.opened", "session", name, "dir", dir)
+	return s, nil
+}
+
+// Close ends every background process of every session this manager
+// opened. Session state stays on disk.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	m.closed = true
+	ss := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		ss = append(ss, s)
+	}
+	m.mu.Unlock()
+	for _, s := range ss {
+		s.Close()
+	}
+}
+
+// Info describes a session on disk, for `corral sessions list`.
+type Info struct {
+	Meta
+	// Dir is the session's directory; Cwd its current directory.
+	Dir string `json:"dir"`
+	Cwd string `json:"cwd,omitempty"`
+	// Busy is set when a command of the session is running now.
+	Busy bool `json:"busy"`
+}
+
+// List returns every session on disk, most recently used first.
+func (m *Manager) List() ([]Info, error) {
+	ents, err := os.ReadDir(m.root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Info
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(m.root, e.Name())
+		var info Info
+		if readJSON(filepath.Join(dir, "meta.json"), &info.Meta) != nil {
+			continue
+		}
+		info.Dir = dir
+		var st State
+		if readJSON(filepath.Join(dir, "state.json"), &st) == nil {
+			info.Cwd = st.Cwd
+		}
+		if release, ok := tryLock(filepath.Join(dir, "lock")); ok {
+			release()
+		} else {
+			info.Busy = true
+		}
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].LastUsed.After(out[j].LastUsed) })
+	return out, nil
+}
+
+// Remove deletes the session called name: its state, scratch directory and
+// logs. A session with a running command is refused.
+func (m *Manager) Remove(name string) error {
+	m.mu.Lock()
+	s := m.sessions[name]
+	delete(m.sessions, name)
+	m.mu.Unlock()
+	if s != nil {
+		s.Close()
+	}
+	dir := filepath.Join(m.root, dirName(name))
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("no session %q", name)
+	}
+	return m.removeDir(dir)
+}
+
+func (m *Manager) removeDir(dir string) error {
+	release, ok := tryLock(filepath.Join(dir, "lock"))
+	if !ok {
+		return fmt.Errorf("session in %s is running a command; try again when it is done", dir)
+	}
+	defer release()
+	return os.RemoveAll(dir)
+}
+
+// Prune removes sessions unused for longer than MaxIdle (a day by default)
+// and returns their names. Busy sessions are skipped.
+func (m *Manager) Prune() ([]string, error) {
+	infos, err := m.List()
+	if err != nil {
+		return nil, err
+	}
+	var gone []string
+	for _, in := range infos {
+		if in.Busy || time.Since(in.LastUsed) < m.opts.MaxIdle {
+			continue
+		}
+		m.mu.Lock()
+		_, live := m.sessions[in.Name]
+		m.mu.Unlock()
+		if live {
+			continue
+		}
+		if m.removeDir(in.Dir) == nil {
+			gone = append(gone, in.Name)
+			m.log.Info("session.pruned", "session", in.Name)
+		}
+	}
+	return gone, nil
+}
+
+// spec resolves a session's Spec.
+func (m *Manager) spec(name string) (*Spec, error) {
+	if m.opts.Resolve == nil {
+		return nil, fmt.Errorf("%w: no session resolver configured", sandbox.ErrBadRequest)
+	}
+	sp, err := m.opts.Resolve(name)
+	if err != nil {
+		return nil, err
+	}
+	if sp.Backend == nil {
+		return nil, fmt.Errorf("%w: session %q has no backend", sandbox.ErrBadRequest, name)
+	}
+	return sp, nil
+}
+
+var _ = context.Background

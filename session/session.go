@@ -1,0 +1,375 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// Session is one named shell-like context. Its foreground commands run one
+// after another; it is safe for concurrent use.
+type Session struct {
+	name string
+	dir  string
+	m    *Manager
+
+	mu sync.Mutex // serializes foreground commands within the process
+
+	pmu    sync.Mutex
+	procs  map[string]*Process
+	nextID int
+	closed bool
+}
+
+// Name returns the session's name.
+func (s *Session) Name() string { return s.name }
+
+// Dir returns the session's directory under corral's state directory.
+func (s *Session) Dir() string { return s.dir }
+
+// ScratchDir returns the session's scratch directory (TMPDIR inside the
+// sandbox; kept between commands).
+func (s *Session) ScratchDir() string { return filepath.Join(s.dir, "scratch") }
+
+// NonInteractiveEnv are set in a new session unless the caller's
+// environment sets them, so that pagers, editors, credential prompts and
+// package installers never wait for a person. A command can change them
+// with export like any variable.
+var NonInteractiveEnv = []string{
+	"PAGER=cat", "GIT_PAGER=cat", "GIT_EDITOR=true", "GIT_TERMINAL_PROMPT=0",
+	"DEBIAN_FRONTEND=noninteractive",
+}
+
+// ExecRequest is one foreground command.
+type ExecRequest struct {
+	// Command is a shell command line, run by bash in the sandbox.
+	Command string
+	// Timeout ends the command's whole sandbox; zero means the Spec's.
+	Timeout time.Duration
+	// Stdin is the command's standard input; nil means /dev/null, so a
+	// command that reads stdin never hangs.
+	Stdin []byte
+	// StdinReader, when set, is used instead of Stdin (the CLI passes its
+	// own standard input).
+	StdinReader io.Reader
+	// Workdir, when set, is where this one command starts (absolute, or
+	// relative to the session's cwd); the session's cwd still follows any
+	// cd the command makes.
+	Workdir string
+	// Stdout and Stderr, when set, receive the output as it comes (the
+	// CLI); otherwise it is captured, interleaved in order, for the result.
+	Stdout, Stderr io.Writer
+}
+
+// ExecResult is what became of a foreground command.
+type ExecResult struct {
+	// ExitCode is the shell's exit status (128+N for signal N).
+	ExitCode int
+	// PipeStatus is the status of each member of the command's last
+	// pipeline (bash's PIPESTATUS), when the shell got that far.
+	PipeStatus []int
+	// Output is the interleaved stdout and stderr (empty when streamed).
+	Output Output
+	// Duration is the wall-clock time the command ran.
+	Duration time.Duration
+	// TimedOut is set when the timeout ended the command; Timeout is the
+	// limit that applied.
+	TimedOut bool
+	Timeout  time.Duration
+	// Cwd is the session's directory after the command.
+	Cwd string
+	// LimitHit names a resource limit that ended the command ("cpu",
+	// "memory", "procs"); LimitMessage says it in words.
+	LimitHit, LimitMessage string
+	// Notes are things to tell the caller (a vanished cwd, a skipped bind).
+	Notes []string
+	// Unavailable is set when no sandbox could be had (degraded_mode:
+	// degrade); nothing ran.
+	Unavailable string
+}
+
+// startMagic is written by the wrapper as soon as the shell runs.
+const startMagic = "corral-started\x00"
+
+// stateMagic starts what the wrapper writes on the state descriptor.
+const stateMagic = "corral-state-1"
+
+// wrapper is the bash program every foreground command runs in. $1 is the
+// command line. Descriptor 3 is a pipe to corral: on exit the shell writes
+// its status, the last pipeline's statuses, its cwd and its exported
+// variables there, NUL-separated, using builtins only. The command line is
+// run by eval with one more line appended that records PIPESTATUS.
+const wrapper = `__corral_cmd=$1; set --
+exec {__corral_fd}>&3 3>&-
+printf 'corral-started\0' >&"$__corral_fd"
+__corral_save() {
+  local s=$? n
+  { printf '` + stateMagic + `\0%s\0%s\0%s\0' "$s" "${__corral_ps-}" "$PWD"
+    for n in $(compgen -e); do printf '%s=%s\0' "$n" "${!n}"; done
+  } >&"$__corral_fd" 2>/dev/null
+  return $s
+}
+trap __corral_save EXIT
+eval "$__corral_cmd"$'\n''__corral_ps="${PIPESTATUS[*]}" __corral_rc=$?'
+exit "${__corral_rc:-$?}"
+`
+
+// bashArgv returns the argv that runs script with argument arg.
+func bashArgv(script, arg string) []string {
+	return []string{"/bin/bash", "--noprofile", "--norc", "-c", script, "corral", arg}
+}
+
+// Exec runs req.Command in a new sandbox with the session's cwd and
+// environment, and records the cwd and environment it leaves behind. A
+// non-zero exit is a result, not an error: errors mean the command could
+// not be run (policy refusal, bad request, cancelled while waiting).
+func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error) {
+	if strings.IndexByte(req.Command, 0) >= 0 {
+		return nil, fmt.Errorf("%w: the command contains a NUL byte", sandbox.ErrBadRequest)
+	}
+	if strings.TrimSpace(req.Command) == "" {
+		return nil, fmt.Errorf("%w: empty command", sandbox.ErrBadRequest)
+	}
+	sp, err := s.m.spec(s.name)
+	if err != nil {
+		return nil, err
+	}
+	// One foreground command at a time: in this process, then across
+	// processes.
+	locked := make(chan struct{})
+	go func() { s.mu.Lock(); close(locked) }()
+	select {
+	case <-locked:
+	case <-ctx.Done():
+		go func() { <-locked; s.mu.Unlock() }()
+		return nil, ctx.Err()
+	}
+	defer s.mu.Unlock()
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	release, err := lockFile(filepath.Join(s.dir, "lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+
+	st, err := s.loadState(sp)
+	if err != nil {
+		return nil, err
+	}
+	dir := st.Cwd
+	if req.Workdir != "" {
+		dir = req.Workdir
+		if !filepath.IsAbs(dir) && !strings.HasPrefix(dir, "~") {
+			dir = filepath.Join(st.Cwd, dir)
+		}
+	}
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = sp.Timeout
+	}
+	stateR, stateW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("creating state pipe: %w", err)
+	}
+	defer stateR.Close()
+	stateC := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(io.LimitReader(stateR, 8<<20))
+		_, _ = io.Copy(io.Discard, stateR)
+		stateC <- b
+	}()
+
+	sreq := s.request(sp, st, dir, bashArgv(wrapper, req.Command), timeout)
+	sreq.ExtraFiles = []*os.File{stateW}
+	var capt *capture
+	if req.Stdout != nil || req.Stderr != nil {
+		sreq.Stdout, sreq.Stderr = req.Stdout, req.Stderr
+	} else {
+		limit := sp.OutputLimit
+		if limit <= 0 {
+			limit = 64 << 10
+		}
+		capt = newCapture(limit)
+		sreq.Stdout, sreq.Stderr = capt, capt
+	}
+	switch {
+	case req.StdinReader != nil:
+		sreq.Stdin = req.StdinReader
+	case req.Stdin != nil:
+		sreq.Stdin = bytes.NewReader(req.Stdin)
+	}
+	res, runErr := sp.Backend.Run(ctx, sreq)
+	stateW.Close()
+	raw := <-stateC
+	if runErr != nil {
+		return nil, runErr
+	}
+	out := &ExecResult{
+		ExitCode: res.ExitCode, Duration: res.Duration, TimedOut: res.TimedOut, Timeout: timeout,
+		LimitHit: res.LimitHit, LimitMessage: sandbox.LimitMessage(res, sp.Limits),
+		Notes: append([]string(nil), res.Warnings...), Unavailable: res.Unavailable, Cwd: st.Cwd,
+	}
+	if capt != nil {
+		out.Output = capt.result()
+	}
+	if res.Unavailable != "" {
+		return out, nil
+	}
+	started := bytes.HasPrefix(raw, []byte(startMagic))
+	raw = bytes.TrimPrefix(raw, []byte(startMagic))
+	if !started && !res.TimedOut && ctx.Err() == nil {
+		// The shell never ran: bwrap failed while building the sandbox
+		// (its message is in the output).
+		msg := strings.TrimSpace(out.Output.Text)
+		if msg == "" {
+			msg = fmt.Sprintf("exit status %d", res.ExitCode)
+		}
+		return nil, fmt.Errorf("%w: the sandbox could not be set up: %s", sandbox.ErrUnavailable, msg)
+	}
+	if next, ps, ok := parseState(raw); ok {
+		out.PipeStatus = ps
+		if req.Workdir == "" || next.Cwd != filepath.Clean(dir) {
+			st.Cwd = next.Cwd
+		}
+		st.Env = next.Env
+		if err := s.saveState(st, sp); err != nil {
+			return nil, err
+		}
+	} else if !res.TimedOut && ctx.Err() == nil {
+		out.Notes = append(out.Notes, "the shell ended without saving its state (killed, or the command replaced the shell with exec); cwd and variables are unchanged")
+	}
+	out.Cwd = st.Cwd
+	return out, nil
+}
+
+// request builds the sandbox request for argv in the session.
+func (s *Session) request(sp *Spec, st *State, dir string, argv []string, timeout time.Duration) *sandbox.Request {
+	r := &sandbox.Request{
+		Argv:       argv,
+		Env:        st.Env,
+		Workdir:    sp.Workdir,
+		Dir:        dir,
+		ScratchDir: s.ScratchDir(),
+		Profile:    sp.Profile,
+		Limits:     sp.Limits,
+		Binds:      sp.Binds,
+		HomeAllow:  sp.HomeAllow,
+		Timeout:    timeout,
+	}
+	if sp.SessionHome {
+		home := filepath.Join(s.dir, "home")
+		_ = os.MkdirAll(home, 0o700)
+		r.HomeDir = home
+	}
+	return r
+}
+
+// loadState reads the session's state, or makes the initial one.
+func (s *Session) loadState(sp *Spec) (*State, error) {
+	var st State
+	err := readJSON(filepath.Join(s.dir, "state.json"), &st)
+	if err == nil && st.Cwd != "" {
+		return &st, nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		// A damaged state file is replaced, not fatal.
+		s.m.log.Warn("session.state.damaged", "session", s.name, "error", err)
+	}
+	env := sp.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	st.Env = sandbox.FilterEnv(env, nil)
+	for _, kv := range NonInteractiveEnv {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := sandbox.LookupEnv(st.Env, k); !ok {
+			st.Env = append(st.Env, kv)
+		}
+	}
+	st.Cwd = sp.Workdir
+	if st.Cwd == "" {
+		st.Cwd = sp.Backend.DefaultCwd()
+	}
+	return &st, nil
+}
+
+func (s *Session) saveState(st *State, sp *Spec) error {
+	if err := writeJSON(filepath.Join(s.dir, "state.json"), st); err != nil {
+		return fmt.Errorf("saving session state: %w", err)
+	}
+	var meta Meta
+	_ = readJSON(filepath.Join(s.dir, "meta.json"), &meta)
+	if meta.Name == "" {
+		meta = Meta{Name: s.name, Created: time.Now()}
+	}
+	meta.LastUsed = time.Now()
+	meta.Backend = sp.Backend.Name()
+	meta.Profile = string(sp.Profile)
+	meta.Workdir = sp.Workdir
+	return writeJSON(filepath.Join(s.dir, "meta.json"), meta)
+}
+
+// dropEnv are shell-managed variables that must not carry over.
+var dropEnv = map[string]bool{"_": true, "SHLVL": true, "PWD": true}
+
+// parseState parses what the wrapper wrote on the state descriptor. It is
+// data from inside the sandbox: only an absolute cwd and well-formed
+// variables are taken.
+func parseState(b []byte) (st State, pipe []int, ok bool) {
+	fields := strings.Split(string(b), "\x00")
+	if len(fields) < 4 || fields[0] != stateMagic {
+		return st, nil, false
+	}
+	for _, f := range strings.Fields(fields[2]) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			pipe = nil
+			break
+		}
+		pipe = append(pipe, n)
+	}
+	st.Cwd = fields[3]
+	if !filepath.IsAbs(st.Cwd) {
+		return st, nil, false
+	}
+	st.Cwd = filepath.Clean(st.Cwd)
+	for _, kv := range fields[4:] {
+		name, _, found := strings.Cut(kv, "=")
+		if !found || name == "" || dropEnv[name] {
+			continue
+		}
+		st.Env = append(st.Env, kv)
+	}
+	return st, pipe, true
+}
+
+// Cwd returns the session's current directory (from its saved state).
+func (s *Session) Cwd() (string, error) {
+	sp, err := s.m.spec(s.name)
+	if err != nil {
+		return "", err
+	}
+	st, err := s.loadState(sp)
+	if err != nil {
+		return "", err
+	}
+	return st.Cwd, nil
+}
+
+func (s *Session) isClosed() bool {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	return s.closed
+}

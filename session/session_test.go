@@ -1,0 +1,427 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/backend/bwrap"
+	"github.com/corralhq/corral/sandbox"
+)
+
+type fixture struct {
+	t     *testing.T
+	base  string
+	work  string
+	state string
+	be    *bwrap.Backend
+	m     *Manager
+	spec  Spec
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("skipping sandbox test in -short mode")
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap not installed (apt install bubblewrap); CI installs it")
+	}
+	root := os.Getenv("CORRAL_TEST_DIR")
+	if root == "" {
+		root = "/var/tmp"
+	}
+	base, err := os.MkdirTemp(root, "corral-session-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _ = filepath.EvalSymlinks(base)
+	f := &fixture{t: t, base: base, work: filepath.Join(base, "home", "work"), state: filepath.Join(base, "home", ".local", "state", "corral")}
+	os.MkdirAll(f.work, 0o755)
+	os.MkdirAll(f.state, 0o700)
+	t.Setenv("HOME", filepath.Join(base, "home"))
+	f.be = bwrap.New(bwrap.Options{StateDir: f.state, KillGrace: 500 * time.Millisecond})
+	f.spec = Spec{Backend: f.be, Profile: sandbox.ProfileWorkspace, Limits: sandbox.Limits{MemoryMB: 1024, CPUSeconds: 60, MaxProcs: 256},
+		Workdir: f.work, Timeout: 60 * time.Second, OutputLimit: 16 << 10,
+		Env: []string{"HOME=" + filepath.Join(base, "home"), "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}}
+	f.m = f.manager()
+	t.Cleanup(func() {
+		f.m.Close()
+		os.RemoveAll(base)
+	})
+	return f
+}
+
+func (f *fixture) manager() *Manager {
+	return NewManager(Options{StateDir: f.state, Resolve: func(string) (*Spec, error) { sp := f.spec; return &sp, nil }})
+}
+
+func (f *fixture) exec(s *Session, cmd string) *ExecResult {
+	f.t.Helper()
+	r, err := s.Exec(context.Background(), ExecRequest{Command: cmd})
+	if err != nil {
+		f.t.Fatalf("Exec(%q): %v", cmd, err)
+	}
+	return r
+}
+
+func (f *fixture) open(name string) *Session {
+	f.t.Helper()
+	s, err := f.m.Open(name)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return s
+}
+
+func TestStateCarriesOver(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("telegram:12345")
+	f.exec(s, "mkdir -p sub/deeper && cd sub")
+	if r := f.exec(s, "pwd"); strings.TrimSpace(r.Output.Text) != filepath.Join(f.work, "sub") || r.Cwd != filepath.Join(f.work, "sub") {
+		t.Errorf("cwd did not carry over: %q cwd=%q", r.Output.Text, r.Cwd)
+	}
+	f.exec(s, "export A=1 B='two words'")
+	if r := f.exec(s, `echo "$A|$B"`); r.Output.Text != "1|two words\n" {
+		t.Errorf("variables did not carry over: %q", r.Output.Text)
+	}
+	f.exec(s, "unset A")
+	if r := f.exec(s, `echo "${A-unset}"`); r.Output.Text != "unset\n" {
+		t.Errorf("unset did not stick: %q", r.Output.Text)
+	}
+	// exit 5 is a result and does not break the session.
+	if r := f.exec(s, "cd deeper; exit 5"); r.ExitCode != 5 {
+		t.Errorf("exit 5 gave %d", r.ExitCode)
+	}
+	if r := f.exec(s, "pwd"); strings.TrimSpace(r.Output.Text) != filepath.Join(f.work, "sub", "deeper") {
+		t.Errorf("after exit 5: %q", r.Output.Text)
+	}
+	// The real status of a pipeline and of each member.
+	r := f.exec(s, "sh -c 'echo out; exit 3' | tail -1")
+	if r.ExitCode != 0 || fmt.Sprint(r.PipeStatus) != "[3 0]" || r.Output.Text != "out\n" {
+		t.Errorf("pipeline: exit=%d pipestatus=%v out=%q", r.ExitCode, r.PipeStatus, r.Output.Text)
+	}
+	// A new manager (a restarted process) sees the same cwd and variables.
+	m2 := f.manager()
+	defer m2.Close()
+	s2, _ := m2.Open("telegram:12345")
+	if r := f.exec(s2, `pwd; echo "$B"`); r.Output.Text != filepath.Join(f.work, "sub", "deeper")+"\ntwo words\n" {
+		t.Errorf("after restart: %q", r.Output.Text)
+	}
+	// The non-interactive defaults are in place.
+	if r := f.exec(s, `echo "$PAGER $GIT_PAGER $GIT_EDITOR $GIT_TERMINAL_PROMPT $DEBIAN_FRONTEND"`); r.Output.Text != "cat cat true 0 noninteractive\n" {
+		t.Errorf("non-interactive env: %q", r.Output.Text)
+	}
+}
+
+func TestVanishedCwdFallsBack(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("s")
+	f.exec(s, "mkdir -p a/b && cd a/b")
+	if err := os.RemoveAll(filepath.Join(f.work, "a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	r := f.exec(s, "pwd")
+	if strings.TrimSpace(r.Output.Text) != filepath.Join(f.work, "a") || len(r.Notes) == 0 {
+		t.Errorf("vanished cwd: out=%q notes=%q", r.Output.Text, r.Notes)
+	}
+}
+
+func TestStdinAndOutputBounds(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("s")
+	start := time.Now()
+	if r := f.exec(s, "cat; echo after"); r.Output.Text != "after\n" || time.Since(start) > 10*time.Second {
+		t.Errorf("stdin not /dev/null: %q", r.Output.Text)
+	}
+	r, err := s.Exec(context.Background(), ExecRequest{Command: "tr a-z A-Z", Stdin: []byte("hello\n")})
+	if err != nil || r.Output.Text != "HELLO\n" {
+		t.Errorf("stdin data: %v %q", err, r.Output.Text)
+	}
+	r = f.exec(s, "head -c 200000000 /dev/zero | tr '\\0' x")
+	if r.Output.Bytes != 200000000 || r.Output.Omitted == 0 || len(r.Output.Text) > 17<<10 || !strings.Contains(r.Output.Text, "bytes of output omitted") {
+		t.Errorf("huge output: bytes=%d omitted=%d len=%d", r.Output.Bytes, r.Output.Omitted, len(r.Output.Text))
+	}
+	if r := f.exec(s, "seq 1 50000000 | tail -3"); r.Output.Text != "49999998\n49999999\n50000000\n" {
+		t.Errorf("seq | tail: %q", r.Output.Text)
+	}
+	r, err = s.Exec(context.Background(), ExecRequest{Command: "yes", Timeout: time.Second})
+	if err != nil || !r.TimedOut || r.Output.Omitted == 0 {
+		t.Errorf("yes with a timeout: %v %+v", err, r)
+	}
+	r = f.exec(s, `printf 'ok \xff\xfe bytes\n'; printf 'nul\0byte\n'`)
+	if !r.Output.InvalidUTF8 || !r.Output.Binary || !strings.Contains(r.Output.Text, "ok \uFFFD\uFFFD bytes") || r.ExitCode != 0 {
+		t.Errorf("non-UTF-8: %+v", r.Output)
+	}
+}
+
+func TestTimeoutEndsWholeTree(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("s")
+	marker := fmt.Sprintf("corral-timeout-%d", time.Now().UnixNano())
+	start := time.Now()
+	r, err := s.Exec(context.Background(), ExecRequest{
+		Command: fmt.Sprintf(`echo before; (trap '' TERM; exec -a %s sleep 1000) & setsid bash -c 'exec -a %s sleep 1000' & (trap '' TERM; while :; do sleep 1; done) & wait`, marker, marker),
+		Timeout: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); !r.TimedOut || el > 5*time.Second {
+		t.Errorf("timed_out=%v after %s", r.TimedOut, el)
+	}
+	if r.Output.Text != "before\n" {
+		t.Errorf("output so far: %q", r.Output.Text)
+	}
+	if out, _ := exec.Command("pgrep", "-f", marker).Output(); len(out) > 0 {
+		t.Errorf("left behind: %s", out)
+	}
+	// The session still works, state unchanged.
+	if r := f.exec(s, "pwd"); strings.TrimSpace(r.Output.Text) != f.work {
+		t.Errorf("after timeout: %q", r.Output.Text)
+	}
+}
+
+func TestScratchDirectory(t *testing.T) {
+	f := newFixture(t)
+	a, b := f.open("a"), f.open("b")
+	f.exec(a, `echo keep > "$TMPDIR/note"; echo gone > /tmp/fresh`)
+	if r := f.exec(a, `cat "$TMPDIR/note"; cat /tmp/fresh 2>/dev/null || echo no-tmp`); r.Output.Text != "keep\nno-tmp\n" {
+		t.Errorf("scratch: %q", r.Output.Text)
+	}
+	if r := f.exec(b, `ls "$TMPDIR"; ls `+a.ScratchDir()+` 2>/dev/null | wc -l`); strings.Contains(r.Output.Text, "note") {
+		t.Errorf("session b sees a's scratch: %q", r.Output.Text)
+	}
+	// Read-only under restricted.
+	f.spec.Profile = sandbox.ProfileRestricted
+	if r := f.exec(a, `(echo x > "$TMPDIR/w") 2>/dev/null && echo WRITABLE; cat "$TMPDIR/note"`); r.Output.Text != "keep\n" {
+		t.Errorf("restricted scratch: %q", r.Output.Text)
+	}
+}
+
+func TestBackground(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("s")
+	p, err := s.Start(StartRequest{Command: "echo done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var c *Chunk
+	for {
+		if c, err = s.Output(p.ID, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !c.Running || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if c.Running || c.Data != "done\n" || c.ExitCode != 0 {
+		t.Errorf("echo done: %+v", c)
+	}
+	// Once it reported ended, it never says running again.
+	if c2, _ := s.Output(p.ID, c.Next); c2.Running || c2.Data != "" {
+		t.Errorf("second poll: %+v", c2)
+	}
+	p7, _ := s.Start(StartRequest{Command: "echo a; sleep 0.2; echo b; exit 7"})
+	<-p7.done
+	c, _ = s.Output(p7.ID, 0)
+	if c.ExitCode != 7 || c.Data != "a\nb\n" {
+		t.Errorf("exit 7: %+v", c)
+	}
+	c, _ = s.Output(p7.ID, 2)
+	if c.Data != "b\n" || c.Offset != 2 || c.Next != 4 {
+		t.Errorf("offset read: %+v", c)
+	}
+	// A server: reachable, and its port is free after Kill.
+	if _, err := exec.LookPath("python3"); err == nil {
+		l, _ := net.Listen("tcp", "127.0.0.1:0")
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		f.spec.Profile = sandbox.ProfileNetwork
+		srv, err := s.Start(StartRequest{Command: fmt.Sprintf("exec python3 -m http.server %d --bind 127.0.0.1", port)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		up := false
+		for i := 0; i < 100 && !up; i++ {
+			if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+				c.Close()
+				up = true
+			} else {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		if !up {
+			c, _ := s.Output(srv.ID, 0)
+			t.Fatalf("server never came up: %+v", c)
+		}
+		if err := s.Kill(srv.ID); err != nil {
+			t.Fatal(err)
+		}
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
+			t.Errorf("port still taken after Kill: %v", err)
+		} else {
+			l.Close()
+		}
+		if c, _ := s.Output(srv.ID, 0); c.Running {
+			t.Errorf("killed server still running")
+		}
+	}
+	// Close ends what is still running.
+	marker := fmt.Sprintf("corral-bg-%d", time.Now().UnixNano())
+	s.Start(StartRequest{Command: "exec -a " + marker + " sleep 1000"})
+	s.Start(StartRequest{Command: "(exec -a " + marker + " sleep 1000) & wait"})
+	time.Sleep(300 * time.Millisecond)
+	s.Close()
+	if out, _ := exec.Command("pgrep", "-f", marker).Output(); len(out) > 0 {
+		t.Errorf("left behind after Close: %s", out)
+	}
+}
+
+func TestBackgroundOutputBounded(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("s")
+	p, _ := s.Start(StartRequest{Command: "head -c 100000000 /dev/zero | tr '\\0' y; echo; echo END"})
+	<-p.done
+	c, err := s.Output(p.ID, 0)
+	if err != nil || c.Running || len(c.Data) != bgChunk {
+		t.Fatalf("first chunk: %v len=%d", err, len(c.Data))
+	}
+	// Past the file cap only the newest bytes are kept; reading from an
+	// old offset past the file says how much was skipped.
+	c, _ = s.Output(p.ID, bgFileCap+10)
+	if c.Skipped == 0 {
+		t.Errorf("no skip reported: %+v", c.Skipped)
+	}
+	last, _ := s.Output(p.ID, 100000000-10)
+	if !strings.HasSuffix(last.Data, "END\n") {
+		t.Errorf("tail: %q", last.Data)
+	}
+	if st, err := os.Stat(filepath.Join(s.Dir(), "bg", p.ID+".log")); err != nil || st.Size() > bgFileCap {
+		t.Errorf("spill file: %v %v", err, st)
+	}
+}
+
+// Two commands sent at once to one session run one after the other and
+// never mix; the timeout of one does not touch the other.
+func TestConcurrentCommandsSerialize(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("s")
+	var wg sync.WaitGroup
+	var slow, fast *ExecResult
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		slow, _ = s.Exec(context.Background(), ExecRequest{Command: "for i in 1 2 3; do echo slow$i; sleep 0.2; done; sleep 10", Timeout: 1500 * time.Millisecond})
+	}()
+	time.Sleep(50 * time.Millisecond)
+	go func() {
+		defer wg.Done()
+		fast, _ = s.Exec(context.Background(), ExecRequest{Command: "echo fast1; echo fast2"})
+	}()
+	wg.Wait()
+	if slow == nil || fast == nil || !slow.TimedOut || fast.TimedOut || fast.Output.Text != "fast1\nfast2\n" || strings.Contains(slow.Output.Text, "fast") {
+		t.Errorf("slow=%+v fast=%+v", slow, fast)
+	}
+}
+
+// 20 sessions x 50 commands in parallel: no cross-talk of cwd, variables,
+// output or scratch files.
+func TestManySessionsInParallel(t *testing.T) {
+	f := newFixture(t)
+	const sessions, commands = 20, 50
+	var wg sync.WaitGroup
+	errs := make(chan string, sessions*commands)
+	for i := 0; i < sessions; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			s, err := f.m.Open(fmt.Sprintf("chat:%d", i))
+			if err != nil {
+				errs <- err.Error()
+				return
+			}
+			dir := fmt.Sprintf("d%d", i)
+			if _, err := s.Exec(context.Background(), ExecRequest{Command: fmt.Sprintf("mkdir -p %s && cd %s && export ME=%d && echo %d > $TMPDIR/me", dir, dir, i, i)}); err != nil {
+				errs <- err.Error()
+				return
+			}
+			for j := 0; j < commands-1; j++ {
+				r, err := s.Exec(context.Background(), ExecRequest{Command: fmt.Sprintf(`echo "$ME $(basename $PWD) $(cat $TMPDIR/me) %d"; export N=%d`, j, j)})
+				want := fmt.Sprintf("%d %s %d %d\n", i, dir, i, j)
+				if err != nil || r.Output.Text != want {
+					errs <- fmt.Sprintf("session %d command %d: %v %q want %q", i, j, err, r.Output.Text, want)
+					return
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+// The process holding a session dies with SIGKILL: its background
+// processes die with it.
+func TestBackgroundDiesWithHolder(t *testing.T) {
+	if os.Getenv("CORRAL_TEST_HOLDER") != "" {
+		return
+	}
+	f := newFixture(t)
+	marker := fmt.Sprintf("corral-holder-%d", time.Now().UnixNano())
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHolderProcess$")
+	cmd.Env = append(os.Environ(), "CORRAL_TEST_HOLDER="+marker, "CORRAL_TEST_HOLDER_STATE="+f.state, "CORRAL_TEST_HOLDER_WORK="+f.work)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	n, _ := out.Read(buf)
+	if !strings.Contains(string(buf[:n]), "ready") {
+		t.Fatalf("holder: %q", buf[:n])
+	}
+	if o, _ := exec.Command("pgrep", "-f", marker).Output(); len(o) == 0 {
+		t.Fatal("background process did not start")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if o, _ := exec.Command("pgrep", "-f", marker).Output(); len(o) == 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	o, _ := exec.Command("pgrep", "-af", marker).Output()
+	t.Errorf("background processes outlived their holder: %s", o)
+}
+
+// TestHolderProcess is the helper process of TestBackgroundDiesWithHolder.
+func TestHolderProcess(t *testing.T) {
+	marker := os.Getenv("CORRAL_TEST_HOLDER")
+	if marker == "" {
+		t.Skip("helper process for TestBackgroundDiesWithHolder")
+	}
+	state, work := os.Getenv("CORRAL_TEST_HOLDER_STATE"), os.Getenv("CORRAL_TEST_HOLDER_WORK")
+	be := bwrap.New(bwrap.Options{StateDir: state})
+	m := NewManager(Options{StateDir: state, Resolve: func(string) (*Spec, error) {
+		return &Spec{Backend: be, Profile: sandbox.ProfileWorkspace, Workdir: work, Env: os.Environ()}, nil
+	}})
+	s, _ := m.Open("holder")
+	s.Start(StartRequest{Command: "exec -a " + marker + " sleep 1000"})
+	s.Start(StartRequest{Command: "setsid bash -c 'exec -a " + marker + " sleep 1000' & wait"})
+	time.Sleep(500 * time.Millisecond)
+	fmt.Println("ready")
+	time.Sleep(time.Minute)
+}

@@ -1,0 +1,124 @@
+package session
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Meta is what a session's directory records about it (meta.json).
+type Meta struct {
+	// Name is the session's name as given.
+	Name string `json:"name"`
+	// Created and LastUsed are wall-clock times.
+	Created  time.Time `json:"created"`
+	LastUsed time.Time `json:"last_used"`
+	// Backend and Profile the session last ran with.
+	Backend string `json:"backend,omitempty"`
+	Profile string `json:"profile,omitempty"`
+	// Workdir is the working directory (the writable tree).
+	Workdir string `json:"workdir,omitempty"`
+}
+
+// State is what carries over between a session's commands.
+type State struct {
+	// Cwd is the directory the next command starts in.
+	Cwd string `json:"cwd"`
+	// Env is the exported environment ("KEY=value") after the last command.
+	Env []string `json:"env"`
+}
+
+// dirName maps a session name to its directory name: a readable prefix
+// (letters, digits, '-', '_', '.') and a digest of the whole name, so any
+// string is a valid name and two names never share a directory.
+func dirName(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if b.Len() >= 32 {
+			break
+		}
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	sum := sha256.Sum256([]byte(name))
+	return strings.TrimLeft(b.String(), ".") + "-" + hex.EncodeToString(sum[:6])
+}
+
+// lockFile takes an exclusive flock(2) on path, waiting for it; the
+// returned function releases it.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening session lock: %w", err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking session: %w", err)
+	}
+	return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+}
+
+// tryLock takes the lock without waiting; ok is false when it is held.
+func tryLock(path string) (release func(), ok bool) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, false
+	}
+	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		f.Close()
+		return nil, false
+	}
+	return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, true
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// writeJSON writes v to path atomically (temporary file and rename).
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return nil
+}
