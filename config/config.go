@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/knadh/koanf/parsers/yaml"
@@ -53,6 +54,14 @@ type Settings struct {
 	HomeMode string
 	// DegradedMode is DegradedDegrade or DegradedFail (key degraded_mode).
 	DegradedMode string
+	// TmpSizeMB is the size of /tmp and /dev/shm in MiB (key tmp_size_mb).
+	TmpSizeMB int
+	// EnvDeny and EnvAllow adjust the environment deny list (keys env_deny,
+	// env_allow): name patterns as in sandbox.DefaultEnvDeny.
+	EnvDeny, EnvAllow []string
+	// Bwrap is the bwrap executable, or "" for the fixed system locations
+	// (key bwrap, CORRAL_BWRAP).
+	Bwrap string
 	// OutputLimit is the number of bytes of output shown to agents before
 	// it is cut; always > 0 (key output_limit).
 	OutputLimit int
@@ -322,9 +331,18 @@ func homeOnce(getenv func(string) string) homeFunc {
 
 // homeDir returns $HOME when it is absolute, else os.UserHomeDir, else the
 // passwd entry of the current user.
+//
+// As root, a $HOME owned by another user (sudo -E, or HOME=... corral) is
+// not used: corral's own files would be made there owned by root, and the
+// user's corral could no longer write them. The passwd entry wins then.
 func homeDir(getenv func(string) string) (string, error) {
 	if h := getenv("HOME"); filepath.IsAbs(h) {
-		return filepath.Clean(h), nil
+		if os.Geteuid() != 0 || ownedByRoot(h) {
+			return filepath.Clean(h), nil
+		}
+		if u, err := user.Current(); err == nil && filepath.IsAbs(u.HomeDir) {
+			return filepath.Clean(u.HomeDir), nil
+		}
 	}
 	if h, err := os.UserHomeDir(); err == nil && filepath.IsAbs(h) {
 		return filepath.Clean(h), nil
@@ -413,4 +431,16 @@ func resolvePath(path string, getenv func(string) string, home homeFunc) (string
 		return "", fmt.Errorf("settings file %s: %w", path, err)
 	}
 	return abs, nil
+}
+
+// ownedByRoot reports whether path is missing or owned by uid 0.
+func ownedByRoot(path string) bool {
+	st, err := os.Stat(path)
+	if err != nil {
+		return true
+	}
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		return s.Uid == 0
+	}
+	return true
 }

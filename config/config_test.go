@@ -41,7 +41,7 @@ func TestDefaults(t *testing.T) {
 		Backend: "bwrap", Profile: sandbox.ProfileNetwork,
 		MemoryMB: 256, CPUSeconds: 30, MaxProcs: 256,
 		Timeout: 180 * time.Second, HomeMode: "host", DegradedMode: "degrade",
-		OutputLimit: 65536,
+		TmpSizeMB: 512, OutputLimit: 65536,
 	}
 	s.Path, s.origins = "", nil
 	if !reflect.DeepEqual(s, want) {
@@ -95,7 +95,7 @@ output_limit: 1000
 		},
 		HomeAllow: []string{".gitconfig", ".config/nvim", ".zz-tool"},
 		Cwd:       "/home/u/src", Timeout: 5 * time.Minute,
-		HomeMode: "session", DegradedMode: "fail", OutputLimit: 1000,
+		HomeMode: "session", DegradedMode: "fail", OutputLimit: 1000, TmpSizeMB: 512,
 	}
 	if src, where := s.Source("memory_mb"); src != SourceFile || where != p {
 		t.Errorf("Source(memory_mb) = %q, %q; want file, %q", src, where, p)

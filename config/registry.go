@@ -115,14 +115,16 @@ const (
 	HomeModeHost    = "host"    // home_mode: the host's home directory, hidden but for allowed entries
 	HomeModeSession = "session" // home_mode: a fresh home directory per session
 
-	DegradedDegrade = "degrade" // degraded_mode: run with what the host allows and warn
-	DegradedFail    = "fail"    // degraded_mode: refuse to run when a protection is missing
+	DegradedDegrade = "degrade" // degraded_mode: an unavailable sandbox is a result that says why (nothing runs)
+	DegradedFail    = "fail"    // degraded_mode: an unavailable sandbox is an error (nothing runs)
 )
 
 // Defaults of the settings that have no constant elsewhere.
 const (
 	// DefaultTimeout is the default of timeout.
 	DefaultTimeout = 180 * time.Second
+	// DefaultTmpSizeMB is the default of tmp_size_mb.
+	DefaultTmpSizeMB = 512
 	// DefaultOutputLimit is the default of output_limit, in bytes.
 	DefaultOutputLimit = 64 << 10
 )
@@ -198,8 +200,32 @@ var registry = []Key{
 		Name: "degraded_mode", Kind: KindEnum, Default: DegradedDegrade,
 		Values:  []string{DegradedDegrade, DegradedFail},
 		Accepts: "one of degrade, fail",
-		Doc:     "when the host cannot give every protection: degrade (run and warn) or fail (refuse to run)",
+		Doc:     "when no sandbox can be had: degrade (the command is not run and the result says why, naming the fix) or fail (an error); nothing ever runs unsandboxed",
 		field:   func(s *Settings) any { return &s.DegradedMode },
+	},
+	{
+		Name: "tmp_size_mb", Kind: KindInt, Default: DefaultTmpSizeMB, Min: 1,
+		Accepts: "a whole number of MiB greater than 0",
+		Doc:     "size of each command's fresh /tmp and of /dev/shm, in MiB (tmpfs, counted in the host's memory)",
+		field:   func(s *Settings) any { return &s.TmpSizeMB },
+	},
+	{
+		Name: "env_deny", Kind: KindStringList, Default: []string(nil),
+		Accepts: `a list of variable name patterns such as ["MYCORP_*", "SECRET_THING"]`,
+		Doc:     "more environment variable name patterns (shell globs, case-insensitive) kept out of sandboxes, on top of the built-in deny list",
+		field:   func(s *Settings) any { return &s.EnvDeny },
+	},
+	{
+		Name: "env_allow", Kind: KindStringList, Default: []string(nil),
+		Accepts: `a list of variable name patterns such as ["GITHUB_TOKEN"]`,
+		Doc:     "environment variable name patterns let into sandboxes although the deny list matches them",
+		field:   func(s *Settings) any { return &s.EnvAllow },
+	},
+	{
+		Name: "bwrap", Kind: KindPath, Default: "",
+		Accepts: "an absolute path to the bwrap executable, or empty to use /usr/bin, /usr/local/bin or /bin",
+		Doc:     "bubblewrap executable; never looked up in PATH, where a sandboxed command could plant one",
+		field:   func(s *Settings) any { return &s.Bwrap },
 	},
 	{
 		Name: "output_limit", Kind: KindInt, Default: DefaultOutputLimit, Min: 1,

@@ -6,34 +6,58 @@ import (
 )
 
 // DefaultEnvDeny is the documented deny list of environment variable name
-// patterns (path.Match syntax, matched against the name only) that never
-// reach a sandboxed command:
+// patterns (path.Match syntax, matched against the name only, ignoring
+// case) that never reach a sandboxed command:
 //
 //   - agent and bus sockets: the ssh and gpg agents, the D-Bus session and
-//     system buses, the Docker daemon address and client config;
+//     system buses, the Docker daemon address and client config, Kerberos
+//     ticket caches;
 //   - model providers' keys and tokens: every *_API_KEY and *_API_TOKEN, the
 //     OpenAI, Anthropic, Azure OpenAI and Hugging Face families, Claude
 //     Code's OAuth token and Bedrock's bearer token;
+//   - other secrets by name: *_TOKEN (GH_TOKEN, GITHUB_TOKEN, NPM_TOKEN,
+//     VAULT_TOKEN, CARGO_REGISTRY_TOKEN, ...), *_SECRET, *_SECRET_*,
+//     *_PASSWORD, *_PASSWD, *_ACCESS_KEY*, *_PRIVATE_KEY, *_CREDENTIALS,
+//     AWS_SESSION_TOKEN, DATABASE_URL;
 //   - corral's own settings and secrets (CORRAL_*).
+//
+// The env_deny setting adds patterns; env_allow lets names through.
 var DefaultEnvDeny = []string{
 	"SSH_AUTH_SOCK", "SSH_AGENT_PID", "GPG_AGENT_INFO", "GNUPGHOME",
-	"DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS",
+	"DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS", "KRB5CCNAME",
 	"DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CERT_PATH",
 	"*_API_KEY", "*_API_TOKEN", "*_APIKEY",
 	"OPENAI_*", "ANTHROPIC_*", "AZURE_OPENAI_*", "CLAUDE_CODE_OAUTH_TOKEN",
 	"AWS_BEARER_TOKEN_BEDROCK", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN",
+	"*_TOKEN", "*_SECRET", "*_SECRET_*", "*_PASSWORD", "*_PASSWD", "*_ACCESS_KEY*",
+	"*_PRIVATE_KEY", "*_CREDENTIALS", "DATABASE_URL",
 	"CORRAL_*",
 }
 
 // EnvDenied reports whether the variable called name matches a pattern of
-// deny. Malformed patterns never match.
+// deny, ignoring case. Malformed patterns never match.
 func EnvDenied(name string, deny []string) bool {
+	up := strings.ToUpper(name)
 	for _, p := range deny {
-		if ok, err := path.Match(p, name); err == nil && ok {
+		if ok, err := path.Match(strings.ToUpper(p), up); err == nil && ok {
 			return true
 		}
 	}
 	return false
+}
+
+// FilterEnvPolicy is FilterEnv with exceptions: a variable whose name
+// matches a pattern of allow (ignoring case) is kept although deny matches.
+func FilterEnvPolicy(env, deny, allow []string, set ...string) []string {
+	kept := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if EnvDenied(name, deny) && !EnvDenied(name, allow) {
+			continue
+		}
+		kept = append(kept, kv)
+	}
+	return FilterEnv(kept, nil, set...)
 }
 
 // FilterEnv returns env ("KEY=value" entries) without the variables whose

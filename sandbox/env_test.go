@@ -3,6 +3,7 @@ package sandbox
 import (
 	"path"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -29,7 +30,7 @@ func TestEnvDenied(t *testing.T) {
 		{name: "CORRAL_PROFILE", deny: DefaultEnvDeny, want: true},
 		{name: "API_KEY", deny: DefaultEnvDeny, want: false},
 		{name: "GITHUB_API_KEY_FILE", deny: DefaultEnvDeny, want: false},
-		{name: "openai_api_key", deny: DefaultEnvDeny, want: false},
+		{name: "openai_api_key", deny: DefaultEnvDeny, want: true}, // matched ignoring case,
 		{name: "SSH_AUTH_SOCK_X", deny: DefaultEnvDeny, want: false},
 		{name: "PATH", deny: DefaultEnvDeny, want: false},
 		{name: "HOME", deny: DefaultEnvDeny, want: false},
@@ -162,5 +163,14 @@ func TestLookupEnv(t *testing.T) {
 				t.Errorf("LookupEnv(%q, %q) = %q, %v, want %q, %v", tc.env, tc.key, got, ok, tc.want, tc.wantOK)
 			}
 		})
+	}
+}
+
+func TestFilterEnvPolicy(t *testing.T) {
+	env := []string{"GITHUB_TOKEN=g", "NPM_TOKEN=n", "aws_secret_access_key=s", "DATABASE_URL=d", "HOME=/h", "TOKENIZERS_PARALLELISM=false"}
+	got := FilterEnvPolicy(env, append(append([]string{}, DefaultEnvDeny...), "HOME"), []string{"github_token"}, "TMPDIR=/s")
+	want := []string{"GITHUB_TOKEN=g", "TOKENIZERS_PARALLELISM=false", "TMPDIR=/s"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("FilterEnvPolicy = %q, want %q", got, want)
 	}
 }

@@ -5,6 +5,9 @@ package sandbox
 // corral's own failures are 125, a command that cannot be run is 126, one
 // that is not found is 127, and a command killed by signal N is 128+N.
 const (
+	// ExitTimedOut is returned when the timeout ended the command, as
+	// timeout(1) does.
+	ExitTimedOut = 124
 	// ExitCorralError is returned when corral itself fails: bad flags or
 	// settings, the sandbox cannot be built, the backend is unavailable.
 	ExitCorralError = 125

@@ -115,6 +115,12 @@ type Request struct {
 	Limits Limits
 	// Binds are extra mounts.
 	Binds []Bind
+	// EnvDeny adds name patterns to DefaultEnvDeny; EnvAllow lets matching
+	// names through anyway (settings env_deny, env_allow).
+	EnvDeny, EnvAllow []string
+	// TmpSizeMB is the size of the fresh /tmp and of /dev/shm, in MiB; 0
+	// means 512.
+	TmpSizeMB int
 	// HomeAllow lists extra dot entries of the home directory to show
 	// read-only, relative to the home directory (".zz-tool", ".config/nvim").
 	HomeAllow []string
@@ -123,12 +129,23 @@ type Request struct {
 	// stays a terminal.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// TTY is set when Stdin is the slave side of a pseudo-terminal that
+	// corral allocated for an interactive shell (corral shell): the sandbox
+	// then keeps it as its controlling terminal (job control works), and
+	// the backend does not start a new session. Never set it for a
+	// person's own terminal: a process with that as controlling terminal
+	// could inject input into it (TIOCSTI).
+	TTY bool
 	// ExtraFiles are passed to the sandboxed command as descriptors 3, 4, ...
 	// in order (os/exec's ExtraFiles); the caller closes its copies after
 	// Run returns.
 	ExtraFiles []*os.File
 	// Timeout ends the whole sandbox after this long; 0 means none.
 	Timeout time.Duration
+	// Signals, when set, delivers signals a person sent to corral (^C):
+	// the first is passed on to the command's process groups, a second ends
+	// the whole sandbox.
+	Signals <-chan os.Signal
 }
 
 // Result is what became of a command. A non-zero exit status is data, not a

@@ -35,6 +35,9 @@ type Spec struct {
 	// SessionHome makes HOME a writable per-session directory
 	// (home_mode: session).
 	SessionHome bool
+	// EnvDeny, EnvAllow and TmpSizeMB go into every sandbox.Request.
+	EnvDeny, EnvAllow []string
+	TmpSizeMB         int
 	// Env is the environment a new session starts from, usually the
 	// caller's; the backend filters it. Nil means os.Environ().
 	Env []string

@@ -69,6 +69,9 @@ type ExecRequest struct {
 	// Stdout and Stderr, when set, receive the output as it comes (the
 	// CLI); otherwise it is captured, interleaved in order, for the result.
 	Stdout, Stderr io.Writer
+	// Signals, when set, carries a person's ^C to the command (see
+	// sandbox.Request.Signals).
+	Signals <-chan os.Signal
 }
 
 // ExecResult is what became of a foreground command.
@@ -109,13 +112,14 @@ const stateMagic = "corral-state-1"
 // its status, the last pipeline's statuses, its cwd and its exported
 // variables there, NUL-separated, using builtins only. The command line is
 // run by eval with one more line appended that records PIPESTATUS.
+// Needs bash 4.4 or later ({fd} redirections, ${var@a}).
 const wrapper = `__corral_cmd=$1; set --
 exec {__corral_fd}>&3 3>&-
 printf 'corral-started\0' >&"$__corral_fd"
 __corral_save() {
   local s=$? n
   { printf '` + stateMagic + `\0%s\0%s\0%s\0' "$s" "${__corral_ps-}" "$PWD"
-    for n in $(compgen -e); do printf '%s=%s\0' "$n" "${!n}"; done
+    for n in ` + allVarNames + `; do [[ ${!n@a} == *x* ]] && printf '%s=%s\0' "$n" "${!n}"; done
   } >&"$__corral_fd" 2>/dev/null
   return $s
 }
@@ -123,6 +127,12 @@ trap __corral_save EXIT
 eval "$__corral_cmd"$'\n''__corral_ps="${PIPESTATUS[*]}" __corral_rc=$?'
 exit "${__corral_rc:-$?}"
 `
+
+// allVarNames expands, without forking (a command substitution would cost
+// a fork per command), to the name of every shell variable: ${!X@} lists
+// the names that begin with X. The wrapper keeps those with the export
+// attribute (${!n@a} contains x; bash 4.4 and later).
+const allVarNames = "${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!I@} ${!J@} ${!K@} ${!L@} ${!M@} ${!N@} ${!O@} ${!P@} ${!Q@} ${!R@} ${!S@} ${!T@} ${!U@} ${!V@} ${!W@} ${!X@} ${!Y@} ${!Z@} ${!a@} ${!b@} ${!c@} ${!d@} ${!e@} ${!f@} ${!g@} ${!h@} ${!i@} ${!j@} ${!k@} ${!l@} ${!m@} ${!n@} ${!o@} ${!p@} ${!q@} ${!r@} ${!s@} ${!t@} ${!u@} ${!v@} ${!w@} ${!x@} ${!y@} ${!z@} ${!_@}"
 
 // bashArgv returns the argv that runs script with argument arg.
 func bashArgv(script, arg string) []string {
@@ -193,6 +203,7 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 
 	sreq := s.request(sp, st, dir, bashArgv(wrapper, req.Command), timeout)
 	sreq.ExtraFiles = []*os.File{stateW}
+	sreq.Signals = req.Signals
 	var capt *capture
 	if req.Stdout != nil || req.Stderr != nil {
 		sreq.Stdout, sreq.Stderr = req.Stdout, req.Stderr
@@ -266,6 +277,9 @@ func (s *Session) request(sp *Spec, st *State, dir string, argv []string, timeou
 		Limits:     sp.Limits,
 		Binds:      sp.Binds,
 		HomeAllow:  sp.HomeAllow,
+		EnvDeny:    sp.EnvDeny,
+		EnvAllow:   sp.EnvAllow,
+		TmpSizeMB:  sp.TmpSizeMB,
 		Timeout:    timeout,
 	}
 	if sp.SessionHome {
@@ -314,6 +328,10 @@ func (s *Session) saveState(st *State, sp *Spec) error {
 	if meta.Name == "" {
 		meta = Meta{Name: s.name, Created: time.Now()}
 	}
+	fresh := time.Since(meta.LastUsed) < time.Minute
+	if fresh && meta.Backend == sp.Backend.Name() && meta.Profile == string(sp.Profile) && meta.Workdir == sp.Workdir {
+		return nil // last-used is kept to the minute; spare a write per command
+	}
 	meta.LastUsed = time.Now()
 	meta.Backend = sp.Backend.Name()
 	meta.Profile = string(sp.Profile)
@@ -355,17 +373,14 @@ func parseState(b []byte) (st State, pipe []int, ok bool) {
 	return st, pipe, true
 }
 
-// Cwd returns the session's current directory (from its saved state).
-func (s *Session) Cwd() (string, error) {
+// State returns the session's current directory and environment (from its
+// saved state, or the initial ones).
+func (s *Session) State() (*State, error) {
 	sp, err := s.m.spec(s.name)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	st, err := s.loadState(sp)
-	if err != nil {
-		return "", err
-	}
-	return st.Cwd, nil
+	return s.loadState(sp)
 }
 
 func (s *Session) isClosed() bool {

@@ -11,6 +11,8 @@ type Features struct {
 	Perms bool
 	// JSONStatus: --json-status-fd (bwrap 0.5).
 	JSONStatus bool
+	// Size: --size before --tmpfs (bwrap 0.7).
+	Size bool
 }
 
 // FeaturesFor returns the features of bwrap version v (major, minor, patch).
@@ -18,6 +20,7 @@ func FeaturesFor(v Version) Features {
 	return Features{
 		Perms:      v.AtLeast(0, 5, 0),
 		JSONStatus: v.AtLeast(0, 5, 0),
+		Size:       v.AtLeast(0, 7, 0),
 	}
 }
 
@@ -34,10 +37,13 @@ func FeaturesFor(v Version) Features {
 // caller's terminal; --cap-drop ALL matters when corral runs as root, where
 // bwrap would otherwise keep the capabilities.
 func Argv(plan *Plan, f Features, statusFD int, cmd []string) []string {
-	a := []string{
-		"--die-with-parent", "--new-session",
-		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+	a := []string{"--die-with-parent"}
+	if !plan.TTY {
+		a = append(a, "--new-session")
 	}
+	a = append(a,
+		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+	)
 	if !plan.ShareNet {
 		a = append(a, "--unshare-net")
 	}
@@ -56,6 +62,9 @@ func Argv(plan *Plan, f Features, statusFD int, cmd []string) []string {
 		case mTmpfs:
 			if m.Perms != 0 && f.Perms {
 				a = append(a, "--perms", fmt.Sprintf("%04o", m.Perms))
+			}
+			if m.Size > 0 && f.Size {
+				a = append(a, "--size", strconv.FormatInt(m.Size, 10))
 			}
 			a = append(a, "--tmpfs", m.Dest)
 		case mSymlink:

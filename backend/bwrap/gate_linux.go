@@ -1,8 +1,11 @@
 package bwrap
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os/exec"
 	"runtime"
 	"syscall"
@@ -38,9 +41,10 @@ var errGateUnavailable = errors.New("ptrace gate unavailable")
 // The calling goroutine is locked to its thread for the duration, as
 // ptrace(2) requests must come from the tracing thread. A bwrap that exits
 // before it forks is left unreaped for cmd.Wait.
-func startGated(cmd *exec.Cmd, lim sandbox.Limits, cg *pidsCgroup, nproc bool) error {
+func startGated(cmd *exec.Cmd, lim sandbox.Limits, cg *pidsCgroup, nproc bool, log *slog.Logger) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	joinFreshKeyring(log)
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -129,6 +133,22 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, cg *pidsCgroup, nproc bool) e
 		if ws.Stopped() && ws.StopSignal() != unix.SIGTRAP {
 			sig = int(ws.StopSignal()) // a signal for bwrap: deliver it
 		}
+	}
+}
+
+// joinFreshKeyring gives the calling thread, and so the sandbox it is
+// about to fork, a new session keyring of its own (keyctl(2)
+// KEYCTL_JOIN_SESSION_KEYRING with a random name nobody else knows), so the
+// keys in corral's session keyring (Kerberos tickets, ecryptfs and
+// filesystem keys) cannot be read from inside. Keyrings live in the
+// thread's credentials, so this touches neither corral's other threads nor
+// the caller's session. Failure is logged: the sandbox then shares the
+// caller's session keyring.
+func joinFreshKeyring(log *slog.Logger) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	if _, err := unix.KeyctlJoinSessionKeyring("corral-" + hex.EncodeToString(b[:])); err != nil && log != nil {
+		log.Warn("bwrap.keyring.unavailable", "error", err)
 	}
 }
 

@@ -546,3 +546,132 @@ func TestNoDescriptorLeak(t *testing.T) {
 	o := e.sh(fmt.Sprintf(`ls /proc/self/fd | tr '\n' ' '; test -e /proc/self/fd/%d && echo LEAKED-%d; true`, fd, fd))
 	mustNotContain(t, o, fmt.Sprintf("LEAKED-%d", fd))
 }
+
+// Findings of a hostile trial: each was a way out before it was fixed.
+func TestHostileWorkdirsAndBinds(t *testing.T) {
+	e := newEnv(t)
+	run := func(tweak func(*sandbox.Request)) (out, error) {
+		var so strings.Builder
+		req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", "(echo x > probe-$$) 2>/dev/null && echo WRITABLE; true"}, Env: e.envv, Workdir: e.work, Profile: sandbox.ProfileWorkspace, Stdout: &so, Stderr: &so}
+		tweak(req)
+		res, err := e.backend.Run(context.Background(), req)
+		if err != nil {
+			return out{}, err
+		}
+		return out{res: res, stdout: so.String()}, nil
+	}
+	// A symlink planted in the workdir by an earlier command, then used as
+	// the working directory: /etc stays unwritable.
+	os.Symlink("/etc", filepath.Join(e.work, "sub"))
+	if _, err := run(func(r *sandbox.Request) { r.Workdir = filepath.Join(e.work, "sub") }); !errors.Is(err, sandbox.ErrPolicy) {
+		t.Errorf("workdir symlinked to /etc: err=%v", err)
+	}
+	// ... or into a dot entry of home: read-only there.
+	os.MkdirAll(filepath.Join(e.home, ".local", "bin"), 0o755)
+	os.Symlink("../.local/bin", filepath.Join(e.work, "tools"))
+	if o, err := run(func(r *sandbox.Request) { r.Workdir = filepath.Join(e.work, "tools") }); err != nil || strings.Contains(o.stdout, "WRITABLE") {
+		t.Errorf("workdir symlinked into ~/.local/bin: err=%v out=%v", err, o.stdout)
+	}
+	// System directories are never writable working directories.
+	for _, wd := range []string{"/proc", "/sys", "/dev", "/tmp", "/dev/shm", "/etc", "/usr/lib", "/run"} {
+		if _, err := run(func(r *sandbox.Request) { r.Workdir = wd }); !errors.Is(err, sandbox.ErrPolicy) {
+			t.Errorf("workdir %s: err=%v, want ErrPolicy", wd, err)
+		}
+	}
+	// Binds of the kernel's interfaces, and read-write binds of system trees.
+	for _, b := range []sandbox.Bind{{Src: "/proc", Dest: "/tmp/p", ReadOnly: true}, {Src: "/sys", ReadOnly: true}, {Src: "/etc"}} {
+		if _, err := run(func(r *sandbox.Request) { r.Binds = []sandbox.Bind{b} }); !errors.Is(err, sandbox.ErrPolicy) {
+			t.Errorf("bind %+v: err=%v, want ErrPolicy", b, err)
+		}
+	}
+	// A bind elsewhere of a tree that holds credentials is ignored.
+	e.write(".cargo/credentials.toml", "CARGO-TOKEN")
+	keys := filepath.Join(e.base, "keys")
+	e.write("../keys/ssh/id_rsa", "LINKED-STORE-KEY")
+	os.Symlink(filepath.Join(keys, "ssh"), filepath.Join(e.home, ".ssh"))
+	for _, b := range []sandbox.Bind{{Src: filepath.Join(e.home, ".cargo"), Dest: "/tmp/mnt", ReadOnly: true}, {Src: keys, Dest: "/tmp/mnt", ReadOnly: true}} {
+		var so strings.Builder
+		res, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{"/bin/sh", "-c", "cat /tmp/mnt/credentials.toml /tmp/mnt/ssh/id_rsa 2>/dev/null; true"}, Env: e.envv, Workdir: e.work, Binds: []sandbox.Bind{b}, Stdout: &so, Stderr: &so})
+		if err != nil || strings.Contains(so.String(), "TOKEN") || strings.Contains(so.String(), "KEY") || len(res.Warnings) == 0 {
+			t.Errorf("bind %+v: err=%v out=%q", b, err, so.String())
+		}
+	}
+}
+
+// A symlink inside a credential store (GNU stow) is hidden at its target.
+func TestSymlinkInsideCredentialStore(t *testing.T) {
+	e := newEnv(t)
+	e.write("dotfiles/ssh_key", "STOW-KEY")
+	e.write("dotfiles/aws/creds", "STOW-AWS")
+	os.MkdirAll(filepath.Join(e.home, ".ssh"), 0o700)
+	os.MkdirAll(filepath.Join(e.home, ".aws"), 0o700)
+	os.Symlink(filepath.Join(e.home, "dotfiles/ssh_key"), filepath.Join(e.home, ".ssh/id_rsa"))
+	os.Symlink("../dotfiles/aws/creds", filepath.Join(e.home, ".aws/credentials"))
+	o := e.sh(`cat ~/dotfiles/ssh_key ~/dotfiles/aws/creds 2>/dev/null; echo done`)
+	mustNotContain(t, o, "STOW-KEY", "STOW-AWS")
+	mustContain(t, o, "done")
+}
+
+// Secrets by variable name stay out; env_allow lets one through; the
+// sandbox gets a session keyring of its own; /tmp is bounded; the mount plan
+// is not in /proc/1/cmdline.
+func TestEnvKeyringTmpSizeCmdline(t *testing.T) {
+	e := newEnv(t)
+	e.envv = append(e.envv, "GITHUB_TOKEN=gh-secret", "NPM_TOKEN=npm-secret", "AWS_SECRET_ACCESS_KEY=aws-secret", "openai_api_key=lower-secret", "DATABASE_URL=db-secret", "VAULT_TOKEN=vault-secret")
+	o := e.sh(`env`, func(r *sandbox.Request) { r.EnvAllow = []string{"VAULT_TOKEN"} })
+	mustNotContain(t, o, "gh-secret", "npm-secret", "aws-secret", "lower-secret", "db-secret")
+	mustContain(t, o, "vault-secret")
+
+	// A key in corral's session keyring is not visible inside.
+	id, err := unixAddKey("user", "corral-test-key", []byte("KEYRING-SECRET"))
+	if err == nil {
+		defer unixRevoke(id)
+		if _, err := exec.LookPath("python3"); err != nil {
+			t.Skip("python3 not installed; CI installs it")
+		}
+		// keyctl(KEYCTL_READ) of the key by id: only a possessor may read it.
+		o = e.sh(fmt.Sprintf(`python3 -c '
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+buf = ctypes.create_string_buffer(64)
+n = libc.syscall(250, 11, %d, buf, 64)
+print("READ:" + buf.raw[:max(n,0)].decode() if n >= 0 else "DENIED errno=%%d" %% ctypes.get_errno())
+'`, id), func(r *sandbox.Request) { r.Limits.MemoryMB = 1024 })
+		mustNotContain(t, o, "KEYRING-SECRET")
+		mustContain(t, o, "DENIED")
+	} else {
+		t.Logf("add_key not permitted here (%v); keyring isolation unchecked", err)
+	}
+
+	o = e.sh(`dd if=/dev/zero of=/tmp/fill bs=1M count=64 2>&1 | tail -1; dd if=/dev/zero of=/dev/shm/fill bs=1M count=64 2>&1 | tail -1`, func(r *sandbox.Request) { r.TmpSizeMB = 16 })
+	if strings.Count(o.stdout, "16777216 bytes") != 2 {
+		t.Errorf("tmpfs not bounded at 16 MiB:\n%s", o)
+	}
+	e.write(".zz-hidden-name-xyz/f", "x")
+	o = e.sh(`tr '\0' ' ' < /proc/1/cmdline`)
+	mustNotContain(t, o, "--ro-bind", ".zz-hidden-name-xyz", "--tmpfs")
+}
+
+// Exit statuses: a directory or a non-executable file is 126.
+func TestCannotInvoke(t *testing.T) {
+	e := newEnv(t)
+	noexec := filepath.Join(e.work, "noexec.sh")
+	os.WriteFile(noexec, []byte("#!/bin/sh\necho hi\n"), 0o644)
+	for _, argv0 := range []string{"/etc", noexec} {
+		var so strings.Builder
+		res, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{argv0}, Env: e.envv, Workdir: e.work, Stdout: &so, Stderr: &so})
+		if err != nil || res.ExitCode != sandbox.ExitCannotInvoke {
+			t.Errorf("%s: err=%v res=%+v", argv0, err, res)
+		}
+	}
+}
+
+// A timeout first asks the command to stop (SIGTERM), so it can clean up.
+func TestTimeoutGivesGrace(t *testing.T) {
+	e := newEnv(t)
+	e.backend.opts.KillGrace = 2 * time.Second
+	o := e.sh(`trap 'echo got-term; exit 9' TERM; sleep 100 & wait`, func(r *sandbox.Request) { r.Timeout = 500 * time.Millisecond })
+	if !o.res.TimedOut || !strings.Contains(o.stdout, "got-term") {
+		t.Errorf("timeout without grace: %s", o)
+	}
+}

@@ -34,6 +34,7 @@ type mount struct {
 	Src   string
 	Dest  string
 	Perms uint32 // tmpfs mode bits as chmod(2) takes them (01777); 0 means bwrap's default (0755)
+	Size  int64  // tmpfs size in bytes (--size); 0 means the kernel's default (half of RAM)
 }
 
 // Host are the facts about the host a plan depends on, gathered once per
@@ -70,11 +71,19 @@ type Plan struct {
 	Writable bool
 	// ShareNet keeps the host network namespace.
 	ShareNet bool
+	// TTY keeps the controlling terminal (no --new-session): only for a
+	// pseudo-terminal corral allocated itself (sandbox.Request.TTY).
+	TTY bool
 	// Env is the command's environment.
 	Env []string
 	// Warnings are non-fatal findings for the person.
 	Warnings []string
 }
+
+// maskSize is the size of the small writable tmpfs mounts that hide a
+// directory or rebuild the home directory, so none of them can be used to
+// fill the host's memory.
+const maskSize = 1 << 20
 
 // phases order the steps of a plan; within a phase, steps are sorted so a
 // parent path is mounted before the paths below it.
@@ -100,6 +109,8 @@ type planner struct {
 	bound  []string        // targets bound from the host (ancestor-or-equal means visible)
 	writes []string        // targets that are writable in the sandbox
 	roDevs map[string]bool // device binds sealed read-only
+
+	credTargets []string // see credentialTargets
 }
 
 // BuildPlan checks req against the sandbox policy and returns the mounts,
@@ -125,7 +136,7 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		return nil, err
 	}
 	p := &planner{req: req, host: host, allow: map[string]bool{}, roDevs: map[string]bool{}}
-	plan := &Plan{ShareNet: profile.HostNetwork()}
+	plan := &Plan{ShareNet: profile.HostNetwork(), TTY: req.TTY}
 
 	workdir, writable, err := p.workdir(profile)
 	if err != nil {
@@ -173,7 +184,7 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 	if sessionHome != "" {
 		set = append(set, "HOME="+sessionHome)
 	}
-	plan.Env = sandbox.FilterEnv(req.Env, sandbox.DefaultEnvDeny, set...)
+	plan.Env = sandbox.FilterEnvPolicy(req.Env, append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...), req.EnvAllow, set...)
 	plan.Mounts = p.ordered()
 	plan.Warnings = p.warns
 	return plan, nil
@@ -232,10 +243,14 @@ func (p *planner) base() {
 	p.add(phaseBase, mount{Kind: mRoBind, Src: "/", Dest: "/"})
 	p.add(phaseBase, mount{Kind: mDev, Dest: "/dev"})
 	p.add(phaseBase, mount{Kind: mProc, Dest: "/proc"})
-	p.add(phaseBase, mount{Kind: mTmpfs, Dest: "/dev/shm", Perms: 0o1777})
-	p.add(phaseBase, mount{Kind: mTmpfs, Dest: "/tmp", Perms: 0o1777})
+	size := int64(p.req.TmpSizeMB) << 20
+	if size <= 0 {
+		size = 512 << 20
+	}
+	p.add(phaseBase, mount{Kind: mTmpfs, Dest: "/dev/shm", Perms: 0o1777, Size: size})
+	p.add(phaseBase, mount{Kind: mTmpfs, Dest: "/tmp", Perms: 0o1777, Size: size})
 	if run := p.host.RunUserDir; run != "" && isDir(run) {
-		p.add(phaseBase, mount{Kind: mTmpfs, Dest: run, Perms: 0o700})
+		p.add(phaseBase, mount{Kind: mTmpfs, Dest: run, Perms: 0o700, Size: maskSize})
 	}
 }
 
@@ -269,6 +284,18 @@ func (p *planner) workdir(profile sandbox.Profile) (string, bool, error) {
 	}
 	if p.hidden(resolved) {
 		return "", false, fmt.Errorf("%w: working directory %s is a hidden path (a credential store or a dot entry of the home directory that is not allowed); add it to home_allow if it is safe to show", sandbox.ErrPolicy, resolved)
+	}
+	if resolved != w && err == nil {
+		p.warn("working directory %s resolves through a symlink to %s; that is what the sandbox can write", w, resolved)
+	}
+	if writable {
+		if sys := systemDir(resolved); sys != "" {
+			return "", false, fmt.Errorf("%w: working directory %s is refused: it is (or lies in) %s, which no sandbox may write; choose a project directory with --cwd", sandbox.ErrPolicy, resolved, sys)
+		}
+		if rel, ok := relToHome(resolved, p.host.Home); ok && strings.HasPrefix(rel, ".") {
+			p.warn("working directory %s is inside a dot entry of the home directory, which is always read-only in the sandbox; commands run there read-only", resolved)
+			writable = false
+		}
 	}
 	if resolved == p.host.Home && writable {
 		p.warn("working directory is the home directory %s: only its existing non-dot entries are writable", resolved)
@@ -430,7 +457,7 @@ func (p *planner) rebuildDir(dir, rel string, rwNonDot bool) {
 	if st, err := os.Stat(dir); err == nil {
 		mode = uint32(st.Mode().Perm())
 	}
-	p.add(phaseTree, mount{Kind: mTmpfs, Dest: dir, Perms: mode})
+	p.add(phaseTree, mount{Kind: mTmpfs, Dest: dir, Perms: mode, Size: maskSize})
 	p.add(phaseSeal, mount{Kind: mRemountRO, Dest: dir})
 	for _, e := range entries {
 		name := e.Name()
@@ -507,7 +534,7 @@ func (p *planner) masks() {
 	hideDir := func(q string) {
 		if p.visible(q) {
 			p.pin(q)
-			p.add(phaseMask, mount{Kind: mTmpfs, Dest: q, Perms: 0o700})
+			p.add(phaseMask, mount{Kind: mTmpfs, Dest: q, Perms: 0o700, Size: maskSize})
 		}
 	}
 	hideFile := func(q string) {
@@ -527,19 +554,11 @@ func (p *planner) masks() {
 			hideFile(q)
 		}
 	}
-	if home := p.host.Home; home != "" && home != "/" {
-		for _, rel := range append(slices.Clone(credentialStores), credentialFiles...) {
-			abs := filepath.Join(home, rel)
-			if _, err := os.Lstat(abs); err != nil {
-				continue
-			}
-			if p.visible(abs) {
-				hide(abs)
-			}
-			// A symlinked store is hidden at its target too.
-			if target, err := filepath.EvalSymlinks(abs); err == nil && target != abs {
-				hide(target)
-			}
+	// Credential stores and files where they are visible, and wherever
+	// their symlinks (or symlinks inside them) lead.
+	for _, q := range p.credentialTargets() {
+		if p.visible(q) {
+			hide(q)
 		}
 	}
 	for _, d := range p.host.HiddenDirs {
@@ -699,6 +718,12 @@ func (p *planner) binds(workdir string, writable bool) ([]mount, error) {
 			}
 			return nil, fmt.Errorf("%w: bind %s: the source cannot be used (%v); create it or remove the bind", sandbox.ErrPolicy, describeBind(b), err)
 		}
+		if within(r, "/proc") || within(r, "/sys") {
+			return nil, fmt.Errorf("%w: bind %s: sources under /proc and /sys are refused (they are the host's kernel interfaces)", sandbox.ErrPolicy, describeBind(b))
+		}
+		if within(dest, "/proc") || within(dest, "/sys") {
+			return nil, fmt.Errorf("%w: bind %s: destinations under /proc and /sys are refused", sandbox.ErrPolicy, describeBind(b))
+		}
 		if p.hidden(r) {
 			p.warn("bind %s ignored: the source is a hidden path", describeBind(b))
 			continue
@@ -733,6 +758,14 @@ func (p *planner) binds(workdir string, writable bool) ([]mount, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: bind %s: %v", sandbox.ErrPolicy, describeBind(b), err)
 		}
+		if st.IsDir() && within(dest, "/dev") {
+			return nil, fmt.Errorf("%w: bind %s: a directory cannot be bound under /dev (device nodes and sockets can)", sandbox.ErrPolicy, describeBind(b))
+		}
+		if !b.ReadOnly && st.IsDir() {
+			if sys := systemDir(r); sys != "" {
+				return nil, fmt.Errorf("%w: bind %s: a read-write bind of %s is refused", sandbox.ErrPolicy, describeBind(b), sys)
+			}
+		}
 		kind := mBind
 		if b.ReadOnly {
 			kind = mRoBind
@@ -749,6 +782,34 @@ func (p *planner) binds(workdir string, writable bool) ([]mount, error) {
 	return out, nil
 }
 
+// systemDirs are trees no sandbox may write, whatever the working directory
+// or a read-write bind says: the host's kernel interfaces, its programs and
+// configuration, service data, and shared directories that hold other
+// programs' sockets. Entries ending in "/" match the directory itself only
+// (its subdirectories, such as a project under /tmp, are fine).
+var systemDirs = []string{
+	"/proc", "/sys", "/dev", "/run", "/var/run", "/boot", "/etc", "/usr", "/bin", "/sbin",
+	"/lib", "/lib32", "/lib64", "/libx32", "/var/lib", "/var/log", "/var/cache", "/var/spool",
+	"/var/mail", "/snap", "/tmp/", "/var/tmp/", "/var/", "/home/", "/opt/", "/srv/", "/mnt/", "/media/",
+}
+
+// systemDir returns the entry of systemDirs that r (resolved) falls under,
+// or "".
+func systemDir(r string) string {
+	for _, s := range systemDirs {
+		if exact, ok := strings.CutSuffix(s, "/"); ok {
+			if r == exact {
+				return exact
+			}
+			continue
+		}
+		if within(r, s) {
+			return s
+		}
+	}
+	return ""
+}
+
 // underFreshTmpfs reports whether dest lies where the sandbox has a fresh
 // tmpfs in which bwrap can create a mount point: /tmp, /dev/shm, the home
 // directory (rebuilt on a tmpfs).
@@ -762,7 +823,8 @@ func underFreshTmpfs(dest string, h Host) bool {
 }
 
 // holdsHidden reports whether directory r contains a hidden path: the home
-// directory, a credential store, or corral's own directories.
+// directory, a dot entry of it, a credential store or where one leads, or
+// corral's own directories.
 func (p *planner) holdsHidden(r string) bool {
 	if p.host.Home != "" && within(p.host.Home, r) {
 		return true
@@ -772,7 +834,76 @@ func (p *planner) holdsHidden(r string) bool {
 			return true
 		}
 	}
+	if rel, ok := relToHome(r, p.host.Home); ok && strings.HasPrefix(rel, ".") {
+		return true // a dot entry: its hidden children are covered only in place
+	}
+	for _, t := range p.credentialTargets() {
+		if within(t, r) {
+			return true
+		}
+	}
 	return false
+}
+
+// credentialTargets returns the credential stores and files of the home
+// directory that exist, and where their symlinks (and the symlinks inside
+// the stores, a few levels down) lead. Computed once per plan.
+func (p *planner) credentialTargets() []string {
+	if p.credTargets != nil {
+		return p.credTargets
+	}
+	p.credTargets = []string{}
+	home := p.host.Home
+	if home == "" || home == "/" {
+		return p.credTargets
+	}
+	seen := map[string]bool{}
+	add := func(q string) {
+		if !seen[q] {
+			seen[q] = true
+			p.credTargets = append(p.credTargets, q)
+		}
+	}
+	budget := 512 // entries examined inside stores, in all
+	var walk func(dir string, depth int)
+	walk = func(dir string, depth int) {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			if budget--; budget < 0 {
+				return
+			}
+			q := filepath.Join(dir, e.Name())
+			if e.Type()&fs.ModeSymlink != 0 {
+				if t, err := filepath.EvalSymlinks(q); err == nil {
+					add(t)
+				}
+				continue
+			}
+			if e.IsDir() && depth < 3 {
+				walk(q, depth+1)
+			}
+		}
+	}
+	for _, rel := range append(slices.Clone(credentialStores), credentialFiles...) {
+		abs := filepath.Join(home, rel)
+		st, err := os.Lstat(abs)
+		if err != nil {
+			continue
+		}
+		add(abs)
+		t, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			continue
+		}
+		add(t)
+		if st.IsDir() || st.Mode()&fs.ModeSymlink != 0 && isDir(t) {
+			walk(t, 1)
+		}
+	}
+	return p.credTargets
 }
 
 func describeBind(b sandbox.Bind) string {

@@ -236,9 +236,11 @@ func TestFeaturesFor(t *testing.T) {
 		{Version{0, 3, 3}, Features{}},
 		{Version{0, 4, 9}, Features{}},
 		{Version{0, 5, 0}, Features{Perms: true, JSONStatus: true}},
-		{Version{0, 8, 0}, Features{Perms: true, JSONStatus: true}},
-		{Version{0, 11, 1}, Features{Perms: true, JSONStatus: true}},
-		{Version{1, 0, 0}, Features{Perms: true, JSONStatus: true}},
+		{Version{0, 6, 3}, Features{Perms: true, JSONStatus: true}},
+		{Version{0, 7, 0}, Features{Perms: true, JSONStatus: true, Size: true}},
+		{Version{0, 8, 0}, Features{Perms: true, JSONStatus: true, Size: true}},
+		{Version{0, 11, 1}, Features{Perms: true, JSONStatus: true, Size: true}},
+		{Version{1, 0, 0}, Features{Perms: true, JSONStatus: true, Size: true}},
 	} {
 		t.Run(tc.v.String(), func(t *testing.T) {
 			if got := FeaturesFor(tc.v); got != tc.want {

@@ -53,16 +53,17 @@ func (d *Diagnosis) Summary() string {
 }
 
 // Diagnose probes the machine. bin may be nil, in which case bwrap is looked
-// up in PATH. It never fails: what it cannot find out is reported as such.
-func Diagnose(ctx context.Context, bin *Binary) *Diagnosis {
+// up at path (the bwrap setting; "" for the system locations). It never
+// fails: what it cannot find out is reported as such.
+func Diagnose(ctx context.Context, bin *Binary, path string) *Diagnosis {
 	d := &Diagnosis{
 		MaxUserNamespaces:       readIntFile("/proc/sys/user/max_user_namespaces"),
 		UnprivilegedUsernsClone: readIntFile("/proc/sys/kernel/unprivileged_userns_clone"),
 		AppArmorRestrict:        readIntFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"),
 	}
-	d.Prlimit, _ = exec.LookPath("prlimit")
+	d.Prlimit, _ = LocateTool("prlimit", "")
 	if bin == nil {
-		b, err := FindBinary(ctx, "")
+		b, err := FindBinary(ctx, path)
 		if err != nil {
 			d.BinaryError = err.Error()
 			d.Cause = "bubblewrap (bwrap) is not installed or too old"

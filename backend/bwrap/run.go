@@ -10,7 +10,10 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,7 +26,8 @@ import (
 
 // Options configure a Backend.
 type Options struct {
-	// BwrapPath is the bwrap executable; "" looks up "bwrap" in PATH.
+	// BwrapPath is the bwrap executable (absolute); "" takes it from
+	// SystemBinDirs. PATH is never searched.
 	BwrapPath string
 	// StateDir is corral's state directory (hidden from every sandbox); an
 	// empty mask file and the bwrap version cache live there. Required.
@@ -60,6 +64,9 @@ type Backend struct {
 	mu  sync.Mutex
 	bin *Binary
 	cgr *string // pids cgroup root ("" = none), probed once
+
+	pwOnce sync.Once
+	pwHome string
 }
 
 // New returns a bwrap backend. It does not look for bwrap yet: the first
@@ -88,13 +95,9 @@ func (b *Backend) Binary(ctx context.Context) (*Binary, error) {
 	if b.bin != nil {
 		return b.bin, nil
 	}
-	path := b.opts.BwrapPath
-	if path == "" {
-		path = "bwrap"
-	}
-	p, err := exec.LookPath(path)
+	p, err := LocateTool("bwrap", b.opts.BwrapPath)
 	if err != nil {
-		return nil, fmt.Errorf("%w: bwrap not found; %s", sandbox.ErrUnavailable, InstallHint)
+		return nil, fmt.Errorf("%w: %v; %s", sandbox.ErrUnavailable, err, InstallHint)
 	}
 	cache := filepath.Join(b.opts.StateDir, "bwrap-version")
 	st, err := os.Stat(p)
@@ -147,12 +150,30 @@ func (b *Backend) host() (Host, error) {
 			}
 		}
 	}
+	// As root with $HOME pointing at another user's home (sudo -E), the
+	// home rules protect that one; root's own home is hidden whole.
+	if pw := b.passwdHome(); pw != "" && pw != "/" && pw != h.Home {
+		h.HiddenDirs = append(h.HiddenDirs, pw)
+	}
 	empty, err := ensureEmptyFile(filepath.Join(b.opts.StateDir, "empty"))
 	if err != nil {
 		return h, err
 	}
 	h.EmptyFile = empty
 	return h, nil
+}
+
+// passwdHome returns the home directory of the real uid from the passwd
+// database (resolved), looked up once.
+func (b *Backend) passwdHome() string {
+	b.pwOnce.Do(func() {
+		if u, err := user.LookupId(strconv.Itoa(os.Getuid())); err == nil && filepath.IsAbs(u.HomeDir) {
+			if r, err := filepath.EvalSymlinks(u.HomeDir); err == nil {
+				b.pwHome = r
+			}
+		}
+	})
+	return b.pwHome
 }
 
 // ensureEmptyFile makes sure p is an empty read-only regular file and
@@ -192,7 +213,11 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		return &sandbox.Result{ExitCode: code, Warnings: plan.Warnings}, nil
 	}
 	for _, w := range plan.Warnings {
-		b.log.Warn("bwrap.policy.warning", "message", w)
+		// Front ends show Result.Warnings to the person; log for the record.
+		b.log.Debug("bwrap.policy.warning", "message", w)
+	}
+	if plan.Writable && within(bin.Path, plan.Workdir) {
+		return nil, fmt.Errorf("%w: bwrap %s lies in the working directory %s, which the sandbox can write; install bwrap in a system directory", sandbox.ErrPolicy, bin.Path, plan.Workdir)
 	}
 	res, err := b.run(ctx, bin, plan, req)
 	if res != nil {
@@ -230,8 +255,14 @@ func checkCommand(argv0 string, env []string, dir string) (string, int) {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(dir, p)
 		}
-		if _, err := os.Stat(p); err != nil {
+		st, err := os.Stat(p)
+		switch {
+		case err != nil:
 			return fmt.Sprintf("corral: %s: no such file or directory", argv0), sandbox.ExitNotFound
+		case st.IsDir():
+			return fmt.Sprintf("corral: %s: is a directory", argv0), sandbox.ExitCannotInvoke
+		case st.Mode().Perm()&0o111 == 0:
+			return fmt.Sprintf("corral: %s: permission denied (not executable)", argv0), sandbox.ExitCannotInvoke
 		}
 		return "", 0
 	}
@@ -278,11 +309,29 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 		return nil, fmt.Errorf("creating status pipe: %w", err)
 	}
 	defer statusR.Close()
+	argsR, argsW, err := os.Pipe()
+	if err != nil {
+		statusW.Close()
+		return nil, fmt.Errorf("creating argument pipe: %w", err)
+	}
+	defer argsR.Close()
 	// The caller's extra descriptors come first (3, 4, ... in the sandbox);
-	// bwrap's status descriptor follows them and is not passed on.
+	// bwrap's status and argument descriptors follow and are not passed on.
+	// The arguments go through --args rather than the command line, so the
+	// mount plan (hidden names, symlink targets) is not readable in
+	// /proc/1/cmdline inside the sandbox, and no ARG_MAX limit applies.
 	statusFD := 3 + len(req.ExtraFiles)
 	argv := Argv(plan, FeaturesFor(bin.Version), statusFD, req.Argv)
-	cmd := exec.Command(bin.Path, argv...)
+	opts, command := argv[:len(argv)-len(req.Argv)-1], argv[len(argv)-len(req.Argv)-1:] // command starts at "--"
+	go func() {
+		var buf []byte
+		for _, a := range opts {
+			buf = append(append(buf, a...), 0)
+		}
+		_, _ = argsW.Write(buf)
+		argsW.Close()
+	}()
+	cmd := exec.Command(bin.Path, append([]string{"--args", strconv.Itoa(statusFD + 1)}, command...)...)
 	cmd.Env = plan.Env
 	cmd.Stdin, cmd.Stdout = req.Stdin, req.Stdout
 	var tail *tailBuffer
@@ -299,13 +348,18 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 			}
 		}
 	}
-	cmd.ExtraFiles = append(append([]*os.File{}, req.ExtraFiles...), statusW)
+	cmd.ExtraFiles = append(append([]*os.File{}, req.ExtraFiles...), statusW, argsR)
 	// Once the sandbox is dead nothing may hold its output pipes open; do
 	// not wait for stray writers beyond this.
 	cmd.WaitDelay = b.opts.KillGrace
 	// Own process group, so a terminal's ^C reaches corral, which forwards
 	// it; Pdeathsig ends bwrap, and with it the sandbox, if corral dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if req.TTY {
+		// A new session whose controlling terminal is corral's own pty
+		// (descriptor 0 in the child).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
+	}
 
 	var cg *pidsCgroup
 	lim := req.Limits
@@ -322,13 +376,15 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 			statusW.Close()
 			return nil, fmt.Errorf("%w: max_procs=%d cannot be enforced: corral runs as root, where RLIMIT_NPROC does not apply, and no writable pids cgroup was found; run corral as an unprivileged user, give it a pids cgroup, or set max_procs to 0 to run without a process limit", sandbox.ErrUnavailable, lim.MaxProcs)
 		}
-		defer cg.remove()
+		// Removing a cgroup waits for the kernel to let go of the dead
+		// tasks; nobody needs to wait for that.
+		defer func() { go cg.remove() }()
 	}
 	start := time.Now()
 	if bin.Setuid && !root {
 		err = b.startWithPrlimit(cmd, lim)
 	} else {
-		err = startGated(cmd, lim, cg, !root)
+		err = startGated(cmd, lim, cg, !root, b.log)
 		if errors.Is(err, errGateUnavailable) {
 			b.log.Warn("bwrap.gate.unavailable", "error", err)
 			cmd = rebuild(cmd)
@@ -341,12 +397,9 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 	}
 	b.log.Debug("bwrap.sandbox.started", "pid", cmd.Process.Pid, "workdir", plan.Workdir, "writable", plan.Writable, "share_net", plan.ShareNet)
 
+	pidC := make(chan int, 1)
 	stc := make(chan status, 1)
-	go func() { stc <- readStatus(statusR) }()
-	childPid := make(chan int, 1)
-	var st status
-	stDone := false
-
+	go func() { stc <- readStatus(statusR, pidC) }()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 
@@ -356,32 +409,41 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 		defer t.Stop()
 		timeout = t.C
 	}
-	timedOut := false
+	timedOut, cancelled := false, false
+	childPid := 0
 	var waitErr error
 	kill := func() {
 		_ = cmd.Process.Signal(syscall.SIGKILL) // bwrap; --die-with-parent takes pid 1 of the sandbox and so the namespace with it
 	}
-	_ = childPid
+	ctxDone := ctx.Done()
+	forwarded := 0
 loop:
 	for {
 		select {
 		case waitErr = <-done:
 			break loop
-		case s := <-stc:
-			st, stDone = s, true
-			stc = nil
+		case childPid = <-pidC:
+			pidC = nil
 		case <-timeout:
 			timedOut = true
-			b.terminate(cmd, st, kill)
+			b.terminate(childPid, kill)
 			timeout = nil
-		case <-ctx.Done():
-			b.terminate(cmd, st, kill)
-			ctx = context.Background()
+		case <-ctxDone:
+			cancelled = true
+			b.terminate(childPid, kill)
+			ctxDone = nil
+		case sig := <-req.Signals:
+			// A person's ^C or kill: pass it on to the command the first
+			// time; end the whole sandbox the second time.
+			forwarded++
+			if s, ok := sig.(syscall.Signal); ok && forwarded == 1 && childPid > 0 {
+				signalCommand(childPid, s)
+			} else {
+				b.terminate(childPid, kill)
+			}
 		}
 	}
-	if !stDone {
-		st = <-stc
-	}
+	st := <-stc
 	res := &sandbox.Result{Duration: time.Since(start), TimedOut: timedOut}
 	ps := cmd.ProcessState
 	if ps == nil {
@@ -401,10 +463,10 @@ loop:
 			res.Signal = res.ExitCode - sandbox.ExitSignalBase
 		}
 	}
-	if st.childPid == 0 && !timedOut && ctx.Err() == nil {
+	if st.childPid == 0 && !timedOut && !cancelled {
 		// bwrap failed before it started the command: the sandbox could
 		// not be built. Find out why and name the fix.
-		diag := Diagnose(context.Background(), bin)
+		diag := Diagnose(context.Background(), bin, "")
 		return b.unavailable(fmt.Errorf("%w: bwrap could not build the sandbox (exit status %d); %s", sandbox.ErrUnavailable, res.ExitCode, diag.Summary()))
 	}
 	res.LimitHit = limitHit(res, lim, tail, cg)
@@ -413,20 +475,32 @@ loop:
 }
 
 // terminate ends a sandbox that timed out or was cancelled: SIGTERM to the
-// command's process group, then after the grace period SIGKILL to bwrap,
-// which takes the whole pid namespace with it.
-func (b *Backend) terminate(cmd *exec.Cmd, st status, kill func()) {
-	if st.childPid > 0 {
-		for _, c := range childrenOf(st.childPid) {
-			_ = unix.Kill(-c, unix.SIGTERM)
+// command's process groups (the children of the sandbox's pid 1), then after
+// the grace period SIGKILL to bwrap, which takes the whole pid namespace
+// with it. Without a known pid 1 it kills at once.
+func (b *Backend) terminate(childPid int, kill func()) {
+	if childPid <= 0 {
+		kill()
+		return
+	}
+	signalCommand(childPid, unix.SIGTERM)
+	time.AfterFunc(b.opts.KillGrace, kill)
+}
+
+// signalCommand sends sig to the sandboxed command: to the process group
+// of the sandbox's pid 1 (bwrap's --new-session makes pid 1 a session and
+// group leader, and the command starts in its group) and to the groups of
+// pid 1's children. Pid 1 itself, bwrap's reaper, has no handler and so
+// ignores it (pid_namespaces(7)).
+func signalCommand(childPid int, sig syscall.Signal) {
+	groups := map[int]bool{childPid: true}
+	for _, c := range childrenOf(childPid) {
+		if g, err := unix.Getpgid(c); err == nil {
+			groups[g] = true
 		}
 	}
-	go func() {
-		time.Sleep(b.opts.KillGrace)
-		kill()
-	}()
-	if st.childPid == 0 {
-		kill()
+	for g := range groups {
+		_ = unix.Kill(-g, sig)
 	}
 }
 
@@ -470,8 +544,9 @@ func markInheritedCloexec() {
 }
 
 // readStatus reads bwrap's --json-status-fd stream: {"child-pid": N} when the
-// sandbox's command has been started, {"exit-code": N} when it has ended.
-func readStatus(r io.Reader) status {
+// sandbox's pid 1 has been started (sent on pidC at once, so a timeout can
+// signal the command while it runs), {"exit-code": N} when it has ended.
+func readStatus(r io.Reader, pidC chan<- int) status {
 	var st status
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
@@ -479,8 +554,9 @@ func readStatus(r io.Reader) status {
 		if json.Unmarshal(sc.Bytes(), &m) != nil {
 			continue
 		}
-		if v, ok := m["child-pid"].(float64); ok {
+		if v, ok := m["child-pid"].(float64); ok && st.childPid == 0 {
 			st.childPid = int(v)
+			pidC <- st.childPid
 		}
 		if v, ok := m["exit-code"].(float64); ok {
 			n := int(v)
@@ -507,8 +583,11 @@ func (b *Backend) cgroupRoot() string {
 // is not set here: before the user namespace exists it would be counted
 // against every process of the uid on the machine.
 func (b *Backend) startWithPrlimit(cmd *exec.Cmd, lim sandbox.Limits) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	joinFreshKeyring(b.log)
 	if lim.MemoryMB > 0 || lim.CPUSeconds > 0 {
-		pl, err := exec.LookPath("prlimit")
+		pl, err := LocateTool("prlimit", "")
 		if err != nil {
 			return fmt.Errorf("%w: prlimit not found, so limits cannot be applied (install util-linux)", sandbox.ErrUnavailable)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -69,16 +70,52 @@ type Binary struct {
 // InstallHint names the package to install on the common distributions.
 const InstallHint = "install bubblewrap: `sudo apt install bubblewrap` (Debian, Ubuntu), `sudo dnf install bubblewrap` (Fedora), `sudo pacman -S bubblewrap` (Arch)"
 
-// FindBinary locates bwrap: the path given (from the CORRAL_BWRAP
-// environment variable or a test), else "bwrap" in PATH. Errors wrap
+// SystemBinDirs are where corral looks for bwrap and prlimit when no path
+// is configured. PATH is never searched: a directory on it may be one a
+// sandboxed command can write (a project's .venv/bin or node_modules/.bin),
+// and a bwrap planted there would run on the host.
+var SystemBinDirs = []string{"/usr/bin", "/usr/local/bin", "/bin", "/usr/sbin", "/sbin"}
+
+// LocateTool returns the absolute path of the executable name: explicit
+// when given (it must be absolute), else the first of SystemBinDirs that
+// has it.
+func LocateTool(name, explicit string) (string, error) {
+	if explicit != "" {
+		if !filepath.IsAbs(explicit) {
+			return "", fmt.Errorf("%s path %q must be absolute", name, explicit)
+		}
+		if err := checkExecutable(explicit); err != nil {
+			return "", err
+		}
+		return filepath.Clean(explicit), nil
+	}
+	for _, d := range SystemBinDirs {
+		p := filepath.Join(d, name)
+		if checkExecutable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in %s", name, strings.Join(SystemBinDirs, ", "))
+}
+
+func checkExecutable(p string) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("%s is not an executable file", p)
+	}
+	return nil
+}
+
+// FindBinary locates bwrap (path, from the bwrap setting or CORRAL_BWRAP,
+// else SystemBinDirs) and asks its version. Errors wrap
 // sandbox.ErrUnavailable and name the package to install.
 func FindBinary(ctx context.Context, path string) (*Binary, error) {
-	if path == "" {
-		path = "bwrap"
-	}
-	p, err := exec.LookPath(path)
+	p, err := LocateTool("bwrap", path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: bwrap not found (%v); %s", sandbox.ErrUnavailable, err, InstallHint)
+		return nil, fmt.Errorf("%w: %v; %s", sandbox.ErrUnavailable, err, InstallHint)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 var corralBin string
@@ -111,7 +112,7 @@ func TestRunExitStatus(t *testing.T) {
 		{"bad profile is 125", []string{"run", "--profile", "open", "--", "true"}, 125, "", "restricted, workspace or network"},
 		{"refused workdir is 125", []string{"run", "--cwd", "/", "--", "true"}, 125, "", "working directory / is refused"},
 		{"cpu limit in words", []string{"run", "--cpu-seconds", "1", "--", "sh", "-c", "while :; do :; done"}, 152, "", "CPU time limit"},
-		{"timeout in words", []string{"run", "--timeout", "300ms", "--", "sleep", "30"}, 137, "", "timed out"},
+		{"timeout is 124, in words", []string{"run", "--timeout", "300ms", "--", "sleep", "30"}, 124, "", "timed out"},
 		{"stdin passes through", []string{"run", "--", "sh", "-c", "read x; echo got:$x"}, 0, "got:\n", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -198,9 +199,18 @@ func TestDoctor(t *testing.T) {
 	fake := filepath.Join(c.home, "bin")
 	os.MkdirAll(fake, 0o755)
 	os.WriteFile(filepath.Join(fake, "bwrap"), []byte("#!/bin/sh\n[ \"$1\" = --version ] && { echo 'bubblewrap 0.8.0'; exit 0; }\necho 'bwrap: setting up uid map: Permission denied' >&2; exit 1\n"), 0o755)
-	code, so, _ = c.run([]string{"PATH=" + fake + ":/usr/bin:/bin"}, "doctor")
+	code, so, _ = c.run([]string{"CORRAL_BWRAP=" + filepath.Join(fake, "bwrap")}, "doctor")
 	if code == 0 || !strings.Contains(so, "fix:") {
 		t.Errorf("doctor with a failing bwrap: exit %d\n%s", code, so)
+	}
+	// A bwrap on PATH is never used: a sandboxed command could have planted
+	// it (a project's .venv/bin).
+	marker := filepath.Join(c.home, "planted-ran")
+	os.WriteFile(filepath.Join(fake, "bwrap"), []byte("#!/bin/sh\n[ \"$1\" = --version ] && { echo 'bubblewrap 0.8.0'; exit 0; }\ntouch "+marker+"\n"), 0o755)
+	c.run([]string{"PATH=" + fake + ":/usr/bin:/bin"}, "run", "--", "true")
+	c.run([]string{"PATH=" + fake + ":/usr/bin:/bin"}, "doctor")
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("a bwrap found on PATH was executed")
 	}
 }
 
@@ -230,5 +240,29 @@ func TestDryRunShowsArgv(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(so), "\n")
 	if !strings.HasSuffix(lines[0], "bwrap") || lines[len(lines)-1] != "hi there" || !strings.Contains(so, "--unshare-net\n") {
 		t.Errorf("dry-run argv:\n%s", so)
+	}
+}
+
+// ^C is passed on to the command, which may handle it; its own status is
+// corral's status.
+func TestInterruptForwarded(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	cmd := exec.Command(corralBin, "run", "--", "bash", "-c", `trap 'echo got-int; exit 42' INT; echo ready; sleep 30 & wait`)
+	cmd.Dir = c.work
+	cmd.Env = c.env
+	var so bytes.Buffer
+	cmd.Stdout = &so
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100 && !strings.Contains(so.String(), "ready"); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 42 || !strings.Contains(so.String(), "got-int") {
+		t.Errorf("after ^C: err=%v stdout=%q", err, so.String())
 	}
 }

@@ -26,7 +26,7 @@ func newBackend(name string, st *config.Settings, logger *slog.Logger) (sandbox.
 	switch name {
 	case "", "bwrap":
 		return bwrap.New(bwrap.Options{
-			BwrapPath:  os.Getenv("CORRAL_BWRAP"),
+			BwrapPath:  st.Bwrap,
 			StateDir:   config.StateDir(),
 			HiddenDirs: []string{config.ConfigDir()},
 			Degrade:    st.DegradedMode != "fail",

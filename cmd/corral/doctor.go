@@ -63,7 +63,11 @@ func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
 	if _, err := config.Load(g.configPath, os.Environ()); err != nil {
 		r.ConfigError = err.Error()
 	}
-	r.Bwrap = bwrap.Diagnose(c.Context(), nil)
+	bwrapPath := ""
+	if st, err := config.Load(g.configPath, os.Environ()); err == nil {
+		bwrapPath = st.Bwrap
+	}
+	r.Bwrap = bwrap.Diagnose(c.Context(), nil, bwrapPath)
 	r.Limits = bwrap.LimitsMechanism(r.Bwrap.Binary)
 	r.Ready = r.Bwrap.Ready() && r.ConfigError == ""
 	return r

@@ -29,6 +29,8 @@ Exit status: the command's own status, 128+N when it died of signal N, and
 		newRunCmd(g),
 		newDoctorCmd(g),
 		newConfigCmd(g),
+		newSessionsCmd(g),
+		newShellCmd(g),
 	)
 	return root
 }

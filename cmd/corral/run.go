@@ -15,6 +15,7 @@ import (
 	"github.com/corralhq/corral/backend/bwrap"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/session"
 )
 
 type runOptions struct {
@@ -27,6 +28,7 @@ type runOptions struct {
 	maxProcs   int
 	timeout    time.Duration
 	dryRun     bool
+	session    string
 }
 
 func newRunCmd(g *globalOptions) *cobra.Command {
@@ -42,11 +44,15 @@ CMD died of signal N. corral's own failures exit with 125.
 exists as given is taken whole). Binds are read-only unless :rw is given.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			if o.session != "" {
+				return o.runSession(c, g, args)
+			}
 			return o.run(c, g, args)
 		},
 	}
 	f := cmd.Flags()
 	f.SetInterspersed(false)
+	f.StringVar(&o.session, "session", "", "run in the named session: the words are joined with spaces and run by the session's shell, as ssh does, so cd and export carry over")
 	f.StringVar(&o.backend, "backend", "", "backend: bwrap or local (default: the backend setting)")
 	f.StringVar(&o.profile, "profile", "", "restricted, workspace or network (default: the profile setting)")
 	f.StringVar(&o.cwd, "cwd", "", "working directory, the one writable tree (default: the cwd setting, else the current directory)")
@@ -95,14 +101,13 @@ func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) erro
 		}
 		return nil
 	}
-	// ^C reaches corral (bwrap has its own process group); the first one is
-	// forwarded as a termination of the sandbox, which then gets KillGrace
-	// to exit before everything in it is killed.
-	sigs := make(chan os.Signal, 1)
+	// ^C reaches corral (bwrap has its own process group); the backend
+	// passes the first signal on to the command and ends the whole sandbox
+	// on the second.
+	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGHUP, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	ctx, cancel := contextWithSignal(ctx, sigs)
-	defer cancel()
+	req.Signals = sigs
 
 	// A scratch directory for this one command (TMPDIR), removed after it;
 	// sessions keep theirs between commands.
@@ -128,6 +133,7 @@ func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) erro
 	}
 	if res.TimedOut {
 		fmt.Fprintf(os.Stderr, "corral: the command timed out after %s and its whole sandbox was ended; raise the timeout with --timeout or `corral config set timeout 10m`\n", req.Timeout)
+		return &exitError{Code: sandbox.ExitTimedOut}
 	}
 	if msg := sandbox.LimitMessage(res, req.Limits); msg != "" {
 		fmt.Fprintln(os.Stderr, msg)
@@ -193,6 +199,9 @@ func (o *runOptions) request(st *config.Settings, args []string) (*sandbox.Reque
 	if o.timeout > 0 {
 		timeout = o.timeout
 	}
+	if len(args) == 0 {
+		args = nil
+	}
 	req := &sandbox.Request{
 		Argv:      args,
 		Env:       os.Environ(),
@@ -201,6 +210,9 @@ func (o *runOptions) request(st *config.Settings, args []string) (*sandbox.Reque
 		Limits:    lim,
 		Binds:     binds,
 		HomeAllow: st.HomeAllow,
+		EnvDeny:   st.EnvDeny,
+		EnvAllow:  st.EnvAllow,
+		TmpSizeMB: st.TmpSizeMB,
 		Stdin:     os.Stdin,
 		Stdout:    os.Stdout,
 		Stderr:    os.Stderr,
@@ -265,4 +277,45 @@ func parseBindFlag(s string) (sandbox.Bind, error) {
 		return b, fmt.Errorf("--bind %q: DEST must be an absolute path", s)
 	}
 	return b, nil
+}
+
+// runSession runs the words, joined with spaces, in the named session.
+func (o *runOptions) runSession(c *cobra.Command, g *globalOptions, words []string) error {
+	if o.dryRun {
+		return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("--dry-run does not combine with --session")}
+	}
+	logger := newLogger(g)
+	m := newManager(g, o, logger)
+	defer m.Close()
+	s, err := m.Open(o.session)
+	if err != nil {
+		return &exitError{Code: sandbox.ExitCorralError, Err: err}
+	}
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGHUP, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	res, err := s.Exec(c.Context(), session.ExecRequest{
+		Command: strings.Join(words, " "), Timeout: o.timeout,
+		StdinReader: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Signals: sigs,
+	})
+	if err != nil {
+		return &exitError{Code: sandbox.ExitCorralError, Err: err}
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(os.Stderr, "corral: note: %s\n", n)
+	}
+	if res.Unavailable != "" {
+		return &exitError{Code: sandbox.ExitCorralError, Err: errors.New(res.Unavailable)}
+	}
+	if res.TimedOut {
+		fmt.Fprintf(os.Stderr, "corral: the command timed out after %s and its whole sandbox was ended; raise the timeout with --timeout or `corral config set timeout 10m`\n", res.Timeout)
+		return &exitError{Code: sandbox.ExitTimedOut}
+	}
+	if res.LimitMessage != "" {
+		fmt.Fprintln(os.Stderr, res.LimitMessage)
+	}
+	if res.ExitCode != 0 {
+		return &exitError{Code: res.ExitCode}
+	}
+	return nil
 }

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/session"
+)
+
+// newManager returns a session manager whose sessions read the settings
+// afresh for every command (flags in o override them).
+func newManager(g *globalOptions, o *runOptions, logger *slog.Logger) *session.Manager {
+	return session.NewManager(session.Options{
+		StateDir: config.StateDir(),
+		Logger:   logger,
+		Resolve: func(name string) (*session.Spec, error) {
+			st, err := config.Load(g.configPath, os.Environ())
+			if err != nil {
+				return nil, err
+			}
+			return specFor(st, o, logger)
+		},
+	})
+}
+
+// specFor turns settings (and run flags, when given) into a session Spec.
+func specFor(st *config.Settings, o *runOptions, logger *slog.Logger) (*session.Spec, error) {
+	if o == nil {
+		o = &runOptions{memoryMB: -1, cpuSeconds: -1, maxProcs: -1}
+	}
+	req, err := o.request(st, nil)
+	if err != nil {
+		return nil, err
+	}
+	name := st.Backend
+	if o.backend != "" {
+		name = o.backend
+	}
+	be, err := newBackend(name, st, logger)
+	if err != nil {
+		return nil, err
+	}
+	return &session.Spec{
+		Backend: be, Profile: req.Profile, Limits: req.Limits, Binds: req.Binds, HomeAllow: req.HomeAllow,
+		Workdir: req.Workdir, Timeout: req.Timeout, OutputLimit: st.OutputLimit,
+		SessionHome: st.HomeMode == config.HomeModeSession, Env: os.Environ(),
+		EnvDeny: st.EnvDeny, EnvAllow: st.EnvAllow, TmpSizeMB: st.TmpSizeMB,
+	}, nil
+}
+
+func newSessionsCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sessions",
+		Short: "List, show and remove sessions (their cwd, variables and scratch directory)",
+		Long: `A session keeps its current directory, exported variables and scratch
+directory between commands (corral run --session NAME, the MCP server).
+Sessions unused for a day are removed by "corral sessions prune".`,
+	}
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List sessions, most recently used first",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			m := newManager(g, nil, newLogger(g))
+			infos, err := m.List()
+			if err != nil {
+				return &exitError{Code: sandbox.ExitCorralError, Err: err}
+			}
+			if asJSON {
+				return json.NewEncoder(os.Stdout).Encode(infos)
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tLAST USED\tBACKEND\tPROFILE\tCWD")
+			for _, in := range infos {
+				busy := ""
+				if in.Busy {
+					busy = " (running)"
+				}
+				fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\n", in.Name, busy, in.LastUsed.Format(time.DateTime), in.Backend, in.Profile, in.Cwd)
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	show := &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show a session: directories, cwd and exported variables",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			m := newManager(g, nil, newLogger(g))
+			infos, err := m.List()
+			if err != nil {
+				return &exitError{Code: sandbox.ExitCorralError, Err: err}
+			}
+			for _, in := range infos {
+				if in.Name != args[0] {
+					continue
+				}
+				var st session.State
+				b, _ := os.ReadFile(filepath.Join(in.Dir, "state.json"))
+				_ = json.Unmarshal(b, &st)
+				out := struct {
+					session.Info
+					Scratch string   `json:"scratch"`
+					Env     []string `json:"env"`
+				}{in, filepath.Join(in.Dir, "scratch"), st.Env}
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			}
+			return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("no session %q (corral sessions list shows them)", args[0])}
+		},
+	}
+	rm := &cobra.Command{
+		Use:   "rm NAME...",
+		Short: "Remove sessions: state, scratch directory and logs",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			m := newManager(g, nil, newLogger(g))
+			for _, name := range args {
+				if err := m.Remove(name); err != nil {
+					return &exitError{Code: sandbox.ExitCorralError, Err: err}
+				}
+			}
+			return nil
+		},
+	}
+	var maxIdle time.Duration
+	prune := &cobra.Command{
+		Use:   "prune",
+		Short: "Remove sessions unused for a day (--older-than to choose)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			m := session.NewManager(session.Options{StateDir: config.StateDir(), MaxIdle: maxIdle, Logger: newLogger(g)})
+			gone, err := m.Prune()
+			if err != nil {
+				return &exitError{Code: sandbox.ExitCorralError, Err: err}
+			}
+			for _, n := range gone {
+				fmt.Println(n)
+			}
+			return nil
+		},
+	}
+	prune.Flags().DurationVar(&maxIdle, "older-than", 24*time.Hour, "remove sessions unused for longer than this")
+	cmd.AddCommand(list, show, rm, prune)
+	return cmd
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/creack/pty"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/sandbox"
+)
+
+func newShellCmd(g *globalOptions) *cobra.Command {
+	o := &runOptions{memoryMB: -1, cpuSeconds: -1, maxProcs: -1}
+	cmd := &cobra.Command{
+		Use:   "shell [--session NAME]",
+		Short: "An interactive shell for a person, in the sandbox a session's agent gets",
+		Long: `shell starts bash on a pseudo-terminal inside the same sandbox an agent of
+the session gets (profile, limits, binds, scratch directory), starting in
+the session's current directory with its variables. Job control works: the
+terminal is corral's own pseudo-terminal, so nothing in the sandbox can
+inject input into yours. What you cd or export here does not change the
+session. Limits default to none for a person (--memory-mb etc. set them).`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return o.shell(c, g) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.session, "session", "", "session whose sandbox and state to use (default: a fresh sandbox)")
+	f.StringVar(&o.profile, "profile", "", "restricted, workspace or network")
+	f.StringVar(&o.cwd, "cwd", "", "working directory")
+	f.StringVar(&o.backend, "backend", "", "backend: bwrap or local")
+	f.IntVar(&o.memoryMB, "memory-mb", 0, "address space per process in MiB (0: no limit)")
+	f.IntVar(&o.cpuSeconds, "cpu-seconds", 0, "CPU seconds per process (0: no limit)")
+	f.IntVar(&o.maxProcs, "max-procs", -1, "processes and threads (default: the max_procs setting)")
+	return cmd
+}
+
+func (o *runOptions) shell(c *cobra.Command, g *globalOptions) error {
+	if !term.IsTerminal(int(os.Stdin.Fd())) {
+		return &exitError{Code: sandbox.ExitCorralError, Err: errors.New("corral shell needs a terminal on stdin; use `corral run --session NAME -- CMD` from scripts")}
+	}
+	logger := newLogger(g)
+	st, err := config.Load(g.configPath, os.Environ())
+	if err != nil {
+		return &exitError{Code: sandbox.ExitCorralError, Err: err}
+	}
+	spec, err := specFor(st, o, logger)
+	if err != nil {
+		return &exitError{Code: sandbox.ExitCorralError, Err: err}
+	}
+	req := &sandbox.Request{
+		Argv: []string{"/bin/bash", "-i"}, Env: os.Environ(), Workdir: spec.Workdir, Profile: spec.Profile,
+		Limits: spec.Limits, Binds: spec.Binds, HomeAllow: spec.HomeAllow, TTY: true,
+		EnvDeny: spec.EnvDeny, EnvAllow: spec.EnvAllow, TmpSizeMB: spec.TmpSizeMB,
+	}
+	if o.session != "" {
+		m := newManager(g, o, logger)
+		defer m.Close()
+		s, err := m.Open(o.session)
+		if err != nil {
+			return &exitError{Code: sandbox.ExitCorralError, Err: err}
+		}
+		stt, err := s.State()
+		if err != nil {
+			return &exitError{Code: sandbox.ExitCorralError, Err: err}
+		}
+		req.Env, req.Dir, req.ScratchDir = stt.Env, stt.Cwd, s.ScratchDir()
+	}
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("allocating a pseudo-terminal: %w", err)}
+	}
+	defer ptmx.Close()
+	_ = pty.InheritSize(os.Stdin, ptmx)
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
+	go func() {
+		for range winch {
+			_ = pty.InheritSize(os.Stdin, ptmx)
+		}
+	}()
+	req.Stdin, req.Stdout, req.Stderr = tty, tty, tty
+	old, err := term.MakeRaw(int(os.Stdin.Fd()))
+	if err != nil {
+		return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("setting the terminal to raw mode: %w", err)}
+	}
+	defer term.Restore(int(os.Stdin.Fd()), old)
+	go func() { _, _ = io.Copy(ptmx, os.Stdin) }()
+	copied := make(chan struct{})
+	go func() { _, _ = io.Copy(os.Stdout, ptmx); close(copied) }()
+	res, err := spec.Backend.Run(c.Context(), req)
+	tty.Close()
+	<-copied
+	term.Restore(int(os.Stdin.Fd()), old)
+	if err != nil {
+		return &exitError{Code: sandbox.ExitCorralError, Err: err}
+	}
+	if res.Unavailable != "" {
+		return &exitError{Code: sandbox.ExitCorralError, Err: errors.New(res.Unavailable)}
+	}
+	if res.ExitCode != 0 {
+		return &exitError{Code: res.ExitCode}
+	}
+	return nil
+}
