@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -9,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 var corralBin string
@@ -251,18 +251,25 @@ func TestInterruptForwarded(t *testing.T) {
 	cmd := exec.Command(corralBin, "run", "--", "bash", "-c", `trap 'echo got-int; exit 42' INT; echo ready; sleep 30 & wait`)
 	cmd.Dir = c.work
 	cmd.Env = c.env
-	var so bytes.Buffer
-	cmd.Stdout = &so
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 100 && !strings.Contains(so.String(), "ready"); i++ {
-		time.Sleep(20 * time.Millisecond)
+	sc := bufio.NewScanner(stdout)
+	var lines []string
+	if sc.Scan() {
+		lines = append(lines, sc.Text())
 	}
 	cmd.Process.Signal(os.Interrupt)
-	err := cmd.Wait()
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	err = cmd.Wait()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 42 || !strings.Contains(so.String(), "got-int") {
-		t.Errorf("after ^C: err=%v stdout=%q", err, so.String())
+	if !errors.As(err, &ee) || ee.ExitCode() != 42 || strings.Join(lines, ",") != "ready,got-int" {
+		t.Errorf("after ^C: err=%v stdout=%q", err, lines)
 	}
 }
