@@ -241,7 +241,12 @@ func (s *Session) Close() {
 	for _, p := range s.procs {
 		procs = append(procs, p)
 	}
+	attached := s.attached
+	s.attached = nil
 	s.pmu.Unlock()
+	for _, c := range attached {
+		_ = c.Close()
+	}
 	for _, p := range procs {
 		p.cancel()
 	}

@@ -25,10 +25,11 @@ type Session struct {
 
 	mu sync.Mutex // serializes foreground commands within the process
 
-	pmu    sync.Mutex
-	procs  map[string]*Process
-	nextID int
-	closed bool
+	pmu      sync.Mutex
+	procs    map[string]*Process
+	nextID   int
+	closed   bool
+	attached map[string]io.Closer
 }
 
 // Name returns the session's name.
@@ -387,4 +388,43 @@ func (s *Session) isClosed() bool {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	return s.closed
+}
+
+// SandboxRequest returns the sandbox request the session would use now to
+// run argv (its spec, cwd, environment, scratch directory), with the spec
+// and state it came from, for tools that run a program of their own in the
+// session's sandbox (package sandboxfs). The request has no timeout.
+func (s *Session) SandboxRequest(argv []string) (*sandbox.Request, *Spec, *State, error) {
+	sp, err := s.m.spec(s.name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := s.loadState(sp)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return s.request(sp, st, st.Cwd, argv, 0), sp, st, nil
+}
+
+// Attach returns the value stored under key, making it with mk on first
+// use; it is closed when the session closes. Tools keep per-session helpers
+// (a file server) this way.
+func (s *Session) Attach(key string, mk func() (io.Closer, error)) (io.Closer, error) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if c, ok := s.attached[key]; ok {
+		return c, nil
+	}
+	c, err := mk()
+	if err != nil {
+		return nil, err
+	}
+	if s.attached == nil {
+		s.attached = map[string]io.Closer{}
+	}
+	s.attached[key] = c
+	return c, nil
 }

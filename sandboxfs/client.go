@@ -1,0 +1,374 @@
+package sandboxfs
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/session"
+)
+
+// exeInSandbox runs corral's executable inside the file server's sandbox:
+// it is opened read-only on the host and handed in as descriptor 3, so it
+// need not be visible there (it may lie in the working directory, where a
+// bind would be refused, or in a hidden path).
+const exeInSandbox = "/proc/self/fd/3"
+
+// callTimeout bounds one operation (a search may walk a large tree).
+const callTimeout = 60 * time.Second
+
+// ErrUnavailable wraps failures to start or reach the file server.
+var ErrUnavailable = errors.New("file server unavailable")
+
+// Client performs file operations in one session's sandbox. It is safe for
+// concurrent use; operations are serialized.
+type Client struct {
+	sess *session.Session
+
+	mu  sync.Mutex
+	srv *serverProc
+	id  int64
+}
+
+type serverProc struct {
+	key    string
+	stdin  io.WriteCloser
+	out    *bufio.Reader
+	cancel context.CancelFunc
+	done   chan struct{}
+	stderr *tailWriter
+	dead   bool
+}
+
+// For returns the file client of s, creating it on first use; it is closed
+// with the session.
+func For(s *session.Session) (*Client, error) {
+	c, err := s.Attach("sandboxfs", func() (io.Closer, error) { return &Client{sess: s}, nil })
+	if err != nil {
+		return nil, err
+	}
+	return c.(*Client), nil
+}
+
+// Close stops the file server.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopLocked()
+	return nil
+}
+
+func (c *Client) stopLocked() {
+	if c.srv == nil {
+		return
+	}
+	c.srv.stdin.Close()
+	c.srv.cancel()
+	<-c.srv.done
+	c.srv = nil
+}
+
+// Resolve makes path absolute against the session's current directory.
+func (c *Client) Resolve(path string) (string, error) {
+	if path == "" {
+		return "", &Error{Kind: ErrBadRequest, Message: "path is empty"}
+	}
+	if strings.IndexByte(path, 0) >= 0 {
+		return "", &Error{Kind: ErrBadRequest, Message: "path contains a NUL byte"}
+	}
+	if filepath.IsAbs(path) {
+		return filepath.Clean(path), nil
+	}
+	st, err := c.sess.State()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(st.Cwd, path), nil
+}
+
+// Read returns lines of the file at path (relative to the session's cwd),
+// from line offset (1-based; 0 means 1), at most limit lines (0: 2000).
+func (c *Client) Read(ctx context.Context, path string, offset, limit int) (*ReadResult, error) {
+	p, err := c.Resolve(path)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.call(ctx, &request{Op: "read", Path: p, Offset: offset, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Read, nil
+}
+
+// Write replaces (or creates, with its parents) the file at path with
+// content. A path whose real location is outside the writable set is
+// refused with an *Error naming the real path.
+func (c *Client) Write(ctx context.Context, path, content string) (*WriteResult, error) {
+	p, err := c.Resolve(path)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.call(ctx, &request{Op: "write", Path: p, Content: content})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Write, nil
+}
+
+// Edit replaces old with new in the file at path: exactly one occurrence,
+// or every one when all is set.
+func (c *Client) Edit(ctx context.Context, path, old, new string, all bool) (*EditResult, error) {
+	p, err := c.Resolve(path)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.call(ctx, &request{Op: "edit", Path: p, Old: old, New: new, All: all})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Edit, nil
+}
+
+// Search looks for the regular expression pattern under path (default: the
+// session's cwd), in files matching glob, returning matching lines (mode
+// "content") or file names (mode "files"), with ripgrep when the sandbox
+// has it and grep otherwise.
+func (c *Client) Search(ctx context.Context, pattern, path, glob, mode string) (*SearchResult, error) {
+	if path == "" {
+		path = "."
+	}
+	p, err := c.Resolve(path)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.call(ctx, &request{Op: "search", Path: p, Pattern: pattern, Glob: glob, Mode: mode})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Find, nil
+}
+
+// call sends one request, starting or replacing the server as needed.
+func (c *Client) call(ctx context.Context, req *request) (*response, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		srv, err := c.serverLocked(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c.id++
+		req.ID = c.id
+		resp, err := c.roundTrip(ctx, srv, req)
+		if err == nil {
+			if resp.Error != nil {
+				return nil, resp.Error
+			}
+			return resp, nil
+		}
+		// The server died or hung: replace it once.
+		c.stopLocked()
+		if attempt > 0 || ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %v%s", ErrUnavailable, err, srv.stderr.note())
+		}
+	}
+}
+
+func (c *Client) roundTrip(ctx context.Context, srv *serverProc, req *request) (*response, error) {
+	line, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	type result struct {
+		resp *response
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		if _, err := srv.stdin.Write(append(line, '\n')); err != nil {
+			ch <- result{nil, err}
+			return
+		}
+		b, err := srv.out.ReadBytes('\n')
+		if err != nil {
+			ch <- result{nil, err}
+			return
+		}
+		var resp response
+		if err := json.Unmarshal(b, &resp); err != nil {
+			ch <- result{nil, err}
+			return
+		}
+		if resp.ID != req.ID {
+			ch <- result{nil, fmt.Errorf("answer %d to request %d", resp.ID, req.ID)}
+			return
+		}
+		ch <- result{&resp, nil}
+	}()
+	t := time.NewTimer(callTimeout)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r.resp, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+		return nil, fmt.Errorf("no answer in %s", callTimeout)
+	case <-srv.done:
+		return nil, errors.New("the file server exited")
+	}
+}
+
+// serverLocked returns a live server built from the session's current
+// request, starting one, or replacing one built from other settings.
+func (c *Client) serverLocked(ctx context.Context) (*serverProc, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("%w: finding corral's executable: %v", ErrUnavailable, err)
+	}
+	if r, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = r
+	}
+	req, sp, _, err := c.sess.SandboxRequest([]string{exeInSandbox})
+	if err != nil {
+		return nil, err
+	}
+	writable := writableRoots(req, sp)
+	wj, _ := json.Marshal(writable)
+	// The sandbox is rebuilt when the settings change, and when the home
+	// directory (or .config, .local, .local/share) gains or loses entries,
+	// which the sandbox's rebuilt home would not show.
+	key := fmt.Sprintf("%s|%s|%s|%v|%v|%v|%v|%s|%s", sp.Backend.Name(), req.Profile, req.Workdir, req.Binds, req.HomeAllow, req.HomeDir, req.EnvDeny, wj, homeStamp())
+	if c.srv != nil && !c.srv.dead && c.srv.key == key {
+		select {
+		case <-c.srv.done:
+		default:
+			return c.srv, nil
+		}
+	}
+	c.stopLocked()
+	exeFile, err := os.Open(exe)
+	if err != nil {
+		return nil, fmt.Errorf("%w: opening corral's executable: %v", ErrUnavailable, err)
+	}
+	req.ExtraFiles = []*os.File{exeFile}
+	req.Env = append(append([]string{}, req.Env...), EnvServe+"=serve", EnvWritable+"="+string(wj))
+	req.EnvAllow = append(append([]string{}, req.EnvAllow...), EnvServe, EnvWritable)
+	// A long-lived helper of corral's own: no CPU-time limit, room for the
+	// Go runtime, a few processes for rg/grep.
+	req.Limits = sandbox.Limits{MemoryMB: 0, CPUSeconds: 0, MaxProcs: 64}
+	req.Dir = req.Workdir
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		exeFile.Close()
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		exeFile.Close()
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	req.Stdin, req.Stdout = inR, outW
+	tail := &tailWriter{}
+	req.Stderr = tail
+	runCtx, cancel := context.WithCancel(context.Background())
+	srv := &serverProc{key: key, stdin: inW, out: bufio.NewReaderSize(outR, 256<<10), cancel: cancel, done: make(chan struct{}), stderr: tail}
+	started := make(chan error, 1)
+	go func() {
+		res, err := sp.Backend.Run(runCtx, req)
+		exeFile.Close()
+		inR.Close()
+		outW.Close()
+		if err == nil && res.Unavailable != "" {
+			err = errors.New(res.Unavailable)
+		}
+		select {
+		case started <- err:
+		default:
+		}
+		outR.Close()
+		srv.dead = true
+		close(srv.done)
+	}()
+	_ = started
+	c.srv = srv
+	return srv, nil
+}
+
+// homeStamp fingerprints the listings the sandbox's home is built from.
+func homeStamp() string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, d := range []string{"", ".config", ".local", ".local/share"} {
+		if st, err := os.Stat(filepath.Join(home, d)); err == nil {
+			fmt.Fprintf(&b, "%d.", st.ModTime().UnixNano())
+		}
+	}
+	return b.String()
+}
+
+// writableRoots are the paths a command of the session may write, as the
+// file server judges a write's real target.
+func writableRoots(req *sandbox.Request, sp *session.Spec) []string {
+	var out []string
+	add := func(p string) {
+		if p == "" {
+			return
+		}
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			p = r
+		}
+		out = append(out, p)
+	}
+	if req.Profile.Writable() || req.Profile == "" {
+		add(req.Workdir)
+		add(req.ScratchDir)
+		add(req.HomeDir)
+		for _, b := range req.Binds {
+			if !b.ReadOnly {
+				add(b.Target())
+			}
+		}
+	}
+	_ = sp
+	return out
+}
+
+// tailWriter keeps the last bytes of the server's stderr for error messages.
+type tailWriter struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 4096 {
+		t.buf = t.buf[len(t.buf)-4096:]
+	}
+	return len(p), nil
+}
+
+func (t *tailWriter) note() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := strings.TrimSpace(string(t.buf)); s != "" {
+		return " (" + s + ")"
+	}
+	return ""
+}
