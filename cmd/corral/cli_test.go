@@ -273,3 +273,51 @@ func TestInterruptForwarded(t *testing.T) {
 		t.Errorf("after ^C: err=%v stdout=%q", err, lines)
 	}
 }
+
+// corral run --session: words joined and run by the session's shell; state
+// carries over between separate corral processes.
+func TestRunSession(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	if code, _, se := c.run(nil, "run", "--session", "s1", "--", "mkdir", "-p", "sub", "&&", "cd", "sub", "&&", "export", "A=1"); code != 0 {
+		t.Fatalf("first: %d %s", code, se)
+	}
+	code, so, se := c.run(nil, "run", "--session", "s1", "--", `pwd; echo "$A"; exit 3`)
+	if code != 3 || so != filepath.Join(c.work, "sub")+"\n1\n" {
+		t.Errorf("second: %d %q %q", code, so, se)
+	}
+	code, so, _ = c.run(nil, "sessions", "list")
+	if code != 0 || !strings.Contains(so, "s1") || !strings.Contains(so, filepath.Join(c.work, "sub")) {
+		t.Errorf("sessions list: %d %s", code, so)
+	}
+	if code, _, se := c.run(nil, "sessions", "rm", "s1"); code != 0 {
+		t.Errorf("sessions rm: %d %s", code, se)
+	}
+	if _, so, _ := c.run(nil, "sessions", "list"); strings.Contains(so, "s1") {
+		t.Errorf("removed session still listed: %s", so)
+	}
+}
+
+// corral shell: bash on corral's own pty, with job control, in the
+// session's directory.
+func TestShell(t *testing.T) {
+	requireBwrap(t)
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Skip("script(1) from util-linux not installed; CI installs it")
+	}
+	c := newCLI(t)
+	c.run(nil, "run", "--session", "sh1", "--", "mkdir -p inner && cd inner")
+	cmd := exec.Command("script", "-qec", corralBin+" shell --session sh1", "/dev/null")
+	cmd.Dir = c.work
+	cmd.Env = c.env
+	cmd.Stdin = strings.NewReader("echo PWD=$(pwd); sleep 30 & jobs; kill %1; echo $((6*7)); exit 0\n")
+	out, err := cmd.CombinedOutput()
+	s := string(out)
+	if err != nil || !strings.Contains(s, "PWD="+filepath.Join(c.work, "inner")) || !strings.Contains(s, "42") || !strings.Contains(s, "Running") {
+		t.Errorf("shell: %v\n%s", err, s)
+	}
+	// Without a terminal it says so.
+	if code, _, se := c.run(nil, "shell"); code != 125 || !strings.Contains(se, "terminal") {
+		t.Errorf("shell without a terminal: %d %q", code, se)
+	}
+}
