@@ -20,6 +20,9 @@ type Version struct{ Major, Minor, Patch int }
 // String formats v as "0.8.0".
 func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch) }
 
+// MarshalText renders v as "0.8.0" (for JSON reports).
+func (v Version) MarshalText() ([]byte, error) { return []byte(v.String()), nil }
+
 // AtLeast reports whether v >= major.minor.patch.
 func (v Version) AtLeast(major, minor, patch int) bool {
 	if v.Major != major {
@@ -59,12 +62,12 @@ func ParseVersion(out string) (Version, error) {
 // Binary describes the bwrap executable corral will use.
 type Binary struct {
 	// Path is the absolute path of bwrap.
-	Path string
+	Path string `json:"path"`
 	// Version is what `bwrap --version` reported.
-	Version Version
+	Version Version `json:"version"`
 	// Setuid is set when the executable is setuid root (the fallback for
 	// machines that block unprivileged user namespaces).
-	Setuid bool
+	Setuid bool `json:"setuid"`
 }
 
 // InstallHint names the package to install on the common distributions.

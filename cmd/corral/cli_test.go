@@ -181,14 +181,15 @@ func TestDoctor(t *testing.T) {
 		Bwrap struct {
 			ProbeOK bool `json:"probe_ok"`
 			Bwrap   struct {
-				Path string `json:"Path"`
+				Path    string `json:"path"`
+				Version string `json:"version"`
 			} `json:"bwrap"`
 		} `json:"bwrap"`
 	}
 	if err := json.Unmarshal([]byte(so), &rep); err != nil {
 		t.Fatalf("doctor --json: %v\n%s", err, so)
 	}
-	if code != 0 || !rep.Ready || !rep.Bwrap.ProbeOK {
+	if code != 0 || !rep.Ready || !rep.Bwrap.ProbeOK || !strings.HasPrefix(rep.Bwrap.Bwrap.Version, "0.") || !strings.HasSuffix(rep.Bwrap.Bwrap.Path, "/bwrap") {
 		t.Errorf("doctor: exit %d ready=%v probe=%v stderr=%q", code, rep.Ready, rep.Bwrap.ProbeOK, se)
 	}
 	code, so, _ = c.run(nil, "doctor")

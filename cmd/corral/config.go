@@ -116,7 +116,7 @@ form ` + "`corral config set`" + ` accepts: lists as JSON, durations as Go durat
 }
 
 func newConfigSetCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "set KEY VALUE",
 		Short: "Store a setting in the settings file",
 		Long: `Store a setting in the settings file, after checking the value. The file and
@@ -142,6 +142,10 @@ Lists take JSON or YAML flow syntax, string lists also a comma-separated list:
 			return nil
 		},
 	}
+	// "config set memory_mb -5" must reach the validator (which names the
+	// key), not be taken for a flag.
+	cmd.Flags().SetInterspersed(false)
+	return cmd
 }
 
 func newConfigUnsetCmd(g *globalOptions) *cobra.Command {
