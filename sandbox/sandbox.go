@@ -94,6 +94,11 @@ type Request struct {
 	// Env is the caller's environment ("KEY=value"); the backend filters it
 	// with FilterEnv and adds its own variables (TMPDIR and the like).
 	Env []string
+	// PolicyEnv is the environment the sandbox policy reads: the PATH
+	// directories under home to show, and the CA bundle variables to bind
+	// back. It must be the caller's own, never one a sandboxed command could
+	// have written (a session's saved variables). Nil means Env.
+	PolicyEnv []string
 	// Workdir is the working directory: the one directory tree the command
 	// may write under the workspace and network profiles. Absolute, required.
 	Workdir string

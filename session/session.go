@@ -268,9 +268,14 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 
 // request builds the sandbox request for argv in the session.
 func (s *Session) request(sp *Spec, st *State, dir string, argv []string, timeout time.Duration) *sandbox.Request {
+	policy := sp.Env
+	if policy == nil {
+		policy = os.Environ()
+	}
 	r := &sandbox.Request{
 		Argv:       argv,
 		Env:        st.Env,
+		PolicyEnv:  policy,
 		Workdir:    sp.Workdir,
 		Dir:        dir,
 		ScratchDir: s.ScratchDir(),

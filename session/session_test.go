@@ -425,3 +425,39 @@ func TestHolderProcess(t *testing.T) {
 	fmt.Println("ready")
 	time.Sleep(time.Minute)
 }
+
+// A session's exported variables are the sandbox's business only: they
+// never reach a host process (LD_PRELOAD for bwrap) and never widen what the
+// sandbox shows (PATH under home, CA bundle variables).
+func TestSessionEnvIsUntrusted(t *testing.T) {
+	f := newFixture(t)
+	home := filepath.Join(f.base, "home")
+	os.MkdirAll(filepath.Join(home, ".secretdir"), 0o700)
+	os.WriteFile(filepath.Join(home, ".secretdir", "s"), []byte("HIDDEN-DOT-ENTRY"), 0o600)
+	victim := f.open("victim")
+	f.exec(victim, `export V=victim-secret; echo victim-scratch > "$TMPDIR/s"`)
+	s := f.open("evil")
+	f.exec(s, `export PATH=$HOME/.secretdir:$PATH SSL_CERT_DIR=$HOME/.local/state SSL_CERT_FILE=$HOME/.secretdir/s`)
+	r := f.exec(s, `cat ~/.secretdir/s; grep -rh V= ~/.local/state 2>/dev/null; cat ~/.local/state/corral/sessions/victim*/scratch/s 2>/dev/null; echo done`)
+	if strings.Contains(r.Output.Text, "HIDDEN-DOT-ENTRY") || strings.Contains(r.Output.Text, "victim-") {
+		t.Errorf("session variables widened the sandbox: %q", r.Output.Text)
+	}
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Logf("gcc not installed: LD_PRELOAD case not run")
+		return
+	}
+	marker := filepath.Join(f.base, "host-marker")
+	src := filepath.Join(f.work, "evil.c")
+	os.WriteFile(src, []byte(`#include <stdio.h>
+#include <fcntl.h>
+__attribute__((constructor)) static void p(void){ int fd = open("`+marker+`", O_CREAT|O_WRONLY, 0644); if (fd >= 0) write(fd, "x", 1); }
+`), 0o644)
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-o", filepath.Join(f.work, "evil.so"), src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v %s", err, out)
+	}
+	f.exec(s, "export LD_PRELOAD="+filepath.Join(f.work, "evil.so"))
+	f.exec(s, "true")
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("LD_PRELOAD exported in a session ran code on the host")
+	}
+}

@@ -3,6 +3,7 @@ package bwrap
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Features are the optional bwrap flags the installed version supports.
@@ -25,7 +26,8 @@ func FeaturesFor(v Version) Features {
 }
 
 // Argv returns bwrap's arguments (without the program name) that build the
-// sandbox of plan and run cmd in it. statusFD, when >= 0, is the child-side
+// sandbox of plan and run cmd in it, with plan.Env set by --clearenv and
+// --setenv (bwrap itself runs with a fixed, minimal environment). statusFD, when >= 0, is the child-side
 // descriptor number for --json-status-fd. Every path is passed as its own
 // argument, never joined into a string, so spaces, colons and newlines in
 // paths are safe.
@@ -48,6 +50,15 @@ func Argv(plan *Plan, f Features, statusFD int, cmd []string) []string {
 		a = append(a, "--unshare-net")
 	}
 	a = append(a, "--cap-drop", "ALL")
+	// The command's environment is set inside the sandbox, never on bwrap
+	// itself: variables a session exported (LD_PRELOAD, GCONV_PATH, ...)
+	// must not reach a process on the host.
+	a = append(a, "--clearenv")
+	for _, kv := range plan.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			a = append(a, "--setenv", k, v)
+		}
+	}
 	if statusFD >= 0 && f.JSONStatus {
 		a = append(a, "--json-status-fd", strconv.Itoa(statusFD))
 	}

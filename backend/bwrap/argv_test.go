@@ -51,7 +51,7 @@ func TestArgvGolden(t *testing.T) {
 			statusFD: 3,
 			cmd:      []string{"echo", "hi"},
 			want: argvJoin(argvPrefix,
-				[]string{"--unshare-net", "--cap-drop", "ALL", "--json-status-fd", "3"},
+				[]string{"--unshare-net", "--cap-drop", "ALL", "--clearenv", "--json-status-fd", "3"},
 				minimalMounts,
 				[]string{"--chdir", "/work", "--", "echo", "hi"}),
 		},
@@ -62,7 +62,7 @@ func TestArgvGolden(t *testing.T) {
 			statusFD: 3,
 			cmd:      []string{"echo", "hi"},
 			want: argvJoin(argvPrefix,
-				[]string{"--cap-drop", "ALL", "--json-status-fd", "3"},
+				[]string{"--cap-drop", "ALL", "--clearenv", "--json-status-fd", "3"},
 				minimalMounts,
 				[]string{"--chdir", "/work", "--", "echo", "hi"}),
 		},
@@ -73,7 +73,7 @@ func TestArgvGolden(t *testing.T) {
 			statusFD: -1,
 			cmd:      []string{"true"},
 			want: argvJoin(argvPrefix,
-				[]string{"--unshare-net", "--cap-drop", "ALL"},
+				[]string{"--unshare-net", "--cap-drop", "ALL", "--clearenv"},
 				minimalMounts,
 				[]string{"--chdir", "/work", "--", "true"}),
 		},
@@ -84,7 +84,7 @@ func TestArgvGolden(t *testing.T) {
 			statusFD: 0,
 			cmd:      []string{"true"},
 			want: argvJoin(argvPrefix,
-				[]string{"--unshare-net", "--cap-drop", "ALL", "--json-status-fd", "0"},
+				[]string{"--unshare-net", "--cap-drop", "ALL", "--clearenv", "--json-status-fd", "0"},
 				minimalMounts,
 				[]string{"--chdir", "/work", "--", "true"}),
 		},
@@ -95,7 +95,7 @@ func TestArgvGolden(t *testing.T) {
 			statusFD: 3,
 			cmd:      []string{"true"},
 			want: argvJoin(argvPrefix,
-				[]string{"--unshare-net", "--cap-drop", "ALL"},
+				[]string{"--unshare-net", "--cap-drop", "ALL", "--clearenv"},
 				[]string{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"},
 				[]string{"--chdir", "/work", "--", "true"}),
 		},
@@ -115,7 +115,7 @@ func TestArgvGolden(t *testing.T) {
 			statusFD: -1,
 			cmd:      []string{"make"},
 			want: argvJoin(argvPrefix,
-				[]string{"--cap-drop", "ALL",
+				[]string{"--cap-drop", "ALL", "--clearenv",
 					"--ro-bind", "/", "/",
 					"--perms", "0755", "--tmpfs", "/home/u",
 					"--perms", "0700", "--tmpfs", "/home/u/.config",
@@ -136,7 +136,7 @@ func TestArgvGolden(t *testing.T) {
 			statusFD: -1,
 			cmd:      []string{"sh", "-c", "echo a b; echo c"},
 			want: argvJoin(argvPrefix,
-				[]string{"--unshare-net", "--cap-drop", "ALL",
+				[]string{"--unshare-net", "--cap-drop", "ALL", "--clearenv",
 					"--ro-bind", odd, odd + " dest",
 					"--perms", "1777", "--tmpfs", odd + "/t",
 					"--chdir", odd, "--", "sh", "-c", "echo a b; echo c"}),
@@ -148,7 +148,7 @@ func TestArgvGolden(t *testing.T) {
 			statusFD: -1,
 			cmd:      []string{"--help", "--chdir", "/"},
 			want: argvJoin(argvPrefix,
-				[]string{"--unshare-net", "--cap-drop", "ALL"},
+				[]string{"--unshare-net", "--cap-drop", "ALL", "--clearenv"},
 				minimalMounts,
 				[]string{"--", "--help", "--chdir", "/"}),
 		},
@@ -208,5 +208,16 @@ func TestArgvInvariants(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The command's environment is set inside the sandbox with --setenv, after
+// --clearenv, so bwrap itself never runs with it.
+func TestArgvEnvironment(t *testing.T) {
+	plan := &Plan{Env: []string{"A=1", "LD_PRELOAD=/x/evil.so", "B=two=words", "BAD"}}
+	got := strings.Join(Argv(plan, Features{}, -1, []string{"true"}), " ")
+	want := "--clearenv --setenv A 1 --setenv LD_PRELOAD /x/evil.so --setenv B two=words -- true"
+	if !strings.Contains(got, want) {
+		t.Errorf("Argv = %q, want it to contain %q", got, want)
 	}
 }

@@ -54,6 +54,14 @@ type Host struct {
 	// MaskFiles are host files (sockets) replaced by EmptyFile wherever they
 	// resolve to: the Docker and Podman sockets by default.
 	MaskFiles []string
+	// SecretFiles must never be readable or writable in a sandbox (the
+	// settings file in use): a sandbox whose writable set holds one is
+	// refused, and one that is visible reads as empty.
+	SecretFiles []string
+	// PinFiles are executables corral runs on the host (its own executable,
+	// bwrap): where a sandbox could write them, they are bound read-only
+	// onto themselves, so no command can replace them.
+	PinFiles []string
 	// EmptyFile is an empty, read-only regular file bound over files that
 	// must read as empty (credential files, the Docker socket).
 	EmptyFile string
@@ -78,6 +86,19 @@ type Plan struct {
 	Env []string
 	// Warnings are non-fatal findings for the person.
 	Warnings []string
+}
+
+// writableRootOf returns the writable mount that holds path (resolved), or "".
+func (pl *Plan) writableRootOf(path string) string {
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		path = r
+	}
+	for _, m := range pl.Mounts {
+		if (m.Kind == mBind || m.Kind == mDevBind) && within(path, m.Dest) {
+			return m.Dest
+		}
+	}
+	return ""
 }
 
 // maskSize is the size of the small writable tmpfs mounts that hide a
@@ -171,6 +192,9 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := p.protect(scratch, sessionHome, writable); err != nil {
+		return nil, err
+	}
 	p.caBundles()
 	p.seal()
 
@@ -188,6 +212,14 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 	plan.Mounts = p.ordered()
 	plan.Warnings = p.warns
 	return plan, nil
+}
+
+// policyEnv is the environment the policy reads (see Request.PolicyEnv).
+func (p *planner) policyEnv() []string {
+	if p.req.PolicyEnv != nil {
+		return p.req.PolicyEnv
+	}
+	return p.req.Env
 }
 
 func (p *planner) add(phase int, m mount) { p.steps = append(p.steps, step{phase, m}) }
@@ -378,7 +410,7 @@ func (p *planner) loadAllow() {
 	for _, a := range nestedAllow {
 		p.allow[a] = true
 	}
-	if path, ok := sandbox.LookupEnv(p.req.Env, "PATH"); ok {
+	if path, ok := sandbox.LookupEnv(p.policyEnv(), "PATH"); ok {
 		for _, d := range filepath.SplitList(path) {
 			if !filepath.IsAbs(d) {
 				continue
@@ -611,6 +643,56 @@ func (p *planner) scratch(writable bool) (string, error) {
 	return r, nil
 }
 
+// protect applies Host.SecretFiles and Host.PinFiles.
+func (p *planner) protect(scratch, sessionHome string, writable bool) error {
+	roots := append([]string{}, p.writes...)
+	if writable && scratch != "" {
+		roots = append(roots, scratch)
+	}
+	if sessionHome != "" && writable {
+		roots = append(roots, sessionHome)
+	}
+	inWritable := func(q string) string {
+		for _, w := range roots {
+			if within(q, w) {
+				return w
+			}
+		}
+		return ""
+	}
+	resolve := func(f string) string {
+		if r, err := filepath.EvalSymlinks(f); err == nil {
+			return r
+		}
+		if r, err := filepath.EvalSymlinks(filepath.Dir(f)); err == nil {
+			return filepath.Join(r, filepath.Base(f))
+		}
+		return filepath.Clean(f)
+	}
+	for _, f := range p.host.SecretFiles {
+		if f == "" || !filepath.IsAbs(f) {
+			continue
+		}
+		r := resolve(f)
+		if w := inWritable(r); w != "" {
+			return fmt.Errorf("%w: the settings file %s lies in %s, which the sandbox can write: a command could change corral's own settings; keep the settings file elsewhere", sandbox.ErrPolicy, r, w)
+		}
+		if st, err := os.Stat(r); err == nil && st.Mode().IsRegular() && p.visible(r) && p.host.EmptyFile != "" {
+			p.add(phaseReveal, mount{Kind: mRoBind, Src: p.host.EmptyFile, Dest: r})
+		}
+	}
+	for _, f := range p.host.PinFiles {
+		if f == "" || !filepath.IsAbs(f) {
+			continue
+		}
+		r := resolve(f)
+		if st, err := os.Stat(r); err == nil && st.Mode().IsRegular() && inWritable(r) != "" {
+			p.add(phaseReveal, mount{Kind: mRoBind, Src: r, Dest: r})
+		}
+	}
+	return nil
+}
+
 // sessionHome binds req.HomeDir (home_mode: session) and returns it.
 func (p *planner) sessionHome(profile sandbox.Profile) (string, error) {
 	h := p.req.HomeDir
@@ -638,7 +720,7 @@ func (p *planner) sessionHome(profile sandbox.Profile) (string, error) {
 // directory for SSL_CERT_DIR), is skipped with a warning.
 func (p *planner) caBundles() {
 	for _, v := range caBundleVars {
-		val, ok := sandbox.LookupEnv(p.req.Env, v)
+		val, ok := sandbox.LookupEnv(p.policyEnv(), v)
 		if !ok || val == "" || !filepath.IsAbs(val) {
 			continue
 		}
@@ -659,6 +741,10 @@ func (p *planner) caBundles() {
 			continue
 		}
 		if !p.hidden(r) {
+			continue
+		}
+		if wantDir && p.holdsHidden(r) {
+			p.warn("%s=%s is not bound into the sandbox: the directory holds hidden paths", v, val)
 			continue
 		}
 		rel, inHome := relToHome(r, p.host.Home)

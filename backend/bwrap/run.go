@@ -43,6 +43,9 @@ type Options struct {
 	// RunUserDir replaces /run/user/UID, the directory of agent and bus
 	// sockets that every sandbox sees as an empty tmpfs ("" keeps it).
 	RunUserDir string
+	// SecretFiles are files no sandbox may read or write (the settings file
+	// in use); see Host.SecretFiles.
+	SecretFiles []string
 	// MaskFiles replace the default list of sockets that read as empty
 	// files in every sandbox (/run/docker.sock and the like); nil keeps it.
 	MaskFiles []string
@@ -155,6 +158,13 @@ func (b *Backend) host() (Host, error) {
 	if pw := b.passwdHome(); pw != "" && pw != "/" && pw != h.Home {
 		h.HiddenDirs = append(h.HiddenDirs, pw)
 	}
+	h.SecretFiles = b.opts.SecretFiles
+	if exe, err := os.Executable(); err == nil {
+		h.PinFiles = append(h.PinFiles, exe)
+	}
+	if b.bin != nil {
+		h.PinFiles = append(h.PinFiles, b.bin.Path)
+	}
 	empty, err := ensureEmptyFile(filepath.Join(b.opts.StateDir, "empty"))
 	if err != nil {
 		return h, err
@@ -216,8 +226,8 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		// Front ends show Result.Warnings to the person; log for the record.
 		b.log.Debug("bwrap.policy.warning", "message", w)
 	}
-	if plan.Writable && within(bin.Path, plan.Workdir) {
-		return nil, fmt.Errorf("%w: bwrap %s lies in the working directory %s, which the sandbox can write; install bwrap in a system directory", sandbox.ErrPolicy, bin.Path, plan.Workdir)
+	if w := plan.writableRootOf(bin.Path); w != "" {
+		return nil, fmt.Errorf("%w: bwrap %s lies in %s, which the sandbox can write, so a command could replace it; install bwrap in a system directory", sandbox.ErrPolicy, bin.Path, w)
 	}
 	res, err := b.run(ctx, bin, plan, req)
 	if res != nil {
@@ -243,8 +253,11 @@ func (b *Backend) Command(ctx context.Context, req *sandbox.Request) (argv, env,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return append([]string{bin.Path}, Argv(plan, FeaturesFor(bin.Version), -1, req.Argv)...), plan.Env, plan.Warnings, nil
+	return append([]string{bin.Path}, Argv(plan, FeaturesFor(bin.Version), -1, req.Argv)...), bwrapEnv, plan.Warnings, nil
 }
+
+// bwrapEnv is the whole environment of the bwrap (and prlimit) process.
+var bwrapEnv = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
 
 // checkCommand finds argv0 as execvp(3) would inside the sandbox (the
 // sandbox sees the host's files at the same paths), so a missing command is
@@ -335,7 +348,9 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 		argsW.Close()
 	}()
 	cmd := exec.Command(bin.Path, append([]string{"--args", strconv.Itoa(statusFD + 1)}, command...)...)
-	cmd.Env = plan.Env
+	// bwrap runs on the host: it gets a fixed environment, never the
+	// command's (which Argv sets inside with --setenv).
+	cmd.Env = bwrapEnv
 	cmd.Stdin, cmd.Stdout = req.Stdin, req.Stdout
 	var tail *tailBuffer
 	cmd.Stderr = req.Stderr

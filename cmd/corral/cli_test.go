@@ -322,3 +322,43 @@ func TestShell(t *testing.T) {
 		t.Errorf("shell without a terminal: %d %q", code, se)
 	}
 }
+
+// corral's own files cannot be changed from inside: a settings file in the
+// working directory is refused, and corral's executable (or bwrap) in it is
+// read-only in the sandbox or refused.
+func TestOwnFilesProtected(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	cfg := filepath.Join(c.work, "corral.yaml")
+	os.WriteFile(cfg, []byte("profile: workspace\n"), 0o644)
+	code, _, se := c.run([]string{"CORRAL_CONFIG=" + cfg}, "run", "--", "sh", "-c", "echo 'backend: local' > corral.yaml")
+	if code != 125 || !strings.Contains(se, "settings file") {
+		t.Errorf("settings file in the workdir: %d %q", code, se)
+	}
+	if b, _ := os.ReadFile(cfg); string(b) != "profile: workspace\n" {
+		t.Errorf("settings file changed: %q", b)
+	}
+	// corral's executable inside the working directory stays read-only.
+	exe := filepath.Join(c.work, "corral")
+	data, _ := os.ReadFile(corralBin)
+	os.WriteFile(exe, data, 0o755)
+	run := exec.Command(exe, "run", "--", "sh", "-c", "(echo evil > ./corral) 2>/dev/null || echo WRITE-REFUSED; rm -f ./corral 2>/dev/null || echo RM-REFUSED; mv ./corral ./x 2>/dev/null || echo MV-REFUSED")
+	run.Dir, run.Env = c.work, c.env
+	out, _ := run.CombinedOutput()
+	if got := string(out); !strings.Contains(got, "WRITE-REFUSED") || !strings.Contains(got, "RM-REFUSED") || !strings.Contains(got, "MV-REFUSED") {
+		t.Errorf("corral's executable changeable from inside: %q", got)
+	}
+	if b, _ := os.ReadFile(exe); len(b) != len(data) {
+		t.Errorf("corral's executable changed on the host")
+	}
+	// A bwrap reached through a symlink into the working directory is refused.
+	os.MkdirAll(filepath.Join(c.work, "bin"), 0o755)
+	bw, _ := os.ReadFile("/usr/bin/bwrap")
+	os.WriteFile(filepath.Join(c.work, "bin", "bwrap"), bw, 0o755)
+	link := filepath.Join(c.home, "plink")
+	os.Symlink(c.work, link)
+	code, _, se = c.run([]string{"CORRAL_BWRAP=" + filepath.Join(link, "bin", "bwrap")}, "run", "--", "true")
+	if code != 125 || !strings.Contains(se, "could replace it") {
+		t.Errorf("bwrap in the workdir through a symlink: %d %q", code, se)
+	}
+}

@@ -26,11 +26,12 @@ func newBackend(name string, st *config.Settings, logger *slog.Logger) (sandbox.
 	switch name {
 	case "", "bwrap":
 		return bwrap.New(bwrap.Options{
-			BwrapPath:  st.Bwrap,
-			StateDir:   config.StateDir(),
-			HiddenDirs: []string{config.ConfigDir()},
-			Degrade:    st.DegradedMode != "fail",
-			Logger:     logger,
+			BwrapPath:   st.Bwrap,
+			StateDir:    config.StateDir(),
+			HiddenDirs:  []string{config.ConfigDir()},
+			SecretFiles: []string{st.Path},
+			Degrade:     st.DegradedMode != "fail",
+			Logger:      logger,
 		}), nil
 	case "local":
 		return local.New(logger), nil
