@@ -15,10 +15,13 @@ import (
 //   - model providers' keys and tokens: every *_API_KEY and *_API_TOKEN, the
 //     OpenAI, Anthropic, Azure OpenAI and Hugging Face families, Claude
 //     Code's OAuth token and Bedrock's bearer token;
-//   - other secrets by name: *_TOKEN (GH_TOKEN, GITHUB_TOKEN, NPM_TOKEN,
-//     VAULT_TOKEN, CARGO_REGISTRY_TOKEN, ...), *_SECRET, *_SECRET_*,
-//     *_PASSWORD, *_PASSWD, *_ACCESS_KEY*, *_PRIVATE_KEY, *_CREDENTIALS,
-//     AWS_SESSION_TOKEN, DATABASE_URL;
+//   - other secrets by name: *_TOKEN and TOKEN (GH_TOKEN, GITHUB_TOKEN,
+//     NPM_TOKEN, VAULT_TOKEN, CARGO_REGISTRY_TOKEN, TF_TOKEN_*, ...),
+//     *SECRET*, *PASSWORD* (PGPASSWORD), *PASSWD*, *_PWD (MYSQL_PWD),
+//     *_ACCESS_KEY*, *_PRIVATE_KEY, *_KEY (KAGGLE_KEY), *_CREDENTIALS,
+//     *_PAT (GITHUB_PAT), *_JWT, *_AUTH (NPM_CONFIG__AUTH), DATABASE_URL;
+//   - by value: any variable holding a URL with a password in it
+//     (scheme://user:password@host, as REDIS_URL or MONGODB_URI often do);
 //   - corral's own settings and secrets (CORRAL_*).
 //
 // The env_deny setting adds patterns; env_allow lets names through.
@@ -29,8 +32,9 @@ var DefaultEnvDeny = []string{
 	"*_API_KEY", "*_API_TOKEN", "*_APIKEY",
 	"OPENAI_*", "ANTHROPIC_*", "AZURE_OPENAI_*", "CLAUDE_CODE_OAUTH_TOKEN",
 	"AWS_BEARER_TOKEN_BEDROCK", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN",
-	"*_TOKEN", "*_SECRET", "*_SECRET_*", "*_PASSWORD", "*_PASSWD", "*_ACCESS_KEY*",
-	"*_PRIVATE_KEY", "*_CREDENTIALS", "DATABASE_URL",
+	"*_TOKEN", "*_TOKEN_*", "TOKEN", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*_PWD",
+	"*_ACCESS_KEY*", "*_PRIVATE_KEY", "*_CREDENTIALS", "*_PAT", "*_JWT", "*_AUTH",
+	"*_KEY", "API_KEY", "APIKEY", "DATABASE_URL", "TF_TOKEN_*",
 	"CORRAL_*",
 }
 
@@ -48,11 +52,13 @@ func EnvDenied(name string, deny []string) bool {
 
 // FilterEnvPolicy is FilterEnv with exceptions: a variable whose name
 // matches a pattern of allow (ignoring case) is kept although deny matches.
+// A value that is a URL with a password in it is denied too (see
+// DefaultEnvDeny), unless allowed.
 func FilterEnvPolicy(env, deny, allow []string, set ...string) []string {
 	kept := make([]string, 0, len(env))
 	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		if EnvDenied(name, deny) && !EnvDenied(name, allow) {
+		name, value, _ := strings.Cut(kv, "=")
+		if (EnvDenied(name, deny) || URLHasPassword(value)) && !EnvDenied(name, allow) {
 			continue
 		}
 		kept = append(kept, kv)
@@ -102,4 +108,26 @@ func LookupEnv(env []string, name string) (string, bool) {
 		}
 	}
 	return val, found
+}
+
+// URLHasPassword reports whether s contains a URL whose user information
+// has a password (scheme://user:password@host), as RFC 3986 section 3.2.1
+// allows and deprecates.
+func URLHasPassword(s string) bool {
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			return false
+		}
+		rest := s[i+3:]
+		end := strings.IndexAny(rest, "/?# \t\n")
+		if end < 0 {
+			end = len(rest)
+		}
+		authority := rest[:end]
+		if at := strings.LastIndexByte(authority, '@'); at > 0 && strings.Contains(authority[:at], ":") {
+			return true
+		}
+		s = rest
+	}
 }

@@ -28,7 +28,7 @@ func TestEnvDenied(t *testing.T) {
 		{name: "CLAUDE_CODE_OAUTH_TOKEN", deny: DefaultEnvDeny, want: true},
 		{name: "HF_TOKEN", deny: DefaultEnvDeny, want: true},
 		{name: "CORRAL_PROFILE", deny: DefaultEnvDeny, want: true},
-		{name: "API_KEY", deny: DefaultEnvDeny, want: false},
+		{name: "API_KEY", deny: DefaultEnvDeny, want: true},
 		{name: "GITHUB_API_KEY_FILE", deny: DefaultEnvDeny, want: false},
 		{name: "openai_api_key", deny: DefaultEnvDeny, want: true}, // matched ignoring case,
 		{name: "SSH_AUTH_SOCK_X", deny: DefaultEnvDeny, want: false},
@@ -172,5 +172,25 @@ func TestFilterEnvPolicy(t *testing.T) {
 	want := []string{"GITHUB_TOKEN=g", "TOKENIZERS_PARALLELISM=false", "TMPDIR=/s"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("FilterEnvPolicy = %q, want %q", got, want)
+	}
+}
+
+func TestEnvSecretsByNameAndValue(t *testing.T) {
+	for _, tc := range []struct {
+		kv   string
+		kept bool
+	}{
+		{"PGPASSWORD=x", false}, {"MYSQL_PWD=x", false}, {"GITHUB_PAT=x", false}, {"TF_TOKEN_app_terraform_io=x", false},
+		{"KAGGLE_KEY=x", false}, {"NPM_CONFIG__AUTH=x", false}, {"CI_JOB_JWT=x", false}, {"PASSWORD=x", false},
+		{"TOKEN=x", false}, {"SECRET=x", false}, {"REDIS_URL=redis://:pw@host:6379/0", false},
+		{"MONGODB_URI=mongodb://user:pw@db.example/x?tls=true", false},
+		{"REDIS_URL=redis://localhost:6379", true}, {"HOMEPAGE=https://user@example.com/", true},
+		{"PWD=/x", true}, {"OLDPWD=/y", true}, {"TOKENIZERS_PARALLELISM=false", true}, {"PATH=/usr/bin", true},
+		{"GIT_SSH_COMMAND=ssh -i key", true},
+	} {
+		got := FilterEnvPolicy([]string{tc.kv}, DefaultEnvDeny, nil)
+		if kept := len(got) == 1; kept != tc.kept {
+			t.Errorf("%s: kept=%v, want %v", tc.kv, kept, tc.kept)
+		}
 	}
 }

@@ -114,19 +114,19 @@ const stateMagic = "corral-state-1"
 // variables there, NUL-separated, using builtins only. The command line is
 // run by eval with one more line appended that records PIPESTATUS.
 // Needs bash 4.4 or later ({fd} redirections, ${var@a}).
-const wrapper = `__corral_cmd=$1; set --
-exec {__corral_fd}>&3 3>&-
-printf 'corral-started\0' >&"$__corral_fd"
+const wrapper = `__corral_cmd=$1; builtin set --
+builtin exec {__corral_fd}>&3 3>&-
+builtin printf 'corral-started\0' >&"$__corral_fd"
 __corral_save() {
-  local s=$? n
-  { printf '` + stateMagic + `\0%s\0%s\0%s\0' "$s" "${__corral_ps-}" "$PWD"
-    for n in ` + allVarNames + `; do [[ ${!n@a} == *x* ]] && printf '%s=%s\0' "$n" "${!n}"; done
+  builtin local s=$? n
+  { builtin printf '` + stateMagic + `\0%s\0%s\0%s\0' "$s" "${__corral_ps-}" "$PWD"
+    for n in ` + allVarNames + `; do [[ ${!n@a} == *x* ]] && builtin printf '%s=%s\0' "$n" "${!n}"; done
   } >&"$__corral_fd" 2>/dev/null
-  return $s
+  builtin return $s
 }
-trap __corral_save EXIT
-eval "$__corral_cmd"$'\n''__corral_ps="${PIPESTATUS[*]}" __corral_rc=$?'
-exit "${__corral_rc:-$?}"
+builtin trap __corral_save EXIT
+builtin eval "$__corral_cmd"$'\n''__corral_ps="${PIPESTATUS[*]}" __corral_rc=$?'
+builtin exit "${__corral_rc:-$?}"
 `
 
 // allVarNames expands, without forking (a command substitution would cost
@@ -178,6 +178,10 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	st, err := s.loadState(sp)
 	if err != nil {
 		return nil, err
+	}
+	var moved []string
+	if st.moved {
+		moved = append(moved, "the working directory changed to "+sp.Workdir+"; the session starts there")
 	}
 	dir := st.Cwd
 	if req.Workdir != "" {
@@ -231,7 +235,7 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	out := &ExecResult{
 		ExitCode: res.ExitCode, Duration: res.Duration, TimedOut: res.TimedOut, Timeout: timeout,
 		LimitHit: res.LimitHit, LimitMessage: sandbox.LimitMessage(res, sp.Limits),
-		Notes: append([]string(nil), res.Warnings...), Unavailable: res.Unavailable, Cwd: st.Cwd,
+		Notes: append(moved, res.Warnings...), Unavailable: res.Unavailable, Cwd: st.Cwd,
 	}
 	if capt != nil {
 		out.Output = capt.result()
@@ -250,12 +254,14 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 		}
 		return nil, fmt.Errorf("%w: the sandbox could not be set up: %s", sandbox.ErrUnavailable, msg)
 	}
-	if next, ps, ok := parseState(raw); ok {
+	if next, ps, notes, ok := parseState(raw); ok {
 		out.PipeStatus = ps
+		out.Notes = append(out.Notes, notes...)
 		if req.Workdir == "" || next.Cwd != filepath.Clean(dir) {
 			st.Cwd = next.Cwd
 		}
 		st.Env = next.Env
+		st.Workdir = sp.Workdir
 		if err := s.saveState(st, sp); err != nil {
 			return nil, err
 		}
@@ -301,6 +307,12 @@ func (s *Session) loadState(sp *Spec) (*State, error) {
 	var st State
 	err := readJSON(filepath.Join(s.dir, "state.json"), &st)
 	if err == nil && st.Cwd != "" {
+		// Moved to another working directory (the cwd setting or --cwd
+		// changed): start there, keeping the variables.
+		if st.Workdir != "" && sp.Workdir != "" && st.Workdir != sp.Workdir {
+			st.Cwd, st.Workdir = sp.Workdir, sp.Workdir
+			st.moved = true
+		}
 		return &st, nil
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -318,7 +330,7 @@ func (s *Session) loadState(sp *Spec) (*State, error) {
 			st.Env = append(st.Env, kv)
 		}
 	}
-	st.Cwd = sp.Workdir
+	st.Cwd, st.Workdir = sp.Workdir, sp.Workdir
 	if st.Cwd == "" {
 		st.Cwd = sp.Backend.DefaultCwd()
 	}
@@ -348,13 +360,28 @@ func (s *Session) saveState(st *State, sp *Spec) error {
 // dropEnv are shell-managed variables that must not carry over.
 var dropEnv = map[string]bool{"_": true, "SHLVL": true, "PWD": true}
 
+// Bounds of the saved environment: larger variables could not be passed to
+// the next command (execve(2) refuses a string over MAX_ARG_STRLEN, 128 KiB)
+// and would wedge the session.
+const (
+	maxVarBytes = 64 << 10
+	maxEnvBytes = 1 << 20
+)
+
 // parseState parses what the wrapper wrote on the state descriptor. It is
-// data from inside the sandbox: only an absolute cwd and well-formed
-// variables are taken.
-func parseState(b []byte) (st State, pipe []int, ok bool) {
-	fields := strings.Split(string(b), "\x00")
-	if len(fields) < 4 || fields[0] != stateMagic {
-		return st, nil, false
+// data from inside the sandbox: the last record is taken (a command can
+// write a forged one earlier, not after the shell's own), and only an
+// absolute cwd and variables with valid names (no exported functions,
+// BASH_FUNC_*) within the size bounds are kept; the notes say what was
+// dropped.
+func parseState(b []byte) (st State, pipe []int, notes []string, ok bool) {
+	i := bytes.LastIndex(b, []byte(stateMagic+"\x00"))
+	if i < 0 {
+		return st, nil, nil, false
+	}
+	fields := strings.Split(string(b[i:]), "\x00")
+	if len(fields) < 4 {
+		return st, nil, nil, false
 	}
 	for _, f := range strings.Fields(fields[2]) {
 		n, err := strconv.Atoi(f)
@@ -366,17 +393,47 @@ func parseState(b []byte) (st State, pipe []int, ok bool) {
 	}
 	st.Cwd = fields[3]
 	if !filepath.IsAbs(st.Cwd) {
-		return st, nil, false
+		return st, nil, nil, false
 	}
 	st.Cwd = filepath.Clean(st.Cwd)
+	total := 0
 	for _, kv := range fields[4:] {
 		name, _, found := strings.Cut(kv, "=")
-		if !found || name == "" || dropEnv[name] {
+		if !found || dropEnv[name] {
 			continue
 		}
+		if !validName(name) {
+			continue
+		}
+		if len(kv) > maxVarBytes {
+			notes = append(notes, fmt.Sprintf("variable %s (%d bytes) was not kept for the next command: variables over %d bytes are dropped", name, len(kv), maxVarBytes))
+			continue
+		}
+		if total+len(kv) > maxEnvBytes {
+			notes = append(notes, fmt.Sprintf("variable %s was not kept: the exported variables exceed %d bytes in all", name, maxEnvBytes))
+			continue
+		}
+		total += len(kv)
 		st.Env = append(st.Env, kv)
 	}
-	return st, pipe, true
+	return st, pipe, notes, true
+}
+
+// validName reports whether name is a shell variable name
+// ([A-Za-z_][A-Za-z0-9_]*).
+func validName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i, c := range name {
+		switch {
+		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // State returns the session's current directory and environment (from its

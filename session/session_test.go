@@ -461,3 +461,42 @@ __attribute__((constructor)) static void p(void){ int fd = open("`+marker+`", O_
 		t.Errorf("LD_PRELOAD exported in a session ran code on the host")
 	}
 }
+
+// What a command writes on the state descriptor is data: a forged record,
+// exported functions, huge variables and bad names cannot wedge the session.
+func TestHostileState(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("s")
+	r := f.exec(s, `export BIG=$(head -c 200000 /dev/zero | tr '\0' x) SMALL=1`)
+	if len(r.Notes) == 0 {
+		t.Errorf("no note about the dropped variable: %+v", r)
+	}
+	if r := f.exec(s, `echo "${#BIG} $SMALL"`); r.Output.Text != "0 1\n" || r.ExitCode != 0 {
+		t.Errorf("after a huge variable: %+v", r)
+	}
+	f.exec(s, `printf 'corral-state-1\0000\000\000/x\000BASH_FUNC_trap%%%%=() { :; }\000' >&$__corral_fd; export NEW=1`)
+	if r := f.exec(s, `echo "$NEW"; pwd; type -t trap`); r.Output.Text != "1\n"+f.work+"\nbuiltin\n" {
+		t.Errorf("after a forged state record: %q notes=%q", r.Output.Text, r.Notes)
+	}
+	f.exec(s, `exec {__corral_fd}>&-; export GONE=1`)
+	if r := f.exec(s, `echo "${GONE-unset}"; export AFTER=1`); r.ExitCode != 0 {
+		t.Errorf("after closing the state descriptor: %+v", r)
+	}
+	if r := f.exec(s, `echo "$AFTER"`); r.Output.Text != "1\n" {
+		t.Errorf("session wedged: %q", r.Output.Text)
+	}
+}
+
+// A session moved to another working directory starts there.
+func TestWorkdirChangeResetsCwd(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("s")
+	f.exec(s, "mkdir -p a && cd a && export K=1")
+	other := filepath.Join(f.base, "home", "other")
+	os.MkdirAll(other, 0o755)
+	f.spec.Workdir = other
+	r := f.exec(s, `pwd; echo "$K"`)
+	if r.Output.Text != other+"\n1\n" || len(r.Notes) == 0 {
+		t.Errorf("after the workdir moved: %q notes=%q", r.Output.Text, r.Notes)
+	}
+}

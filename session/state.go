@@ -34,6 +34,10 @@ type State struct {
 	Cwd string `json:"cwd"`
 	// Env is the exported environment ("KEY=value") after the last command.
 	Env []string `json:"env"`
+	// Workdir is the working directory the state belongs to.
+	Workdir string `json:"workdir,omitempty"`
+
+	moved bool // loadState: the working directory changed
 }
 
 // dirName maps a session name to its directory name: a readable prefix

@@ -420,9 +420,9 @@ func TestBinds(t *testing.T) {
 	if _, err := run(sandbox.Bind{Src: data, Dest: "/corral-nonexistent-dest", ReadOnly: true}); !errors.Is(err, sandbox.ErrPolicy) {
 		t.Errorf("dest on the read-only root: err=%v", err)
 	}
-	// A source holding the home directory, bound elsewhere, is ignored.
-	if o, err := run(sandbox.Bind{Src: e.base, Dest: "/mirror", ReadOnly: true}); err != nil || !strings.Contains(strings.Join(o.res.Warnings, " "), "own path") {
-		t.Errorf("source holding home at another dest: err=%v res=%+v", err, o.res)
+	// A source holding the home directory is refused, wherever it goes.
+	if _, err := run(sandbox.Bind{Src: e.base, Dest: "/tmp/mirror", ReadOnly: true}); !errors.Is(err, sandbox.ErrPolicy) {
+		t.Errorf("source holding home at another dest: err=%v", err)
 	}
 	// A source inside the writable working directory is refused, unless
 	// bound at its own path directly under it.
@@ -582,6 +582,22 @@ func TestHostileWorkdirsAndBinds(t *testing.T) {
 	for _, b := range []sandbox.Bind{{Src: "/proc", Dest: "/tmp/p", ReadOnly: true}, {Src: "/sys", ReadOnly: true}, {Src: "/etc"}} {
 		if _, err := run(func(r *sandbox.Request) { r.Binds = []sandbox.Bind{b} }); !errors.Is(err, sandbox.ErrPolicy) {
 			t.Errorf("bind %+v: err=%v, want ErrPolicy", b, err)
+		}
+	}
+	// Binds of the home directory, or read-write binds of its dot entries,
+	// would undo the home rules: refused. A bind of a hidden dot entry is
+	// ignored.
+	e.write(".secretdir/s", "SECRET-DOT")
+	for _, b := range []sandbox.Bind{{Src: e.home, ReadOnly: true}, {Src: filepath.Dir(e.home), ReadOnly: true}, {Src: filepath.Join(e.home, ".local")}} {
+		if _, err := run(func(r *sandbox.Request) { r.Binds = []sandbox.Bind{b} }); !errors.Is(err, sandbox.ErrPolicy) {
+			t.Errorf("bind %+v: err=%v, want ErrPolicy", b, err)
+		}
+	}
+	for _, b := range []sandbox.Bind{{Src: filepath.Join(e.home, ".local"), ReadOnly: true}, {Src: filepath.Join(e.home, ".secretdir"), ReadOnly: true}} {
+		var so strings.Builder
+		res, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{"/bin/sh", "-c", "cat ~/.secretdir/s; ls -A ~/.local; true"}, Env: e.envv, Workdir: e.work, Binds: []sandbox.Bind{b}, Stdout: &so, Stderr: &so})
+		if err != nil || strings.Contains(so.String(), "SECRET-DOT") || strings.Contains(so.String(), "state") || len(res.Warnings) == 0 {
+			t.Errorf("bind %+v: err=%v out=%q", b, err, so.String())
 		}
 	}
 	// A bind elsewhere of a tree that holds credentials is ignored.

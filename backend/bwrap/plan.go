@@ -398,6 +398,21 @@ func (p *planner) visibleRel(rel string) bool {
 	return nestedChain
 }
 
+// allowedRel reports whether rel (relative to home) is an allowed entry or
+// lies inside one; unlike visibleRel, the nested directories themselves
+// (.config, .local, .local/share) do not count, as binding one whole would
+// show its hidden children.
+func (p *planner) allowedRel(rel string) bool {
+	p.loadAllow()
+	parts := strings.Split(rel, "/")
+	for i := 1; i <= len(parts); i++ {
+		if p.allow[strings.Join(parts[:i], "/")] {
+			return true
+		}
+	}
+	return false
+}
+
 // loadAllow fills the allowlist: shipped entries, PATH directories under
 // home, and home_allow (credential stores refused with a warning).
 func (p *planner) loadAllow() {
@@ -814,6 +829,18 @@ func (p *planner) binds(workdir string, writable bool) ([]mount, error) {
 			p.warn("bind %s ignored: the source is a hidden path", describeBind(b))
 			continue
 		}
+		if home := p.host.Home; home != "" && home != "/" && within(home, r) {
+			return nil, fmt.Errorf("%w: bind %s: the source is the home directory or holds it, and a bind would undo the home rules (hidden dot entries, read-only allowed entries); bind the entries you need instead", sandbox.ErrPolicy, describeBind(b))
+		}
+		if rel, ok := relToHome(r, p.host.Home); ok && strings.HasPrefix(rel, ".") {
+			if !b.ReadOnly {
+				return nil, fmt.Errorf("%w: bind %s: dot entries of the home directory are always read-only in the sandbox", sandbox.ErrPolicy, describeBind(b))
+			}
+			if !p.allowedRel(rel) {
+				p.warn("bind %s ignored: it would show a dot entry of the home directory that is not allowed (add it to home_allow)", describeBind(b))
+				continue
+			}
+		}
 		if dest != src && p.holdsHidden(r) {
 			p.warn("bind %s ignored: the source holds hidden paths, which are covered only at their own location; bind it at its own path instead", describeBind(b))
 			continue
@@ -876,7 +903,7 @@ func (p *planner) binds(workdir string, writable bool) ([]mount, error) {
 var systemDirs = []string{
 	"/proc", "/sys", "/dev", "/run", "/var/run", "/boot", "/etc", "/usr", "/bin", "/sbin",
 	"/lib", "/lib32", "/lib64", "/libx32", "/var/lib", "/var/log", "/var/cache", "/var/spool",
-	"/var/mail", "/snap", "/tmp/", "/var/tmp/", "/var/", "/home/", "/opt/", "/srv/", "/mnt/", "/media/",
+	"/var/mail", "/var/backups", "/var/opt", "/var/local", "/lost+found", "/snap", "/tmp/", "/var/tmp/", "/var/", "/home/", "/opt/", "/srv/", "/mnt/", "/media/",
 }
 
 // systemDir returns the entry of systemDirs that r (resolved) falls under,
@@ -931,6 +958,9 @@ func (p *planner) holdsHidden(r string) bool {
 	return false
 }
 
+// storeBudget bounds the entries examined in one credential store.
+const storeBudget = 50000
+
 // credentialTargets returns the credential stores and files of the home
 // directory that exist, and where their symlinks (and the symlinks inside
 // the stores, a few levels down) lead. Computed once per plan.
@@ -950,15 +980,17 @@ func (p *planner) credentialTargets() []string {
 			p.credTargets = append(p.credTargets, q)
 		}
 	}
-	budget := 512 // entries examined inside stores, in all
-	var walk func(dir string, depth int)
-	walk = func(dir string, depth int) {
+	// Every entry of every store is looked at, however deep (symlinks to
+	// directories are not descended: their targets are hidden whole). A
+	// store larger than the budget is reported, not silently half-checked.
+	var walk func(dir string, budget *int)
+	walk = func(dir string, budget *int) {
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			return
 		}
 		for _, e := range ents {
-			if budget--; budget < 0 {
+			if *budget--; *budget < 0 {
 				return
 			}
 			q := filepath.Join(dir, e.Name())
@@ -968,8 +1000,8 @@ func (p *planner) credentialTargets() []string {
 				}
 				continue
 			}
-			if e.IsDir() && depth < 3 {
-				walk(q, depth+1)
+			if e.IsDir() {
+				walk(q, budget)
 			}
 		}
 	}
@@ -986,7 +1018,11 @@ func (p *planner) credentialTargets() []string {
 		}
 		add(t)
 		if st.IsDir() || st.Mode()&fs.ModeSymlink != 0 && isDir(t) {
-			walk(t, 1)
+			budget := storeBudget
+			walk(t, &budget)
+			if budget < 0 {
+				p.warn("%s has more than %d entries; symlinks beyond them were not followed, so a secret they point at outside the store may be visible", abs, storeBudget)
+			}
 		}
 	}
 	return p.credTargets

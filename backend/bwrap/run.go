@@ -457,7 +457,7 @@ loop:
 			if s, ok := sig.(syscall.Signal); ok && forwarded == 1 && childPid > 0 {
 				signalCommand(childPid, s)
 			} else {
-				b.terminate(childPid, kill)
+				kill() // the second one: at once
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 var corralBin string
@@ -360,5 +361,28 @@ func TestOwnFilesProtected(t *testing.T) {
 	code, _, se = c.run([]string{"CORRAL_BWRAP=" + filepath.Join(link, "bin", "bwrap")}, "run", "--", "true")
 	if code != 125 || !strings.Contains(se, "could replace it") {
 		t.Errorf("bwrap in the workdir through a symlink: %d %q", code, se)
+	}
+}
+
+// A second ^C ends the whole sandbox at once, even when the command ignores
+// the first.
+func TestSecondInterruptKills(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	cmd := exec.Command(corralBin, "run", "--", "bash", "-c", `trap '' INT TERM; echo ready; sleep 30`)
+	cmd.Dir, cmd.Env = c.work, c.env
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	bufio.NewReader(stdout).ReadString('\n')
+	cmd.Process.Signal(os.Interrupt)
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 137 || time.Since(start) > time.Second {
+		t.Errorf("second ^C: err=%v after %s", err, time.Since(start))
 	}
 }

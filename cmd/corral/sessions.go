@@ -6,8 +6,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -86,7 +89,7 @@ Sessions unused for a day are removed by "corral sessions prune".`,
 				if in.Busy {
 					busy = " (running)"
 				}
-				fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\n", in.Name, busy, in.LastUsed.Format(time.DateTime), in.Backend, in.Profile, in.Cwd)
+				fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\n", display(in.Name, 60), busy, in.LastUsed.Format(time.DateTime), in.Backend, in.Profile, display(in.Cwd, 200))
 			}
 			return tw.Flush()
 		},
@@ -155,4 +158,23 @@ Sessions unused for a day are removed by "corral sessions prune".`,
 	prune.Flags().DurationVar(&maxIdle, "older-than", 24*time.Hour, "remove sessions unused for longer than this")
 	cmd.AddCommand(list, show, rm, prune)
 	return cmd
+}
+
+// display makes s safe for a terminal: control characters and invalid
+// UTF-8 are escaped (Go quoting), and it is cut to max characters.
+func display(s string, max int) string {
+	safe := utf8.ValidString(s)
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			safe = false
+			break
+		}
+	}
+	if !safe {
+		s = strconv.Quote(s)
+	}
+	if r := []rune(s); len(r) > max {
+		s = string(r[:max]) + "..."
+	}
+	return s
 }
