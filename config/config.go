@@ -65,6 +65,26 @@ type Settings struct {
 	// OutputLimit is the number of bytes of output shown to agents before
 	// it is cut; always > 0 (key output_limit).
 	OutputLimit int
+	// Routes choose the backend and profile by session name, first match
+	// winning (key routes); see [Settings.ForSession].
+	Routes []Route
+	// Listen is the host:port `corral serve` listens on, or "" for
+	// [DefaultListen] (key listen).
+	Listen string
+	// Token is the bearer token HTTP clients must present, or "" for none;
+	// when set it is at least 16 characters without spaces (key token,
+	// CORRAL_TOKEN).
+	Token string
+	// Approval is ApprovalAsk or ApprovalOff: what happens to commands that
+	// match ApprovalPatterns (key approval).
+	Approval string
+	// ApprovalPatterns are the dangerous command patterns, in the syntax of
+	// package approval, each one checked and trimmed; empty means
+	// approval.DefaultPatterns (key approval_patterns).
+	ApprovalPatterns []string
+	// AuditMaxMB is the size in MiB at which the audit log is rotated;
+	// always > 0 (key audit_max_mb).
+	AuditMaxMB int
 
 	// Path is the settings file Load consulted, whether or not it exists;
 	// empty for Defaults.
@@ -82,6 +102,11 @@ type origin struct {
 // SourceFlag marks a value given to [Settings.Apply], typically from a
 // command-line flag.
 const SourceFlag Source = "flag"
+
+// SourceRoute marks a backend or profile chosen by a route of the routes
+// key for one session (see [Settings.ForSession]); the origin is the
+// route's place in the list ("routes[0]").
+const SourceRoute Source = "route"
 
 // Defaults returns the settings every key's default gives.
 func Defaults() *Settings {
@@ -107,8 +132,8 @@ func (s *Settings) Source(key string) (Source, string) {
 }
 
 // Value returns the value of key with its Settings field's Go type
-// (string, int, time.Duration, sandbox.Profile, []string, []sandbox.Bind),
-// or an *UnknownKeyError.
+// (string, int, time.Duration, sandbox.Profile, []string, []sandbox.Bind,
+// []Route), or an *UnknownKeyError.
 func (s *Settings) Value(key string) (any, error) {
 	k, err := lookupKey(key)
 	if err != nil {
@@ -126,6 +151,8 @@ func (s *Settings) Value(key string) (any, error) {
 	case *[]string:
 		return *p, nil
 	case *[]sandbox.Bind:
+		return *p, nil
+	case *[]Route:
 		return *p, nil
 	}
 	panic("config: key " + key + " has a field of unsupported type")
@@ -181,6 +208,8 @@ func (s *Settings) assign(k *Key, v any, o origin) {
 		*p = v.([]string)
 	case *[]sandbox.Bind:
 		*p = v.([]sandbox.Bind)
+	case *[]Route:
+		*p = v.([]Route)
 	default:
 		panic("config: key " + k.Name + " has a field of unsupported type")
 	}
@@ -188,6 +217,71 @@ func (s *Settings) assign(k *Key, v any, o origin) {
 		s.origins = make(map[string]origin, len(registry))
 	}
 	s.origins[k.Name] = o
+}
+
+// Route chooses how the sessions whose names match Sessions run: one entry
+// of the routes key. Empty fields leave the backend and profile keys'
+// values in force. The zero Route matches every session and changes
+// nothing, which pins the defaults for the sessions it catches (the first
+// matching route wins).
+type Route struct {
+	// Sessions is a glob over session names: '*' matches any run of
+	// characters (also '/' and ':'), '?' one character, [abc], [a-z] and
+	// [!abc] a character of a set, and '\' makes the next character
+	// literal. Empty matches every session.
+	Sessions string `json:"sessions,omitempty" yaml:"sessions,omitempty"`
+	// Backend is BackendBwrap, BackendLocal, or "" to keep the backend key.
+	Backend string `json:"backend,omitempty" yaml:"backend,omitempty"`
+	// Profile is a sandbox profile, or "" to keep the profile key.
+	Profile sandbox.Profile `json:"profile,omitempty" yaml:"profile,omitempty"`
+}
+
+// Match reports whether the session called name matches r.Sessions. A
+// malformed pattern (refused by Load) matches nothing.
+func (r Route) Match(name string) bool {
+	if r.Sessions == "" {
+		return true
+	}
+	re, err := globRegexp(r.Sessions)
+	return err == nil && re.MatchString(name)
+}
+
+// RouteFor returns the first route that matches the session called name
+// and its index in s.Routes, or -1 when none does.
+func (s *Settings) RouteFor(name string) (Route, int) {
+	for i, r := range s.Routes {
+		if r.Match(name) {
+			return r, i
+		}
+	}
+	return Route{}, -1
+}
+
+// ForSession returns the settings the session called name runs with: a
+// copy of s whose backend and profile come from the first matching route,
+// where that route sets them. Their [Settings.Source] is then SourceRoute
+// with the origin "routes[N]". A value given by [Settings.Apply] (a
+// command-line flag) beats the route. s is not changed.
+func (s *Settings) ForSession(name string) *Settings {
+	out := *s
+	out.origins = make(map[string]origin, len(s.origins))
+	for k, v := range s.origins {
+		out.origins[k] = v
+	}
+	r, i := s.RouteFor(name)
+	if i < 0 {
+		return &out
+	}
+	o := origin{source: SourceRoute, where: fmt.Sprintf("routes[%d]", i)}
+	if r.Backend != "" && out.origins["backend"].source != SourceFlag {
+		out.Backend = r.Backend
+		out.origins["backend"] = o
+	}
+	if r.Profile != "" && out.origins["profile"].source != SourceFlag {
+		out.Profile = r.Profile
+		out.origins["profile"] = o
+	}
+	return &out
 }
 
 // Load returns the effective settings: the defaults, overridden by the

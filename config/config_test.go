@@ -42,6 +42,7 @@ func TestDefaults(t *testing.T) {
 		MemoryMB: 256, CPUSeconds: 30, MaxProcs: 256,
 		Timeout: 180 * time.Second, HomeMode: "host", DegradedMode: "degrade",
 		TmpSizeMB: 512, OutputLimit: 65536,
+		Approval: "ask", AuditMaxMB: 10,
 	}
 	s.Path, s.origins = "", nil
 	if !reflect.DeepEqual(s, want) {
@@ -96,6 +97,7 @@ output_limit: 1000
 		HomeAllow: []string{".gitconfig", ".config/nvim", ".zz-tool"},
 		Cwd:       "/home/u/src", Timeout: 5 * time.Minute,
 		HomeMode: "session", DegradedMode: "fail", OutputLimit: 1000, TmpSizeMB: 512,
+		Approval: "ask", AuditMaxMB: 10,
 	}
 	if src, where := s.Source("memory_mb"); src != SourceFile || where != p {
 		t.Errorf("Source(memory_mb) = %q, %q; want file, %q", src, where, p)

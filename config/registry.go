@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corralhq/corral/approval"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -38,6 +39,12 @@ const (
 	// boolean that defaults to true. As text it is a JSON or YAML flow
 	// sequence (`[{src: /data}]`) or a single such mapping.
 	KindBinds
+	// KindRoutes is a list of {sessions, backend, profile} mappings (Go type
+	// []Route): sessions is a glob over session names (see [Route.Match]),
+	// backend and profile are words as for the backend and profile keys;
+	// every field is optional. As text it is a JSON or YAML flow sequence
+	// (`[{sessions: "tg:*", profile: workspace}]`) or a single such mapping.
+	KindRoutes
 )
 
 // String returns the kind's name as shown in help text ("int", "binds").
@@ -57,6 +64,8 @@ func (k Kind) String() string {
 		return "list"
 	case KindBinds:
 		return "binds"
+	case KindRoutes:
+		return "routes"
 	}
 	return "unknown"
 }
@@ -71,7 +80,7 @@ type Key struct {
 	Kind Kind
 	// Default is the value used when neither the file nor the environment
 	// sets the key, with the Go type of the Settings field (string, int,
-	// time.Duration, []string, []sandbox.Bind, sandbox.Profile).
+	// time.Duration, []string, []sandbox.Bind, []Route, sandbox.Profile).
 	Default any
 	// Doc is a one-line description, with units and what 0 means.
 	Doc string
@@ -83,8 +92,9 @@ type Key struct {
 	// error about the key's value ("a whole number of MiB (0 disables)").
 	Accepts string
 
-	// item checks and normalises one element of a KindStringList key; it
-	// returns the reason the element is refused, or "".
+	// item checks and normalises one element of a KindStringList key, or
+	// the value of a KindString key; it returns the reason the value is
+	// refused, or "".
 	item func(string) (string, string)
 	// field returns a pointer to the key's field in s.
 	field func(s *Settings) any
@@ -127,7 +137,27 @@ const (
 	DefaultTmpSizeMB = 512
 	// DefaultOutputLimit is the default of output_limit, in bytes.
 	DefaultOutputLimit = 64 << 10
+	// DefaultListen is the address `corral serve` listens on when neither
+	// --listen nor the listen key says otherwise: loopback only.
+	DefaultListen = "127.0.0.1:8765"
 )
+
+// Accepted values of the approval key, and the default of audit_max_mb.
+const (
+	ApprovalAsk = string(approval.ModeAsk) // approval: put commands that match approval_patterns to a person
+	ApprovalOff = string(approval.ModeOff) // approval: let them run; the hard floor is still refused
+
+	// DefaultAuditMaxMB is the default of audit_max_mb, in MiB.
+	DefaultAuditMaxMB = 10
+)
+
+// approvalPattern checks one element of approval_patterns.
+func approvalPattern(s string) (string, string) {
+	if _, err := approval.ParsePattern(s); err != nil {
+		return "", "is not an approval pattern: " + err.Error()
+	}
+	return strings.TrimSpace(s), ""
+}
 
 // registry is the table of settings, in the order `corral config list`
 // shows them.
@@ -232,6 +262,46 @@ var registry = []Key{
 		Accepts: "a whole number of bytes greater than 0",
 		Doc:     "bytes of a command's output shown to agents before it is cut",
 		field:   func(s *Settings) any { return &s.OutputLimit },
+	},
+	{
+		Name: "approval", Kind: KindEnum, Default: ApprovalAsk,
+		Values:  []string{ApprovalOff, ApprovalAsk},
+		Accepts: "one of off, ask",
+		Doc:     "commands that match approval_patterns: ask (a person approves each first; refused when the MCP client cannot ask) or off (they run); the hard floor (rm -rf /, mkfs on a device, fork bombs, shutdown, ...) is refused either way",
+		field:   func(s *Settings) any { return &s.Approval },
+	},
+	{
+		Name: "approval_patterns", Kind: KindStringList, Default: []string(nil),
+		Accepts: `a list of command patterns such as ["git push --force", "rm {-r,-R}", "curl | sh", "re:(?i)drop table"]`,
+		Doc:     `commands that need approval under approval: ask; empty means the built-in list (git push --force, git reset --hard, git clean -f, git branch -D, rm -r, curl | sh, chmod -R, chown -R, DROP TABLE, ...), a list replaces it: shell-like patterns ("git reset --hard", "rm {-r,-R}", "curl | sh") or re:REGEXP; write patterns holding {a,b} as a JSON or YAML list`,
+		item:    approvalPattern,
+		field:   func(s *Settings) any { return &s.ApprovalPatterns },
+	},
+	{
+		Name: "audit_max_mb", Kind: KindInt, Default: DefaultAuditMaxMB, Min: 1,
+		Accepts: "a whole number of MiB greater than 0",
+		Doc:     "size of the audit log (audit/audit.jsonl in the state directory) at which it is rotated, in MiB; 3 older files are kept",
+		field:   func(s *Settings) any { return &s.AuditMaxMB },
+	},
+	{
+		Name: "routes", Kind: KindRoutes, Default: []Route(nil),
+		Accepts: `a list of {sessions, backend, profile} mappings such as [{sessions: "tg:*", profile: workspace}]`,
+		Doc:     `backend and profile by session name: [{sessions: "tg:*", backend: bwrap, profile: workspace}, ...]; sessions is a glob (* also matches / and :), the first matching route wins, every field is optional, and what a route leaves out comes from the backend and profile keys`,
+		field:   func(s *Settings) any { return &s.Routes },
+	},
+	{
+		Name: "listen", Kind: KindString, Default: "",
+		Accepts: `a host:port address such as "127.0.0.1:8765", or empty for 127.0.0.1:8765`,
+		Doc:     "address `corral serve` listens on (host:port); empty means 127.0.0.1:8765; an address beyond loopback requires token",
+		item:    listenAddr,
+		field:   func(s *Settings) any { return &s.Listen },
+	},
+	{
+		Name: "token", Kind: KindString, Default: "",
+		Accepts: "a string of at least 16 characters, or empty for none",
+		Doc:     "bearer token clients of `corral serve` must send (Authorization: Bearer TOKEN); required to listen beyond loopback; prefer the CORRAL_TOKEN environment variable to the file",
+		item:    bearerToken,
+		field:   func(s *Settings) any { return &s.Token },
 	},
 }
 

@@ -4,11 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 
@@ -37,7 +41,7 @@ func (k *Key) not(value any) *problem {
 // for scalar kinds, a decoded sequence for list kinds.
 func (k *Key) fromText(text string) (any, *problem) {
 	switch k.Kind {
-	case KindStringList, KindBinds:
+	case KindStringList, KindBinds, KindRoutes:
 	default:
 		return text, nil
 	}
@@ -46,7 +50,7 @@ func (k *Key) fromText(text string) (any, *problem) {
 		return []any{}, nil
 	}
 	if t[0] != '[' && t[0] != '{' {
-		if k.Kind == KindBinds {
+		if k.Kind == KindBinds || k.Kind == KindRoutes {
 			return nil, k.not(text)
 		}
 		var out []any
@@ -59,7 +63,7 @@ func (k *Key) fromText(text string) (any, *problem) {
 	if err := yaml.Unmarshal([]byte(t), &v); err != nil {
 		return nil, &problem{value: text, reason: "is not valid JSON or YAML (" + yamlMessage(err) + "); want " + k.Accepts}
 	}
-	if m, ok := v.(map[string]any); ok && k.Kind == KindBinds {
+	if m, ok := v.(map[string]any); ok && (k.Kind == KindBinds || k.Kind == KindRoutes) {
 		return []any{m}, nil
 	}
 	return v, nil
@@ -78,6 +82,13 @@ func (k *Key) parse(raw any, home homeFunc) (any, *problem) {
 		s, ok := raw.(string)
 		if !ok || strings.IndexByte(s, 0) >= 0 {
 			return nil, k.not(raw)
+		}
+		if k.item != nil {
+			norm, reason := k.item(s)
+			if reason != "" {
+				return nil, &problem{value: raw, reason: reason + "; want " + k.Accepts}
+			}
+			s = norm
 		}
 		return s, nil
 
@@ -182,6 +193,22 @@ func (k *Key) parse(raw any, home homeFunc) (any, *problem) {
 			out = append(out, b)
 		}
 		return out, nil
+
+	case KindRoutes:
+		items, ok := raw.([]any)
+		if !ok {
+			return nil, k.not(raw)
+		}
+		out := make([]Route, 0, len(items))
+		for i, it := range items {
+			r, p := parseRoute(it)
+			if p != nil {
+				p.sub = fmt.Sprintf("[%d]", i) + p.sub
+				return nil, p
+			}
+			out = append(out, r)
+		}
+		return out, nil
 	}
 	return nil, &problem{value: raw, reason: "has a kind corral does not know"}
 }
@@ -256,6 +283,166 @@ func parseBind(raw any, home homeFunc) (sandbox.Bind, *problem) {
 		b.ReadOnly = v
 	}
 	return b, nil
+}
+
+// routeFields are the fields of a routes entry.
+var routeFields = []string{"sessions", "backend", "profile"}
+
+// parseRoute checks one routes entry. A field that is null counts as left
+// out.
+func parseRoute(raw any) (Route, *problem) {
+	m, ok := stringMap(raw)
+	if !ok {
+		return Route{}, &problem{value: raw, reason: "is not a {sessions, backend, profile} mapping"}
+	}
+	for f := range m {
+		if !slices.Contains(routeFields, f) {
+			return Route{}, &problem{value: raw, reason: fmt.Sprintf("has unknown field %q (want sessions, backend, profile)", f)}
+		}
+	}
+	var r Route
+	text := func(field string) (string, *problem) {
+		v, ok := m[field]
+		if !ok || v == nil {
+			return "", nil
+		}
+		s, ok := v.(string)
+		if !ok {
+			return "", &problem{sub: "." + field, value: v, reason: "is not a string"}
+		}
+		return strings.TrimSpace(s), nil
+	}
+	var p *problem
+	if r.Sessions, p = text("sessions"); p != nil {
+		p.reason += ` (want a glob over session names such as "tg:*")`
+		return r, p
+	}
+	if _, err := globRegexp(r.Sessions); err != nil {
+		return r, &problem{sub: ".sessions", value: m["sessions"], reason: "is not a valid glob: " + err.Error()}
+	}
+	if r.Backend, p = text("backend"); p != nil {
+		p.reason += " (want bwrap or local)"
+		return r, p
+	}
+	if r.Backend != "" && r.Backend != BackendBwrap && r.Backend != BackendLocal {
+		return r, &problem{sub: ".backend", value: m["backend"], reason: "is not one of bwrap, local"}
+	}
+	var prof string
+	if prof, p = text("profile"); p != nil {
+		p.reason += " (want " + strings.Join(profileNames(), ", ") + ")"
+		return r, p
+	}
+	if prof != "" {
+		pr, err := sandbox.ParseProfile(prof)
+		if err != nil {
+			return r, &problem{sub: ".profile", value: m["profile"], reason: "is not one of " + strings.Join(profileNames(), ", ")}
+		}
+		r.Profile = pr
+	}
+	return r, nil
+}
+
+// globs caches the compiled session-name globs, keyed by pattern.
+var globs sync.Map // string -> *regexp.Regexp
+
+// globRegexp compiles a session-name glob (see [Route.Sessions]) to an
+// anchored regular expression. An empty pattern matches everything.
+func globRegexp(pattern string) (*regexp.Regexp, error) {
+	if re, ok := globs.Load(pattern); ok {
+		return re.(*regexp.Regexp), nil
+	}
+	if strings.IndexByte(pattern, 0) >= 0 {
+		return nil, fmt.Errorf("contains a NUL byte")
+	}
+	var b strings.Builder
+	b.WriteString(`(?s)^`)
+	rs := []rune(pattern)
+	for i := 0; i < len(rs); i++ {
+		switch c := rs[i]; c {
+		case '*':
+			b.WriteString(`.*`)
+		case '?':
+			b.WriteString(`.`)
+		case '\\':
+			if i+1 == len(rs) {
+				return nil, fmt.Errorf(`ends with a lone "\"`)
+			}
+			i++
+			b.WriteString(regexp.QuoteMeta(string(rs[i])))
+		case '[':
+			j := i + 1
+			if j < len(rs) && (rs[j] == '!' || rs[j] == '^') {
+				j++
+			}
+			if j < len(rs) && rs[j] == ']' {
+				j++ // a leading ']' is literal
+			}
+			for j < len(rs) && rs[j] != ']' {
+				j++
+			}
+			if j >= len(rs) {
+				return nil, fmt.Errorf(`has a "[" without its "]"`)
+			}
+			body := rs[i+1 : j]
+			b.WriteByte('[')
+			if len(body) > 0 && (body[0] == '!' || body[0] == '^') {
+				b.WriteByte('^')
+				body = body[1:]
+			}
+			for _, r := range body {
+				if r == '\\' || r == '[' || r == ']' || r == '^' {
+					b.WriteByte('\\')
+				}
+				b.WriteRune(r)
+			}
+			b.WriteByte(']')
+			i = j
+		default:
+			b.WriteString(regexp.QuoteMeta(string(c)))
+		}
+	}
+	b.WriteByte('$')
+	re, err := regexp.Compile(b.String())
+	if err != nil {
+		return nil, fmt.Errorf("bad character set (%v)", err)
+	}
+	globs.Store(pattern, re)
+	return re, nil
+}
+
+// listenAddr checks a listen value: empty, or host:port with a numeric
+// port. It returns the reason it is refused, or "".
+func listenAddr(s string) (string, string) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", ""
+	}
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", "is not a host:port address"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return "", "has no port number between 0 and 65535"
+	}
+	return s, ""
+}
+
+// bearerToken checks a token value: empty, or at least 16 printable
+// characters without spaces (it travels in an HTTP header). It returns the
+// reason it is refused, or "".
+func bearerToken(s string) (string, string) {
+	if s == "" {
+		return "", ""
+	}
+	if len(s) < 16 {
+		return "", "is too short to guess safely (generate one with `openssl rand -hex 32`)"
+	}
+	for _, r := range s {
+		if r > unicode.MaxASCII || !unicode.IsPrint(r) || r == ' ' {
+			return "", "has spaces, control or non-ASCII characters, which an HTTP header cannot carry"
+		}
+	}
+	return s, ""
 }
 
 // stringMap accepts the maps YAML and koanf produce.
@@ -396,6 +583,10 @@ func jsonValue(v any) any {
 		if v == nil {
 			return []sandbox.Bind{}
 		}
+	case []Route:
+		if v == nil {
+			return []Route{}
+		}
 	}
 	return v
 }
@@ -407,6 +598,8 @@ func clone(v any) any {
 	case []string:
 		return slices.Clone(v)
 	case []sandbox.Bind:
+		return slices.Clone(v)
+	case []Route:
 		return slices.Clone(v)
 	}
 	return v

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
@@ -84,6 +85,9 @@ func (c *Client) Resolve(path string) (string, error) {
 	}
 	if strings.IndexByte(path, 0) >= 0 {
 		return "", &Error{Kind: ErrBadRequest, Message: "path contains a NUL byte"}
+	}
+	if !utf8.ValidString(path) {
+		return "", &Error{Kind: ErrBadRequest, Message: "path is not valid UTF-8: the file tools carry paths as JSON text; use bash (with $'\\xNN' quoting) for such names"}
 	}
 	if filepath.IsAbs(path) {
 		return filepath.Clean(path), nil

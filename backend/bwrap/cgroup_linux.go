@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -154,5 +155,18 @@ func (c *pidsCgroup) remove() {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// killAll sends SIGKILL to every task in the cgroup.
+func (c *pidsCgroup) killAll() {
+	b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -430,8 +431,24 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 	timedOut, cancelled := false, false
 	childPid := 0
 	var waitErr error
+	var nsInit atomic.Int64 // the sandbox's pid 1, once known
+	outer := cmd.Process.Pid
 	kill := func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL) // bwrap; --die-with-parent takes pid 1 of the sandbox and so the namespace with it
+		// SIGKILL to the sandbox's pid 1 ends its whole pid namespace
+		// (pid_namespaces(7)). Killing bwrap alone relies on
+		// --die-with-parent, which a sandbox still being set up may not
+		// have armed yet; so kill pid 1 directly, every child bwrap has,
+		// every task of the pids cgroup, and bwrap itself.
+		if p := nsInit.Load(); p > 0 {
+			_ = unix.Kill(int(p), unix.SIGKILL)
+		}
+		for _, c := range childrenOf(outer) {
+			_ = unix.Kill(c, unix.SIGKILL)
+		}
+		if cg != nil {
+			cg.killAll()
+		}
+		_ = cmd.Process.Signal(syscall.SIGKILL)
 	}
 	ctxDone := ctx.Done()
 	forwarded := 0
@@ -441,6 +458,7 @@ loop:
 		case waitErr = <-done:
 			break loop
 		case childPid = <-pidC:
+			nsInit.Store(int64(childPid))
 			pidC = nil
 		case <-timeout:
 			timedOut = true
@@ -461,7 +479,15 @@ loop:
 			}
 		}
 	}
-	st := <-stc
+	// bwrap is gone; its status pipe closes with it, unless a process that
+	// escaped the kill still holds it: do not wait for that.
+	var st status
+	select {
+	case st = <-stc:
+	case <-time.After(b.opts.KillGrace):
+		b.log.Warn("bwrap.status.unclosed", "pid", outer)
+		kill()
+	}
 	res := &sandbox.Result{Duration: time.Since(start), TimedOut: timedOut}
 	ps := cmd.ProcessState
 	if ps == nil {

@@ -31,6 +31,9 @@ Exit status: the command's own status, 128+N when it died of signal N, and
 		newConfigCmd(g),
 		newSessionsCmd(g),
 		newShellCmd(g),
+		newLogCmd(g),
+		newMCPCmd(g),
+		newServeCmd(g),
 	)
 	return root
 }

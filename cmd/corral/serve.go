@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/mcpserver"
+	"github.com/corralhq/corral/sandbox"
+)
+
+// shutdownGrace is how long serve waits for HTTP responses to finish once
+// the calls in flight have ended, before closing the connections.
+const shutdownGrace = 3 * time.Second
+
+type serveOptions struct {
+	listen         string
+	session        string
+	sessionTimeout time.Duration
+}
+
+func newServeCmd(g *globalOptions) *cobra.Command {
+	o := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve [--listen ADDR]",
+		Short: "Serve corral's tools to MCP clients over streamable HTTP at /mcp",
+		Long: `serve serves the Model Context Protocol over streamable HTTP at
+http://ADDR/mcp, to any number of clients, in both the 2026-07-28 revision
+(stateless) and the ones before it (sessions with an Mcp-Session-Id).
+
+Sessions: a client names the corral session its calls run in with the
+header "Corral-Session: NAME" (a chat bot: one per chat). Without it, each
+MCP session of the older revisions gets a session of its own, "mcp:" + its
+id, whose background processes end with it; stateless clients share the
+--session session. The routes setting picks backend and profile by name.
+
+ADDR defaults to the listen setting, else 127.0.0.1:8765 (loopback only).
+Listening beyond loopback requires a bearer token (the token setting or
+CORRAL_TOKEN), and serve refuses to start without one; when a token is set,
+every request must carry "Authorization: Bearer TOKEN". Put a TLS proxy in
+front of a server reachable from other machines: the token travels in the
+clear otherwise.
+
+SIGINT or SIGTERM stop the server: running commands and background
+processes end, nothing is left behind.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return o.run(c, g) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.listen, "listen", "", "host:port to listen on (default: the listen setting, else "+config.DefaultListen+")")
+	f.StringVar(&o.session, "session", "", `session of stateless clients that send no Corral-Session header (default: "dir:" + the working directory)`)
+	f.DurationVar(&o.sessionTimeout, "session-timeout", 24*time.Hour, "close an MCP session idle for this long, ending its background processes (0: never)")
+	return cmd
+}
+
+func (o *serveOptions) run(c *cobra.Command, g *globalOptions) error {
+	fail := func(err error) error { return &exitError{Code: sandbox.ExitCorralError, Err: err} }
+	st, err := config.Load(g.configPath, os.Environ())
+	if err != nil {
+		return fail(err)
+	}
+	addr := o.listen
+	if addr == "" {
+		addr = st.Listen
+	}
+	if addr == "" {
+		addr = config.DefaultListen
+	}
+	if err := mcpserver.CheckListen(addr, st.Token); err != nil {
+		return fail(err)
+	}
+	if o.sessionTimeout < 0 {
+		return fail(fmt.Errorf("--session-timeout: %s is negative (0 means never)", o.sessionTimeout))
+	}
+	logger := newLogger(g)
+	srv, m, name, err := newMCPServer(g, o.session, logger)
+	if err != nil {
+		return fail(err)
+	}
+	defer closeManager(m, logger)
+	defer srv.Close()
+
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fail(fmt.Errorf("listening on %s: %w", addr, err))
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Token: st.Token, SessionTimeout: o.sessionTimeout}))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	ctx, stop := signal.NotifyContext(c.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	url := fmt.Sprintf("http://%s/mcp", ln.Addr())
+	fmt.Fprintf(os.Stderr, "corral: serving MCP at %s (default session %q)\n", url, name)
+	logger.Info("mcp.server.started", "transport", "http", "url", url, "session", name, "token", st.Token != "")
+
+	select {
+	case err = <-served:
+		srv.Close()
+		return fail(fmt.Errorf("serving %s: %w", url, err))
+	case <-ctx.Done():
+	}
+	logger.Info("mcp.server.stopping", "transport", "http")
+	// End the calls in flight first (their commands' process trees are
+	// killed), so that their responses complete; then the connections
+	// (standalone SSE streams never finish by themselves); the deferred
+	// closeManager ends the background processes.
+	srv.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Warn("mcp.server.error", "error", err)
+	}
+	logger.Info("mcp.server.stopped", "transport", "http")
+	return nil
+}

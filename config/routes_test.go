@@ -1,0 +1,216 @@
+package config
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+func TestRoutesLoad(t *testing.T) {
+	tests := []struct {
+		name    string
+		file    string
+		environ []string
+		want    []Route
+	}{
+		{"absent", "", nil, nil},
+		{"file, every field", `routes:
+  - {sessions: "tg:*", backend: bwrap, profile: workspace}
+  - {sessions: "local:*", backend: local}
+  - {profile: network}
+`, nil, []Route{
+			{Sessions: "tg:*", Backend: "bwrap", Profile: sandbox.ProfileWorkspace},
+			{Sessions: "local:*", Backend: "local"},
+			{Profile: sandbox.ProfileNetwork},
+		}},
+		{"null fields count as left out", "routes:\n  - sessions: x\n    backend:\n", nil, []Route{{Sessions: "x"}}},
+		{"empty mapping", "routes: [{}]", nil, []Route{{}}},
+		{"env JSON", "", env(`CORRAL_ROUTES=[{"sessions":"a*","profile":"restricted"}]`), []Route{{Sessions: "a*", Profile: sandbox.ProfileRestricted}}},
+		{"env single mapping", "", env(`CORRAL_ROUTES={sessions: "b?", backend: local}`), []Route{{Sessions: "b?", Backend: "local"}}},
+		{"env empty list clears the file", "routes: [{profile: network}]", env("CORRAL_ROUTES=[]"), []Route{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			environ := tc.environ
+			if environ == nil {
+				environ = testEnv
+			}
+			s, err := Load(writeFile(t, tc.file), environ)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(s.Routes, tc.want) {
+				t.Errorf("Routes = %#v, want %#v", s.Routes, tc.want)
+			}
+		})
+	}
+}
+
+func TestRoutesBadValues(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		env  []string
+		want string
+	}{
+		{"not a list", "routes: tg", nil, `routes: "tg" is not a list of {sessions, backend, profile} mappings`},
+		{"item not a mapping", "routes: [tg]", nil, `routes[0]: "tg" is not a {sessions, backend, profile} mapping`},
+		{"unknown field", "routes: [{sessions: x, cwd: /a}]", nil, `routes[0]: {"cwd":"/a","sessions":"x"} has unknown field "cwd"`},
+		{"bad backend", "routes: [{backend: docker}]", nil, `routes[0].backend: "docker" is not one of bwrap, local`},
+		{"bad profile", "routes: [{}, {profile: open}]", nil, `routes[1].profile: "open" is not one of restricted, workspace, network`},
+		{"sessions not a string", "routes: [{sessions: 5}]", nil, `routes[0].sessions: 5 is not a string`},
+		{"unterminated set", `routes: [{sessions: "tg[:*"}]`, nil, `routes[0].sessions: "tg[:*" is not a valid glob: has a "[" without its "]"`},
+		{"lone backslash", `routes: [{sessions: 'x\'}]`, nil, `is not a valid glob: ends with a lone "\"`},
+		{"env plain word", "", []string{"CORRAL_ROUTES=tg"}, `routes: "tg" is not a list`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(writeFile(t, tc.file), env(tc.env...))
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Load error = %v, want an ErrInvalid", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRouteMatch(t *testing.T) {
+	tests := []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"", "anything", true},
+		{"tg:*", "tg:12345", true},
+		{"tg:*", "tg:", true},
+		{"tg:*", "xtg:1", false},
+		{"tg:*", "TG:1", false},
+		{"dir:*", "dir:/home/u/src/proj", true}, // '*' crosses '/'
+		{"dir:/home/*/proj", "dir:/home/u/x/proj", true},
+		{"chat-?", "chat-7", true},
+		{"chat-?", "chat-77", false},
+		{"chat-?", "chat-é", true}, // '?' is one character, not one byte
+		{"[ab]:*", "b:1", true},
+		{"[ab]:*", "c:1", false},
+		{"[!ab]:*", "c:1", true},
+		{"[a-c]x", "bx", true},
+		{`a\*`, "a*", true},
+		{`a\*`, "ab", false},
+		{"a.b", "axb", false}, // regexp characters are literal
+		{"(x)+", "(x)+", true},
+		{"mcp:*", "mcp:", true},
+		{"tg[", "tg[", false}, // malformed: matches nothing
+	}
+	for _, tc := range tests {
+		if got := (Route{Sessions: tc.pattern}).Match(tc.name); got != tc.want {
+			t.Errorf("Route{Sessions: %q}.Match(%q) = %v, want %v", tc.pattern, tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestForSession(t *testing.T) {
+	p := writeFile(t, `profile: network
+routes:
+  - {sessions: "admin:*"}
+  - {sessions: "tg:*", profile: workspace}
+  - {sessions: "dbg:*", backend: local, profile: restricted}
+  - {sessions: "*", profile: restricted}
+`)
+	s, err := Load(p, testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		session        string
+		backend        string
+		profile        sandbox.Profile
+		profileSource  Source
+		profileOrigin  string
+		wantRouteIndex int
+	}{
+		{"admin:1", "bwrap", sandbox.ProfileNetwork, SourceFile, p, 0},
+		{"tg:42", "bwrap", sandbox.ProfileWorkspace, SourceRoute, "routes[1]", 1},
+		{"dbg:x", "local", sandbox.ProfileRestricted, SourceRoute, "routes[2]", 2},
+		{"other", "bwrap", sandbox.ProfileRestricted, SourceRoute, "routes[3]", 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.session, func(t *testing.T) {
+			got := s.ForSession(tc.session)
+			if got.Backend != tc.backend || got.Profile != tc.profile {
+				t.Errorf("ForSession(%q) = %s/%s, want %s/%s", tc.session, got.Backend, got.Profile, tc.backend, tc.profile)
+			}
+			if src, where := got.Source("profile"); src != tc.profileSource || where != tc.profileOrigin {
+				t.Errorf("Source(profile) = %s %s, want %s %s", src, where, tc.profileSource, tc.profileOrigin)
+			}
+			if _, i := s.RouteFor(tc.session); i != tc.wantRouteIndex {
+				t.Errorf("RouteFor(%q) index = %d, want %d", tc.session, i, tc.wantRouteIndex)
+			}
+		})
+	}
+	// The original is untouched.
+	if s.Profile != sandbox.ProfileNetwork || s.Backend != "bwrap" {
+		t.Errorf("ForSession changed its receiver: %s/%s", s.Backend, s.Profile)
+	}
+	if src, _ := s.Source("profile"); src != SourceFile {
+		t.Errorf("ForSession changed the receiver's origins: %s", src)
+	}
+
+	// No routes: the settings as they are.
+	d := Defaults().ForSession("x")
+	if d.Profile != sandbox.DefaultProfile || d.Backend != BackendBwrap {
+		t.Errorf("Defaults().ForSession = %s/%s", d.Backend, d.Profile)
+	}
+
+	// A flag beats the route.
+	f, _ := Load(p, testEnv)
+	if err := f.Apply("profile", "network"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.ForSession("tg:1"); got.Profile != sandbox.ProfileNetwork {
+		t.Errorf("flag profile lost to the route: %s", got.Profile)
+	}
+}
+
+func TestListenAndToken(t *testing.T) {
+	good := []struct{ key, value, want string }{
+		{"listen", "127.0.0.1:8765", "127.0.0.1:8765"},
+		{"listen", "[::1]:0", "[::1]:0"},
+		{"listen", ":9000", ":9000"},
+		{"listen", "", ""},
+		{"token", "0123456789abcdef", "0123456789abcdef"},
+		{"token", "", ""},
+	}
+	for _, tc := range good {
+		s := Defaults()
+		if err := s.Apply(tc.key, tc.value); err != nil {
+			t.Errorf("Apply(%s, %q): %v", tc.key, tc.value, err)
+			continue
+		}
+		if v, _ := s.Value(tc.key); v != tc.want {
+			t.Errorf("Apply(%s, %q) gave %q, want %q", tc.key, tc.value, v, tc.want)
+		}
+	}
+	bad := []struct{ key, value, want string }{
+		{"listen", "localhost", `listen: "localhost" is not a host:port address`},
+		{"listen", "host:http", `has no port number`},
+		{"listen", "host:70000", `has no port number`},
+		{"token", "short", `token: "short" is too short`},
+		{"token", "0123456789 abcdef", `has spaces`},
+		{"token", "0123456789abcdefé", `non-ASCII`},
+	}
+	for _, tc := range bad {
+		err := Defaults().Apply(tc.key, tc.value)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Apply(%s, %q) = %v, want an error containing %q", tc.key, tc.value, err, tc.want)
+		}
+	}
+	// CORRAL_TOKEN sets token.
+	s, err := Load(missing(t), env("CORRAL_TOKEN=abcdefghijklmnopqrstuvwxyz"))
+	if err != nil || s.Token != "abcdefghijklmnopqrstuvwxyz" {
+		t.Errorf("Load with CORRAL_TOKEN = %+v, %v", s, err)
+	}
+}

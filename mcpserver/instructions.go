@@ -1,0 +1,167 @@
+package mcpserver
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/session"
+)
+
+// Instructions returns the server's instructions for the session called
+// name running as sp: the text a client gives the model about the server
+// (InitializeResult.instructions, MCP specification 2025-11-25,
+// basic/lifecycle; the server/discover result in 2026-07-28). It is
+// generated from the live settings, so it tells the model where it is:
+// backend, profile, working directory, what is writable, network or none,
+// limits, that /tmp is fresh for each command while $TMPDIR persists, and
+// how to run something in the background. specErr, when set, is why the
+// settings could not be read; sp may then be nil.
+func Instructions(name string, sp *session.Spec, specErr error) string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+
+	if sp == nil || sp.Backend == nil {
+		p("corral runs your shell commands and code on this machine inside a sandbox, in the session %q.", name)
+		if specErr != nil {
+			p("Its settings cannot be read right now (%v), so commands will fail until the person running corral fixes them.", specErr)
+		}
+		p("")
+		usage(p)
+		return strings.TrimRight(b.String(), "\n")
+	}
+
+	wd := sp.Workdir
+	if wd == "" {
+		wd = sp.Backend.DefaultCwd()
+	}
+	if wd == "" {
+		wd = "the directory corral was started in"
+	}
+	if sp.Backend.Name() == "local" {
+		p("corral runs your shell commands and code directly on this machine, WITHOUT a sandbox (backend local), in the session %q: they have the rights of the user running corral, and profiles, binds and resource limits do not apply.", name)
+		p("")
+		p("- Working directory: %s.", wd)
+		p("- Wall-clock limit: %s per command (bash's timeout_s changes it for one call).", human(sp.Timeout))
+		p("- Output beyond %s is cut in the middle (the head and the tail are kept).", bytesText(sp.OutputLimit))
+		p("")
+		usage(p)
+		return strings.TrimRight(b.String(), "\n")
+	}
+
+	profile := sp.Profile
+	if profile == "" {
+		profile = sandbox.DefaultProfile
+	}
+	p("corral runs your shell commands and code on this machine inside a %s sandbox, in the session %q, under the %s profile.", sp.Backend.Name(), name, profile)
+	p("")
+	p("Where you are:")
+	if profile.Writable() {
+		p("- Working directory: %s. It is writable. The rest of the host's filesystem is visible but read-only (writes fail with \"Read-only file system\").", wd)
+	} else {
+		p("- Working directory: %s. It is read-only under the restricted profile, like the rest of the host's filesystem (writes fail with \"Read-only file system\").", wd)
+	}
+	var writable, readonly []string
+	for _, bd := range sp.Binds {
+		if bd.ReadOnly {
+			readonly = append(readonly, bd.Target())
+		} else if profile.Writable() {
+			writable = append(writable, bd.Target())
+		} else {
+			readonly = append(readonly, bd.Target())
+		}
+	}
+	if profile.Writable() {
+		writable = append(writable, "$TMPDIR (this session's scratch directory)")
+		if sp.SessionHome {
+			writable = append(writable, "$HOME (a home directory of this session's own)")
+		}
+	}
+	writable = append(writable, "/tmp and /dev/shm")
+	p("- Writable: %s.", strings.Join(writable, ", "))
+	if len(readonly) > 0 {
+		p("- Also mounted, read-only: %s.", strings.Join(readonly, ", "))
+	}
+	tmp := sp.TmpSizeMB
+	if tmp <= 0 {
+		tmp = 512
+	}
+	if profile.Writable() {
+		p("- /tmp is fresh and empty for every command (%d MiB): nothing left there survives the command. $TMPDIR persists between this session's commands: keep scratch files there.", tmp)
+	} else {
+		p("- /tmp is fresh and empty for every command (%d MiB): nothing left there survives the command. $TMPDIR is this session's scratch directory, read-only under this profile.", tmp)
+	}
+	p("- Hidden: credentials (~/.ssh, cloud and package-registry tokens, keyrings) and the dot files of the home directory that are not allowed; secrets are removed from the environment. A hidden path looks missing.")
+	if profile.HostNetwork() {
+		p("- Network: the host's network (downloads and package installs work; services on the host's 127.0.0.1 are reachable).")
+	} else {
+		p("- Network: none. Only a private loopback exists, so downloads, package installs and git fetches fail; use what is installed or already in the working directory.")
+	}
+	p("- Limits: %s of wall-clock time per command (bash's timeout_s changes it for one call); %s. A command that hits a limit is killed and the result names the setting that raises it. Output beyond %s is cut in the middle (the head and the tail are kept).",
+		human(sp.Timeout), limitsText(sp.Limits), bytesText(sp.OutputLimit))
+	p("")
+	usage(p)
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// usage writes how to use the tools.
+func usage(p func(string, ...any)) {
+	p("How to work:")
+	p("- bash runs one command line with bash. cd and exported variables carry over to the next call, as in one terminal; this session's commands run one at a time. Nothing waits for input: stdin is empty, PAGER=cat, git never prompts.")
+	p("- For servers, watchers and anything that runs long: bash with background: true returns an id at once; read its output with bash_output {id} (call again for more; the result says whether it still runs and its exit code) and stop it with bash_kill {id}. A background command starts in the current directory, does not change cwd or variables, and ends with the session.")
+	p("- run_code {code, language: python | bash | node} runs a script file with the same limits and returns its output.")
+	p("- A failed call says why and what to do; a non-zero exit_code is the command's own result, not a failure of corral.")
+}
+
+// limitsText renders the per-process limits.
+func limitsText(l sandbox.Limits) string {
+	var parts []string
+	if l.MemoryMB > 0 {
+		parts = append(parts, fmt.Sprintf("%d MiB of address space per process", l.MemoryMB))
+	} else {
+		parts = append(parts, "no memory limit")
+	}
+	if l.CPUSeconds > 0 {
+		parts = append(parts, fmt.Sprintf("%d s of CPU time per process", l.CPUSeconds))
+	} else {
+		parts = append(parts, "no CPU time limit")
+	}
+	if l.MaxProcs > 0 {
+		parts = append(parts, fmt.Sprintf("%d processes and threads", l.MaxProcs))
+	} else {
+		parts = append(parts, "no process limit")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// human renders a duration as "3 min", "90 s" or "1 h 30 min".
+func human(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "no limit"
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%d h", d/time.Hour)
+	case d >= time.Hour && d%time.Minute == 0:
+		return fmt.Sprintf("%d h %d min", d/time.Hour, (d%time.Hour)/time.Minute)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%d min", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%d s", d/time.Second)
+	}
+	return d.String()
+}
+
+// bytesText renders a byte count as "64 KiB" or "1000 bytes".
+func bytesText(n int) string {
+	if n <= 0 {
+		n = 64 << 10
+	}
+	switch {
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

@@ -1,0 +1,120 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/session"
+)
+
+// fakeBackend is a backend that runs nothing, for the instructions.
+type fakeBackend struct{ name, cwd string }
+
+func (b fakeBackend) Name() string       { return b.name }
+func (b fakeBackend) DefaultCwd() string { return b.cwd }
+func (b fakeBackend) Run(context.Context, *sandbox.Request) (*sandbox.Result, error) {
+	return nil, errors.New("fake")
+}
+
+func TestInstructions(t *testing.T) {
+	base := session.Spec{
+		Backend: fakeBackend{name: "bwrap"}, Profile: sandbox.ProfileWorkspace, Workdir: "/src/proj",
+		Limits: sandbox.DefaultLimits, Timeout: 180 * time.Second, OutputLimit: 64 << 10, TmpSizeMB: 512,
+	}
+	with := func(edit func(*session.Spec)) *session.Spec {
+		sp := base
+		edit(&sp)
+		return &sp
+	}
+	tests := []struct {
+		name    string
+		spec    *session.Spec
+		err     error
+		want    []string
+		notWant []string
+	}{
+		{"workspace", &base, nil, []string{
+			`inside a bwrap sandbox, in the session "s1", under the workspace profile`,
+			"Working directory: /src/proj. It is writable",
+			"Writable: $TMPDIR (this session's scratch directory), /tmp and /dev/shm.",
+			"/tmp is fresh and empty for every command (512 MiB)",
+			"$TMPDIR persists between this session's commands",
+			"Network: none",
+			"3 min of wall-clock time per command",
+			"256 MiB of address space per process, 30 s of CPU time per process, 256 processes and threads",
+			"Output beyond 64 KiB is cut",
+			"background: true returns an id",
+			"bash_output {id}", "bash_kill {id}", "run_code",
+			"cd and exported variables carry over",
+		}, []string{"host's network", "read-only under the restricted profile"}},
+		{"network", with(func(s *session.Spec) { s.Profile = sandbox.ProfileNetwork }), nil,
+			[]string{"under the network profile", "Network: the host's network"}, []string{"Network: none"}},
+		{"restricted", with(func(s *session.Spec) { s.Profile = sandbox.ProfileRestricted }), nil,
+			[]string{"It is read-only under the restricted profile", "Writable: /tmp and /dev/shm.", "$TMPDIR is this session's scratch directory, read-only", "Network: none"},
+			[]string{"$TMPDIR persists", "It is writable"}},
+		{"binds and session home", with(func(s *session.Spec) {
+			s.Binds = []sandbox.Bind{{Src: "/data", ReadOnly: true}, {Src: "/srv/out", Dest: "/out"}}
+			s.SessionHome = true
+		}), nil, []string{"Writable: /out, $TMPDIR (this session's scratch directory), $HOME (a home directory of this session's own), /tmp and /dev/shm.", "Also mounted, read-only: /data."}, nil},
+		{"no limits", with(func(s *session.Spec) { s.Limits = sandbox.Limits{}; s.Timeout = 90 * time.Second }), nil,
+			[]string{"90 s of wall-clock time", "no memory limit, no CPU time limit, no process limit"}, nil},
+		{"default cwd", with(func(s *session.Spec) { s.Workdir = "" }), nil, []string{"Working directory: the directory corral was started in."}, nil},
+		{"local backend", with(func(s *session.Spec) { s.Backend = fakeBackend{name: "local"} }), nil,
+			[]string{"WITHOUT a sandbox (backend local)", "Working directory: /src/proj.", "3 min per command"}, []string{"Network: none", "under the workspace profile"}},
+		{"settings cannot be read", nil, errors.New("memory_mb: \"lots\" is not a whole number"), []string{`in the session "s1"`, "settings cannot be read right now (memory_mb", "bash_output"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Instructions("s1", tc.spec, tc.err)
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("instructions lack %q:\n%s", w, got)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(got, w) {
+					t.Errorf("instructions hold %q:\n%s", w, got)
+				}
+			}
+			if len(got) > 4000 {
+				t.Errorf("instructions are %d bytes; keep them short, the model reads them on every connection", len(got))
+			}
+		})
+	}
+}
+
+// TestInstructionsOverMCP: the client receives the instructions of the
+// live settings, and a change of the settings shows in the next server.
+func TestInstructionsOverMCP(t *testing.T) {
+	f := newFixture(t)
+	got := f.connect(nil).InitializeResult().Instructions
+	for _, w := range []string{"under the workspace profile", "Working directory: " + f.work, "1 min of wall-clock time", "Output beyond 16 KiB"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("instructions lack %q:\n%s", w, got)
+		}
+	}
+	f.mu.Lock()
+	f.spec.Profile = sandbox.ProfileNetwork
+	f.mu.Unlock()
+	if got := f.connect(nil).InitializeResult().Instructions; !strings.Contains(got, "under the network profile") {
+		t.Errorf("instructions after the settings changed:\n%s", got)
+	}
+}
+
+func TestHuman(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "no limit"}, {90 * time.Second, "90 s"}, {3 * time.Minute, "3 min"}, {time.Hour, "1 h"},
+		{90 * time.Minute, "1 h 30 min"}, {1500 * time.Millisecond, "1.5s"},
+	} {
+		if got := human(tc.d); got != tc.want {
+			t.Errorf("human(%s) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/session"
+)
+
+func TestValidSessionName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"tg:12345", true},
+		{"dir:/home/u/src/proj", true},
+		{"chat with spaces é", true},
+		{"", false},
+		{strings.Repeat("a", 256), true},
+		{strings.Repeat("a", 257), false},
+		{"a\nb", false},
+		{"a\x00b", false},
+		{"\xff", false},
+	} {
+		if err := ValidSessionName(tc.name); (err == nil) != tc.ok {
+			t.Errorf("ValidSessionName(%.40q) = %v, want ok %v", tc.name, err, tc.ok)
+		}
+	}
+}
+
+func TestDirSessionName(t *testing.T) {
+	if got := DirSessionName("/home/u/src/proj/"); got != "dir:/home/u/src/proj" {
+		t.Errorf("DirSessionName = %q", got)
+	}
+	long := "/" + strings.Repeat("é", 200) + "/end"
+	got := DirSessionName(long)
+	if err := ValidSessionName(got); err != nil || !strings.HasSuffix(got, "/end") || !strings.HasPrefix(got, "dir:…") {
+		t.Errorf("DirSessionName(long) = %q, %v", got, err)
+	}
+}
+
+func TestDefaultSessionName(t *testing.T) {
+	rule := DefaultSessionName("fallback")
+	header := func(v string) *mcp.RequestExtra { return &mcp.RequestExtra{Header: http.Header{SessionHeader: {v}}} }
+	for _, tc := range []struct {
+		name    string
+		extra   *mcp.RequestExtra
+		want    string
+		wantErr string
+	}{
+		{"stdio: no extra", nil, "fallback", ""},
+		{"no header", &mcp.RequestExtra{Header: http.Header{}}, "fallback", ""},
+		{"header", header("tg:42"), "tg:42", ""},
+		{"bad header", header("a\tb"), "", "does not name a session"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := rule(&mcp.CallToolRequest{Extra: tc.extra})
+			if got != tc.want || (err != nil) != (tc.wantErr != "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("rule = %q, %v; want %q, %q", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+	if _, err := DefaultSessionName("")(&mcp.CallToolRequest{}); err == nil || !strings.Contains(err.Error(), SessionHeader) {
+		t.Errorf("no fallback: %v, want an error naming the header", err)
+	}
+}
+
+func TestToolError(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want []string
+	}{
+		{context.Canceled, []string{"cancelled", "every process it started were ended"}},
+		{session.ErrClosed, []string{"has been closed", "nothing was run"}},
+		{fmt.Errorf("%w: bwrap not found; apt install bubblewrap", sandbox.ErrUnavailable), []string{"no sandbox can be had", "bwrap not found; apt install bubblewrap", "corral doctor"}},
+		{fmt.Errorf("%w: the working directory / is refused", sandbox.ErrPolicy), []string{"refused by corral's sandbox policy", "the working directory / is refused", "nothing was run"}},
+		{fmt.Errorf("%w: empty command", sandbox.ErrBadRequest), []string{"empty command"}},
+		{&config.ValueError{Key: "memory_mb", Value: "lots", Reason: "is not a number"}, []string{"corral's settings are invalid", "memory_mb", "corral config list"}},
+		{errors.New("disk on fire"), []string{"corral could not run it: disk on fire"}},
+		{&ToolError{Msg: "as is"}, []string{"as is"}},
+	} {
+		got := toolError(tc.err)
+		var te *ToolError
+		if !errors.As(got, &te) {
+			t.Errorf("toolError(%v) = %T, want *ToolError", tc.err, got)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(got.Error(), w) {
+				t.Errorf("toolError(%v) = %q, want it to contain %q", tc.err, got, w)
+			}
+		}
+		if !errors.Is(got, tc.err) && te.Err != nil {
+			t.Errorf("toolError(%v) does not wrap it", tc.err)
+		}
+	}
+}
+
+// TestUnavailableSandbox: a backend that cannot build sandboxes gives a
+// tool error that says nothing ran and who can fix it.
+func TestUnavailableSandbox(t *testing.T) {
+	dir := t.TempDir()
+	m := session.NewManager(session.Options{StateDir: dir, Resolve: func(string) (*session.Spec, error) {
+		return &session.Spec{Backend: unavailable{}, Workdir: dir, Timeout: 5e9}, nil
+	}})
+	defer m.Close()
+	srv, err := New(Options{Manager: m, DefaultSession: "u"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.MCPServer("u").Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "v0"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"bash", map[string]any{"command": "true"}},
+		{"run_code", map[string]any{"code": "print(1)"}},
+	} {
+		r := callTool(t, cs, tc.tool, tc.args)
+		if !r.isError || !strings.Contains(r.text, "no sandbox can be had") || !strings.Contains(r.text, "corral doctor") {
+			t.Errorf("%s with no sandbox = %+v", tc.tool, r)
+		}
+	}
+}
+
+// unavailable is a backend for which no sandbox can be had.
+type unavailable struct{}
+
+func (unavailable) Name() string       { return "bwrap" }
+func (unavailable) DefaultCwd() string { return "" }
+func (unavailable) Run(context.Context, *sandbox.Request) (*sandbox.Result, error) {
+	return nil, fmt.Errorf("%w: bwrap is missing; install bubblewrap", sandbox.ErrUnavailable)
+}

@@ -1,0 +1,182 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/session"
+)
+
+// BashOutputInput are the arguments of the bash_output tool.
+type BashOutputInput struct {
+	// ID names the background process (bash with background: true).
+	ID string `json:"id" jsonschema:"id of a background process, as bash returned it (bg-1)"`
+	// Offset is the byte offset to read from; absent means where the
+	// previous bash_output call for this id stopped (0 the first time).
+	Offset *int64 `json:"offset,omitempty" jsonschema:"byte offset of the output to read from; default: where the previous bash_output call for this id stopped (0 the first time)"`
+}
+
+// BashOutputResult is what bash_output returns: a chunk of a background
+// process's output (at most 64 KiB) and whether it still runs.
+type BashOutputResult struct {
+	// ID names the background process.
+	ID string `json:"id" jsonschema:"the background process"`
+	// Output is the output from Offset to NextOffset, valid UTF-8.
+	Output string `json:"output" jsonschema:"output from offset to next_offset, stdout and stderr interleaved"`
+	// Offset is where Output starts, in bytes from the start of the
+	// process's output: past the requested offset when older output was
+	// dropped (SkippedBytes says how much).
+	Offset int64 `json:"offset" jsonschema:"byte offset where output starts"`
+	// NextOffset is the offset to read from next time.
+	NextOffset int64 `json:"next_offset" jsonschema:"byte offset to pass next time for the output that follows"`
+	// SkippedBytes is how many bytes before Offset were dropped: past
+	// 64 MiB only the newest output is kept.
+	SkippedBytes int64 `json:"skipped_bytes,omitempty" jsonschema:"bytes before offset that were dropped (only the newest output is kept past 64 MiB)"`
+	// More is set when output beyond NextOffset is already there.
+	More bool `json:"more,omitempty" jsonschema:"more output is already available: call again with next_offset"`
+	// Running is false once the process has ended; ExitCode, TimedOut,
+	// LimitHit and Error then say how.
+	Running bool `json:"running" jsonschema:"the process is still running"`
+	// ExitCode is the exit status once the process has ended (128+N for
+	// signal N); absent while it runs.
+	ExitCode *int `json:"exit_code,omitempty" jsonschema:"exit status, once it has ended (128+N for signal N)"`
+	// TimedOut is set when its timeout_s ended it.
+	TimedOut bool `json:"timed_out,omitempty" jsonschema:"its timeout ended it"`
+	// LimitHit names the resource limit that ended it: "cpu", "memory" or
+	// "procs".
+	LimitHit string `json:"limit_hit,omitempty" jsonschema:"the resource limit that ended it: cpu, memory or procs"`
+	// Error says why it could not run at all (no sandbox), if so.
+	Error string `json:"error,omitempty" jsonschema:"why it could not run, if it could not"`
+	// InvalidUTF8 says that bytes that are not UTF-8 were replaced by
+	// U+FFFD.
+	InvalidUTF8 bool `json:"invalid_utf8,omitempty" jsonschema:"bytes that are not UTF-8 were replaced by U+FFFD"`
+}
+
+func (s *Server) bashOutputTool() Tool {
+	return newTool(s, &mcp.Tool{
+		Name:  "bash_output",
+		Title: "Read a background command's output",
+		Description: "Read the output of a background process started by bash with background: true: at most 64 KiB from offset (default: where the previous call stopped), " +
+			"whether it still runs, and its exit code once it has ended. Call again with next_offset for more.",
+		Annotations: &mcp.ToolAnnotations{Title: "bash_output", ReadOnlyHint: true, OpenWorldHint: ptr(false)},
+	}, nil, s.bashOutput)
+}
+
+func (s *Server) bashOutput(_ context.Context, c *call, in BashOutputInput) (*mcp.CallToolResult, BashOutputResult, error) {
+	var zero BashOutputResult
+	if err := checkID(in.ID); err != nil {
+		return nil, zero, err
+	}
+	key := c.sess.Name() + "\x00" + in.ID
+	var off int64
+	if in.Offset != nil {
+		if *in.Offset < 0 {
+			return nil, zero, badInput("offset is %d; it must be 0 or more (leave it out to continue where the previous call stopped)", *in.Offset)
+		}
+		off = *in.Offset
+	} else {
+		s.mu.Lock()
+		off = s.offsets[key]
+		s.mu.Unlock()
+	}
+	ch, err := c.sess.Output(in.ID, off)
+	if err != nil {
+		return nil, zero, unknownProcess(c.sess, in.ID, err)
+	}
+	out := BashOutputResult{
+		ID: in.ID, Output: ch.Data, Offset: ch.Offset, NextOffset: ch.Next, SkippedBytes: ch.Skipped,
+		Running: ch.Running, TimedOut: ch.TimedOut, LimitHit: ch.LimitHit, Error: ch.Error, InvalidUTF8: ch.InvalidUTF8,
+	}
+	live := map[string]bool{}
+	for _, p := range c.sess.List() {
+		live[c.sess.Name()+"\x00"+p.ID] = true
+		if p.ID == in.ID {
+			out.More = p.Bytes > ch.Next
+		}
+	}
+	if !ch.Running {
+		code := ch.ExitCode
+		out.ExitCode = &code
+	}
+	s.mu.Lock()
+	s.offsets[key] = ch.Next
+	// Forget the offsets of this session's processes that it has forgotten.
+	for k := range s.offsets {
+		if strings.HasPrefix(k, c.sess.Name()+"\x00") && !live[k] {
+			delete(s.offsets, k)
+		}
+	}
+	s.mu.Unlock()
+
+	var b strings.Builder
+	b.WriteString(ch.Data)
+	if ch.Data != "" && !strings.HasSuffix(ch.Data, "\n") {
+		b.WriteString("\n")
+	}
+	if ch.Skipped > 0 {
+		fmt.Fprintf(&b, "[corral: %d older bytes were dropped before offset %d]\n", ch.Skipped, ch.Offset)
+	}
+	switch {
+	case ch.Error != "":
+		fmt.Fprintf(&b, "[corral: %s could not run: %s]", in.ID, ch.Error)
+	case ch.Running:
+		fmt.Fprintf(&b, "[corral: %s is still running · next_offset %d", in.ID, ch.Next)
+		if out.More {
+			b.WriteString(" · more output is ready: call again")
+		}
+		b.WriteString("]")
+	default:
+		fmt.Fprintf(&b, "[corral: %s has ended with exit code %d", in.ID, ch.ExitCode)
+		if ch.TimedOut {
+			b.WriteString(" (its timeout ended it)")
+		}
+		if ch.LimitHit != "" {
+			fmt.Fprintf(&b, " (it hit the %s limit)", ch.LimitHit)
+		}
+		fmt.Fprintf(&b, " · next_offset %d", ch.Next)
+		if out.More {
+			b.WriteString(" · more output is ready: call again")
+		}
+		b.WriteString("]")
+	}
+	return textResult(b.String()), out, nil
+}
+
+// checkID refuses an empty or implausible background process id.
+func checkID(id string) error {
+	if strings.TrimSpace(id) == "" {
+		return badInput("id is empty; pass the id bash returned for a background command (bg-1)")
+	}
+	if len(id) > 64 || strings.IndexByte(id, 0) >= 0 {
+		return badInput("id %.64q is not a background process id; pass the id bash returned (bg-1)", id)
+	}
+	return nil
+}
+
+// unknownProcess words a failed lookup of a background process, listing
+// the ones the session has.
+func unknownProcess(sess *session.Session, id string, err error) error {
+	if !errors.Is(err, sandbox.ErrBadRequest) {
+		return err
+	}
+	var ids []string
+	for _, p := range sess.List() {
+		state := "ended"
+		if p.Running {
+			state = "running"
+		}
+		ids = append(ids, fmt.Sprintf("%s (%s: %.40q)", p.ID, state, p.Command))
+	}
+	msg := fmt.Sprintf("this session has no background process %q", id)
+	if len(ids) == 0 {
+		msg += " and none at all (start one with bash and background: true)"
+	} else {
+		msg += "; it has " + strings.Join(ids, ", ")
+	}
+	return &ToolError{Msg: msg + ". An ended process is forgotten some minutes after its output was read to the end.", Err: err}
+}

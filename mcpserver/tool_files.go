@@ -1,0 +1,30 @@
+package mcpserver
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/corralhq/corral/sandboxfs"
+)
+
+// files returns the session's file client (package sandboxfs: one
+// long-lived sandbox per session with the same view as its commands).
+func (c *call) files() (*sandboxfs.Client, error) {
+	fc, err := sandboxfs.For(c.sess)
+	if err != nil {
+		return nil, toolError(err)
+	}
+	return fc, nil
+}
+
+// fileError words a file operation's failure for the model.
+func fileError(err error) error {
+	var fe *sandboxfs.Error
+	if errors.As(err, &fe) {
+		return &ToolError{Msg: fe.Message, Err: err}
+	}
+	if errors.Is(err, sandboxfs.ErrUnavailable) {
+		return &ToolError{Msg: fmt.Sprintf("the file tools' sandbox could not be reached (%v); use bash (cat, sed) for now, and tell the person running corral", err), Err: err}
+	}
+	return toolError(err)
+}

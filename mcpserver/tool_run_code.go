@@ -1,0 +1,173 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/corralhq/corral/session"
+)
+
+// maxCodeBytes bounds run_code's code: it goes to a file, so it may be
+// longer than a command line.
+const maxCodeBytes = 1 << 20
+
+// RunCodeInput are the arguments of the run_code tool.
+type RunCodeInput struct {
+	// Code is the program text.
+	Code string `json:"code" jsonschema:"the program to run, as the text of a script file"`
+	// Language picks the interpreter: python (python3), bash or node.
+	Language string `json:"language,omitempty" jsonschema:"interpreter: python (python3, the default), bash or node"`
+	// TimeoutS, when set, replaces the timeout setting for this run, in
+	// seconds; greater than 0 and at most 86400.
+	TimeoutS *float64 `json:"timeout_s,omitempty" jsonschema:"seconds after which the program and every process it started are killed; default: the server's timeout setting"`
+}
+
+// interpreter is how run_code runs one language.
+type interpreter struct {
+	ext      string
+	commands []string // tried in order; the first found on PATH runs the file
+}
+
+// interpreters are run_code's languages.
+var interpreters = map[string]interpreter{
+	"python": {ext: ".py", commands: []string{"python3", "python"}},
+	"bash":   {ext: ".sh", commands: []string{"bash"}},
+	"node":   {ext: ".js", commands: []string{"node", "nodejs"}},
+}
+
+// languages lists interpreters' keys in the order the schema shows them.
+var languages = []string{"python", "bash", "node"}
+
+// noInterpreter starts the line the script wrapper prints when no
+// interpreter of the language is on the sandbox's PATH.
+const noInterpreter = "corral-run_code: no interpreter: "
+
+func (s *Server) runCodeTool() Tool {
+	return newTool(s, &mcp.Tool{
+		Name:  "run_code",
+		Title: "Run a script in the sandbox",
+		Description: "Run a program (python by default, bash or node) in this session's sandbox: the code is written to a script file of its own and run by the interpreter " +
+			"in the session's current directory, with the same limits as bash. Returns the exit code and output. Use it for multi-line programs and anything too long for one command line.",
+		Annotations: &mcp.ToolAnnotations{Title: "run_code", DestructiveHint: ptr(true), OpenWorldHint: ptr(true)},
+	}, func(sc *jsonschema.Schema) {
+		if p := sc.Properties["language"]; p != nil {
+			for _, l := range languages {
+				p.Enum = append(p.Enum, l)
+			}
+			p.Default = json.RawMessage(`"python"`)
+		}
+	}, s.runCode)
+}
+
+func (s *Server) runCode(ctx context.Context, c *call, in RunCodeInput) (*mcp.CallToolResult, CommandResult, error) {
+	var zero CommandResult
+	lang := in.Language
+	if lang == "" {
+		lang = "python"
+	}
+	ip, ok := interpreters[lang]
+	if !ok {
+		return nil, zero, badInput("language %q is not one of %s", lang, strings.Join(languages, ", "))
+	}
+	switch {
+	case strings.TrimSpace(in.Code) == "":
+		return nil, zero, badInput("code is empty; give the program to run")
+	case len(in.Code) > maxCodeBytes:
+		return nil, zero, badInput("code is %s long; at most %s is accepted: write the program into files with a file tool and run it with bash", sizeText(int64(len(in.Code))), sizeText(maxCodeBytes))
+	case strings.IndexByte(in.Code, 0) >= 0:
+		return nil, zero, badInput("code contains a NUL byte; a script file cannot hold one (write \"\\0\" escapes instead)")
+	}
+	timeout, err := timeoutArg(in.TimeoutS)
+	if err != nil {
+		return nil, zero, err
+	}
+	if lang == "bash" {
+		if ask, err := s.approve(ctx, c, in.Code); err != nil || ask != nil {
+			return ask, zero, err
+		}
+	}
+	file, err := writeScript(c.sess, ip.ext, in.Code)
+	if err != nil {
+		return nil, zero, err
+	}
+	defer os.Remove(file)
+
+	stop := c.progress(ctx, "run_code", effectiveTimeout(c, timeout))
+	r, err := c.sess.Exec(ctx, session.ExecRequest{Command: scriptCommand(ip, file), Timeout: timeout})
+	stop()
+	if err != nil {
+		return nil, zero, err
+	}
+	if r.ExitCode == 127 && strings.Contains(r.Output.Text, noInterpreter) {
+		return nil, zero, &ToolError{Msg: fmt.Sprintf("%s is not installed in the sandbox (none of %s is on its PATH), so the code was not run. Use another language (%s), or check what is installed with bash (command -v python3 node).",
+			lang, strings.Join(ip.commands, ", "), strings.Join(otherLanguages(lang), ", "))}
+	}
+	return commandResult(r)
+}
+
+// writeScript writes code to a file of its own in the session's scratch
+// directory, which the sandbox sees at the same path, and returns the
+// path.
+func writeScript(sess *session.Session, ext, code string) (string, error) {
+	dir := filepath.Join(sess.ScratchDir(), ".corral-code")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("creating the script directory: %w", err)
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	f, err := os.CreateTemp(dir, "code-*"+ext)
+	if err != nil {
+		return "", fmt.Errorf("creating the script file: %w", err)
+	}
+	if _, err := f.WriteString(code); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return "", fmt.Errorf("writing the script file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("writing the script file: %w", err)
+	}
+	return f.Name(), nil
+}
+
+// scriptCommand is the command line that runs file with the first of
+// ip.commands on the sandbox's PATH, or says that none is there (exit
+// status 127, as a shell does for a missing command).
+func scriptCommand(ip interpreter, file string) string {
+	var b strings.Builder
+	for i, cmd := range ip.commands {
+		if i == 0 {
+			b.WriteString("if ")
+		} else {
+			b.WriteString("elif ")
+		}
+		fmt.Fprintf(&b, "command -v %s >/dev/null 2>&1; then %s %s; ", cmd, cmd, shellQuote(file))
+	}
+	fmt.Fprintf(&b, "else printf '%%s\\n' %s >&2; exit 127; fi", shellQuote(noInterpreter+strings.Join(ip.commands, " ")))
+	return b.String()
+}
+
+// shellQuote quotes s for bash as one word.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// otherLanguages lists run_code's languages other than lang.
+func otherLanguages(lang string) []string {
+	var out []string
+	for _, l := range languages {
+		if l != lang {
+			out = append(out, l)
+		}
+	}
+	return out
+}
