@@ -38,8 +38,17 @@ type Entry struct {
 func entry(s *Settings, k *Key) Entry {
 	v, _ := s.Value(k.Name)
 	src, where := s.Source(k.Name)
-	return Entry{Key: k.Name, Value: jsonValue(v), Text: format(v), Source: src, Origin: where, Doc: k.Doc}
+	e := Entry{Key: k.Name, Value: jsonValue(v), Text: format(v), Source: src, Origin: where, Doc: k.Doc}
+	if secretKeys[k.Name] && e.Text != "" {
+		// Shown only as set or not: `config list` output ends up in
+		// terminals, logs and bug reports.
+		e.Value, e.Text = "(set, hidden)", "(set, hidden)"
+	}
+	return e
 }
+
+// secretKeys are settings whose values `corral config get/list` never print.
+var secretKeys = map[string]bool{"token": true}
 
 // Get returns the effective value of key, as [Load] computes it from the
 // file at path ("" as for Load) and the process environment. Errors are an
@@ -185,6 +194,8 @@ func valueNode(k *Key, text string, v any) (*yaml.Node, error) {
 		out = v.([]string)
 	case KindBinds:
 		out = v.([]sandbox.Bind)
+	case KindRoutes:
+		out = v.([]Route)
 	default:
 		return nil, fmt.Errorf("config: key %s has a kind Set does not know", k.Name)
 	}

@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -212,5 +214,21 @@ func TestListenAndToken(t *testing.T) {
 	s, err := Load(missing(t), env("CORRAL_TOKEN=abcdefghijklmnopqrstuvwxyz"))
 	if err != nil || s.Token != "abcdefghijklmnopqrstuvwxyz" {
 		t.Errorf("Load with CORRAL_TOKEN = %+v, %v", s, err)
+	}
+}
+
+// routes can be set from the command line, and the token is never printed.
+func TestSetRoutesAndHiddenToken(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := Set(p, "routes", `[{sessions: "tg:*", profile: workspace}]`); err != nil {
+		t.Fatalf("Set routes: %v", err)
+	}
+	e, err := get(p, "routes", nil)
+	if err != nil || !strings.Contains(e.Text, "tg:*") {
+		t.Errorf("routes: %v %+v", err, e)
+	}
+	e, err = get(p, "token", []string{"CORRAL_TOKEN=abcdefghijklmnopqrstuv"})
+	if err != nil || strings.Contains(e.Text, "abcdef") || strings.Contains(fmt.Sprint(e.Value), "abcdef") {
+		t.Errorf("token shown: %v %+v", err, e)
 	}
 }

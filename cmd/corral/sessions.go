@@ -30,7 +30,8 @@ func newManager(g *globalOptions, o *runOptions, logger *slog.Logger) *session.M
 			if err != nil {
 				return nil, err
 			}
-			return specFor(st, o, logger)
+			// routes pick backend and profile by session name; flags win.
+			return specFor(st.ForSession(name), o, logger)
 		},
 	})
 }
