@@ -17,11 +17,12 @@ import (
 // Mcp-Protocol-Version header and no Mcp-Session-Id.
 const StatelessProtocolVersion = "2026-07-28"
 
-// DefaultMaxRequestBytes bounds an HTTP request body: 16 MiB, the bound
-// the SDK's stdio transport puts on one message, so that an oversized
-// argument is answered by the tool (with a message saying so) the same way
-// over both transports.
-const DefaultMaxRequestBytes = 16 << 20
+// DefaultMaxRequestBytes bounds one request: an HTTP body, and one stdio
+// frame (corral mcp sets the SDK's StdioTransport.MaxLineLength to it), 64
+// MiB, so that an oversized argument (write_file takes 10 MB) is answered
+// by the tool with a message saying so over both transports. Past it, HTTP
+// answers 413 and the SDK ends a stdio connection.
+const DefaultMaxRequestBytes = 64 << 20
 
 // HTTPOptions configure [Server.HTTPHandler].
 type HTTPOptions struct {

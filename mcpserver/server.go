@@ -343,7 +343,15 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if strings.HasPrefix(method, "prompts/") || strings.HasPrefix(method, "resources/") {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "corral serves tools only: " + method + " is not supported"}
 		}
+		start := time.Now()
 		res, err := next(ctx, method, req)
+		if method == "tools/call" && err != nil {
+			// A call the SDK refused before any tool ran (an unknown tool):
+			// audited all the same.
+			if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil {
+				s.record(s.sessionOf(r), r.Params.Name, r, nil, time.Since(start), err)
+			}
+		}
 		if method != "tools/call" || err != nil {
 			return res, err
 		}
@@ -361,6 +369,9 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		msg := s.argumentError(name, cr.GetError())
 		s.log.Info("mcp.tool.rejected", "tool", name, "error", cr.GetError().Error())
+		if r, ok := req.(*mcp.CallToolRequest); ok {
+			s.record(s.sessionOf(r), name, r, nil, time.Since(start), errors.New(msg))
+		}
 		cr.Content = []mcp.Content{&mcp.TextContent{Text: msg}}
 		return cr, nil
 	}
@@ -438,4 +449,13 @@ func exitCodeOf(out any) *int {
 		return r.ExitCode
 	}
 	return nil
+}
+
+// sessionOf names the corral session of a request, or "" when it cannot.
+func (s *Server) sessionOf(req *mcp.CallToolRequest) string {
+	name, err := s.opts.SessionName(req)
+	if err != nil {
+		return ""
+	}
+	return name
 }

@@ -394,7 +394,7 @@ func (s *server) search(req *request) (*SearchResult, error) {
 		res.Tool = "rg"
 		argv = []string{rg, "--no-heading", "--line-number", "--color=never", "--no-messages"}
 		if mode == "files" {
-			argv = []string{rg, "--files-with-matches", "--color=never", "--no-messages"}
+			argv = []string{rg, "--files-with-matches", "--null", "--color=never", "--no-messages"}
 		}
 		if req.Glob != "" {
 			argv = append(argv, "--glob", req.Glob)
@@ -404,7 +404,7 @@ func (s *server) search(req *request) (*SearchResult, error) {
 		res.Tool = "grep"
 		argv = []string{"grep", "-rnIE", "--color=never", "-s"}
 		if mode == "files" {
-			argv = []string{"grep", "-rlIE", "--color=never", "-s"}
+			argv = []string{"grep", "-rlIEZ", "--color=never", "-s"}
 		}
 		if req.Glob != "" {
 			argv = append(argv, "--include="+req.Glob)
@@ -427,7 +427,12 @@ func (s *server) search(req *request) (*SearchResult, error) {
 		return nil, &Error{Kind: ErrBadRequest, Message: fmt.Sprintf("%s could not search for %q (a bad regular expression?)", res.Tool, req.Pattern)}
 	}
 	size := 0
-	for _, line := range strings.Split(strings.TrimRight(out.String(), "\n"), "\n") {
+	sep := "\n"
+	if mode == "files" {
+		sep = "\x00" // names may hold newlines: --null / -Z separate them with NUL
+	}
+	for _, line := range strings.Split(strings.Trim(out.String(), "\n\x00"), sep) {
+		line = strings.TrimSuffix(line, "\n")
 		if line == "" {
 			continue
 		}

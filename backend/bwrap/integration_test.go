@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -690,4 +691,38 @@ func TestTimeoutGivesGrace(t *testing.T) {
 	if !o.res.TimedOut || !strings.Contains(o.stdout, "got-term") {
 		t.Errorf("timeout without grace: %s", o)
 	}
+}
+
+// Root can read every file: the system's secrets and other users'
+// credential stores read as empty or are hidden all the same.
+func TestRootSeesNoSystemSecrets(t *testing.T) {
+	e := newEnv(t)
+	o := e.sh(`head -c 100 /etc/shadow | wc -c; for k in /etc/ssh/ssh_host_*_key; do [ -e "$k" ] && head -c 10 "$k" | wc -c; done; echo done`)
+	for _, l := range strings.Fields(o.stdout) {
+		if l != "0" && l != "done" {
+			t.Errorf("a system secret is readable:\n%s", o)
+		}
+	}
+	if os.Getuid() != 0 {
+		return // other users' homes are protected by their own permissions
+	}
+	u, err := user.Lookup("corraltest")
+	if err != nil {
+		t.Logf("no second user (CI creates corraltest): other homes unchecked")
+		return
+	}
+	// A careless user's store: a world-readable key in an open directory.
+	dir := filepath.Join(u.HomeDir, ".aws")
+	os.MkdirAll(dir, 0o755)
+	if st, err := os.Stat(u.HomeDir); err == nil {
+		defer os.Chmod(u.HomeDir, st.Mode().Perm())
+	}
+	os.Chmod(u.HomeDir, 0o755)
+	key := filepath.Join(dir, "credentials")
+	if err := os.WriteFile(key, []byte("OTHER-USER-KEY"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	o = e.sh("cat " + key + " 2>&1; echo done")
+	mustNotContain(t, o, "OTHER-USER-KEY")
 }

@@ -613,6 +613,35 @@ func (p *planner) masks() {
 			hideDir(t)
 		}
 	}
+	// Secrets of the system that only root can read, and, when corral runs
+	// as root (who can read every home), the credential stores of the other
+	// users' homes.
+	for _, pat := range systemSecrets {
+		matches, _ := filepath.Glob(pat)
+		for _, m := range matches {
+			if st, err := os.Lstat(m); err == nil && st.Mode().IsRegular() {
+				hideFile(m)
+			}
+		}
+	}
+	if p.host.UID == 0 {
+		for _, h := range otherHomes(p.host.Home) {
+			for _, rel := range append(slices.Clone(credentialStores), credentialFiles...) {
+				abs := filepath.Join(h, rel)
+				if _, err := os.Lstat(abs); err != nil || !searchableByOthers(filepath.Dir(abs)) {
+					// Behind a directory only its owner can enter: root in
+					// the sandbox's user namespace has no power over files
+					// of unmapped users, so it cannot reach it (nor could
+					// bwrap mount over it).
+					continue
+				}
+				hide(abs)
+				if t, err := filepath.EvalSymlinks(abs); err == nil && t != abs {
+					hide(t)
+				}
+			}
+		}
+	}
 	for _, s := range p.host.MaskFiles {
 		if t, err := filepath.EvalSymlinks(s); err == nil {
 			if st, err := os.Stat(t); err == nil && !st.IsDir() {
@@ -620,6 +649,54 @@ func (p *planner) masks() {
 			}
 		}
 	}
+}
+
+// systemSecrets are files, readable by root only, that read as empty in
+// every sandbox: password hashes and the host's SSH private keys.
+var systemSecrets = []string{
+	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+	"/etc/ssh/ssh_host_*_key", "/etc/security/opasswd",
+}
+
+// searchableByOthers reports whether dir and every directory above it can be
+// entered by anyone (the "other" execute bit).
+func searchableByOthers(dir string) bool {
+	for d := dir; ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil || st.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == "/" {
+			return true
+		}
+	}
+}
+
+// otherHomes lists the home directories of the passwd database other than
+// home, that exist and are not /.
+func otherHomes(home string) []string {
+	data, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		return nil
+	}
+	seen := map[string]bool{home: true, "/": true, "": true}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) < 7 {
+			continue
+		}
+		h := filepath.Clean(f[5])
+		if r, err := filepath.EvalSymlinks(h); err == nil {
+			h = r
+		}
+		if seen[h] || !filepath.IsAbs(h) || !isDir(h) {
+			continue
+		}
+		seen[h] = true
+		out = append(out, h)
+	}
+	return out
 }
 
 // pin binds onto themselves the directories between the writable mount that
