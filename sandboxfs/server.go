@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/corralhq/corral/internal/atomicfile"
 )
 
 // Caps of the server's answers.
@@ -244,40 +246,10 @@ func (s *server) write(req *request) (*WriteResult, error) {
 	return &WriteResult{Path: real, Bytes: len(req.Content), Created: created}, nil
 }
 
-// writeAtomic replaces path by a new file with data (temporary file in the
-// same directory, then rename), keeping an existing file's mode.
+// writeAtomic replaces path by a new file with data, keeping an existing
+// file's mode (new files get 0644).
 func writeAtomic(path string, data []byte) error {
-	mode := fs.FileMode(0o644)
-	if st, err := os.Stat(path); err == nil {
-		if st.IsDir() {
-			return syscall.EISDIR
-		}
-		mode = st.Mode().Perm()
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".corral-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return atomicfile.Write(path, data, 0o644, true)
 }
 
 func (s *server) edit(req *request) (*EditResult, error) {

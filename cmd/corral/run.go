@@ -125,23 +125,7 @@ func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) erro
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
-	for _, w := range res.Warnings {
-		fmt.Fprintf(os.Stderr, "corral: warning: %s\n", w)
-	}
-	if res.Unavailable != "" {
-		return &exitError{Code: sandbox.ExitCorralError, Err: errors.New(res.Unavailable)}
-	}
-	if res.TimedOut {
-		fmt.Fprintf(os.Stderr, "corral: the command timed out after %s and its whole sandbox was ended; raise the timeout with --timeout or `corral config set timeout 10m`\n", req.Timeout)
-		return &exitError{Code: sandbox.ExitTimedOut}
-	}
-	if msg := sandbox.LimitMessage(res, req.Limits); msg != "" {
-		fmt.Fprintln(os.Stderr, msg)
-	}
-	if res.ExitCode != 0 {
-		return &exitError{Code: res.ExitCode}
-	}
-	return nil
+	return finish("warning", res.Warnings, res.Unavailable, res.TimedOut, req.Timeout, sandbox.LimitMessage(res, req.Limits), res.ExitCode)
 }
 
 // request builds the sandbox request from settings, flags and the command.
@@ -301,21 +285,28 @@ func (o *runOptions) runSession(c *cobra.Command, g *globalOptions, words []stri
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
-	for _, n := range res.Notes {
-		fmt.Fprintf(os.Stderr, "corral: note: %s\n", n)
+	return finish("note", res.Notes, res.Unavailable, res.TimedOut, res.Timeout, res.LimitMessage, res.ExitCode)
+}
+
+// finish tells the person what became of a command (notes, an unavailable
+// sandbox, a timeout, a limit) on stderr and returns corral's exit status:
+// 125 when nothing could run, 124 on timeout, else the command's own.
+func finish(kind string, notes []string, unavailable string, timedOut bool, timeout time.Duration, limitMsg string, code int) error {
+	for _, n := range notes {
+		fmt.Fprintf(os.Stderr, "corral: %s: %s\n", kind, n)
 	}
-	if res.Unavailable != "" {
-		return &exitError{Code: sandbox.ExitCorralError, Err: errors.New(res.Unavailable)}
+	if unavailable != "" {
+		return &exitError{Code: sandbox.ExitCorralError, Err: errors.New(unavailable)}
 	}
-	if res.TimedOut {
-		fmt.Fprintf(os.Stderr, "corral: the command timed out after %s and its whole sandbox was ended; raise the timeout with --timeout or `corral config set timeout 10m`\n", res.Timeout)
+	if timedOut {
+		fmt.Fprintf(os.Stderr, "corral: the command timed out after %s and its whole sandbox was ended; raise the timeout with --timeout or `corral config set timeout 10m`\n", timeout)
 		return &exitError{Code: sandbox.ExitTimedOut}
 	}
-	if res.LimitMessage != "" {
-		fmt.Fprintln(os.Stderr, res.LimitMessage)
+	if limitMsg != "" {
+		fmt.Fprintln(os.Stderr, limitMsg)
 	}
-	if res.ExitCode != 0 {
-		return &exitError{Code: res.ExitCode}
+	if code != 0 {
+		return &exitError{Code: code}
 	}
 	return nil
 }

@@ -1,0 +1,52 @@
+// Package atomicfile writes files so that a reader sees the old content or
+// the new, never a part: the data goes to a temporary file in the same
+// directory, which is then renamed over the target (rename(2) is atomic
+// within a filesystem).
+package atomicfile
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// Write replaces path with data. The file gets mode perm, or, when keepMode
+// is set and path exists, its current permission bits. A directory at path
+// gives syscall.EISDIR. The temporary file is removed on every failure.
+func Write(path string, data []byte, perm fs.FileMode, keepMode bool) error {
+	mode := perm
+	if st, err := os.Stat(path); err == nil {
+		if st.IsDir() {
+			return syscall.EISDIR
+		}
+		if keepMode {
+			mode = st.Mode().Perm()
+		}
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		return fail(err)
+	}
+	if err := f.Chmod(mode); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,46 @@
+package atomicfile
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	if err := Write(p, []byte("one"), 0o600, true); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(p); st.Mode().Perm() != 0o600 {
+		t.Errorf("new file mode %v, want 0600", st.Mode().Perm())
+	}
+	os.Chmod(p, 0o640)
+	if err := Write(p, []byte("two"), 0o600, true); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "two" {
+		t.Errorf("content %q", b)
+	}
+	if st, _ := os.Stat(p); st.Mode().Perm() != 0o640 {
+		t.Errorf("kept mode %v, want 0640", st.Mode().Perm())
+	}
+	if err := Write(p, []byte("three"), 0o444, false); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(p); st.Mode().Perm() != 0o444 {
+		t.Errorf("forced mode %v, want 0444", st.Mode().Perm())
+	}
+	if err := Write(dir, []byte("x"), 0o600, false); !errors.Is(err, syscall.EISDIR) {
+		t.Errorf("directory: %v", err)
+	}
+	if err := Write(filepath.Join(dir, "missing", "f"), nil, 0o600, false); err == nil {
+		t.Errorf("missing directory accepted")
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Errorf("temporary files left: %v", ents)
+	}
+}
