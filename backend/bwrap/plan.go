@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/corralhq/corral/sandbox"
@@ -672,8 +673,9 @@ func searchableByOthers(dir string) bool {
 	}
 }
 
-// otherHomes lists the home directories of the passwd database other than
-// home, that exist and are not /.
+// otherHomes lists the home directories of people in the passwd database
+// (uid 0 and uids from 1000, not nobody) other than home, that exist and
+// are not /.
 func otherHomes(home string) []string {
 	data, err := os.ReadFile("/etc/passwd")
 	if err != nil {
@@ -684,6 +686,11 @@ func otherHomes(home string) []string {
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Split(line, ":")
 		if len(f) < 7 {
+			continue
+		}
+		// People, not system accounts: uid 0 and uids from 1000 (the
+		// UID_MIN of login.defs on Debian and Fedora).
+		if uid, err := strconv.Atoi(f[2]); err != nil || uid != 0 && uid < 1000 || uid == 65534 {
 			continue
 		}
 		h := filepath.Clean(f[5])
