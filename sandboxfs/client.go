@@ -358,6 +358,7 @@ type tailWriter struct {
 	buf []byte
 }
 
+// Write implements io.Writer, keeping the last 4 KiB.
 func (t *tailWriter) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

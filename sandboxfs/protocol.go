@@ -49,6 +49,7 @@ type Error struct {
 	Message string `json:"message"`
 }
 
+// Error implements error: the message.
 func (e *Error) Error() string { return e.Message }
 
 // ReadResult is what read_file returns.

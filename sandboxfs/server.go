@@ -431,6 +431,7 @@ type limitWriter struct {
 	n int
 }
 
+// Write implements io.Writer, dropping what exceeds the limit.
 func (l *limitWriter) Write(p []byte) (int, error) {
 	if l.n <= 0 {
 		return len(p), nil

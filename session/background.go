@@ -311,6 +311,7 @@ type spool struct {
 	ioErr   error
 }
 
+// Write implements io.Writer within the spool's memory and file bounds.
 func (s *spool) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -24,6 +24,7 @@ func newCapture(limit int) *capture {
 	return &capture{limit: limit}
 }
 
+// Write implements io.Writer, keeping the head and the tail.
 func (c *capture) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

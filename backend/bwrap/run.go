@@ -717,6 +717,7 @@ type tailBuffer struct {
 	buf []byte
 }
 
+// Write implements io.Writer, keeping only the last max bytes.
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -727,6 +728,7 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// String returns the bytes kept.
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -26,6 +26,7 @@ type exitError struct {
 	Err  error
 }
 
+// Error implements error.
 func (e *exitError) Error() string {
 	if e.Err == nil {
 		return fmt.Sprintf("exit status %d", e.Code)
@@ -33,6 +34,7 @@ func (e *exitError) Error() string {
 	return e.Err.Error()
 }
 
+// Unwrap returns the error behind the status, if any.
 func (e *exitError) Unwrap() error { return e.Err }
 
 func realMain() int {
