@@ -107,17 +107,24 @@ func (f *fixture) resolve(string) (*session.Spec, error) {
 // fixture's server.
 func (f *fixture) connect(opts *mcp.ClientOptions) *mcp.ClientSession {
 	f.t.Helper()
+	return connectTo(f.t, f.srv, "test", opts)
+}
+
+// connectTo returns a client session over an in-memory transport to srv's
+// MCP server for session name; both ends close when the test ends.
+func connectTo(t *testing.T, srv *Server, name string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
 	ctx := context.Background()
 	st, ct := mcp.NewInMemoryTransports()
-	ss, err := f.srv.MCPServer("test").Connect(ctx, st, nil)
+	ss, err := srv.MCPServer(name).Connect(ctx, st, nil)
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "v0"}, opts).Connect(ctx, ct, nil)
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
-	f.t.Cleanup(func() { cs.Close(); ss.Wait() })
+	t.Cleanup(func() { cs.Close(); ss.Wait() })
 	return cs
 }
 

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/corralhq/corral/session"
 )
 
@@ -35,18 +33,8 @@ func TestToolNames(t *testing.T) {
 	}
 
 	// The same list, with input and output schemas, over MCP.
-	st, ct := mcp.NewInMemoryTransports()
 	ctx := context.Background()
-	ss, err := srv.MCPServer("x").Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "v0"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := connectTo(t, srv, "x", nil)
 	res, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -96,18 +84,7 @@ func TestClosedServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, ct := mcp.NewInMemoryTransports()
-	ctx := context.Background()
-	ss, err := srv.MCPServer("x").Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "v0"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := connectTo(t, srv, "x", nil)
 	srv.Close()
 	r := callTool(t, cs, "bash", map[string]any{"command": "true"})
 	if !r.isError || !strings.Contains(r.text, "shutting down") {

@@ -117,18 +117,7 @@ func TestUnavailableSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	ctx := context.Background()
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.MCPServer("u").Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "v0"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := connectTo(t, srv, "u", nil)
 	for _, tc := range []struct {
 		tool string
 		args map[string]any

@@ -45,9 +45,8 @@ type serverProc struct {
 	stdin  io.WriteCloser
 	out    *bufio.Reader
 	cancel context.CancelFunc
-	done   chan struct{}
+	done   chan struct{} // closed when the server's sandbox has ended
 	stderr *tailWriter
-	dead   bool
 }
 
 // For returns the file client of s, creating it on first use; it is closed
@@ -78,35 +77,24 @@ func (c *Client) stopLocked() {
 	c.srv = nil
 }
 
-// Resolve makes path absolute against the session's current directory.
-func (c *Client) Resolve(path string) (string, error) {
-	if path == "" {
-		return "", &Error{Kind: ErrBadRequest, Message: "path is empty"}
+// checkPath refuses paths the file tools cannot carry or name.
+func checkPath(path string) error {
+	switch {
+	case path == "":
+		return &Error{Kind: ErrBadRequest, Message: "path is empty"}
+	case strings.IndexByte(path, 0) >= 0:
+		return &Error{Kind: ErrBadRequest, Message: "path contains a NUL byte"}
+	case !utf8.ValidString(path):
+		return &Error{Kind: ErrBadRequest, Message: "path is not valid UTF-8: the file tools carry paths as JSON text; use bash (with $'\\xNN' quoting) for such names"}
 	}
-	if strings.IndexByte(path, 0) >= 0 {
-		return "", &Error{Kind: ErrBadRequest, Message: "path contains a NUL byte"}
-	}
-	if !utf8.ValidString(path) {
-		return "", &Error{Kind: ErrBadRequest, Message: "path is not valid UTF-8: the file tools carry paths as JSON text; use bash (with $'\\xNN' quoting) for such names"}
-	}
-	if filepath.IsAbs(path) {
-		return filepath.Clean(path), nil
-	}
-	st, err := c.sess.State()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(st.Cwd, path), nil
+	return nil
 }
 
-// Read returns lines of the file at path (relative to the session's cwd),
-// from line offset (1-based; 0 means 1), at most limit lines (0: 2000).
+// Read returns lines of the file at path (absolute, or relative to the
+// session's cwd), from line offset (1-based; 0 means 1), at most limit
+// lines (0: 2000).
 func (c *Client) Read(ctx context.Context, path string, offset, limit int) (*ReadResult, error) {
-	p, err := c.Resolve(path)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.call(ctx, &request{Op: "read", Path: p, Offset: offset, Limit: limit})
+	resp, err := c.call(ctx, &request{Op: "read", Path: path, Offset: offset, Limit: limit})
 	if err != nil {
 		return nil, err
 	}
@@ -117,11 +105,7 @@ func (c *Client) Read(ctx context.Context, path string, offset, limit int) (*Rea
 // content. A path whose real location is outside the writable set is
 // refused with an *Error naming the real path.
 func (c *Client) Write(ctx context.Context, path, content string) (*WriteResult, error) {
-	p, err := c.Resolve(path)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.call(ctx, &request{Op: "write", Path: p, Content: content})
+	resp, err := c.call(ctx, &request{Op: "write", Path: path, Content: content})
 	if err != nil {
 		return nil, err
 	}
@@ -131,11 +115,7 @@ func (c *Client) Write(ctx context.Context, path, content string) (*WriteResult,
 // Edit replaces old with new in the file at path: exactly one occurrence,
 // or every one when all is set.
 func (c *Client) Edit(ctx context.Context, path, old, new string, all bool) (*EditResult, error) {
-	p, err := c.Resolve(path)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.call(ctx, &request{Op: "edit", Path: p, Old: old, New: new, All: all})
+	resp, err := c.call(ctx, &request{Op: "edit", Path: path, Old: old, New: new, All: all})
 	if err != nil {
 		return nil, err
 	}
@@ -150,23 +130,33 @@ func (c *Client) Search(ctx context.Context, pattern, path, glob, mode string) (
 	if path == "" {
 		path = "."
 	}
-	p, err := c.Resolve(path)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.call(ctx, &request{Op: "search", Path: p, Pattern: pattern, Glob: glob, Mode: mode})
+	resp, err := c.call(ctx, &request{Op: "search", Path: path, Pattern: pattern, Glob: glob, Mode: mode})
 	if err != nil {
 		return nil, err
 	}
 	return resp.Find, nil
 }
 
-// call sends one request, starting or replacing the server as needed.
+// call sends one request, starting or replacing the server as needed. The
+// session's settings and state are read once per call: they give the
+// server's sandbox and the cwd a relative path resolves against.
 func (c *Client) call(ctx context.Context, req *request) (*response, error) {
+	if err := checkPath(req.Path); err != nil {
+		return nil, err
+	}
+	sreq, sp, st, err := c.sess.SandboxRequest([]string{exeInSandbox})
+	if err != nil {
+		return nil, err
+	}
+	if filepath.IsAbs(req.Path) {
+		req.Path = filepath.Clean(req.Path)
+	} else {
+		req.Path = filepath.Join(st.Cwd, req.Path)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for attempt := 0; ; attempt++ {
-		srv, err := c.serverLocked(ctx)
+		srv, err := c.serverLocked(sreq, sp)
 		if err != nil {
 			return nil, err
 		}
@@ -234,7 +224,7 @@ func (c *Client) roundTrip(ctx context.Context, srv *serverProc, req *request) (
 
 // serverLocked returns a live server built from the session's current
 // request, starting one, or replacing one built from other settings.
-func (c *Client) serverLocked(ctx context.Context) (*serverProc, error) {
+func (c *Client) serverLocked(template *sandbox.Request, sp *session.Spec) (*serverProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("%w: finding corral's executable: %v", ErrUnavailable, err)
@@ -242,17 +232,15 @@ func (c *Client) serverLocked(ctx context.Context) (*serverProc, error) {
 	if r, err := filepath.EvalSymlinks(exe); err == nil {
 		exe = r
 	}
-	req, sp, _, err := c.sess.SandboxRequest([]string{exeInSandbox})
-	if err != nil {
-		return nil, err
-	}
-	writable := writableRoots(req, sp)
+	copied := *template // a copy: a retry starts from the same template
+	req := &copied
+	writable := writableRoots(req)
 	wj, _ := json.Marshal(writable)
 	// The sandbox is rebuilt when the settings change, and when the home
 	// directory (or .config, .local, .local/share) gains or loses entries,
 	// which the sandbox's rebuilt home would not show.
 	key := fmt.Sprintf("%s|%s|%s|%v|%v|%v|%v|%s|%s", sp.Backend.Name(), req.Profile, req.Workdir, req.Binds, req.HomeAllow, req.HomeDir, req.EnvDeny, wj, homeStamp())
-	if c.srv != nil && !c.srv.dead && c.srv.key == key {
+	if c.srv != nil && c.srv.key == key {
 		select {
 		case <-c.srv.done:
 		default:
@@ -288,7 +276,6 @@ func (c *Client) serverLocked(ctx context.Context) (*serverProc, error) {
 	req.Stderr = tail
 	runCtx, cancel := context.WithCancel(context.Background())
 	srv := &serverProc{key: key, stdin: inW, out: bufio.NewReaderSize(outR, 256<<10), cancel: cancel, done: make(chan struct{}), stderr: tail}
-	started := make(chan error, 1)
 	go func() {
 		res, err := sp.Backend.Run(runCtx, req)
 		exeFile.Close()
@@ -297,15 +284,12 @@ func (c *Client) serverLocked(ctx context.Context) (*serverProc, error) {
 		if err == nil && res.Unavailable != "" {
 			err = errors.New(res.Unavailable)
 		}
-		select {
-		case started <- err:
-		default:
+		if err != nil {
+			_, _ = tail.Write([]byte(err.Error()))
 		}
 		outR.Close()
-		srv.dead = true
 		close(srv.done)
 	}()
-	_ = started
 	c.srv = srv
 	return srv, nil
 }
@@ -327,7 +311,7 @@ func homeStamp() string {
 
 // writableRoots are the paths a command of the session may write, as the
 // file server judges a write's real target.
-func writableRoots(req *sandbox.Request, sp *session.Spec) []string {
+func writableRoots(req *sandbox.Request) []string {
 	var out []string
 	add := func(p string) {
 		if p == "" {
@@ -348,7 +332,6 @@ func writableRoots(req *sandbox.Request, sp *session.Spec) []string {
 			}
 		}
 	}
-	_ = sp
 	return out
 }
 

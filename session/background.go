@@ -138,7 +138,6 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 		p.mu.Lock()
 		p.result, p.err, p.ended = res, err, time.Now()
 		p.mu.Unlock()
-		p.out.finish()
 		close(p.done)
 		code := -1
 		if res != nil {
@@ -410,9 +409,6 @@ func (s *spool) read(offset int64, max int) (data []byte, start, next, skipped i
 	end := min(offset+int64(max), s.total)
 	return append([]byte(nil), s.ring[offset-ringStart:end-ringStart]...), offset, end, skipped
 }
-
-// finish is called when the process has exited.
-func (s *spool) finish() {}
 
 // remove deletes the spill file.
 func (s *spool) remove() {

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -249,5 +248,3 @@ func (m *Manager) spec(name string) (*Spec, error) {
 	}
 	return sp, nil
 }
-
-var _ = context.Background

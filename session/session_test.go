@@ -358,8 +358,12 @@ func TestManySessionsInParallel(t *testing.T) {
 			for j := 0; j < commands-1; j++ {
 				r, err := s.Exec(context.Background(), ExecRequest{Command: fmt.Sprintf(`echo "$ME $(basename $PWD) $(cat $TMPDIR/me) %d"; export N=%d`, j, j)})
 				want := fmt.Sprintf("%d %s %d %d\n", i, dir, i, j)
-				if err != nil || r.Output.Text != want {
-					errs <- fmt.Sprintf("session %d command %d: %v %q want %q", i, j, err, r.Output.Text, want)
+				if err != nil {
+					errs <- fmt.Sprintf("session %d command %d: %v", i, j, err)
+					return
+				}
+				if r.Output.Text != want {
+					errs <- fmt.Sprintf("session %d command %d: %q want %q (notes %q)", i, j, r.Output.Text, want, r.Notes)
 					return
 				}
 			}

@@ -197,7 +197,6 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		return nil, err
 	}
 	p.caBundles()
-	p.seal()
 
 	plan.Chdir = p.chdir(workdir)
 	set := []string{}
@@ -858,9 +857,6 @@ func (p *planner) caBundles() {
 		p.add(phaseReveal, mount{Kind: mRoBind, Src: r, Dest: r})
 	}
 }
-
-// seal keeps the seal steps (remount-ro) last; they were added by rebuildDir.
-func (p *planner) seal() {}
 
 // binds validates the configured binds. Paths are resolved once here and the
 // mount uses the resolved source, so a symlink changed later cannot redirect

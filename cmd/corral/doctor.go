@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 
@@ -10,7 +9,6 @@ import (
 
 	"github.com/corralhq/corral/backend/bwrap"
 	"github.com/corralhq/corral/config"
-	"github.com/corralhq/corral/sandbox"
 )
 
 func newDoctorCmd(g *globalOptions) *cobra.Command {
@@ -127,6 +125,3 @@ func knob(v int) string {
 	}
 	return fmt.Sprint(v)
 }
-
-var _ = errors.New
-var _ = sandbox.ExitCorralError
