@@ -1,0 +1,29 @@
+// Package netproxy is corral's egress filter for sandboxes whose network
+// namespace is empty.
+//
+// The pieces, from the host to the command:
+//
+//	host:    [Start] -> Server: HTTP proxy on Dir/http.sock,
+//	                            SOCKS5 proxy on Dir/socks.sock
+//	           (each request's host is put to the Policy;
+//	            refusals are logged as network.denied)
+//	            | the two sockets are bind-mounted into the sandbox
+//	sandbox: corral ForwarderArg --http 127.0.0.1:3128=/run/corral-net/http.sock
+//	                             --socks 127.0.0.1:1080=/run/corral-net/socks.sock -- CMD...
+//	           = [ForwarderMain]: loopback TCP -> Unix socket relays ([Forwarder]),
+//	             then /proc/self/exe TrampolineArg -- CMD...
+//	           = [TrampolineMain]: applies the caller's restrictions
+//	             (a seccomp filter against new AF_UNIX sockets), then execve(CMD)
+//	CMD runs with [ProxyEnv] in its environment.
+//
+// [Policy] is pure and decides by host name only: deny entries first, then
+// allow entries, refusing the rest; "*.example.com" matches strict
+// subdomains; raw IP addresses only when listed exactly.
+//
+// What the filter does not do: it cannot see inside TLS, so a client that
+// tunnels to an allowed host can reach whatever that host serves (domain
+// fronting through a CDN included); it handles TCP only (no UDP, so no
+// QUIC, and no DNS: clients must let the proxy resolve names, which
+// socks5h:// and HTTP proxies do); and tools that ignore proxy settings get
+// no network at all.
+package netproxy

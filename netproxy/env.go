@@ -1,0 +1,71 @@
+package netproxy
+
+import (
+	"net"
+	"strconv"
+)
+
+// NoProxy is the NO_PROXY value [ProxyEnv] sets: loopback, where the
+// forwarders themselves and the command's own local servers live.
+const NoProxy = "localhost,127.0.0.1,::1"
+
+// ProxyEnv returns "NAME=value" entries that point the usual tools of a
+// sandboxed command at the forwarders listening on 127.0.0.1:httpPort
+// (HTTP proxy) and 127.0.0.1:socksPort (SOCKS5). A port of 0 leaves out the
+// entries of that proxy. The caller adds them to the command's
+// environment; the order is fixed.
+//
+// With httpPort:
+//
+//   - http_proxy, HTTP_PROXY = http://127.0.0.1:PORT. Both spellings:
+//     curl (and so git's http transport, which uses libcurl) reads only the
+//     lower-case http_proxy, while Go, Python (urllib, requests, pip),
+//     Node and others read either.
+//   - https_proxy, HTTPS_PROXY = the same http:// URL: HTTPS goes through a
+//     CONNECT tunnel of the plain-HTTP proxy, TLS stays end to end.
+//   - NODE_USE_ENV_PROXY=1: makes Node.js (24.x, and the late 22.x
+//     releases that got the backport) honour HTTP_PROXY, HTTPS_PROXY and
+//     NO_PROXY in fetch and the http/https modules, which it otherwise
+//     ignores; older versions ignore the variable.
+//   - npm_config_proxy, npm_config_https_proxy: npm's own settings, for
+//     npm versions and configurations that do not fall back to the
+//     variables above.
+//   - PIP_PROXY: pip's --proxy option, used for every index request.
+//   - YARN_HTTP_PROXY, YARN_HTTPS_PROXY: Yarn 2+ reads only its own
+//     settings.
+//
+// With socksPort:
+//
+//   - all_proxy, ALL_PROXY = socks5h://127.0.0.1:PORT, for protocols with
+//     no variable of their own (curl for anything but http/https). The
+//     "h" makes the client pass host names to the proxy unresolved, which
+//     is required: the sandbox has no DNS, and the policy is by name.
+//
+// Always (when any port is set): no_proxy, NO_PROXY = [NoProxy].
+//
+// Not covered: git over ssh (the sandbox cannot reach port 22; use https
+// remotes), git:// remotes, and JVMs, which read -Dhttp.proxyHost style
+// properties rather than variables (setting JAVA_TOOL_OPTIONS would make
+// every JVM print a notice, so that is left to the caller).
+func ProxyEnv(httpPort, socksPort int) []string {
+	var env []string
+	if httpPort > 0 {
+		u := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(httpPort))
+		env = append(env,
+			"http_proxy="+u, "HTTP_PROXY="+u,
+			"https_proxy="+u, "HTTPS_PROXY="+u,
+			"NODE_USE_ENV_PROXY=1",
+			"npm_config_proxy="+u, "npm_config_https_proxy="+u,
+			"PIP_PROXY="+u,
+			"YARN_HTTP_PROXY="+u, "YARN_HTTPS_PROXY="+u,
+		)
+	}
+	if socksPort > 0 {
+		u := "socks5h://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(socksPort))
+		env = append(env, "all_proxy="+u, "ALL_PROXY="+u)
+	}
+	if env != nil {
+		env = append(env, "no_proxy="+NoProxy, "NO_PROXY="+NoProxy)
+	}
+	return env
+}

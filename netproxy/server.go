@@ -1,0 +1,509 @@
+package netproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Names of the sockets [Start] creates in [Options.Dir].
+const (
+	HTTPSocketName  = "http.sock"
+	SOCKSSocketName = "socks.sock"
+)
+
+// Defaults applied by [Start] to zero [Options] fields.
+const (
+	DefaultHeaderTimeout = 10 * time.Second
+	DefaultDialTimeout   = 30 * time.Second
+	DefaultSocketMode    = fs.FileMode(0o600)
+)
+
+// MaxHeaderBytes bounds the request line plus header fields of one HTTP
+// request, in bytes. A larger request is answered 431 (RFC 6585 section 5)
+// by net/http and the connection is closed.
+const MaxHeaderBytes = 64 << 10
+
+// maxSocketPath is the longest path a Unix socket can be bound at on Linux
+// (sun_path is 108 bytes including the terminating NUL).
+const maxSocketPath = 107
+
+// Options configures [Start].
+type Options struct {
+	// Policy decides which hosts may be reached. It must pass
+	// [Policy.Validate].
+	Policy Policy
+
+	// Dir is the directory in which the sockets HTTPSocketName and
+	// SOCKSSocketName are created. It is created with mode 0700 if it does
+	// not exist; an existing socket at either path (left by a crashed run)
+	// is replaced, any other existing file is an error. Socket paths must
+	// fit in 107 bytes.
+	Dir string
+
+	// SocketMode is the permission of both sockets; zero means
+	// DefaultSocketMode (0600), right when the sandboxed command runs as the
+	// same user as the server (bubblewrap maps the user to itself). Use 0666
+	// when it runs as another uid (a Docker container started with --user)
+	// and keep Dir itself 0700: the socket files are bind-mounted into the
+	// sandbox one by one, so the sandbox does not need to traverse Dir, while
+	// other users of the host cannot.
+	SocketMode fs.FileMode
+
+	// Logger receives network.denied (Info) and network.allowed (Debug)
+	// records, plus Debug records about malformed requests. Nil discards.
+	Logger *slog.Logger
+
+	// Session is added as the "session" attribute of every record.
+	Session string
+
+	// Dial opens the upstream connection for an allowed request; network is
+	// "tcp" and addr is "host:port" as the client asked (host is a name or
+	// an IP address; IPv6 in brackets). Nil means a net.Dialer that refuses
+	// (with [ErrLocalTarget]) to connect an allowed host *name* to a
+	// loopback, link-local (such as the 169.254.169.254 metadata service),
+	// unspecified or multicast address, so that a name under an allowed
+	// wildcard cannot be pointed at the host's own services; an allowed IP
+	// address is dialled as given. Private ranges (10/8, 192.168/16, ...)
+	// are not refused, since internal registries live there. Tests set Dial
+	// to reach loopback servers.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// HeaderTimeout bounds the time a client may take to send one request
+	// header (HTTP) or the whole handshake (SOCKS5); zero means
+	// DefaultHeaderTimeout. A slower client is disconnected.
+	HeaderTimeout time.Duration
+
+	// DialTimeout bounds each upstream connection attempt; zero means
+	// DefaultDialTimeout.
+	DialTimeout time.Duration
+}
+
+// Server is a running pair of filtering proxies, each on its own Unix
+// socket: an HTTP/1.1 proxy (CONNECT tunnels, RFC 9110 section 9.3.6, and
+// absolute-form requests, RFC 9112 section 3.2.2) and a SOCKS5 proxy (RFC
+// 1928, CONNECT only, no authentication). Every request's host is put to
+// the [Policy]; refusals are answered 403 (HTTP) or reply 0x02 (SOCKS5)
+// and logged as network.denied. Create it with [Start]; its methods are
+// safe for concurrent use.
+type Server struct {
+	policy        Policy
+	log           *slog.Logger
+	session       string
+	dialFn        func(ctx context.Context, network, addr string) (net.Conn, error)
+	headerTimeout time.Duration
+	dialTimeout   time.Duration
+
+	httpPath, socksPath string
+	httpLn, socksLn     *unixListener
+	httpSrv             *http.Server
+	transport           *http.Transport
+	forward             *httputil.ReverseProxy
+
+	ctx    context.Context // canceled by Close; base of every request
+	cancel context.CancelFunc
+	track  tracker
+	served sync.WaitGroup // the two serve loops
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start creates the sockets in opts.Dir and serves both proxies until
+// [Server.Close]. It fails if the policy does not validate (wrapping
+// [ErrInvalidPattern]), if Dir is empty or cannot be made, or if a socket
+// cannot be bound.
+func Start(opts Options) (*Server, error) {
+	if err := opts.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("netproxy: %w", err)
+	}
+	if opts.Dir == "" {
+		return nil, errors.New("netproxy: Options.Dir is empty")
+	}
+	s := &Server{
+		policy:        opts.Policy,
+		log:           opts.Logger,
+		session:       opts.Session,
+		dialFn:        opts.Dial,
+		headerTimeout: opts.HeaderTimeout,
+		dialTimeout:   opts.DialTimeout,
+		httpPath:      filepath.Join(opts.Dir, HTTPSocketName),
+		socksPath:     filepath.Join(opts.Dir, SOCKSSocketName),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.dialFn == nil {
+		s.dialFn = guardedDial
+	}
+	if s.headerTimeout <= 0 {
+		s.headerTimeout = DefaultHeaderTimeout
+	}
+	if s.dialTimeout <= 0 {
+		s.dialTimeout = DefaultDialTimeout
+	}
+	mode := opts.SocketMode
+	if mode == 0 {
+		mode = DefaultSocketMode
+	}
+
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("netproxy: creating socket directory: %w", err)
+	}
+	if fi, err := os.Lstat(opts.Dir); err != nil {
+		return nil, fmt.Errorf("netproxy: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("netproxy: %s is not a directory", opts.Dir)
+	}
+	var err error
+	if s.httpLn, err = listenUnix(s.httpPath, mode); err != nil {
+		return nil, err
+	}
+	if s.socksLn, err = listenUnix(s.socksPath, mode); err != nil {
+		_ = s.httpLn.Close()
+		return nil, err
+	}
+
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	// Plain requests are forwarded with net/http's own reverse proxy rather
+	// than a proxy library such as github.com/elazarl/goproxy: it already
+	// strips hop-by-hop fields (RFC 9110 section 7.6.1), streams bodies both
+	// ways, relays 1xx answers and protocol upgrades, and in Rewrite mode
+	// adds no X-Forwarded-For that would tell the host's address. What is left to us is the policy check and the
+	// CONNECT tunnel (hijack, dial, "200", relay), about as many lines as
+	// configuring goproxy would take, with no dependency and with every
+	// timeout and size limit on the http.Server we own.
+	s.transport = &http.Transport{
+		Proxy:                 nil, // never chain to the host's own proxy
+		DialContext:           s.dialChecked,
+		DisableCompression:    true, // pass Accept-Encoding through untouched
+		MaxIdleConns:          32,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   s.headerTimeout,
+		ExpectContinueTimeout: time.Second,
+	}
+	s.forward = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			// RFC 9112 section 3.2.2: a proxy replaces the received Host
+			// with the authority of the absolute request-target, so the
+			// Host header cannot name another site than the one checked.
+			pr.Out.Host = ""
+		},
+		Transport:     s.transport,
+		FlushInterval: -1,
+		ErrorHandler:  s.forwardError,
+		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	s.httpSrv = &http.Server{
+		Handler:           http.HandlerFunc(s.serveHTTP),
+		ReadHeaderTimeout: s.headerTimeout,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	s.served.Add(2)
+	go func() {
+		defer s.served.Done()
+		_ = s.httpSrv.Serve(s.httpLn)
+	}()
+	go func() {
+		defer s.served.Done()
+		acceptLoop(s.socksLn, &s.track, s.serveSOCKS)
+	}()
+	return s, nil
+}
+
+// HTTPSocket returns the path of the HTTP proxy's Unix socket,
+// Dir/http.sock.
+func (s *Server) HTTPSocket() string { return s.httpPath }
+
+// SOCKSSocket returns the path of the SOCKS5 proxy's Unix socket,
+// Dir/socks.sock.
+func (s *Server) SOCKSSocket() string { return s.socksPath }
+
+// Close stops both listeners (removing the socket files), closes every
+// client and upstream connection, including established tunnels, and
+// returns once every goroutine of the server has ended. Later calls return
+// the first call's result.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		errHTTP := s.httpSrv.Close()
+		errSOCKS := s.socksLn.Close()
+		if errors.Is(errSOCKS, net.ErrClosed) {
+			errSOCKS = nil
+		}
+		s.track.shutdown()
+		s.served.Wait()
+		s.transport.CloseIdleConnections()
+		s.closeErr = errors.Join(errHTTP, errSOCKS)
+	})
+	return s.closeErr
+}
+
+// unixListener is a Unix socket listener that, when closed, removes its
+// socket file only if that is still the file it created: a newer server
+// may have replaced it.
+type unixListener struct {
+	*net.UnixListener
+	path string
+	fi   fs.FileInfo
+}
+
+func (l *unixListener) Close() error {
+	err := l.UnixListener.Close()
+	if cur, e := os.Lstat(l.path); e == nil && os.SameFile(cur, l.fi) {
+		_ = os.Remove(l.path)
+	}
+	return err
+}
+
+// listenUnix binds a Unix stream socket at path with the given mode,
+// replacing a stale socket left there.
+func listenUnix(path string, mode fs.FileMode) (*unixListener, error) {
+	if len(path) > maxSocketPath {
+		return nil, fmt.Errorf("netproxy: socket path %s is %d bytes, longer than the %d Unix sockets allow", path, len(path), maxSocketPath)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("netproxy: %s exists and is not a socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("netproxy: removing stale socket: %w", err)
+		}
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("netproxy: %w", err)
+	}
+	ln.SetUnlinkOnClose(false)
+	// The socket is created with the umask's mode (0755 under the usual
+	// 022, which lets no one else connect) and then set to mode.
+	fi, err := os.Lstat(path)
+	if err == nil {
+		err = os.Chmod(path, mode)
+	}
+	if err != nil {
+		_ = ln.Close()
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("netproxy: %w", err)
+	}
+	return &unixListener{UnixListener: ln, path: path, fi: fi}, nil
+}
+
+// check puts host to the policy and logs the outcome. proto is "http",
+// "connect" or "socks5"; port is only logged.
+func (s *Server) check(ctx context.Context, proto, host, port string) bool {
+	ok, reason := s.policy.Decide(host)
+	if ok {
+		s.logAllowed(ctx, proto, host, port, reason)
+	} else {
+		s.logDenied(ctx, proto, host, port, reason)
+	}
+	return ok
+}
+
+func (s *Server) logAllowed(ctx context.Context, proto, host, port, reason string) {
+	s.log.LogAttrs(ctx, slog.LevelDebug, "network.allowed",
+		slog.String("session", s.session), slog.String("host", host),
+		slog.String("port", port), slog.String("proto", proto),
+		slog.String("reason", reason))
+}
+
+func (s *Server) logDenied(ctx context.Context, proto, host, port, reason string) {
+	s.log.LogAttrs(ctx, slog.LevelInfo, "network.denied",
+		slog.String("session", s.session), slog.String("host", host),
+		slog.String("port", port), slog.String("proto", proto),
+		slog.String("reason", reason))
+}
+
+// dial opens an upstream connection to host:port within DialTimeout.
+func (s *Server) dial(ctx context.Context, host, port string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.dialTimeout)
+	defer cancel()
+	if ip, ok := parseIP(host); ok {
+		host = ip.String()
+	}
+	return s.dialFn(ctx, "tcp", net.JoinHostPort(host, port))
+}
+
+// dialChecked is the forwarding transport's dialer. The host was checked
+// before the request reached the transport; checking again here keeps the
+// transport from ever dialling anything else.
+func (s *Server) dialChecked(ctx context.Context, _, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if ok, reason := s.policy.Decide(host); !ok {
+		return nil, fmt.Errorf("%w: %s", errDenied, reason)
+	}
+	return s.dial(ctx, host, port)
+}
+
+// errDenied marks a refusal found after the request was accepted.
+var errDenied = errors.New("blocked by corral network allowlist")
+
+// guardedDial is the default [Options.Dial]: see there.
+func guardedDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{KeepAlive: 30 * time.Second}
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		if _, isIP := parseIP(host); !isIP {
+			d.ControlContext = refuseLocal
+		}
+	}
+	return d.DialContext(ctx, network, addr)
+}
+
+// refuseLocal is a net.Dialer control function that refuses resolved
+// addresses on which only the host itself (or its link) listens.
+func refuseLocal(_ context.Context, _, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return err
+	}
+	a := ap.Addr().Unmap()
+	if a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsUnspecified() ||
+		a.IsMulticast() {
+		return fmt.Errorf("%w (%s)", ErrLocalTarget, a)
+	}
+	return nil
+}
+
+// serveHTTP handles one request of the HTTP proxy.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.track.enter() {
+		http.Error(w, "corral proxy: shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.track.leave()
+	if r.Method == http.MethodConnect {
+		s.serveConnect(w, r)
+		return
+	}
+	s.serveForward(w, r)
+}
+
+// blocked answers a refused HTTP request.
+func blocked(w http.ResponseWriter, host string) {
+	w.Header().Set("X-Corral-Blocked", host)
+	w.Header().Set("Connection", "close")
+	http.Error(w, "blocked by corral network allowlist: "+host, http.StatusForbidden)
+}
+
+// serveConnect opens a tunnel (RFC 9110 section 9.3.6): the request-target
+// is host:port; on success the answer is 200 and from then on bytes are
+// relayed unchanged both ways.
+func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
+	host, port, err := net.SplitHostPort(r.Host)
+	if err == nil {
+		if n, perr := strconv.ParseUint(port, 10, 16); perr != nil || n == 0 {
+			err = errors.New("bad port")
+		}
+	}
+	if err != nil || host == "" {
+		s.log.LogAttrs(r.Context(), slog.LevelDebug, "network.bad_request",
+			slog.String("session", s.session), slog.String("proto", "connect"),
+			slog.String("target", r.Host))
+		http.Error(w, "corral proxy: CONNECT needs host:port with a port from 1 to 65535", http.StatusBadRequest)
+		return
+	}
+	if !s.check(r.Context(), "connect", host, port) {
+		blocked(w, host)
+		return
+	}
+	target, err := s.dial(r.Context(), host, port)
+	if err != nil {
+		if errors.Is(err, ErrLocalTarget) {
+			s.logDenied(r.Context(), "connect", host, port, err.Error())
+			blocked(w, host)
+			return
+		}
+		http.Error(w, "corral proxy: cannot reach "+net.JoinHostPort(host, port)+": "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		_ = target.Close()
+		http.Error(w, "corral proxy: cannot open tunnel", http.StatusInternalServerError)
+		return
+	}
+	if !s.track.add(conn, target) {
+		_ = conn.Close()
+		_ = target.Close()
+		return
+	}
+	defer s.track.remove(conn, target)
+	// The server left its header deadline on the connection.
+	_ = conn.SetDeadline(time.Time{})
+	if _, err := io.WriteString(conn, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		_ = conn.Close()
+		_ = target.Close()
+		return
+	}
+	// A client may send its first bytes (a TLS ClientHello) right after
+	// the CONNECT header; net/http may have buffered some of them.
+	if n := brw.Reader.Buffered(); n > 0 {
+		early, _ := brw.Reader.Peek(n)
+		if _, err := target.Write(early); err != nil {
+			_ = conn.Close()
+			_ = target.Close()
+			return
+		}
+	}
+	relay(conn, target)
+}
+
+// serveForward forwards an absolute-form request (RFC 9112 section
+// 3.2.2), "GET http://host/path HTTP/1.1".
+func (s *Server) serveForward(w http.ResponseWriter, r *http.Request) {
+	if !r.URL.IsAbs() || r.URL.Host == "" {
+		http.Error(w, "corral proxy: this is a proxy; the request-target must be an absolute http:// URI", http.StatusBadRequest)
+		return
+	}
+	if r.URL.Scheme != "http" {
+		http.Error(w, "corral proxy: only http:// URIs are forwarded; use CONNECT for https", http.StatusBadRequest)
+		return
+	}
+	host, port := r.URL.Hostname(), r.URL.Port()
+	if port == "" {
+		port = "80"
+	}
+	if !s.check(r.Context(), "http", host, port) {
+		blocked(w, host)
+		return
+	}
+	s.forward.ServeHTTP(w, r)
+}
+
+// forwardError answers a forwarded request whose upstream failed.
+func (s *Server) forwardError(w http.ResponseWriter, r *http.Request, err error) {
+	host := r.URL.Hostname()
+	if errors.Is(err, ErrLocalTarget) || errors.Is(err, errDenied) {
+		s.logDenied(r.Context(), "http", host, r.URL.Port(), err.Error())
+		blocked(w, host)
+		return
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelDebug, "network.upstream_error",
+		slog.String("session", s.session), slog.String("host", host),
+		slog.String("proto", "http"), slog.String("error", err.Error()))
+	if r.Context().Err() != nil {
+		// The client went away or the server is closing: nothing to tell.
+		return
+	}
+	http.Error(w, "corral proxy: upstream error: "+err.Error(), http.StatusBadGateway)
+}

@@ -1,0 +1,209 @@
+package seccomp
+
+import (
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"syscall"
+
+	libseccomp "github.com/elastic/go-seccomp-bpf"
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/net/bpf"
+)
+
+// Return values of a seccomp filter (linux/seccomp.h).
+const (
+	retKillProcess = 0x80000000
+	retErrno       = 0x00050000
+	retAllow       = 0x7fff0000
+)
+
+// Offsets into struct seccomp_data (linux/seccomp.h): int nr; __u32 arch;
+// __u64 instruction_pointer; __u64 args[6].
+const (
+	offNr   = 0
+	offArch = 4
+	offArgs = 16
+)
+
+const x32SyscallBit = 0x40000000 // __X32_SYSCALL_BIT
+
+// platform is what the filter needs to know about one architecture.
+type platform struct {
+	goarch string
+	info   *arch.Info // syscall table and AUDIT_ARCH value, from go-seccomp-bpf
+	x32    bool       // the x32 ABI shares this AUDIT_ARCH value
+	docker string     // libseccomp's name, for Docker profiles
+}
+
+// platforms are the architectures the filter supports. Both are little
+// endian, which argLo relies on.
+var platforms = map[string]platform{
+	"amd64": {goarch: "amd64", info: arch.X86_64, x32: true, docker: "SCMP_ARCH_X86_64"},
+	"arm64": {goarch: "arm64", info: arch.AARCH64, docker: "SCMP_ARCH_AARCH64"},
+}
+
+func platformFor(goarch string) (platform, error) {
+	p, ok := platforms[goarch]
+	if !ok {
+		return platform{}, fmt.Errorf("%w: no syscall filter for GOARCH %q (corral supports amd64 and arm64)", ErrUnsupported, goarch)
+	}
+	return p, nil
+}
+
+// argLo is the offset of the low 32 bits of args[i] on a little-endian
+// machine.
+func argLo(i int) uint32 { return uint32(offArgs + 8*i) }
+
+// BPF compiles corral's filter (the rows of [Rules]) for the running
+// architecture and returns it as the raw contents of a struct sock_fprog's
+// filter array: len(result)/8 struct sock_filter records (u16 code, u8 jt,
+// u8 jf, u32 k) in native byte order. That is the format `bwrap --seccomp FD`
+// and `--add-seccomp-fd FD` read from their descriptor to end of file
+// (bwrap(1); bubblewrap checks the length is a multiple of 8 and loads it
+// with prctl(PR_SET_SECCOMP)), and what seccomp(2) SECCOMP_SET_MODE_FILTER
+// takes.
+//
+// The program first checks seccomp_data.arch and kills the process on a
+// foreign ABI, refuses x32 calls with ENOSYS, then checks the argument rules
+// (comparing only the low 32 bits of int arguments), and finally the
+// syscall-number rules, assembled by github.com/elastic/go-seccomp-bpf.
+// Anything else is allowed.
+//
+// The error wraps [ErrUnsupported] on an architecture other than amd64 and
+// arm64, and reports any syscall name the kernel table lacks; the caller must
+// then not run the command.
+func BPF(opts Options) ([]byte, error) {
+	insts, err := program(opts, runtime.GOARCH)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := bpf.Assemble(insts)
+	if err != nil {
+		return nil, fmt.Errorf("assembling seccomp filter: %w", err)
+	}
+	if len(raw) > 4096 { // BPF_MAXINSNS
+		return nil, fmt.Errorf("seccomp filter has %d instructions, the kernel takes at most 4096", len(raw))
+	}
+	out := make([]byte, 0, 8*len(raw))
+	for _, ins := range raw {
+		out = binary.NativeEndian.AppendUint16(out, ins.Op)
+		out = append(out, ins.Jt, ins.Jf)
+		out = binary.NativeEndian.AppendUint32(out, ins.K)
+	}
+	return out, nil
+}
+
+// program builds the instructions for goarch, which must be the running
+// architecture: go-seccomp-bpf assembles only for runtime.GOARCH.
+func program(opts Options, goarch string) ([]bpf.Instruction, error) {
+	p, err := platformFor(goarch)
+	if err != nil {
+		return nil, err
+	}
+	if goarch != runtime.GOARCH {
+		return nil, fmt.Errorf("%w: cannot assemble a %s filter on %s", ErrUnsupported, goarch, runtime.GOARCH)
+	}
+	rules := Rules(opts)
+
+	// Prologue, written by hand: go-seccomp-bpf sends a foreign arch to the
+	// default action, which for a default-allow policy would let 32-bit
+	// calls through unfiltered, and it compares arguments on all 64 bits.
+	prog := []bpf.Instruction{
+		bpf.LoadAbsolute{Off: offArch, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(p.info.ID), SkipTrue: 1},
+		bpf.RetConstant{Val: retKillProcess},
+		bpf.LoadAbsolute{Off: offNr, Size: 4},
+	}
+	if p.x32 {
+		prog = append(prog,
+			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: x32SyscallBit, SkipFalse: 1},
+			bpf.RetConstant{Val: retErrno | uint32(syscall.ENOSYS)},
+		)
+	}
+
+	// Argument rules, one block per rule; each block starts with A = nr and
+	// leaves A = nr when the call does not match.
+	var policy libseccomp.Policy
+	policy.DefaultAction = libseccomp.ActionAllow
+	groups := map[syscall.Errno]*libseccomp.SyscallGroup{}
+	var order []syscall.Errno
+	for _, r := range rules {
+		if r.ABI != "" || !r.appliesTo(goarch) {
+			continue
+		}
+		if r.Action != ActionErrno || r.Errno == 0 || r.Errno > 0xffff {
+			return nil, fmt.Errorf("seccomp rule %v: unsupported action", r)
+		}
+		ret := retErrno | uint32(r.Errno)
+		if r.Arg != nil {
+			block, err := argBlock(p, r, ret)
+			if err != nil {
+				return nil, err
+			}
+			prog = append(prog, block...)
+			continue
+		}
+		g := groups[r.Errno]
+		if g == nil {
+			g = &libseccomp.SyscallGroup{Action: libseccomp.Action(ret)}
+			groups[r.Errno] = g
+			order = append(order, r.Errno)
+		}
+		g.Names = append(g.Names, r.Syscalls...)
+	}
+	for _, e := range order {
+		policy.Syscalls = append(policy.Syscalls, *groups[e])
+	}
+	tail, err := policy.Assemble()
+	if err != nil {
+		return nil, fmt.Errorf("assembling seccomp syscall rules for %s: %w", goarch, err)
+	}
+	return append(prog, tail...), nil
+}
+
+// argBlock compiles one argument rule:
+//
+//	jeq #nr, 0, skip   ; not this call: on to the next rule (A still nr)
+//	ld  [arg]          ; low 32 bits of the argument
+//	jset/jeq #value, 0, 2
+//	ret #action
+//	ld  [nr]           ; restore A for the next rule
+func argBlock(p platform, r Rule, ret uint32) ([]bpf.Instruction, error) {
+	if len(r.Syscalls) != 1 {
+		return nil, fmt.Errorf("seccomp rule %v: an argument rule names exactly one syscall", r)
+	}
+	name := r.Syscalls[0]
+	nr, ok := p.info.SyscallNames[name]
+	if !ok {
+		return nil, fmt.Errorf("seccomp rule %v: no syscall %q on %s", r, name, p.info.Name)
+	}
+	a := r.Arg
+	if a.Index < 0 || a.Index > 5 {
+		return nil, fmt.Errorf("seccomp rule %v: argument index %d out of range 0-5", r, a.Index)
+	}
+	var test bpf.Instruction
+	switch a.Op {
+	case ArgEqual32:
+		if a.Value > 0xffffffff {
+			return nil, fmt.Errorf("seccomp rule %v: value %#x does not fit 32 bits", r, a.Value)
+		}
+		test = bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(a.Value), SkipFalse: 1}
+	case ArgAnyBit:
+		// The flags compared here all live in the low half; a set bit in
+		// the high half is an invalid flag the kernel refuses anyway.
+		if a.Value == 0 || a.Value > 0xffffffff {
+			return nil, fmt.Errorf("seccomp rule %v: mask %#x must be non-zero and fit 32 bits", r, a.Value)
+		}
+		test = bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: uint32(a.Value), SkipFalse: 1}
+	default:
+		return nil, fmt.Errorf("seccomp rule %v: unknown argument operation %q", r, a.Op)
+	}
+	return []bpf.Instruction{
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(nr), SkipFalse: 4},
+		bpf.LoadAbsolute{Off: argLo(a.Index), Size: 4},
+		test,
+		bpf.RetConstant{Val: ret},
+		bpf.LoadAbsolute{Off: offNr, Size: 4},
+	}, nil
+}

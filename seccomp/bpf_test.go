@@ -1,0 +1,257 @@
+package seccomp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"syscall"
+	"testing"
+
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/net/bpf"
+)
+
+// vm runs the bytes BPF returned the way the kernel would, on a
+// seccomp_data built from a call.
+type vm struct {
+	t  *testing.T
+	vm *bpf.VM
+}
+
+func newVM(t *testing.T, prog []byte) vm {
+	t.Helper()
+	if len(prog)%8 != 0 || len(prog) == 0 {
+		t.Fatalf("program is %d bytes, want a non-zero multiple of 8", len(prog))
+	}
+	raw := make([]bpf.RawInstruction, len(prog)/8)
+	for i := range raw {
+		b := prog[8*i:]
+		raw[i] = bpf.RawInstruction{
+			Op: binary.NativeEndian.Uint16(b[0:2]),
+			Jt: b[2],
+			Jf: b[3],
+			K:  binary.NativeEndian.Uint32(b[4:8]),
+		}
+	}
+	insts, ok := bpf.Disassemble(raw)
+	if !ok {
+		t.Fatal("program has instructions the BPF disassembler does not know")
+	}
+	for i, ins := range insts {
+		switch ins.(type) {
+		case bpf.LoadAbsolute, bpf.JumpIf, bpf.Jump, bpf.RetConstant:
+		default:
+			t.Fatalf("instruction %d (%v) is not one the filter should use", i, ins)
+		}
+	}
+	v, err := bpf.NewVM(insts)
+	if err != nil {
+		t.Fatalf("invalid program: %v", err)
+	}
+	return vm{t: t, vm: v}
+}
+
+// run evaluates the filter for a call. x/net/bpf loads words big-endian
+// while the kernel loads them in native order from struct seccomp_data, so
+// each 32-bit word is laid out big-endian with the value the kernel would
+// read there.
+func (v vm) run(auditArch uint32, nr uint32, args ...uint64) uint32 {
+	v.t.Helper()
+	var in [64]byte
+	binary.BigEndian.PutUint32(in[offNr:], nr)
+	binary.BigEndian.PutUint32(in[offArch:], auditArch)
+	for i, a := range args {
+		// Little-endian machine: low word first.
+		binary.BigEndian.PutUint32(in[offArgs+8*i:], uint32(a))
+		binary.BigEndian.PutUint32(in[offArgs+8*i+4:], uint32(a>>32))
+	}
+	ret, err := v.vm.Run(in[:])
+	if err != nil {
+		v.t.Fatalf("running filter: %v", err)
+	}
+	return uint32(ret)
+}
+
+func retName(ret uint32) string {
+	switch {
+	case ret == retAllow:
+		return "allow"
+	case ret == retKillProcess:
+		return "kill-process"
+	case ret == 0: // SECCOMP_RET_KILL_THREAD
+		return "kill-thread"
+	case ret&0xffff0000 == retErrno:
+		return errnoName(syscall.Errno(ret & 0xffff))
+	}
+	return fmt.Sprintf("%#x", ret)
+}
+
+func nativePlatform(t *testing.T) platform {
+	t.Helper()
+	p, err := platformFor(runtime.GOARCH)
+	if err != nil {
+		t.Skip(err)
+	}
+	return p
+}
+
+// TestBPFDecisions evaluates the compiled program for calls that exercise
+// every kind of rule, for each option.
+func TestBPFDecisions(t *testing.T) {
+	p := nativePlatform(t)
+	native := uint32(p.info.ID)
+	nr := func(name string) uint32 {
+		n, ok := p.info.SyscallNames[name]
+		if !ok {
+			t.Fatalf("no syscall %s on %s", name, p.info.Name)
+		}
+		return uint32(n)
+	}
+	const (
+		cloneNewuser = 0x10000000
+		cloneNewns   = 0x00020000
+		cloneNewtime = 0x80
+		cloneFiles   = 0x400
+		pthreadFlags = 0x3d0f00 // glibc's CLONE_VM|FS|FILES|SIGHAND|THREAD|SYSVSEM|SETTLS|PARENT_SETTID|CHILD_CLEARTID
+		sigchld      = 17
+	)
+	type call struct {
+		name  string
+		arch  uint32
+		nr    uint32
+		args  []uint64
+		deny  string // want with DenyUnixSockets
+		allow string // want without
+	}
+	same := func(name string, nrv uint32, want string, args ...uint64) call {
+		return call{name: name, arch: native, nr: nrv, args: args, deny: want, allow: want}
+	}
+	calls := []call{
+		{name: "socket(AF_UNIX)", arch: native, nr: nr("socket"), args: []uint64{1, 1, 0}, deny: "EPERM", allow: "allow"},
+		{name: "socket(AF_UNIX) with high bits", arch: native, nr: nr("socket"), args: []uint64{1 | 0xdead<<32, 1, 0}, deny: "EPERM", allow: "allow"},
+		same("socket(AF_INET)", nr("socket"), "allow", 2, 1, 0),
+		same("socket(AF_INET6)", nr("socket"), "allow", 10, 1, 0),
+		same("socket(0x100000001)'s low half only matters: AF_INET high", nr("socket"), "allow", 2|1<<32, 1, 0),
+		same("socketpair(AF_UNIX)", nr("socketpair"), "allow", 1, 1, 0),
+		same("connect", nr("connect"), "allow", 3, 0, 0),
+		same("ioctl(TIOCSTI)", nr("ioctl"), "EPERM", 0, tiocsti, 0),
+		same("ioctl(TIOCSTI) with high bits", nr("ioctl"), "EPERM", 0, tiocsti|0xffffffff<<32, 0),
+		same("ioctl(TIOCLINUX)", nr("ioctl"), "EPERM", 0, tioclinux, 0),
+		same("ioctl(TCGETS)", nr("ioctl"), "allow", 0, 0x5401, 0),
+		same("ioctl(fd=TIOCSTI, TCGETS)", nr("ioctl"), "allow", tiocsti, 0x5401, 0),
+		same("clone(SIGCHLD) (fork)", nr("clone"), "allow", sigchld),
+		same("clone(pthread flags)", nr("clone"), "allow", pthreadFlags),
+		same("clone(CLONE_NEWUSER)", nr("clone"), "EPERM", cloneNewuser|sigchld),
+		same("clone(CLONE_NEWNS)", nr("clone"), "EPERM", cloneNewns|sigchld),
+		same("clone(exit signal 0x80)", nr("clone"), "allow", cloneNewtime),
+		same("unshare(CLONE_NEWUSER)", nr("unshare"), "EPERM", cloneNewuser),
+		same("unshare(CLONE_NEWTIME)", nr("unshare"), "EPERM", cloneNewtime),
+		same("unshare(CLONE_FILES)", nr("unshare"), "allow", cloneFiles),
+		same("clone3", nr("clone3"), "ENOSYS", 0, 88),
+		same("setns", nr("setns"), "EPERM", 3, 0),
+		same("io_uring_setup", nr("io_uring_setup"), "EPERM", 8, 0),
+		same("ptrace", nr("ptrace"), "EPERM", 0),
+		same("mount", nr("mount"), "EPERM"),
+		same("read", nr("read"), "allow", 0, 0, 0),
+		same("execve", nr("execve"), "allow"),
+		same("seccomp", nr("seccomp"), "allow"),
+		same("personality", nr("personality"), "allow", 0xffffffff),
+		{name: "foreign arch (i386 getpid)", arch: 0x40000003, nr: 20, deny: "kill-process", allow: "kill-process"},
+		{name: "foreign arch (i386 socketcall)", arch: 0x40000003, nr: 102, deny: "kill-process", allow: "kill-process"},
+		{name: "foreign arch (arm)", arch: 0x40000028, nr: 20, deny: "kill-process", allow: "kill-process"},
+		{name: "arch 0", arch: 0, nr: 0, deny: "kill-process", allow: "kill-process"},
+	}
+	if p.x32 {
+		calls = append(calls,
+			call{name: "x32 socket(AF_UNIX)", arch: native, nr: x32SyscallBit | 41, args: []uint64{1}, deny: "ENOSYS", allow: "ENOSYS"},
+			call{name: "x32 read", arch: native, nr: x32SyscallBit, deny: "ENOSYS", allow: "ENOSYS"},
+		)
+	}
+	for _, tc := range bothOptions {
+		t.Run(tc.name, func(t *testing.T) {
+			prog, err := BPF(tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := newVM(t, prog)
+			for _, c := range calls {
+				want := c.allow
+				if tc.opts.DenyUnixSockets {
+					want = c.deny
+				}
+				if got := retName(v.run(c.arch, c.nr, c.args...)); got != want {
+					t.Errorf("%s: %s, want %s", c.name, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestBPFWholeTable checks every syscall of the native table with zero
+// arguments: refused exactly when a rule names it without condition.
+func TestBPFWholeTable(t *testing.T) {
+	p := nativePlatform(t)
+	for _, tc := range bothOptions {
+		t.Run(tc.name, func(t *testing.T) {
+			prog, err := BPF(tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := newVM(t, prog)
+			rules := Rules(tc.opts)
+			eperm := unconditional(rules, runtime.GOARCH, syscall.EPERM)
+			enosys := unconditional(rules, runtime.GOARCH, syscall.ENOSYS)
+			for nr, name := range p.info.SyscallNumbers {
+				want := "allow"
+				switch {
+				case slices.Contains(eperm, name):
+					want = "EPERM"
+				case slices.Contains(enosys, name):
+					want = "ENOSYS"
+				}
+				if got := retName(v.run(uint32(p.info.ID), uint32(nr))); got != want {
+					t.Errorf("%s (%d) with zero arguments: %s, want %s", name, nr, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestBPFOtherArches checks the architecture handling that cannot run here.
+func TestBPFOtherArches(t *testing.T) {
+	for _, goarch := range []string{"386", "arm", "riscv64", "s390x", "ppc64le", "mips64"} {
+		if _, err := program(Options{}, goarch); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("program(%s) error = %v, want ErrUnsupported", goarch, err)
+		}
+	}
+	other := "arm64"
+	if runtime.GOARCH == "arm64" {
+		other = "amd64"
+	}
+	if _, err := program(Options{}, other); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("cross-assembling for %s: error = %v, want ErrUnsupported (go-seccomp-bpf assembles only natively)", other, err)
+	}
+}
+
+// TestBPFRejectsBadRules feeds argBlock malformed rules: they must fail,
+// never compile into something weaker.
+func TestBPFRejectsBadRules(t *testing.T) {
+	p := platform{info: arch.X86_64}
+	for _, tc := range []struct {
+		name string
+		rule Rule
+	}{
+		{"two syscalls", Rule{Syscalls: []string{"socket", "socketpair"}, Arg: &Arg{Op: ArgEqual32, Value: 1}}},
+		{"unknown syscall", Rule{Syscalls: []string{"sockett"}, Arg: &Arg{Op: ArgEqual32, Value: 1}}},
+		{"index 6", Rule{Syscalls: []string{"socket"}, Arg: &Arg{Index: 6, Op: ArgEqual32, Value: 1}}},
+		{"64-bit value", Rule{Syscalls: []string{"socket"}, Arg: &Arg{Op: ArgEqual32, Value: 1 << 32}}},
+		{"empty mask", Rule{Syscalls: []string{"clone"}, Arg: &Arg{Op: ArgAnyBit}}},
+		{"unknown op", Rule{Syscalls: []string{"clone"}, Arg: &Arg{Op: "like", Value: 1}}},
+	} {
+		if _, err := argBlock(p, tc.rule, retErrno|1); err == nil {
+			t.Errorf("%s: no error", tc.name)
+		}
+	}
+}

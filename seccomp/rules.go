@@ -1,0 +1,236 @@
+package seccomp
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// Options selects the optional rules of corral's filter. The zero value is
+// the filter every profile gets.
+type Options struct {
+	// DenyUnixSockets makes socket(2) with domain AF_UNIX fail with EPERM,
+	// so a sandboxed command cannot open a new Unix socket and reach a
+	// host socket (the Docker daemon, an ssh or gpg agent, D-Bus, or an
+	// abstract-namespace socket when the network is shared). socketpair(2)
+	// stays allowed, and descriptors the command inherits are untouched.
+	// The allowlist and workspace profiles set it.
+	DenyUnixSockets bool
+}
+
+// Action is what the filter does with a call a [Rule] matches.
+type Action string
+
+const (
+	// ActionErrno makes the call fail with the rule's Errno without
+	// running it (SECCOMP_RET_ERRNO, seccomp(2)): programs see an ordinary
+	// error and can carry on.
+	ActionErrno Action = "errno"
+	// ActionKillProcess kills the whole process with SIGSYS
+	// (SECCOMP_RET_KILL_PROCESS, Linux 4.14+). Only calls made through a
+	// foreign ABI get it.
+	ActionKillProcess Action = "kill-process"
+)
+
+// ABI names the calling conventions that [Rule.ABI] matches as a whole.
+const (
+	// ABIForeign matches every call whose seccomp_data.arch is not the
+	// native one: on x86_64 the i386 ABI (int 0x80, sysenter, a 32-bit
+	// binary), on arm64 the 32-bit arm compat ABI. Their syscall numbers
+	// differ from the native table, and i386 multiplexes socket(2) through
+	// socketcall(2), whose arguments a filter cannot read, so the filter
+	// kills rather than trying to translate.
+	ABIForeign = "foreign"
+	// ABIX32 matches x86_64 calls with __X32_SYSCALL_BIT (0x40000000) set
+	// in the number: the x32 ABI shares AUDIT_ARCH_X86_64 with the native
+	// one but numbers its calls differently.
+	ABIX32 = "x32"
+)
+
+// ArgOp is how an [Arg] compares a syscall argument.
+type ArgOp string
+
+const (
+	// ArgEqual32 matches when the low 32 bits of the argument equal
+	// Value. It is used for arguments the kernel declares as int or
+	// unsigned int (socket's domain, ioctl's request): the kernel ignores
+	// the upper half of the register, so a filter comparing all 64 bits
+	// could be bypassed by setting them (CVE-2019-10063 in flatpak's
+	// TIOCSTI filter).
+	ArgEqual32 ArgOp = "equal32"
+	// ArgAnyBit matches when argument & Value is not zero (any of the
+	// flag bits in Value is set).
+	ArgAnyBit ArgOp = "any-bit"
+)
+
+// Arg restricts a [Rule] to calls whose argument matches.
+type Arg struct {
+	// Index is the argument's position, 0 to 5 (seccomp_data.args[Index]).
+	Index int
+	// Op is the comparison.
+	Op ArgOp
+	// Value is compared with the argument according to Op.
+	Value uint64
+	// Text describes the condition for people, e.g. "domain == AF_UNIX".
+	Text string
+}
+
+// Rule is one row of corral's syscall filter: the calls it matches, what the
+// filter does with them, and why. Calls no rule matches are allowed.
+type Rule struct {
+	// Syscalls are the matched calls, named as in the kernel's syscall
+	// tables (syscalls(2)). Empty when ABI is set.
+	Syscalls []string
+	// ABI, when set (ABIForeign, ABIX32), makes the rule match every call
+	// made through that ABI, whatever its number.
+	ABI string
+	// Arg, when not nil, restricts the rule to calls whose argument
+	// matches.
+	Arg *Arg
+	// Action is what happens to a matching call.
+	Action Action
+	// Errno is the error a matching call returns when Action is
+	// ActionErrno (EPERM, or ENOSYS where a program should fall back).
+	Errno syscall.Errno
+	// Arches lists the GOARCH values the rule exists on (some calls exist
+	// only on x86_64); nil means every supported architecture.
+	Arches []string
+	// Reason says why the call is refused.
+	Reason string
+}
+
+// String renders the rule on one line, e.g.
+// "socket [arg0: domain == AF_UNIX] -> errno EPERM".
+func (r Rule) String() string {
+	var b strings.Builder
+	if r.ABI != "" {
+		fmt.Fprintf(&b, "every %s-ABI call", r.ABI)
+	} else {
+		b.WriteString(strings.Join(r.Syscalls, ", "))
+	}
+	if r.Arg != nil {
+		fmt.Fprintf(&b, " [arg%d: %s]", r.Arg.Index, r.Arg.Text)
+	}
+	b.WriteString(" -> ")
+	b.WriteString(string(r.Action))
+	if r.Action == ActionErrno {
+		b.WriteString(" " + errnoName(r.Errno))
+	}
+	if len(r.Arches) > 0 {
+		fmt.Fprintf(&b, " (%s only)", strings.Join(r.Arches, ", "))
+	}
+	return b.String()
+}
+
+func errnoName(e syscall.Errno) string {
+	switch e {
+	case syscall.EPERM:
+		return "EPERM"
+	case syscall.ENOSYS:
+		return "ENOSYS"
+	}
+	return fmt.Sprintf("errno %d", int(e))
+}
+
+// appliesTo reports whether the rule exists on goarch.
+func (r Rule) appliesTo(goarch string) bool {
+	return len(r.Arches) == 0 || slices.Contains(r.Arches, goarch)
+}
+
+// Terminal ioctls, from asm-generic/ioctls.h; x86_64 and arm64 share these
+// values (other architectures, which corral does not support, differ).
+const (
+	tiocsti   = 0x5412 // TIOCSTI: push a byte into the terminal's input queue
+	tioclinux = 0x541C // TIOCLINUX: virtual-console subcodes, selection paste among them
+)
+
+// Namespace flags. clone(2) takes the first seven; CLONE_NEWTIME (0x80)
+// overlaps clone's exit-signal byte and is only valid for unshare(2) and
+// clone3(2).
+const (
+	cloneNamespaceFlags   = 0x7E020000 // CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET (Docker's mask)
+	unshareNamespaceFlags = cloneNamespaceFlags | 0x80
+)
+
+const afUnix = 1 // AF_UNIX (AF_LOCAL)
+
+// Rules returns corral's filter as a table, for documentation and `corral
+// doctor`. The filter checks the ABI rows first; the other rows match
+// disjoint calls, so their order decides nothing. Every row applies on the
+// architectures its Arches field names (all when nil); [BPF] and
+// [DockerProfile] are built from exactly these rows. The result is a fresh
+// copy the caller may change.
+func Rules(opts Options) []Rule {
+	eperm := func(reason string, arches []string, names ...string) Rule {
+		return Rule{Syscalls: names, Action: ActionErrno, Errno: syscall.EPERM, Arches: arches, Reason: reason}
+	}
+	amd64 := []string{"amd64"}
+	var rules []Rule
+	rules = append(rules,
+		Rule{ABI: ABIForeign, Action: ActionKillProcess, Reason: "32-bit calls (i386 int 0x80 on x86_64, arm32 on arm64) use other syscall numbers and i386 socketcall(2) hides socket's arguments: rather than filter them, the process is killed, so a 32-bit program cannot bypass the rules below"},
+		Rule{ABI: ABIX32, Action: ActionErrno, Errno: syscall.ENOSYS, Arches: amd64, Reason: "the x32 ABI numbers its calls differently; it is refused as a kernel without x32 support would refuse it"},
+	)
+	if opts.DenyUnixSockets {
+		rules = append(rules, Rule{
+			Syscalls: []string{"socket"},
+			Arg:      &Arg{Index: 0, Op: ArgEqual32, Value: afUnix, Text: "domain == AF_UNIX"},
+			Action:   ActionErrno, Errno: syscall.EPERM,
+			Reason: "no new Unix socket, so no host socket (Docker daemon, ssh/gpg agents, D-Bus, abstract sockets on a shared network) can be reached; socketpair(2) and inherited descriptors still work",
+		})
+	}
+	rules = append(rules,
+		Rule{
+			Syscalls: []string{"ioctl"},
+			Arg:      &Arg{Index: 1, Op: ArgEqual32, Value: tiocsti, Text: "request == TIOCSTI"},
+			Action:   ActionErrno, Errno: syscall.EPERM,
+			Reason: "TIOCSTI pushes input into a terminal, so a command sharing corral's terminal could type commands into the shell outside the sandbox (CVE-2017-5226 in bubblewrap)",
+		},
+		Rule{
+			Syscalls: []string{"ioctl"},
+			Arg:      &Arg{Index: 1, Op: ArgEqual32, Value: tioclinux, Text: "request == TIOCLINUX"},
+			Action:   ActionErrno, Errno: syscall.EPERM,
+			Reason: "TIOCLINUX can paste the virtual console's selection buffer as input: the same injection as TIOCSTI (CVE-2023-1523)",
+		},
+		Rule{
+			Syscalls: []string{"clone"},
+			Arg:      &Arg{Index: 0, Op: ArgAnyBit, Value: cloneNamespaceFlags, Text: "flags & CLONE_NEW* != 0"},
+			Action:   ActionErrno, Errno: syscall.EPERM,
+			Reason: "no nested namespaces: a new user namespace would give the command capabilities over fresh mount and network namespaces (remounting its view, and the kernel code behind most unprivileged local root exploits); Docker's default profile refuses the same. Chromium needs --no-sandbox, as in Docker",
+		},
+		Rule{
+			Syscalls: []string{"unshare"},
+			Arg:      &Arg{Index: 0, Op: ArgAnyBit, Value: unshareNamespaceFlags, Text: "flags & CLONE_NEW* != 0"},
+			Action:   ActionErrno, Errno: syscall.EPERM,
+			Reason: "as for clone: no nested namespaces (unshare of files, fs or sysvsem still works)",
+		},
+		Rule{
+			Syscalls: []string{"clone3"},
+			Action:   ActionErrno, Errno: syscall.ENOSYS,
+			Reason: "clone3 passes its flags in memory, where a filter cannot check them for CLONE_NEW*; ENOSYS makes glibc fall back to clone(2), which is checked (Docker's default does the same)",
+		},
+		eperm("enters another namespace; nothing in a sandbox needs to", nil, "setns"),
+		eperm("io_uring is a large kernel attack surface, and its operations (IORING_OP_SOCKET, _OPENAT, ...) are not syscalls, so they would bypass every other rule here", nil,
+			"io_uring_setup", "io_uring_enter", "io_uring_register"),
+		eperm("reads and writes other processes' memory: a sandboxed command could take over an unfiltered helper in the same sandbox (a proxy forwarder) and act outside the filter; strace and gdb therefore do not work inside", nil,
+			"ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd"),
+		eperm("eBPF programs and perf events expose kernel attack surface and side channels", nil, "bpf", "perf_event_open"),
+		eperm("kernel keyrings are not namespaced: the user's session keyring (Kerberos tickets, filesystem keys) would be reachable", nil,
+			"add_key", "keyctl", "request_key"),
+		eperm("loads or replaces kernel code (already refused without CAP_SYS_MODULE/CAP_SYS_BOOT)", nil,
+			"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module"),
+		eperm("obsolete module calls, refused by Docker's default profile", amd64, "create_module", "get_kernel_syms", "query_module"),
+		eperm("the mount tree is final once bubblewrap (or Docker) has built it; the filter is installed after that", nil,
+			"mount", "umount2", "pivot_root", "move_mount", "open_tree", "open_tree_attr",
+			"fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr"),
+		eperm("opens files by handle, bypassing the mount tree (the 'shocker' container escape)", nil,
+			"open_by_handle_at", "name_to_handle_at"),
+		eperm("a classic primitive for winning kernel race conditions in exploits", nil, "userfaultfd"),
+		eperm("host-global state not namespaced: accounting, swap, reboot, kernel log, quotas, terminal hangup, clock; Docker's default profile refuses them", nil,
+			"acct", "swapon", "swapoff", "reboot", "syslog", "quotactl", "quotactl_fd", "lookup_dcookie", "vhangup", "nfsservctl",
+			"settimeofday", "clock_settime", "clock_adjtime"),
+		eperm("x86 port I/O and obsolete calls, refused by Docker's default profile", amd64,
+			"iopl", "ioperm", "uselib", "ustat", "sysfs", "_sysctl"),
+	)
+	return rules
+}
