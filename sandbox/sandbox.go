@@ -129,6 +129,15 @@ type Request struct {
 	// HomeAllow lists extra dot entries of the home directory to show
 	// read-only, relative to the home directory (".zz-tool", ".config/nvim").
 	HomeAllow []string
+	// Protected lists the protected-path patterns (see DefaultProtected and
+	// MatchProtected): paths relative to the top of each writable directory
+	// (the working directory, read-write binds; not the scratch directory
+	// nor HomeDir) that stay read-only although they lie in it, because
+	// programs on the host run them later (.git/hooks, .git/config, shell
+	// start-up files, editor and agent settings). Nil means
+	// DefaultProtected; an empty, non-nil list protects nothing. Under
+	// restricted the working directory is read-only anyway.
+	Protected []string
 	// Stdin, Stdout and Stderr are the command's standard streams; nil means
 	// /dev/null. An *os.File is passed to the sandbox as is, so a terminal
 	// stays a terminal.

@@ -236,10 +236,11 @@ func (c *Client) serverLocked(template *sandbox.Request, sp *session.Spec) (*ser
 	req := &copied
 	writable := writableRoots(req)
 	wj, _ := json.Marshal(writable)
+	pj, _ := json.Marshal(protectSpec{Roots: protectedRoots(req, writable), Patterns: req.ProtectedPatterns()})
 	// The sandbox is rebuilt when the settings change, and when the home
 	// directory (or .config, .local, .local/share) gains or loses entries,
 	// which the sandbox's rebuilt home would not show.
-	key := fmt.Sprintf("%s|%s|%s|%v|%v|%v|%v|%s|%s", sp.Backend.Name(), req.Profile, req.Workdir, req.Binds, req.HomeAllow, req.HomeDir, req.EnvDeny, wj, homeStamp())
+	key := fmt.Sprintf("%s|%s|%s|%v|%v|%v|%v|%s|%s|%s", sp.Backend.Name(), req.Profile, req.Workdir, req.Binds, req.HomeAllow, req.HomeDir, req.EnvDeny, wj, pj, homeStamp())
 	if c.srv != nil && c.srv.key == key {
 		select {
 		case <-c.srv.done:
@@ -253,8 +254,8 @@ func (c *Client) serverLocked(template *sandbox.Request, sp *session.Spec) (*ser
 		return nil, fmt.Errorf("%w: opening corral's executable: %v", ErrUnavailable, err)
 	}
 	req.ExtraFiles = []*os.File{exeFile}
-	req.Env = append(append([]string{}, req.Env...), EnvServe+"=serve", EnvWritable+"="+string(wj))
-	req.EnvAllow = append(append([]string{}, req.EnvAllow...), EnvServe, EnvWritable)
+	req.Env = append(append([]string{}, req.Env...), EnvServe+"=serve", EnvWritable+"="+string(wj), EnvProtect+"="+string(pj))
+	req.EnvAllow = append(append([]string{}, req.EnvAllow...), EnvServe, EnvWritable, EnvProtect)
 	// A long-lived helper of corral's own: no CPU-time limit, room for the
 	// Go runtime, a few processes for rg/grep.
 	req.Limits = sandbox.Limits{MemoryMB: 0, CPUSeconds: 0, MaxProcs: 64}
@@ -330,6 +331,47 @@ func writableRoots(req *sandbox.Request) []string {
 			if !b.ReadOnly {
 				add(b.Target())
 			}
+		}
+	}
+	return out
+}
+
+// protectedRoots are the directories at whose top the protected-path
+// patterns apply, as the file server sees them: the writable roots but the
+// scratch directory and the session home (corral's own; nothing on the
+// host runs from them). As in the bwrap backend, when the working directory
+// is the home directory, its writable parts are its non-dot entries, and the
+// patterns apply at the top of each.
+func protectedRoots(req *sandbox.Request, writable []string) []string {
+	skip := map[string]bool{}
+	for _, p := range []string{req.ScratchDir, req.HomeDir} {
+		if p == "" {
+			continue
+		}
+		skip[p] = true
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			skip[r] = true
+		}
+	}
+	home := ""
+	if h, err := os.UserHomeDir(); err == nil {
+		if r, err := filepath.EvalSymlinks(h); err == nil {
+			home = r
+		}
+	}
+	var out []string
+	for _, w := range writable {
+		switch {
+		case skip[w]:
+		case w == home && home != "/":
+			ents, _ := os.ReadDir(home)
+			for _, e := range ents {
+				if !strings.HasPrefix(e.Name(), ".") && e.IsDir() {
+					out = append(out, filepath.Join(home, e.Name()))
+				}
+			}
+		default:
+			out = append(out, w)
 		}
 	}
 	return out

@@ -32,6 +32,7 @@ const (
 	ErrIsDir      = "is_directory"
 	ErrReadOnly   = "read_only"
 	ErrOutside    = "outside_writable"
+	ErrProtected  = "protected"
 	ErrPermission = "permission_denied"
 	ErrTooLarge   = "too_large"
 	ErrBadRequest = "bad_request"

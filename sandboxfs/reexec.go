@@ -10,11 +10,20 @@ import (
 // EnvServe, set to "serve" in the environment of corral's own executable,
 // makes it run the file server on stdin and stdout instead of its main
 // (the reexec pattern, as in Docker's pkg/reexec). EnvWritable carries the
-// writable roots as a JSON list.
+// writable roots as a JSON list; EnvProtect the protected paths as a JSON
+// object {"roots": [...], "patterns": [...]} (see sandbox.Request.Protected).
 const (
 	EnvServe    = "CORRAL_SANDBOXFS"
 	EnvWritable = "CORRAL_SANDBOXFS_WRITABLE"
+	EnvProtect  = "CORRAL_SANDBOXFS_PROTECT"
 )
+
+// protectSpec is what EnvProtect carries: the directories (as the sandbox
+// sees them) at whose top the patterns apply.
+type protectSpec struct {
+	Roots    []string `json:"roots"`
+	Patterns []string `json:"patterns"`
+}
 
 func init() {
 	if os.Getenv(EnvServe) != "serve" {
@@ -28,8 +37,15 @@ func init() {
 			s.writable = append(s.writable, filepath.Clean(r))
 		}
 	}
+	var prot protectSpec
+	if err := json.Unmarshal([]byte(os.Getenv(EnvProtect)), &prot); err != nil && os.Getenv(EnvProtect) != "" {
+		fmt.Fprintln(os.Stderr, "sandboxfs: bad", EnvProtect+":", err)
+		os.Exit(1)
+	}
+	s.protectRoots, s.patterns = resolveRoots(prot.Roots), prot.Patterns
 	os.Unsetenv(EnvServe)
 	os.Unsetenv(EnvWritable)
+	os.Unsetenv(EnvProtect)
 	if err := s.serve(os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "sandboxfs:", err)
 		os.Exit(1)

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/corralhq/corral/internal/atomicfile"
+	"github.com/corralhq/corral/sandbox"
 )
 
 // Caps of the server's answers.
@@ -35,6 +36,26 @@ const (
 // server runs inside the sandbox.
 type server struct {
 	writable []string // real paths the sandbox may write
+	// protectRoots are the real paths at whose top patterns (protected
+	// paths) apply: a write whose real target matches is refused.
+	protectRoots []string
+	patterns     []string
+}
+
+// resolveRoots resolves the protected roots inside the sandbox, keeping the
+// absolute ones.
+func resolveRoots(roots []string) []string {
+	var out []string
+	for _, r := range roots {
+		if !filepath.IsAbs(r) {
+			continue
+		}
+		if real, err := filepath.EvalSymlinks(r); err == nil {
+			r = real
+		}
+		out = append(out, filepath.Clean(r))
+	}
+	return out
 }
 
 // serve answers requests from r on w until r ends.
@@ -182,6 +203,9 @@ func (s *server) realTarget(path string) (string, error) {
 	}
 	for _, w := range s.writable {
 		if real == w || strings.HasPrefix(real, w+"/") {
+			if err := s.checkProtected(path, real); err != nil {
+				return "", err
+			}
 			return real, nil
 		}
 	}
@@ -189,6 +213,31 @@ func (s *server) realTarget(path string) (string, error) {
 		return "", &Error{Kind: ErrOutside, Message: fmt.Sprintf("refused: %s resolves to %s, which is outside the writable directories (%s); nothing was written", path, real, strings.Join(s.writable, ", "))}
 	}
 	return "", &Error{Kind: ErrReadOnly, Message: fmt.Sprintf("%s: read-only file system (writable: %s)", path, strings.Join(s.writable, ", "))}
+}
+
+// checkProtected refuses a write whose real target is a protected path or
+// lies below one (sandbox.MatchProtected). It judges the real path, so a
+// symlink in the tree that leads into .git/hooks does not get around it,
+// and it refuses also what does not exist yet, which the sandbox's
+// read-only binds cannot cover.
+func (s *server) checkProtected(path, real string) error {
+	for _, root := range s.protectRoots {
+		if !strings.HasPrefix(real, root+"/") {
+			continue
+		}
+		rel := real[len(root)+1:]
+		st, err := os.Lstat(real)
+		dir := err == nil && st.IsDir()
+		if _, ok := sandbox.MatchProtected(rel, dir, s.patterns); !ok {
+			continue
+		}
+		what := rel + " is a protected path"
+		if filepath.Clean(path) != real {
+			what = fmt.Sprintf("%s resolves to %s, a protected path", path, rel)
+		}
+		return &Error{Kind: ErrProtected, Message: fmt.Sprintf("refused: %s (it runs code on the host later); nothing was written", what)}
+	}
+	return nil
 }
 
 // resolveForWrite returns where a write to path would land: its real path

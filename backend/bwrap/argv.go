@@ -65,9 +65,17 @@ func Argv(plan *Plan, f Features, statusFD int, cmd []string) []string {
 	for _, m := range plan.Mounts {
 		switch m.Kind {
 		case mRoBind:
-			a = append(a, "--ro-bind", m.Src, m.Dest)
+			if m.FD > 0 {
+				a = append(a, "--ro-bind-fd", strconv.Itoa(m.FD), m.Dest)
+			} else {
+				a = append(a, "--ro-bind", m.Src, m.Dest)
+			}
 		case mBind:
-			a = append(a, "--bind", m.Src, m.Dest)
+			if m.FD > 0 {
+				a = append(a, "--bind-fd", strconv.Itoa(m.FD), m.Dest)
+			} else {
+				a = append(a, "--bind", m.Src, m.Dest)
+			}
 		case mDevBind:
 			a = append(a, "--dev-bind", m.Src, m.Dest)
 		case mTmpfs:

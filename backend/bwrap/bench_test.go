@@ -2,7 +2,9 @@ package bwrap
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/corralhq/corral/sandbox"
@@ -40,5 +42,64 @@ func BenchmarkRawBwrapTrue(b *testing.B) {
 		if err := cmd.Run(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkSandboxTrueRepo is BenchmarkSandboxTrue in a git repository
+// with nested directories, with the default protected paths (the scan, the
+// read-only binds, the check after the command) and with none: the
+// difference is what protection costs per command.
+func BenchmarkSandboxTrueRepo(b *testing.B) {
+	e := newBenchEnv(b)
+	for _, d := range []string{".git/hooks", ".git/objects", ".git/refs", ".vscode", "src/a", "src/b", "docs", "vendor/lib/.git/hooks"} {
+		if err := os.MkdirAll(filepath.Join(e.work, d), 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, f := range []string{".git/HEAD", ".git/config", "vendor/lib/.git/HEAD", "vendor/lib/.git/config"} {
+		if err := os.WriteFile(filepath.Join(e.work, f), []byte("x\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		protected []string
+	}{{"protected", nil}, {"unprotected", []string{}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			req := &sandbox.Request{Argv: []string{"/bin/true"}, Env: e.envv, Workdir: e.work, Profile: sandbox.ProfileWorkspace, Limits: sandbox.DefaultLimits, Protected: tc.protected}
+			for i := 0; i < b.N; i++ {
+				res, err := e.backend.Run(context.Background(), req)
+				if err != nil || res.ExitCode != 0 {
+					b.Fatalf("run: %v %+v", err, res)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPlanRepo measures BuildPlan alone in the same repository, with
+// and without protected paths.
+func BenchmarkPlanRepo(b *testing.B) {
+	e := newBenchEnv(b)
+	for _, d := range []string{".git/hooks", "src/a", "vendor/lib/.git/hooks"} {
+		os.MkdirAll(filepath.Join(e.work, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(e.work, ".git/HEAD"), []byte("x\n"), 0o644)
+	host, err := e.backend.host()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		protected []string
+	}{{"protected", nil}, {"unprotected", []string{}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			req := &sandbox.Request{Argv: []string{"/bin/true"}, Env: e.envv, Workdir: e.work, Profile: sandbox.ProfileWorkspace, Protected: tc.protected}
+			for i := 0; i < b.N; i++ {
+				if _, err := BuildPlan(req, host); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -36,6 +36,12 @@ type mount struct {
 	Dest  string
 	Perms uint32 // tmpfs mode bits as chmod(2) takes them (01777); 0 means bwrap's default (0755)
 	Size  int64  // tmpfs size in bytes (--size); 0 means the kernel's default (half of RAM)
+	// ViaFD marks a bind of a path inside a writable directory (a protected
+	// path, a pin) that the backend binds from a descriptor where bwrap can
+	// (Binary.BindFD); FD is that descriptor's number in bwrap, set just
+	// before it starts (0: by path).
+	ViaFD bool
+	FD    int
 }
 
 // Host are the facts about the host a plan depends on, gathered once per
@@ -87,6 +93,22 @@ type Plan struct {
 	Env []string
 	// Warnings are non-fatal findings for the person.
 	Warnings []string
+	// Create and Links are the protected paths the backend looks after on
+	// the host, outside the mounts (see protect.go): missing members of a
+	// git directory to make before the sandbox starts (Mounts binds them
+	// read-only), and symlinks on the way to protected paths to put back
+	// after it if the command replaced them.
+	Create, Links []protectItem
+	// ProtectScanCut lists the writable directories whose scan for nested
+	// protected paths stopped at its bounds (sandbox.FindProtected).
+	ProtectScanCut []string
+	// protectRoots are the writable directories (directories only) the
+	// protected paths were looked for in, protectPats the patterns, and
+	// protectBefore the paths (as found) that existed, or were made, before
+	// the sandbox: the check after the command moves out any other it finds.
+	protectRoots  []protectRoot
+	protectPats   []string
+	protectBefore map[string]bool
 }
 
 // writableRootOf returns the writable mount that holds path (resolved), or "".
@@ -131,6 +153,8 @@ type planner struct {
 	bound  []string        // targets bound from the host (ancestor-or-equal means visible)
 	writes []string        // targets that are writable in the sandbox
 	roDevs map[string]bool // device binds sealed read-only
+	// bindSrc maps the destination of a read-write bind to its host source.
+	bindSrc map[string]string
 
 	credTargets []string // see credentialTargets
 }
@@ -157,7 +181,7 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 	if _, err := sandbox.ParseProfile(string(profile)); err != nil {
 		return nil, err
 	}
-	p := &planner{req: req, host: host, allow: map[string]bool{}, roDevs: map[string]bool{}}
+	p := &planner{req: req, host: host, allow: map[string]bool{}, roDevs: map[string]bool{}, bindSrc: map[string]string{}}
 	plan := &Plan{ShareNet: profile.HostNetwork(), TTY: req.TTY}
 
 	workdir, writable, err := p.workdir(profile)
@@ -182,6 +206,7 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		p.bound = append(p.bound, b.Dest)
 		if b.Kind == mBind || b.Kind == mDevBind && !p.roDevs[b.Dest] {
 			p.writes = append(p.writes, b.Dest)
+			p.bindSrc[b.Dest] = b.Src
 		}
 	}
 	p.masks()
@@ -194,6 +219,9 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		return nil, err
 	}
 	if err := p.protect(scratch, sessionHome, writable); err != nil {
+		return nil, err
+	}
+	if err := p.protected(plan); err != nil {
 		return nil, err
 	}
 	p.caBundles()

@@ -13,6 +13,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,11 +110,13 @@ func (b *Backend) Binary(ctx context.Context) (*Binary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
 	}
-	key := fmt.Sprintf("%s\t%d\t%d\t%d", p, inode(st), st.Size(), st.ModTime().UnixNano())
+	// The trailing field is the cache format: a cache of an older format
+	// (without the features) does not match and is written again.
+	key := fmt.Sprintf("%s\t%d\t%d\t%d\t2", p, inode(st), st.Size(), st.ModTime().UnixNano())
 	if data, err := os.ReadFile(cache); err == nil {
 		if k, v, ok := strings.Cut(strings.TrimSpace(string(data)), "\n"); ok && k == key {
 			if ver, err := ParseVersion(v); err == nil && ver.AtLeast(MinVersion.Major, MinVersion.Minor, MinVersion.Patch) {
-				b.bin = &Binary{Path: p, Version: ver, Setuid: st.Mode()&os.ModeSetuid != 0}
+				b.bin = &Binary{Path: p, Version: ver, Setuid: st.Mode()&os.ModeSetuid != 0, BindFD: slices.Contains(strings.Fields(v), "bind-fd")}
 				return b.bin, nil
 			}
 		}
@@ -122,7 +125,11 @@ func (b *Backend) Binary(ctx context.Context) (*Binary, error) {
 	if err != nil {
 		return nil, err
 	}
-	_ = writeFileAtomic(cache, []byte(key+"\nbubblewrap "+bin.Version.String()+"\n"), 0o600)
+	line := "bubblewrap " + bin.Version.String()
+	if bin.BindFD {
+		line += " bind-fd"
+	}
+	_ = writeFileAtomic(cache, []byte(key+"\n"+line+"\n"), 0o600)
 	b.bin = bin
 	return bin, nil
 }
@@ -231,9 +238,16 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if w := plan.writableRootOf(bin.Path); w != "" {
 		return nil, fmt.Errorf("%w: bwrap %s lies in %s, which the sandbox can write, so a command could replace it; install bwrap in a system directory", sandbox.ErrPolicy, bin.Path, w)
 	}
+	b.prepareProtected(plan)
+	if len(plan.ProtectScanCut) > 0 {
+		b.log.Debug("bwrap.protected.scan_cut", "roots", plan.ProtectScanCut)
+	}
 	res, err := b.run(ctx, bin, plan, req)
+	// The sandbox is gone (its pid namespace with it), whatever the
+	// outcome: look at what it left at protected paths.
+	swept := b.checkProtected(plan)
 	if res != nil {
-		res.Warnings = append(plan.Warnings, res.Warnings...)
+		res.Warnings = append(append(plan.Warnings, res.Warnings...), swept...)
 	}
 	return res, err
 }
@@ -241,7 +255,9 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 // Command returns the bwrap argv (program first) and environment that Run
 // would use for req, without running anything (`corral run --dry-run`, and
 // the benchmark's raw-bwrap baseline). The limits gate and the status pipe
-// are not part of the argv.
+// are not part of the argv. Protected paths show as --ro-bind P P; a missing
+// member of a git directory that Run would make first (.git/hooks) is
+// shown bound although Command does not make it.
 func (b *Backend) Command(ctx context.Context, req *sandbox.Request) (argv, env, warnings []string, err error) {
 	bin, err := b.Binary(ctx)
 	if err != nil {
@@ -339,6 +355,19 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 	// mount plan (hidden names, symlink targets) is not readable in
 	// /proc/1/cmdline inside the sandbox, and no ARG_MAX limit applies.
 	statusFD := 3 + len(req.ExtraFiles)
+	// Protected paths and their pins are bound from descriptors where bwrap
+	// can, after bwrap's own two.
+	bindFiles, err := openBindFDs(plan, bin, statusFD+2)
+	if err != nil {
+		statusW.Close()
+		argsW.Close()
+		return nil, err
+	}
+	defer func() {
+		for _, f := range bindFiles {
+			f.Close()
+		}
+	}()
 	argv := Argv(plan, FeaturesFor(bin.Version), statusFD, req.Argv)
 	opts, command := argv[:len(argv)-len(req.Argv)-1], argv[len(argv)-len(req.Argv)-1:] // command starts at "--"
 	go func() {
@@ -368,7 +397,7 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 			}
 		}
 	}
-	cmd.ExtraFiles = append(append([]*os.File{}, req.ExtraFiles...), statusW, argsR)
+	cmd.ExtraFiles = append(append(append([]*os.File{}, req.ExtraFiles...), statusW, argsR), bindFiles...)
 	// Once the sandbox is dead nothing may hold its output pipes open; do
 	// not wait for stray writers beyond this.
 	cmd.WaitDelay = b.opts.KillGrace

