@@ -85,12 +85,39 @@ type Settings struct {
 	// AuditMaxMB is the size in MiB at which the audit log is rotated;
 	// always > 0 (key audit_max_mb).
 	AuditMaxMB int
+	// ProtectedPaths are the protected-path patterns (key protected_paths):
+	// nil when the key is not set (sandbox.DefaultProtected applies), an
+	// empty non-nil list when it is set to [] (nothing is protected).
+	ProtectedPaths []string
+	// Docker are the docker backend's settings (keys docker.*).
+	Docker Docker
 
 	// Path is the settings file Load consulted, whether or not it exists;
 	// empty for Defaults.
 	Path string
 
 	origins map[string]origin
+}
+
+// Docker are the settings of the docker backend (keys docker.*), with the
+// names and defaults of the reference Docker environment. Sizes use
+// Docker's notation ("512m", "1g"); see backend/docker.Settings for the
+// meaning of each.
+type Docker struct {
+	Scope         string         // docker.scope: session or shared
+	Image         string         // docker.image
+	Network       string         // docker.network: none, bridge or a network name
+	Memory        string         // docker.memory
+	CPUs          string         // docker.cpus
+	PidsLimit     int            // docker.pids_limit (>= 16)
+	User          string         // docker.user: "", none or uid:gid
+	Workdir       string         // docker.workdir: "" or absolute
+	ReadOnly      string         // docker.read_only: "true" or "false"
+	TmpSize       string         // docker.tmp_size
+	Binds         []sandbox.Bind // docker.binds
+	HostWorkspace string         // docker.host_workspace: "" or absolute
+	MountOptions  string         // docker.mount_options
+	ExtraRunArgs  string         // docker.extra_run_args
 }
 
 // origin records where one key's value came from.

@@ -32,6 +32,12 @@ var testEnv = []string{"HOME=/home/u", "PATH=/usr/bin"}
 
 func env(kv ...string) []string { return append(append([]string{}, testEnv...), kv...) }
 
+// defaultDocker are the docker.* defaults (the reference environment's).
+var defaultDocker = Docker{
+	Scope: "session", Image: "python:3.12-slim", Network: "none", Memory: "1g", CPUs: "1",
+	PidsLimit: 256, ReadOnly: "true", TmpSize: "512m",
+}
+
 func TestDefaults(t *testing.T) {
 	s, err := Load(missing(t), testEnv)
 	if err != nil {
@@ -42,7 +48,7 @@ func TestDefaults(t *testing.T) {
 		MemoryMB: 256, CPUSeconds: 30, MaxProcs: 256,
 		Timeout: 180 * time.Second, HomeMode: "host", DegradedMode: "degrade",
 		TmpSizeMB: 512, OutputLimit: 65536,
-		Approval: "ask", AuditMaxMB: 10,
+		Approval: "ask", AuditMaxMB: 10, Docker: defaultDocker,
 	}
 	s.Path, s.origins = "", nil
 	if !reflect.DeepEqual(s, want) {
@@ -97,7 +103,7 @@ output_limit: 1000
 		HomeAllow: []string{".gitconfig", ".config/nvim", ".zz-tool"},
 		Cwd:       "/home/u/src", Timeout: 5 * time.Minute,
 		HomeMode: "session", DegradedMode: "fail", OutputLimit: 1000, TmpSizeMB: 512,
-		Approval: "ask", AuditMaxMB: 10,
+		Approval: "ask", AuditMaxMB: 10, Docker: defaultDocker,
 	}
 	if src, where := s.Source("memory_mb"); src != SourceFile || where != p {
 		t.Errorf("Source(memory_mb) = %q, %q; want file, %q", src, where, p)
@@ -270,7 +276,11 @@ func TestBadValues(t *testing.T) {
 		{"int list", "memory_mb: [1]", nil, []string{"memory_mb: [1] is not"}},
 		{"int zero where > 0", "output_limit: 0", nil, []string{"output_limit: 0 is not a whole number of bytes greater than 0"}},
 		{"int null", "memory_mb:", nil, []string{"memory_mb: null is not"}},
-		{"enum backend", "backend: docker", nil, []string{`backend: "docker" is not one of bwrap, local`}},
+		{"enum backend", "backend: podman", nil, []string{`backend: "podman" is not one of bwrap, docker, local`}},
+		{"docker pids below 16", "docker:\n  pids_limit: 8", nil, []string{"docker.pids_limit: 8 is not a whole number of at least 16"}},
+		{"docker memory", "docker:\n  memory: lots", nil, []string{`docker.memory: "lots" is not a size`}},
+		{"docker user", "docker:\n  user: alice", nil, []string{`docker.user: "alice" is not uid:gid in numbers`}},
+		{"docker read_only", "docker:\n  read_only: maybe", nil, []string{`docker.read_only: "maybe" is not true or false`}},
 		{"enum profile", "", []string{"CORRAL_PROFILE=open"}, []string{`profile: "open" is not one of restricted, workspace, network`, "CORRAL_PROFILE"}},
 		{"enum case", "home_mode: Host", nil, []string{`home_mode: "Host" is not one of host, session`}},
 		{"enum degraded", "degraded_mode: warn", nil, []string{`degraded_mode: "warn" is not one of degrade, fail`}},
@@ -341,7 +351,7 @@ func TestUnknownKeyInFile(t *testing.T) {
 		{"memroy_mb: 1", "memroy_mb", "memory_mb"},
 		{"Profile: network", "Profile", "profile"},
 		{"home-allow: [.x]", "home-allow", "home_allow"},
-		{"docker:\n  image: x", "docker.image", ""},
+		{"docker:\n  imgae: x", "docker.imgae", "docker.image"},
 		{"wholly_unrelated: 1", "wholly_unrelated", ""},
 	}
 	for _, tc := range tests {
@@ -729,5 +739,31 @@ func TestApply(t *testing.T) {
 	a.HomeAllow = append(a.HomeAllow, ".x")
 	if len(b.HomeAllow) != 0 {
 		t.Error("Defaults share HomeAllow")
+	}
+}
+
+// TestProtectedPathsNilVsEmpty: unset gives nil (the built-in list), []
+// gives an empty, non-nil list (nothing protected).
+func TestProtectedPathsNilVsEmpty(t *testing.T) {
+	s, err := Load(missing(t), testEnv)
+	if err != nil || s.ProtectedPaths != nil {
+		t.Fatalf("unset: %#v %v", s.ProtectedPaths, err)
+	}
+	for _, text := range []string{"protected_paths: []", "protected_paths: [.git/hooks, \"**/.vscode\"]"} {
+		s, err := Load(writeFile(t, text), testEnv)
+		if err != nil || s.ProtectedPaths == nil {
+			t.Errorf("%s: %#v %v", text, s.ProtectedPaths, err)
+		}
+	}
+	s, err = Load(missing(t), env("CORRAL_PROTECTED_PATHS=[]"))
+	if err != nil || s.ProtectedPaths == nil || len(s.ProtectedPaths) != 0 {
+		t.Errorf("env []: %#v %v", s.ProtectedPaths, err)
+	}
+	if _, err := Load(writeFile(t, "protected_paths: [/abs]"), testEnv); err == nil || !strings.Contains(err.Error(), "protected-path pattern") {
+		t.Errorf("absolute pattern: %v", err)
+	}
+	s, err = Load(writeFile(t, "docker:\n  read_only: false"), testEnv)
+	if err != nil || s.Docker.ReadOnly != "false" {
+		t.Errorf("YAML boolean read_only: %q %v", s.Docker.ReadOnly, err)
 	}
 }

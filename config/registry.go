@@ -1,8 +1,12 @@
 package config
 
 import (
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+
+	units "github.com/docker/go-units"
 
 	"github.com/corralhq/corral/approval"
 	"github.com/corralhq/corral/sandbox"
@@ -121,6 +125,8 @@ const EnvConfig = "CORRAL_CONFIG"
 const (
 	BackendBwrap = "bwrap" // backend: bubblewrap (the default)
 	BackendLocal = "local" // backend: no sandbox, for debugging
+	// BackendDocker is the backend value for Docker containers (docker.*).
+	BackendDocker = "docker"
 
 	HomeModeHost    = "host"    // home_mode: the host's home directory, hidden but for allowed entries
 	HomeModeSession = "session" // home_mode: a fresh home directory per session
@@ -159,14 +165,74 @@ func approvalPattern(s string) (string, string) {
 	return strings.TrimSpace(s), ""
 }
 
+// protectedPattern checks one element of protected_paths.
+func protectedPattern(s string) (string, string) {
+	s = strings.TrimSpace(s)
+	if err := sandbox.CheckProtected([]string{s}); err != nil {
+		return "", "is not a protected-path pattern: " + err.Error()
+	}
+	return s, ""
+}
+
+// nonEmpty refuses an empty or blank string.
+func nonEmpty(s string) (string, string) {
+	if strings.TrimSpace(s) == "" {
+		return "", "is empty"
+	}
+	return strings.TrimSpace(s), ""
+}
+
+// dockerSize checks a size in Docker's notation (go-units RAMInBytes).
+func dockerSize(s string) (string, string) {
+	if n, err := units.RAMInBytes(strings.TrimSpace(s)); err != nil || n <= 0 {
+		return "", "is not a size"
+	}
+	return strings.TrimSpace(s), ""
+}
+
+// positiveNumber checks a number greater than 0.
+func positiveNumber(s string) (string, string) {
+	if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err != nil || f <= 0 {
+		return "", "is not a number greater than 0"
+	}
+	return strings.TrimSpace(s), ""
+}
+
+// dockerUser checks "", none or uid:gid.
+func dockerUser(s string) (string, string) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "none" {
+		return s, ""
+	}
+	u, g, ok := strings.Cut(s, ":")
+	_, e1 := strconv.ParseUint(u, 10, 32)
+	_, e2 := strconv.ParseUint(g, 10, 32)
+	if !ok || e1 != nil || e2 != nil {
+		return "", "is not uid:gid in numbers"
+	}
+	return s, ""
+}
+
+// absOrEmpty checks an absolute path (cleaned) or "".
+func absOrEmpty(s string) (string, string) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", ""
+	}
+	if !filepath.IsAbs(s) {
+		return "", "is not an absolute path"
+	}
+	return filepath.Clean(s), ""
+}
+
 // registry is the table of settings, in the order `corral config list`
 // shows them.
 var registry = []Key{
 	{
 		Name: "backend", Kind: KindEnum, Default: BackendBwrap,
-		Values:  []string{BackendBwrap, BackendLocal},
-		Accepts: "one of bwrap, local",
-		Doc:     "sandbox backend: bwrap (bubblewrap) or local (no sandbox, for debugging)",
+		Values:  []string{BackendBwrap, BackendDocker, BackendLocal},
+		Accepts: "one of bwrap, docker, local",
+		Doc:     "sandbox backend: bwrap (bubblewrap), docker (a container per session, see docker.*) or local (no sandbox, for debugging)",
 		field:   func(s *Settings) any { return &s.Backend },
 	},
 	{
@@ -288,6 +354,107 @@ var registry = []Key{
 		Accepts: `a list of {sessions, backend, profile} mappings such as [{sessions: "tg:*", profile: workspace}]`,
 		Doc:     `backend and profile by session name: [{sessions: "tg:*", backend: bwrap, profile: workspace}, ...]; sessions is a glob (* also matches / and :), the first matching route wins, every field is optional, and what a route leaves out comes from the backend and profile keys`,
 		field:   func(s *Settings) any { return &s.Routes },
+	},
+	{
+		Name: "protected_paths", Kind: KindStringList, Default: []string(nil),
+		Accepts: `a list of patterns relative to a writable directory such as [".git/hooks", "**/.git/config", ".vscode"]`,
+		Doc:     "paths inside the writable directories that stay read-only because programs on the host run them later; unset means the built-in list (.git/hooks, .git/config, shell start-up files, .vscode, .idea, .mcp.json, .claude, .codex, ...), [] protects nothing; **/ matches at any depth (two levels scanned), * within a name",
+		item:    protectedPattern,
+		field:   func(s *Settings) any { return &s.ProtectedPaths },
+	},
+	{
+		Name: "docker.scope", Kind: KindEnum, Default: "session",
+		Values:  []string{"session", "shared"},
+		Accepts: "one of session, shared",
+		Doc:     "docker: session (a container per session) or shared (one container for every session with the same settings; they see each other's processes and /tmp)",
+		field:   func(s *Settings) any { return &s.Docker.Scope },
+	},
+	{
+		Name: "docker.image", Kind: KindString, Default: "python:3.12-slim",
+		Accepts: "an image reference such as python:3.12-slim",
+		Doc:     "docker: image of the containers; it must provide bash, sh, setsid, cat, mkdir, dirname and ls (python3 for run_code); pulled on first use",
+		item:    nonEmpty,
+		field:   func(s *Settings) any { return &s.Docker.Image },
+	},
+	{
+		Name: "docker.network", Kind: KindString, Default: "none",
+		Accepts: "none, bridge or the name of a Docker network",
+		Doc:     "docker: none (no network at all), bridge (the internet and your local network) or a Docker network's name; host is refused",
+		item:    nonEmpty,
+		field:   func(s *Settings) any { return &s.Docker.Network },
+	},
+	{
+		Name: "docker.memory", Kind: KindString, Default: "1g",
+		Accepts: "a size such as 512m or 2g",
+		Doc:     "docker: memory of the whole container (docker run --memory), no swap on top; a command killed by it is reported as out of memory",
+		item:    dockerSize,
+		field:   func(s *Settings) any { return &s.Docker.Memory },
+	},
+	{
+		Name: "docker.cpus", Kind: KindString, Default: "1",
+		Accepts: "a number of CPUs such as 0.5 or 2",
+		Doc:     "docker: CPUs of the container (docker run --cpus)",
+		item:    positiveNumber,
+		field:   func(s *Settings) any { return &s.Docker.CPUs },
+	},
+	{
+		Name: "docker.pids_limit", Kind: KindInt, Default: 256, Min: 16,
+		Accepts: "a whole number of at least 16",
+		Doc:     "docker: processes and threads of the container (docker run --pids-limit); holds fork bombs",
+		field:   func(s *Settings) any { return &s.Docker.PidsLimit },
+	},
+	{
+		Name: "docker.user", Kind: KindString, Default: "",
+		Accepts: `"", none, or uid:gid in numbers`,
+		Doc:     `docker: user of commands: "" (the host user's uid:gid, so workspace files keep their owner), uid:gid, or none (the image's user; rootless Docker, Podman)`,
+		item:    dockerUser,
+		field:   func(s *Settings) any { return &s.Docker.User },
+	},
+	{
+		Name: "docker.workdir", Kind: KindString, Default: "",
+		Accepts: "an absolute path, or empty for the workspace's own path",
+		Doc:     "docker: where the workspace appears in the container; empty (recommended) means at its own host path, so paths match",
+		item:    absOrEmpty,
+		field:   func(s *Settings) any { return &s.Docker.Workdir },
+	},
+	{
+		Name: "docker.read_only", Kind: KindEnum, Default: "true",
+		Values:  []string{"true", "false"},
+		Accepts: "true or false",
+		Doc:     "docker: read-only root filesystem with a tmpfs /tmp (HOME=/tmp); false makes the image's filesystem writable (lost with the container)",
+		field:   func(s *Settings) any { return &s.Docker.ReadOnly },
+	},
+	{
+		Name: "docker.tmp_size", Kind: KindString, Default: "512m",
+		Accepts: "a size such as 256m or 1g",
+		Doc:     "docker: size of the tmpfs /tmp when read_only is true",
+		item:    dockerSize,
+		field:   func(s *Settings) any { return &s.Docker.TmpSize },
+	},
+	{
+		Name: "docker.binds", Kind: KindBinds, Default: []sandbox.Bind(nil),
+		Accepts: `a list of {src, dest, readonly} mappings such as [{src: /data}]`,
+		Doc:     "docker: extra host paths to mount in containers, as for binds (readonly defaults to true, dest to src); paths are the Docker host's",
+		field:   func(s *Settings) any { return &s.Docker.Binds },
+	},
+	{
+		Name: "docker.host_workspace", Kind: KindString, Default: "",
+		Accepts: "an absolute path on the Docker host, or empty",
+		Doc:     "docker: the workspace's path as the Docker daemon sees it, when corral and the daemon do not share a filesystem (corral in a container, a remote DOCKER_HOST)",
+		item:    absOrEmpty,
+		field:   func(s *Settings) any { return &s.Docker.HostWorkspace },
+	},
+	{
+		Name: "docker.mount_options", Kind: KindString, Default: "",
+		Accepts: "bind options such as z or Z, comma-separated",
+		Doc:     "docker: options for every bind mount (z, Z for SELinux); then no mounted path may contain ':'",
+		field:   func(s *Settings) any { return &s.Docker.MountOptions },
+	},
+	{
+		Name: "docker.extra_run_args", Kind: KindString, Default: "",
+		Accepts: `docker run flags such as "--runtime=runsc"`,
+		Doc:     "docker: extra docker run flags, split like a shell line: --runtime, --userns, --security-opt, --add-host, --dns, --device, --ulimit, --shm-size, --cpuset-cpus, -e, --label, --group-add, --hostname (--privileged, --cap-add and the like are refused)",
+		field:   func(s *Settings) any { return &s.Docker.ExtraRunArgs },
 	},
 	{
 		Name: "listen", Kind: KindString, Default: "",

@@ -93,6 +93,9 @@ func (k *Key) parse(raw any, home homeFunc) (any, *problem) {
 		return s, nil
 
 	case KindEnum:
+		if b, isBool := raw.(bool); isBool {
+			raw = strconv.FormatBool(b) // YAML's true/false for a true|false enum
+		}
 		s, ok := raw.(string)
 		if !ok {
 			return nil, k.not(raw)

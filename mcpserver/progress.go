@@ -23,9 +23,14 @@ func (c *call) progress(ctx context.Context, what string, timeout time.Duration)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
+	c.progMu.Lock()
+	if c.progStart.IsZero() {
+		c.progStart = time.Now()
+	}
+	start := c.progStart
+	c.progMu.Unlock()
 	go func() {
 		defer wg.Done()
-		start := time.Now()
 		t := time.NewTicker(c.srv.opts.ProgressInterval)
 		defer t.Stop()
 		for {
@@ -45,9 +50,7 @@ func (c *call) progress(ctx context.Context, what string, timeout time.Duration)
 					p.Total = timeout.Seconds()
 					p.Message += fmt.Sprintf(" of at most %s", human(timeout))
 				}
-				if err := c.req.Session.NotifyProgress(ctx, p); err != nil {
-					c.log.Debug("mcp.progress.failed", "error", err)
-				}
+				c.notify(ctx, p)
 			}
 		}
 	}()
@@ -55,5 +58,38 @@ func (c *call) progress(ctx context.Context, what string, timeout time.Duration)
 	return func() {
 		once.Do(func() { close(done) })
 		wg.Wait()
+	}
+}
+
+// notify sends p, its progress raised to the last one sent if need be, so
+// that the values only grow.
+func (c *call) notify(ctx context.Context, p *mcp.ProgressNotificationParams) {
+	c.progMu.Lock()
+	defer c.progMu.Unlock()
+	if p.Progress < c.progLast {
+		p.Progress = c.progLast
+	}
+	c.progLast = p.Progress
+	if err := c.req.Session.NotifyProgress(ctx, p); err != nil {
+		c.log.Debug("mcp.progress.failed", "error", err)
+	}
+}
+
+// note returns a function that sends one progress notification with a
+// message (an image pull on the docker backend), or nil when the client
+// asked for no progress.
+func (c *call) note(ctx context.Context) func(string) {
+	token := c.req.Params.GetProgressToken()
+	if token == nil || c.req.Session == nil {
+		return nil
+	}
+	c.progMu.Lock()
+	if c.progStart.IsZero() {
+		c.progStart = time.Now()
+	}
+	start := c.progStart
+	c.progMu.Unlock()
+	return func(msg string) {
+		c.notify(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: time.Since(start).Seconds(), Message: msg})
 	}
 }

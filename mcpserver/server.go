@@ -240,6 +240,12 @@ type call struct {
 	sess *session.Session
 	log  *slog.Logger
 	tool string
+
+	// progMu orders this call's progress notifications: their progress
+	// values must only grow (see progress.go).
+	progMu    sync.Mutex
+	progStart time.Time
+	progLast  float64
 }
 
 // handler is the typed function a tool implements. A non-nil error is

@@ -117,7 +117,7 @@ func (s *Server) bash(ctx context.Context, c *call, in BashInput) (*mcp.CallTool
 		return textResult(text), out, nil
 	}
 	stop := c.progress(ctx, "bash", effectiveTimeout(c, timeout))
-	r, err := c.sess.Exec(ctx, session.ExecRequest{Command: in.Command, Timeout: timeout, Workdir: in.Workdir})
+	r, err := c.sess.Exec(ctx, session.ExecRequest{Command: in.Command, Timeout: timeout, Workdir: in.Workdir, Progress: c.note(ctx)})
 	stop()
 	if err != nil {
 		return nil, zero, err

@@ -100,7 +100,7 @@ func (s *Server) runCode(ctx context.Context, c *call, in RunCodeInput) (*mcp.Ca
 	defer os.Remove(file)
 
 	stop := c.progress(ctx, "run_code", effectiveTimeout(c, timeout))
-	r, err := c.sess.Exec(ctx, session.ExecRequest{Command: scriptCommand(ip, file), Timeout: timeout})
+	r, err := c.sess.Exec(ctx, session.ExecRequest{Command: scriptCommand(ip, file), Timeout: timeout, Progress: c.note(ctx)})
 	stop()
 	if err != nil {
 		return nil, zero, err

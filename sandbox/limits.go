@@ -7,6 +7,9 @@ const (
 	LimitCPU    = "cpu"
 	LimitMemory = "memory"
 	LimitProcs  = "procs"
+	// LimitContainerMemory: the container's memory cgroup killed a process
+	// (the engine's OOMKilled); docker backend only.
+	LimitContainerMemory = "container-memory"
 )
 
 // LimitMessage returns one sentence, for a person or a model, that says
@@ -18,6 +21,8 @@ func LimitMessage(r *Result, l Limits) string {
 		return fmt.Sprintf("corral: the command was killed by the CPU time limit (%d s of CPU per process); raise cpu_seconds (--cpu-seconds, or `corral config set cpu_seconds 600`; 0 disables)", l.CPUSeconds)
 	case LimitMemory:
 		return fmt.Sprintf("corral: the command most likely ran out of memory under the memory limit (%d MiB of address space per process); raise memory_mb (--memory-mb, or `corral config set memory_mb 2048`; 0 disables)", l.MemoryMB)
+	case LimitContainerMemory:
+		return "corral: out of memory: the container's memory limit killed the command (the engine reported OOMKilled); raise docker.memory (`corral config set docker.memory 2g`)"
 	case LimitProcs:
 		return fmt.Sprintf("corral: the command hit the process limit (%d processes and threads); raise max_procs (--max-procs, or `corral config set max_procs 1024`; 0 disables)", l.MaxProcs)
 	}

@@ -160,6 +160,18 @@ type Request struct {
 	// the first is passed on to the command's process groups, a second ends
 	// the whole sandbox.
 	Signals <-chan os.Signal
+	// Session names the session the command belongs to, for backends that
+	// keep one sandbox per session between commands (docker); "" means a
+	// sandbox for this command alone. See SessionBackend.
+	Session string
+	// Progress, when set, receives one-line reports of slow preparation
+	// (an image pull, a container start) while Run waits for it.
+	Progress func(msg string)
+	// User runs the command as another account where the backend can
+	// switch users (docker: "uid:gid" or a user name of the image); ""
+	// means the backend's own choice. Backends that cannot switch ignore
+	// it (bwrap, local).
+	User string
 }
 
 // Result is what became of a command. A non-zero exit status is data, not a
@@ -190,7 +202,7 @@ type Result struct {
 }
 
 // Backend runs commands in sandboxes. Implementations: backend/bwrap,
-// backend/local.
+// backend/docker, backend/local.
 type Backend interface {
 	// Name is the backend's configuration name ("bwrap", "local").
 	Name() string
@@ -203,4 +215,36 @@ type Backend interface {
 	// ErrUnavailable, ErrPolicy or ErrBadRequest when the command could not
 	// be run; ctx cancellation ends the whole sandbox.
 	Run(ctx context.Context, req *Request) (*Result, error)
+}
+
+// SessionBackend is a Backend that keeps a sandbox per session (or one
+// shared by sessions) between commands, such as a Docker container.
+type SessionBackend interface {
+	Backend
+	// Release tells the backend that the session called name has ended:
+	// its sandbox (or its share of a shared one) can go. Safe to call for a
+	// session the backend never saw, and more than once.
+	Release(name string)
+}
+
+// StreamBackend is a Backend that can hold a long-lived process (a browser,
+// a language server) in a session's sandbox with its stdin and stdout open.
+// The argv that does so is `corral exec --session NAME [-i] --` (see
+// session.Session.ExecPrefix), whatever the backend.
+type StreamBackend interface {
+	Backend
+	// SupportsStreams reports whether such processes can run now.
+	SupportsStreams() bool
+}
+
+// Layout is implemented by backends whose sandbox does not show host paths
+// as they are, or cannot take descriptors (docker): tools that run corral's
+// own executable in the sandbox (the file server) ask it where things are.
+type Layout interface {
+	// HelperPath is the path of corral's executable inside the sandbox;
+	// "" means the backend takes it as descriptor 3 (Request.ExtraFiles).
+	HelperPath() string
+	// WritableRoots are the paths inside the sandbox that commands of req
+	// may write, as the file server judges a write's real target.
+	WritableRoots(req *Request) []string
 }

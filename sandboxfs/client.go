@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -235,8 +236,20 @@ func (c *Client) serverLocked(template *sandbox.Request, sp *session.Spec) (*ser
 	copied := *template // a copy: a retry starts from the same template
 	req := &copied
 	writable := writableRoots(req)
+	layout, hasLayout := sp.Backend.(sandbox.Layout)
+	if hasLayout && layout.HelperPath() != "" {
+		// The backend mounts corral's executable itself (docker).
+		req.Argv = append([]string{layout.HelperPath()}, req.Argv[1:]...)
+		writable = layout.WritableRoots(req)
+	}
 	wj, _ := json.Marshal(writable)
-	pj, _ := json.Marshal(protectSpec{Roots: protectedRoots(req, writable), Patterns: req.ProtectedPatterns()})
+	roots := protectedRoots(req, writable)
+	if hasLayout && layout.HelperPath() != "" {
+		// docker: /tmp is the container's own (HOME); nothing on the host
+		// runs from it.
+		roots = slices.DeleteFunc(roots, func(r string) bool { return r == "/tmp" })
+	}
+	pj, _ := json.Marshal(protectSpec{Roots: roots, Patterns: req.ProtectedPatterns()})
 	// The sandbox is rebuilt when the settings change, and when the home
 	// directory (or .config, .local, .local/share) gains or loses entries,
 	// which the sandbox's rebuilt home would not show.
@@ -253,7 +266,9 @@ func (c *Client) serverLocked(template *sandbox.Request, sp *session.Spec) (*ser
 	if err != nil {
 		return nil, fmt.Errorf("%w: opening corral's executable: %v", ErrUnavailable, err)
 	}
-	req.ExtraFiles = []*os.File{exeFile}
+	if !hasLayout || layout.HelperPath() == "" {
+		req.ExtraFiles = []*os.File{exeFile}
+	}
 	req.Env = append(append([]string{}, req.Env...), EnvServe+"=serve", EnvWritable+"="+string(wj), EnvProtect+"="+string(pj))
 	req.EnvAllow = append(append([]string{}, req.EnvAllow...), EnvServe, EnvWritable, EnvProtect)
 	// A long-lived helper of corral's own: no CPU-time limit, room for the

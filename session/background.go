@@ -253,6 +253,13 @@ func (s *Session) Close() {
 		<-p.done
 		p.out.remove()
 	}
+	s.pmu.Lock()
+	rel := s.releasers
+	s.releasers = nil
+	s.pmu.Unlock()
+	for _, b := range rel {
+		b.Release(s.name)
+	}
 }
 
 func (s *Session) proc(id string) (*Process, error) {

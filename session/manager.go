@@ -37,6 +37,9 @@ type Spec struct {
 	// EnvDeny, EnvAllow and TmpSizeMB go into every sandbox.Request.
 	EnvDeny, EnvAllow []string
 	TmpSizeMB         int
+	// Protected are the protected-path patterns (sandbox.Request.Protected):
+	// nil means sandbox.DefaultProtected, an empty non-nil list none.
+	Protected []string
 	// Env is the environment a new session starts from, usually the
 	// caller's; the backend filters it. Nil means os.Environ().
 	Env []string
@@ -58,6 +61,10 @@ type Options struct {
 	// MaxIdle is how long an unused session's directory is kept before
 	// Prune removes it; zero means 24 hours.
 	MaxIdle time.Duration
+	// Command is the argv that starts corral with the same settings
+	// (executable and --config), the start of Session.ExecPrefix; nil
+	// means corral's own executable alone.
+	Command []string
 }
 
 // Manager owns the sessions of one corral process. It is safe for

@@ -30,6 +30,9 @@ type Session struct {
 	nextID   int
 	closed   bool
 	attached map[string]io.Closer
+	// releasers are the session backends (docker) the session's commands
+	// ran on, told when the session closes (sandbox.SessionBackend).
+	releasers map[string]sandbox.SessionBackend
 }
 
 // Name returns the session's name.
@@ -73,6 +76,9 @@ type ExecRequest struct {
 	// Signals, when set, carries a person's ^C to the command (see
 	// sandbox.Request.Signals).
 	Signals <-chan os.Signal
+	// Progress, when set, receives reports of slow preparation (an image
+	// pull, a container start; see sandbox.Request.Progress).
+	Progress func(msg string)
 }
 
 // ExecResult is what became of a foreground command.
@@ -209,6 +215,7 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	sreq := s.request(sp, st, dir, bashArgv(wrapper, req.Command), timeout)
 	sreq.ExtraFiles = []*os.File{stateW}
 	sreq.Signals = req.Signals
+	sreq.Progress = req.Progress
 	var capt *capture
 	if req.Stdout != nil || req.Stderr != nil {
 		sreq.Stdout, sreq.Stderr = req.Stdout, req.Stderr
@@ -293,6 +300,16 @@ func (s *Session) request(sp *Spec, st *State, dir string, argv []string, timeou
 		EnvAllow:   sp.EnvAllow,
 		TmpSizeMB:  sp.TmpSizeMB,
 		Timeout:    timeout,
+		Session:    s.name,
+		Protected:  sp.Protected,
+	}
+	if sb, ok := sp.Backend.(sandbox.SessionBackend); ok {
+		s.pmu.Lock()
+		if s.releasers == nil {
+			s.releasers = map[string]sandbox.SessionBackend{}
+		}
+		s.releasers[sb.Name()] = sb
+		s.pmu.Unlock()
 	}
 	if sp.SessionHome {
 		home := filepath.Join(s.dir, "home")
@@ -489,4 +506,42 @@ func (s *Session) Attach(key string, mk func() (io.Closer, error)) (io.Closer, e
 	}
 	s.attached[key] = c
 	return c, nil
+}
+
+// ExecPrefix returns an argv that runs whatever follows it inside the
+// session's sandbox, with the session's cwd and variables, its stdin held
+// open when interactive is set and its stdout and stderr passed through:
+// `corral exec --session NAME [-i] [--user USER] --`. A host appends a
+// command ("bash", "-c", script, as separate words) to start a long-lived
+// process (a browser, a language server) in the same sandbox as the
+// session's commands; on docker, in the same container. user names the
+// account to run as where the backend can switch (docker: uid:gid or a
+// name in the image); other backends ignore it. It returns nil when the
+// session's backend cannot hold such processes (sandbox.StreamBackend) or
+// the settings cannot be read. The reference interface (exec_prefix)
+// returns a list, never one string; so does this.
+func (s *Session) ExecPrefix(user string, interactive bool) []string {
+	sp, err := s.m.spec(s.name)
+	if err != nil {
+		return nil
+	}
+	if sb, ok := sp.Backend.(sandbox.StreamBackend); !ok || !sb.SupportsStreams() {
+		return nil
+	}
+	argv := append([]string(nil), s.m.opts.Command...)
+	if len(argv) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil
+		}
+		argv = []string{exe}
+	}
+	argv = append(argv, "exec", "--session", s.name)
+	if interactive {
+		argv = append(argv, "-i")
+	}
+	if user != "" {
+		argv = append(argv, "--user", user)
+	}
+	return append(argv, "--")
 }

@@ -134,6 +134,11 @@ func (b *Backend) Binary(ctx context.Context) (*Binary, error) {
 	return bin, nil
 }
 
+// SupportsStreams implements sandbox.StreamBackend: every command has a
+// sandbox of its own, so a long-lived process (corral exec) gets one built
+// from the session's settings, as its commands do.
+func (b *Backend) SupportsStreams() bool { return true }
+
 // host gathers the facts a plan depends on.
 func (b *Backend) host() (Host, error) {
 	h := Host{UID: os.Getuid(), MaskFiles: b.opts.MaskFiles, RunUserDir: b.opts.RunUserDir}

@@ -96,3 +96,7 @@ loop:
 	}
 	return res, nil
 }
+
+// SupportsStreams implements sandbox.StreamBackend: a long-lived process
+// runs on the host like any command.
+func (b *Backend) SupportsStreams() bool { return true }

@@ -24,7 +24,11 @@ func TestMain(m *testing.M) {
 	}
 	os.Chmod(dir, 0o755)
 	corralBin = filepath.Join(dir, "corral")
-	if out, err := exec.Command("go", "build", "-o", corralBin, ".").CombinedOutput(); err != nil {
+	build := exec.Command("go", "build", "-o", corralBin, ".")
+	// Static, as the README builds it: the docker backend mounts it in
+	// containers.
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
 		// Test binaries run without the go tool (CI's unprivileged pass)
 		// fall back to a binary built next to them by .ci/run.
 		if pre := os.Getenv("CORRAL_TEST_BIN"); pre != "" {

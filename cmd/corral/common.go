@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/corralhq/corral/backend/bwrap"
+	"github.com/corralhq/corral/backend/docker"
 	"github.com/corralhq/corral/backend/local"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/sandbox"
@@ -21,10 +23,12 @@ func newLogger(g *globalOptions) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 }
 
-// newBackend builds the backend called name from the settings.
-func newBackend(name string, st *config.Settings, logger *slog.Logger) (sandbox.Backend, error) {
+// backend builds the backend called name from the settings. The docker
+// backend is a view of one engine per process (its containers outlive a
+// single command); closeBackends removes them when corral exits.
+func (g *globalOptions) backend(name string, st *config.Settings, logger *slog.Logger) (sandbox.Backend, error) {
 	switch name {
-	case "", "bwrap":
+	case "", config.BackendBwrap:
 		return bwrap.New(bwrap.Options{
 			BwrapPath:   st.Bwrap,
 			StateDir:    config.StateDir(),
@@ -33,10 +37,40 @@ func newBackend(name string, st *config.Settings, logger *slog.Logger) (sandbox.
 			Degrade:     st.DegradedMode != "fail",
 			Logger:      logger,
 		}), nil
-	case "local":
+	case config.BackendDocker:
+		g.engineMu.Lock()
+		if g.engine == nil {
+			g.engine = docker.NewEngine(docker.Options{Logger: logger})
+		}
+		e := g.engine
+		g.engineMu.Unlock()
+		return e.Backend(dockerSettings(st)), nil
+	case config.BackendLocal:
 		return local.New(logger), nil
 	}
-	return nil, fmt.Errorf("unknown backend %q (want bwrap or local)", name)
+	return nil, fmt.Errorf("unknown backend %q (want bwrap, docker or local)", name)
+}
+
+// dockerSettings converts the docker.* settings.
+func dockerSettings(st *config.Settings) docker.Settings {
+	d := st.Docker
+	return docker.Settings{
+		Scope: d.Scope, Image: d.Image, Network: d.Network, Memory: d.Memory, CPUs: d.CPUs,
+		PidsLimit: d.PidsLimit, User: d.User, Workdir: d.Workdir, ReadOnly: d.ReadOnly != "false",
+		TmpSize: d.TmpSize, Binds: d.Binds, HostWorkspace: d.HostWorkspace,
+		MountOptions: d.MountOptions, ExtraRunArgs: d.ExtraRunArgs,
+	}
+}
+
+// closeBackends removes the containers this process started.
+func (g *globalOptions) closeBackends() {
+	g.engineMu.Lock()
+	e := g.engine
+	g.engine = nil
+	g.engineMu.Unlock()
+	if e != nil {
+		_ = e.Close()
+	}
 }
 
 // ensureDir creates d (0700, with parents) and returns it; errors surface
@@ -57,4 +91,20 @@ func contextWithSignal(parent context.Context, sigs <-chan os.Signal) (context.C
 		}
 	}()
 	return ctx, cancel
+}
+
+// selfCommand is the argv that starts corral with this process's settings
+// file: the start of a session's stream prefix (corral exec).
+func (g *globalOptions) selfCommand() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	argv := []string{exe}
+	if g.configPath != "" {
+		if abs, err := filepath.Abs(g.configPath); err == nil {
+			argv = append(argv, "--config", abs)
+		}
+	}
+	return argv
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/backend/bwrap"
+	"github.com/corralhq/corral/backend/docker"
 	"github.com/corralhq/corral/config"
 )
 
@@ -17,8 +18,10 @@ func newDoctorCmd(g *globalOptions) *cobra.Command {
 		Use:   "doctor",
 		Short: "Check that the sandbox works on this machine, and say how to fix it if not",
 		Long: `doctor checks the bubblewrap sandbox: bwrap found (path, version), a probe
-sandbox runs, unprivileged user namespaces usable, how limits are applied.
-It exits 0 when sandboxes can be built and 1 when not, naming the fix.`,
+sandbox runs, unprivileged user namespaces usable, how limits are applied;
+and the Docker engine: reachable, its version and API version, whether
+docker.image is there. It exits 0 when the configured backend (the backend
+setting) can run sandboxes and 1 when not, naming the fix.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			report := doctorReport(c, g)
@@ -43,13 +46,15 @@ It exits 0 when sandboxes can be built and 1 when not, naming the fix.`,
 
 // doctorResult is the report `corral doctor` prints.
 type doctorResult struct {
-	Ready       bool             `json:"ready"`
-	ConfigFile  string           `json:"config_file"`
-	ConfigError string           `json:"config_error,omitempty"`
-	StateDir    string           `json:"state_dir"`
-	Bwrap       *bwrap.Diagnosis `json:"bwrap"`
-	Limits      string           `json:"limits"`
-	Root        bool             `json:"root"`
+	Ready       bool              `json:"ready"`
+	ConfigFile  string            `json:"config_file"`
+	ConfigError string            `json:"config_error,omitempty"`
+	StateDir    string            `json:"state_dir"`
+	Backend     string            `json:"backend"`
+	Bwrap       *bwrap.Diagnosis  `json:"bwrap"`
+	Docker      *docker.Diagnosis `json:"docker"`
+	Limits      string            `json:"limits"`
+	Root        bool              `json:"root"`
 }
 
 func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
@@ -61,13 +66,24 @@ func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
 	if _, err := config.Load(g.configPath, os.Environ()); err != nil {
 		r.ConfigError = err.Error()
 	}
-	bwrapPath := ""
-	if st, err := config.Load(g.configPath, os.Environ()); err == nil {
-		bwrapPath = st.Bwrap
+	st, err := config.Load(g.configPath, os.Environ())
+	if err != nil {
+		st = config.Defaults()
 	}
-	r.Bwrap = bwrap.Diagnose(c.Context(), nil, bwrapPath)
+	r.Backend = st.Backend
+	r.Bwrap = bwrap.Diagnose(c.Context(), nil, st.Bwrap)
 	r.Limits = bwrap.LimitsMechanism(r.Bwrap.Binary)
-	r.Ready = r.Bwrap.Ready() && r.ConfigError == ""
+	e := docker.NewEngine(docker.Options{Logger: newLogger(g)})
+	defer e.Close()
+	r.Docker = e.Diagnose(c.Context(), dockerSettings(st))
+	switch st.Backend {
+	case config.BackendDocker:
+		r.Ready = r.Docker.Ready() && r.ConfigError == ""
+	case config.BackendLocal:
+		r.Ready = r.ConfigError == ""
+	default:
+		r.Ready = r.Bwrap.Ready() && r.ConfigError == ""
+	}
 	return r
 }
 
@@ -109,7 +125,38 @@ func printDoctor(r *doctorResult) {
 		fmt.Printf("%s settings %s\n", ok(true), r.ConfigFile)
 	}
 	fmt.Printf("     state directory: %s\n", r.StateDir)
+	dd := r.Docker
+	if dd.Reachable {
+		fmt.Printf("%s docker engine %s at %s (API %s; engine accepts %s and later)\n", ok(true), dd.Version, dd.Host, dd.APIVersion, dd.MinAPIVersion)
+		if dd.ImagePresent {
+			fmt.Printf("%s docker image %s\n", ok(true), dd.Image)
+		} else {
+			fmt.Printf("     docker image %s: not on the engine; pulled on first use\n", dd.Image)
+		}
+	} else {
+		mark := "    "
+		if r.Backend == config.BackendDocker {
+			mark = ok(false)
+		}
+		fmt.Printf("%s docker engine at %s: not reachable (%s)\n", mark, dd.Host, dd.Error)
+	}
+	if dd.HelperError != "" {
+		mark := "    "
+		if r.Backend == config.BackendDocker {
+			mark = ok(false)
+		}
+		fmt.Printf("%s docker helper: %s\n", mark, dd.HelperError)
+	}
+	if dd.SettingsError != "" {
+		fmt.Printf("%s docker settings: %s\n", ok(false), dd.SettingsError)
+	}
+	fmt.Printf("     backend: %s\n", r.Backend)
 	if !r.Ready {
+		if r.Backend == config.BackendDocker {
+			fmt.Printf("\nfix:   %s\n", dd.Fix)
+			fmt.Println("\nnot ready: commands will not run (corral never runs them outside the sandbox)")
+			return
+		}
 		if d.Cause != "" {
 			fmt.Printf("\ncause: %s\nfix:   %s\n", d.Cause, d.Fix)
 		}

@@ -40,8 +40,10 @@ func (e *exitError) Unwrap() error { return e.Err }
 func realMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	root := newRootCmd()
+	g := &globalOptions{}
+	root := newRootCmd(g)
 	err := root.ExecuteContext(ctx)
+	g.closeBackends()
 	if err == nil {
 		return 0
 	}

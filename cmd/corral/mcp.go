@@ -117,7 +117,7 @@ func newMCPServer(g *globalOptions, sessionName string, logger *slog.Logger) (*m
 		return nil, nil, "", fmt.Errorf("--session: %w", err)
 	}
 	resolve := routedResolver(g, logger)
-	m := session.NewManager(session.Options{StateDir: config.StateDir(), Resolve: resolve, Logger: logger})
+	m := session.NewManager(session.Options{StateDir: config.StateDir(), Resolve: resolve, Logger: logger, Command: g.selfCommand()})
 	auditLog, err := audit.Open(audit.Dir(config.StateDir()), int64(st.AuditMaxMB)<<20)
 	if err != nil {
 		logger.Warn("mcp.audit.unavailable", "error", err)
@@ -168,7 +168,7 @@ func routedResolver(g *globalOptions, logger *slog.Logger) session.Resolver {
 		if err != nil {
 			return nil, err
 		}
-		return specFor(st.ForSession(name), nil, logger)
+		return specFor(g, st.ForSession(name), nil, logger)
 	}
 }
 

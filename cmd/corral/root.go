@@ -1,17 +1,25 @@
 package main
 
 import (
+	"sync"
+
 	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/backend/docker"
 )
 
 // globalOptions are the flags every verb shares.
 type globalOptions struct {
 	configPath string
 	logLevel   string
+
+	// engine is the docker backend's engine, made on first use; its
+	// containers are removed when corral exits (closeBackends).
+	engineMu sync.Mutex
+	engine   *docker.Engine
 }
 
-func newRootCmd() *cobra.Command {
-	g := &globalOptions{}
+func newRootCmd(g *globalOptions) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "corral",
 		Short: "Run an AI agent's commands, code and file edits inside a sandbox",
@@ -27,6 +35,8 @@ Exit status: the command's own status, 128+N when it died of signal N, and
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn or error (logs go to stderr)")
 	root.AddCommand(
 		newRunCmd(g),
+		newExecCmd(g),
+		newCleanupCmd(g),
 		newDoctorCmd(g),
 		newConfigCmd(g),
 		newSessionsCmd(g),

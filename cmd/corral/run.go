@@ -53,7 +53,7 @@ exists as given is taken whole). Binds are read-only unless :rw is given.`,
 	f := cmd.Flags()
 	f.SetInterspersed(false)
 	f.StringVar(&o.session, "session", "", "run in the named session: the words are joined with spaces and run by the session's shell, as ssh does, so cd and export carry over")
-	f.StringVar(&o.backend, "backend", "", "backend: bwrap or local (default: the backend setting)")
+	f.StringVar(&o.backend, "backend", "", "backend: bwrap, docker or local (default: the backend setting, or the route of --session)")
 	f.StringVar(&o.profile, "profile", "", "restricted, workspace or network (default: the profile setting)")
 	f.StringVar(&o.cwd, "cwd", "", "working directory, the one writable tree (default: the cwd setting, else the current directory)")
 	f.StringArrayVar(&o.binds, "bind", nil, "extra bind mount SRC[:DEST][:rw] (repeatable)")
@@ -79,7 +79,7 @@ func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) erro
 	if o.backend != "" {
 		backendName = o.backend
 	}
-	be, err := newBackend(backendName, st, logger)
+	be, err := g.backend(backendName, st, logger)
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
@@ -121,6 +121,7 @@ func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) erro
 		req.HomeDir = ensureDir(filepath.Join(config.StateDir(), "homes", "default"))
 	}
 
+	req.Progress = progressLine
 	res, err := be.Run(ctx, req)
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
@@ -197,6 +198,7 @@ func (o *runOptions) request(st *config.Settings, args []string) (*sandbox.Reque
 		EnvDeny:   st.EnvDeny,
 		EnvAllow:  st.EnvAllow,
 		TmpSizeMB: st.TmpSizeMB,
+		Protected: st.ProtectedPaths,
 		Stdin:     os.Stdin,
 		Stdout:    os.Stdout,
 		Stderr:    os.Stderr,
@@ -280,13 +282,17 @@ func (o *runOptions) runSession(c *cobra.Command, g *globalOptions, words []stri
 	defer signal.Stop(sigs)
 	res, err := s.Exec(c.Context(), session.ExecRequest{
 		Command: strings.Join(words, " "), Timeout: o.timeout,
-		StdinReader: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Signals: sigs,
+		StdinReader: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Signals: sigs, Progress: progressLine,
 	})
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
 	return finish("note", res.Notes, res.Unavailable, res.TimedOut, res.Timeout, res.LimitMessage, res.ExitCode)
 }
+
+// progressLine prints a report of slow preparation (an image pull) on
+// stderr.
+func progressLine(msg string) { fmt.Fprintf(os.Stderr, "corral: %s\n", msg) }
 
 // finish tells the person what became of a command (notes, an unavailable
 // sandbox, a timeout, a limit) on stderr and returns corral's exit status:

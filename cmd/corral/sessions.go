@@ -25,19 +25,20 @@ func newManager(g *globalOptions, o *runOptions, logger *slog.Logger) *session.M
 	return session.NewManager(session.Options{
 		StateDir: config.StateDir(),
 		Logger:   logger,
+		Command:  g.selfCommand(),
 		Resolve: func(name string) (*session.Spec, error) {
 			st, err := config.Load(g.configPath, os.Environ())
 			if err != nil {
 				return nil, err
 			}
 			// routes pick backend and profile by session name; flags win.
-			return specFor(st.ForSession(name), o, logger)
+			return specFor(g, st.ForSession(name), o, logger)
 		},
 	})
 }
 
 // specFor turns settings (and run flags, when given) into a session Spec.
-func specFor(st *config.Settings, o *runOptions, logger *slog.Logger) (*session.Spec, error) {
+func specFor(g *globalOptions, st *config.Settings, o *runOptions, logger *slog.Logger) (*session.Spec, error) {
 	if o == nil {
 		o = &runOptions{memoryMB: -1, cpuSeconds: -1, maxProcs: -1}
 	}
@@ -49,7 +50,7 @@ func specFor(st *config.Settings, o *runOptions, logger *slog.Logger) (*session.
 	if o.backend != "" {
 		name = o.backend
 	}
-	be, err := newBackend(name, st, logger)
+	be, err := g.backend(name, st, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -58,6 +59,7 @@ func specFor(st *config.Settings, o *runOptions, logger *slog.Logger) (*session.
 		Workdir: req.Workdir, Timeout: req.Timeout, OutputLimit: st.OutputLimit,
 		SessionHome: st.HomeMode == config.HomeModeSession, Env: os.Environ(),
 		EnvDeny: st.EnvDeny, EnvAllow: st.EnvAllow, TmpSizeMB: st.TmpSizeMB,
+		Protected: st.ProtectedPaths,
 	}, nil
 }
 

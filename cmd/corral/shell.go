@@ -34,7 +34,7 @@ session. Limits default to none for a person (--memory-mb etc. set them).`,
 	f.StringVar(&o.session, "session", "", "session whose sandbox and state to use (default: a fresh sandbox)")
 	f.StringVar(&o.profile, "profile", "", "restricted, workspace or network")
 	f.StringVar(&o.cwd, "cwd", "", "working directory")
-	f.StringVar(&o.backend, "backend", "", "backend: bwrap or local")
+	f.StringVar(&o.backend, "backend", "", "backend: bwrap, docker or local")
 	f.IntVar(&o.memoryMB, "memory-mb", 0, "address space per process in MiB (0: no limit)")
 	f.IntVar(&o.cpuSeconds, "cpu-seconds", 0, "CPU seconds per process (0: no limit)")
 	f.IntVar(&o.maxProcs, "max-procs", -1, "processes and threads (default: the max_procs setting)")
@@ -50,14 +50,14 @@ func (o *runOptions) shell(c *cobra.Command, g *globalOptions) error {
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
-	spec, err := specFor(st, o, logger)
+	spec, err := specFor(g, st, o, logger)
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
 	req := &sandbox.Request{
-		Argv: []string{"/bin/bash", "-i"}, Env: os.Environ(), Workdir: spec.Workdir, Profile: spec.Profile,
+		Argv: []string{"/bin/bash", "-i"}, Env: os.Environ(), PolicyEnv: os.Environ(), Workdir: spec.Workdir, Profile: spec.Profile,
 		Limits: spec.Limits, Binds: spec.Binds, HomeAllow: spec.HomeAllow, TTY: true,
-		EnvDeny: spec.EnvDeny, EnvAllow: spec.EnvAllow, TmpSizeMB: spec.TmpSizeMB,
+		EnvDeny: spec.EnvDeny, EnvAllow: spec.EnvAllow, TmpSizeMB: spec.TmpSizeMB, Protected: spec.Protected,
 	}
 	if o.session != "" {
 		m := newManager(g, o, logger)
@@ -70,7 +70,7 @@ func (o *runOptions) shell(c *cobra.Command, g *globalOptions) error {
 		if err != nil {
 			return &exitError{Code: sandbox.ExitCorralError, Err: err}
 		}
-		req.Env, req.Dir, req.ScratchDir = stt.Env, stt.Cwd, s.ScratchDir()
+		req.Env, req.Dir, req.ScratchDir, req.Session = stt.Env, stt.Cwd, s.ScratchDir(), o.session
 	}
 	ptmx, tty, err := pty.Open()
 	if err != nil {

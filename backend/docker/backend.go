@@ -1,0 +1,153 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/corralhq/corral/backend/docker/inside"
+	"github.com/corralhq/corral/sandbox"
+)
+
+// Name is the backend's configuration name.
+const Name = "docker"
+
+// Backend runs commands in containers with one set of Settings. It is a
+// view of an Engine (Engine.Backend); it implements sandbox.Backend,
+// sandbox.SessionBackend, sandbox.StreamBackend and sandbox.Layout.
+type Backend struct {
+	e  *Engine
+	st Settings
+}
+
+var (
+	_ sandbox.SessionBackend = (*Backend)(nil)
+	_ sandbox.StreamBackend  = (*Backend)(nil)
+	_ sandbox.Layout         = (*Backend)(nil)
+)
+
+// Name implements sandbox.Backend: "docker".
+func (b *Backend) Name() string { return Name }
+
+// DefaultCwd implements sandbox.Backend: docker.workdir when set, else no
+// preference (the workspace appears at its own path).
+func (b *Backend) DefaultCwd() string { return b.st.Workdir }
+
+// Settings returns the settings of this view.
+func (b *Backend) Settings() Settings { return b.st }
+
+// Release implements sandbox.SessionBackend.
+func (b *Backend) Release(name string) { b.e.Release(name) }
+
+// SupportsStreams implements sandbox.StreamBackend: a process can run in a
+// session's container with stdin and stdout open.
+func (b *Backend) SupportsStreams() bool { return true }
+
+// HelperPath implements sandbox.Layout: corral's executable is mounted at
+// inside.Path.
+func (b *Backend) HelperPath() string { return inside.Path }
+
+// WritableRoots implements sandbox.Layout: the workspace (where it appears
+// in the container) unless the profile is restricted, the writable binds,
+// and /tmp.
+func (b *Backend) WritableRoots(req *sandbox.Request) []string {
+	var out []string
+	if req.Profile.Writable() || req.Profile == "" {
+		if ws, err := b.workspace(req); err == nil {
+			out = append(out, ws.Target)
+		}
+	}
+	for _, bd := range b.st.Binds {
+		if !bd.ReadOnly {
+			out = append(out, bd.Target())
+		}
+	}
+	if b.st.ReadOnly {
+		out = append(out, "/tmp")
+	}
+	return out
+}
+
+// hostOnlyEnv are variables that describe the host rather than the
+// command, dropped when their value is the host's own (see env).
+var keepFromHost = []string{"LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "COLORTERM", "NO_COLOR"}
+
+// env is the command's environment in the container: req.Env filtered by the
+// deny list, without the variables that are the host's own (same name and
+// value as in req.PolicyEnv: PATH, HOME, USER, SHELL and every other one
+// corral inherited), unless env_allow or keepFromHost names them. Variables
+// a session exported pass. The image's own variables (PATH) apply where
+// none is given. HOME and TMPDIR are the container's.
+func (b *Backend) env(req *sandbox.Request) []string {
+	host := make(map[string]bool, len(req.PolicyEnv))
+	policy := req.PolicyEnv
+	if policy == nil {
+		policy = req.Env
+	}
+	for _, kv := range policy {
+		host[kv] = true
+	}
+	var keep []string
+	for _, kv := range req.Env {
+		name, _, _ := strings.Cut(kv, "=")
+		if host[kv] && !sandbox.EnvDenied(name, keepFromHost) && !sandbox.EnvDenied(name, req.EnvAllow) {
+			continue
+		}
+		keep = append(keep, kv)
+	}
+	deny := append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...)
+	return sandbox.FilterEnvPolicy(keep, deny, req.EnvAllow, "HOME="+Home, "TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp")
+}
+
+// dirIn maps a host directory under the workspace to the container.
+func dirIn(ws workspace, dir string) string {
+	if dir == "" {
+		return ws.Target
+	}
+	dir = filepath.Clean(dir)
+	if rel, err := filepath.Rel(ws.Host, dir); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return filepath.Join(ws.Target, rel)
+	}
+	return dir
+}
+
+// Run implements sandbox.Backend: req runs in the session's container
+// (req.Session), started on first use, or in a container of its own that
+// is removed afterwards. req.ScratchDir and req.HomeDir are not mounted:
+// /tmp (TMPDIR, HOME) is the container's, kept between the commands of a
+// session. Commands never get a terminal, so isatty is false for stdin,
+// stdout and stderr every time (stdin is a pipe or /dev/null); only
+// req.TTY (corral shell) runs on a terminal of the engine's (see runTTY).
+func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Result, error) {
+	if len(req.Argv) == 0 || req.Argv[0] == "" {
+		return nil, fmt.Errorf("%w: empty command", sandbox.ErrBadRequest)
+	}
+	for _, a := range req.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, fmt.Errorf("%w: an argument contains a NUL byte", sandbox.ErrBadRequest)
+		}
+	}
+	if len(req.ExtraFiles) > 8 {
+		return nil, fmt.Errorf("%w: at most 8 extra descriptors", sandbox.ErrBadRequest)
+	}
+	c, _, err := b.ensure(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if c.ephemeral {
+		defer func() {
+			b.e.forget(c)
+			b.e.remove(c, "command done")
+		}()
+	}
+	cli, err := b.e.client()
+	if err != nil {
+		return nil, err
+	}
+	if req.TTY {
+		return b.runTTY(ctx, cli, c, req, b.env(req), dirIn(c.ws, req.Dir))
+	}
+	return b.execRelay(ctx, cli, c, req, b.env(req), dirIn(c.ws, req.Dir))
+}

@@ -1,0 +1,77 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+)
+
+// Leftover is a corral container that Cleanup looked at.
+type Leftover struct {
+	// Name is the container's name (corral-<12 hex>); Key its LabelKey.
+	Name string `json:"name"`
+	Key  string `json:"key"`
+	// State is the engine's state ("running", "exited", ...).
+	State string `json:"state"`
+	// Owner is the LabelOwner value.
+	Owner string `json:"owner"`
+	// Removed is set when Cleanup removed it; Kept says why it did not.
+	Removed bool   `json:"removed"`
+	Kept    string `json:"kept,omitempty"`
+}
+
+// Cleanup removes the corral containers (label corral.env=1; it never
+// touches another container) left behind by corral processes that are gone
+// (a crash, kill -9): those whose owner ran on this machine and has exited,
+// and those that are not running. A container whose owner still runs is
+// kept, and so is one owned by a process on another machine unless all is
+// set; all removes every corral container, in use or not.
+func (e *Engine) Cleanup(ctx context.Context, all bool) ([]Leftover, error) {
+	cli, err := e.client()
+	if err != nil {
+		return nil, err
+	}
+	res, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", LabelEnv+"=1")})
+	if err != nil {
+		return nil, e.engineErr("listing containers", err)
+	}
+	var out []Leftover
+	for _, c := range res.Items {
+		if c.Labels[LabelEnv] != "1" {
+			continue
+		}
+		lo := Leftover{Key: c.Labels[LabelKey], State: string(c.State), Owner: c.Labels[LabelOwner], Name: c.ID[:12]}
+		if len(c.Names) > 0 {
+			lo.Name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		o, ok := parseOwner(lo.Owner)
+		st := ownerUnknown
+		if ok {
+			st = o.state(e.self)
+		}
+		switch {
+		case all:
+		case st == ownerDead:
+		case st == ownerAlive:
+			// Also while it is being created or checked.
+			lo.Kept = fmt.Sprintf("in use by corral (pid %d)", o.PID)
+		case lo.State != "running":
+		default:
+			lo.Kept = "owned by a corral process on another machine (" + o.Host + "); --all removes it"
+		}
+		if lo.Kept == "" {
+			_, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			if err != nil && !cerrdefs.IsNotFound(err) {
+				lo.Kept = "removal failed: " + err.Error()
+			} else {
+				lo.Removed = true
+				e.log.Info("docker.container.removed", "container", lo.Name, "key", lo.Key, "reason", "cleanup")
+			}
+		}
+		out = append(out, lo)
+	}
+	return out, nil
+}

@@ -1,0 +1,352 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/corralhq/corral/backend/docker/inside"
+	"github.com/corralhq/corral/sandbox"
+)
+
+// RequiredTools must be in the image's PATH; OptionalTools are needed by
+// some tools only (python3 by run_code).
+var (
+	RequiredTools = []string{"bash", "sh", "setsid", "cat", "mkdir", "dirname", "ls"}
+	OptionalTools = []string{"python3"}
+)
+
+// ErrMount is wrapped by the error for a container that does not see the
+// workspace's entries: the daemon resolved the bind on another filesystem.
+var ErrMount = errors.New("the container does not see the workspace")
+
+// ensure returns a ready container for req under st: the session's (or the
+// shared one), created and checked on first use; for req.Session == "" a
+// new one the caller removes after the command.
+func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*ctr, *parsed, error) {
+	e := b.e
+	uid, gid := os.Getuid(), os.Getgid()
+	st := b.st
+	p, err := st.check(uid, gid)
+	if err != nil {
+		return nil, nil, err
+	}
+	extra, err := ParseExtraRunArgs(st.ExtraRunArgs)
+	if err != nil {
+		return nil, nil, err
+	}
+	ws, err := b.workspace(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	helper, err := e.helperPath()
+	if err != nil {
+		return nil, nil, err
+	}
+	spec, err := buildSpec(&st, p, ws, helper, extra, protectedIn(ws, req))
+	if err != nil {
+		return nil, nil, err
+	}
+	key := req.Session
+	var scopeKey string
+	switch {
+	case key == "":
+		scopeKey = "once:" + randomName()
+	case st.Scope == ScopeShared:
+		scopeKey = sharedKey + "|" + spec.Hash
+	default:
+		scopeKey = "s:" + key + "|" + spec.Hash
+	}
+	labelKey := key
+	if st.Scope == ScopeShared && key != "" {
+		labelKey = sharedKey
+	}
+
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, nil, ErrClosed
+	}
+	c, found := e.containers[scopeKey]
+	var stale []*ctr
+	if !found {
+		// The session's container of other settings goes: settings changed.
+		if key != "" && st.Scope == ScopeSession {
+			for k, o := range e.containers {
+				if o.key == key && !o.ephemeral && strings.HasPrefix(k, "s:"+key+"|") {
+					delete(o.sessions, key)
+					if len(o.sessions) == 0 {
+						delete(e.containers, k)
+						stale = append(stale, o)
+					}
+				}
+			}
+		}
+		c = &ctr{scopeKey: scopeKey, key: labelKey, hash: spec.Hash, ws: ws, user: p.user, ready: make(chan struct{}), sessions: map[string]bool{}, ephemeral: key == ""}
+		e.containers[scopeKey] = c
+	}
+	if key != "" {
+		c.sessions[key] = true
+	}
+	e.mu.Unlock()
+	for _, o := range stale {
+		e.remove(o, "settings changed")
+	}
+	if !found {
+		c.err = b.start(ctx, c, spec, req)
+		close(c.ready)
+		if c.err != nil {
+			e.mu.Lock()
+			if e.containers[scopeKey] == c {
+				delete(e.containers, scopeKey)
+			}
+			e.mu.Unlock()
+		}
+	} else {
+		select {
+		case <-c.ready:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+	if c.err != nil {
+		return nil, nil, c.err
+	}
+	return c, p, nil
+}
+
+// workspace maps req's working directory to the container.
+func (b *Backend) workspace(req *sandbox.Request) (workspace, error) {
+	if !filepath.IsAbs(req.Workdir) {
+		return workspace{}, fmt.Errorf("%w: the working directory %q is not absolute", sandbox.ErrBadRequest, req.Workdir)
+	}
+	host := filepath.Clean(req.Workdir)
+	if r, err := filepath.EvalSymlinks(host); err == nil {
+		host = r
+	} else if b.st.HostWorkspace == "" {
+		return workspace{}, fmt.Errorf("%w: the working directory %s: %v", sandbox.ErrBadRequest, req.Workdir, err)
+	}
+	if host == "/" {
+		return workspace{}, fmt.Errorf("%w: the working directory is /; the whole host would be the workspace", sandbox.ErrPolicy)
+	}
+	ws := workspace{Host: host, Source: host, Target: host, Writable: req.Profile.Writable() || req.Profile == ""}
+	if b.st.HostWorkspace != "" {
+		ws.Source = filepath.Clean(b.st.HostWorkspace)
+	}
+	if b.st.Workdir != "" {
+		ws.Target = filepath.Clean(b.st.Workdir)
+	}
+	return ws, nil
+}
+
+// start makes c's container: it joins a live one of another corral process
+// with the same key and settings, or creates, starts and checks a new one.
+func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *sandbox.Request) error {
+	e := b.e
+	cli, err := e.client()
+	if err != nil {
+		return err
+	}
+	if !c.ephemeral {
+		if id, name, ok := b.findLive(ctx, cli, c); ok {
+			c.id, c.name, c.owned = id, name, false
+			e.log.Info("docker.session", "session", req.Session, "container", name, "scope", b.st.Scope, "joined", true)
+			return nil
+		}
+	}
+	if err := b.ensureImage(ctx, cli, req.Progress); err != nil {
+		return err
+	}
+	c.name = randomName()
+	spec.Config.Labels[LabelKey] = c.key
+	spec.Config.Labels[LabelConfig] = spec.Hash
+	spec.Config.Labels[LabelOwner] = e.self.String()
+	res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: spec.Config, HostConfig: spec.Host, Name: c.name})
+	if err != nil {
+		return e.engineErr("creating the container", err)
+	}
+	c.id, c.owned = res.ID, true
+	fail := func(err error) error {
+		rctx, cancel := context.WithTimeout(context.Background(), 30e9)
+		defer cancel()
+		_, _ = cli.ContainerRemove(rctx, c.id, client.ContainerRemoveOptions{Force: true})
+		e.log.Info("docker.container.removed", "container", c.name, "key", c.key, "reason", "failed to start")
+		return err
+	}
+	if _, err := cli.ContainerStart(ctx, c.id, client.ContainerStartOptions{}); err != nil {
+		return fail(e.engineErr("starting the container", err))
+	}
+	e.log.Info("docker.container.started", "container", c.name, "image", b.st.Image, "network", b.st.Network, "key", c.key)
+	if err := b.prepare(ctx, cli, c); err != nil {
+		return fail(err)
+	}
+	if !c.ephemeral {
+		e.log.Info("docker.session", "session", req.Session, "container", c.name, "scope", b.st.Scope)
+	}
+	return nil
+}
+
+// findLive looks for a running container of the same key and settings whose
+// owner (another corral process on this machine) is alive.
+func (b *Backend) findLive(ctx context.Context, cli *client.Client, c *ctr) (string, string, bool) {
+	f := client.Filters{}.Add("label", LabelEnv+"=1", LabelKey+"="+c.key, LabelConfig+"="+c.hash).Add("status", "running")
+	res, err := cli.ContainerList(ctx, client.ContainerListOptions{Filters: f})
+	if err != nil {
+		return "", "", false
+	}
+	for _, s := range res.Items {
+		o, ok := parseOwner(s.Labels[LabelOwner])
+		if !ok || o.state(b.e.self) != ownerAlive {
+			continue
+		}
+		name := s.ID[:12]
+		if len(s.Names) > 0 {
+			name = strings.TrimPrefix(s.Names[0], "/")
+		}
+		return s.ID, name, true
+	}
+	return "", "", false
+}
+
+// ensureImage pulls the image when the engine does not have it, reporting
+// progress.
+func (b *Backend) ensureImage(ctx context.Context, cli *client.Client, progress func(string)) error {
+	if _, err := cli.ImageInspect(ctx, b.st.Image); err == nil {
+		return nil
+	} else if !cerrdefs.IsNotFound(err) {
+		return b.e.engineErr("inspecting image "+b.st.Image, err)
+	}
+	if progress != nil {
+		progress("pulling image " + b.st.Image)
+	}
+	b.e.log.Info("docker.image.pull", "image", b.st.Image)
+	resp, err := cli.ImagePull(ctx, b.st.Image, client.ImagePullOptions{})
+	if err != nil {
+		return fmt.Errorf("%w: docker backend: image %s is not on the engine and cannot be pulled: %v; pull or build it (`docker pull %s`, `docker build -t %s .`) or set docker.image", sandbox.ErrUnavailable, b.st.Image, b.e.engineErr("pulling", err), b.st.Image, b.st.Image)
+	}
+	defer resp.Close()
+	last := ""
+	for m, err := range resp.JSONMessages(ctx) {
+		if err != nil {
+			return fmt.Errorf("%w: docker backend: pulling image %s: %v", sandbox.ErrUnavailable, b.st.Image, err)
+		}
+		if m.Error != nil {
+			return fmt.Errorf("%w: docker backend: image %s cannot be pulled: %s; pull or build it yourself, or set docker.image", sandbox.ErrUnavailable, b.st.Image, m.Error.Message)
+		}
+		line := strings.TrimSpace(m.ID + " " + m.Status)
+		if m.Progress != nil && m.Progress.Total > 0 {
+			line += fmt.Sprintf(" %d%%", m.Progress.Current*100/m.Progress.Total)
+		}
+		if progress != nil && line != last {
+			progress(line)
+			last = line
+		}
+	}
+	return nil
+}
+
+// prepare runs inside.ModePrepare in a new container: the image's tools and
+// the mount check (the container must see the workspace's entries).
+func (b *Backend) prepare(ctx context.Context, cli *client.Client, c *ctr) error {
+	var out, errb strings.Builder
+	argv := []string{inside.Path, inside.ModePrepare, "--workspace", c.ws.Target,
+		"--tools", strings.Join(RequiredTools, ","), "--optional", strings.Join(OptionalTools, ","), "--home", Home}
+	code, err := b.e.simpleExec(ctx, cli, c, argv, &out, &errb)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return fmt.Errorf("%w: docker backend: corral's helper could not run in the container (exit %d: %s); with a remote Docker daemon, corral's executable %s must exist at the same path on the daemon's host", sandbox.ErrUnavailable, code, strings.TrimSpace(errb.String()), inside.Path)
+	}
+	var pr inside.Prepared
+	if err := json.Unmarshal([]byte(out.String()), &pr); err != nil {
+		return fmt.Errorf("%w: docker backend: reading the container check: %v", sandbox.ErrUnavailable, err)
+	}
+	if len(pr.Missing) > 0 {
+		return fmt.Errorf("%w: docker backend: image %s lacks %s (it must provide %s, and python3 for run_code); build an image with them and set docker.image", sandbox.ErrUnavailable, b.st.Image, strings.Join(pr.Missing, ", "), strings.Join(RequiredTools, ", "))
+	}
+	if len(pr.OptionalMissing) > 0 {
+		b.e.log.Info("docker.image.partial", "image", b.st.Image, "missing", strings.Join(pr.OptionalMissing, ","), "detail", "run_code needs python3")
+	}
+	return b.checkMount(c, &pr)
+}
+
+// checkMount compares the workspace's entries on corral's side with what
+// the container sees.
+func (b *Backend) checkMount(c *ctr, pr *inside.Prepared) error {
+	hostNames, err := listNames(c.ws.Host, inside.MaxEntries)
+	if err != nil {
+		return fmt.Errorf("%w: docker backend: listing the workspace %s: %v", sandbox.ErrBadRequest, c.ws.Host, err)
+	}
+	if len(hostNames) == 0 {
+		b.e.log.Info("docker.mount.unverified", "container", c.name, "workspace", c.ws.Host, "detail", "the workspace is empty, so the mount check cannot compare entries")
+		return nil
+	}
+	seen := make(map[string]bool, len(pr.Entries))
+	for _, n := range pr.Entries {
+		seen[n] = true
+	}
+	for _, n := range hostNames {
+		if seen[n] {
+			return nil
+		}
+	}
+	why := "it sees no entry of the workspace"
+	if pr.Err != "" {
+		why = pr.Err
+	}
+	return fmt.Errorf("%w: docker backend: %w: %s at %s (%s), so the Docker daemon resolved %s on another filesystem; when corral and the daemon do not share one (corral in a container, a remote DOCKER_HOST), set docker.host_workspace to the workspace's path on the Docker host; the container was removed", sandbox.ErrUnavailable, ErrMount, c.name, c.ws.Target, why, c.ws.Source)
+}
+
+// listNames returns up to max entry names of dir.
+func listNames(dir string, max int) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(max)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return names, nil
+}
+
+// protectedIn returns the protected paths (sandbox.Request.Protected)
+// that exist in the workspace now, relative to it: they are bound
+// read-only onto themselves in the container. Paths reached through a
+// symlink are left out (their target could be swapped before the engine
+// mounts them); the file tools refuse writes to any protected path, found
+// or not.
+//
+// A container's mounts are fixed when it starts, so a protected path that
+// appears later (a `git init` in the container makes .git/hooks) is not
+// covered by a mount until the session's next container; on bwrap every
+// command gets a new sandbox and the check after each command moves such
+// paths out.
+func protectedIn(ws workspace, req *sandbox.Request) []string {
+	if !ws.Writable {
+		return nil
+	}
+	found, _ := sandbox.FindProtected(ws.Host, req.ProtectedPatterns())
+	var out []string
+	for _, p := range found {
+		if !p.Exists || len(p.Links) > 0 {
+			continue
+		}
+		st, err := os.Lstat(p.Path)
+		if err != nil || (p.NotDir && st.IsDir()) {
+			continue
+		}
+		out = append(out, p.Rel)
+	}
+	return out
+}

@@ -1,0 +1,248 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"debug/elf"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// Options configure an Engine.
+type Options struct {
+	// Helper is a statically linked corral executable as the Docker daemon
+	// sees it, mounted read-only in every container; "" means corral's own
+	// executable, which must then be static (CGO_ENABLED=0).
+	Helper string
+	// Logger receives the docker.* events; nil discards them.
+	Logger *slog.Logger
+	// KillGrace is the time between SIGTERM and SIGKILL when a command is
+	// cancelled or times out; zero means 2 s.
+	KillGrace time.Duration
+	// ClientOpts replace the client's options (tests); nil means
+	// client.FromEnv with API version negotiation.
+	ClientOpts []client.Opt
+}
+
+// Engine is the process-wide part of the docker backend: the Engine API
+// client and the containers this process started or joined. Backends for
+// given settings are views of it (Engine.Backend). Safe for concurrent use.
+type Engine struct {
+	opts Options
+	log  *slog.Logger
+	self ownerID
+
+	cliOnce sync.Once
+	cli     *client.Client
+	cliErr  error
+
+	mu         sync.Mutex
+	containers map[string]*ctr // by scope key
+	closed     bool
+}
+
+// ctr is a container this process uses.
+type ctr struct {
+	id, name  string
+	scopeKey  string
+	key       string // LabelKey
+	hash      string
+	owned     bool // this process removes it
+	ephemeral bool // one command's; removed after it
+	user      string
+	ws        workspace
+	ready     chan struct{}
+	err       error
+	sessions  map[string]bool
+}
+
+// NewEngine returns an engine; nothing is contacted until the first command.
+func NewEngine(opts Options) *Engine {
+	l := opts.Logger
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	if opts.KillGrace == 0 {
+		opts.KillGrace = 2 * time.Second
+	}
+	return &Engine{opts: opts, log: l, self: selfOwner(), containers: map[string]*ctr{}}
+}
+
+// ErrClosed is returned for commands after Engine.Close.
+var ErrClosed = errors.New("docker backend closed")
+
+// client returns the Engine API client, made on first use.
+func (e *Engine) client() (*client.Client, error) {
+	e.cliOnce.Do(func() {
+		opts := e.opts.ClientOpts
+		if opts == nil {
+			opts = []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+		}
+		e.cli, e.cliErr = client.New(opts...)
+		if e.cliErr != nil {
+			e.cliErr = fmt.Errorf("%w: docker backend: %v; check DOCKER_HOST", sandbox.ErrUnavailable, e.cliErr)
+		}
+	})
+	return e.cli, e.cliErr
+}
+
+// unavailable wraps an error reaching the engine with the fix.
+func (e *Engine) unavailable(err error) error {
+	host := os.Getenv("DOCKER_HOST")
+	if host == "" {
+		host = client.DefaultDockerHost
+	}
+	return fmt.Errorf("%w: docker backend: the Docker engine at %s is not reachable (%v); start it (`sudo systemctl start docker`, or `sudo dockerd &` where systemd is not running), or point DOCKER_HOST at a running engine (Podman: DOCKER_HOST=unix://$XDG_RUNTIME_DIR/podman/podman.sock); nothing was run", sandbox.ErrUnavailable, host, err)
+}
+
+// engineErr classifies an error of an Engine API call: a connection
+// failure means the engine is unavailable.
+func (e *Engine) engineErr(what string, err error) error {
+	if client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded) && !cerrdefs.IsNotFound(err) {
+		return e.unavailable(err)
+	}
+	return fmt.Errorf("docker backend: %s: %w", what, err)
+}
+
+// helperPath returns the executable to mount as inside.Path.
+func (e *Engine) helperPath() (string, error) {
+	p := e.opts.Helper
+	if p == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("%w: docker backend: finding corral's executable: %v", sandbox.ErrUnavailable, err)
+		}
+		if r, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = r
+		}
+		p = exe
+	}
+	if err := checkStatic(p); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+var staticCache sync.Map // path+mtime -> error
+
+// checkStatic refuses an executable that needs a dynamic loader: the image
+// may have no C library, or another one.
+func checkStatic(p string) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		return fmt.Errorf("%w: docker backend: corral's helper %s: %v", sandbox.ErrUnavailable, p, err)
+	}
+	key := fmt.Sprintf("%s|%d|%d", p, st.ModTime().UnixNano(), st.Size())
+	if v, ok := staticCache.Load(key); ok {
+		if v == nil {
+			return nil
+		}
+		return v.(error)
+	}
+	var res error
+	f, err := elf.Open(p)
+	if err != nil {
+		res = fmt.Errorf("%w: docker backend: corral's helper %s is not an ELF executable: %v", sandbox.ErrUnavailable, p, err)
+	} else {
+		for _, prog := range f.Progs {
+			if prog.Type == elf.PT_INTERP {
+				res = fmt.Errorf("%w: docker backend: %s is dynamically linked, and the image may lack its C library; build corral statically: CGO_ENABLED=0 go build -o corral ./cmd/corral", sandbox.ErrUnavailable, p)
+			}
+		}
+		f.Close()
+	}
+	if res == nil {
+		staticCache.Store(key, nil)
+	} else {
+		staticCache.Store(key, res)
+	}
+	return res
+}
+
+// Backend returns the backend that runs commands with settings st. Views
+// share the engine's containers; settings are read per command, so a change
+// of settings makes a new container for the next command.
+func (e *Engine) Backend(st Settings) *Backend {
+	return &Backend{e: e, st: st}
+}
+
+// Release ends the session called name's use of its container: a session
+// container is removed, a shared one when no session uses it any more.
+func (e *Engine) Release(name string) {
+	var drop []*ctr
+	e.mu.Lock()
+	for k, c := range e.containers {
+		if !c.sessions[name] {
+			continue
+		}
+		delete(c.sessions, name)
+		if len(c.sessions) == 0 {
+			delete(e.containers, k)
+			drop = append(drop, c)
+		}
+	}
+	e.mu.Unlock()
+	for _, c := range drop {
+		e.remove(c, "session ended")
+	}
+}
+
+// Close removes every container this process started and refuses further
+// commands. Containers it joined (another corral's) are left alone.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	e.closed = true
+	var all []*ctr
+	for k, c := range e.containers {
+		all = append(all, c)
+		delete(e.containers, k)
+	}
+	e.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range all {
+		wg.Add(1)
+		go func() { defer wg.Done(); e.remove(c, "corral stopped") }()
+	}
+	wg.Wait()
+	if e.cli != nil {
+		return e.cli.Close()
+	}
+	return nil
+}
+
+// remove force-removes c when this process owns it, once it is ready.
+func (e *Engine) remove(c *ctr, why string) {
+	<-c.ready
+	if c.err != nil || !c.owned || c.id == "" {
+		return
+	}
+	cli, err := e.client()
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cli.ContainerRemove(ctx, c.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		e.log.Warn("docker.container.remove_failed", "container", c.name, "error", err)
+		return
+	}
+	e.log.Info("docker.container.removed", "container", c.name, "key", c.key, "reason", why)
+}
+
+// randomName returns corral-<12 hex>.
+func randomName() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return NamePrefix + hex.EncodeToString(b[:])
+}

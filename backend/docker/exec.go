@@ -1,0 +1,348 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+
+	"github.com/corralhq/corral/backend/docker/inside"
+	"github.com/corralhq/corral/sandbox"
+)
+
+// simpleExec runs argv in c without stdin and waits for it, copying stdout
+// and stderr; it returns the exit status.
+func (e *Engine) simpleExec(ctx context.Context, cli *client.Client, c *ctr, argv []string, stdout, stderr io.Writer) (int, error) {
+	cr, err := cli.ExecCreate(ctx, c.id, client.ExecCreateOptions{
+		User: c.user, AttachStdout: true, AttachStderr: true, Cmd: argv, Env: []string{"HOME=" + Home},
+	})
+	if err != nil {
+		return 0, e.execErr(c, err)
+	}
+	att, err := cli.ExecAttach(ctx, cr.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return 0, e.execErr(c, err)
+	}
+	defer att.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(stdout, stderr, att.Reader)
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	if err != nil {
+		return 0, e.execErr(c, err)
+	}
+	ins, err := cli.ExecInspect(ctx, cr.ID, client.ExecInspectOptions{})
+	if err != nil {
+		return 0, e.execErr(c, err)
+	}
+	return ins.ExitCode, nil
+}
+
+// execErr describes a failed exec: a container that is gone (removed by
+// its owner, or by `corral cleanup`) or an unreachable engine.
+func (e *Engine) execErr(c *ctr, err error) error {
+	if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) {
+		e.forget(c)
+		return fmt.Errorf("%w: docker backend: container %s is gone or stopped (%v); the next command starts a new one", sandbox.ErrUnavailable, c.name, err)
+	}
+	return e.engineErr("running a command in "+c.name, err)
+}
+
+// forget drops c from the engine's table (its container is gone).
+func (e *Engine) forget(c *ctr) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.containers[c.scopeKey] == c {
+		delete(e.containers, c.scopeKey)
+	}
+}
+
+// signal sends sig to the process group (and session) pgid in c, through
+// inside.ModeKill. It is best effort: a failure is logged
+// (docker.signal_failed) and returned.
+func (e *Engine) signal(c *ctr, pgid int, sig syscall.Signal) error {
+	return e.signalTarget(c, strconv.Itoa(pgid), sig)
+}
+
+// signalTarget is signal for a pgid in text, or "@FILE" naming a file in
+// the container that holds it.
+func (e *Engine) signalTarget(c *ctr, target string, sig syscall.Signal) error {
+	cli, err := e.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	code, err := e.simpleExec(ctx, cli, c, []string{inside.Path, inside.ModeKill, strconv.Itoa(int(sig)), target}, io.Discard, io.Discard)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit status %d", code)
+	}
+	if err != nil {
+		e.log.Warn("docker.signal_failed", "container", c.name, "pgid", target, "signal", int(sig), "error", err)
+	}
+	return err
+}
+
+// execRelay runs req in c through inside.ModeRelay and waits for it. The
+// relay's stdin is a control stream (inside.KindStdin, KindSignal): the
+// command's stdin and signals travel on the connection that is already
+// open, so ending a command needs no new process in the container (a fork
+// bomb that holds every pid cannot stop it), and a broken connection ends
+// the command (the relay kills its session when the stream ends).
+func (b *Backend) execRelay(ctx context.Context, cli *client.Client, c *ctr, req *sandbox.Request, env []string, dir string) (*sandbox.Result, error) {
+	e := b.e
+	start := time.Now()
+	cmd := append([]string{inside.Path, inside.ModeRelay, "--control", "--fds", strconv.Itoa(len(req.ExtraFiles)), "--"}, req.Argv...)
+	user := c.user
+	if req.User != "" {
+		user = req.User
+	}
+	cr, err := cli.ExecCreate(ctx, c.id, client.ExecCreateOptions{
+		User: user, AttachStdin: true, AttachStdout: true, AttachStderr: true,
+		Env: env, WorkingDir: dir, Cmd: cmd,
+	})
+	if err != nil {
+		return nil, e.execErr(c, err)
+	}
+	att, err := cli.ExecAttach(ctx, cr.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return nil, e.execErr(c, err)
+	}
+	defer att.Close()
+	ctl := &controlWriter{conn: att.Conn}
+	if req.Stdin != nil {
+		go func() {
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := req.Stdin.Read(buf)
+				if n > 0 && ctl.frame(inside.KindStdin, buf[:n]) != nil {
+					return
+				}
+				if err != nil {
+					_ = ctl.frame(inside.KindStdinEOF, nil)
+					return
+				}
+			}
+		}()
+	} else {
+		_ = ctl.frame(inside.KindStdinEOF, nil)
+	}
+	stdout, stderr := orDiscard(req.Stdout), orDiscard(req.Stderr)
+
+	// The relay's stdout carries frames; its own stderr (a helper failure)
+	// goes to the command's stderr.
+	pr, pw := io.Pipe()
+	copyDone := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(pw, stderr, att.Reader)
+		pw.CloseWithError(err)
+		copyDone <- err
+	}()
+	var (
+		mu   sync.Mutex
+		exit *inside.Exit
+		ferr error
+	)
+	started := make(chan int, 1)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		buf := make([]byte, inside.MaxFrame)
+		for {
+			kind, p, err := inside.ReadFrame(pr, buf)
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				pr.CloseWithError(err)
+				ferr = err
+				return
+			}
+			switch {
+			case kind == inside.KindStdout:
+				_, _ = stdout.Write(p)
+			case kind == inside.KindStderr:
+				_, _ = stderr.Write(p)
+			case kind == inside.KindStarted:
+				if n, err := strconv.Atoi(string(p)); err == nil {
+					started <- n
+				}
+			case kind == inside.KindExit:
+				var ex inside.Exit
+				if json.Unmarshal(p, &ex) == nil {
+					mu.Lock()
+					exit = &ex
+					mu.Unlock()
+				}
+			case int(kind) >= 3 && int(kind) < 3+len(req.ExtraFiles):
+				_, _ = req.ExtraFiles[int(kind)-3].Write(p)
+			}
+		}
+	}()
+
+	var timeoutC <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout)
+		defer t.Stop()
+		timeoutC = t.C
+	}
+	var (
+		timedOut bool
+		pgid     int
+		killing  bool
+	)
+	// send signals the command's session: on the control stream, or, when
+	// that is stuck, with a helper process in the container.
+	send := func(sig syscall.Signal) {
+		if ctl.frameTimeout(inside.KindSignal, []byte(strconv.Itoa(int(sig))), time.Second) != nil && pgid != 0 {
+			_ = e.signal(c, pgid, sig)
+		}
+	}
+	var graceC <-chan time.Time
+	kill := func() {
+		if killing {
+			return
+		}
+		killing = true
+		send(syscall.SIGTERM)
+		graceC = time.After(e.opts.KillGrace)
+	}
+	sigs := req.Signals
+	ctxDone := ctx.Done()
+	signalled := 0
+wait:
+	for {
+		select {
+		case <-finished:
+			break wait
+		case pgid = <-started:
+			started = nil
+		case <-timeoutC:
+			timedOut = true
+			timeoutC = nil
+			kill()
+		case <-ctxDone:
+			ctxDone = nil
+			kill()
+		case <-graceC:
+			graceC = nil
+			send(syscall.SIGKILL)
+		case s := <-sigs:
+			signalled++
+			if ss, ok := s.(syscall.Signal); ok && signalled == 1 {
+				send(ss)
+				continue
+			}
+			sigs = nil
+			kill()
+		}
+	}
+	<-copyDone
+	res := &sandbox.Result{Duration: time.Since(start), TimedOut: timedOut}
+	mu.Lock()
+	ex := exit
+	mu.Unlock()
+	if ex == nil {
+		// The relay died without a report (the container was removed, the
+		// engine went away): ask the engine.
+		ictx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ins, err := cli.ExecInspect(ictx, cr.ID, client.ExecInspectOptions{})
+		if err != nil {
+			return nil, e.execErr(c, err)
+		}
+		if ins.Running || ferr != nil {
+			return nil, fmt.Errorf("%w: docker backend: lost the command's output stream (%v)", sandbox.ErrUnavailable, ferr)
+		}
+		res.ExitCode = ins.ExitCode
+		if ctx.Err() != nil && !timedOut {
+			return res, ctx.Err()
+		}
+		return res, nil
+	}
+	res.ExitCode, res.Signal = ex.Code, ex.Signal
+	if ex.Signal == int(syscall.SIGKILL) && !killing {
+		if ex.OOM || (!ex.OOMKnown && b.oomKilled(c)) {
+			res.LimitHit = sandbox.LimitContainerMemory
+		}
+	}
+	return res, nil
+}
+
+// controlWriter writes control frames to the relay's stdin from several
+// goroutines.
+type controlWriter struct {
+	mu   sync.Mutex
+	conn net.Conn
+}
+
+func (w *controlWriter) frame(kind byte, p []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return inside.WriteFrame(w.conn, kind, p)
+}
+
+// frameTimeout is frame giving up after d (the relay is not reading: its
+// stdin queue is full). A write cut off by the deadline leaves a partial
+// frame, so the stream is closed then: the relay kills the session at the
+// end of its control stream, which is what a signal sent this way is for.
+func (w *controlWriter) frameTimeout(kind byte, p []byte, d time.Duration) error {
+	locked := make(chan struct{})
+	go func() { w.mu.Lock(); close(locked) }()
+	select {
+	case <-locked:
+	case <-time.After(d):
+		go func() { <-locked; w.mu.Unlock() }()
+		return errors.New("control stream busy")
+	}
+	defer w.mu.Unlock()
+	_ = w.conn.SetWriteDeadline(time.Now().Add(d))
+	err := inside.WriteFrame(w.conn, kind, p)
+	_ = w.conn.SetWriteDeadline(time.Time{})
+	if err != nil {
+		if cw, ok := w.conn.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+	}
+	return err
+}
+
+// oomKilled asks the engine whether the container's memory cgroup has
+// killed a process (State.OOMKilled; it stays set until the container
+// restarts).
+func (b *Backend) oomKilled(c *ctr) bool {
+	cli, err := b.e.client()
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := cli.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{})
+	if err != nil || r.Container.State == nil {
+		return false
+	}
+	return r.Container.State.OOMKilled
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}

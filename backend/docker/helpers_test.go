@@ -1,0 +1,142 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"github.com/moby/moby/client"
+
+	"github.com/corralhq/corral/internal/dockertest"
+	"github.com/corralhq/corral/sandbox"
+)
+
+// fixture is a docker backend on the real engine with the test image.
+type fixture struct {
+	t   testing.TB
+	cli *client.Client
+	e   *Engine
+	b   *Backend
+	ws  string
+	log *logBuf
+}
+
+// logBuf collects log records as text.
+type logBuf struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func newFixture(t testing.TB, mutate func(*Settings)) *fixture {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("docker integration test (-short)")
+	}
+	cli := dockertest.Engine(t)
+	st := DefaultSettings
+	st.Image = dockertest.Image(t, cli)
+	if mutate != nil {
+		mutate(&st)
+	}
+	lb := &logBuf{}
+	e := NewEngine(Options{
+		Helper:    dockertest.StaticCorral(t),
+		Logger:    slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		KillGrace: time.Second,
+	})
+	t.Cleanup(func() { e.Close() })
+	ws := dockertest.TestDir(t)
+	if err := os.WriteFile(ws+"/README", []byte("workspace\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, cli: cli, e: e, b: e.Backend(st), ws: ws, log: lb}
+}
+
+// run runs a bash command line in session sess and returns the result and
+// its combined output.
+func (f *fixture) run(sess, script string, mod ...func(*sandbox.Request)) (*sandbox.Result, string) {
+	f.t.Helper()
+	var out bytes.Buffer
+	req := &sandbox.Request{
+		Argv: []string{"bash", "-c", script}, Workdir: f.ws, Profile: sandbox.ProfileWorkspace,
+		Session: sess, Stdout: &out, Stderr: &out, Timeout: time.Minute,
+		Env: []string{"PATH=/usr/bin:/bin", "HOSTONLY=x"}, PolicyEnv: []string{"HOSTONLY=x"},
+	}
+	for _, m := range mod {
+		m(req)
+	}
+	res, err := f.b.Run(context.Background(), req)
+	if err != nil {
+		f.t.Fatalf("Run(%q): %v", script, err)
+	}
+	return res, out.String()
+}
+
+// containers lists the corral containers of key (all states).
+func (f *fixture) containers(key string) []string {
+	f.t.Helper()
+	flt := client.Filters{}.Add("label", LabelEnv+"=1")
+	if key != "" {
+		flt = flt.Add("label", LabelKey+"="+key)
+	}
+	res, err := f.cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: flt})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var names []string
+	for _, c := range res.Items {
+		o, _ := parseOwner(c.Labels[LabelOwner])
+		if o.PID != os.Getpid() {
+			continue // another test process's
+		}
+		names = append(names, strings.TrimPrefix(c.Names[0], "/"))
+	}
+	return names
+}
+
+// buildHelperOnlyImage imports an image holding nothing but /tmp.
+func buildHelperOnlyImage(t *testing.T, f *fixture) string {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o1777})
+	tw.Close()
+	ref := "corral-test-empty:1"
+	res, err := f.cli.ImageImport(context.Background(), client.ImageImportSource{Source: &buf, SourceName: "-"}, ref, client.ImageImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res)
+	res.Close()
+	return ref
+}
+
+// openPTY opens a pseudo-terminal pair.
+func openPTY(t *testing.T) (*os.File, *os.File) {
+	t.Helper()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	return ptmx, tty
+}

@@ -1,0 +1,23 @@
+// Package inside is the part of corral that runs inside a Docker container:
+// corral's own (static) executable is bind-mounted read-only into every
+// container the docker backend starts, and re-executed there in one of a
+// few helper modes selected by its first argument (the reexec pattern of
+// Docker's pkg/reexec):
+//
+//	__corral-pause    the container's main process: waits for a signal
+//	__corral-prepare  checks the image's tools and the workspace mount, once per container
+//	__corral-relay    runs one command in a new session and relays its output in frames
+//	__corral-kill     signals a command's process group
+//
+// The Docker exec API carries only stdin, stdout and stderr and cannot
+// signal an exec'd process, so the relay does what a local fork would: it
+// starts the command with setsid(2) so that its process group is the
+// command's own, reports that group first, multiplexes stdout, stderr and
+// any extra output descriptors (fd 3, ...) on its stdout as frames (see
+// [WriteFrame]), and reports the exit status, the signal and whether the
+// container's memory cgroup killed a process while the command ran.
+//
+// The helpers must not depend on anything in the image: they are Go code in
+// a statically linked executable, and read nothing but /proc, /sys/fs/cgroup
+// and the workspace.
+package inside

@@ -1,0 +1,291 @@
+package inside
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// drainGrace is how long the relay keeps reading the command's output
+// after the command and its process group are gone: a process that left
+// the group (a daemon) may hold the pipes open forever.
+const drainGrace = 200 * time.Millisecond
+
+// relayMain is `__corral-relay [--fds N] [--control] -- ARGV...`. It runs
+// ARGV in a new session with the relay's environment, and writes frames on
+// stdout: KindStarted with the process group, then the command's stdout
+// (KindStdout), stderr (KindStderr) and descriptors 3..3+N-1 (kinds 3...)
+// as they come, and KindExit last. When the command exits, the rest of its
+// session is killed (a sandbox on the bwrap backend ends with its command
+// too). The relay's own exit status is the command's.
+//
+// With --control the relay's stdin is a stream of frames from corral:
+// KindStdin and KindStdinEOF feed the command's stdin, KindSignal signals
+// its session. The end of that stream means corral is gone (it exited or
+// the connection to the engine broke): the session is killed, as
+// --die-with-parent does on bwrap. Without --control the command reads
+// the relay's stdin itself.
+func relayMain(args []string) int {
+	fs := flag.NewFlagSet(ModeRelay, flag.ContinueOnError)
+	nfds := fs.Int("fds", 0, "extra output descriptors (3, 4, ...)")
+	pidfile := fs.String("tty-pidfile", "", "terminal mode: write the pid here and exec ARGV")
+	control := fs.Bool("control", false, "stdin is corral's control stream (stdin data, signals)")
+	if err := fs.Parse(args); err != nil {
+		return fail(ModeRelay, err)
+	}
+	argv := fs.Args()
+	if len(argv) == 0 || *nfds < 0 || *nfds > 8 {
+		return fail(ModeRelay, errors.New("usage: __corral-relay [--fds N | --tty-pidfile FILE] -- ARGV..."))
+	}
+	if *pidfile != "" {
+		return execTTY(*pidfile, argv)
+	}
+	out := &frameWriter{w: os.Stdout}
+	ex := run(argv, *nfds, *control, out)
+	b, _ := json.Marshal(ex)
+	if err := out.frame(KindExit, b); err != nil {
+		return 125
+	}
+	return ex.Code
+}
+
+// frameWriter serializes frames from several goroutines.
+type frameWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (f *frameWriter) frame(kind byte, p []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return WriteFrame(f.w, kind, p)
+}
+
+// run starts argv and relays it to out; it returns the exit report.
+func run(argv []string, nfds int, control bool, out *frameWriter) Exit {
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		code := 127
+		if !errors.Is(err, exec.ErrNotFound) {
+			code = 126
+		}
+		msg := fmt.Sprintf("%s: %v", argv[0], err)
+		_ = out.frame(KindStderr, []byte("corral: "+msg+"\n"))
+		return Exit{Code: code, Error: msg}
+	}
+	// Pipes for stdout, stderr and the extra descriptors: the read ends
+	// stay here, the write ends go to the command.
+	n := 2 + nfds
+	readers := make([]*os.File, n)
+	writers := make([]*os.File, n)
+	for i := range n {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return Exit{Code: 125, Error: err.Error()}
+		}
+		readers[i], writers[i] = r, w
+	}
+	var stdin io.Reader = os.Stdin
+	var stdinW *os.File
+	if control {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return Exit{Code: 125, Error: err.Error()}
+		}
+		stdin, stdinW = r, w
+		defer r.Close()
+	}
+	cmd := &exec.Cmd{
+		Path:        path,
+		Args:        argv,
+		Env:         os.Environ(),
+		Stdin:       stdin,
+		Stdout:      writers[0],
+		Stderr:      writers[1],
+		ExtraFiles:  writers[2:],
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	oomBefore, oomKnown := oomKills()
+	if err := cmd.Start(); err != nil {
+		for i := range n {
+			readers[i].Close()
+			writers[i].Close()
+		}
+		msg := fmt.Sprintf("%s: %v", argv[0], err)
+		_ = out.frame(KindStderr, []byte("corral: "+msg+"\n"))
+		return Exit{Code: 126, Error: msg}
+	}
+	for _, w := range writers {
+		w.Close()
+	}
+	pgid := cmd.Process.Pid
+	_ = out.frame(KindStarted, []byte(strconv.Itoa(pgid)))
+	if control {
+		if f, ok := stdin.(*os.File); ok {
+			f.Close() // the command has its copy
+		}
+		go readControl(os.Stdin, stdinW, pgid)
+	}
+
+	var wg sync.WaitGroup
+	for i, r := range readers {
+		kind := byte(i + 1) // 1 stdout, 2 stderr, 3... extra descriptors
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 32<<10)
+			for {
+				k, err := r.Read(buf)
+				if k > 0 {
+					if out.frame(kind, buf[:k]) != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	werr := cmd.Wait()
+	// The command is done: end what it left in its session, as the end of
+	// a bwrap sandbox would, then give the pipes a moment to drain.
+	KillSession(pgid, syscall.SIGKILL)
+	deadline := time.Now().Add(drainGrace)
+	for _, r := range readers {
+		_ = r.SetReadDeadline(deadline)
+	}
+	wg.Wait()
+	for _, r := range readers {
+		r.Close()
+	}
+
+	ex := Exit{Code: 0}
+	var ee *exec.ExitError
+	switch {
+	case werr == nil:
+	case errors.As(werr, &ee):
+		ws, _ := ee.Sys().(syscall.WaitStatus)
+		if ws.Signaled() {
+			ex.Signal = int(ws.Signal())
+			ex.Code = 128 + ex.Signal
+		} else {
+			ex.Code = ws.ExitStatus()
+		}
+	default:
+		ex.Code = 125
+		ex.Error = werr.Error()
+	}
+	if after, ok := oomKills(); ok && oomKnown {
+		ex.OOMKnown = true
+		ex.OOM = after > oomBefore
+	}
+	return ex
+}
+
+// oomKills returns the number of processes the container's memory cgroup
+// has killed: oom_kill in memory.events (cgroup v2, cgroup namespaces give
+// the container its own at /sys/fs/cgroup) or in memory.oom_control (cgroup
+// v1, Linux 4.13+).
+func oomKills() (int64, bool) {
+	for _, f := range []string{"/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+				n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				if err == nil {
+					return n, true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// execTTY is the terminal mode: on a terminal (docker exec with a TTY, where
+// the exec'd process leads its own session with the terminal as its
+// controlling one) the relay writes its pid, which is that session's id,
+// to pidfile, so `__corral-kill SIG @pidfile` can end the session later,
+// and replaces itself with argv. There are no frames: the terminal carries
+// the bytes as they are.
+func execTTY(pidfile string, argv []string) int {
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "corral: %s: %v\n", argv[0], err)
+		return 127
+	}
+	if err := os.MkdirAll(filepath.Dir(pidfile), 0o700); err != nil {
+		return fail(ModeRelay, err)
+	}
+	if err := os.WriteFile(pidfile, []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		return fail(ModeRelay, err)
+	}
+	err = syscall.Exec(path, argv, os.Environ())
+	fmt.Fprintf(os.Stderr, "corral: %s: %v\n", argv[0], err)
+	return 126
+}
+
+// readControl reads corral's control frames until the stream ends, then
+// kills the command's session. Stdin bytes are written by another
+// goroutine, so a command that does not read its stdin delays signals only
+// once 256 chunks are queued.
+func readControl(r io.Reader, stdinW *os.File, pgid int) {
+	chunks := make(chan []byte, 256)
+	go func() {
+		for c := range chunks {
+			if c == nil {
+				break
+			}
+			if _, err := stdinW.Write(c); err != nil {
+				break
+			}
+		}
+		stdinW.Close()
+		for range chunks { // drain
+		}
+	}()
+	closed := false
+	closeStdin := func() {
+		if !closed {
+			closed = true
+			chunks <- nil
+			close(chunks)
+		}
+	}
+	buf := make([]byte, MaxFrame)
+	for {
+		kind, p, err := ReadFrame(r, buf)
+		if err != nil {
+			closeStdin()
+			// corral is gone: nothing will read the output or end the
+			// command any more.
+			KillSession(pgid, syscall.SIGKILL)
+			return
+		}
+		switch kind {
+		case KindStdin:
+			if !closed {
+				chunks <- append([]byte(nil), p...)
+			}
+		case KindStdinEOF:
+			closeStdin()
+		case KindSignal:
+			if n, err := strconv.Atoi(string(p)); err == nil && n > 0 && n < 65 {
+				KillSession(pgid, syscall.Signal(n))
+			}
+		}
+	}
+}

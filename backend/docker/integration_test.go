@@ -1,0 +1,410 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/corralhq/corral/internal/dockertest"
+	"github.com/corralhq/corral/sandbox"
+)
+
+func TestRunBasics(t *testing.T) {
+	f := newFixture(t, nil)
+	res, out := f.run("s1", `echo hi; id -u; id -g; pwd; echo "HOME=$HOME TMPDIR=$TMPDIR HOSTONLY=${HOSTONLY-unset}"; ls`)
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s", res.ExitCode, out)
+	}
+	want := fmt.Sprintf("hi\n%d\n%d\n%s\nHOME=/tmp TMPDIR=/tmp HOSTONLY=unset\nREADME\n", os.Getuid(), os.Getgid(), f.ws)
+	if out != want {
+		t.Errorf("output\n%q\nwant\n%q", out, want)
+	}
+	if res, _ := f.run("s1", "exit 7"); res.ExitCode != 7 {
+		t.Errorf("exit 7 gave %d", res.ExitCode)
+	}
+	if res, out := f.run("s1", "kill -TERM $$"); res.ExitCode != 128+15 || res.Signal != 15 {
+		t.Errorf("kill -TERM gave exit %d signal %d: %s", res.ExitCode, res.Signal, out)
+	}
+	// Stdin reaches the command; without one it reads EOF at once.
+	var out2 bytes.Buffer
+	res, err := f.b.Run(context.Background(), &sandbox.Request{Argv: []string{"cat"}, Workdir: f.ws, Session: "s1",
+		Stdin: strings.NewReader("piped\n"), Stdout: &out2})
+	if err != nil || res.ExitCode != 0 || out2.String() != "piped\n" {
+		t.Errorf("cat with stdin: %v %+v %q", err, res, out2.String())
+	}
+	if res, out := f.run("s1", "cat; echo done"); res.ExitCode != 0 || out != "done\n" {
+		t.Errorf("cat without stdin: %d %q", res.ExitCode, out)
+	}
+	if res, _ := f.run("s1", "no-such-program"); res.ExitCode != 127 {
+		t.Errorf("missing program: exit %d, want 127", res.ExitCode)
+	}
+}
+
+// TestIsatty: no command gets a terminal, every time.
+func TestIsatty(t *testing.T) {
+	f := newFixture(t, nil)
+	for i := range 2 {
+		_, out := f.run("s", `for fd in 0 1 2; do [ -t $fd ] && echo tty || echo no; done`)
+		if out != "no\nno\nno\n" {
+			t.Errorf("run %d: isatty answers %q", i, out)
+		}
+	}
+}
+
+// TestSecurity checks the container's restrictions from inside.
+func TestSecurity(t *testing.T) {
+	f := newFixture(t, nil)
+	secret := filepath.Join(filepath.Dir(f.ws), "corral-host-secret-"+strconv.Itoa(os.Getpid()))
+	if err := os.WriteFile(secret, []byte("s3cret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(secret)
+	checks := []struct{ name, script, want string }{
+		{"no network", `python3 -c 'import socket; s=socket.socket(); s.settimeout(2); s.connect(("1.1.1.1", 53))' 2>&1 | tail -1; ls /sys/class/net`, "OSError: [Errno 101] Network is unreachable\nlo\n"},
+		{"read-only root", `touch /etc/x 2>&1 | grep -o 'Read-only file system'; touch /usr/x 2>&1 | grep -o 'Read-only file system'`, "Read-only file system\nRead-only file system\n"},
+		{"host files hidden", `cat ` + secret + ` 2>&1 | grep -o 'No such file'; find /home /root -mindepth 1 | wc -l`, "No such file\n" + "0\n"},
+		{"capabilities", `grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status | tr -s '\t' ' '`, "CapPrm: 0000000000000000\nCapEff: 0000000000000000\nCapBnd: 0000000000000000\nNoNewPrivs: 1\n"},
+		{"writable workspace and tmp", `touch new && echo ok1; touch /tmp/t && echo ok2`, "ok1\nok2\n"},
+	}
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			_, out := f.run("sec", c.script)
+			if out != c.want {
+				t.Errorf("got\n%q\nwant\n%q", out, c.want)
+			}
+		})
+	}
+	st, err := os.Stat(filepath.Join(f.ws, "new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	if int(sys.Uid) != os.Getuid() || int(sys.Gid) != os.Getgid() {
+		t.Errorf("file made in the workspace is owned by %d:%d, want %d:%d", sys.Uid, sys.Gid, os.Getuid(), os.Getgid())
+	}
+	if err := os.Remove(filepath.Join(f.ws, "new")); err != nil {
+		t.Errorf("removing it as the host user: %v", err)
+	}
+}
+
+// TestRestrictedProfile: the workspace is read-only.
+func TestRestrictedProfile(t *testing.T) {
+	f := newFixture(t, nil)
+	_, out := f.run("r", `touch x 2>&1 | grep -o 'Read-only file system'; cat README`, func(r *sandbox.Request) { r.Profile = sandbox.ProfileRestricted })
+	if out != "Read-only file system\nworkspace\n" {
+		t.Errorf("got %q", out)
+	}
+}
+
+// TestForkBomb: the pids limit holds a fork bomb, the timeout ends it, and
+// the container still works afterwards.
+func TestForkBomb(t *testing.T) {
+	f := newFixture(t, func(s *Settings) { s.PidsLimit = 64 })
+	res, _ := f.run("fb", `bomb() { bomb | bomb & }; bomb; sleep 30`, func(r *sandbox.Request) { r.Timeout = 5 * time.Second })
+	if !res.TimedOut {
+		t.Errorf("fork bomb: %+v, want a timeout", res)
+	}
+	_, out := f.run("fb", `n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; [ $n -lt 10 ] && echo clean || echo "$n processes"`)
+	if out != "clean\n" {
+		t.Errorf("after the bomb: %q", out)
+	}
+}
+
+// TestOOM: a memory kill says so.
+func TestOOM(t *testing.T) {
+	f := newFixture(t, func(s *Settings) { s.Memory = "64m" })
+	res, out := f.run("oom", `python3 -c 'x = bytearray(512 << 20); print(len(x))'`)
+	if res.ExitCode != 137 || res.LimitHit != sandbox.LimitContainerMemory {
+		t.Fatalf("memory bomb: exit %d limit %q: %s", res.ExitCode, res.LimitHit, out)
+	}
+	if msg := sandbox.LimitMessage(res, sandbox.Limits{}); !strings.Contains(msg, "out of memory") || !strings.Contains(msg, "docker.memory") {
+		t.Errorf("message %q", msg)
+	}
+	// A plain SIGKILL afterwards is not called a memory kill.
+	if res, _ := f.run("oom", `kill -KILL $$`); res.LimitHit != "" {
+		t.Errorf("kill -KILL reported as %q", res.LimitHit)
+	}
+}
+
+// TestZombiesReaped: orphans are reaped by the container's init.
+func TestZombiesReaped(t *testing.T) {
+	f := newFixture(t, nil)
+	f.run("z", `for i in $(seq 50); do ( sleep 0.2 & ) ; done; sleep 1`)
+	time.Sleep(500 * time.Millisecond)
+	_, out := f.run("z", `z=0; for s in /proc/[0-9]*/stat; do read -r line < $s 2>/dev/null || continue; st=${line##*) }; [ "${st%% *}" = Z ] && z=$((z+1)); done; echo zombies=$z`)
+	if out != "zombies=0\n" {
+		t.Errorf("%q", out)
+	}
+}
+
+// TestTimeoutKillsTree: a timeout ends the command's whole process group,
+// and nothing of it is left in the container.
+func TestTimeoutKillsTree(t *testing.T) {
+	f := newFixture(t, nil)
+	start := time.Now()
+	res, _ := f.run("to", `sleep 300 & sleep 301 & (sleep 302; echo) & wait`, func(r *sandbox.Request) { r.Timeout = 2 * time.Second })
+	if !res.TimedOut || time.Since(start) > 20*time.Second {
+		t.Fatalf("timeout: %+v after %s", res, time.Since(start))
+	}
+	_, out := f.run("to", `for p in /proc/[0-9]*/cmdline; do tr '\0' ' ' < $p 2>/dev/null; echo; done | grep -c 'sleep 30[012]' || true`)
+	if out != "0\n" {
+		t.Errorf("sleeps left: %q", out)
+	}
+	// Cancellation too.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := f.b.Run(ctx, &sandbox.Request{Argv: []string{"bash", "-c", "sleep 303 & sleep 304"}, Workdir: f.ws, Session: "to"})
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cancelled run: %v", err)
+	}
+	_, out = f.run("to", `for p in /proc/[0-9]*/cmdline; do tr '\0' ' ' < $p 2>/dev/null; echo; done | grep -c 'sleep 30[34]' || true`)
+	if out != "0\n" {
+		t.Errorf("sleeps left after cancel: %q", out)
+	}
+}
+
+// TestBackgroundEndsWithCommand: as on bwrap, what a command leaves behind
+// in its session ends with it.
+func TestBackgroundEndsWithCommand(t *testing.T) {
+	f := newFixture(t, nil)
+	f.run("bg", `sleep 305 &`)
+	_, out := f.run("bg", `for p in /proc/[0-9]*/cmdline; do tr '\0' ' ' < $p 2>/dev/null; echo; done | grep -c 'sleep 30[5]' || true`)
+	if out != "0\n" {
+		t.Errorf("left behind: %q", out)
+	}
+}
+
+// TestGit: HOME is writable and the run user's; git trusts the workspace
+// (and only it) even where its owner differs.
+func TestGit(t *testing.T) {
+	f := newFixture(t, func(s *Settings) { s.User = "4321:4321" })
+	if err := os.Chmod(f.ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	res, out := f.run("git", `set -e
+git config --global user.email a@b.c; git config --global user.name A
+stat -c %u /tmp/.gitconfig
+git init -q . && git add README && git commit -qm one && git status --short && echo committed
+git config --global --get-all safe.directory`)
+	if res.ExitCode != 0 || out != "4321\ncommitted\n"+f.ws+"\n" {
+		t.Errorf("exit %d:\n%s", res.ExitCode, out)
+	}
+}
+
+// TestOddWorkspacePath: spaces and a colon in the workspace path.
+func TestOddWorkspacePath(t *testing.T) {
+	f := newFixture(t, nil)
+	odd := filepath.Join(f.ws, "with space:and colon")
+	if err := os.Mkdir(odd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(odd, "f"), []byte("x"), 0o644)
+	f.ws = odd
+	res, out := f.run("odd", `pwd; ls; touch g`)
+	if res.ExitCode != 0 || out != odd+"\nf\n" {
+		t.Errorf("exit %d: %q", res.ExitCode, out)
+	}
+	if _, err := os.Stat(filepath.Join(odd, "g")); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestLifecycle: lazy start, one container per session, removal on
+// Release and Close, names and labels.
+func TestLifecycle(t *testing.T) {
+	f := newFixture(t, nil)
+	if n := f.containers(""); len(n) != 0 {
+		t.Fatalf("containers before the first command: %v", n)
+	}
+	f.run("a", "true")
+	f.run("a", "true")
+	f.run("b", "true")
+	a, b := f.containers("a"), f.containers("b")
+	if len(a) != 1 || len(b) != 1 || a[0] == b[0] {
+		t.Fatalf("containers a=%v b=%v", a, b)
+	}
+	if !strings.HasPrefix(a[0], NamePrefix) || len(a[0]) != len(NamePrefix)+12 {
+		t.Errorf("name %q", a[0])
+	}
+	f.b.Release("a")
+	if n := f.containers("a"); len(n) != 0 {
+		t.Errorf("after Release(a): %v", n)
+	}
+	// A one-off command's container goes right after it.
+	var out bytes.Buffer
+	if _, err := f.b.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Workdir: f.ws, Stdout: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.containers(""); len(n) != 1 {
+		t.Errorf("after a one-off command: %v (want only b's)", n)
+	}
+	f.e.Close()
+	if n := f.containers(""); len(n) != 0 {
+		t.Errorf("after Close: %v", n)
+	}
+	if _, err := f.b.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Workdir: f.ws, Session: "b"}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Run after Close: %v", err)
+	}
+	for _, ev := range []string{"docker.container.started", "docker.container.removed", "docker.session"} {
+		if !strings.Contains(f.log.String(), ev) {
+			t.Errorf("no %s in the log:\n%s", ev, f.log)
+		}
+	}
+}
+
+// TestSharedScope: sessions share one container until the last closes.
+func TestSharedScope(t *testing.T) {
+	f := newFixture(t, func(s *Settings) { s.Scope = ScopeShared })
+	f.run("a", "echo from-a > /tmp/shared")
+	_, out := f.run("b", "cat /tmp/shared")
+	if out != "from-a\n" {
+		t.Errorf("b sees %q", out)
+	}
+	if n := f.containers(sharedKey); len(n) != 1 {
+		t.Fatalf("shared containers: %v", n)
+	}
+	f.b.Release("a")
+	if n := f.containers(sharedKey); len(n) != 1 {
+		t.Errorf("after a closed: %v", n)
+	}
+	f.b.Release("b")
+	if n := f.containers(sharedKey); len(n) != 0 {
+		t.Errorf("after both closed: %v", n)
+	}
+}
+
+// TestSettingsChange: a session whose settings change gets a new container.
+func TestSettingsChange(t *testing.T) {
+	f := newFixture(t, nil)
+	f.run("c", "true")
+	first := f.containers("c")
+	st := f.b.Settings()
+	st.PidsLimit = 100
+	f.b = f.e.Backend(st)
+	f.run("c", "true")
+	second := f.containers("c")
+	if len(first) != 1 || len(second) != 1 || first[0] == second[0] {
+		t.Errorf("containers before %v after %v", first, second)
+	}
+}
+
+// TestMountCheck: a host_workspace the daemon resolves elsewhere is refused
+// and its container removed; an empty workspace is logged as unverified.
+func TestMountCheck(t *testing.T) {
+	other := t.TempDir() // exists on the daemon's host, without README
+	f := newFixture(t, func(s *Settings) { s.HostWorkspace = other })
+	_, err := f.b.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Workdir: f.ws, Session: "m"})
+	if !errors.Is(err, ErrMount) || !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "docker.host_workspace") {
+		t.Fatalf("wrong host_workspace: %v", err)
+	}
+	if n := f.containers("m"); len(n) != 0 {
+		t.Errorf("refused container left: %v", n)
+	}
+	g := newFixture(t, nil)
+	empty := filepath.Join(g.ws, "empty")
+	os.Mkdir(empty, 0o755)
+	g.ws = empty
+	if res, _ := g.run("e", "true"); res.ExitCode != 0 {
+		t.Fatal(res)
+	}
+	if !strings.Contains(g.log.String(), "docker.mount.unverified") {
+		t.Errorf("no docker.mount.unverified:\n%s", g.log)
+	}
+}
+
+// TestMissingTools: an image without bash is refused, naming what lacks.
+func TestMissingTools(t *testing.T) {
+	f := newFixture(t, nil)
+	// The helper alone as an image: nothing else in it.
+	ref := buildHelperOnlyImage(t, f)
+	st := f.b.Settings()
+	st.Image = ref
+	b := f.e.Backend(st)
+	_, err := b.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Workdir: f.ws, Session: "mt"})
+	if err == nil || !strings.Contains(err.Error(), "lacks bash, sh, setsid, cat, mkdir, dirname, ls") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestUnavailable: no engine is a clear error naming the fix.
+func TestUnavailable(t *testing.T) {
+	e := NewEngine(Options{Helper: dockertest.StaticCorral(t), ClientOpts: []client.Opt{client.WithHost("unix:///nonexistent/docker.sock"), client.WithAPIVersionNegotiation()}})
+	defer e.Close()
+	st := DefaultSettings
+	_, err := e.Backend(st).Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Workdir: "/var/tmp", Session: "u"})
+	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "systemctl start docker") || !strings.Contains(err.Error(), "DOCKER_HOST") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// TestTTY: corral shell's terminal mode runs on a terminal.
+func TestTTY(t *testing.T) {
+	f := newFixture(t, nil)
+	ptmx, tty := openPTY(t)
+	defer ptmx.Close()
+	go func() { ptmx.Write([]byte("[ -t 0 ] && [ -t 1 ] && echo on-a-tty; exit 3\n")) }()
+	var out bytes.Buffer
+	done := make(chan struct{})
+	var mu sync.Mutex
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			mu.Lock()
+			out.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				close(done)
+				return
+			}
+		}
+	}()
+	res, err := f.b.Run(context.Background(), &sandbox.Request{Argv: []string{"bash", "--norc", "-i"}, Workdir: f.ws, Session: "tty", TTY: true, Stdin: tty, Stdout: tty, Stderr: tty, Timeout: 20 * time.Second})
+	tty.Close()
+	if err != nil || res.ExitCode != 3 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(out.String(), "on-a-tty\r\n") {
+		t.Errorf("output %q", out.String())
+	}
+}
+
+// TestProtectedPaths: existing protected paths in the workspace are
+// read-only in the container; git commits work.
+func TestProtectedPaths(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, c := range [][]string{{"git", "init", "-q", f.ws}, {"git", "-C", f.ws, "config", "user.email", "a@b"}, {"git", "-C", f.ws, "config", "user.name", "A"}} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	os.MkdirAll(filepath.Join(f.ws, ".vscode"), 0o755)
+	res, out := f.run("prot", `echo 'echo pwned' > .git/hooks/pre-commit 2>&1 | grep -o 'Read-only file system'
+echo x >> .git/config 2>&1 | grep -o 'Read-only file system'
+echo '{}' > .vscode/tasks.json 2>&1 | grep -o 'Read-only file system'
+git add README && git commit -qm one && echo committed`)
+	if res.ExitCode != 0 || strings.Count(out, "Read-only file system") != 3 || !strings.HasSuffix(out, "committed\n") {
+		t.Errorf("exit %d: %q", res.ExitCode, out)
+	}
+	if _, err := os.Stat(filepath.Join(f.ws, ".git/hooks/pre-commit")); err == nil {
+		t.Error("the hook exists on the host")
+	}
+}

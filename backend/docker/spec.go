@@ -1,0 +1,190 @@
+package docker
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+
+	"github.com/corralhq/corral/backend/docker/inside"
+	"github.com/corralhq/corral/sandbox"
+)
+
+// Labels every corral container carries. LabelEnv and LabelKey follow the
+// reference environment; the others let corral find its own containers
+// again (another process's `corral exec`, `corral cleanup`).
+const (
+	// LabelEnv is "1" on every container corral starts; `corral cleanup`
+	// never touches a container without it.
+	LabelEnv = "corral.env"
+	// LabelKey is the session name, or "shared".
+	LabelKey = "corral.env.key"
+	// LabelConfig is a hash of everything the container was made from: a
+	// container is reused only for the same settings.
+	LabelConfig = "corral.config"
+	// LabelOwner names the corral process that removes the container:
+	// "HOST/BOOTID/PID/STARTTIME" (see owner.go).
+	LabelOwner = "corral.owner"
+)
+
+// NamePrefix starts every container's name: corral-<12 hex>.
+const NamePrefix = "corral-"
+
+// sharedKey is the LabelKey of a shared-scope container.
+const sharedKey = "shared"
+
+// Home is HOME inside every container: the tmpfs /tmp (writable by any
+// uid, gone with the container).
+const Home = "/tmp"
+
+// workspace is the one host directory a container writes.
+type workspace struct {
+	// Host is the workspace as corral sees it; Source as the daemon sees it
+	// (HostWorkspace, or Host); Target where it appears in the container.
+	Host, Source, Target string
+	// Writable is false under the restricted profile.
+	Writable bool
+}
+
+// containerSpec is a container's configuration, built without side
+// effects from the settings, the workspace, corral's executable on the
+// daemon's host and the labels. It is the policy of this backend: every
+// restriction is set here and tested by table.
+type containerSpec struct {
+	Config *container.Config
+	Host   *container.HostConfig
+	// Hash identifies the configuration (LabelConfig).
+	Hash string
+}
+
+// buildSpec returns the container configuration for st and ws. helper is
+// the path of a statically linked corral executable on the daemon's host,
+// mounted read-only at inside.Path. extra holds parsed extra_run_args.
+// protected are the protected paths (relative to the workspace, existing,
+// reached without symlinks) bound read-only over the writable workspace.
+func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extraArgs, protected []string) (*containerSpec, error) {
+	if !filepath.IsAbs(ws.Host) || !filepath.IsAbs(ws.Target) || !filepath.IsAbs(ws.Source) {
+		return nil, fmt.Errorf("%w: the workspace must be an absolute path", sandbox.ErrBadRequest)
+	}
+	init := true
+	pids := int64(st.PidsLimit)
+	hc := &container.HostConfig{
+		NetworkMode:    container.NetworkMode(st.Network),
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		ReadonlyRootfs: st.ReadOnly,
+		Init:           &init,
+		Resources: container.Resources{
+			Memory:     p.memory,
+			MemorySwap: p.memory, // no swap on top of the limit
+			NanoCPUs:   p.nanoCPUs,
+			PidsLimit:  &pids,
+		},
+	}
+	if st.ReadOnly {
+		// exec: scripts and binaries the agent builds under /tmp must run.
+		hc.Tmpfs = map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,exec,mode=1777,size=%d", p.tmpBytes)}
+	}
+	type bindSpec struct {
+		src, dst string
+		ro       bool
+	}
+	binds := []bindSpec{
+		{ws.Source, ws.Target, !ws.Writable},
+		{helper, inside.Path, true},
+	}
+	for _, b := range st.Binds {
+		if !filepath.IsAbs(b.Src) || !filepath.IsAbs(b.Target()) {
+			return nil, fmt.Errorf("%w: docker.binds: %q is not an absolute path", sandbox.ErrBadRequest, b.Src)
+		}
+		if b.Target() == "/" || b.Target() == inside.Path || b.Target() == ws.Target {
+			return nil, fmt.Errorf("%w: docker.binds: %s would cover %s", sandbox.ErrPolicy, b.Src, b.Target())
+		}
+		binds = append(binds, bindSpec{b.Src, b.Target(), b.ReadOnly})
+	}
+	addBinds := func(binds []bindSpec) error {
+		for _, b := range binds {
+			if st.MountOptions == "" {
+				hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: b.src, Target: b.dst, ReadOnly: b.ro})
+				continue
+			}
+			// Options such as z/Z exist only in the "src:dst:opts" form.
+			if strings.ContainsRune(b.src, ':') || strings.ContainsRune(b.dst, ':') {
+				return fmt.Errorf("%w: docker.mount_options needs Docker's src:dst:opts form, which cannot carry the ':' in %q; rename the path or leave mount_options empty", sandbox.ErrBadRequest, b.src+" -> "+b.dst)
+			}
+			mode := "rw"
+			if b.ro {
+				mode = "ro"
+			}
+			hc.Binds = append(hc.Binds, b.src+":"+b.dst+":"+mode+","+st.MountOptions)
+		}
+		return nil
+	}
+	if err := addBinds(binds); err != nil {
+		return nil, err
+	}
+	cfg := &container.Config{
+		Image:      st.Image,
+		User:       p.user,
+		WorkingDir: ws.Target,
+		Entrypoint: []string{inside.Path},
+		Cmd:        []string{inside.ModePause},
+		Env:        []string{"HOME=" + Home, "TMPDIR=/tmp"},
+		Labels:     map[string]string{LabelEnv: "1"},
+		// No TTY, no stdin: commands come through exec.
+	}
+	if extra != nil {
+		if err := extra.apply(cfg, hc); err != nil {
+			return nil, err
+		}
+	}
+	// The hash leaves out the protected paths: they are found when the
+	// container is made, and a path that appears later must not replace a
+	// session's container (and end its background processes).
+	hash := specHash(cfg, hc)
+	// Protected paths inside the writable workspace are bound read-only
+	// onto themselves.
+	if ws.Writable {
+		var prot []bindSpec
+		for _, rel := range protected {
+			prot = append(prot, bindSpec{filepath.Join(ws.Source, rel), filepath.Join(ws.Target, rel), true})
+		}
+		if err := addBinds(prot); err != nil {
+			return nil, err
+		}
+	}
+	return &containerSpec{Config: cfg, Host: hc, Hash: hash}, nil
+}
+
+// specHash is a short stable hash of a configuration (labels excluded).
+func specHash(cfg *container.Config, hc *container.HostConfig) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s|%s|%s|%q|%q|%q|", cfg.Image, cfg.User, cfg.WorkingDir, cfg.Entrypoint, cfg.Cmd, cfg.Env)
+	fmt.Fprintf(h, "%s|%q|%q|%v|%q|%q|%d|%d|%d|%d|%v|%s|%s|%q|%q|%q|%q|%d", hc.NetworkMode, hc.CapDrop, hc.SecurityOpt, hc.ReadonlyRootfs, sortedMap(hc.Tmpfs), hc.Binds,
+		hc.Memory, hc.MemorySwap, hc.NanoCPUs, *hc.PidsLimit, hc.Init != nil && *hc.Init, hc.Runtime, hc.UsernsMode, hc.ExtraHosts, hc.DNS, hc.GroupAdd, hc.CapAdd, hc.ShmSize)
+	for _, m := range hc.Mounts {
+		fmt.Fprintf(h, "|m:%s:%s:%v", m.Source, m.Target, m.ReadOnly)
+	}
+	for _, d := range hc.Devices {
+		fmt.Fprintf(h, "|d:%s:%s:%s", d.PathOnHost, d.PathInContainer, d.CgroupPermissions)
+	}
+	for _, u := range hc.Ulimits {
+		fmt.Fprintf(h, "|u:%s:%d:%d", u.Name, u.Soft, u.Hard)
+	}
+	fmt.Fprintf(h, "|%s|%s|%q", hc.CpusetCpus, cfg.Hostname, sortedMap(cfg.Labels))
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+func sortedMap(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/backend/docker"
+	"github.com/corralhq/corral/sandbox"
+)
+
+func newCleanupCmd(g *globalOptions) *cobra.Command {
+	var all, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "cleanup [--all]",
+		Short: "Remove containers left behind by a corral that crashed or was killed",
+		Long: `cleanup removes the Docker containers corral started (label corral.env=1;
+no other container is ever touched) whose corral process is gone: killed
+with -9, crashed, or from before a reboot, and any that are not running.
+Containers of a corral that still runs on this machine are kept, and so are
+those of a corral on another machine unless --all is given. --all removes
+every corral container, in use or not.
+
+Sessions on disk (cwd, variables, scratch) are not touched: see
+"corral sessions prune".`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			e := docker.NewEngine(docker.Options{Logger: newLogger(g)})
+			defer e.Close()
+			los, err := e.Cleanup(c.Context(), all)
+			if err != nil {
+				return &exitError{Code: sandbox.ExitCorralError, Err: err}
+			}
+			if asJSON {
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				if los == nil {
+					los = []docker.Leftover{}
+				}
+				return enc.Encode(los)
+			}
+			removed := 0
+			for _, lo := range los {
+				if lo.Removed {
+					removed++
+					fmt.Printf("removed %s (session %s, %s)\n", lo.Name, lo.Key, lo.State)
+				} else {
+					fmt.Printf("kept    %s (session %s): %s\n", lo.Name, lo.Key, lo.Kept)
+				}
+			}
+			fmt.Printf("%d container(s) removed\n", removed)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "remove every corral container, including those in use")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was removed and kept as JSON")
+	return cmd
+}

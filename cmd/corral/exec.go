@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+type execOptions struct {
+	runOptions
+	interactive bool
+	user        string
+}
+
+func newExecCmd(g *globalOptions) *cobra.Command {
+	o := &execOptions{runOptions: runOptions{memoryMB: -1, cpuSeconds: -1, maxProcs: -1}}
+	cmd := &cobra.Command{
+		Use:   "exec --session NAME [-i] [--user USER] -- CMD [ARG...]",
+		Short: "Run a long-lived program in a session's sandbox with its streams open",
+		Long: `exec runs CMD (an argv, not a shell line) inside the sandbox of session NAME,
+in the session's current directory with its variables: the same policy on
+bwrap, the same container on docker. stdout and stderr pass through; with
+-i stdin stays open too, so a host can drive a long-lived program (a
+browser, a language server) this way. "corral exec --session NAME -i --" is
+the stream prefix of every backend (sandbox.StreamBackend): append
+"bash -c SCRIPT" as separate words.
+
+Nothing of the session changes: exec does not record a cwd or variables.
+There is no timeout unless --timeout is given; the program ends with
+corral exec (SIGINT, SIGTERM and SIGHUP are passed on; a second one ends the
+sandbox). --user runs as another account where the backend can switch users
+(docker: uid:gid or a user of the image); bwrap and local ignore it.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error { return o.exec(c, g, args) },
+	}
+	f := cmd.Flags()
+	f.SetInterspersed(false)
+	f.StringVar(&o.session, "session", "", "session whose sandbox to use (required)")
+	f.BoolVarP(&o.interactive, "interactive", "i", false, "keep stdin open (otherwise the program reads /dev/null)")
+	f.StringVar(&o.user, "user", "", "account to run as, where the backend can switch users (docker)")
+	f.StringVar(&o.backend, "backend", "", "backend: bwrap, docker or local (default: the backend setting, or the session's route)")
+	f.IntVar(&o.memoryMB, "memory-mb", -1, "address space per process in MiB (RLIMIT_AS; 0 disables; default: the session's)")
+	f.IntVar(&o.cpuSeconds, "cpu-seconds", -1, "CPU seconds per process (0 disables; default: the session's)")
+	f.IntVar(&o.maxProcs, "max-procs", -1, "processes and threads (0 disables; default: the session's)")
+	f.DurationVar(&o.timeout, "timeout", 0, "end the program after this long (default: never)")
+	_ = cmd.MarkFlagRequired("session")
+	return cmd
+}
+
+func (o *execOptions) exec(c *cobra.Command, g *globalOptions, argv []string) error {
+	logger := newLogger(g)
+	m := newManager(g, &o.runOptions, logger)
+	defer m.Close()
+	s, err := m.Open(o.session)
+	if err != nil {
+		return &exitError{Code: sandbox.ExitCorralError, Err: err}
+	}
+	req, sp, _, err := s.SandboxRequest(argv)
+	if err != nil {
+		return &exitError{Code: sandbox.ExitCorralError, Err: err}
+	}
+	if sb, ok := sp.Backend.(sandbox.StreamBackend); !ok || !sb.SupportsStreams() {
+		return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("the %s backend cannot hold a long-lived program", sp.Backend.Name())}
+	}
+	req.Stdout, req.Stderr = os.Stdout, os.Stderr
+	if o.interactive {
+		req.Stdin = os.Stdin
+	}
+	req.User = o.user
+	req.Timeout = o.timeout
+	req.Progress = progressLine
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGHUP, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	req.Signals = sigs
+	res, err := sp.Backend.Run(c.Context(), req)
+	if err != nil {
+		return &exitError{Code: sandbox.ExitCorralError, Err: err}
+	}
+	return finish("warning", res.Warnings, res.Unavailable, res.TimedOut, req.Timeout, sandbox.LimitMessage(res, req.Limits), res.ExitCode)
+}
