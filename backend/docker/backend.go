@@ -149,5 +149,5 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if req.TTY {
 		return b.runTTY(ctx, cli, c, req, b.env(req), dirIn(c.ws, req.Dir))
 	}
-	return b.execRelay(ctx, cli, c, req, b.env(req), dirIn(c.ws, req.Dir))
+	return b.runCmd(ctx, cli, c, req, b.env(req), dirIn(c.ws, req.Dir))
 }

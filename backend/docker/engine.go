@@ -65,6 +65,9 @@ type ctr struct {
 	ready     chan struct{}
 	err       error
 	sessions  map[string]bool
+
+	agentMu sync.Mutex
+	agent   *agent // this process's helper in the container (agent.go)
 }
 
 // NewEngine returns an engine; nothing is contacted until the first command.

@@ -99,103 +99,52 @@ func (e *Engine) signalTarget(c *ctr, target string, sig syscall.Signal) error {
 	return err
 }
 
-// execRelay runs req in c through inside.ModeRelay and waits for it. The
-// relay's stdin is a control stream (inside.KindStdin, KindSignal): the
-// command's stdin and signals travel on the connection that is already
-// open, so ending a command needs no new process in the container (a fork
-// bomb that holds every pid cannot stop it), and a broken connection ends
-// the command (the relay kills its session when the stream ends).
-func (b *Backend) execRelay(ctx context.Context, cli *client.Client, c *ctr, req *sandbox.Request, env []string, dir string) (*sandbox.Result, error) {
-	e := b.e
+// cmdStream is a running command: on the agent, or a docker exec of its
+// own through inside.ModeRelay.
+type cmdStream interface {
+	// startedC delivers the command's process group once it runs.
+	startedC() <-chan int
+	// finishedC is closed when the command's output and report are in.
+	finishedC() <-chan struct{}
+	// signal signals the command's session.
+	signal(sig syscall.Signal) error
+	// result is the exit report, or why there is none.
+	result() (*inside.Exit, error)
+}
+
+// runCmd runs req in c: on the container's agent, or, for another user
+// (req.User), in a docker exec of its own.
+func (b *Backend) runCmd(ctx context.Context, cli *client.Client, c *ctr, req *sandbox.Request, env []string, dir string) (*sandbox.Result, error) {
 	start := time.Now()
-	cmd := append([]string{inside.Path, inside.ModeRelay, "--control", "--fds", strconv.Itoa(len(req.ExtraFiles)), "--"}, req.Argv...)
-	user := c.user
-	if req.User != "" {
-		user = req.User
-	}
-	cr, err := cli.ExecCreate(ctx, c.id, client.ExecCreateOptions{
-		User: user, AttachStdin: true, AttachStdout: true, AttachStderr: true,
-		Env: env, WorkingDir: dir, Cmd: cmd,
-	})
-	if err != nil {
-		return nil, e.execErr(c, err)
-	}
-	att, err := cli.ExecAttach(ctx, cr.ID, client.ExecAttachOptions{})
-	if err != nil {
-		return nil, e.execErr(c, err)
-	}
-	defer att.Close()
-	ctl := &controlWriter{conn: att.Conn}
-	if req.Stdin != nil {
-		go func() {
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := req.Stdin.Read(buf)
-				if n > 0 && ctl.frame(inside.KindStdin, buf[:n]) != nil {
-					return
-				}
-				if err != nil {
-					_ = ctl.frame(inside.KindStdinEOF, nil)
-					return
-				}
-			}
-		}()
-	} else {
-		_ = ctl.frame(inside.KindStdinEOF, nil)
-	}
-	stdout, stderr := orDiscard(req.Stdout), orDiscard(req.Stderr)
-
-	// The relay's stdout carries frames; its own stderr (a helper failure)
-	// goes to the command's stderr.
-	pr, pw := io.Pipe()
-	copyDone := make(chan error, 1)
-	go func() {
-		_, err := stdcopy.StdCopy(pw, stderr, att.Reader)
-		pw.CloseWithError(err)
-		copyDone <- err
-	}()
-	var (
-		mu   sync.Mutex
-		exit *inside.Exit
-		ferr error
-	)
-	started := make(chan int, 1)
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		buf := make([]byte, inside.MaxFrame)
-		for {
-			kind, p, err := inside.ReadFrame(pr, buf)
-			if err != nil {
-				if errors.Is(err, io.EOF) {
-					err = nil
-				}
-				pr.CloseWithError(err)
-				ferr = err
-				return
-			}
-			switch {
-			case kind == inside.KindStdout:
-				_, _ = stdout.Write(p)
-			case kind == inside.KindStderr:
-				_, _ = stderr.Write(p)
-			case kind == inside.KindStarted:
-				if n, err := strconv.Atoi(string(p)); err == nil {
-					started <- n
-				}
-			case kind == inside.KindExit:
-				var ex inside.Exit
-				if json.Unmarshal(p, &ex) == nil {
-					mu.Lock()
-					exit = &ex
-					mu.Unlock()
-				}
-			case int(kind) >= 3 && int(kind) < 3+len(req.ExtraFiles):
-				_, _ = req.ExtraFiles[int(kind)-3].Write(p)
-			}
+	var s cmdStream
+	if req.User != "" && req.User != c.user {
+		rs, err := b.startRelay(ctx, cli, c, req, env, dir)
+		if err != nil {
+			return nil, err
 		}
-	}()
+		defer rs.att.Close()
+		s = rs
+	} else {
+		a, err := b.e.agentFor(ctx, cli, c)
+		if err != nil {
+			return nil, err
+		}
+		as, err := a.start(req, env, dir)
+		if err != nil {
+			return nil, err
+		}
+		s = as
+	}
+	return b.wait(ctx, c, req, s, start)
+}
 
+// wait waits for s, ending its process group on ctx cancellation, the
+// timeout or a second signal: SIGTERM, then SIGKILL after the grace time.
+// Signals travel on the command's stream (so ending a command needs no new
+// process in the container: a fork bomb that holds every pid cannot stop
+// it); when that stream is stuck, a helper process sends them.
+func (b *Backend) wait(ctx context.Context, c *ctr, req *sandbox.Request, s cmdStream, start time.Time) (*sandbox.Result, error) {
+	e := b.e
 	var timeoutC <-chan time.Time
 	if req.Timeout > 0 {
 		t := time.NewTimer(req.Timeout)
@@ -203,25 +152,22 @@ func (b *Backend) execRelay(ctx context.Context, cli *client.Client, c *ctr, req
 		timeoutC = t.C
 	}
 	var (
-		timedOut bool
-		pgid     int
-		killing  bool
+		timedOut, killing bool
+		pgid              int
+		graceC            <-chan time.Time
 	)
-	// send signals the command's session: on the control stream, or, when
-	// that is stuck, with a helper process in the container.
+	started := s.startedC()
 	send := func(sig syscall.Signal) {
-		if ctl.frameTimeout(inside.KindSignal, []byte(strconv.Itoa(int(sig))), time.Second) != nil && pgid != 0 {
+		if s.signal(sig) != nil && pgid != 0 {
 			_ = e.signal(c, pgid, sig)
 		}
 	}
-	var graceC <-chan time.Time
 	kill := func() {
-		if killing {
-			return
+		if !killing {
+			killing = true
+			send(syscall.SIGTERM)
+			graceC = time.After(e.opts.KillGrace)
 		}
-		killing = true
-		send(syscall.SIGTERM)
-		graceC = time.After(e.opts.KillGrace)
 	}
 	sigs := req.Signals
 	ctxDone := ctx.Done()
@@ -229,7 +175,7 @@ func (b *Backend) execRelay(ctx context.Context, cli *client.Client, c *ctr, req
 wait:
 	for {
 		select {
-		case <-finished:
+		case <-s.finishedC():
 			break wait
 		case pgid = <-started:
 			started = nil
@@ -243,9 +189,9 @@ wait:
 		case <-graceC:
 			graceC = nil
 			send(syscall.SIGKILL)
-		case s := <-sigs:
+		case sg := <-sigs:
 			signalled++
-			if ss, ok := s.(syscall.Signal); ok && signalled == 1 {
+			if ss, ok := sg.(syscall.Signal); ok && signalled == 1 {
 				send(ss)
 				continue
 			}
@@ -253,36 +199,141 @@ wait:
 			kill()
 		}
 	}
-	<-copyDone
-	res := &sandbox.Result{Duration: time.Since(start), TimedOut: timedOut}
-	mu.Lock()
-	ex := exit
-	mu.Unlock()
-	if ex == nil {
-		// The relay died without a report (the container was removed, the
-		// engine went away): ask the engine.
-		ictx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		ins, err := cli.ExecInspect(ictx, cr.ID, client.ExecInspectOptions{})
-		if err != nil {
-			return nil, e.execErr(c, err)
-		}
-		if ins.Running || ferr != nil {
-			return nil, fmt.Errorf("%w: docker backend: lost the command's output stream (%v)", sandbox.ErrUnavailable, ferr)
-		}
-		res.ExitCode = ins.ExitCode
-		if ctx.Err() != nil && !timedOut {
-			return res, ctx.Err()
-		}
-		return res, nil
+	ex, err := s.result()
+	if err != nil {
+		return nil, err
 	}
-	res.ExitCode, res.Signal = ex.Code, ex.Signal
+	res := &sandbox.Result{Duration: time.Since(start), TimedOut: timedOut, ExitCode: ex.Code, Signal: ex.Signal}
 	if ex.Signal == int(syscall.SIGKILL) && !killing {
 		if ex.OOM || (!ex.OOMKnown && b.oomKilled(c)) {
 			res.LimitHit = sandbox.LimitContainerMemory
 		}
 	}
 	return res, nil
+}
+
+// relayStream is a command in a docker exec of its own (inside.ModeRelay
+// with a control stream on its stdin).
+type relayStream struct {
+	e        *Engine
+	c        *ctr
+	cli      *client.Client
+	execID   string
+	att      client.ExecAttachResult
+	ctl      *controlWriter
+	started  chan int
+	finished chan struct{}
+	mu       sync.Mutex
+	exit     *inside.Exit
+	ferr     error
+}
+
+// startRelay starts req in a docker exec of its own.
+func (b *Backend) startRelay(ctx context.Context, cli *client.Client, c *ctr, req *sandbox.Request, env []string, dir string) (*relayStream, error) {
+	e := b.e
+	cmd := append([]string{inside.Path, inside.ModeRelay, "--control", "--fds", strconv.Itoa(len(req.ExtraFiles)), "--"}, req.Argv...)
+	cr, err := cli.ExecCreate(ctx, c.id, client.ExecCreateOptions{
+		User: req.User, AttachStdin: true, AttachStdout: true, AttachStderr: true,
+		Env: env, WorkingDir: dir, Cmd: cmd,
+	})
+	if err != nil {
+		return nil, e.execErr(c, err)
+	}
+	att, err := cli.ExecAttach(ctx, cr.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return nil, e.execErr(c, err)
+	}
+	rs := &relayStream{e: e, c: c, cli: cli, execID: cr.ID, att: att, ctl: &controlWriter{conn: att.Conn},
+		started: make(chan int, 1), finished: make(chan struct{})}
+	if req.Stdin != nil {
+		go func() {
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := req.Stdin.Read(buf)
+				if n > 0 && rs.ctl.frame(inside.KindStdin, buf[:n]) != nil {
+					return
+				}
+				if err != nil {
+					_ = rs.ctl.frame(inside.KindStdinEOF, nil)
+					return
+				}
+			}
+		}()
+	} else {
+		_ = rs.ctl.frame(inside.KindStdinEOF, nil)
+	}
+	stdout, stderr := orDiscard(req.Stdout), orDiscard(req.Stderr)
+	pr, pw := io.Pipe()
+	copyDone := make(chan struct{})
+	go func() {
+		_, err := stdcopy.StdCopy(pw, stderr, att.Reader)
+		pw.CloseWithError(err)
+		close(copyDone)
+	}()
+	go func() {
+		defer close(rs.finished)
+		defer func() { <-copyDone }()
+		buf := make([]byte, inside.MaxFrame)
+		for {
+			kind, p, err := inside.ReadFrame(pr, buf)
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					rs.mu.Lock()
+					rs.ferr = err
+					rs.mu.Unlock()
+				}
+				pr.CloseWithError(err)
+				return
+			}
+			switch {
+			case kind == inside.KindStdout:
+				_, _ = stdout.Write(p)
+			case kind == inside.KindStderr:
+				_, _ = stderr.Write(p)
+			case kind == inside.KindStarted:
+				if n, err := strconv.Atoi(string(p)); err == nil {
+					rs.started <- n
+				}
+			case kind == inside.KindExit:
+				var ex inside.Exit
+				if json.Unmarshal(p, &ex) == nil {
+					rs.mu.Lock()
+					rs.exit = &ex
+					rs.mu.Unlock()
+				}
+			case int(kind) >= 3 && int(kind) < 3+len(req.ExtraFiles):
+				_, _ = req.ExtraFiles[int(kind)-3].Write(p)
+			}
+		}
+	}()
+	return rs, nil
+}
+
+func (r *relayStream) startedC() <-chan int       { return r.started }
+func (r *relayStream) finishedC() <-chan struct{} { return r.finished }
+func (r *relayStream) signal(sig syscall.Signal) error {
+	return r.ctl.frameTimeout(inside.KindSignal, []byte(strconv.Itoa(int(sig))), time.Second)
+}
+
+// result is the relay's report, or what the engine says of the exec when
+// the relay died without one (the container was removed).
+func (r *relayStream) result() (*inside.Exit, error) {
+	r.mu.Lock()
+	ex, ferr := r.exit, r.ferr
+	r.mu.Unlock()
+	if ex != nil {
+		return ex, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ins, err := r.cli.ExecInspect(ctx, r.execID, client.ExecInspectOptions{})
+	if err != nil {
+		return nil, r.e.execErr(r.c, err)
+	}
+	if ins.Running || ferr != nil {
+		return nil, fmt.Errorf("%w: docker backend: lost the command's output stream (%v)", sandbox.ErrUnavailable, ferr)
+	}
+	return &inside.Exit{Code: ins.ExitCode}, nil
 }
 
 // controlWriter writes control frames to the relay's stdin from several

@@ -408,3 +408,36 @@ git add README && git commit -qm one && echo committed`)
 		t.Error("the hook exists on the host")
 	}
 }
+
+// TestOtherUser: a command for another user (corral exec --user) runs in a
+// docker exec of its own, with the same stdin, signals and exit report.
+func TestOtherUser(t *testing.T) {
+	f := newFixture(t, nil)
+	res, out := f.run("ou", `id -u; read x; echo "got $x"; exit 5`, func(r *sandbox.Request) {
+		r.User = "4242:4242"
+		r.Stdin = strings.NewReader("line\n")
+	})
+	if res.ExitCode != 5 || out != "4242\ngot line\n" {
+		t.Errorf("exit %d: %q", res.ExitCode, out)
+	}
+	res, _ = f.run("ou", `sleep 300`, func(r *sandbox.Request) { r.User = "4242:4242"; r.Timeout = time.Second })
+	if !res.TimedOut {
+		t.Errorf("timeout for another user: %+v", res)
+	}
+}
+
+// TestAgentRestart: when corral's helper in the container dies, the next
+// command starts a new one.
+func TestAgentRestart(t *testing.T) {
+	f := newFixture(t, nil)
+	f.run("ar", "true")
+	_, err := f.b.Run(context.Background(), &sandbox.Request{Workdir: f.ws, Session: "ar", Argv: []string{"bash", "-c",
+		`for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline | grep -q '^/.corral/corral __corral-agent' && kill -9 ${p#/proc/}; done; sleep 5`}})
+	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "lost corral's helper") {
+		t.Errorf("the command whose agent died: %v", err)
+	}
+	res, out := f.run("ar", "echo back")
+	if res.ExitCode != 0 || out != "back\n" {
+		t.Errorf("after the agent died: %d %q", res.ExitCode, out)
+	}
+}

@@ -32,6 +32,8 @@ func init() {
 		code = relayMain(os.Args[2:])
 	case ModeKill:
 		code = killMain(os.Args[2:])
+	case ModeAgent:
+		code = agentMain()
 	default:
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,29 +74,7 @@ func (f *frameWriter) frame(kind byte, p []byte) error {
 
 // run starts argv and relays it to out; it returns the exit report.
 func run(argv []string, nfds int, control bool, out *frameWriter) Exit {
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		code := 127
-		if !errors.Is(err, exec.ErrNotFound) {
-			code = 126
-		}
-		msg := fmt.Sprintf("%s: %v", argv[0], err)
-		_ = out.frame(KindStderr, []byte("corral: "+msg+"\n"))
-		return Exit{Code: code, Error: msg}
-	}
-	// Pipes for stdout, stderr and the extra descriptors: the read ends
-	// stay here, the write ends go to the command.
-	n := 2 + nfds
-	readers := make([]*os.File, n)
-	writers := make([]*os.File, n)
-	for i := range n {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return Exit{Code: 125, Error: err.Error()}
-		}
-		readers[i], writers[i] = r, w
-	}
-	var stdin io.Reader = os.Stdin
+	stdin := os.Stdin
 	var stdinW *os.File
 	if control {
 		r, w, err := os.Pipe()
@@ -103,17 +82,71 @@ func run(argv []string, nfds int, control bool, out *frameWriter) Exit {
 			return Exit{Code: 125, Error: err.Error()}
 		}
 		stdin, stdinW = r, w
-		defer r.Close()
+	}
+	spec := command{Argv: argv, Env: os.Environ(), NFDs: nfds, Stdin: stdin}
+	return runCommand(spec, out.frame, func(pgid int) {
+		if control {
+			stdin.Close() // the command has its copy
+			go readControl(os.Stdin, stdinW, pgid)
+		}
+	})
+}
+
+// command is one command for runCommand.
+type command struct {
+	Argv []string
+	Env  []string // the whole environment; PATH in it finds Argv[0]
+	Dir  string   // "" is the helper's own
+	NFDs int      // extra output descriptors 3, 4, ...
+	// Stdin is the command's stdin (nil: /dev/null); runCommand does not
+	// close it.
+	Stdin *os.File
+}
+
+// runCommand starts c in a new session, reports its process group with
+// KindStarted through emit, relays its output as frames through emit,
+// calls started once it runs, and returns its exit report once it has
+// exited, the rest of its session has been killed, and its output is
+// drained.
+func runCommand(c command, emit func(kind byte, p []byte) error, started func(pgid int)) Exit {
+	path, err := lookPathIn(c.Argv[0], c.Env)
+	if err != nil {
+		code := 127
+		if !errors.Is(err, exec.ErrNotFound) {
+			code = 126
+		}
+		msg := fmt.Sprintf("%s: %v", c.Argv[0], err)
+		_ = emit(KindStderr, []byte("corral: "+msg+"\n"))
+		return Exit{Code: code, Error: msg}
+	}
+	// Pipes for stdout, stderr and the extra descriptors: the read ends
+	// stay here, the write ends go to the command.
+	n := 2 + c.NFDs
+	readers := make([]*os.File, n)
+	writers := make([]*os.File, n)
+	for i := range n {
+		r, w, err := os.Pipe()
+		if err != nil {
+			for k := range i {
+				readers[k].Close()
+				writers[k].Close()
+			}
+			return Exit{Code: 125, Error: err.Error()}
+		}
+		readers[i], writers[i] = r, w
 	}
 	cmd := &exec.Cmd{
 		Path:        path,
-		Args:        argv,
-		Env:         os.Environ(),
-		Stdin:       stdin,
+		Args:        c.Argv,
+		Env:         c.Env,
+		Dir:         c.Dir,
 		Stdout:      writers[0],
 		Stderr:      writers[1],
 		ExtraFiles:  writers[2:],
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	if c.Stdin != nil {
+		cmd.Stdin = c.Stdin
 	}
 	oomBefore, oomKnown := oomKills()
 	if err := cmd.Start(); err != nil {
@@ -121,20 +154,21 @@ func run(argv []string, nfds int, control bool, out *frameWriter) Exit {
 			readers[i].Close()
 			writers[i].Close()
 		}
-		msg := fmt.Sprintf("%s: %v", argv[0], err)
-		_ = out.frame(KindStderr, []byte("corral: "+msg+"\n"))
-		return Exit{Code: 126, Error: msg}
+		msg := fmt.Sprintf("%s: %v", c.Argv[0], err)
+		_ = emit(KindStderr, []byte("corral: "+msg+"\n"))
+		code := 126
+		if errors.Is(err, fs.ErrNotExist) {
+			code = 127 // the directory, or the program's interpreter
+		}
+		return Exit{Code: code, Error: msg}
 	}
 	for _, w := range writers {
 		w.Close()
 	}
 	pgid := cmd.Process.Pid
-	_ = out.frame(KindStarted, []byte(strconv.Itoa(pgid)))
-	if control {
-		if f, ok := stdin.(*os.File); ok {
-			f.Close() // the command has its copy
-		}
-		go readControl(os.Stdin, stdinW, pgid)
+	_ = emit(KindStarted, []byte(strconv.Itoa(pgid)))
+	if started != nil {
+		started(pgid)
 	}
 
 	var wg sync.WaitGroup
@@ -147,7 +181,7 @@ func run(argv []string, nfds int, control bool, out *frameWriter) Exit {
 			for {
 				k, err := r.Read(buf)
 				if k > 0 {
-					if out.frame(kind, buf[:k]) != nil {
+					if emit(kind, buf[:k]) != nil {
 						return
 					}
 				}
@@ -191,6 +225,37 @@ func run(argv []string, nfds int, control bool, out *frameWriter) Exit {
 		ex.OOM = after > oomBefore
 	}
 	return ex
+}
+
+// lookPathIn finds name as a shell would with the PATH of env (not the
+// helper's own): a name with a slash is taken as it is.
+func lookPathIn(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		st, err := os.Stat(name)
+		if err != nil {
+			return "", err
+		}
+		if st.IsDir() || st.Mode()&0o111 == 0 {
+			return "", fs.ErrPermission
+		}
+		return name, nil
+	}
+	pathEnv := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	for dir := range strings.SplitSeq(pathEnv, ":") {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
 }
 
 // oomKills returns the number of processes the container's memory cgroup

@@ -1,0 +1,238 @@
+package inside
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+)
+
+// ModeAgent is the mode of corral's long-lived helper in a container: one
+// per corral process and container, started with one docker exec, that
+// runs every command of that process in the container as a child of its
+// own. A docker exec costs a runc start (about 90 ms on Docker 20.10 on a
+// small machine, whatever runs); a fork costs about a millisecond, so
+// commands go through the agent.
+const ModeAgent = "__corral-agent"
+
+// KindOpen starts a command on a channel: its payload is a Start.
+const KindOpen byte = 'O'
+
+// Start is a command for the agent, sent as JSON in a KindOpen frame.
+type Start struct {
+	// Argv is the command; Argv[0] is looked up in Env's PATH.
+	Argv []string `json:"argv"`
+	// Env replaces or adds to the agent's environment (the container's).
+	Env []string `json:"env,omitempty"`
+	// Dir is where it starts.
+	Dir string `json:"dir,omitempty"`
+	// FDs is the number of extra output descriptors (3, 4, ...).
+	FDs int `json:"fds,omitempty"`
+}
+
+// muxHeader is a kind byte, a big-endian uint32 channel and a big-endian
+// uint32 length.
+const muxHeader = 9
+
+// WriteMux writes one frame of channel ch: kind, ch, the payload's length
+// (all big-endian) and the payload (at most MaxFrame bytes). The agent's
+// stdin and stdout carry these frames, with the kinds of WriteFrame plus
+// KindOpen.
+func WriteMux(w io.Writer, kind byte, ch uint32, payload []byte) error {
+	if len(payload) > MaxFrame {
+		return fmt.Errorf("frame of %d bytes exceeds %d", len(payload), MaxFrame)
+	}
+	buf := make([]byte, muxHeader+len(payload))
+	buf[0] = kind
+	binary.BigEndian.PutUint32(buf[1:5], ch)
+	binary.BigEndian.PutUint32(buf[5:9], uint32(len(payload)))
+	copy(buf[muxHeader:], payload)
+	_, err := w.Write(buf)
+	return err
+}
+
+// ReadMux reads one frame written by WriteMux into buf (grown as needed).
+// At the end of the stream it returns io.EOF.
+func ReadMux(r io.Reader, buf []byte) (kind byte, ch uint32, payload []byte, err error) {
+	var h [muxHeader]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return 0, 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(h[5:9])
+	if n > MaxFrame {
+		return 0, 0, nil, fmt.Errorf("%w: length %d", ErrBadFrame, n)
+	}
+	if cap(buf) < int(n) {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, 0, nil, err
+	}
+	return h[0], binary.BigEndian.Uint32(h[1:5]), buf, nil
+}
+
+// agentChan is one command of the agent.
+type agentChan struct {
+	stdin  chan []byte   // nil entry: EOF
+	done   chan struct{} // closed when the command has ended
+	mu     sync.Mutex
+	pgid   int
+	closed bool // stdin closed
+}
+
+// agentMain serves commands on stdin and stdout until stdin ends, then
+// kills every command it started (corral is gone) and exits.
+func agentMain() int {
+	out := &muxWriter{w: os.Stdout}
+	var (
+		mu    sync.Mutex
+		chans = map[uint32]*agentChan{}
+	)
+	buf := make([]byte, MaxFrame)
+	for {
+		kind, id, p, err := ReadMux(os.Stdin, buf)
+		if err != nil {
+			mu.Lock()
+			for _, c := range chans {
+				c.mu.Lock()
+				if c.pgid > 0 {
+					KillSession(c.pgid, syscall.SIGKILL)
+				}
+				c.mu.Unlock()
+			}
+			mu.Unlock()
+			return 0
+		}
+		mu.Lock()
+		c := chans[id]
+		mu.Unlock()
+		switch kind {
+		case KindOpen:
+			var st Start
+			if c != nil || json.Unmarshal(p, &st) != nil || len(st.Argv) == 0 || st.FDs < 0 || st.FDs > 8 {
+				b, _ := json.Marshal(Exit{Code: 125, Error: "bad start request"})
+				_ = out.frame(KindExit, id, b)
+				continue
+			}
+			c = &agentChan{stdin: make(chan []byte, 256), done: make(chan struct{})}
+			mu.Lock()
+			chans[id] = c
+			mu.Unlock()
+			go func() {
+				agentRun(id, c, st, out)
+				mu.Lock()
+				delete(chans, id)
+				mu.Unlock()
+			}()
+		case KindStdin:
+			// A command that does not read its stdin holds this loop once
+			// 256 chunks are queued, until it reads or ends.
+			if c != nil && !c.closed {
+				select {
+				case c.stdin <- append([]byte(nil), p...):
+				case <-c.done:
+				}
+			}
+		case KindStdinEOF:
+			if c != nil && !c.closed {
+				c.closed = true
+				select {
+				case c.stdin <- nil:
+				case <-c.done:
+				}
+			}
+		case KindSignal:
+			if c == nil {
+				continue
+			}
+			n, err := strconv.Atoi(string(p))
+			c.mu.Lock()
+			if err == nil && n > 0 && n < 65 && c.pgid > 0 {
+				KillSession(c.pgid, syscall.Signal(n))
+			}
+			c.mu.Unlock()
+		}
+	}
+}
+
+// agentRun runs one command of the agent and sends its exit report.
+func agentRun(id uint32, c *agentChan, st Start, out *muxWriter) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		b, _ := json.Marshal(Exit{Code: 125, Error: err.Error()})
+		_ = out.frame(KindExit, id, b)
+		return
+	}
+	go func() {
+		defer w.Close()
+		for {
+			select {
+			case b := <-c.stdin:
+				if b == nil {
+					return
+				}
+				if _, err := w.Write(b); err != nil {
+					return
+				}
+			case <-c.done:
+				return
+			}
+		}
+	}()
+	env := mergeEnv(os.Environ(), st.Env)
+	ex := runCommand(command{Argv: st.Argv, Env: env, Dir: st.Dir, NFDs: st.FDs, Stdin: r},
+		func(kind byte, p []byte) error { return out.frame(kind, id, p) },
+		func(pgid int) {
+			r.Close()
+			c.mu.Lock()
+			c.pgid = pgid
+			c.mu.Unlock()
+		})
+	r.Close() // when the command never started
+	close(c.done)
+	b, _ := json.Marshal(ex)
+	_ = out.frame(KindExit, id, b)
+}
+
+// mergeEnv is base with the entries of set replacing those of the same
+// name, as docker exec merges its Env over the container's.
+func mergeEnv(base, set []string) []string {
+	idx := map[string]int{}
+	out := make([]string, 0, len(base)+len(set))
+	for _, kv := range append(append([]string(nil), base...), set...) {
+		name := kv
+		for i := 0; i < len(kv); i++ {
+			if kv[i] == '=' {
+				name = kv[:i]
+				break
+			}
+		}
+		if i, ok := idx[name]; ok {
+			out[i] = kv
+			continue
+		}
+		idx[name] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}
+
+// muxWriter serializes agent frames.
+type muxWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (m *muxWriter) frame(kind byte, ch uint32, p []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return WriteMux(m.w, kind, ch, p)
+}
