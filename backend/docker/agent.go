@@ -59,9 +59,13 @@ func (e *Engine) agentFor(ctx context.Context, cli *client.Client, c *ctr) (*age
 			return a, nil
 		}
 	}
+	cmd := []string{inside.Path, inside.ModeAgent}
+	if c.denyUnix {
+		cmd = append(cmd, "--deny-unix")
+	}
 	cr, err := cli.ExecCreate(ctx, c.id, client.ExecCreateOptions{
 		User: c.user, AttachStdin: true, AttachStdout: true, AttachStderr: true,
-		WorkingDir: c.ws.Target, Cmd: []string{inside.Path, inside.ModeAgent},
+		WorkingDir: c.ws.Target, Cmd: cmd,
 	})
 	if err != nil {
 		return nil, e.execErr(c, err)

@@ -51,7 +51,11 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*ctr, *pars
 	if err != nil {
 		return nil, nil, err
 	}
-	spec, err := buildSpec(&st, p, ws, helper, extra, protectedIn(ws, req))
+	filter, err := e.filter(req.Profile)
+	if err != nil {
+		return nil, nil, err
+	}
+	spec, err := buildSpec(&st, p, ws, helper, extra, protectedIn(ws, req), filter)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -90,7 +94,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*ctr, *pars
 				}
 			}
 		}
-		c = &ctr{scopeKey: scopeKey, key: labelKey, hash: spec.Hash, ws: ws, user: p.user, ready: make(chan struct{}), sessions: map[string]bool{}, ephemeral: key == ""}
+		c = &ctr{scopeKey: scopeKey, key: labelKey, hash: spec.Hash, ws: ws, user: p.user, ready: make(chan struct{}), sessions: map[string]bool{}, ephemeral: key == "", denyUnix: filter.denyUnix}
 		e.containers[scopeKey] = c
 	}
 	if key != "" {

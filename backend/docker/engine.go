@@ -17,6 +17,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/seccomp"
 )
 
 // Options configure an Engine.
@@ -65,6 +66,10 @@ type ctr struct {
 	ready     chan struct{}
 	err       error
 	sessions  map[string]bool
+
+	// denyUnix: commands get the syscall filter with AF_UNIX sockets
+	// denied on top of the container's profile (workspace and allowlist).
+	denyUnix bool
 
 	agentMu sync.Mutex
 	agent   *agent // this process's helper in the container (agent.go)
@@ -171,6 +176,35 @@ func checkStatic(p string) error {
 		staticCache.Store(key, res)
 	}
 	return res
+}
+
+var (
+	profileOnce sync.Once
+	profileJSON string
+	profileErr  error
+)
+
+// filter returns the syscall filter for commands of profile: the Docker
+// seccomp profile corral builds (seccomp.DockerProfile) for every
+// container, with AF_UNIX sockets denied by the helpers under workspace
+// and allowlist. Fails closed: an error means no container starts.
+func (e *Engine) filter(profile sandbox.Profile) (*filterSpec, error) {
+	profileOnce.Do(func() {
+		var b []byte
+		b, profileErr = seccomp.DockerProfile(seccomp.Options{})
+		profileJSON = string(b)
+	})
+	if profileErr != nil {
+		return nil, fmt.Errorf("%w: docker backend: building the seccomp profile: %v", sandbox.ErrUnavailable, profileErr)
+	}
+	return &filterSpec{profile: profileJSON, denyUnix: denyUnixSockets(profile)}, nil
+}
+
+// denyUnixSockets reports whether commands of profile run with AF_UNIX
+// sockets denied (socketpair stays allowed): workspace and allowlist, so
+// no socket of the host (nor of another container) can be reached.
+func denyUnixSockets(p sandbox.Profile) bool {
+	return p == sandbox.ProfileWorkspace || p == "allowlist"
 }
 
 // Backend returns the backend that runs commands with settings st. Views

@@ -231,7 +231,11 @@ type relayStream struct {
 // startRelay starts req in a docker exec of its own.
 func (b *Backend) startRelay(ctx context.Context, cli *client.Client, c *ctr, req *sandbox.Request, env []string, dir string) (*relayStream, error) {
 	e := b.e
-	cmd := append([]string{inside.Path, inside.ModeRelay, "--control", "--fds", strconv.Itoa(len(req.ExtraFiles)), "--"}, req.Argv...)
+	cmd := []string{inside.Path, inside.ModeRelay, "--control", "--fds", strconv.Itoa(len(req.ExtraFiles))}
+	if c.denyUnix {
+		cmd = append(cmd, "--deny-unix")
+	}
+	cmd = append(append(cmd, "--"), req.Argv...)
 	cr, err := cli.ExecCreate(ctx, c.id, client.ExecCreateOptions{
 		User: req.User, AttachStdin: true, AttachStdout: true, AttachStderr: true,
 		Env: env, WorkingDir: dir, Cmd: cmd,

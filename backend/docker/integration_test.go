@@ -441,3 +441,34 @@ func TestAgentRestart(t *testing.T) {
 		t.Errorf("after the agent died: %d %q", res.ExitCode, out)
 	}
 }
+
+// TestSyscallFilter: corral's seccomp profile replaces Docker's; under
+// workspace AF_UNIX sockets are denied (socketpair works), under network
+// they are not; io_uring is denied everywhere.
+func TestSyscallFilter(t *testing.T) {
+	f := newFixture(t, nil)
+	probe := `grep -E '^Seccomp:' /proc/self/status | tr -s '\t' ' '
+python3 - <<'PY'
+import ctypes, errno, socket
+try:
+    socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); print("unix ok")
+except OSError as e:
+    print("unix", errno.errorcode[e.errno])
+a, b = socket.socketpair(); print("socketpair ok")
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.syscall(425, 1, ctypes.c_void_p(0))
+print("io_uring", errno.errorcode[ctypes.get_errno()] if r < 0 else "allowed")
+PY`
+	for _, c := range []struct {
+		profile sandbox.Profile
+		want    string
+	}{
+		{sandbox.ProfileWorkspace, "Seccomp: 2\nunix EPERM\nsocketpair ok\nio_uring EPERM\n"},
+		{sandbox.ProfileNetwork, "Seccomp: 2\nunix ok\nsocketpair ok\nio_uring EPERM\n"},
+	} {
+		_, out := f.run("sc-"+string(c.profile), probe, func(r *sandbox.Request) { r.Profile = c.profile })
+		if out != c.want {
+			t.Errorf("%s: got\n%s\nwant\n%s", c.profile, out, c.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/moby/moby/api/types/container"
@@ -31,6 +32,18 @@ const (
 	// "HOST/BOOTID/PID/STARTTIME" (see owner.go).
 	LabelOwner = "corral.owner"
 )
+
+// LabelDenyUnix is "true" when the container's commands run with AF_UNIX
+// sockets denied (profiles workspace and allowlist).
+const LabelDenyUnix = "corral.deny_unix"
+
+// filterSpec is the syscall filter of a container: the Docker seccomp
+// profile (seccomp.DockerProfile, JSON) that replaces Docker's default,
+// and whether the helpers add the AF_UNIX denial for commands.
+type filterSpec struct {
+	profile  string
+	denyUnix bool
+}
 
 // NamePrefix starts every container's name: corral-<12 hex>.
 const NamePrefix = "corral-"
@@ -67,7 +80,7 @@ type containerSpec struct {
 // mounted read-only at inside.Path. extra holds parsed extra_run_args.
 // protected are the protected paths (relative to the workspace, existing,
 // reached without symlinks) bound read-only over the writable workspace.
-func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extraArgs, protected []string) (*containerSpec, error) {
+func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extraArgs, protected []string, filter *filterSpec) (*containerSpec, error) {
 	if !filepath.IsAbs(ws.Host) || !filepath.IsAbs(ws.Target) || !filepath.IsAbs(ws.Source) {
 		return nil, fmt.Errorf("%w: the workspace must be an absolute path", sandbox.ErrBadRequest)
 	}
@@ -76,7 +89,7 @@ func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extr
 	hc := &container.HostConfig{
 		NetworkMode:    container.NetworkMode(st.Network),
 		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges"},
+		SecurityOpt:    []string{"no-new-privileges", "seccomp=" + filter.profile},
 		ReadonlyRootfs: st.ReadOnly,
 		Init:           &init,
 		Resources: container.Resources{
@@ -135,7 +148,7 @@ func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extr
 		Entrypoint: []string{inside.Path},
 		Cmd:        []string{inside.ModePause},
 		Env:        []string{"HOME=" + Home, "TMPDIR=/tmp"},
-		Labels:     map[string]string{LabelEnv: "1"},
+		Labels:     map[string]string{LabelEnv: "1", LabelDenyUnix: strconv.FormatBool(filter.denyUnix)},
 		// No TTY, no stdin: commands come through exec.
 	}
 	if extra != nil {

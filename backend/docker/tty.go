@@ -34,7 +34,11 @@ func (b *Backend) runTTY(ctx context.Context, cli *client.Client, c *ctr, req *s
 		}
 	}
 	pidfile := "/tmp/.corral/tty-" + randomName()[len(NamePrefix):]
-	cmd := append([]string{inside.Path, inside.ModeRelay, "--tty-pidfile", pidfile, "--"}, req.Argv...)
+	cmd := []string{inside.Path, inside.ModeRelay, "--tty-pidfile", pidfile}
+	if c.denyUnix {
+		cmd = append(cmd, "--deny-unix")
+	}
+	cmd = append(append(cmd, "--"), req.Argv...)
 	cr, err := cli.ExecCreate(ctx, c.id, client.ExecCreateOptions{
 		User: c.user, TTY: true, ConsoleSize: size, AttachStdin: req.Stdin != nil, AttachStdout: true, AttachStderr: true,
 		Env: append(env, "TERM="+termName(req.Env)), WorkingDir: dir, Cmd: cmd,

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+
+	"github.com/corralhq/corral/seccomp"
 )
 
 // ModeAgent is the mode of corral's long-lived helper in a container: one
@@ -88,9 +90,22 @@ type agentChan struct {
 	closed bool // stdin closed
 }
 
-// agentMain serves commands on stdin and stdout until stdin ends, then
-// kills every command it started (corral is gone) and exits.
-func agentMain() int {
+// agentMain is `__corral-agent [--deny-unix]`: it serves commands on stdin
+// and stdout until stdin ends, then kills every command it started (corral
+// is gone) and exits. With --deny-unix it first loads corral's syscall
+// filter with AF_UNIX sockets denied into itself (seccomp.Install), so
+// every command inherits it; if that fails it exits 125 and runs nothing.
+func agentMain(args []string) int {
+	for _, a := range args {
+		switch a {
+		case "--deny-unix":
+			if err := seccomp.Install(seccomp.Options{DenyUnixSockets: true}); err != nil {
+				return fail(ModeAgent, fmt.Errorf("loading the syscall filter: %w", err))
+			}
+		default:
+			return fail(ModeAgent, fmt.Errorf("unknown argument %q", a))
+		}
+	}
 	out := &muxWriter{w: os.Stdout}
 	var (
 		mu    sync.Mutex

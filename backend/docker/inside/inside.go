@@ -33,7 +33,7 @@ func init() {
 	case ModeKill:
 		code = killMain(os.Args[2:])
 	case ModeAgent:
-		code = agentMain()
+		code = agentMain(os.Args[2:])
 	default:
 		return
 	}

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/corralhq/corral/seccomp"
 )
 
 // drainGrace is how long the relay keeps reading the command's output
@@ -41,12 +43,18 @@ func relayMain(args []string) int {
 	nfds := fs.Int("fds", 0, "extra output descriptors (3, 4, ...)")
 	pidfile := fs.String("tty-pidfile", "", "terminal mode: write the pid here and exec ARGV")
 	control := fs.Bool("control", false, "stdin is corral's control stream (stdin data, signals)")
+	denyUnix := fs.Bool("deny-unix", false, "load corral's syscall filter with AF_UNIX sockets denied first")
 	if err := fs.Parse(args); err != nil {
 		return fail(ModeRelay, err)
 	}
 	argv := fs.Args()
 	if len(argv) == 0 || *nfds < 0 || *nfds > 8 {
 		return fail(ModeRelay, errors.New("usage: __corral-relay [--fds N | --tty-pidfile FILE] -- ARGV..."))
+	}
+	if *denyUnix {
+		if err := seccomp.Install(seccomp.Options{DenyUnixSockets: true}); err != nil {
+			return fail(ModeRelay, fmt.Errorf("loading the syscall filter: %w", err))
+		}
 	}
 	if *pidfile != "" {
 		return execTTY(*pidfile, argv)
