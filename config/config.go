@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -85,6 +86,13 @@ type Settings struct {
 	// AuditMaxMB is the size in MiB at which the audit log is rotated;
 	// always > 0 (key audit_max_mb).
 	AuditMaxMB int
+	// NetworkAllow and NetworkDeny are the host lists of the allowlist
+	// profile (keys network.allow, network.deny): each entry passed
+	// netproxy.ValidatePattern and is trimmed ("example.com",
+	// "*.example.com", an IP address); deny is checked first. A route's
+	// allow and deny replace them for the sessions it catches (see
+	// [Settings.ForSession]).
+	NetworkAllow, NetworkDeny []string
 	// ProtectedPaths are the protected-path patterns (key protected_paths):
 	// nil when the key is not set (sandbox.DefaultProtected applies), an
 	// empty non-nil list when it is set to [] (nothing is protected).
@@ -247,10 +255,10 @@ func (s *Settings) assign(k *Key, v any, o origin) {
 }
 
 // Route chooses how the sessions whose names match Sessions run: one entry
-// of the routes key. Empty fields leave the backend and profile keys'
-// values in force. The zero Route matches every session and changes
-// nothing, which pins the defaults for the sessions it catches (the first
-// matching route wins).
+// of the routes key. Empty fields leave the backend, profile,
+// network.allow and network.deny keys' values in force. The zero Route
+// matches every session and changes nothing, which pins the defaults for
+// the sessions it catches (the first matching route wins).
 type Route struct {
 	// Sessions is a glob over session names: '*' matches any run of
 	// characters (also '/' and ':'), '?' one character, [abc], [a-z] and
@@ -261,6 +269,11 @@ type Route struct {
 	Backend string `json:"backend,omitempty" yaml:"backend,omitempty"`
 	// Profile is a sandbox profile, or "" to keep the profile key.
 	Profile sandbox.Profile `json:"profile,omitempty" yaml:"profile,omitempty"`
+	// Allow and Deny, when not empty, replace network.allow and
+	// network.deny for the sessions of the route (entries as there; they
+	// matter under the allowlist profile only).
+	Allow []string `json:"allow,omitempty" yaml:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty" yaml:"deny,omitempty"`
 }
 
 // Match reports whether the session called name matches r.Sessions. A
@@ -285,9 +298,10 @@ func (s *Settings) RouteFor(name string) (Route, int) {
 }
 
 // ForSession returns the settings the session called name runs with: a
-// copy of s whose backend and profile come from the first matching route,
-// where that route sets them. Their [Settings.Source] is then SourceRoute
-// with the origin "routes[N]". A value given by [Settings.Apply] (a
+// copy of s whose backend, profile, network.allow and network.deny come
+// from the first matching route, where that route sets them (allow and
+// deny when not empty). Their [Settings.Source] is then SourceRoute with
+// the origin "routes[N]". A value given by [Settings.Apply] (a
 // command-line flag) beats the route. s is not changed.
 func (s *Settings) ForSession(name string) *Settings {
 	out := *s
@@ -307,6 +321,14 @@ func (s *Settings) ForSession(name string) *Settings {
 	if r.Profile != "" && out.origins["profile"].source != SourceFlag {
 		out.Profile = r.Profile
 		out.origins["profile"] = o
+	}
+	if len(r.Allow) > 0 && out.origins["network.allow"].source != SourceFlag {
+		out.NetworkAllow = slices.Clone(r.Allow)
+		out.origins["network.allow"] = o
+	}
+	if len(r.Deny) > 0 && out.origins["network.deny"].source != SourceFlag {
+		out.NetworkDeny = slices.Clone(r.Deny)
+		out.origins["network.deny"] = o
 	}
 	return &out
 }

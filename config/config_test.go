@@ -281,7 +281,7 @@ func TestBadValues(t *testing.T) {
 		{"docker memory", "docker:\n  memory: lots", nil, []string{`docker.memory: "lots" is not a size`}},
 		{"docker user", "docker:\n  user: alice", nil, []string{`docker.user: "alice" is not uid:gid in numbers`}},
 		{"docker read_only", "docker:\n  read_only: maybe", nil, []string{`docker.read_only: "maybe" is not true or false`}},
-		{"enum profile", "", []string{"CORRAL_PROFILE=open"}, []string{`profile: "open" is not one of restricted, workspace, network`, "CORRAL_PROFILE"}},
+		{"enum profile", "", []string{"CORRAL_PROFILE=open"}, []string{`profile: "open" is not one of restricted, workspace, allowlist, network`, "CORRAL_PROFILE"}},
 		{"enum case", "home_mode: Host", nil, []string{`home_mode: "Host" is not one of host, session`}},
 		{"enum degraded", "degraded_mode: warn", nil, []string{`degraded_mode: "warn" is not one of degrade, fail`}},
 		{"enum not a string", "backend: 1", nil, []string{"backend: 1 is not one of"}},

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	units "github.com/docker/go-units"
 
 	"github.com/corralhq/corral/approval"
+	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -43,11 +45,13 @@ const (
 	// boolean that defaults to true. As text it is a JSON or YAML flow
 	// sequence (`[{src: /data}]`) or a single such mapping.
 	KindBinds
-	// KindRoutes is a list of {sessions, backend, profile} mappings (Go type
-	// []Route): sessions is a glob over session names (see [Route.Match]),
-	// backend and profile are words as for the backend and profile keys;
-	// every field is optional. As text it is a JSON or YAML flow sequence
-	// (`[{sessions: "tg:*", profile: workspace}]`) or a single such mapping.
+	// KindRoutes is a list of {sessions, backend, profile, allow, deny}
+	// mappings (Go type []Route): sessions is a glob over session names (see
+	// [Route.Match]), backend and profile are words as for the backend and
+	// profile keys, allow and deny lists as for network.allow and
+	// network.deny; every field is optional. As text it is a JSON or YAML
+	// flow sequence (`[{sessions: "tg:*", profile: workspace}]`) or a single
+	// such mapping.
 	KindRoutes
 )
 
@@ -174,6 +178,16 @@ func protectedPattern(s string) (string, string) {
 	return s, ""
 }
 
+// netPattern checks one element of network.allow or network.deny (and of
+// a route's allow and deny).
+func netPattern(s string) (string, string) {
+	s = strings.TrimSpace(s)
+	if err := netproxy.ValidatePattern(s); err != nil {
+		return "", "is not a host pattern: " + strings.TrimPrefix(err.Error(), fmt.Sprintf("%s %q: ", netproxy.ErrInvalidPattern, s))
+	}
+	return s, ""
+}
+
 // nonEmpty refuses an empty or blank string.
 func nonEmpty(s string) (string, string) {
 	if strings.TrimSpace(s) == "" {
@@ -239,7 +253,7 @@ var registry = []Key{
 		Name: "profile", Kind: KindEnum, Default: sandbox.DefaultProfile,
 		Values:  profileNames(),
 		Accepts: "one of " + strings.Join(profileNames(), ", "),
-		Doc:     "what commands may write and reach: restricted (read-only, no network), workspace (writable working directory, no network) or network",
+		Doc:     "what commands may write and reach: restricted (read-only, no network), workspace (writable working directory, no network), allowlist (writable working directory, HTTP(S) and SOCKS5 to the hosts of network.allow through corral's proxy) or network (the host's network)",
 		field:   func(s *Settings) any { return &s.Profile },
 	},
 	{
@@ -351,8 +365,8 @@ var registry = []Key{
 	},
 	{
 		Name: "routes", Kind: KindRoutes, Default: []Route(nil),
-		Accepts: `a list of {sessions, backend, profile} mappings such as [{sessions: "tg:*", profile: workspace}]`,
-		Doc:     `backend and profile by session name: [{sessions: "tg:*", backend: bwrap, profile: workspace}, ...]; sessions is a glob (* also matches / and :), the first matching route wins, every field is optional, and what a route leaves out comes from the backend and profile keys`,
+		Accepts: `a list of {sessions, backend, profile, allow, deny} mappings such as [{sessions: "tg:*", profile: workspace}]`,
+		Doc:     `backend, profile and network allowlist by session name: [{sessions: "tg:*", backend: bwrap, profile: allowlist, allow: ["pypi.org"]}, ...]; sessions is a glob (* also matches / and :), the first matching route wins, every field is optional, and what a route leaves out comes from the backend, profile, network.allow and network.deny keys`,
 		field:   func(s *Settings) any { return &s.Routes },
 	},
 	{
@@ -361,6 +375,20 @@ var registry = []Key{
 		Doc:     "paths inside the writable directories that stay read-only because programs on the host run them later; unset means the built-in list (.git/hooks, .git/config, shell start-up files, .vscode, .idea, .mcp.json, .claude, .codex, ...), [] protects nothing; **/ matches at any depth (two levels scanned), * within a name",
 		item:    protectedPattern,
 		field:   func(s *Settings) any { return &s.ProtectedPaths },
+	},
+	{
+		Name: "network.allow", Kind: KindStringList, Default: []string(nil),
+		Accepts: `a list of host names such as ["pypi.org", "*.pythonhosted.org"]`,
+		Doc:     `hosts the allowlist profile lets commands reach through corral's proxy: "example.com" (that name only), "*.example.com" (its strict subdomains, not example.com itself) or an IP address; case-insensitive, no port or scheme; empty refuses every host`,
+		item:    netPattern,
+		field:   func(s *Settings) any { return &s.NetworkAllow },
+	},
+	{
+		Name: "network.deny", Kind: KindStringList, Default: []string(nil),
+		Accepts: `a list of host names such as ["upload.pypi.org", "*.internal.example.com"]`,
+		Doc:     "hosts refused under the allowlist profile even when network.allow matches them (checked first); same syntax as network.allow",
+		item:    netPattern,
+		field:   func(s *Settings) any { return &s.NetworkDeny },
 	},
 	{
 		Name: "docker.scope", Kind: KindEnum, Default: "session",

@@ -58,11 +58,11 @@ func TestRoutesBadValues(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{"not a list", "routes: tg", nil, `routes: "tg" is not a list of {sessions, backend, profile} mappings`},
-		{"item not a mapping", "routes: [tg]", nil, `routes[0]: "tg" is not a {sessions, backend, profile} mapping`},
+		{"not a list", "routes: tg", nil, `routes: "tg" is not a list of {sessions, backend, profile, allow, deny} mappings`},
+		{"item not a mapping", "routes: [tg]", nil, `routes[0]: "tg" is not a {sessions, backend, profile, allow, deny} mapping`},
 		{"unknown field", "routes: [{sessions: x, cwd: /a}]", nil, `routes[0]: {"cwd":"/a","sessions":"x"} has unknown field "cwd"`},
-		{"bad backend", "routes: [{backend: docker}]", nil, `routes[0].backend: "docker" is not one of bwrap, local`},
-		{"bad profile", "routes: [{}, {profile: open}]", nil, `routes[1].profile: "open" is not one of restricted, workspace, network`},
+		{"bad backend", "routes: [{backend: podman}]", nil, `routes[0].backend: "podman" is not one of bwrap, docker, local`},
+		{"bad profile", "routes: [{}, {profile: open}]", nil, `routes[1].profile: "open" is not one of restricted, workspace, allowlist, network`},
 		{"sessions not a string", "routes: [{sessions: 5}]", nil, `routes[0].sessions: 5 is not a string`},
 		{"unterminated set", `routes: [{sessions: "tg[:*"}]`, nil, `routes[0].sessions: "tg[:*" is not a valid glob: has a "[" without its "]"`},
 		{"lone backslash", `routes: [{sessions: 'x\'}]`, nil, `is not a valid glob: ends with a lone "\"`},
@@ -230,5 +230,91 @@ func TestSetRoutesAndHiddenToken(t *testing.T) {
 	e, err = get(p, "token", []string{"CORRAL_TOKEN=abcdefghijklmnopqrstuv"})
 	if err != nil || strings.Contains(e.Text, "abcdef") || strings.Contains(fmt.Sprint(e.Value), "abcdef") {
 		t.Errorf("token shown: %v %+v", err, e)
+	}
+}
+
+// network.allow and network.deny take host patterns, and a route's allow
+// and deny replace them for its sessions.
+func TestNetworkAllowDeny(t *testing.T) {
+	p := writeFile(t, `profile: allowlist
+network:
+  allow: ["pypi.org", "*.PythonHosted.org", " github.com "]
+  deny: [upload.pypi.org]
+routes:
+  - {sessions: "tg:*", allow: ["example.com"], deny: []}
+  - {sessions: "ci:*", profile: workspace, deny: ["*.evil.test"]}
+`)
+	s, err := Load(p, testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"pypi.org", "*.PythonHosted.org", "github.com"}; !reflect.DeepEqual(s.NetworkAllow, want) {
+		t.Errorf("NetworkAllow = %q, want %q", s.NetworkAllow, want)
+	}
+	if want := []string{"upload.pypi.org"}; !reflect.DeepEqual(s.NetworkDeny, want) {
+		t.Errorf("NetworkDeny = %q, want %q", s.NetworkDeny, want)
+	}
+	for _, tc := range []struct {
+		session           string
+		allow, deny       []string
+		allowSrc, denySrc Source
+	}{
+		{"tg:1", []string{"example.com"}, []string{"upload.pypi.org"}, SourceRoute, SourceFile},
+		{"ci:1", s.NetworkAllow, []string{"*.evil.test"}, SourceFile, SourceRoute},
+		{"other", s.NetworkAllow, s.NetworkDeny, SourceFile, SourceFile},
+	} {
+		got := s.ForSession(tc.session)
+		if !reflect.DeepEqual(got.NetworkAllow, tc.allow) || !reflect.DeepEqual(got.NetworkDeny, tc.deny) {
+			t.Errorf("ForSession(%q): allow %q deny %q, want %q %q", tc.session, got.NetworkAllow, got.NetworkDeny, tc.allow, tc.deny)
+		}
+		if src, _ := got.Source("network.allow"); src != tc.allowSrc {
+			t.Errorf("ForSession(%q): Source(network.allow) = %s, want %s", tc.session, src, tc.allowSrc)
+		}
+		if src, _ := got.Source("network.deny"); src != tc.denySrc {
+			t.Errorf("ForSession(%q): Source(network.deny) = %s, want %s", tc.session, src, tc.denySrc)
+		}
+	}
+	// The route's list is a copy: changing it does not change the route.
+	got := s.ForSession("tg:1")
+	got.NetworkAllow[0] = "changed.test"
+	if s.Routes[0].Allow[0] != "example.com" {
+		t.Errorf("ForSession shares the route's list")
+	}
+
+	// The environment sets them, as JSON or comma-separated.
+	e, err := Load(missing(t), env(`CORRAL_NETWORK_ALLOW=a.test, *.b.test`, `CORRAL_NETWORK_DENY=["x.b.test"]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(e.NetworkAllow, []string{"a.test", "*.b.test"}) || !reflect.DeepEqual(e.NetworkDeny, []string{"x.b.test"}) {
+		t.Errorf("from the environment: allow %q deny %q", e.NetworkAllow, e.NetworkDeny)
+	}
+
+	for _, tc := range []struct {
+		name, file, want string
+	}{
+		{"bare wildcard", `network: {allow: ["*"]}`, `network.allow[0]: "*" is not a host pattern: a bare wildcard would allow every host`},
+		{"url", `network: {deny: ["https://x.test/"]}`, `network.deny[0]: "https://x.test/" is not a host pattern: URLs, paths and CIDR ranges are not supported`},
+		{"port", `network: {allow: ["x.test:443"]}`, `ports are not supported`},
+		{"route allow", `routes: [{allow: ["ok.test", "a.*.test"]}]`, `routes[0].allow[1]: "a.*.test" is not a host pattern`},
+		{"route deny not a list", `routes: [{deny: x.test}]`, `routes[0].deny: "x.test" is not a list of host names`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(writeFile(t, tc.file), testEnv)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Load(%s) = %v, want an error containing %q", tc.file, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRouteToDocker: the README's chat-bot route to the docker backend loads.
+func TestRouteToDocker(t *testing.T) {
+	s, err := Load(writeFile(t, `routes: [{sessions: "tg:*", backend: docker}]`), testEnv)
+	if err != nil || len(s.Routes) != 1 || s.Routes[0].Backend != "docker" {
+		t.Fatalf("%+v %v", s.Routes, err)
+	}
+	if got := s.ForSession("tg:42").Backend; got != "docker" {
+		t.Errorf("ForSession(tg:42).Backend = %q", got)
 	}
 }

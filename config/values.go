@@ -289,18 +289,18 @@ func parseBind(raw any, home homeFunc) (sandbox.Bind, *problem) {
 }
 
 // routeFields are the fields of a routes entry.
-var routeFields = []string{"sessions", "backend", "profile"}
+var routeFields = []string{"sessions", "backend", "profile", "allow", "deny"}
 
 // parseRoute checks one routes entry. A field that is null counts as left
 // out.
 func parseRoute(raw any) (Route, *problem) {
 	m, ok := stringMap(raw)
 	if !ok {
-		return Route{}, &problem{value: raw, reason: "is not a {sessions, backend, profile} mapping"}
+		return Route{}, &problem{value: raw, reason: "is not a {sessions, backend, profile, allow, deny} mapping"}
 	}
 	for f := range m {
 		if !slices.Contains(routeFields, f) {
-			return Route{}, &problem{value: raw, reason: fmt.Sprintf("has unknown field %q (want sessions, backend, profile)", f)}
+			return Route{}, &problem{value: raw, reason: fmt.Sprintf("has unknown field %q (want sessions, backend, profile, allow, deny)", f)}
 		}
 	}
 	var r Route
@@ -324,11 +324,11 @@ func parseRoute(raw any) (Route, *problem) {
 		return r, &problem{sub: ".sessions", value: m["sessions"], reason: "is not a valid glob: " + err.Error()}
 	}
 	if r.Backend, p = text("backend"); p != nil {
-		p.reason += " (want bwrap or local)"
+		p.reason += " (want bwrap, docker or local)"
 		return r, p
 	}
-	if r.Backend != "" && r.Backend != BackendBwrap && r.Backend != BackendLocal {
-		return r, &problem{sub: ".backend", value: m["backend"], reason: "is not one of bwrap, local"}
+	if r.Backend != "" && r.Backend != BackendBwrap && r.Backend != BackendDocker && r.Backend != BackendLocal {
+		return r, &problem{sub: ".backend", value: m["backend"], reason: "is not one of bwrap, docker, local"}
 	}
 	var prof string
 	if prof, p = text("profile"); p != nil {
@@ -341,6 +341,30 @@ func parseRoute(raw any) (Route, *problem) {
 			return r, &problem{sub: ".profile", value: m["profile"], reason: "is not one of " + strings.Join(profileNames(), ", ")}
 		}
 		r.Profile = pr
+	}
+	for _, f := range []struct {
+		name string
+		dst  *[]string
+	}{{"allow", &r.Allow}, {"deny", &r.Deny}} {
+		v, ok := m[f.name]
+		if !ok || v == nil {
+			continue
+		}
+		items, ok := v.([]any)
+		if !ok {
+			return r, &problem{sub: "." + f.name, value: v, reason: `is not a list of host names such as ["pypi.org", "*.pythonhosted.org"]`}
+		}
+		for i, it := range items {
+			s, ok := it.(string)
+			if !ok {
+				return r, &problem{sub: fmt.Sprintf(".%s[%d]", f.name, i), value: it, reason: "is not a string"}
+			}
+			norm, reason := netPattern(s)
+			if reason != "" {
+				return r, &problem{sub: fmt.Sprintf(".%s[%d]", f.name, i), value: it, reason: reason}
+			}
+			*f.dst = append(*f.dst, norm)
+		}
 	}
 	return r, nil
 }

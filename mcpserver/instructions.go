@@ -93,9 +93,19 @@ func Instructions(name string, sp *session.Spec, specErr error) string {
 		p("- /tmp is fresh and empty for every command (%d MiB): nothing left there survives the command. $TMPDIR is this session's scratch directory, read-only under this profile.", tmp)
 	}
 	p("- Hidden: credentials (~/.ssh, cloud and package-registry tokens, keyrings) and the dot files of the home directory that are not allowed; secrets are removed from the environment. A hidden path looks missing.")
-	if profile.HostNetwork() {
+	switch {
+	case profile.HostNetwork():
 		p("- Network: the host's network (downloads and package installs work; services on the host's 127.0.0.1 are reachable).")
-	} else {
+	case profile == sandbox.ProfileAllowlist:
+		allowed := "no host at all (network.allow is empty)"
+		if len(sp.NetworkAllow) > 0 {
+			allowed = strings.Join(sp.NetworkAllow, ", ")
+			if len(sp.NetworkDeny) > 0 {
+				allowed += " (but not " + strings.Join(sp.NetworkDeny, ", ") + ")"
+			}
+		}
+		p("- Network: only through corral's proxy, to %s. http_proxy, https_proxy and ALL_PROXY are set, and curl, git over https, pip, npm and Go use them; anything else is refused with \"blocked by corral network allowlist: HOST\". There is no DNS and no direct connection, and tools that ignore proxy settings get no network.", allowed)
+	default:
 		p("- Network: none. Only a private loopback exists, so downloads, package installs and git fetches fail; use what is installed or already in the working directory.")
 	}
 	p("- Limits: %s of wall-clock time per command (bash's timeout_s changes it for one call); %s. A command that hits a limit is killed and the result names the setting that raises it. Output beyond %s is cut in the middle (the head and the tail are kept).",

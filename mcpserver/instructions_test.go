@@ -53,6 +53,14 @@ func TestInstructions(t *testing.T) {
 		}, []string{"host's network", "read-only under the restricted profile"}},
 		{"network", with(func(s *session.Spec) { s.Profile = sandbox.ProfileNetwork }), nil,
 			[]string{"under the network profile", "Network: the host's network"}, []string{"Network: none"}},
+		{"allowlist", with(func(s *session.Spec) {
+			s.Profile = sandbox.ProfileAllowlist
+			s.NetworkAllow, s.NetworkDeny = []string{"pypi.org", "*.pythonhosted.org"}, []string{"upload.pypi.org"}
+		}), nil,
+			[]string{"under the allowlist profile", "It is writable", "Network: only through corral's proxy, to pypi.org, *.pythonhosted.org (but not upload.pypi.org)", "blocked by corral network allowlist: HOST"},
+			[]string{"Network: none", "host's network"}},
+		{"allowlist without hosts", with(func(s *session.Spec) { s.Profile = sandbox.ProfileAllowlist }), nil,
+			[]string{"to no host at all (network.allow is empty)"}, nil},
 		{"restricted", with(func(s *session.Spec) { s.Profile = sandbox.ProfileRestricted }), nil,
 			[]string{"It is read-only under the restricted profile", "Writable: /tmp and /dev/shm.", "$TMPDIR is this session's scratch directory, read-only", "Network: none"},
 			[]string{"$TMPDIR persists", "It is writable"}},

@@ -2,6 +2,8 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,6 +13,8 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandboxfs"
 	"github.com/corralhq/corral/session"
 )
 
@@ -93,14 +97,28 @@ func (s *Server) runCode(ctx context.Context, c *call, in RunCodeInput) (*mcp.Ca
 			return ask, zero, err
 		}
 	}
-	file, err := writeScript(c.sess, ip.ext, in.Code)
-	if err != nil {
-		return nil, zero, err
+	var file string
+	inside := helperInside(c.sess)
+	if inside {
+		// The sandbox does not see the host's scratch directory (docker):
+		// the file server writes the script in the sandbox's /tmp, and the
+		// command removes it.
+		if file, err = writeScriptInside(ctx, c.sess, ip.ext, in.Code); err != nil {
+			return nil, zero, err
+		}
+	} else {
+		if file, err = writeScript(c.sess, ip.ext, in.Code); err != nil {
+			return nil, zero, err
+		}
+		defer os.Remove(file)
 	}
-	defer os.Remove(file)
 
 	stop := c.progress(ctx, "run_code", effectiveTimeout(c, timeout))
-	r, err := c.sess.Exec(ctx, session.ExecRequest{Command: scriptCommand(ip, file), Timeout: timeout, Progress: c.note(ctx)})
+	command := scriptCommand(ip, file)
+	if inside {
+		command = "( " + command + " ); __corral_code_rc=$?; rm -f " + shellQuote(file) + "; exit $__corral_code_rc"
+	}
+	r, err := c.sess.Exec(ctx, session.ExecRequest{Command: command, Timeout: timeout, Progress: c.note(ctx)})
 	stop()
 	if err != nil {
 		return nil, zero, err
@@ -110,6 +128,34 @@ func (s *Server) runCode(ctx context.Context, c *call, in RunCodeInput) (*mcp.Ca
 			lang, strings.Join(ip.commands, ", "), strings.Join(otherLanguages(lang), ", "))}
 	}
 	return commandResult(r)
+}
+
+// helperInside reports whether the session's backend runs corral's own
+// helper at a path of its own inside the sandbox (sandbox.Layout: docker),
+// where the host's scratch directory is not mounted.
+func helperInside(sess *session.Session) bool {
+	_, sp, _, err := sess.SandboxRequest(nil)
+	if err != nil {
+		return false
+	}
+	l, ok := sp.Backend.(sandbox.Layout)
+	return ok && l.HelperPath() != ""
+}
+
+// writeScriptInside writes code to a file of its own under /tmp/.corral-code
+// in the session's sandbox, through the file server, and returns its path.
+func writeScriptInside(ctx context.Context, sess *session.Session, ext, code string) (string, error) {
+	fc, err := sandboxfs.For(sess)
+	if err != nil {
+		return "", err
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	path := "/tmp/.corral-code/code-" + hex.EncodeToString(b[:]) + ext
+	if _, err := fc.Write(ctx, path, code); err != nil {
+		return "", fmt.Errorf("writing the script in the sandbox: %w", err)
+	}
+	return path, nil
 }
 
 // writeScript writes code to a file of its own in the session's scratch

@@ -66,6 +66,10 @@ var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGH
 //	--ready-fd N          after listening, write one line per listener,
 //	                      "http 127.0.0.1:3128", to file descriptor N and
 //	                      close it (useful with port 0)
+//	--pass-fds N          pass descriptors 3 to 3+N-1 on to the command at
+//	                      the same numbers (a caller's os/exec ExtraFiles,
+//	                      such as a session's state pipe; the caller must
+//	                      have opened all of them); default 0, at most 64
 //	-- CMD ARGS...        the command to run
 //
 // --http and --socks may be given more than once or not at all; both only
@@ -78,7 +82,7 @@ var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGH
 // descriptor above 2 close-on-exec, starts the listeners, then runs the
 // command through the trampoline ([TrampolineMain]) with the same
 // standard input, output, error and environment, and only those three
-// descriptors. SIGINT, SIGTERM, SIGHUP and SIGQUIT received by the
+// descriptors plus the --pass-fds ones. SIGINT, SIGTERM, SIGHUP and SIGQUIT received by the
 // forwarder are sent on to the command. The command is killed (SIGKILL) if
 // the forwarder dies. When the command ends, the listeners and every
 // relayed connection are closed.
@@ -99,12 +103,19 @@ func ForwarderMain(args []string) int {
 	fs.Func("http", "relay `ADDR=SOCKET` (HTTP proxy)", relayFlag("http", &relays))
 	fs.Func("socks", "relay `ADDR=SOCKET` (SOCKS5 proxy)", relayFlag("socks", &relays))
 	readyFD := fs.Int("ready-fd", -1, "write the listening addresses to file descriptor `N`, then close it")
+	passFDs := fs.Int("pass-fds", 0, "pass descriptors 3 to 3+`N`-1 on to the command")
 	if err := fs.Parse(args); err != nil {
 		return exitForwarderError
 	}
 	cmdArgs := fs.Args()
 	if *readyFD >= 0 && *readyFD < 3 {
 		return fail("--ready-fd %d: standard input, output and error belong to the command", *readyFD)
+	}
+	if *passFDs < 0 || *passFDs > 64 {
+		return fail("--pass-fds %d: want 0 to 64", *passFDs)
+	}
+	if *readyFD >= 3 && *readyFD < 3+*passFDs {
+		return fail("--ready-fd %d is one of the --pass-fds descriptors", *readyFD)
 	}
 	if len(cmdArgs) == 0 {
 		return fail("no command given (usage: --http ADDR=SOCKET ... -- CMD ARGS...)")
@@ -115,6 +126,14 @@ func ForwarderMain(args []string) int {
 	}
 	if err := closeExecFrom(3); err != nil {
 		return fail("marking inherited descriptors close-on-exec: %v", err)
+	}
+	passed := make([]*os.File, *passFDs)
+	for i := range passed {
+		fd := 3 + i
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+			return fail("--pass-fds: descriptor %d: %v", fd, err)
+		}
+		passed[i] = os.NewFile(uintptr(fd), fmt.Sprintf("fd%d", fd))
 	}
 
 	fwds := make([]*Forwarder, 0, len(relays))
@@ -160,8 +179,14 @@ func ForwarderMain(args []string) int {
 	cmd := exec.Command(selfExe, append([]string{TrampolineArg, "--"}, cmdArgs...)...)
 	cmd.Args[0] = cmdArgs[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.ExtraFiles = passed
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	err := cmd.Start()
+	for _, f := range passed {
+		// The command has its copies; ours must not hold a pipe open.
+		_ = f.Close()
+	}
+	if err != nil {
 		stopRelays()
 		fmt.Fprintf(os.Stderr, "corral-net: starting %s: %v\n", cmdArgs[0], err)
 		return exitCannotInvoke

@@ -235,6 +235,7 @@ func TestForwarderMainExitStatus(t *testing.T) {
 		{"bad relay spec", []string{"--http", "127.0.0.1:0", "--", "true"}, 125, "ADDR=SOCKET"},
 		{"non-loopback", []string{"--http", "0.0.0.0:0=/x.sock", "--", "true"}, 125, "not loopback"},
 		{"ready-fd on stdout", []string{"--ready-fd", "1", "--", "true"}, 125, "standard input"},
+		{"pass-fds negative", []string{"--pass-fds", "-1", "--", "true"}, 125, "want 0 to 64"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -246,6 +247,57 @@ func TestForwarderMainExitStatus(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr.String(), tc.want, tc.stderr)
 			}
 		})
+	}
+}
+
+// TestTrampolineInstallFails: when the restrictions cannot be applied the
+// command does not run, and the trampoline exits 125 saying why.
+func TestTrampolineInstallFails(t *testing.T) {
+	marker := filepath.Join(testDir(t), "ran")
+	cmd := exec.Command(os.Args[0], TrampolineArg, "--", "sh", "-c", "touch "+marker)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "NETPROXY_TEST_SECCOMP=fail"}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if code := exitCode(t, cmd.Run()); code != 125 || !strings.Contains(stderr.String(), "restricting the command: no filter for you") {
+		t.Errorf("exit %d, stderr %q; want 125 naming the failure", code, &stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran without its restrictions")
+	}
+}
+
+// TestForwarderMainPassFDs: --pass-fds N hands descriptors 3.. on to the
+// command at the same numbers, and no other inherited descriptor.
+func TestForwarderMainPassFDs(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	extra, err := os.Open(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	// Descriptor 3 is the pipe, 4 a file the command must not get.
+	cmd := forwarderCmd("--pass-fds", "1", "--", "sh", "-c", `echo via-fd3 >&3; ls /proc/self/fd | sort -n | tr '\n' ' '`)
+	cmd.ExtraFiles = []*os.File{w, extra}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Close()
+	got, _ := io.ReadAll(r) // EOF only once the forwarder and the command have let go
+	if code := exitCode(t, cmd.Wait()); code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, &stderr)
+	}
+	if string(got) != "via-fd3\n" {
+		t.Errorf("descriptor 3 carried %q, want %q", got, "via-fd3\n")
+	}
+	// ls itself opens one descriptor to list the directory.
+	if fds := strings.Fields(stdout.String()); len(fds) != 5 || fds[3] != "3" {
+		t.Errorf("the command's descriptors are %q, want 0 1 2 3 and the one ls reads with", fds)
 	}
 }
 

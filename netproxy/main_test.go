@@ -17,7 +17,8 @@ import (
 // Modes of the test binary, which stands in for corral's executable:
 //
 //   - os.Args[1] == TrampolineArg: TrampolineMain, with the seccomp filter
-//     of denyUnixSockets when NETPROXY_TEST_SECCOMP=deny-unix;
+//     of denyUnixSockets when NETPROXY_TEST_SECCOMP=deny-unix, and an
+//     install step that fails when it is "fail";
 //   - os.Args[1] == probeArg: probeMain, a sandboxed command that reports
 //     what it can do;
 //   - NETPROXY_TEST_MODE=forwarder: ForwarderMain(os.Args[1:]).
@@ -28,8 +29,11 @@ func TestMain(m *testing.M) {
 		switch os.Args[1] {
 		case TrampolineArg:
 			var install func() error
-			if os.Getenv("NETPROXY_TEST_SECCOMP") == "deny-unix" {
+			switch os.Getenv("NETPROXY_TEST_SECCOMP") {
+			case "deny-unix":
 				install = denyUnixSockets
+			case "fail":
+				install = func() error { return fmt.Errorf("no filter for you") }
 			}
 			os.Exit(TrampolineMain(os.Args[2:], install))
 		case probeArg:

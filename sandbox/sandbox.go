@@ -9,10 +9,14 @@ import (
 )
 
 // Profile names a preset of what a sandboxed command may write and reach.
-// The three profiles follow the reference bubblewrap backend:
+// The first three follow the reference bubblewrap backend; allowlist adds
+// egress by host name:
 //
 //	restricted  working directory read-only, loopback-only network
 //	workspace   working directory writable, loopback-only network
+//	allowlist   working directory writable, loopback-only network plus
+//	            HTTP(S) and SOCKS5 through corral's filtering proxy, which
+//	            lets only the hosts of network.allow through
 //	network     working directory writable, host network (the default)
 type Profile string
 
@@ -20,11 +24,16 @@ type Profile string
 const (
 	ProfileRestricted Profile = "restricted"
 	ProfileWorkspace  Profile = "workspace"
-	ProfileNetwork    Profile = "network"
+	// ProfileAllowlist keeps the sandbox's own empty network namespace and
+	// reaches the outside only through corral's proxies (package netproxy),
+	// which allow the hosts of Request.NetworkAllow minus those of
+	// Request.NetworkDeny; direct connections and DNS fail.
+	ProfileAllowlist Profile = "allowlist"
+	ProfileNetwork   Profile = "network"
 )
 
 // Profiles lists every valid profile, in order of increasing access.
-var Profiles = []Profile{ProfileRestricted, ProfileWorkspace, ProfileNetwork}
+var Profiles = []Profile{ProfileRestricted, ProfileWorkspace, ProfileAllowlist, ProfileNetwork}
 
 // DefaultProfile is the profile used when none is configured.
 const DefaultProfile = ProfileNetwork
@@ -37,15 +46,24 @@ func ParseProfile(s string) (Profile, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%w: unknown profile %q (want restricted, workspace or network)", ErrBadRequest, s)
+	return "", fmt.Errorf("%w: unknown profile %q (want restricted, workspace, allowlist or network)", ErrBadRequest, s)
 }
 
 // Writable reports whether the working directory is writable under p.
 func (p Profile) Writable() bool { return p != ProfileRestricted }
 
 // HostNetwork reports whether commands under p share the host's network
-// namespace. Under the other profiles only a private loopback exists.
+// namespace. Under the other profiles only a private loopback exists (and,
+// under allowlist, corral's proxies on it).
 func (p Profile) HostNetwork() bool { return p == ProfileNetwork }
+
+// DeniesUnixSockets reports whether the syscall filter of commands under p
+// refuses to create AF_UNIX sockets (socketpair(2) and inherited sockets
+// still work; see seccomp.Options.DenyUnixSockets): every profile but
+// network, so no socket of the host (the Docker daemon, D-Bus, an ssh
+// agent, a database) can be reached. Under network the host's abstract
+// sockets are reachable anyway through the shared network namespace.
+func (p Profile) DeniesUnixSockets() bool { return p != ProfileNetwork && p != "" }
 
 // Limits are per-command resource limits. A zero field disables that limit.
 type Limits struct {
@@ -129,6 +147,14 @@ type Request struct {
 	// HomeAllow lists extra dot entries of the home directory to show
 	// read-only, relative to the home directory (".zz-tool", ".config/nvim").
 	HomeAllow []string
+	// NetworkAllow and NetworkDeny are the host allowlist of the allowlist
+	// profile (settings network.allow and network.deny, or a route's
+	// allow and deny): entries as netproxy.ValidatePattern takes them
+	// ("example.com", "*.example.com" for strict subdomains, an IP
+	// address), compared without regard to case, deny checked first, any
+	// other host refused. Ignored under the other profiles. Under
+	// allowlist with an empty NetworkAllow every host is refused.
+	NetworkAllow, NetworkDeny []string
 	// Protected lists the protected-path patterns (see DefaultProtected and
 	// MatchProtected): paths relative to the top of each writable directory
 	// (the working directory, read-write binds; not the scratch directory

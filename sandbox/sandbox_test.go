@@ -15,6 +15,7 @@ func TestParseProfile(t *testing.T) {
 	}{
 		{in: "restricted", want: ProfileRestricted},
 		{in: "workspace", want: ProfileWorkspace},
+		{in: "allowlist", want: ProfileAllowlist},
 		{in: "network", want: ProfileNetwork},
 		{in: "", wantErr: true},
 		{in: "Network", wantErr: true},
@@ -33,7 +34,7 @@ func TestParseProfile(t *testing.T) {
 				if !errors.Is(err, ErrBadRequest) {
 					t.Errorf("ParseProfile(%q) error = %v, want it to wrap ErrBadRequest", tc.in, err)
 				}
-				for _, name := range []string{"restricted", "workspace", "network"} {
+				for _, name := range []string{"restricted", "workspace", "allowlist", "network"} {
 					if !strings.Contains(err.Error(), name) {
 						t.Errorf("ParseProfile(%q) error = %q, want it to list %q", tc.in, err, name)
 					}
@@ -48,12 +49,15 @@ func TestProfileAccess(t *testing.T) {
 		p           Profile
 		writable    bool
 		hostNetwork bool
+		denyUnix    bool
 		inProfiles  bool
 		isDefault   bool
 	}{
-		{p: ProfileRestricted, writable: false, hostNetwork: false, inProfiles: true},
-		{p: ProfileWorkspace, writable: true, hostNetwork: false, inProfiles: true},
+		{p: ProfileRestricted, writable: false, hostNetwork: false, denyUnix: true, inProfiles: true},
+		{p: ProfileWorkspace, writable: true, hostNetwork: false, denyUnix: true, inProfiles: true},
+		{p: ProfileAllowlist, writable: true, hostNetwork: false, denyUnix: true, inProfiles: true},
 		{p: ProfileNetwork, writable: true, hostNetwork: true, inProfiles: true, isDefault: true},
+		{p: "", writable: true, hostNetwork: false, denyUnix: false},
 	} {
 		t.Run(string(tc.p), func(t *testing.T) {
 			if got := tc.p.Writable(); got != tc.writable {
@@ -61,6 +65,9 @@ func TestProfileAccess(t *testing.T) {
 			}
 			if got := tc.p.HostNetwork(); got != tc.hostNetwork {
 				t.Errorf("%q.HostNetwork() = %v, want %v", tc.p, got, tc.hostNetwork)
+			}
+			if got := tc.p.DeniesUnixSockets(); got != tc.denyUnix {
+				t.Errorf("%q.DeniesUnixSockets() = %v, want %v", tc.p, got, tc.denyUnix)
 			}
 			in := false
 			for _, p := range Profiles {
@@ -81,9 +88,12 @@ func TestProfilesOrder(t *testing.T) {
 	access := func(p Profile) int {
 		n := 0
 		if p.Writable() {
-			n++
+			n += 2
 		}
-		if p.HostNetwork() {
+		switch {
+		case p.HostNetwork():
+			n += 2
+		case p == ProfileAllowlist: // some hosts, through the proxy
 			n++
 		}
 		return n

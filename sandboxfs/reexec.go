@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/corralhq/corral/netproxy"
 )
 
 // EnvServe, set to "serve" in the environment of corral's own executable,
@@ -27,6 +29,12 @@ type protectSpec struct {
 
 func init() {
 	if os.Getenv(EnvServe) != "serve" {
+		return
+	}
+	if len(os.Args) > 1 && (os.Args[1] == netproxy.ForwarderArg || os.Args[1] == netproxy.TrampolineArg) {
+		// Under the allowlist profile the server runs behind the proxy
+		// forwarder and its trampoline, which are corral's executable too
+		// and see the same environment: they dispatch in package egress.
 		return
 	}
 	var roots []string

@@ -205,3 +205,29 @@ func BenchmarkReadFile10KB(b *testing.B) {
 		}
 	}
 }
+
+// TestAllowlistProfile: under allowlist the file server runs behind the
+// proxy forwarder and its trampoline (corral's executable too, with the
+// server's variables in its environment): the tools still work, and a
+// search runs rg or grep under the filter.
+func TestAllowlistProfile(t *testing.T) {
+	f := newFix(t)
+	f.spec.Profile = sandbox.ProfileAllowlist
+	f.spec.Env = append(f.spec.Env, "GORACE=atexit_sleep_ms=0")
+	ctx := context.Background()
+	f.put(t, "work/a.txt", "one\nNEEDLE\n")
+	r, err := f.c.Read(ctx, "a.txt", 0, 0)
+	if err != nil || !strings.Contains(r.Content, "NEEDLE") {
+		t.Fatalf("read under allowlist: %v %+v", err, r)
+	}
+	if _, err := f.c.Write(ctx, "b.txt", "written\n"); err != nil {
+		t.Fatalf("write under allowlist: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.work, "b.txt")); string(b) != "written\n" {
+		t.Errorf("write not on disk: %q", b)
+	}
+	s, err := f.c.Search(ctx, "NEEDLE", "", "", "files")
+	if err != nil || len(s.Matches) != 1 {
+		t.Errorf("search under allowlist: %v %+v", err, s)
+	}
+}

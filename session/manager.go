@@ -40,6 +40,9 @@ type Spec struct {
 	// Protected are the protected-path patterns (sandbox.Request.Protected):
 	// nil means sandbox.DefaultProtected, an empty non-nil list none.
 	Protected []string
+	// NetworkAllow and NetworkDeny are the host lists of the allowlist
+	// profile (sandbox.Request.NetworkAllow, NetworkDeny).
+	NetworkAllow, NetworkDeny []string
 	// Env is the environment a new session starts from, usually the
 	// caller's; the backend filters it. Nil means os.Environ().
 	Env []string

@@ -302,6 +302,9 @@ func (s *Session) request(sp *Spec, st *State, dir string, argv []string, timeou
 		Timeout:    timeout,
 		Session:    s.name,
 		Protected:  sp.Protected,
+
+		NetworkAllow: sp.NetworkAllow,
+		NetworkDeny:  sp.NetworkDeny,
 	}
 	if sb, ok := sp.Backend.(sandbox.SessionBackend); ok {
 		s.pmu.Lock()

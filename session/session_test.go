@@ -504,3 +504,31 @@ func TestWorkdirChangeResetsCwd(t *testing.T) {
 		t.Errorf("after the workdir moved: %q notes=%q", r.Output.Text, r.Notes)
 	}
 }
+
+// TestAllowlistSession: under the allowlist profile the session's state
+// still comes back on descriptor 3 through the proxy forwarder, background
+// processes work, and proxy variables saved with the session do not follow
+// it to another profile.
+func TestAllowlistSession(t *testing.T) {
+	f := newFixture(t)
+	f.spec.Profile = sandbox.ProfileAllowlist
+	f.spec.NetworkAllow = []string{"example.com"}
+	f.spec.Env = append(f.spec.Env, "GORACE=atexit_sleep_ms=0")
+	s := f.open("al")
+	f.exec(s, "mkdir -p sub && cd sub && export A=1")
+	if r := f.exec(s, `echo "$A $PWD $HTTPS_PROXY"`); r.Output.Text != "1 "+filepath.Join(f.work, "sub")+" http://127.0.0.1:3128\n" || r.Cwd != filepath.Join(f.work, "sub") {
+		t.Errorf("state under allowlist: %q cwd=%q notes=%q", r.Output.Text, r.Cwd, r.Notes)
+	}
+	p, err := s.Start(StartRequest{Command: "echo bg-$A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	if c, _ := s.Output(p.ID, 0); c.Data != "bg-1\n" || c.ExitCode != 0 {
+		t.Errorf("background under allowlist: %+v", c)
+	}
+	f.spec.Profile = sandbox.ProfileWorkspace
+	if r := f.exec(s, `echo "$A ${HTTPS_PROXY-none} ${http_proxy-none}"`); r.Output.Text != "1 none none\n" {
+		t.Errorf("under workspace after allowlist: %q", r.Output.Text)
+	}
+}

@@ -37,7 +37,8 @@ func FeaturesFor(v Version) Features {
 // the sandbox when corral dies (with --unshare-pid the whole tree goes, as
 // bwrap is then pid 1); --new-session stops TIOCSTI input injection into the
 // caller's terminal; --cap-drop ALL matters when corral runs as root, where
-// bwrap would otherwise keep the capabilities.
+// bwrap would otherwise keep the capabilities; --seccomp plan.SeccompFD
+// (when > 0) loads corral's syscall filter from that descriptor.
 func Argv(plan *Plan, f Features, statusFD int, cmd []string) []string {
 	a := []string{"--die-with-parent"}
 	if !plan.TTY {
@@ -61,6 +62,11 @@ func Argv(plan *Plan, f Features, statusFD int, cmd []string) []string {
 	}
 	if statusFD >= 0 && f.JSONStatus {
 		a = append(a, "--json-status-fd", strconv.Itoa(statusFD))
+	}
+	if plan.SeccompFD > 0 {
+		// bwrap loads the program just before it executes the command,
+		// after every mount (bwrap(1)), and closes the descriptor.
+		a = append(a, "--seccomp", strconv.Itoa(plan.SeccompFD))
 	}
 	for _, m := range plan.Mounts {
 		switch m.Kind {

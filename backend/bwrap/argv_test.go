@@ -67,6 +67,17 @@ func TestArgvGolden(t *testing.T) {
 				[]string{"--chdir", "/work", "--", "echo", "hi"}),
 		},
 		{
+			name:     "seccomp fd after the status fd",
+			plan:     &Plan{Mounts: argvMinimalMounts(), Chdir: "/work", SeccompFD: 6},
+			features: all,
+			statusFD: 4,
+			cmd:      []string{"true"},
+			want: argvJoin(argvPrefix,
+				[]string{"--unshare-net", "--cap-drop", "ALL", "--clearenv", "--json-status-fd", "4", "--seccomp", "6"},
+				minimalMounts,
+				[]string{"--chdir", "/work", "--", "true"}),
+		},
+		{
 			name:     "status fd -1 drops --json-status-fd",
 			plan:     &Plan{Mounts: argvMinimalMounts(), Chdir: "/work"},
 			features: all,

@@ -1,12 +1,16 @@
 package bwrap
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
+	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -102,4 +106,68 @@ func BenchmarkPlanRepo(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkFilterAndProxy measures, in one run and interleaved so that the
+// machine's drift hits all alike, what the syscall filter and the
+// allowlist's proxy bridge cost per command: `true` under workspace without
+// the filter, under workspace with it (every command now), and under
+// allowlist (filter, forwarder, trampoline; the session's proxy server
+// reused, as between a session's commands). It reports each median in ms
+// and the ratios to the unfiltered workspace command.
+func BenchmarkFilterAndProxy(b *testing.B) {
+	e := newBenchEnv(b)
+	pool := egress.NewPool(egress.Options{Dir: filepath.Join(e.base, "net")})
+	defer pool.Close()
+	filtered := New(Options{StateDir: e.state, Egress: pool})
+	bare := New(Options{StateDir: e.state, Egress: pool})
+	bare.noFilter = true
+	variants := []struct {
+		name    string
+		be      *Backend
+		profile sandbox.Profile
+	}{
+		{"workspace-nofilter", bare, sandbox.ProfileWorkspace},
+		{"workspace", filtered, sandbox.ProfileWorkspace},
+		{"allowlist", filtered, sandbox.ProfileAllowlist},
+	}
+	times := make([][]time.Duration, len(variants))
+	run := func(i int) {
+		v := variants[i]
+		req := &sandbox.Request{Argv: []string{"/bin/true"}, Env: e.envv, Workdir: e.work, Profile: v.profile,
+			Limits: sandbox.DefaultLimits, NetworkAllow: []string{"example.com"}, Session: "bench"}
+		var errb bytes.Buffer
+		req.Stderr = &errb
+		start := time.Now()
+		res, err := v.be.Run(context.Background(), req)
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("%s: %v %+v\n%s", v.name, err, res, &errb)
+		}
+		times[i] = append(times[i], time.Since(start))
+	}
+	for i := range variants { // warm up: caches, the proxy server
+		run(i)
+		times[i] = nil
+	}
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		for i := range variants {
+			run((i + n) % len(variants))
+		}
+	}
+	b.StopTimer()
+	median := func(d []time.Duration) float64 {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return float64(s[len(s)/2]) / float64(time.Millisecond)
+	}
+	base := median(times[0])
+	for i, v := range variants {
+		m := median(times[i])
+		b.ReportMetric(m, v.name+"-ms")
+		if i > 0 {
+			b.ReportMetric(m/base, v.name+"/nofilter")
+		}
+	}
+	b.ReportMetric(0, "ns/op") // the per-variant medians are the result
 }

@@ -11,7 +11,11 @@
 //   - argv.go: Argv turns a plan into bwrap's argument vector (pure);
 //   - gate_linux.go: applies rlimits and the pids cgroup to bwrap before it
 //     runs a single instruction;
-//   - run.go: Backend, which checks, spawns, waits and reports.
+//   - run.go: Backend, which checks, spawns, waits and reports. Every
+//     sandbox loads corral's syscall filter (package seccomp) through
+//     `bwrap --seccomp FD`; under the allowlist profile the command runs
+//     behind the proxy forwarder of package egress, with the socket
+//     directory of its session's proxy bound at NetSandboxDir.
 //
 // Behaviour follows the reference bubblewrap backend (shared/seeds) as
 // translated by corral's issue "corral run: the bubblewrap backend".

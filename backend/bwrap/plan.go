@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -72,7 +73,18 @@ type Host struct {
 	// EmptyFile is an empty, read-only regular file bound over files that
 	// must read as empty (credential files, the Docker socket).
 	EmptyFile string
+	// NetDir is the host directory holding the sockets of the allowlist
+	// proxy that serves this sandbox (egress.Pool), bound read-only at
+	// NetSandboxDir. Required under the allowlist profile, ignored under
+	// the others.
+	NetDir string
 }
+
+// NetSandboxDir is where a sandbox of the allowlist profile sees the proxy's
+// socket directory (http.sock, socks.sock), bound read-only on the fresh
+// /tmp: the host root is read-only in the sandbox, so bwrap can make a
+// mount point only on a tmpfs of its own (/run/corral-net cannot be made).
+const NetSandboxDir = "/tmp/.corral-net"
 
 // Plan is everything bwrap needs to build one sandbox.
 type Plan struct {
@@ -86,6 +98,21 @@ type Plan struct {
 	Writable bool
 	// ShareNet keeps the host network namespace.
 	ShareNet bool
+	// Egress is set under the allowlist profile: the command runs under
+	// corral's forwarder (egress.ForwarderArgv), which reaches the proxy
+	// through NetSandboxDir, and the memory and CPU limits are set on the
+	// command by prlimit(1) after the trampoline (egress.LimitArgv), not on
+	// bwrap.
+	Egress bool
+	// DenyUnixSockets selects the filter variant that refuses new AF_UNIX
+	// sockets (sandbox.Profile.DeniesUnixSockets). Under allowlist the
+	// trampoline loads that variant after the forwarder has started, and
+	// bwrap loads the base filter.
+	DenyUnixSockets bool
+	// SeccompFD is bwrap's descriptor of the syscall filter (--seccomp),
+	// set by the backend just before it starts bwrap; 0 means none (the
+	// argv of Backend.Command).
+	SeccompFD int
 	// TTY keeps the controlling terminal (no --new-session): only for a
 	// pseudo-terminal corral allocated itself (sandbox.Request.TTY).
 	TTY bool
@@ -182,7 +209,10 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		return nil, err
 	}
 	p := &planner{req: req, host: host, allow: map[string]bool{}, roDevs: map[string]bool{}, bindSrc: map[string]string{}}
-	plan := &Plan{ShareNet: profile.HostNetwork(), TTY: req.TTY}
+	plan := &Plan{ShareNet: profile.HostNetwork(), TTY: req.TTY, Egress: profile == sandbox.ProfileAllowlist, DenyUnixSockets: profile.DeniesUnixSockets()}
+	if plan.Egress && host.NetDir == "" {
+		return nil, fmt.Errorf("%w: the allowlist profile needs corral's network proxy, and none was started", sandbox.ErrUnavailable)
+	}
 
 	workdir, writable, err := p.workdir(profile)
 	if err != nil {
@@ -225,6 +255,14 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		return nil, err
 	}
 	p.caBundles()
+	if plan.Egress {
+		for _, b := range binds {
+			if within(NetSandboxDir, b.Dest) || within(b.Dest, NetSandboxDir) {
+				return nil, fmt.Errorf("%w: bind onto %s: under the allowlist profile %s holds corral's proxy sockets; choose another destination", sandbox.ErrPolicy, b.Dest, NetSandboxDir)
+			}
+		}
+		p.add(phaseReveal, mount{Kind: mRoBind, Src: host.NetDir, Dest: NetSandboxDir})
+	}
 
 	plan.Chdir = p.chdir(workdir)
 	set := []string{}
@@ -236,7 +274,14 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 	if sessionHome != "" {
 		set = append(set, "HOME="+sessionHome)
 	}
-	plan.Env = sandbox.FilterEnvPolicy(req.Env, append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...), req.EnvAllow, set...)
+	env := req.Env
+	if plan.Egress {
+		set = append(set, egress.Env()...)
+	} else {
+		// Proxy variables a session saved under allowlist lead nowhere here.
+		env = egress.WithoutEnv(env)
+	}
+	plan.Env = sandbox.FilterEnvPolicy(env, append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...), req.EnvAllow, set...)
 	plan.Mounts = p.ordered()
 	plan.Warnings = p.warns
 	return plan, nil

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -714,4 +715,74 @@ func TestPlanWritableWorkdirNotSealed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPlanAllowlist: under allowlist the proxy's socket directory is bound
+// read-only on the fresh /tmp, the command's environment points at the
+// forwarder, and the network stays
+// unshared; without a proxy the plan is refused. Other profiles drop the
+// proxy variables a session saved under allowlist.
+func TestPlanAllowlist(t *testing.T) {
+	f := newPlanFix(t)
+	netDir := filepath.Join(f.base, "net", "1-1")
+	host := f.host()
+	host.NetDir = netDir
+	saved := append([]string{"PATH=/usr/bin", "http_proxy=http://proxy.corp:8080"}, egress.Env()...)
+	req := f.req(func(r *sandbox.Request) {
+		r.Profile = sandbox.ProfileAllowlist
+		r.Env = saved
+		r.Limits = sandbox.Limits{MemoryMB: 256, CPUSeconds: 30, MaxProcs: 64}
+	})
+	plan, err := BuildPlan(req, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plan.Egress || plan.ShareNet || !plan.Writable || !plan.DenyUnixSockets {
+		t.Errorf("Egress, ShareNet, Writable, DenyUnixSockets = %v %v %v %v, want true false true true", plan.Egress, plan.ShareNet, plan.Writable, plan.DenyUnixSockets)
+	}
+	i, tmp := planFind(plan.Mounts, mRoBind, NetSandboxDir), planFind(plan.Mounts, mTmpfs, "/tmp")
+	if i < 0 || plan.Mounts[i].Src != netDir || tmp < 0 || tmp > i {
+		t.Errorf("want ro-bind %s %s after the /tmp tmpfs:%s", netDir, NetSandboxDir, planDump(plan.Mounts))
+	}
+	for _, want := range egress.Env() {
+		if !slices.Contains(plan.Env, want) {
+			t.Errorf("Env lacks %q: %q", want, plan.Env)
+		}
+	}
+	argv := Argv(plan, Features{JSONStatus: true}, -1, []string{"true"})
+	if !slices.Contains(argv, "--unshare-net") {
+		t.Errorf("allowlist argv shares the host network: %q", argv)
+	}
+
+	t.Run("no proxy", func(t *testing.T) {
+		_, err := BuildPlan(req, f.host())
+		if !errors.Is(err, sandbox.ErrUnavailable) {
+			t.Errorf("BuildPlan without NetDir = %v, want ErrUnavailable", err)
+		}
+	})
+	t.Run("bind over the socket directory", func(t *testing.T) {
+		for _, dest := range []string{"/tmp", NetSandboxDir, NetSandboxDir + "/http.sock"} {
+			r := *req
+			r.Binds = []sandbox.Bind{{Src: f.data, Dest: dest, ReadOnly: true}}
+			if _, err := BuildPlan(&r, host); !errors.Is(err, sandbox.ErrPolicy) || !strings.Contains(err.Error(), NetSandboxDir) {
+				t.Errorf("bind onto %s: %v, want ErrPolicy naming %s", dest, err, NetSandboxDir)
+			}
+		}
+	})
+	t.Run("other profiles", func(t *testing.T) {
+		for _, p := range []sandbox.Profile{sandbox.ProfileWorkspace, sandbox.ProfileNetwork, sandbox.ProfileRestricted} {
+			plan := f.build(t, func(r *sandbox.Request) { r.Profile = p; r.Env = saved; r.Limits = req.Limits })
+			if plan.Egress || planFind(plan.Mounts, mRoBind, NetSandboxDir) >= 0 {
+				t.Errorf("%s: the plan has the proxy", p)
+			}
+			if want := []string{"PATH=/usr/bin", "http_proxy=http://proxy.corp:8080"}; !slices.Equal(plan.Env[:2], want) || slices.ContainsFunc(plan.Env, func(kv string) bool {
+				return strings.HasPrefix(kv, "HTTPS_PROXY=") || strings.HasPrefix(kv, "CORRAL_")
+			}) {
+				t.Errorf("%s: Env = %q, want the saved proxy variables gone and the person's own kept", p, plan.Env)
+			}
+			if plan.DenyUnixSockets != p.DeniesUnixSockets() {
+				t.Errorf("%s: DenyUnixSockets = %v", p, plan.DenyUnixSockets)
+			}
+		}
+	})
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/corralhq/corral/seccomp"
 )
 
 // Diagnosis is what `corral doctor` reports about the bubblewrap sandbox on
@@ -17,8 +19,9 @@ type Diagnosis struct {
 	Binary      *Binary `json:"bwrap,omitempty"`
 	BinaryError string  `json:"bwrap_error,omitempty"`
 	// ProbeOK is set when a minimal sandbox (every namespace unshared,
-	// /proc mounted, loopback up) ran `true`; ProbeOutput is bwrap's stderr
-	// when it did not.
+	// /proc mounted, loopback up, corral's syscall filter loaded with
+	// --seccomp when it can be built) ran `true`; ProbeOutput is bwrap's
+	// stderr when it did not.
 	ProbeOK     bool   `json:"probe_ok"`
 	ProbeOutput string `json:"probe_output,omitempty"`
 	// MaxUserNamespaces is /proc/sys/user/max_user_namespaces (-1: unknown).
@@ -76,8 +79,19 @@ func Diagnose(ctx context.Context, bin *Binary, path string) *Diagnosis {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin.Path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-		"--tmpfs", "/tmp", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--", "true")
+	args := []string{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+		"--tmpfs", "/tmp", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"}
+	// The filter, where it can be built (`corral doctor` reports it on its
+	// own): every sandbox loads it, so the probe does too.
+	filter, ferr := seccomp.File(seccomp.Options{DenyUnixSockets: true})
+	if ferr == nil {
+		defer filter.Close()
+		args = append(args, "--seccomp", "3")
+	}
+	cmd := exec.CommandContext(ctx, bin.Path, append(args, "--", "true")...)
+	if ferr == nil {
+		cmd.ExtraFiles = []*os.File{filter}
+	}
 	cmd.Stderr = &stderr
 	err := cmd.Run()
 	if err == nil {
@@ -106,6 +120,9 @@ func explain(d *Diagnosis) (cause, fix string) {
 	case strings.Contains(out, "proc") && strings.Contains(out, "Operation not permitted"):
 		return "bwrap cannot mount /proc, which happens when corral runs inside a container: " + firstLine(out),
 			"run corral on the host, or give the container its own unmasked /proc (for Docker: --security-opt systempaths=unconfined --security-opt seccomp=unconfined, or use corral's docker backend instead)"
+	case strings.Contains(out, "seccomp") || strings.Contains(out, "SECCOMP"):
+		return "bwrap cannot load corral's syscall filter: " + firstLine(out),
+			"run corral on a kernel with seccomp filters (CONFIG_SECCOMP_FILTER), outside a container whose own seccomp policy refuses seccomp(2) or prctl(PR_SET_SECCOMP)"
 	case strings.Contains(out, "loopback") || strings.Contains(out, "RTM_NEWADDR"):
 		return "bwrap cannot bring up loopback in a new network namespace (common when nested in a container): " + firstLine(out),
 			"run corral on the host, or use the network profile (`corral config set profile network`)"

@@ -23,8 +23,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/atomicfile"
+	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/seccomp"
 )
 
 // Options configure a Backend.
@@ -59,6 +62,12 @@ type Options struct {
 	// SIGTERM to its processes and SIGKILL of the whole pid namespace.
 	// Zero means 2 s.
 	KillGrace time.Duration
+	// Egress serves the proxies of the allowlist profile, one per session
+	// and policy (egress.Pool). Nil makes one of the backend's own under
+	// StateDir/net on first use, whose servers close a minute after their
+	// last command. Share one Pool per process, so that a session's
+	// commands reuse its server, and close it when the process ends.
+	Egress *egress.Pool
 }
 
 // Backend runs each command in its own bubblewrap sandbox. It is safe for
@@ -73,6 +82,24 @@ type Backend struct {
 
 	pwOnce sync.Once
 	pwHome string
+
+	poolOnce sync.Once
+	pool     *egress.Pool
+
+	// noFilter leaves bwrap's --seccomp out (the benchmark's baseline
+	// only; the trampoline of the allowlist profile still filters).
+	noFilter bool
+}
+
+// egressPool returns Options.Egress, or the backend's own pool.
+func (b *Backend) egressPool() *egress.Pool {
+	b.poolOnce.Do(func() {
+		b.pool = b.opts.Egress
+		if b.pool == nil {
+			b.pool = egress.NewPool(egress.Options{Dir: filepath.Join(b.opts.StateDir, "net"), Logger: b.log})
+		}
+	})
+	return b.pool
 }
 
 // New returns a bwrap backend. It does not look for bwrap yet: the first
@@ -228,6 +255,18 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if err != nil {
 		return nil, err
 	}
+	if req.Profile == sandbox.ProfileAllowlist {
+		// Fail closed: no proxy, no command.
+		srv, release, err := b.egressPool().Get(netproxy.Policy{Allow: req.NetworkAllow, Deny: req.NetworkDeny}, req.Session)
+		if err != nil {
+			if errors.Is(err, sandbox.ErrUnavailable) {
+				return b.unavailable(err)
+			}
+			return nil, err
+		}
+		defer release()
+		host.NetDir = filepath.Dir(srv.HTTPSocket())
+	}
 	plan, err := BuildPlan(req, host)
 	if err != nil {
 		return nil, err
@@ -259,10 +298,13 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 
 // Command returns the bwrap argv (program first) and environment that Run
 // would use for req, without running anything (`corral run --dry-run`, and
-// the benchmark's raw-bwrap baseline). The limits gate and the status pipe
-// are not part of the argv. Protected paths show as --ro-bind P P; a missing
-// member of a git directory that Run would make first (.git/hooks) is
-// shown bound although Command does not make it.
+// the benchmark's raw-bwrap baseline). The limits gate, the status pipe and
+// the descriptors Run passes (the syscall filter's --seccomp, corral's
+// executable for the allowlist forwarder) are not part of the argv; under
+// allowlist the command is shown without the forwarder, and the proxy's
+// socket directory as StateDir/net/PROXY. Protected paths show as
+// --ro-bind P P; a missing member of a git directory that Run would make
+// first (.git/hooks) is shown bound although Command does not make it.
 func (b *Backend) Command(ctx context.Context, req *sandbox.Request) (argv, env, warnings []string, err error) {
 	bin, err := b.Binary(ctx)
 	if err != nil {
@@ -272,6 +314,7 @@ func (b *Backend) Command(ctx context.Context, req *sandbox.Request) (argv, env,
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	host.NetDir = filepath.Join(b.opts.StateDir, "net", "PROXY")
 	plan, err := BuildPlan(req, host)
 	if err != nil {
 		return nil, nil, nil, err
@@ -343,6 +386,57 @@ type status struct {
 
 func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox.Request) (*sandbox.Result, error) {
 	markInheritedCloexec()
+	// The caller's extra descriptors come first (3, 4, ... in the sandbox);
+	// bwrap's status and argument descriptors follow and are not passed on;
+	// then corral's executable (allowlist), the syscall filter and the
+	// protected paths' bind descriptors, in that order.
+	statusFD := 3 + len(req.ExtraFiles)
+	next := statusFD + 2
+	var helpers []*os.File
+	defer func() {
+		for _, f := range helpers {
+			f.Close()
+		}
+	}()
+	command := req.Argv
+	if plan.Egress {
+		// The forwarder is corral's own executable, handed in as a
+		// descriptor: its path may be hidden or outside the sandbox's view.
+		// It keeps the caller's descriptors for the command (--pass-fds).
+		exe, err := os.Open("/proc/self/exe")
+		if err != nil {
+			return b.unavailable(fmt.Errorf("%w: opening corral's executable for the network forwarder: %v", sandbox.ErrUnavailable, err))
+		}
+		helpers = append(helpers, exe)
+		// The forwarder and the trampoline are Go programs, which need more
+		// address space than memory_mb usually allows: prlimit(1) sets the
+		// memory and CPU limits on the command instead, before its first
+		// instruction as the gate does on bwrap for the other profiles.
+		var limit []string
+		if req.Limits.MemoryMB > 0 || req.Limits.CPUSeconds > 0 {
+			pl, err := LocateTool("prlimit", "")
+			if err != nil {
+				return b.unavailable(fmt.Errorf("%w: the allowlist profile limits memory and CPU with prlimit, which is missing (install util-linux), so the command does not run: %v", sandbox.ErrUnavailable, err))
+			}
+			limit = egress.LimitArgv(pl, req.Limits)
+		}
+		command = egress.ForwarderArgv("/proc/self/fd/"+strconv.Itoa(next), NetSandboxDir, len(req.ExtraFiles), append(limit, req.Argv...))
+		next++
+	}
+	var filter *os.File
+	if !b.noFilter {
+		// Under allowlist bwrap loads the base filter, which leaves the
+		// forwarder its Unix sockets; the trampoline adds the strict one
+		// before the command starts.
+		f, err := seccomp.File(seccomp.Options{DenyUnixSockets: plan.DenyUnixSockets && !plan.Egress})
+		if err != nil {
+			return b.unavailable(fmt.Errorf("%w: the syscall filter cannot be built, so the command does not run: %w", sandbox.ErrUnavailable, err))
+		}
+		filter = f
+		helpers = append(helpers, f)
+		plan.SeccompFD = next
+		next++
+	}
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("creating status pipe: %w", err)
@@ -354,15 +448,12 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 		return nil, fmt.Errorf("creating argument pipe: %w", err)
 	}
 	defer argsR.Close()
-	// The caller's extra descriptors come first (3, 4, ... in the sandbox);
-	// bwrap's status and argument descriptors follow and are not passed on.
 	// The arguments go through --args rather than the command line, so the
 	// mount plan (hidden names, symlink targets) is not readable in
 	// /proc/1/cmdline inside the sandbox, and no ARG_MAX limit applies.
-	statusFD := 3 + len(req.ExtraFiles)
 	// Protected paths and their pins are bound from descriptors where bwrap
-	// can, after bwrap's own two.
-	bindFiles, err := openBindFDs(plan, bin, statusFD+2)
+	// can, after the others.
+	bindFiles, err := openBindFDs(plan, bin, next)
 	if err != nil {
 		statusW.Close()
 		argsW.Close()
@@ -373,8 +464,8 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 			f.Close()
 		}
 	}()
-	argv := Argv(plan, FeaturesFor(bin.Version), statusFD, req.Argv)
-	opts, command := argv[:len(argv)-len(req.Argv)-1], argv[len(argv)-len(req.Argv)-1:] // command starts at "--"
+	argv := Argv(plan, FeaturesFor(bin.Version), statusFD, command)
+	opts, command := argv[:len(argv)-len(command)-1], argv[len(argv)-len(command)-1:] // command starts at "--"
 	go func() {
 		var buf []byte
 		for _, a := range opts {
@@ -402,7 +493,7 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 			}
 		}
 	}
-	cmd.ExtraFiles = append(append(append([]*os.File{}, req.ExtraFiles...), statusW, argsR), bindFiles...)
+	cmd.ExtraFiles = append(append(append(append([]*os.File{}, req.ExtraFiles...), statusW, argsR), helpers...), bindFiles...)
 	// Once the sandbox is dead nothing may hold its output pipes open; do
 	// not wait for stray writers beyond this.
 	cmd.WaitDelay = b.opts.KillGrace
@@ -417,6 +508,11 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 
 	var cg *pidsCgroup
 	lim := req.Limits
+	gateLim := lim
+	if plan.Egress {
+		// prlimit sets these on the command (see above).
+		gateLim.MemoryMB, gateLim.CPUSeconds = 0, 0
+	}
 	root := os.Getuid() == 0
 	if root && lim.MaxProcs > 0 {
 		if r := b.cgroupRoot(); r != "" {
@@ -436,20 +532,23 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 	}
 	start := time.Now()
 	if bin.Setuid && !root {
-		err = b.startWithPrlimit(cmd, lim)
+		err = b.startWithPrlimit(cmd, gateLim)
 	} else {
-		err = startGated(cmd, lim, cg, !root, b.log)
+		err = startGated(cmd, gateLim, cg, !root, b.log)
 		if errors.Is(err, errGateUnavailable) {
 			b.log.Warn("bwrap.gate.unavailable", "error", err)
 			cmd = rebuild(cmd)
-			err = b.startWithPrlimit(cmd, lim)
+			if filter != nil {
+				_, _ = filter.Seek(0, io.SeekStart) // bwrap reads it from the offset
+			}
+			err = b.startWithPrlimit(cmd, gateLim)
 		}
 	}
 	statusW.Close()
 	if err != nil {
 		return nil, fmt.Errorf("starting bwrap: %w", err)
 	}
-	b.log.Debug("bwrap.sandbox.started", "pid", cmd.Process.Pid, "workdir", plan.Workdir, "writable", plan.Writable, "share_net", plan.ShareNet)
+	b.log.Debug("bwrap.sandbox.started", "pid", cmd.Process.Pid, "workdir", plan.Workdir, "writable", plan.Writable, "share_net", plan.ShareNet, "egress", plan.Egress, "seccomp", plan.SeccompFD > 0)
 
 	pidC := make(chan int, 1)
 	stc := make(chan status, 1)

@@ -36,6 +36,7 @@ type agent struct {
 	err   error         // why the agent is gone
 	done  chan struct{} // closed when it is gone
 	tail  *tailBuf      // the agent's stderr
+	pid   int           // the agent's pid in the container
 }
 
 // agentCall is one command on the agent.
@@ -98,6 +99,14 @@ func (a *agent) read(r io.Reader, e *Engine) {
 		kind, id, p, err = inside.ReadMux(r, buf)
 		if err != nil {
 			break
+		}
+		if id == 0 && kind == inside.KindStarted {
+			if n, err := strconv.Atoi(string(p)); err == nil {
+				a.mu.Lock()
+				a.pid = n
+				a.mu.Unlock()
+			}
+			continue
 		}
 		a.mu.Lock()
 		call := a.chans[id]

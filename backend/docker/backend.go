@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/corralhq/corral/backend/docker/inside"
+	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -95,7 +96,14 @@ func (b *Backend) env(req *sandbox.Request) []string {
 		if host[kv] && !sandbox.EnvDenied(name, keepFromHost) && !sandbox.EnvDenied(name, req.EnvAllow) {
 			continue
 		}
+		if name == "HOSTNAME" {
+			continue // the container's own (a session saves what it saw)
+		}
 		keep = append(keep, kv)
+	}
+	if req.Profile != sandbox.ProfileAllowlist {
+		// A session that ran under allowlist saved the proxy variables.
+		keep = egress.WithoutEnv(keep)
 	}
 	deny := append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...)
 	return sandbox.FilterEnvPolicy(keep, deny, req.EnvAllow, "HOME="+Home, "TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp")
@@ -146,8 +154,14 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if err != nil {
 		return nil, err
 	}
+	var res *sandbox.Result
 	if req.TTY {
-		return b.runTTY(ctx, cli, c, req, b.env(req), dirIn(c.ws, req.Dir))
+		res, err = b.runTTY(ctx, cli, c, req, b.env(req), dirIn(c.ws, req.Dir))
+	} else {
+		res, err = b.runCmd(ctx, cli, c, req, b.env(req), dirIn(c.ws, req.Dir))
 	}
-	return b.runCmd(ctx, cli, c, req, b.env(req), dirIn(c.ws, req.Dir))
+	if notes := b.e.quarantine(c); res != nil {
+		res.Warnings = append(res.Warnings, notes...)
+	}
+	return res, err
 }

@@ -62,6 +62,12 @@ func (e *Engine) Cleanup(ctx context.Context, all bool) ([]Leftover, error) {
 		default:
 			lo.Kept = "owned by a corral process on another machine (" + o.Host + "); --all removes it"
 		}
+		if lo.Kept == "" && !all && lo.State == "running" {
+			tmp := &ctr{id: c.ID, name: lo.Name}
+			if e.othersInside(ctx, cli, tmp) {
+				lo.Kept = "its corral is gone, but another corral (corral exec) runs commands in it"
+			}
+		}
 		if lo.Kept == "" {
 			_, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 			if err != nil && !cerrdefs.IsNotFound(err) {

@@ -11,9 +11,11 @@ import (
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
 	"github.com/corralhq/corral/backend/docker/inside"
+	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -55,7 +57,22 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*ctr, *pars
 	if err != nil {
 		return nil, nil, err
 	}
-	spec, err := buildSpec(&st, p, ws, helper, extra, protectedIn(ws, req), filter)
+	var eg *egressSpec
+	if req.Profile == sandbox.ProfileAllowlist {
+		if e.opts.Egress == nil {
+			return nil, nil, fmt.Errorf("%w: docker backend: the allowlist profile needs corral's proxies, and none were configured", sandbox.ErrUnavailable)
+		}
+		if st.User != "" && st.User != fmt.Sprintf("%d:%d", uid, gid) {
+			return nil, nil, fmt.Errorf("%w: docker backend: the allowlist profile needs docker.user \"\" (the proxy's sockets are yours alone)", sandbox.ErrBadRequest)
+		}
+		pol := netproxy.Policy{Allow: req.NetworkAllow, Deny: req.NetworkDeny}
+		if err := pol.Validate(); err != nil {
+			return nil, nil, fmt.Errorf("%w: network allowlist: %w", sandbox.ErrBadRequest, err)
+		}
+		eg = &egressSpec{policy: pol, key: strings.Join(pol.Allow, ",") + "|" + strings.Join(pol.Deny, ",")}
+	}
+	prot := protectedIn(ws, req)
+	spec, err := buildSpec(&st, p, ws, helper, extra, prot, filter, eg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -94,7 +111,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*ctr, *pars
 				}
 			}
 		}
-		c = &ctr{scopeKey: scopeKey, key: labelKey, hash: spec.Hash, ws: ws, user: p.user, ready: make(chan struct{}), sessions: map[string]bool{}, ephemeral: key == "", denyUnix: filter.denyUnix}
+		c = &ctr{scopeKey: scopeKey, key: labelKey, hash: spec.Hash, ws: ws, user: p.user, ready: make(chan struct{}), sessions: map[string]bool{}, ephemeral: key == "", denyUnix: filter.denyUnix, egress: eg, protected: prot, patterns: req.ProtectedPatterns()}
 		e.containers[scopeKey] = c
 	}
 	if key != "" {
@@ -106,6 +123,10 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*ctr, *pars
 	}
 	if !found {
 		c.err = b.start(ctx, c, spec, req)
+		if c.err != nil && c.releaseEgress != nil {
+			c.releaseEgress()
+			c.releaseEgress = nil
+		}
 		close(c.ready)
 		if c.err != nil {
 			e.mu.Lock()
@@ -141,6 +162,9 @@ func (b *Backend) workspace(req *sandbox.Request) (workspace, error) {
 	if host == "/" {
 		return workspace{}, fmt.Errorf("%w: the working directory is /; the whole host would be the workspace", sandbox.ErrPolicy)
 	}
+	if t := inSystemTree(host); t != "" && (req.Profile.Writable() || req.Profile == "") {
+		return workspace{}, fmt.Errorf("%w: the working directory %s lies in %s, a system tree, which no container may write; use --profile restricted to read it", sandbox.ErrPolicy, host, t)
+	}
 	ws := workspace{Host: host, Source: host, Target: host, Writable: req.Profile.Writable() || req.Profile == ""}
 	if b.st.HostWorkspace != "" {
 		ws.Source = filepath.Clean(b.st.HostWorkspace)
@@ -159,7 +183,7 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	if err != nil {
 		return err
 	}
-	if !c.ephemeral {
+	if !c.ephemeral && e.opts.Join {
 		if id, name, ok := b.findLive(ctx, cli, c); ok {
 			c.id, c.name, c.owned = id, name, false
 			e.log.Info("docker.session", "session", req.Session, "container", name, "scope", b.st.Scope, "joined", true)
@@ -168,6 +192,15 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	}
 	if err := b.ensureImage(ctx, cli, req.Progress); err != nil {
 		return err
+	}
+	if c.egress != nil {
+		// The proxy lives as long as the container (released in remove).
+		srv, release, err := e.opts.Egress.Get(c.egress.policy, c.key)
+		if err != nil {
+			return err
+		}
+		c.releaseEgress = release
+		spec.Host.Mounts = append(spec.Host.Mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Dir(srv.HTTPSocket()), Target: EgressDir, ReadOnly: true})
 	}
 	c.name = randomName()
 	spec.Config.Labels[LabelKey] = c.key
@@ -298,12 +331,19 @@ func (b *Backend) checkMount(c *ctr, pr *inside.Prepared) error {
 	for _, n := range pr.Entries {
 		seen[n] = true
 	}
+	// Every entry must be there (a few may have come or gone since the
+	// listing when both are cut at MaxEntries): a directory elsewhere that
+	// happens to share a name or two is not the workspace.
+	missing := 0
 	for _, n := range hostNames {
-		if seen[n] {
-			return nil
+		if !seen[n] {
+			missing++
 		}
 	}
-	why := "it sees no entry of the workspace"
+	if missing == 0 || (len(hostNames) == inside.MaxEntries && missing*10 < len(hostNames)) {
+		return nil
+	}
+	why := fmt.Sprintf("it lacks %d of the workspace's %d entries", missing, len(hostNames))
 	if pr.Err != "" {
 		why = pr.Err
 	}
@@ -332,10 +372,9 @@ func listNames(dir string, max int) ([]string, error) {
 // or not.
 //
 // A container's mounts are fixed when it starts, so a protected path that
-// appears later (a `git init` in the container makes .git/hooks) is not
-// covered by a mount until the session's next container; on bwrap every
-// command gets a new sandbox and the check after each command moves such
-// paths out.
+// appears later (a `git init` in the container makes .git/hooks) cannot be
+// covered by a mount: it is moved out after the command that made it
+// (quarantine.go), as on bwrap.
 func protectedIn(ws workspace, req *sandbox.Request) []string {
 	if !ws.Writable {
 		return nil

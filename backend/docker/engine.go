@@ -7,15 +7,20 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
+	"github.com/corralhq/corral/backend/docker/inside"
+	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/seccomp"
 )
@@ -31,6 +36,18 @@ type Options struct {
 	// KillGrace is the time between SIGTERM and SIGKILL when a command is
 	// cancelled or times out; zero means 2 s.
 	KillGrace time.Duration
+	// Join lets this process run commands in a live container of another
+	// corral process with the same session and settings (corral exec next
+	// to corral mcp) instead of starting its own; whichever of them ends
+	// last removes it.
+	Join bool
+	// QuarantineDir is where protected paths that appear in a workspace
+	// after its container started are moved, after the command that made
+	// them (<state dir>/quarantine); "" removes them instead.
+	QuarantineDir string
+	// Egress provides the allowlist profile's proxies (shared with the
+	// bwrap backend); nil refuses that profile.
+	Egress *egress.Pool
 	// ClientOpts replace the client's options (tests); nil means
 	// client.FromEnv with API version negotiation.
 	ClientOpts []client.Opt
@@ -67,6 +84,14 @@ type ctr struct {
 	err       error
 	sessions  map[string]bool
 
+	// protected are the protected paths bound read-only in the container
+	// (relative to the workspace); patterns the patterns they came from.
+	// Others that appear are quarantined after each command (quarantine.go).
+	protected, patterns []string
+	// egress is the network allowlist (profile allowlist), or nil;
+	// releaseEgress gives its proxy back when the container goes.
+	egress        *egressSpec
+	releaseEgress func()
 	// denyUnix: commands get the syscall filter with AF_UNIX sockets
 	// denied on top of the container's profile (workspace and allowlist).
 	denyUnix bool
@@ -201,10 +226,11 @@ func (e *Engine) filter(profile sandbox.Profile) (*filterSpec, error) {
 }
 
 // denyUnixSockets reports whether commands of profile run with AF_UNIX
-// sockets denied (socketpair stays allowed): workspace and allowlist, so
-// no socket of the host (nor of another container) can be reached.
+// sockets denied (socketpair stays allowed): every profile but network
+// (sandbox.Profile.DeniesUnixSockets), so no socket of the host (nor of
+// another container) can be reached.
 func denyUnixSockets(p sandbox.Profile) bool {
-	return p == sandbox.ProfileWorkspace || p == "allowlist"
+	return p.DeniesUnixSockets()
 }
 
 // Backend returns the backend that runs commands with settings st. Views
@@ -258,10 +284,15 @@ func (e *Engine) Close() error {
 	return nil
 }
 
-// remove force-removes c when this process owns it, once it is ready.
+// remove force-removes c, once it is ready, when this process is the last
+// corral to use it: it started it, or joined it and its starter is gone;
+// and no other corral's agent runs in it. It gives the allowlist proxy back.
 func (e *Engine) remove(c *ctr, why string) {
 	<-c.ready
-	if c.err != nil || !c.owned || c.id == "" {
+	if c.releaseEgress != nil {
+		defer c.releaseEgress()
+	}
+	if c.err != nil || c.id == "" {
 		return
 	}
 	cli, err := e.client()
@@ -270,11 +301,50 @@ func (e *Engine) remove(c *ctr, why string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if !c.owned && !c.ephemeral {
+		// Joined: remove it only when its starter is gone.
+		r, err := cli.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{})
+		if err != nil || r.Container.Config == nil {
+			return
+		}
+		if o, ok := parseOwner(r.Container.Config.Labels[LabelOwner]); !ok || o.state(e.self) != ownerDead {
+			return
+		}
+	}
+	if !c.ephemeral && e.othersInside(ctx, cli, c) {
+		e.log.Info("docker.container.kept", "container", c.name, "key", c.key, "reason", "another corral runs commands in it")
+		return
+	}
 	if _, err := cli.ContainerRemove(ctx, c.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		e.log.Warn("docker.container.remove_failed", "container", c.name, "error", err)
 		return
 	}
 	e.log.Info("docker.container.removed", "container", c.name, "key", c.key, "reason", why)
+}
+
+// othersInside reports whether an agent other than this process's runs in
+// c (another corral joined it). Unsure (the exec fails) counts as no.
+func (e *Engine) othersInside(ctx context.Context, cli *client.Client, c *ctr) bool {
+	c.agentMu.Lock()
+	a := c.agent
+	c.agentMu.Unlock()
+	argv := []string{inside.Path, inside.ModeAgents}
+	if a != nil {
+		a.mu.Lock()
+		pid := a.pid
+		a.mu.Unlock()
+		a.conn.Close()
+		if pid > 0 {
+			argv = append(argv, "--except", strconv.Itoa(pid))
+		}
+	}
+	var out strings.Builder
+	code, err := e.simpleExec(ctx, cli, c, argv, &out, io.Discard)
+	if err != nil || code != 0 {
+		return false
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(out.String()))
+	return n > 0
 }
 
 // randomName returns corral-<12 hex>.

@@ -94,8 +94,14 @@ func ParseExtraRunArgs(s string) (*extraArgs, error) {
 		return nil, fmt.Errorf("%w: docker.extra_run_args: unexpected argument %q (only flags)", sandbox.ErrBadRequest, fs.Arg(0))
 	}
 	for _, o := range x.securityOpt {
-		if strings.HasPrefix(o, "no-new-privileges") && strings.HasSuffix(o, "false") {
+		lo := strings.ToLower(strings.ReplaceAll(o, ":", "="))
+		switch {
+		case strings.HasPrefix(lo, "no-new-privileges") && strings.HasSuffix(lo, "false"):
 			return nil, fmt.Errorf("%w: docker.extra_run_args: --security-opt %s is refused: commands run with no-new-privileges", sandbox.ErrPolicy, o)
+		case strings.HasPrefix(lo, "seccomp"):
+			return nil, fmt.Errorf("%w: docker.extra_run_args: --security-opt %s is refused: corral sets the seccomp profile itself", sandbox.ErrPolicy, o)
+		case lo == "apparmor=unconfined", lo == "label=disable", lo == "systempaths=unconfined":
+			return nil, fmt.Errorf("%w: docker.extra_run_args: --security-opt %s is refused: it removes a protection of the container", sandbox.ErrPolicy, o)
 		}
 	}
 	return x, nil

@@ -4,9 +4,14 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +20,7 @@ import (
 	"github.com/creack/pty"
 	"github.com/moby/moby/client"
 
+	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/dockertest"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -59,10 +65,13 @@ func newFixture(t testing.TB, mutate func(*Settings)) *fixture {
 		mutate(&st)
 	}
 	lb := &logBuf{}
+	ws0 := dockertest.TestDir(t)
 	e := NewEngine(Options{
-		Helper:    dockertest.StaticCorral(t),
-		Logger:    slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		KillGrace: time.Second,
+		Egress:        testPool(t, lb),
+		QuarantineDir: filepath.Join(ws0, "quarantine"),
+		Helper:        dockertest.StaticCorral(t),
+		Logger:        slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		KillGrace:     time.Second,
 	})
 	t.Cleanup(func() { e.Close() })
 	ws := dockertest.TestDir(t)
@@ -139,4 +148,31 @@ func openPTY(t *testing.T) (*os.File, *os.File) {
 		t.Skipf("no pseudo-terminal: %v", err)
 	}
 	return ptmx, tty
+}
+
+// testPool is an allowlist proxy pool whose upstream dialer maps the test
+// names (*.allowed.test, *.test.evil) to an HTTP server on the host's
+// loopback that answers "hello from HOST".
+func testPool(t testing.TB, lb *logBuf) *egress.Pool {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello from %s", r.Host)
+	}))
+	t.Cleanup(srv.Close)
+	dir, err := os.MkdirTemp("/var/tmp", "cn-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := egress.NewPool(egress.Options{
+		Dir:    dir,
+		Logger: slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", srv.Listener.Addr().String())
+		},
+		Linger: -1,
+	})
+	t.Cleanup(func() { p.Close() })
+	return p
 }

@@ -112,11 +112,30 @@ func TestRestrictedProfile(t *testing.T) {
 // the container still works afterwards.
 func TestForkBomb(t *testing.T) {
 	f := newFixture(t, func(s *Settings) { s.PidsLimit = 64 })
-	res, _ := f.run("fb", `bomb() { bomb | bomb & }; bomb; sleep 30`, func(r *sandbox.Request) { r.Timeout = 5 * time.Second })
+	// A command that fills the pids limit, then writes: the helper that
+	// runs it keeps working (it made its threads beforehand).
+	res, out := f.run("fb", `python3 - <<'PY'
+import os, sys, time
+n = 0
+while True:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    n += 1
+sys.stdout.write("x" * 2000000)
+PY`)
+	if res.ExitCode != 0 || len(out) != 2000000 {
+		t.Errorf("pid filler: exit %d, %d bytes of output", res.ExitCode, len(out))
+	}
+	res, _ = f.run("fb", `bomb() { bomb | bomb & }; bomb; sleep 30`, func(r *sandbox.Request) { r.Timeout = 5 * time.Second })
 	if !res.TimedOut {
 		t.Errorf("fork bomb: %+v, want a timeout", res)
 	}
-	_, out := f.run("fb", `n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; [ $n -lt 10 ] && echo clean || echo "$n processes"`)
+	_, out = f.run("fb", `n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; [ $n -lt 10 ] && echo clean || echo "$n processes"`)
 	if out != "clean\n" {
 		t.Errorf("after the bomb: %q", out)
 	}
@@ -407,6 +426,25 @@ git add README && git commit -qm one && echo committed`)
 	if _, err := os.Stat(filepath.Join(f.ws, ".git/hooks/pre-commit")); err == nil {
 		t.Error("the hook exists on the host")
 	}
+	// The directory above a protected path cannot be swapped.
+	_, out = f.run("prot", `mv .git .g 2>&1 | grep -o 'busy'; ls -d .g 2>/dev/null || echo no-move`)
+	if out != "busy\nno-move\n" {
+		t.Errorf("rename of .git: %q", out)
+	}
+	// What appears after the container started is moved out after the
+	// command, with a warning.
+	res, _ = f.run("prot", `echo '{}' > .mcp.json; mkdir -p .claude && echo x > .claude/settings.json; echo ok > normal.txt`)
+	for _, p := range []string{".mcp.json", ".claude"} {
+		if _, err := os.Lstat(filepath.Join(f.ws, p)); err == nil {
+			t.Errorf("%s stayed in the workspace", p)
+		}
+	}
+	if len(res.Warnings) != 2 || !strings.Contains(strings.Join(res.Warnings, "\n"), "moved to") {
+		t.Errorf("warnings %q", res.Warnings)
+	}
+	if _, err := os.Stat(filepath.Join(f.ws, "normal.txt")); err != nil {
+		t.Error(err)
+	}
 }
 
 // TestOtherUser: a command for another user (corral exec --user) runs in a
@@ -471,4 +509,48 @@ PY`
 			t.Errorf("%s: got\n%s\nwant\n%s", c.profile, out, c.want)
 		}
 	}
+}
+
+// TestAllowlist: under the allowlist profile the container has no network
+// but corral's proxies: allowed names pass, others get the 403 that says
+// why, direct connections and DNS fail, AF_UNIX sockets are denied.
+func TestAllowlist(t *testing.T) {
+	f := newFixture(t, nil)
+	script := `python3 - <<'PY'
+import socket, urllib.request, urllib.error
+def get(url):
+    try:
+        return urllib.request.urlopen(url, timeout=10).read().decode()
+    except urllib.error.HTTPError as e:
+        return "%d %s" % (e.code, e.read().decode().strip())
+    except Exception as e:
+        return "error %s" % type(e).__name__
+print(get("http://api.allowed.test/x"))
+print(get("http://allowed.test.evil/x"))
+print(get("http://allowed.test/x"))
+try:
+    socket.create_connection(("1.1.1.1", 80), timeout=3); print("direct ok")
+except OSError:
+    print("direct refused")
+try:
+    socket.getaddrinfo("example.com", 80); print("dns ok")
+except OSError:
+    print("dns refused")
+try:
+    socket.socket(socket.AF_UNIX).connect("/run/corral-net/http.sock"); print("unix ok")
+except OSError as e:
+    print("unix refused")
+PY`
+	res, out := f.run("al", script, func(r *sandbox.Request) {
+		r.Profile = sandbox.ProfileAllowlist
+		r.NetworkAllow = []string{"*.allowed.test"}
+	})
+	want := "hello from api.allowed.test\n403 blocked by corral network allowlist: allowed.test.evil\n403 blocked by corral network allowlist: allowed.test\ndirect refused\ndns refused\nunix refused\n"
+	if res.ExitCode != 0 || out != want {
+		t.Errorf("exit %d:\n%s\nwant\n%s", res.ExitCode, out, want)
+	}
+	if !strings.Contains(f.log.String(), "network.denied") || !strings.Contains(f.log.String(), "allowed.test.evil") {
+		t.Errorf("no network.denied in the log:\n%s", f.log)
+	}
+	f.b.Release("al")
 }

@@ -81,6 +81,56 @@ var DefaultSettings = Settings{
 	TmpSize:   "512m",
 }
 
+// systemTrees are host directories no container may write (as a bind or
+// the workspace) and no workspace may appear in (docker.workdir): the
+// system's own trees and the engine's state. Matched at or below.
+var systemTrees = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run", "/sbin", "/sys", "/usr", "/var/lib", "/var/run", "/var/log", "/var/spool", "/var/cache"}
+
+// inSystemTree returns the system tree p (clean, absolute) is at or below,
+// or "" (also for "/" itself, which callers refuse on their own).
+func inSystemTree(p string) string {
+	for _, t := range systemTrees {
+		if p == t || strings.HasPrefix(p, t+"/") {
+			return t
+		}
+	}
+	return ""
+}
+
+// engineSocket reports whether p names a container engine's API socket
+// (Docker, containerd, Podman, CRI-O): mounted in a container it would
+// hand the container the host.
+func engineSocket(p string) bool {
+	base := filepath.Base(p)
+	return base == "docker.sock" || base == "containerd.sock" || base == "podman.sock" || base == "crio.sock" ||
+		strings.Contains(p+"/", "/docker/") || strings.Contains(p+"/", "/containerd/") || strings.Contains(p+"/", "/podman/")
+}
+
+// checkBinds applies the bind rules to docker.binds, on paths as the
+// daemon's host sees them: no bind of /, of an engine socket or state, and
+// no read-write bind in a system tree; a source that exists here is judged
+// by its real path (symlinks resolved).
+func checkBinds(binds []sandbox.Bind) error {
+	for _, b := range binds {
+		src := filepath.Clean(b.Src)
+		if r, err := filepath.EvalSymlinks(src); err == nil {
+			src = r
+		}
+		dst := filepath.Clean(b.Target())
+		switch {
+		case src == "/":
+			return fmt.Errorf("%w: docker.binds: %s would show the whole host", sandbox.ErrPolicy, b.Src)
+		case engineSocket(src):
+			return fmt.Errorf("%w: docker.binds: %s is a container engine's socket or state: it would hand the container the host", sandbox.ErrPolicy, b.Src)
+		case !b.ReadOnly && inSystemTree(src) != "":
+			return fmt.Errorf("%w: docker.binds: %s lies in %s, a system tree, and cannot be bound read-write (bind it read-only)", sandbox.ErrPolicy, b.Src, inSystemTree(src))
+		case dst == "/proc" || strings.HasPrefix(dst, "/proc/") || dst == "/sys" || strings.HasPrefix(dst, "/sys/") || dst == "/dev" || strings.HasPrefix(dst, "/dev/"):
+			return fmt.Errorf("%w: docker.binds: destination %s is the kernel's", sandbox.ErrPolicy, dst)
+		}
+	}
+	return nil
+}
+
 // parsed are Settings turned into engine units.
 type parsed struct {
 	memory   int64 // bytes
@@ -139,8 +189,17 @@ func (s *Settings) check(uid, gid int) (*parsed, error) {
 	if s.Workdir != "" && (!filepath.IsAbs(s.Workdir) || filepath.Clean(s.Workdir) == "/") {
 		return nil, fmt.Errorf("%w: docker.workdir %q is not an absolute path below /", sandbox.ErrBadRequest, s.Workdir)
 	}
+	if t := inSystemTree(filepath.Clean(s.Workdir)); s.Workdir != "" && (t != "" || filepath.Clean(s.Workdir) == "/tmp") {
+		return nil, fmt.Errorf("%w: docker.workdir %s lies in %s, which the container's system uses; pick a path such as /work", sandbox.ErrPolicy, s.Workdir, max(t, "/tmp"))
+	}
 	if s.HostWorkspace != "" && !filepath.IsAbs(s.HostWorkspace) {
 		return nil, fmt.Errorf("%w: docker.host_workspace %q is not absolute", sandbox.ErrBadRequest, s.HostWorkspace)
+	}
+	if hw := filepath.Clean(s.HostWorkspace); s.HostWorkspace != "" && (hw == "/" || inSystemTree(hw) != "" || engineSocket(hw)) {
+		return nil, fmt.Errorf("%w: docker.host_workspace %s is the host's root or a system tree, which no container may write", sandbox.ErrPolicy, s.HostWorkspace)
+	}
+	if err := checkBinds(s.Binds); err != nil {
+		return nil, err
 	}
 	if s.ReadOnly {
 		if p.tmpBytes, err = units.RAMInBytes(s.TmpSize); err != nil || p.tmpBytes <= 0 {

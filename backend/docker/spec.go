@@ -13,6 +13,8 @@ import (
 	"github.com/moby/moby/api/types/mount"
 
 	"github.com/corralhq/corral/backend/docker/inside"
+	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -43,6 +45,20 @@ const LabelDenyUnix = "corral.deny_unix"
 type filterSpec struct {
 	profile  string
 	denyUnix bool
+}
+
+// LabelEgress identifies the network allowlist of an allowlist container
+// (its allow and deny entries).
+const LabelEgress = "corral.egress"
+
+// EgressDir is where an allowlist container sees the proxy's socket
+// directory (read-only).
+const EgressDir = "/run/corral-net"
+
+// egressSpec is the network allowlist of a container.
+type egressSpec struct {
+	policy netproxy.Policy
+	key    string // the entries, for the label and the hash
 }
 
 // NamePrefix starts every container's name: corral-<12 hex>.
@@ -80,7 +96,7 @@ type containerSpec struct {
 // mounted read-only at inside.Path. extra holds parsed extra_run_args.
 // protected are the protected paths (relative to the workspace, existing,
 // reached without symlinks) bound read-only over the writable workspace.
-func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extraArgs, protected []string, filter *filterSpec) (*containerSpec, error) {
+func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extraArgs, protected []string, filter *filterSpec, eg *egressSpec) (*containerSpec, error) {
 	if !filepath.IsAbs(ws.Host) || !filepath.IsAbs(ws.Target) || !filepath.IsAbs(ws.Source) {
 		return nil, fmt.Errorf("%w: the workspace must be an absolute path", sandbox.ErrBadRequest)
 	}
@@ -156,14 +172,36 @@ func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extr
 			return nil, err
 		}
 	}
+	if eg != nil {
+		// allowlist: no network but loopback; the container's main process
+		// is corral's forwarder (listening on 127.0.0.1:3128 and :1080,
+		// relaying to the proxy sockets bound at EgressDir by start), which
+		// runs the pause process through the trampoline; commands get the
+		// proxy variables.
+		hc.NetworkMode = "none"
+		argv := egress.ForwarderArgv(inside.Path, EgressDir, 0, []string{inside.Path, inside.ModePause})
+		cfg.Entrypoint, cfg.Cmd = argv[:1], argv[1:]
+		cfg.Env = append(cfg.Env, egress.Env()...)
+		cfg.Labels[LabelEgress] = eg.key
+	}
 	// The hash leaves out the protected paths: they are found when the
 	// container is made, and a path that appears later must not replace a
 	// session's container (and end its background processes).
 	hash := specHash(cfg, hc)
 	// Protected paths inside the writable workspace are bound read-only
-	// onto themselves.
+	// onto themselves, and the directories on the way to them read-write
+	// onto themselves: a mount point cannot be renamed or removed (EBUSY),
+	// so `mv .git .g && mkdir .git` cannot put a configuration of the
+	// command's in the place of the protected one.
 	if ws.Writable {
 		var prot []bindSpec
+		pinned := map[string]bool{}
+		for _, rel := range protected {
+			for d := filepath.Dir(rel); d != "." && d != "/" && !pinned[d]; d = filepath.Dir(d) {
+				pinned[d] = true
+				prot = append(prot, bindSpec{filepath.Join(ws.Source, d), filepath.Join(ws.Target, d), false})
+			}
+		}
 		for _, rel := range protected {
 			prot = append(prot, bindSpec{filepath.Join(ws.Source, rel), filepath.Join(ws.Target, rel), true})
 		}

@@ -36,6 +36,16 @@ func TestSettingsCheck(t *testing.T) {
 		{"tmp size ignored when writable", func(s *Settings) { s.ReadOnly = false; s.TmpSize = "x" }, nil, ""},
 		{"mount option", func(s *Settings) { s.MountOptions = "z,exec" }, sandbox.ErrBadRequest, "exec"},
 		{"host workspace relative", func(s *Settings) { s.HostWorkspace = "w" }, sandbox.ErrBadRequest, "host_workspace"},
+		{"host workspace /etc", func(s *Settings) { s.HostWorkspace = "/etc" }, sandbox.ErrPolicy, "system tree"},
+		{"workdir /etc", func(s *Settings) { s.Workdir = "/etc/x" }, sandbox.ErrPolicy, "/etc"},
+		{"workdir /tmp", func(s *Settings) { s.Workdir = "/tmp" }, sandbox.ErrPolicy, "/tmp"},
+		{"workdir /work", func(s *Settings) { s.Workdir = "/work" }, nil, ""},
+		{"bind / refused", func(s *Settings) { s.Binds = []sandbox.Bind{{Src: "/", Dest: "/host", ReadOnly: true}} }, sandbox.ErrPolicy, "whole host"},
+		{"bind /etc rw refused", func(s *Settings) { s.Binds = []sandbox.Bind{{Src: "/etc"}} }, sandbox.ErrPolicy, "system tree"},
+		{"bind /etc ro allowed", func(s *Settings) { s.Binds = []sandbox.Bind{{Src: "/etc/ssl", ReadOnly: true}} }, nil, ""},
+		{"docker socket refused", func(s *Settings) { s.Binds = []sandbox.Bind{{Src: "/var/run/docker.sock", ReadOnly: true}} }, sandbox.ErrPolicy, "engine"},
+		{"docker state refused", func(s *Settings) { s.Binds = []sandbox.Bind{{Src: "/var/lib/docker", ReadOnly: true}} }, sandbox.ErrPolicy, "engine"},
+		{"bind into /proc refused", func(s *Settings) { s.Binds = []sandbox.Bind{{Src: "/srv/x", Dest: "/proc/x", ReadOnly: true}} }, sandbox.ErrPolicy, "kernel"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := DefaultSettings
@@ -69,7 +79,7 @@ func specFor(t *testing.T, mutate func(*Settings), ws workspace, protected []str
 	if err != nil {
 		return nil, err
 	}
-	return buildSpec(&st, p, ws, "/opt/corral", x, protected, &filterSpec{profile: "{}", denyUnix: true})
+	return buildSpec(&st, p, ws, "/opt/corral", x, protected, &filterSpec{profile: "{}", denyUnix: true}, nil)
 }
 
 var testWS = workspace{Host: "/home/u/proj", Source: "/home/u/proj", Target: "/home/u/proj", Writable: true}
@@ -150,7 +160,9 @@ func TestSpecVariants(t *testing.T) {
 			func(s *containerSpec) bool {
 				n := len(s.Host.Mounts)
 				plain, _ := specFor(t, nil, testWS, nil, "")
-				return n == 4 && s.Host.Mounts[2].ReadOnly && s.Host.Mounts[2].Target == "/home/u/proj/.git/hooks" && s.Hash == plain.Hash
+				// .git pinned (read-write onto itself), then the two protected paths.
+				return n == 5 && !s.Host.Mounts[2].ReadOnly && s.Host.Mounts[2].Target == "/home/u/proj/.git" &&
+					s.Host.Mounts[3].ReadOnly && s.Host.Mounts[3].Target == "/home/u/proj/.git/hooks" && s.Hash == plain.Hash
 			}, ""},
 		{"binds", func(s *Settings) { s.Binds = []sandbox.Bind{{Src: "/data", ReadOnly: true}} }, testWS, nil, "",
 			func(s *containerSpec) bool { return s.Host.Mounts[2].Source == "/data" && s.Host.Mounts[2].ReadOnly }, ""},
@@ -199,6 +211,11 @@ func TestParseExtraRunArgs(t *testing.T) {
 		{"--mount type=bind,src=/,dst=/h", sandbox.ErrPolicy, "docker.binds"},
 		{"--pid host", sandbox.ErrPolicy, "process namespace"},
 		{"--security-opt no-new-privileges=false", sandbox.ErrPolicy, "no-new-privileges"},
+		{"--security-opt seccomp=unconfined", sandbox.ErrPolicy, "seccomp"},
+		{"--security-opt seccomp:/p.json", sandbox.ErrPolicy, "seccomp"},
+		{"--security-opt apparmor=unconfined", sandbox.ErrPolicy, "protection"},
+		{"--security-opt label=disable", sandbox.ErrPolicy, "protection"},
+		{"--security-opt label=level:s0", nil, ""},
 		{"--gpus all", sandbox.ErrBadRequest, "understood"},
 		{"image", sandbox.ErrBadRequest, "unexpected argument"},
 		{`--label "unterminated`, sandbox.ErrBadRequest, "extra_run_args"},

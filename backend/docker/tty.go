@@ -75,6 +75,11 @@ func (b *Backend) runTTY(ctx context.Context, cli *client.Client, c *ctr, req *s
 		b.endTTY(c, pidfile, done)
 	}
 	res.Duration = time.Since(start)
+	// The copy of stdin may still wait in a read of the terminal, which
+	// would keep it open (its master then never sees the end): wake it.
+	if f, ok := req.Stdin.(*os.File); ok {
+		_ = f.SetReadDeadline(time.Now())
+	}
 	ictx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ins, err := cli.ExecInspect(ictx, cr.ID, client.ExecInspectOptions{})

@@ -114,7 +114,7 @@ func TestRunExitStatus(t *testing.T) {
 		{"signal gives 128+N", []string{"run", "--", "sh", "-c", "kill -9 $$"}, 137, "", ""},
 		{"not found is 127", []string{"run", "--", "corral-no-such-command"}, 127, "", "command not found"},
 		{"bad flag is 125", []string{"run", "--memory-mb", "lots", "--", "true"}, 125, "", "--memory-mb"},
-		{"bad profile is 125", []string{"run", "--profile", "open", "--", "true"}, 125, "", "restricted, workspace or network"},
+		{"bad profile is 125", []string{"run", "--profile", "open", "--", "true"}, 125, "", "restricted, workspace, allowlist or network"},
 		{"refused workdir is 125", []string{"run", "--cwd", "/", "--", "true"}, 125, "", "working directory / is refused"},
 		{"cpu limit in words", []string{"run", "--cpu-seconds", "1", "--", "sh", "-c", "while :; do :; done"}, 152, "", "CPU time limit"},
 		{"timeout is 124, in words", []string{"run", "--timeout", "300ms", "--", "sleep", "30"}, 124, "", "timed out"},
@@ -388,5 +388,56 @@ func TestSecondInterruptKills(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 137 || time.Since(start) > time.Second {
 		t.Errorf("second ^C: err=%v after %s", err, time.Since(start))
+	}
+}
+
+// TestRunAllowlist drives the allowlist profile through the real binary:
+// corral's own executable is the forwarder and the trampoline inside the
+// sandbox, refusals come back as the proxy's 403 and are logged at the
+// default level, direct connections fail, the filter is loaded, and a
+// route's allow list replaces network.allow for its sessions.
+func TestRunAllowlist(t *testing.T) {
+	requireBwrap(t)
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed (apt-get install curl); CI installs it")
+	}
+	c := newCLI(t)
+	script := `curl -q -sS -m 10 http://denied.test/x; echo
+curl -q -sS -m 5 --noproxy '*' http://1.1.1.1/ >/dev/null 2>&1; echo direct=$?
+grep '^Seccomp:' /proc/self/status`
+	code, so, se := c.run([]string{"CORRAL_NETWORK_ALLOW=allowed.test, *.allowed.test"}, "run", "--profile", "allowlist", "--", "sh", "-c", script)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, so, se)
+	}
+	for _, want := range []string{"blocked by corral network allowlist: denied.test\n", "direct=7\n", "Seccomp:\t2\n"} {
+		if !strings.Contains(so, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, so)
+		}
+	}
+	if !strings.Contains(se, "msg=network.denied") || !strings.Contains(se, "host=denied.test") {
+		t.Errorf("stderr lacks the network.denied record:\n%s", se)
+	}
+
+	routes := `CORRAL_ROUTES=[{sessions: "al:*", profile: allowlist, allow: ["a.test"], deny: ["x.a.test"]}]`
+	code, so, se = c.run([]string{routes}, "run", "--session", "al:1", "--", "curl -q -sS -m 10 http://x.a.test/; echo; curl -q -sS -m 10 http://b.test/")
+	if code != 0 || !strings.Contains(so, "blocked by corral network allowlist: x.a.test") || !strings.Contains(so, "blocked by corral network allowlist: b.test") {
+		t.Errorf("routed session: exit %d\nstdout %s\nstderr %s", code, so, se)
+	}
+	if !strings.Contains(se, "session=al:1 host=x.a.test") {
+		t.Errorf("the refusal is not logged with the session:\n%s", se)
+	}
+
+	code, so, _ = c.run(nil, "doctor", "--json")
+	var rep struct {
+		Seccomp struct {
+			OK    bool `json:"ok"`
+			Rules int  `json:"rules"`
+		} `json:"seccomp"`
+		Proxy struct {
+			OK bool `json:"ok"`
+		} `json:"allowlist_proxy"`
+	}
+	if err := json.Unmarshal([]byte(so), &rep); err != nil || code != 0 || !rep.Seccomp.OK || rep.Seccomp.Rules < 10 || !rep.Proxy.OK {
+		t.Errorf("doctor: exit %d, %v, %+v\n%s", code, err, rep, so)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/corralhq/corral/backend/docker"
 	"github.com/corralhq/corral/backend/local"
 	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -36,11 +37,16 @@ func (g *globalOptions) backend(name string, st *config.Settings, logger *slog.L
 			SecretFiles: []string{st.Path},
 			Degrade:     st.DegradedMode != "fail",
 			Logger:      logger,
+			Egress:      g.egressPool(logger),
 		}), nil
 	case config.BackendDocker:
+		pool := g.egressPool(logger)
 		g.engineMu.Lock()
 		if g.engine == nil {
-			g.engine = docker.NewEngine(docker.Options{Logger: logger})
+			g.engine = docker.NewEngine(docker.Options{
+				Logger: logger, Egress: pool, Join: g.joinContainers,
+				QuarantineDir: filepath.Join(config.StateDir(), "quarantine"),
+			})
 		}
 		e := g.engine
 		g.engineMu.Unlock()
@@ -62,14 +68,29 @@ func dockerSettings(st *config.Settings) docker.Settings {
 	}
 }
 
-// closeBackends removes the containers this process started.
+// egressPool returns the process's pool of allowlist proxies, making it on
+// first use (socket directories under <state dir>/net).
+func (g *globalOptions) egressPool(logger *slog.Logger) *egress.Pool {
+	g.engineMu.Lock()
+	defer g.engineMu.Unlock()
+	if g.egress == nil {
+		g.egress = egress.NewPool(egress.Options{Dir: filepath.Join(config.StateDir(), "net"), Logger: logger})
+	}
+	return g.egress
+}
+
+// closeBackends removes the containers this process started and closes
+// its allowlist proxies.
 func (g *globalOptions) closeBackends() {
 	g.engineMu.Lock()
-	e := g.engine
-	g.engine = nil
+	e, pool := g.engine, g.egress
+	g.engine, g.egress = nil, nil
 	g.engineMu.Unlock()
 	if e != nil {
 		_ = e.Close()
+	}
+	if pool != nil {
+		_ = pool.Close()
 	}
 }
 

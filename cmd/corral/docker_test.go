@@ -194,3 +194,34 @@ func execIn(t *testing.T, eng *client.Client, id, script string) string {
 	}
 	return so.String()
 }
+
+// TestDockerExecJoinsAndOutlives: corral exec joins the container of a
+// running corral of the same session; when that corral exits first the
+// container stays for the exec, which removes it at its end.
+func TestDockerExecJoinsAndOutlives(t *testing.T) {
+	c, eng := dockerCLI(t)
+	sess := "join-" + itoa(os.Getpid())
+	owner := exec.Command(corralBin, "run", "--session", sess, "--", "sleep 3")
+	owner.Dir, owner.Env = c.work, c.env
+	if err := owner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(sessionContainers(t, eng, sess)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no container appeared")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	joiner := exec.Command(corralBin, "exec", "--session", sess, "--", "bash", "-c", "echo $HOSTNAME; sleep 6; echo survived")
+	joiner.Dir, joiner.Env = c.work, c.env
+	out, err := joiner.CombinedOutput()
+	owner.Wait()
+	if err != nil || !strings.HasSuffix(string(out), "survived\n") {
+		t.Errorf("exec: %v %q", err, out)
+	}
+	if ids := sessionContainers(t, eng, sess); len(ids) != 0 {
+		t.Errorf("left after both ended: %v", ids)
+	}
+}

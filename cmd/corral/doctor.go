@@ -4,12 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
 
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/backend/bwrap"
 	"github.com/corralhq/corral/backend/docker"
 	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/seccomp"
 )
 
 func newDoctorCmd(g *globalOptions) *cobra.Command {
@@ -19,9 +25,11 @@ func newDoctorCmd(g *globalOptions) *cobra.Command {
 		Short: "Check that the sandbox works on this machine, and say how to fix it if not",
 		Long: `doctor checks the bubblewrap sandbox: bwrap found (path, version), a probe
 sandbox runs, unprivileged user namespaces usable, how limits are applied;
-and the Docker engine: reachable, its version and API version, whether
-docker.image is there. It exits 0 when the configured backend (the backend
-setting) can run sandboxes and 1 when not, naming the fix.`,
+the syscall filter every sandbox gets (built and loaded in a throwaway
+thread); whether the allowlist profile's proxy can start; and the Docker
+engine: reachable, its version and API version, whether docker.image is
+there. It exits 0 when the configured backend (the backend setting) can run
+sandboxes and 1 when not, naming the fix.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			report := doctorReport(c, g)
@@ -55,6 +63,28 @@ type doctorResult struct {
 	Docker      *docker.Diagnosis `json:"docker"`
 	Limits      string            `json:"limits"`
 	Root        bool              `json:"root"`
+	Seccomp     filterCheck       `json:"seccomp"`
+	Proxy       proxyCheck        `json:"allowlist_proxy"`
+}
+
+// filterCheck is what doctor found out about the syscall filter.
+type filterCheck struct {
+	// OK is set when seccomp.Probe built the filter, put it in a memfd and
+	// loaded it on a throwaway thread, where it refused what it should.
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+	// Rules is the number of rows of the strictest variant (AF_UNIX
+	// sockets denied) that apply on this architecture (seccomp.Rules).
+	Rules int    `json:"rules"`
+	Arch  string `json:"arch"`
+}
+
+// proxyCheck says whether the allowlist profile's proxy can start.
+type proxyCheck struct {
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+	// Dir is where the proxies' socket directories are made.
+	Dir string `json:"dir"`
 }
 
 func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
@@ -73,6 +103,13 @@ func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
 	r.Backend = st.Backend
 	r.Bwrap = bwrap.Diagnose(c.Context(), nil, st.Bwrap)
 	r.Limits = bwrap.LimitsMechanism(r.Bwrap.Binary)
+	r.Seccomp = checkFilter()
+	r.Proxy = proxyCheck{Dir: filepath.Join(r.StateDir, "net")}
+	if err := egress.Check(r.Proxy.Dir); err != nil {
+		r.Proxy.Error = err.Error()
+	} else {
+		r.Proxy.OK = true
+	}
 	e := docker.NewEngine(docker.Options{Logger: newLogger(g)})
 	defer e.Close()
 	r.Docker = e.Diagnose(c.Context(), dockerSettings(st))
@@ -82,9 +119,36 @@ func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
 	case config.BackendLocal:
 		r.Ready = r.ConfigError == ""
 	default:
-		r.Ready = r.Bwrap.Ready() && r.ConfigError == ""
+		// Every bwrap sandbox loads the filter, and allowlist commands need
+		// the proxy: without them nothing runs (fail closed).
+		r.Ready = r.Bwrap.Ready() && r.ConfigError == "" && r.Seccomp.OK && (r.Proxy.OK || !usesAllowlist(st))
 	}
 	return r
+}
+
+// checkFilter probes the syscall filter (seccomp.Probe) and counts its rows.
+func checkFilter() filterCheck {
+	c := filterCheck{Arch: runtime.GOARCH}
+	for _, rule := range seccomp.Rules(seccomp.Options{DenyUnixSockets: true}) {
+		if len(rule.Arches) == 0 || slices.Contains(rule.Arches, runtime.GOARCH) {
+			c.Rules++
+		}
+	}
+	if err := seccomp.Probe(); err != nil {
+		c.Error = err.Error()
+	} else {
+		c.OK = true
+	}
+	return c
+}
+
+// usesAllowlist reports whether the settings run any session under the
+// allowlist profile (the profile key, or a route).
+func usesAllowlist(st *config.Settings) bool {
+	if st.Profile == sandbox.ProfileAllowlist {
+		return true
+	}
+	return slices.ContainsFunc(st.Routes, func(r config.Route) bool { return r.Profile == sandbox.ProfileAllowlist })
 }
 
 func printDoctor(r *doctorResult) {
@@ -106,10 +170,20 @@ func printDoctor(r *doctorResult) {
 	}
 	if d.Binary != nil {
 		if d.ProbeOK {
-			fmt.Printf("%s sandbox probe (all namespaces unshared, /proc, loopback)\n", ok(true))
+			fmt.Printf("%s sandbox probe (all namespaces unshared, /proc, loopback, syscall filter)\n", ok(true))
 		} else {
 			fmt.Printf("%s sandbox probe: %s\n", ok(false), d.ProbeOutput)
 		}
+	}
+	if f := r.Seccomp; f.OK {
+		fmt.Printf("%s syscall filter: seccomp, %d rules on %s (AF_UNIX sockets refused under restricted, workspace and allowlist)\n", ok(true), f.Rules, f.Arch)
+	} else {
+		fmt.Printf("%s syscall filter: %s (bwrap sandboxes do not run without it)\n", ok(false), f.Error)
+	}
+	if p := r.Proxy; p.OK {
+		fmt.Printf("%s allowlist proxy: starts (HTTP and SOCKS5 on Unix sockets under %s)\n", ok(true), p.Dir)
+	} else {
+		fmt.Printf("%s allowlist proxy: %s (commands of the allowlist profile do not run)\n", ok(false), p.Error)
 	}
 	fmt.Printf("     user namespaces: max_user_namespaces=%s unprivileged_userns_clone=%s apparmor_restrict_unprivileged_userns=%s\n",
 		knob(d.MaxUserNamespaces), knob(d.UnprivilegedUsernsClone), knob(d.AppArmorRestrict))

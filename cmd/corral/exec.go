@@ -53,6 +53,7 @@ sandbox). --user runs as another account where the backend can switch users
 }
 
 func (o *execOptions) exec(c *cobra.Command, g *globalOptions, argv []string) error {
+	g.joinContainers = true // on docker, the container of a running corral mcp
 	logger := newLogger(g)
 	m := newManager(g, &o.runOptions, logger)
 	defer m.Close()

@@ -14,6 +14,11 @@ import (
 	"github.com/corralhq/corral/sandbox"
 )
 
+// main runs the CLI. corral's executable also serves as its own helpers,
+// dispatched on os.Args[1] by init functions before main runs: the
+// allowlist forwarder and trampoline (package egress), the file server
+// (package sandboxfs, on CORRAL_SANDBOXFS) and the docker helpers (package
+// backend/docker/inside).
 func main() {
 	os.Exit(realMain())
 }
@@ -38,7 +43,9 @@ func (e *exitError) Error() string {
 func (e *exitError) Unwrap() error { return e.Err }
 
 func realMain() int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	// SIGTERM and SIGHUP (a closed terminal) end corral cleanly: running
+	// sandboxes end and containers are removed.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	g := &globalOptions{}
 	root := newRootCmd(g)

@@ -54,7 +54,7 @@ exists as given is taken whole). Binds are read-only unless :rw is given.`,
 	f.SetInterspersed(false)
 	f.StringVar(&o.session, "session", "", "run in the named session: the words are joined with spaces and run by the session's shell, as ssh does, so cd and export carry over")
 	f.StringVar(&o.backend, "backend", "", "backend: bwrap, docker or local (default: the backend setting, or the route of --session)")
-	f.StringVar(&o.profile, "profile", "", "restricted, workspace or network (default: the profile setting)")
+	f.StringVar(&o.profile, "profile", "", "restricted, workspace, allowlist or network (default: the profile setting)")
 	f.StringVar(&o.cwd, "cwd", "", "working directory, the one writable tree (default: the cwd setting, else the current directory)")
 	f.StringArrayVar(&o.binds, "bind", nil, "extra bind mount SRC[:DEST][:rw] (repeatable)")
 	f.IntVar(&o.memoryMB, "memory-mb", -1, "address space per process in MiB (RLIMIT_AS; 0 disables)")
@@ -203,6 +203,9 @@ func (o *runOptions) request(st *config.Settings, args []string) (*sandbox.Reque
 		Stdout:    os.Stdout,
 		Stderr:    os.Stderr,
 		Timeout:   timeout,
+
+		NetworkAllow: st.NetworkAllow,
+		NetworkDeny:  st.NetworkDeny,
 	}
 	return req, nil
 }

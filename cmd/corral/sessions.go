@@ -59,7 +59,7 @@ func specFor(g *globalOptions, st *config.Settings, o *runOptions, logger *slog.
 		Workdir: req.Workdir, Timeout: req.Timeout, OutputLimit: st.OutputLimit,
 		SessionHome: st.HomeMode == config.HomeModeSession, Env: os.Environ(),
 		EnvDeny: st.EnvDeny, EnvAllow: st.EnvAllow, TmpSizeMB: st.TmpSizeMB,
-		Protected: st.ProtectedPaths,
+		Protected: st.ProtectedPaths, NetworkAllow: req.NetworkAllow, NetworkDeny: req.NetworkDeny,
 	}, nil
 }
 

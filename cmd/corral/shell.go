@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/creack/pty"
 	"github.com/spf13/cobra"
@@ -32,7 +33,7 @@ session. Limits default to none for a person (--memory-mb etc. set them).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.session, "session", "", "session whose sandbox and state to use (default: a fresh sandbox)")
-	f.StringVar(&o.profile, "profile", "", "restricted, workspace or network")
+	f.StringVar(&o.profile, "profile", "", "restricted, workspace, allowlist or network")
 	f.StringVar(&o.cwd, "cwd", "", "working directory")
 	f.StringVar(&o.backend, "backend", "", "backend: bwrap, docker or local")
 	f.IntVar(&o.memoryMB, "memory-mb", 0, "address space per process in MiB (0: no limit)")
@@ -58,6 +59,7 @@ func (o *runOptions) shell(c *cobra.Command, g *globalOptions) error {
 		Argv: []string{"/bin/bash", "-i"}, Env: os.Environ(), PolicyEnv: os.Environ(), Workdir: spec.Workdir, Profile: spec.Profile,
 		Limits: spec.Limits, Binds: spec.Binds, HomeAllow: spec.HomeAllow, TTY: true,
 		EnvDeny: spec.EnvDeny, EnvAllow: spec.EnvAllow, TmpSizeMB: spec.TmpSizeMB, Protected: spec.Protected,
+		NetworkAllow: spec.NetworkAllow, NetworkDeny: spec.NetworkDeny,
 	}
 	if o.session != "" {
 		m := newManager(g, o, logger)
@@ -97,7 +99,10 @@ func (o *runOptions) shell(c *cobra.Command, g *globalOptions) error {
 	go func() { _, _ = io.Copy(os.Stdout, ptmx); close(copied) }()
 	res, err := spec.Backend.Run(c.Context(), req)
 	tty.Close()
-	<-copied
+	select {
+	case <-copied:
+	case <-time.After(2 * time.Second): // a reader of the terminal lingers
+	}
 	term.Restore(int(os.Stdin.Fd()), old)
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}

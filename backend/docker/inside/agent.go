@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -81,6 +82,38 @@ func ReadMux(r io.Reader, buf []byte) (kind byte, ch uint32, payload []byte, err
 	return h[0], binary.BigEndian.Uint32(h[1:5]), buf, nil
 }
 
+// agentsMain is `__corral-agents [--except PID]`: it prints the number of
+// agents running in the container (processes whose argv[1] is ModeAgent,
+// read from /proc/PID/cmdline), leaving PID out. A corral process that is
+// about to remove a container it started asks this first: another corral's
+// agent means the container is in use (corral exec joined it).
+func agentsMain(args []string) int {
+	except := -1
+	if len(args) == 2 && args[0] == "--except" {
+		if n, err := strconv.Atoi(args[1]); err == nil {
+			except = n
+		}
+	}
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == except {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(string(b), "\x00")
+		if len(argv) > 1 && argv[1] == ModeAgent {
+			n++
+		}
+	}
+	fmt.Println(n)
+	return 0
+}
+
 // agentChan is one command of the agent.
 type agentChan struct {
 	stdin  chan []byte   // nil entry: EOF
@@ -107,6 +140,8 @@ func agentMain(args []string) int {
 		}
 	}
 	out := &muxWriter{w: os.Stdout}
+	// Channel 0 carries the agent's own pid first.
+	_ = out.frame(KindStarted, 0, []byte(strconv.Itoa(os.Getpid())))
 	var (
 		mu    sync.Mutex
 		chans = map[uint32]*agentChan{}

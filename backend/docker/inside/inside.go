@@ -3,6 +3,9 @@ package inside
 import (
 	"fmt"
 	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // Mode arguments: the first argument of corral's executable that selects a
@@ -12,6 +15,9 @@ const (
 	ModePrepare = "__corral-prepare"
 	ModeRelay   = "__corral-relay"
 	ModeKill    = "__corral-kill"
+	// ModeAgents prints how many agents (ModeAgent) run in the container,
+	// leaving out the pid given with --except.
+	ModeAgents = "__corral-agents"
 )
 
 // Path is where the docker backend mounts corral's executable in every
@@ -29,15 +35,41 @@ func init() {
 	case ModePrepare:
 		code = prepareMain(os.Args[2:])
 	case ModeRelay:
+		harden()
 		code = relayMain(os.Args[2:])
 	case ModeKill:
 		code = killMain(os.Args[2:])
 	case ModeAgent:
+		harden()
 		code = agentMain(os.Args[2:])
+	case ModeAgents:
+		code = agentsMain(os.Args[2:])
 	default:
 		return
 	}
 	os.Exit(code)
+}
+
+// harden readies a long-lived helper (the agent, a relay) for the commands
+// it runs, which share its uid: it makes itself non-dumpable
+// (prctl(2) PR_SET_DUMPABLE 0), so they can neither ptrace it nor open its
+// /proc/PID/fd, mem or environ (a write to its stdout would forge frames);
+// and it starts a few OS threads up front, which the Go runtime keeps and
+// reuses, so that a command that exhausts the container's pids limit does
+// not leave the helper unable to make the thread a blocking call needs
+// (the runtime cannot go on without it).
+func harden() {
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	var wg sync.WaitGroup
+	for range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ts := unix.Timespec{Nsec: 20e6}
+			_ = unix.Nanosleep(&ts, nil) // a blocking call: a thread of its own
+		}()
+	}
+	wg.Wait()
 }
 
 // fail prints a helper's error on stderr and returns the status 125 that

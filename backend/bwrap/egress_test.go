@@ -1,0 +1,496 @@
+package bwrap
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/sandbox"
+)
+
+// testPolicy is the allowlist of the egress tests: allowed.test and its
+// subdomains, except blocked.allowed.test.
+var (
+	testAllow = []string{"allowed.test", "*.allowed.test"}
+	testDeny  = []string{"blocked.allowed.test"}
+)
+
+// world stands in for the internet: loopback servers on the host that the
+// proxy reaches through its Dial hook (the sandbox has no route to them),
+// and a recorder of the proxy's log.
+type world struct {
+	plain, tls *httptest.Server
+	caPath     string // the test CA in PEM, readable inside the sandbox
+	gitRoot    string // served as git.allowed.test (a dumb HTTP git server)
+
+	mu   sync.Mutex
+	hits []string // "host path" of every request that reached a server
+
+	log  *logRecorder
+	pool *egress.Pool
+}
+
+func (w *world) hit(r *http.Request) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.hits = append(w.hits, hostOnly(r.Host)+" "+r.URL.Path)
+}
+
+// reached reports whether a request for host with a path starting with
+// prefix reached a server.
+func (w *world) reached(host, prefix string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.ContainsFunc(w.hits, func(h string) bool { return strings.HasPrefix(h, host+" "+prefix) })
+}
+
+func hostOnly(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		return host
+	}
+	return h
+}
+
+// serve answers every test host: git.allowed.test serves a git repository
+// over dumb HTTP, pypi.allowed.test an empty package index, anything else
+// says hello.
+func (w *world) serve(rw http.ResponseWriter, r *http.Request) {
+	w.hit(r)
+	switch hostOnly(r.Host) {
+	case "git.allowed.test":
+		http.FileServer(http.Dir(w.gitRoot)).ServeHTTP(rw, r)
+	case "pypi.allowed.test":
+		http.Error(rw, "no such project", http.StatusNotFound)
+	default:
+		fmt.Fprintf(rw, "hello host=%s path=%s tls=%v", hostOnly(r.Host), r.URL.Path, r.TLS != nil)
+	}
+}
+
+// dial maps every *.test name to the loopback servers, by port: 443 to
+// the TLS one, anything else to the plain one.
+func (w *world) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasSuffix(strings.ToLower(host), ".test") {
+		return nil, fmt.Errorf("test dialer: %s is outside the test world", host)
+	}
+	target := w.plain.Listener.Addr().String()
+	if port == "443" {
+		target = w.tls.Listener.Addr().String()
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, target)
+}
+
+// newWorld starts the servers and an egress pool over them (closing
+// servers at once when unused), and gives e a backend that uses the pool.
+func newWorld(t *testing.T, e *env) *world {
+	t.Helper()
+	w := &world{log: &logRecorder{}, gitRoot: filepath.Join(e.base, "gitsrv")}
+	cert, caPEM := testCert(t)
+	w.caPath = filepath.Join(e.base, "ca.pem")
+	if err := os.WriteFile(w.caPath, caPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.plain = httptest.NewServer(http.HandlerFunc(w.serve))
+	w.tls = httptest.NewUnstartedServer(http.HandlerFunc(w.serve))
+	w.tls.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	w.tls.StartTLS()
+	t.Cleanup(func() { w.plain.Close(); w.tls.Close() })
+	// The forwarder is this test binary: with -race it would sleep a
+	// second at every exit.
+	e.envv = append(e.envv, "GORACE=atexit_sleep_ms=0")
+	w.pool = egress.NewPool(egress.Options{Dir: filepath.Join(e.base, "net"), Logger: slog.New(w.log), Dial: w.dial, Linger: -1})
+	t.Cleanup(func() { _ = w.pool.Close() })
+	e.backend = New(Options{StateDir: e.state, HiddenDirs: []string{filepath.Join(e.home, ".config", "corral")}, Egress: w.pool})
+	return w
+}
+
+// allowlist sets the allowlist profile and the test policy.
+func allowlist(r *sandbox.Request) {
+	r.Profile = sandbox.ProfileAllowlist
+	r.NetworkAllow, r.NetworkDeny = testAllow, testDeny
+	r.Session = "egress-test"
+}
+
+// testCert is a self-signed certificate for allowed.test and
+// *.allowed.test, serving as its own CA.
+func testCert(t *testing.T) (tls.Certificate, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "allowed.test"},
+		DNSNames:              []string{"allowed.test", "*.allowed.test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// logRecorder keeps every log record as its message and attributes.
+type logRecorder struct {
+	mu   sync.Mutex
+	recs []map[string]string
+}
+
+func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
+	a := map[string]string{"msg": rec.Message, "level": rec.Level.String()}
+	rec.Attrs(func(at slog.Attr) bool { a[at.Key] = at.Value.String(); return true })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, a)
+	return nil
+}
+func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *logRecorder) WithGroup(string) slog.Handler      { return r }
+
+// waitFor returns the first record with message msg and attribute host,
+// waiting a little: the proxy may log just after the client got its answer.
+func (r *logRecorder) waitFor(t *testing.T, msg, host string) map[string]string {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		r.mu.Lock()
+		i := slices.IndexFunc(r.recs, func(a map[string]string) bool { return a["msg"] == msg && a["host"] == host })
+		var a map[string]string
+		if i >= 0 {
+			a = r.recs[i]
+		}
+		r.mu.Unlock()
+		if a != nil {
+			return a
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s record for host %q", msg, host)
+		}
+	}
+}
+
+func requireTool(t *testing.T, name, why string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		t.Skipf("%s is not installed (%s); CI installs it", name, why)
+	}
+}
+
+// TestAllowlistEndToEnd runs real tools in a bwrap sandbox of the
+// allowlist profile: allowed hosts pass through the proxy (plain HTTP,
+// HTTPS through CONNECT, SOCKS5), everything else fails at once with a
+// reason, and refusals are logged.
+func TestAllowlistEndToEnd(t *testing.T) {
+	e := newEnv(t)
+	requireTool(t, "curl", "apt-get install curl")
+	w := newWorld(t, e)
+	curl := "curl -q -sS --max-time 10 "
+
+	t.Run("https through CONNECT", func(t *testing.T) {
+		o := e.sh(curl+"--cacert "+w.caPath+" https://api.allowed.test/tls", allowlist)
+		if o.stdout != "hello host=api.allowed.test path=/tls tls=true" || o.res.ExitCode != 0 {
+			t.Errorf("want the TLS server's hello\n%s", o)
+		}
+	})
+	t.Run("plain http, the apex and a wildcard", func(t *testing.T) {
+		o := e.sh(curl+"http://allowed.test/a; echo; "+curl+"http://Deep.Sub.Allowed.TEST/b", allowlist)
+		mustContain(t, o, "hello host=allowed.test path=/a tls=false", "hello host=Deep.Sub.Allowed.TEST path=/b tls=false")
+	})
+	t.Run("socks5h", func(t *testing.T) {
+		o := e.sh(curl+`-x "$ALL_PROXY" http://api.allowed.test/socks`, allowlist)
+		mustContain(t, o, "hello host=api.allowed.test path=/socks")
+	})
+	t.Run("outside the allowlist", func(t *testing.T) {
+		o := e.sh(curl+"-w '\\n%{http_code}' http://allowed.test.evil/x", allowlist)
+		mustContain(t, o, "blocked by corral network allowlist: allowed.test.evil", "403")
+		a := w.log.waitFor(t, "network.denied", "allowed.test.evil")
+		if a["session"] != "egress-test" || a["level"] != "WARN" {
+			t.Errorf("network.denied record %v, want session egress-test at WARN", a)
+		}
+		if w.reached("allowed.test.evil", "") {
+			t.Error("the refused request reached a server")
+		}
+	})
+	t.Run("deny list first", func(t *testing.T) {
+		o := e.sh(curl+"--cacert "+w.caPath+" https://blocked.allowed.test/ ; echo rc=$?", allowlist)
+		mustContain(t, o, "403")
+		mustNotContain(t, o, "rc=0", "hello")
+		w.log.waitFor(t, "network.denied", "blocked.allowed.test")
+	})
+	t.Run("raw IP, DNS and direct connections fail at once", func(t *testing.T) {
+		o := e.sh(`start=$(date +%s%N)
+`+curl+`-o /dev/null -w 'proxied_ip=%{http_code}\n' http://1.1.1.1/
+`+curl+`--noproxy '*' http://1.1.1.1/ >/dev/null 2>&1; echo "direct_curl=$?"
+getent hosts example.com >/dev/null; echo "dns=$?"
+bash -c 'echo > /dev/tcp/1.1.1.1/80' 2>/dev/null; echo "devtcp=$?"
+bash -c 'echo > /dev/tcp/127.0.0.1/9' 2>/dev/null; echo "loopback_closed=$?"
+echo "ms=$(( ($(date +%s%N)-start)/1000000 ))"`, allowlist)
+		mustContain(t, o, "proxied_ip=403", "direct_curl=7", "dns=2", "devtcp=1", "loopback_closed=1")
+		var ms int
+		for _, l := range strings.Split(o.stdout, "\n") {
+			fmt.Sscanf(l, "ms=%d", &ms)
+		}
+		if ms > 5000 {
+			t.Errorf("refusals took %d ms; they must fail at once\n%s", ms, o)
+		}
+		w.log.waitFor(t, "network.denied", "1.1.1.1")
+	})
+	t.Run("environment", func(t *testing.T) {
+		o := e.sh(`env | grep -iE '^(https?|all|no)_proxy=|^PIP_PROXY=|^CORRAL' | sort`, allowlist)
+		for _, want := range []string{"HTTPS_PROXY=http://127.0.0.1:3128", "http_proxy=http://127.0.0.1:3128", "ALL_PROXY=socks5h://127.0.0.1:1080", "NO_PROXY=localhost,127.0.0.1,::1", "PIP_PROXY=http://127.0.0.1:3128"} {
+			mustContain(t, o, want)
+		}
+		mustNotContain(t, o, "CORRAL_")
+	})
+	t.Run("python urllib", func(t *testing.T) {
+		requireTool(t, "python3", "apt-get install python3")
+		o := e.sh(`python3 -c 'import urllib.request as u; print(u.urlopen("http://api.allowed.test/py", timeout=10).read().decode())'`, allowlist)
+		mustContain(t, o, "hello host=api.allowed.test path=/py tls=false")
+	})
+}
+
+// TestAllowlistGitAndPip: git (libcurl) and pip honour the proxy variables.
+func TestAllowlistGitAndPip(t *testing.T) {
+	e := newEnv(t)
+	w := newWorld(t, e)
+	t.Run("git", func(t *testing.T) {
+		requireTool(t, "git", "apt-get install git")
+		src := filepath.Join(e.base, "gitwork")
+		git := func(dir string, args ...string) {
+			t.Helper()
+			cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"}, args...)...)
+			cmd.Dir = dir
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("git %v: %v\n%s", args, err, out)
+			}
+		}
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		git(src, "init", "-q")
+		if err := os.WriteFile(filepath.Join(src, "f"), []byte("x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		git(src, "add", "f")
+		git(src, "commit", "-q", "-m", "one")
+		git(e.base, "clone", "-q", "--bare", src, filepath.Join(w.gitRoot, "repo.git"))
+		git(filepath.Join(w.gitRoot, "repo.git"), "update-server-info")
+
+		o := e.sh(`git ls-remote http://git.allowed.test/repo.git && git clone -q http://git.allowed.test/repo.git "$TMPDIR/c" && cat "$TMPDIR/c/f" && echo CLONED`, allowlist, func(r *sandbox.Request) {
+			r.ScratchDir = filepath.Join(e.base, "scratch")
+			_ = os.MkdirAll(r.ScratchDir, 0o755)
+			r.Limits.MemoryMB = 1024
+		})
+		mustContain(t, o, "refs/heads/main", "CLONED")
+		if !w.reached("git.allowed.test", "/repo.git/info/refs") {
+			t.Errorf("git's request did not reach the server: %q", w.hits)
+		}
+		o = e.sh(`git ls-remote http://git.evil.test/repo.git; echo rc=$?`, allowlist)
+		mustContain(t, o, "403")
+		w.log.waitFor(t, "network.denied", "git.evil.test")
+	})
+	t.Run("pip", func(t *testing.T) {
+		requireTool(t, "python3", "apt-get install python3")
+		if err := exec.Command("python3", "-m", "pip", "--version").Run(); err != nil {
+			t.Skip("pip is not installed (apt-get install python3-pip); CI installs it")
+		}
+		o := e.sh(`python3 -m pip download --no-deps --no-cache-dir --disable-pip-version-check --retries 0 --timeout 10 -d "$TMPDIR" --index-url http://pypi.allowed.test/simple --trusted-host pypi.allowed.test corral-test-pkg; echo rc=$?`, allowlist, func(r *sandbox.Request) {
+			r.Limits.MemoryMB = 1024
+		})
+		if !w.reached("pypi.allowed.test", "/simple/corral-test-pkg") {
+			t.Errorf("pip's index request did not reach the server through the proxy: %q\n%s", w.hits, o)
+		}
+		o = e.sh(`python3 -m pip download --no-deps --no-cache-dir --disable-pip-version-check --retries 0 --timeout 10 -d "$TMPDIR" --index-url https://pypi.org/simple corral-test-pkg; echo rc=$?`, allowlist, func(r *sandbox.Request) {
+			r.Limits.MemoryMB = 1024
+		})
+		w.log.waitFor(t, "network.denied", "pypi.org")
+	})
+}
+
+// TestAllowlistCommandContract: the forwarder changes nothing the caller
+// relies on: exit statuses, the caller's descriptors (a session's state
+// pipe) and only those, the limits, and the filter on the command.
+func TestAllowlistCommandContract(t *testing.T) {
+	e := newEnv(t)
+	newWorld(t, e)
+	t.Run("exit status and signals", func(t *testing.T) {
+		if o := e.sh("exit 7", allowlist); o.res.ExitCode != 7 {
+			t.Errorf("exit %d, want 7\n%s", o.res.ExitCode, o)
+		}
+		if o := e.sh("kill -TERM $$", allowlist); o.res.ExitCode != 128+15 || o.res.Signal != 15 {
+			t.Errorf("exit %d signal %d, want 143 and 15\n%s", o.res.ExitCode, o.res.Signal, o)
+		}
+		if o := e.sh("corral-no-such-command", allowlist); o.res.ExitCode != 127 {
+			t.Errorf("exit %d, want 127\n%s", o.res.ExitCode, o)
+		}
+	})
+	t.Run("caller's descriptors", func(t *testing.T) {
+		r, wr, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		got := make(chan string, 1)
+		go func() {
+			var b bytes.Buffer
+			_, _ = b.ReadFrom(r)
+			got <- b.String()
+		}()
+		o := e.sh(`echo state >&3; ls /proc/self/fd | sort -n | tr '\n' ' '`, allowlist, func(r *sandbox.Request) { r.ExtraFiles = []*os.File{wr} })
+		wr.Close()
+		if s := <-got; s != "state\n" {
+			t.Errorf("descriptor 3 carried %q, want %q\n%s", s, "state\n", o)
+		}
+		// 0 1 2 3, and the descriptor ls lists /proc/self/fd with.
+		if fds := strings.Fields(o.stdout); len(fds) != 5 || fds[3] != "3" {
+			t.Errorf("the command has descriptors %q, want 0-3 and ls's own", fds)
+		}
+	})
+	t.Run("limits and filter", func(t *testing.T) {
+		o := e.sh(`ulimit -v; ulimit -t; grep -E '^(Seccomp|Seccomp_filters|NoNewPrivs|CapEff):' /proc/self/status`, allowlist, func(r *sandbox.Request) {
+			r.Limits = sandbox.Limits{MemoryMB: 256, CPUSeconds: 30, MaxProcs: 256}
+		})
+		mustContain(t, o, "262144\n30\n", "Seccomp:\t2", "Seccomp_filters:\t2", "NoNewPrivs:\t1", "CapEff:\t0000000000000000")
+		if _, err := exec.LookPath("python3"); err == nil {
+			o := e.sh(`python3 -c 'x = bytearray(1 << 30); print("ALLOCATED")'`, allowlist, func(r *sandbox.Request) { r.Limits.MemoryMB = 128 })
+			mustNotContain(t, o, "ALLOCATED")
+			if o.res.LimitHit != sandbox.LimitMemory {
+				t.Errorf("LimitHit = %q, want memory\n%s", o.res.LimitHit, o)
+			}
+		}
+	})
+	t.Run("cpu limit", func(t *testing.T) {
+		o := e.sh(`while :; do :; done`, allowlist, func(r *sandbox.Request) { r.Limits.CPUSeconds = 1 })
+		if o.res.LimitHit != sandbox.LimitCPU {
+			t.Errorf("LimitHit = %q, want cpu\n%s", o.res.LimitHit, o)
+		}
+	})
+	t.Run("timeout ends the forwarder too", func(t *testing.T) {
+		start := time.Now()
+		o := e.sh(`sleep 30`, allowlist, func(r *sandbox.Request) { r.Timeout = 500 * time.Millisecond })
+		if !o.res.TimedOut || time.Since(start) > 10*time.Second {
+			t.Errorf("timed out %v after %s\n%s", o.res.TimedOut, time.Since(start), o)
+		}
+	})
+}
+
+// TestAllowlistFailsClosed: when the proxy cannot start, the command does
+// not run, and the error says why.
+func TestAllowlistFailsClosed(t *testing.T) {
+	e := newEnv(t)
+	// A socket directory under a regular file cannot be made, not even by
+	// root.
+	blocker := filepath.Join(e.base, "not-a-dir")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(e.work, "ran")
+	for _, tc := range []struct {
+		name    string
+		dir     string
+		degrade bool
+		want    string
+	}{
+		{"unwritable directory", filepath.Join(blocker, "net"), false, "allowlist proxy"},
+		{"unwritable directory, degraded mode", filepath.Join(blocker, "net"), true, "allowlist proxy"},
+		{"socket path too long", filepath.Join(e.base, strings.Repeat("x", 100)), false, "longer than"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := egress.NewPool(egress.Options{Dir: tc.dir, Linger: -1})
+			defer pool.Close()
+			b := New(Options{StateDir: e.state, Egress: pool, Degrade: tc.degrade})
+			req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", "touch " + marker}, Env: e.envv, Workdir: e.work, Timeout: time.Minute}
+			allowlist(req)
+			res, err := b.Run(context.Background(), req)
+			if tc.degrade {
+				if err != nil || res == nil || !strings.Contains(res.Unavailable, tc.want) || res.ExitCode != sandbox.ExitCorralError {
+					t.Errorf("Run = %+v, %v; want Unavailable naming %q", res, err, tc.want)
+				}
+			} else if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Run = %+v, %v; want ErrUnavailable naming %q", res, err, tc.want)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("the command ran without its proxy")
+			}
+		})
+	}
+	t.Run("malformed allowlist entry", func(t *testing.T) {
+		req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", "touch " + marker}, Env: e.envv, Workdir: e.work, Timeout: time.Minute}
+		allowlist(req)
+		req.NetworkAllow = []string{"*"}
+		_, err := e.backend.Run(context.Background(), req)
+		if !errors.Is(err, sandbox.ErrBadRequest) {
+			t.Errorf("Run = %v, want ErrBadRequest", err)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatal("the command ran")
+		}
+	})
+}
+
+// TestAllowlistServerShared: a session's commands share one server, which
+// goes once the last of them has ended (Linger -1 here).
+func TestAllowlistServerShared(t *testing.T) {
+	e := newEnv(t)
+	requireTool(t, "curl", "apt-get install curl")
+	newWorld(t, e)
+	var wg sync.WaitGroup
+	outs := make([]string, 3)
+	errs := make([]error, 3)
+	for i := range outs {
+		wg.Go(func() {
+			var so bytes.Buffer
+			req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", `curl -q -sS --max-time 10 http://api.allowed.test/` + fmt.Sprint(i) + `; ls /tmp/.corral-net; sleep 0.3`},
+				Env: e.envv, Workdir: e.work, Stdout: &so, Stderr: &so, Timeout: time.Minute}
+			allowlist(req)
+			_, errs[i] = e.backend.Run(context.Background(), req)
+			outs[i] = so.String()
+		})
+	}
+	wg.Wait()
+	for i, o := range outs {
+		if errs[i] != nil || !strings.Contains(o, fmt.Sprintf("path=/%d", i)) || !strings.Contains(o, "http.sock") || !strings.Contains(o, "socks.sock") {
+			t.Errorf("command %d: %v\n%s", i, errs[i], o)
+		}
+	}
+	ents, err := os.ReadDir(filepath.Join(e.base, "net"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 0 {
+		t.Errorf("socket directories left after the commands: %v", ents)
+	}
+}

@@ -1,0 +1,67 @@
+package docker
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// quarantine moves out of c's workspace the protected paths that were not
+// there when the container started (those are bound read-only) and have
+// appeared since: after every command, as the bwrap backend does after
+// every sandbox. They go to Options.QuarantineDir/<time>-<n>/<path with
+// '/' as '_'> (or are removed when that is unset or on another file
+// system). It returns one sentence per path, for the result's warnings.
+//
+// The scan is sandbox.FindProtected's, bounded in depth and breadth; a path
+// reached through a symlink is not moved (the link may lead out of the
+// workspace) but named in a warning.
+func (e *Engine) quarantine(c *ctr) []string {
+	if !c.ws.Writable || len(c.patterns) == 0 {
+		return nil
+	}
+	found, _ := sandbox.FindProtected(c.ws.Host, c.patterns)
+	var notes []string
+	var dest string
+	for _, p := range found {
+		if !p.Exists || slices.Contains(c.protected, p.Rel) {
+			continue
+		}
+		st, err := os.Lstat(p.Path)
+		if err != nil || (p.NotDir && st.IsDir()) {
+			continue
+		}
+		if len(p.Links) > 0 {
+			notes = append(notes, fmt.Sprintf("%s appeared in the workspace through a symlink; it is a protected path (programs on the host run it later): check it", p.Rel))
+			continue
+		}
+		if dest == "" && e.opts.QuarantineDir != "" {
+			d := filepath.Join(e.opts.QuarantineDir, fmt.Sprintf("%s-%d", time.Now().UTC().Format("20060102T150405Z"), time.Now().UnixNano()%1e6))
+			if os.MkdirAll(d, 0o700) == nil {
+				dest = d
+			}
+		}
+		where := "removed"
+		moved := false
+		if dest != "" {
+			target := filepath.Join(dest, strings.ReplaceAll(p.Rel, "/", "_"))
+			if os.Rename(p.Path, target) == nil {
+				where, moved = "moved to "+target, true
+			}
+		}
+		if !moved {
+			if err := os.RemoveAll(p.Path); err != nil {
+				notes = append(notes, fmt.Sprintf("%s is a protected path the command made and it could not be removed: %v", p.Rel, err))
+				continue
+			}
+		}
+		e.log.Warn("docker.protected.quarantined", "container", c.name, "path", p.Rel, "to", where)
+		notes = append(notes, fmt.Sprintf("%s is a protected path (programs on the host run it later) that the command made; it was %s", p.Rel, where))
+	}
+	return notes
+}
