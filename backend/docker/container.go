@@ -267,7 +267,10 @@ func (b *Backend) ensureImage(ctx context.Context, cli *client.Client, progress 
 	b.e.log.Info("docker.image.pull", "image", b.st.Image)
 	resp, err := cli.ImagePull(ctx, b.st.Image, client.ImagePullOptions{})
 	if err != nil {
-		return fmt.Errorf("%w: docker backend: image %s is not on the engine and cannot be pulled: %v; pull or build it (`docker pull %s`, `docker build -t %s .`) or set docker.image", sandbox.ErrUnavailable, b.st.Image, b.e.engineErr("pulling", err), b.st.Image, b.st.Image)
+		if client.IsErrConnectionFailed(err) {
+			return b.e.unavailable(err)
+		}
+		return fmt.Errorf("%w: docker backend: image %s is not on the engine and cannot be pulled (%v); pull or build it (`docker pull %s`, `docker build -t %s .`) or set docker.image", sandbox.ErrUnavailable, b.st.Image, err, b.st.Image, b.st.Image)
 	}
 	defer resp.Close()
 	last := ""

@@ -554,3 +554,21 @@ PY`
 	}
 	f.b.Release("al")
 }
+
+// TestImageNotPullable: an image the engine lacks and cannot pull (no
+// registry is reachable here) is a clear error, after a progress report.
+func TestImageNotPullable(t *testing.T) {
+	f := newFixture(t, func(s *Settings) { s.Image = "corral-no-such-image.invalid/none:1" })
+	var progress []string
+	_, err := f.b.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Workdir: f.ws, Session: "np",
+		Progress: func(m string) { progress = append(progress, m) }})
+	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "cannot be pulled") || !strings.Contains(err.Error(), "docker.image") {
+		t.Errorf("err = %v", err)
+	}
+	if len(progress) == 0 || !strings.Contains(progress[0], "pulling image") {
+		t.Errorf("progress %q", progress)
+	}
+	if n := f.containers("np"); len(n) != 0 {
+		t.Errorf("containers: %v", n)
+	}
+}
