@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/corralhq/corral/internal/tail"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
 )
@@ -47,7 +48,7 @@ type serverProc struct {
 	out    *bufio.Reader
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the server's sandbox has ended
-	stderr *tailWriter
+	stderr *tail.Buffer
 }
 
 // For returns the file client of s, creating it on first use; it is closed
@@ -173,7 +174,7 @@ func (c *Client) call(ctx context.Context, req *request) (*response, error) {
 		// The server died or hung: replace it once.
 		c.stopLocked()
 		if attempt > 0 || ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: %v%s", ErrUnavailable, err, srv.stderr.note())
+			return nil, fmt.Errorf("%w: %v%s", ErrUnavailable, err, note(srv.stderr))
 		}
 	}
 }
@@ -288,10 +289,10 @@ func (c *Client) serverLocked(template *sandbox.Request, sp *session.Spec) (*ser
 		return nil, err
 	}
 	req.Stdin, req.Stdout = inR, outW
-	tail := &tailWriter{}
-	req.Stderr = tail
+	errTail := &tail.Buffer{}
+	req.Stderr = errTail
 	runCtx, cancel := context.WithCancel(context.Background())
-	srv := &serverProc{key: key, stdin: inW, out: bufio.NewReaderSize(outR, 256<<10), cancel: cancel, done: make(chan struct{}), stderr: tail}
+	srv := &serverProc{key: key, stdin: inW, out: bufio.NewReaderSize(outR, 256<<10), cancel: cancel, done: make(chan struct{}), stderr: errTail}
 	go func() {
 		res, err := sp.Backend.Run(runCtx, req)
 		exeFile.Close()
@@ -301,7 +302,7 @@ func (c *Client) serverLocked(template *sandbox.Request, sp *session.Spec) (*ser
 			err = errors.New(res.Unavailable)
 		}
 		if err != nil {
-			_, _ = tail.Write([]byte(err.Error()))
+			_, _ = errTail.Write([]byte(err.Error()))
 		}
 		outR.Close()
 		close(srv.done)
@@ -392,27 +393,9 @@ func protectedRoots(req *sandbox.Request, writable []string) []string {
 	return out
 }
 
-// tailWriter keeps the last bytes of the server's stderr for error messages.
-type tailWriter struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-// Write implements io.Writer, keeping the last 4 KiB.
-func (t *tailWriter) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > 4096 {
-		t.buf = t.buf[len(t.buf)-4096:]
-	}
-	return len(p), nil
-}
-
-func (t *tailWriter) note() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if s := strings.TrimSpace(string(t.buf)); s != "" {
+// note is " (" and the end of the server's stderr ")", or "".
+func note(t *tail.Buffer) string {
+	if s := t.String(); s != "" {
 		return " (" + s + ")"
 	}
 	return ""

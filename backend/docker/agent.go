@@ -17,6 +17,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/corralhq/corral/backend/docker/inside"
+	"github.com/corralhq/corral/internal/tail"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -35,7 +36,7 @@ type agent struct {
 	next  uint32
 	err   error         // why the agent is gone
 	done  chan struct{} // closed when it is gone
-	tail  *tailBuf      // the agent's stderr
+	tail  *tail.Buffer  // the agent's stderr
 	pid   int           // the agent's pid in the container
 }
 
@@ -75,7 +76,7 @@ func (e *Engine) agentFor(ctx context.Context, cli *client.Client, c *ctr) (*age
 	if err != nil {
 		return nil, e.execErr(c, err)
 	}
-	a := &agent{c: c, conn: att.Conn, chans: map[uint32]*agentCall{}, done: make(chan struct{}), tail: &tailBuf{}}
+	a := &agent{c: c, conn: att.Conn, chans: map[uint32]*agentCall{}, done: make(chan struct{}), tail: &tail.Buffer{}}
 	pr, pw := io.Pipe()
 	go func() {
 		_, err := stdcopy.StdCopy(pw, a.tail, att.Reader)
@@ -142,7 +143,7 @@ func (a *agent) read(r io.Reader, e *Engine) {
 	}
 	a.conn.Close()
 	a.mu.Lock()
-	a.err = fmt.Errorf("%w: docker backend: lost corral's helper in %s (%v)%s", sandbox.ErrUnavailable, a.c.name, err, a.tail.note())
+	a.err = fmt.Errorf("%w: docker backend: lost corral's helper in %s (%v)%s", sandbox.ErrUnavailable, a.c.name, err, tailNote(a.tail))
 	for id, call := range a.chans {
 		delete(a.chans, id)
 		close(call.finished)
@@ -163,22 +164,7 @@ func (a *agent) frame(kind byte, id uint32, p []byte) error {
 // breaks the stream (the agent then kills its commands), so it is used for
 // signals only, which want the command ended anyway.
 func (a *agent) frameTimeout(kind byte, id uint32, p []byte, d time.Duration) error {
-	locked := make(chan struct{})
-	go func() { a.wmu.Lock(); close(locked) }()
-	select {
-	case <-locked:
-	case <-time.After(d):
-		go func() { <-locked; a.wmu.Unlock() }()
-		return errors.New("agent stream busy")
-	}
-	defer a.wmu.Unlock()
-	_ = a.conn.SetWriteDeadline(time.Now().Add(d))
-	err := inside.WriteMux(a.conn, kind, id, p)
-	_ = a.conn.SetWriteDeadline(time.Time{})
-	if err != nil {
-		a.conn.Close()
-	}
-	return err
+	return writeTimeout(&a.wmu, a.conn, d, func() error { return inside.WriteMux(a.conn, kind, id, p) }, func() { a.conn.Close() })
 }
 
 // agentStream is a command on the agent, as a cmdStream.
@@ -247,27 +233,10 @@ func (s *agentStream) result() (*inside.Exit, error) {
 	return nil, s.a.err
 }
 
-// tailBuf keeps the last 4 KiB written to it.
-type tailBuf struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (t *tailBuf) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > 4096 {
-		t.buf = t.buf[len(t.buf)-4096:]
+// tailNote is ": " and what t kept, or "".
+func tailNote(t *tail.Buffer) string {
+	if s := t.String(); s != "" {
+		return ": " + s
 	}
-	return len(p), nil
-}
-
-func (t *tailBuf) note() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.buf) == 0 {
-		return ""
-	}
-	return ": " + string(t.buf)
+	return ""
 }

@@ -355,25 +355,35 @@ func (w *controlWriter) frame(kind byte, p []byte) error {
 
 // frameTimeout is frame giving up after d (the relay is not reading: its
 // stdin queue is full). A write cut off by the deadline leaves a partial
-// frame, so the stream is closed then: the relay kills the session at the
-// end of its control stream, which is what a signal sent this way is for.
+// frame, so the stream's write side is closed then: the relay kills the
+// session at the end of its control stream, which is what a signal sent
+// this way is for.
 func (w *controlWriter) frameTimeout(kind byte, p []byte, d time.Duration) error {
-	locked := make(chan struct{})
-	go func() { w.mu.Lock(); close(locked) }()
-	select {
-	case <-locked:
-	case <-time.After(d):
-		go func() { <-locked; w.mu.Unlock() }()
-		return errors.New("control stream busy")
-	}
-	defer w.mu.Unlock()
-	_ = w.conn.SetWriteDeadline(time.Now().Add(d))
-	err := inside.WriteFrame(w.conn, kind, p)
-	_ = w.conn.SetWriteDeadline(time.Time{})
-	if err != nil {
+	return writeTimeout(&w.mu, w.conn, d, func() error { return inside.WriteFrame(w.conn, kind, p) }, func() {
 		if cw, ok := w.conn.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()
 		}
+	})
+}
+
+// writeTimeout runs write (a frame to conn) holding mu, giving up when mu
+// is not free within d or the write does not finish within d; broken runs
+// when the write failed part way.
+func writeTimeout(mu *sync.Mutex, conn net.Conn, d time.Duration, write func() error, broken func()) error {
+	locked := make(chan struct{})
+	go func() { mu.Lock(); close(locked) }()
+	select {
+	case <-locked:
+	case <-time.After(d):
+		go func() { <-locked; mu.Unlock() }()
+		return errors.New("stream busy")
+	}
+	defer mu.Unlock()
+	_ = conn.SetWriteDeadline(time.Now().Add(d))
+	err := write()
+	_ = conn.SetWriteDeadline(time.Time{})
+	if err != nil {
+		broken()
 	}
 	return err
 }

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/corralhq/corral/internal/procfs"
 )
 
 // ownerID identifies a process across PID reuse and reboots: host name,
@@ -39,28 +41,8 @@ func parseOwner(s string) (ownerID, bool) {
 func selfOwner() ownerID {
 	host, _ := os.Hostname()
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	start, _ := startTime(os.Getpid())
+	start, _ := procfs.StartTime(os.Getpid())
 	return ownerID{Host: host, Boot: strings.TrimSpace(string(boot)), PID: os.Getpid(), Start: start}
-}
-
-// startTime returns field 22 (starttime) of /proc/PID/stat.
-func startTime(pid int) (uint64, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); starttime is field 22.
-	if len(f) < 20 {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(f[19], 10, 64)
-	return v, err == nil
 }
 
 // ownerState is what is known of a container's owner from this machine.
@@ -80,7 +62,7 @@ func (o ownerID) state(self ownerID) ownerState {
 	if o.Boot != self.Boot {
 		return ownerDead
 	}
-	st, ok := startTime(o.PID)
+	st, ok := procfs.StartTime(o.PID)
 	if !ok || st != o.Start {
 		return ownerDead
 	}

@@ -9,6 +9,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corralhq/corral/internal/procfs"
 )
 
 // killMain is `__corral-kill SIGNAL PGID` (or `SIGNAL @FILE`, PGID read
@@ -54,29 +56,8 @@ func KillSession(sid int, sig syscall.Signal) {
 		if err != nil || pid == self || pid == 1 {
 			continue
 		}
-		if s, ok := sessionOf(pid); ok && s == sid {
+		if s, ok := procfs.SessionID(pid); ok && s == sid {
 			_ = unix.Kill(pid, sig)
 		}
 	}
-}
-
-// sessionOf returns the session id of pid from /proc/PID/stat.
-func sessionOf(pid int) (int, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	// The command name (field 2) is in parentheses and may hold spaces:
-	// fields after the last ')' are state, ppid, pgrp, session, ...
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 4 {
-		return 0, false
-	}
-	sid, err := strconv.Atoi(f[3])
-	return sid, err == nil
 }

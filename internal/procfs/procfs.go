@@ -1,0 +1,48 @@
+// Package procfs reads the few fields of /proc/PID/stat that corral needs
+// (proc(5)): the session id and the start time of a process.
+package procfs
+
+import (
+	"os"
+	"strconv"
+	"strings"
+)
+
+// statFields returns the fields of /proc/PID/stat after the command name:
+// [0] is field 3 (state), [3] field 6 (session), [19] field 22
+// (starttime). The command name (field 2) is in parentheses and may hold
+// spaces and parentheses, so the fields are taken after its last ')'.
+func statFields(pid int) ([]string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil, false
+	}
+	return strings.Fields(s[i+1:]), true
+}
+
+// SessionID returns the session id of pid (field 6 of /proc/PID/stat).
+func SessionID(pid int) (int, bool) {
+	f, ok := statFields(pid)
+	if !ok || len(f) < 4 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(f[3])
+	return n, err == nil
+}
+
+// StartTime returns the start time of pid in clock ticks since boot (field
+// 22 of /proc/PID/stat); with the pid it identifies a process across pid
+// reuse.
+func StartTime(pid int) (uint64, bool) {
+	f, ok := statFields(pid)
+	if !ok || len(f) < 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(f[19], 10, 64)
+	return n, err == nil
+}
