@@ -338,13 +338,26 @@ func (e *Engine) othersInside(ctx context.Context, cli *client.Client, c *ctr) b
 			argv = append(argv, "--except", strconv.Itoa(pid))
 		}
 	}
-	var out strings.Builder
-	code, err := e.simpleExec(ctx, cli, c, argv, &out, io.Discard)
-	if err != nil || code != 0 {
-		return false
+	// An agent whose corral just went away takes a moment to end: ask
+	// again a few times before calling the container in use.
+	for try := 0; ; try++ {
+		var out strings.Builder
+		code, err := e.simpleExec(ctx, cli, c, argv, &out, io.Discard)
+		if err != nil || code != 0 {
+			return false
+		}
+		if n, _ := strconv.Atoi(strings.TrimSpace(out.String())); n == 0 {
+			return false
+		}
+		if try == 3 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return true
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
-	n, _ := strconv.Atoi(strings.TrimSpace(out.String()))
-	return n > 0
 }
 
 // randomName returns corral-<12 hex>.

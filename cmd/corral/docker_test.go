@@ -221,7 +221,11 @@ func TestDockerExecJoinsAndOutlives(t *testing.T) {
 	if err != nil || !strings.HasSuffix(string(out), "survived\n") {
 		t.Errorf("exec: %v %q", err, out)
 	}
-	if ids := sessionContainers(t, eng, sess); len(ids) != 0 {
-		t.Errorf("left after both ended: %v", ids)
+	for i := 0; len(sessionContainers(t, eng, sess)) != 0; i++ {
+		if i == 50 {
+			t.Errorf("left after both ended: %v", sessionContainers(t, eng, sess))
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
