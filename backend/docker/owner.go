@@ -63,7 +63,7 @@ func (o ownerID) state(self ownerID) ownerState {
 		return ownerDead
 	}
 	st, ok := procfs.StartTime(o.PID)
-	if !ok || st != o.Start {
+	if !ok || st != o.Start || procfs.Zombie(o.PID) {
 		return ownerDead
 	}
 	return ownerAlive

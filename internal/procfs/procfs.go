@@ -35,6 +35,13 @@ func SessionID(pid int) (int, bool) {
 	return n, err == nil
 }
 
+// Zombie reports whether pid has exited and waits for its parent to reap
+// it (state Z, field 3 of /proc/PID/stat): such a process runs no more.
+func Zombie(pid int) bool {
+	f, ok := statFields(pid)
+	return ok && len(f) > 0 && f[0] == "Z"
+}
+
 // StartTime returns the start time of pid in clock ticks since boot (field
 // 22 of /proc/PID/stat); with the pid it identifies a process across pid
 // reuse.

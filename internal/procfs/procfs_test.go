@@ -15,6 +15,9 @@ func TestSelf(t *testing.T) {
 	if st, ok := StartTime(os.Getpid()); !ok || st == 0 {
 		t.Errorf("StartTime = %d %v", st, ok)
 	}
+	if Zombie(os.Getpid()) {
+		t.Error("this process is a zombie")
+	}
 	if _, ok := StartTime(1 << 30); ok {
 		t.Error("a pid that cannot exist has a start time")
 	}
