@@ -78,8 +78,16 @@ var caBundleVars = []string{
 	"NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "PIP_CERT",
 }
 
-// dockerSockets are replaced by an empty file inside the sandbox.
-var dockerSockets = []string{"/run/docker.sock", "/var/run/docker.sock", "/run/podman/podman.sock"}
+// dockerSockets are replaced by an empty file inside the sandbox: the API
+// sockets of the container engines, each as good as root on the host
+// (containerd's too, which Docker runs at /run/docker/containerd).
+var dockerSockets = []string{
+	"/run/docker.sock", "/var/run/docker.sock", "/run/podman/podman.sock",
+	"/run/containerd/containerd.sock", "/run/containerd/containerd.sock.ttrpc", "/run/containerd/debug.sock",
+	"/run/docker/containerd/containerd.sock", "/run/docker/containerd/containerd.sock.ttrpc",
+	"/run/docker/containerd/containerd-debug.sock", "/run/docker/metrics.sock",
+	"/run/crio/crio.sock", "/var/run/crio/crio.sock", "/run/buildkit/buildkitd.sock",
+}
 
 // within reports whether p is base or lies below it. Both must be clean
 // absolute paths. The test is on path components, so /home/ab is not within

@@ -204,9 +204,9 @@ func checkStatic(p string) error {
 }
 
 var (
-	profileOnce sync.Once
-	profileJSON string
-	profileErr  error
+	profileOnce              sync.Once
+	profileJSON, profileDeny string
+	profileErr               error
 )
 
 // filter returns the syscall filter for commands of profile: the Docker
@@ -215,14 +215,24 @@ var (
 // and allowlist. Fails closed: an error means no container starts.
 func (e *Engine) filter(profile sandbox.Profile) (*filterSpec, error) {
 	profileOnce.Do(func() {
-		var b []byte
-		b, profileErr = seccomp.DockerProfile(seccomp.Options{})
-		profileJSON = string(b)
+		var b, d []byte
+		if b, profileErr = seccomp.DockerProfile(seccomp.Options{}); profileErr == nil {
+			d, profileErr = seccomp.DockerProfile(seccomp.Options{DenyUnixSockets: true})
+		}
+		profileJSON, profileDeny = string(b), string(d)
 	})
 	if profileErr != nil {
 		return nil, fmt.Errorf("%w: docker backend: building the seccomp profile: %v", sandbox.ErrUnavailable, profileErr)
 	}
-	return &filterSpec{profile: profileJSON, denyUnix: denyUnixSockets(profile)}, nil
+	f := &filterSpec{profile: profileJSON, denyUnix: denyUnixSockets(profile)}
+	if f.denyUnix && profile != sandbox.ProfileAllowlist {
+		// The whole container, its init and pause process included, so no
+		// process a command could write code into can make a Unix socket.
+		// Under allowlist the forwarder (the main process) needs them: the
+		// helpers add the denial for commands only.
+		f.profile = profileDeny
+	}
+	return f, nil
 }
 
 // denyUnixSockets reports whether commands of profile run with AF_UNIX
@@ -311,6 +321,8 @@ func (e *Engine) remove(c *ctr, why string) {
 			return
 		}
 	}
+	// What a process that outlived its command made is checked once more.
+	e.quarantine(c)
 	if !c.ephemeral && e.othersInside(ctx, cli, c) {
 		e.log.Info("docker.container.kept", "container", c.name, "key", c.key, "reason", "another corral runs commands in it")
 		return

@@ -106,6 +106,24 @@ func engineSocket(p string) bool {
 		strings.Contains(p+"/", "/docker/") || strings.Contains(p+"/", "/containerd/") || strings.Contains(p+"/", "/podman/")
 }
 
+// enginePaths are where container engines keep their sockets and state.
+var enginePaths = []string{"/run/docker.sock", "/run/docker", "/run/containerd", "/run/podman", "/run/crio", "/run/buildkit",
+	"/var/run/docker.sock", "/var/lib/docker", "/var/lib/containerd", "/var/lib/containers"}
+
+// holdsEngine reports whether directory p holds an engine's socket or
+// state below it (a bind of /run or /var would show docker.sock).
+func holdsEngine(p string) bool {
+	if p == "/var/run" || p == "/var" {
+		return true
+	}
+	for _, e := range enginePaths {
+		if strings.HasPrefix(e, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // checkBinds applies the bind rules to docker.binds, on paths as the
 // daemon's host sees them: no bind of /, of an engine socket or state, and
 // no read-write bind in a system tree; a source that exists here is judged
@@ -120,8 +138,8 @@ func checkBinds(binds []sandbox.Bind) error {
 		switch {
 		case src == "/":
 			return fmt.Errorf("%w: docker.binds: %s would show the whole host", sandbox.ErrPolicy, b.Src)
-		case engineSocket(src):
-			return fmt.Errorf("%w: docker.binds: %s is a container engine's socket or state: it would hand the container the host", sandbox.ErrPolicy, b.Src)
+		case engineSocket(src) || holdsEngine(src):
+			return fmt.Errorf("%w: docker.binds: %s is or holds a container engine's socket or state: it would hand the container the host", sandbox.ErrPolicy, b.Src)
 		case !b.ReadOnly && inSystemTree(src) != "":
 			return fmt.Errorf("%w: docker.binds: %s lies in %s, a system tree, and cannot be bound read-write (bind it read-only)", sandbox.ErrPolicy, b.Src, inSystemTree(src))
 		case dst == "/proc" || strings.HasPrefix(dst, "/proc/") || dst == "/sys" || strings.HasPrefix(dst, "/sys/") || dst == "/dev" || strings.HasPrefix(dst, "/dev/"):

@@ -45,6 +45,8 @@ func TestSettingsCheck(t *testing.T) {
 		{"bind /etc ro allowed", func(s *Settings) { s.Binds = []sandbox.Bind{{Src: "/etc/ssl", ReadOnly: true}} }, nil, ""},
 		{"docker socket refused", func(s *Settings) { s.Binds = []sandbox.Bind{{Src: "/var/run/docker.sock", ReadOnly: true}} }, sandbox.ErrPolicy, "engine"},
 		{"docker state refused", func(s *Settings) { s.Binds = []sandbox.Bind{{Src: "/var/lib/docker", ReadOnly: true}} }, sandbox.ErrPolicy, "engine"},
+		{"/run refused (holds docker.sock)", func(s *Settings) { s.Binds = []sandbox.Bind{{Src: "/run", Dest: "/mnt/run", ReadOnly: true}} }, sandbox.ErrPolicy, "engine"},
+		{"/var/run refused", func(s *Settings) { s.Binds = []sandbox.Bind{{Src: "/var/run", ReadOnly: true}} }, sandbox.ErrPolicy, "engine"},
 		{"bind into /proc refused", func(s *Settings) { s.Binds = []sandbox.Bind{{Src: "/srv/x", Dest: "/proc/x", ReadOnly: true}} }, sandbox.ErrPolicy, "kernel"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -270,5 +272,29 @@ func TestOwnerLabel(t *testing.T) {
 	}
 	if _, ok := parseOwner("garbage"); ok {
 		t.Error("garbage parsed")
+	}
+}
+
+// TestFilterProfiles: under workspace (and restricted) the container's own
+// seccomp profile denies AF_UNIX sockets, so no process in it (init, pause)
+// can make one for a command that writes code into it; under allowlist the
+// forwarder needs them, and the helpers deny them to commands only.
+func TestFilterProfiles(t *testing.T) {
+	e := NewEngine(Options{})
+	w, err1 := e.filter(sandbox.ProfileWorkspace)
+	r, err2 := e.filter(sandbox.ProfileRestricted)
+	n, err3 := e.filter(sandbox.ProfileNetwork)
+	a, err4 := e.filter(sandbox.ProfileAllowlist)
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		t.Fatal(err)
+	}
+	if w.profile == n.profile || r.profile != w.profile || a.profile != n.profile {
+		t.Error("profiles: workspace and restricted must differ from network; allowlist must be network's")
+	}
+	if !w.denyUnix || !r.denyUnix || !a.denyUnix || n.denyUnix {
+		t.Errorf("denyUnix: workspace %v restricted %v allowlist %v network %v", w.denyUnix, r.denyUnix, a.denyUnix, n.denyUnix)
+	}
+	if !strings.Contains(w.profile, `"socket"`) || strings.Contains(n.profile, `"socket"`) {
+		t.Error("the AF_UNIX rule is not where it belongs")
 	}
 }
