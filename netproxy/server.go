@@ -264,6 +264,8 @@ type unixListener struct {
 	fi   fs.FileInfo
 }
 
+// Close implements net.Listener: it closes the socket and removes its file
+// when that is still the one this listener made.
 func (l *unixListener) Close() error {
 	err := l.UnixListener.Close()
 	if cur, e := os.Lstat(l.path); e == nil && os.SameFile(cur, l.fi) {

@@ -109,6 +109,7 @@ func ParseExtraRunArgs(s string) (*extraArgs, error) {
 
 type discard struct{}
 
+// Write implements io.Writer, dropping p (pflag's usage text).
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // apply sets the parsed flags on the configuration.
