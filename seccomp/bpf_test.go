@@ -131,6 +131,7 @@ func TestBPFDecisions(t *testing.T) {
 	calls := []call{
 		{name: "socket(AF_UNIX)", arch: native, nr: nr("socket"), args: []uint64{1, 1, 0}, deny: "EPERM", allow: "allow"},
 		{name: "socket(AF_UNIX) with high bits", arch: native, nr: nr("socket"), args: []uint64{1 | 0xdead<<32, 1, 0}, deny: "EPERM", allow: "allow"},
+		{name: "socket(AF_VSOCK)", arch: native, nr: nr("socket"), args: []uint64{40, 1, 0}, deny: "EPERM", allow: "allow"},
 		same("socket(AF_INET)", nr("socket"), "allow", 2, 1, 0),
 		same("socket(AF_INET6)", nr("socket"), "allow", 10, 1, 0),
 		same("socket(0x100000001)'s low half only matters: AF_INET high", nr("socket"), "allow", 2|1<<32, 1, 0),

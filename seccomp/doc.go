@@ -29,6 +29,7 @@
 //	every foreign-ABI call                      kill process
 //	every x32 call (amd64)                      ENOSYS
 //	socket, domain == AF_UNIX                   EPERM  only with Options.DenyUnixSockets
+//	socket, domain == AF_VSOCK                  EPERM  only with Options.DenyUnixSockets
 //	ioctl, request == TIOCSTI                   EPERM  terminal input injection (CVE-2017-5226)
 //	ioctl, request == TIOCLINUX                 EPERM  console selection paste
 //	clone, flags & CLONE_NEW*                   EPERM  no nested namespaces

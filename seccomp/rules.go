@@ -15,7 +15,9 @@ type Options struct {
 	// host socket (the Docker daemon, an ssh or gpg agent, D-Bus, or an
 	// abstract-namespace socket when the network is shared). socketpair(2)
 	// stays allowed, and descriptors the command inherits are untouched.
-	// The allowlist and workspace profiles set it.
+	// It also denies AF_VSOCK sockets (vsock(7): the hypervisor's and the
+	// host's vsock services, which no network namespace separates). Every
+	// profile but network sets it (sandbox.Profile.DeniesUnixSockets).
 	DenyUnixSockets bool
 }
 
@@ -153,7 +155,10 @@ const (
 	unshareNamespaceFlags = cloneNamespaceFlags | 0x80
 )
 
-const afUnix = 1 // AF_UNIX (AF_LOCAL)
+const (
+	afUnix  = 1  // AF_UNIX (AF_LOCAL)
+	afVsock = 40 // AF_VSOCK: host and hypervisor services, in no network namespace
+)
 
 // Rules returns corral's filter as a table, for documentation and `corral
 // doctor`. The filter checks the ABI rows first; the other rows match
@@ -177,6 +182,11 @@ func Rules(opts Options) []Rule {
 			Arg:      &Arg{Index: 0, Op: ArgEqual32, Value: afUnix, Text: "domain == AF_UNIX"},
 			Action:   ActionErrno, Errno: syscall.EPERM,
 			Reason: "no new Unix socket, so no host socket (Docker daemon, ssh/gpg agents, D-Bus, abstract sockets on a shared network) can be reached; socketpair(2) and inherited descriptors still work",
+		}, Rule{
+			Syscalls: []string{"socket"},
+			Arg:      &Arg{Index: 0, Op: ArgEqual32, Value: afVsock, Text: "domain == AF_VSOCK"},
+			Action:   ActionErrno, Errno: syscall.EPERM,
+			Reason: "vsock(7) reaches the hypervisor and the host's vsock services, and no network namespace separates it: a sandbox without the host's network must not have it either",
 		})
 	}
 	rules = append(rules,

@@ -22,8 +22,8 @@ func TestRulesByOption(t *testing.T) {
 			for _, r := range rules {
 				if slices.Contains(r.Syscalls, "socket") {
 					hasSocket = true
-					if r.Arg == nil || r.Arg.Index != 0 || r.Arg.Op != ArgEqual32 || r.Arg.Value != 1 {
-						t.Errorf("socket rule %v does not match exactly domain AF_UNIX", r)
+					if r.Arg == nil || r.Arg.Index != 0 || r.Arg.Op != ArgEqual32 || (r.Arg.Value != afUnix && r.Arg.Value != afVsock) {
+						t.Errorf("socket rule %v does not match exactly domain AF_UNIX or AF_VSOCK", r)
 					}
 				}
 				if slices.Contains(r.Syscalls, "socketpair") {
@@ -35,8 +35,8 @@ func TestRulesByOption(t *testing.T) {
 			}
 		})
 	}
-	if d, a := len(Rules(Options{DenyUnixSockets: true})), len(Rules(Options{})); d != a+1 {
-		t.Errorf("DenyUnixSockets adds %d rows, want 1", d-a)
+	if d, a := len(Rules(Options{DenyUnixSockets: true})), len(Rules(Options{})); d != a+2 {
+		t.Errorf("DenyUnixSockets adds %d rows, want 2 (AF_UNIX, AF_VSOCK)", d-a)
 	}
 }
 

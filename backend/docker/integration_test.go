@@ -497,6 +497,15 @@ libc = ctypes.CDLL(None, use_errno=True)
 r = libc.syscall(425, 1, ctypes.c_void_p(0))
 print("io_uring", errno.errorcode[ctypes.get_errno()] if r < 0 else "allowed")
 PY`
+	_, out := f.run("sc-vsock", `python3 -c '
+import errno, socket
+try:
+    socket.socket(40, socket.SOCK_STREAM); print("vsock ok")
+except OSError as e:
+    print("vsock", errno.errorcode[e.errno])'`)
+	if out != "vsock EPERM\n" {
+		t.Errorf("AF_VSOCK under workspace: %q", out)
+	}
 	for _, c := range []struct {
 		profile sandbox.Profile
 		want    string
