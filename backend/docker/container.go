@@ -71,8 +71,9 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*ctr, *pars
 		}
 		eg = &egressSpec{policy: pol, key: strings.Join(pol.Allow, ",") + "|" + strings.Join(pol.Deny, ",")}
 	}
-	prot := protectedIn(ws, req)
-	spec, err := buildSpec(&st, p, ws, helper, extra, prot, filter, eg)
+	// The protected paths do not enter the hash: they are found (a walk of
+	// the workspace) only when a container is made, below.
+	spec, err := buildSpec(&st, p, ws, helper, extra, nil, filter, eg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -111,7 +112,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*ctr, *pars
 				}
 			}
 		}
-		c = &ctr{scopeKey: scopeKey, key: labelKey, hash: spec.Hash, ws: ws, user: p.user, ready: make(chan struct{}), sessions: map[string]bool{}, ephemeral: key == "", denyUnix: filter.denyUnix, egress: eg, protected: prot, patterns: req.ProtectedPatterns()}
+		c = &ctr{scopeKey: scopeKey, key: labelKey, hash: spec.Hash, ws: ws, user: p.user, ready: make(chan struct{}), sessions: map[string]bool{}, ephemeral: key == "", denyUnix: filter.denyUnix, egress: eg, patterns: req.ProtectedPatterns()}
 		e.containers[scopeKey] = c
 	}
 	if key != "" {
@@ -122,7 +123,12 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*ctr, *pars
 		e.remove(o, "settings changed")
 	}
 	if !found {
-		c.err = b.start(ctx, c, spec, req)
+		if c.protected = protectedIn(ws, req); len(c.protected) > 0 {
+			spec, c.err = buildSpec(&st, p, ws, helper, extra, c.protected, filter, eg)
+		}
+		if c.err == nil {
+			c.err = b.start(ctx, c, spec, req)
+		}
 		if c.err != nil && c.releaseEgress != nil {
 			c.releaseEgress()
 			c.releaseEgress = nil

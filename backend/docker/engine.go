@@ -224,7 +224,7 @@ func (e *Engine) filter(profile sandbox.Profile) (*filterSpec, error) {
 	if profileErr != nil {
 		return nil, fmt.Errorf("%w: docker backend: building the seccomp profile: %v", sandbox.ErrUnavailable, profileErr)
 	}
-	f := &filterSpec{profile: profileJSON, denyUnix: denyUnixSockets(profile)}
+	f := &filterSpec{profile: profileJSON, denyUnix: profile.DeniesUnixSockets()}
 	if f.denyUnix && profile != sandbox.ProfileAllowlist {
 		// The whole container, its init and pause process included, so no
 		// process a command could write code into can make a Unix socket.
@@ -233,14 +233,6 @@ func (e *Engine) filter(profile sandbox.Profile) (*filterSpec, error) {
 		f.profile = profileDeny
 	}
 	return f, nil
-}
-
-// denyUnixSockets reports whether commands of profile run with AF_UNIX
-// sockets denied (socketpair stays allowed): every profile but network
-// (sandbox.Profile.DeniesUnixSockets), so no socket of the host (nor of
-// another container) can be reached.
-func denyUnixSockets(p sandbox.Profile) bool {
-	return p.DeniesUnixSockets()
 }
 
 // Backend returns the backend that runs commands with settings st. Views
