@@ -66,7 +66,8 @@ func argLo(i int) uint32 { return uint32(offArgs + 8*i) }
 //
 // The program first checks seccomp_data.arch and kills the process on a
 // foreign ABI, refuses x32 calls with ENOSYS, then checks the argument rules
-// (comparing only the low 32 bits of int arguments), and finally the
+// (a rule's conditions ANDed, each on the low 32 bits of the argument: the
+// kernel reads these arguments as ints), and finally the
 // syscall-number rules, assembled by github.com/elastic/go-seccomp-bpf.
 // Anything else is allowed.
 //
@@ -136,7 +137,7 @@ func program(opts Options, goarch string) ([]bpf.Instruction, error) {
 			return nil, fmt.Errorf("seccomp rule %v: unsupported action", r)
 		}
 		ret := retErrno | uint32(r.Errno)
-		if r.Arg != nil {
+		if len(r.Args) > 0 {
 			block, err := argBlock(p, r, ret)
 			if err != nil {
 				return nil, err
@@ -164,46 +165,54 @@ func program(opts Options, goarch string) ([]bpf.Instruction, error) {
 
 // argBlock compiles one argument rule:
 //
-//	jeq #nr, 0, skip   ; not this call: on to the next rule (A still nr)
-//	ld  [arg]          ; low 32 bits of the argument
-//	jset/jeq #value, 0, 2
-//	ret #action
-//	ld  [nr]           ; restore A for the next rule
+//	        jeq #nr, 0, out        ; not this call: on to the next rule (A still nr)
+//	        ld  [arg]              ; for each condition: the argument's low 32 bits,
+//	        and #mask              ;   masked (ArgMaskedEqual only),
+//	        jeq/jset #value, 0, restore  ; and tested
+//	        ret #action            ; every condition held
+//	restore: ld [nr]               ; A = nr again for the next rule
+//	out:
 func argBlock(p platform, r Rule, ret uint32) ([]bpf.Instruction, error) {
-	if len(r.Syscalls) != 1 {
-		return nil, fmt.Errorf("seccomp rule %v: an argument rule names exactly one syscall", r)
+	if err := r.checkArgs(); err != nil {
+		return nil, err
+	}
+	if len(r.Args) == 0 {
+		return nil, fmt.Errorf("seccomp rule %v: not an argument rule", r)
 	}
 	name := r.Syscalls[0]
 	nr, ok := p.info.SyscallNames[name]
 	if !ok {
 		return nil, fmt.Errorf("seccomp rule %v: no syscall %q on %s", r, name, p.info.Name)
 	}
-	a := r.Arg
-	if a.Index < 0 || a.Index > 5 {
-		return nil, fmt.Errorf("seccomp rule %v: argument index %d out of range 0-5", r, a.Index)
-	}
-	var test bpf.Instruction
-	switch a.Op {
-	case ArgEqual32:
-		if a.Value > 0xffffffff {
-			return nil, fmt.Errorf("seccomp rule %v: value %#x does not fit 32 bits", r, a.Value)
+	block := []bpf.Instruction{nil} // the syscall test, once the length is known
+	var tests []int                 // positions of the condition jumps
+	for _, a := range r.Args {
+		block = append(block, bpf.LoadAbsolute{Off: argLo(a.Index), Size: 4})
+		switch a.Op {
+		case ArgEqual32:
+			block = append(block, bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(a.Value)})
+		case ArgAnyBit:
+			// The flags compared here all live in the low half; a set bit
+			// in the high half is an invalid flag the kernel refuses
+			// anyway, or ignored in an int.
+			block = append(block, bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: uint32(a.Value)})
+		case ArgMaskedEqual:
+			block = append(block,
+				bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: uint32(a.Mask)},
+				bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(a.Value)})
 		}
-		test = bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(a.Value), SkipFalse: 1}
-	case ArgAnyBit:
-		// The flags compared here all live in the low half; a set bit in
-		// the high half is an invalid flag the kernel refuses anyway.
-		if a.Value == 0 || a.Value > 0xffffffff {
-			return nil, fmt.Errorf("seccomp rule %v: mask %#x must be non-zero and fit 32 bits", r, a.Value)
-		}
-		test = bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: uint32(a.Value), SkipFalse: 1}
-	default:
-		return nil, fmt.Errorf("seccomp rule %v: unknown argument operation %q", r, a.Op)
+		tests = append(tests, len(block)-1)
 	}
-	return []bpf.Instruction{
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(nr), SkipFalse: 4},
-		bpf.LoadAbsolute{Off: argLo(a.Index), Size: 4},
-		test,
+	block = append(block,
 		bpf.RetConstant{Val: ret},
 		bpf.LoadAbsolute{Off: offNr, Size: 4},
-	}, nil
+	)
+	restore := len(block) - 1
+	for _, i := range tests {
+		t := block[i].(bpf.JumpIf)
+		t.SkipFalse = uint8(restore - i - 1)
+		block[i] = t
+	}
+	block[0] = bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(nr), SkipFalse: uint8(len(block) - 1)}
+	return block, nil
 }

@@ -40,8 +40,12 @@ func newVM(t *testing.T, prog []byte) vm {
 		t.Fatal("program has instructions the BPF disassembler does not know")
 	}
 	for i, ins := range insts {
-		switch ins.(type) {
+		switch ins := ins.(type) {
 		case bpf.LoadAbsolute, bpf.JumpIf, bpf.Jump, bpf.RetConstant:
+		case bpf.ALUOpConstant:
+			if ins.Op != bpf.ALUOpAnd {
+				t.Fatalf("instruction %d (%v) is not one the filter should use", i, ins)
+			}
 		default:
 			t.Fatalf("instruction %d (%v) is not one the filter should use", i, ins)
 		}
@@ -116,6 +120,8 @@ func TestBPFDecisions(t *testing.T) {
 		cloneFiles   = 0x400
 		pthreadFlags = 0x3d0f00 // glibc's CLONE_VM|FS|FILES|SIGHAND|THREAD|SYSVSEM|SETTLS|PARENT_SETTID|CHILD_CLEARTID
 		sigchld      = 17
+		sockNonblock = 0x800
+		sockCloexec  = 0x80000
 	)
 	type call struct {
 		name  string
@@ -135,7 +141,31 @@ func TestBPFDecisions(t *testing.T) {
 		same("socket(AF_INET)", nr("socket"), "allow", 2, 1, 0),
 		same("socket(AF_INET6)", nr("socket"), "allow", 10, 1, 0),
 		same("socket(0x100000001)'s low half only matters: AF_INET high", nr("socket"), "allow", 2|1<<32, 1, 0),
-		same("socketpair(AF_UNIX)", nr("socketpair"), "allow", 1, 1, 0),
+		same("socketpair(AF_UNIX, SOCK_STREAM)", nr("socketpair"), "allow", 1, 1, 0),
+		same("socketpair(AF_UNIX, SOCK_STREAM|SOCK_NONBLOCK|SOCK_CLOEXEC)", nr("socketpair"), "allow", 1, 1|sockNonblock|sockCloexec, 0),
+		same("socketpair(AF_UNIX, SOCK_SEQPACKET)", nr("socketpair"), "allow", 1, 5, 0),
+		same("socketpair(AF_UNIX, SOCK_SEQPACKET|SOCK_CLOEXEC)", nr("socketpair"), "allow", 1, 5|sockCloexec, 0),
+		same("socketpair(AF_UNIX, type 0)", nr("socketpair"), "allow", 1, 0, 0),
+		same("socketpair(AF_UNIX, SOCK_PACKET)", nr("socketpair"), "allow", 1, 10, 0),
+		{name: "socketpair(AF_UNIX, SOCK_DGRAM)", arch: native, nr: nr("socketpair"), args: []uint64{1, 2, 0}, deny: "EPERM", allow: "allow"},
+		{name: "socketpair(AF_UNIX, SOCK_DGRAM|SOCK_CLOEXEC)", arch: native, nr: nr("socketpair"), args: []uint64{1, 2 | sockCloexec, 0}, deny: "EPERM", allow: "allow"},
+		{name: "socketpair(AF_UNIX, SOCK_DGRAM|SOCK_NONBLOCK|SOCK_CLOEXEC)", arch: native, nr: nr("socketpair"), args: []uint64{1, 2 | sockNonblock | sockCloexec, 0}, deny: "EPERM", allow: "allow"},
+		{name: "socketpair(AF_UNIX, SOCK_RAW) (a datagram pair)", arch: native, nr: nr("socketpair"), args: []uint64{1, 3, 0}, deny: "EPERM", allow: "allow"},
+		{name: "socketpair(AF_UNIX, SOCK_DGRAM) with high bits", arch: native, nr: nr("socketpair"), args: []uint64{1 | 0xdead<<32, 2 | 0xbeef<<32, 0}, deny: "EPERM", allow: "allow"},
+		same("socketpair(AF_INET, SOCK_DGRAM)", nr("socketpair"), "allow", 2, 2, 0),
+		same("socketpair(AF_NETLINK, AF_UNIX in the high half, SOCK_DGRAM)", nr("socketpair"), "allow", 16|1<<32, 2, 0),
+		same("socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE)", nr("socket"), "allow", 16, 3, 0),
+		same("socket(AF_NETLINK, SOCK_DGRAM|SOCK_CLOEXEC, NETLINK_ROUTE)", nr("socket"), "allow", 16, 2|sockCloexec, 0),
+		same("socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE with high bits)", nr("socket"), "allow", 16|0xdead<<32, 3, 0xffffffff<<32),
+		{name: "socket(AF_NETLINK, SOCK_DGRAM, NETLINK_KOBJECT_UEVENT)", arch: native, nr: nr("socket"), args: []uint64{16, 2, 15}, deny: "EPROTONOSUPPORT", allow: "allow"},
+		{name: "socket(AF_NETLINK, SOCK_RAW, NETLINK_GENERIC)", arch: native, nr: nr("socket"), args: []uint64{16, 3, 16}, deny: "EPROTONOSUPPORT", allow: "allow"},
+		{name: "socket(AF_NETLINK, SOCK_RAW, NETLINK_AUDIT)", arch: native, nr: nr("socket"), args: []uint64{16, 3, 9}, deny: "EPROTONOSUPPORT", allow: "allow"},
+		{name: "socket(AF_NETLINK, SOCK_RAW, NETLINK_SOCK_DIAG)", arch: native, nr: nr("socket"), args: []uint64{16, 3, 4}, deny: "EPROTONOSUPPORT", allow: "allow"},
+		{name: "socket(AF_NETLINK, SOCK_RAW, protocol -1)", arch: native, nr: nr("socket"), args: []uint64{16, 3, 0xffffffff}, deny: "EPROTONOSUPPORT", allow: "allow"},
+		{name: "socket(AF_NETLINK, SOCK_RAW, protocol 1<<31)", arch: native, nr: nr("socket"), args: []uint64{16, 3, 1 << 31}, deny: "EPROTONOSUPPORT", allow: "allow"},
+		{name: "socket(AF_NETLINK, SOCK_DGRAM, NETLINK_GENERIC) with high bits", arch: native, nr: nr("socket"), args: []uint64{16 | 1<<32, 2 | 1<<40, 16 | 0xffff<<32}, deny: "EPROTONOSUPPORT", allow: "allow"},
+		same("socket(AF_INET, SOCK_DGRAM, IPPROTO_UDP)", nr("socket"), "allow", 2, 2, 17),
+		same("socket(AF_INET6, SOCK_RAW, 16)", nr("socket"), "allow", 10, 3, 16),
 		same("connect", nr("connect"), "allow", 3, 0, 0),
 		same("ioctl(TIOCSTI)", nr("ioctl"), "EPERM", 0, tiocsti, 0),
 		same("ioctl(TIOCSTI) with high bits", nr("ioctl"), "EPERM", 0, tiocsti|0xffffffff<<32, 0),
@@ -236,23 +266,38 @@ func TestBPFOtherArches(t *testing.T) {
 	}
 }
 
-// TestBPFRejectsBadRules feeds argBlock malformed rules: they must fail,
-// never compile into something weaker.
+// TestBPFRejectsBadRules feeds argBlock and DockerProfile's translation
+// malformed rules: they must fail, never compile into something weaker.
 func TestBPFRejectsBadRules(t *testing.T) {
 	p := platform{info: arch.X86_64}
 	for _, tc := range []struct {
 		name string
 		rule Rule
 	}{
-		{"two syscalls", Rule{Syscalls: []string{"socket", "socketpair"}, Arg: &Arg{Op: ArgEqual32, Value: 1}}},
-		{"unknown syscall", Rule{Syscalls: []string{"sockett"}, Arg: &Arg{Op: ArgEqual32, Value: 1}}},
-		{"index 6", Rule{Syscalls: []string{"socket"}, Arg: &Arg{Index: 6, Op: ArgEqual32, Value: 1}}},
-		{"64-bit value", Rule{Syscalls: []string{"socket"}, Arg: &Arg{Op: ArgEqual32, Value: 1 << 32}}},
-		{"empty mask", Rule{Syscalls: []string{"clone"}, Arg: &Arg{Op: ArgAnyBit}}},
-		{"unknown op", Rule{Syscalls: []string{"clone"}, Arg: &Arg{Op: "like", Value: 1}}},
+		{"two syscalls", Rule{Syscalls: []string{"socket", "socketpair"}, Args: []Arg{{Op: ArgEqual32, Value: 1}}}},
+		{"no syscall", Rule{Args: []Arg{{Op: ArgEqual32, Value: 1}}}},
+		{"no condition", Rule{Syscalls: []string{"socket"}}},
+		{"unknown syscall", Rule{Syscalls: []string{"sockett"}, Args: []Arg{{Op: ArgEqual32, Value: 1}}}},
+		{"index 6", Rule{Syscalls: []string{"socket"}, Args: []Arg{{Index: 6, Op: ArgEqual32, Value: 1}}}},
+		{"index -1", Rule{Syscalls: []string{"socket"}, Args: []Arg{{Index: -1, Op: ArgEqual32, Value: 1}}}},
+		{"64-bit value", Rule{Syscalls: []string{"socket"}, Args: []Arg{{Op: ArgEqual32, Value: 1 << 32}}}},
+		{"empty mask", Rule{Syscalls: []string{"clone"}, Args: []Arg{{Op: ArgAnyBit}}}},
+		{"64-bit any-bit mask", Rule{Syscalls: []string{"clone"}, Args: []Arg{{Op: ArgAnyBit, Value: 1 << 32}}}},
+		{"unknown op", Rule{Syscalls: []string{"clone"}, Args: []Arg{{Op: "like", Value: 1}}}},
+		{"masked-equal without mask", Rule{Syscalls: []string{"socketpair"}, Args: []Arg{{Index: 1, Op: ArgMaskedEqual, Value: 2}}}},
+		{"masked-equal 64-bit mask", Rule{Syscalls: []string{"socketpair"}, Args: []Arg{{Index: 1, Op: ArgMaskedEqual, Mask: 0xf << 32, Value: 2 << 32}}}},
+		{"masked-equal value outside mask", Rule{Syscalls: []string{"socketpair"}, Args: []Arg{{Index: 1, Op: ArgMaskedEqual, Mask: 0xe, Value: 3}}}},
+		{"mask on equal32", Rule{Syscalls: []string{"socket"}, Args: []Arg{{Op: ArgEqual32, Value: 1, Mask: 0xff}}}},
+		{"two conditions on one argument", Rule{Syscalls: []string{"socket"}, Args: []Arg{{Op: ArgEqual32, Value: 1}, {Op: ArgAnyBit, Value: 1}}}},
+		{"one good condition, one bad", Rule{Syscalls: []string{"socket"}, Args: []Arg{{Op: ArgEqual32, Value: 1}, {Index: 2, Op: ArgAnyBit}}}},
 	} {
 		if _, err := argBlock(p, tc.rule, retErrno|1); err == nil {
 			t.Errorf("%s: no error", tc.name)
+		}
+		if tc.rule.ABI == "" && len(tc.rule.Args) > 0 && len(tc.rule.Syscalls) > 0 && tc.rule.Syscalls[0] != "sockett" {
+			if err := tc.rule.checkArgs(); err == nil {
+				t.Errorf("%s: checkArgs, which DockerProfile relies on, finds nothing wrong", tc.name)
+			}
 		}
 	}
 }

@@ -79,7 +79,8 @@ func TestBwrapFilter(t *testing.T) {
 }
 
 // TestBwrapPrograms checks that ordinary programs still work under the
-// strictest filter.
+// strictest filter, and that Python meets its socket rules as the errors
+// the table promises.
 func TestBwrapPrograms(t *testing.T) {
 	bwrap := requireBwrap(t)
 	for _, tc := range []struct {
@@ -106,6 +107,22 @@ func TestBwrapPrograms(t *testing.T) {
 			}
 		})
 	}
+	if ip, err := exec.LookPath("ip"); err == nil {
+		t.Run("ip over NETLINK_ROUTE", func(t *testing.T) {
+			f, err := File(Options{DenyUnixSockets: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			out, stderr, err := bwrapRun(t, bwrap, f, nil, ip, "-o", "link", "show", "lo")
+			if err != nil {
+				t.Fatalf("ip link: %v\n%s", err, stderr)
+			}
+			if !strings.Contains(string(out), ": lo: ") {
+				t.Errorf("ip link printed %q, want the loopback interface", out)
+			}
+		})
+	}
 	if py, err := exec.LookPath("python3"); err == nil {
 		t.Run("python3 sockets", func(t *testing.T) {
 			f, err := File(Options{DenyUnixSockets: true})
@@ -121,12 +138,28 @@ except PermissionError as e:
     print("unix", errno.errorcode[e.errno])
 a, b = socket.socketpair()
 a.send(b"ok"); print(b.recv(2).decode())
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+a.send(b"sp"); print(b.recv(2).decode())
+for name, typ in (("dgram", socket.SOCK_DGRAM), ("raw", socket.SOCK_RAW)):
+    try:
+        socket.socketpair(socket.AF_UNIX, typ)
+        print(name, "pair allowed")
+    except PermissionError as e:
+        print(name, "pair", errno.errorcode[e.errno])
+print("interfaces", [n for _, n in socket.if_nameindex()])
+try:
+    socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 15)
+    print("uevent allowed")
+except OSError as e:
+    print("uevent", errno.errorcode[e.errno])
 `
 			out, stderr, err := bwrapRun(t, bwrap, f, nil, py, "-c", script)
 			if err != nil {
 				t.Fatalf("python3: %v\n%s", err, stderr)
 			}
-			if got, want := string(out), "unix EPERM\nok\n"; got != want {
+			// if_nameindex reads the interfaces over NETLINK_ROUTE.
+			want := "unix EPERM\nok\nsp\ndgram pair EPERM\nraw pair EPERM\ninterfaces ['lo']\nuevent EPROTONOSUPPORT\n"
+			if got := string(out); got != want {
 				t.Errorf("python3 printed %q, want %q", got, want)
 			}
 		})

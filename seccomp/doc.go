@@ -15,8 +15,9 @@
 // # The filter
 //
 // Calls are allowed unless a rule refuses them; refused calls fail with an
-// errno (EPERM, or ENOSYS where glibc should fall back), so programs see an
-// ordinary error rather than being killed. The exception is a call made
+// errno (EPERM; ENOSYS where glibc should fall back; EPROTONOSUPPORT for
+// netlink protocols, as from a kernel built without them), so programs see
+// an ordinary error rather than being killed. The exception is a call made
 // through a foreign ABI (i386 on x86_64, arm32 on arm64), which kills the
 // process: those ABIs number calls differently and hide socket's arguments
 // behind socketcall(2), so letting them through unchecked would bypass every
@@ -29,7 +30,11 @@
 //	every foreign-ABI call                      kill process
 //	every x32 call (amd64)                      ENOSYS
 //	socket, domain == AF_UNIX                   EPERM  only with Options.DenyUnixSockets
+//	socketpair, domain == AF_UNIX,              EPERM  only with Options.DenyUnixSockets:
+//	  type & 0xe == SOCK_DGRAM                         datagram (or SOCK_RAW, made datagram) pairs
 //	socket, domain == AF_VSOCK                  EPERM  only with Options.DenyUnixSockets
+//	socket, domain == AF_NETLINK,               EPROTONOSUPPORT  only with Options.DenyUnixSockets
+//	  protocol != NETLINK_ROUTE (0)
 //	ioctl, request == TIOCSTI                   EPERM  terminal input injection (CVE-2017-5226)
 //	ioctl, request == TIOCLINUX                 EPERM  console selection paste
 //	clone, flags & CLONE_NEW*                   EPERM  no nested namespaces
@@ -51,9 +56,13 @@
 //	clock_adjtime                               EPERM
 //	iopl, ioperm, uselib, ustat, sysfs, _sysctl (amd64)                   EPERM
 //
-// Arguments the kernel reads as 32-bit ints (socket's domain, ioctl's
-// request) are compared on their low 32 bits only, so setting the upper half
-// of the register does not slip past a rule.
+// Arguments the kernel reads as 32-bit ints (socket's domain and protocol,
+// socketpair's domain and type, ioctl's request) are compared on their low
+// 32 bits only, so setting the upper half of the register does not slip past
+// a rule. socketpair's type is compared under a mask (0xe: SOCK_TYPE_MASK
+// without the bit that tells SOCK_RAW from SOCK_DGRAM), so SOCK_NONBLOCK and
+// SOCK_CLOEXEC do not hide a datagram pair; a rule's conditions must all
+// hold (the netlink and socketpair rows have two).
 //
 // # What it means inside a sandbox
 //
@@ -65,6 +74,17 @@
 // allows under the same ptrace access check: an unfiltered helper must make
 // itself non-dumpable (prctl(PR_SET_DUMPABLE, 0)) or run under another uid.
 //
+// With Options.DenyUnixSockets (the restricted, workspace and allowlist
+// profiles) a command keeps the sockets of its own network namespace and
+// nothing else: no new Unix socket but stream and seqpacket socketpairs,
+// which can only talk to each other (a datagram pair could sendto /dev/log
+// or the journal's socket); no vsock; and of netlink only NETLINK_ROUTE,
+// which name resolution (getaddrinfo's AI_ADDRCONFIG) and `ip` use. So `ss`
+// (NETLINK_SOCK_DIAG), udev monitors (NETLINK_KOBJECT_UEVENT) and
+// generic-netlink tools fail with EPROTONOSUPPORT, as on a kernel without
+// those families; programs that log to audit when they can (shadow's
+// useradd, sudo) treat that errno as "no audit here" and carry on.
+//
 // Nested namespaces are refused, so nested bwrap, podman and rootless
 // containers fail, and Chromium needs --no-sandbox (as in Docker). The
 // mount family is refused because the filter goes on after bwrap has built
@@ -74,5 +94,9 @@
 // Sources: seccomp(2) for the program format and
 // return values; bwrap(1) for --seccomp and --add-seccomp-fd; Docker's
 // seccomp documentation and default profile for the profile format and the
-// calls it refuses.
+// calls it refuses; socket(2), socketpair(2), unix(7) and netlink(7), and
+// the kernel's net/socket.c (__sys_socketpair, SOCK_TYPE_MASK),
+// net/unix/af_unix.c (unix_create, unix_dgram_sendmsg, unix_stream_sendmsg,
+// unix_seqpacket_sendmsg) and net/netlink/af_netlink.c (netlink_create) for
+// the socket rules.
 package seccomp

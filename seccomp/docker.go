@@ -50,10 +50,19 @@ type dockerArg struct {
 //     i386, arm or x32 call (SECCOMP_RET_KILL_THREAD rather than the whole
 //     process as with [BPF]). This package's tests read the filter back from
 //     a container of Docker 20.10/runc 1.1 to check it.
-//   - an ArgEqual32 rule becomes SCMP_CMP_MASKED_EQ with mask 0xffffffff,
-//     so high bits in the register cannot bypass it;
-//   - an ArgAnyBit rule becomes one SCMP_CMP_MASKED_EQ entry per flag bit
-//     (Docker ANDs the arguments of one entry and ORs separate entries).
+//   - an ArgEqual32 condition becomes SCMP_CMP_MASKED_EQ with mask
+//     0xffffffff, so high bits in the register cannot bypass it;
+//   - an ArgMaskedEqual condition becomes SCMP_CMP_MASKED_EQ with its Mask
+//     (value) and Value (valueTwo), e.g. socketpair's type & 0xe == 2;
+//   - an ArgAnyBit condition becomes one SCMP_CMP_MASKED_EQ alternative per
+//     flag bit;
+//   - Docker ANDs the args of one entry and ORs separate entries, so a rule
+//     becomes one entry per combination of its conditions' alternatives: the
+//     AF_NETLINK rule (domain == AF_NETLINK, protocol != NETLINK_ROUTE, that
+//     is any of the protocol int's 32 bits set) is 32 entries. Each entry
+//     carries the rule's errno as errnoRet (EPROTONOSUPPORT for that one)
+//     and a comment: the rule's Reason on the first, its one-line form
+//     ([Rule.String]) on the others.
 //
 // The trade: a profile with defaultAction SCMP_ACT_ALLOW replaces Docker's
 // default profile, which is an allowlist (SCMP_ACT_ERRNO by default), since
@@ -95,25 +104,33 @@ func DockerProfile(opts Options) ([]byte, error) {
 		// x86-only names stay in an arm64 daemon's profile: runc skips
 		// names unknown on the daemon's architecture.
 		base := dockerSyscall{Names: slices.Clone(r.Syscalls), Action: "SCMP_ACT_ERRNO", ErrnoRet: uint(r.Errno), Comment: r.Reason}
-		if r.Arg == nil {
+		if len(r.Args) == 0 {
 			p.Syscalls = append(p.Syscalls, base)
 			continue
 		}
-		a := r.Arg
-		switch a.Op {
-		case ArgEqual32:
-			e := base
-			e.Args = []dockerArg{{Index: uint(a.Index), Value: 0xffffffff, ValueTwo: a.Value, Op: "SCMP_CMP_MASKED_EQ"}}
-			p.Syscalls = append(p.Syscalls, e)
-		case ArgAnyBit:
-			for m := a.Value; m != 0; m &= m - 1 {
-				bit := uint64(1) << bits.TrailingZeros64(m)
-				e := base
-				e.Args = []dockerArg{{Index: uint(a.Index), Value: bit, ValueTwo: bit, Op: "SCMP_CMP_MASKED_EQ"}}
-				p.Syscalls = append(p.Syscalls, e)
+		if err := r.checkArgs(); err != nil {
+			return nil, err
+		}
+		// One entry per combination of the conditions' alternatives:
+		// Docker ANDs the args of an entry and ORs the entries.
+		entries := [][]dockerArg{nil}
+		for _, a := range r.Args {
+			alts := dockerArgs(a)
+			var next [][]dockerArg
+			for _, prefix := range entries {
+				for _, alt := range alts {
+					next = append(next, append(slices.Clone(prefix), alt))
+				}
 			}
-		default:
-			return nil, fmt.Errorf("seccomp rule %v: unknown argument operation %q", r, a.Op)
+			entries = next
+		}
+		for i, args := range entries {
+			e := base
+			e.Args = args
+			if i > 0 { // the reason once per rule keeps the profile small
+				e.Comment = fmt.Sprintf("%v (alternative %d of %d, reason on the first)", r, i+1, len(entries))
+			}
+			p.Syscalls = append(p.Syscalls, e)
 		}
 	}
 	out, err := json.MarshalIndent(p, "", "  ")
@@ -121,4 +138,25 @@ func DockerProfile(opts Options) ([]byte, error) {
 		return nil, fmt.Errorf("encoding Docker seccomp profile: %w", err)
 	}
 	return out, nil
+}
+
+// dockerArgs translates one condition, checked by Rule.checkArgs, into the
+// Docker args any one of which makes it hold. Every one is
+// SCMP_CMP_MASKED_EQ with a mask of at most 32 bits, so the upper half of the
+// register is ignored as by [BPF].
+func dockerArgs(a Arg) []dockerArg {
+	idx := uint(a.Index)
+	switch a.Op {
+	case ArgEqual32:
+		return []dockerArg{{Index: idx, Value: 0xffffffff, ValueTwo: a.Value, Op: "SCMP_CMP_MASKED_EQ"}}
+	case ArgMaskedEqual:
+		return []dockerArg{{Index: idx, Value: a.Mask, ValueTwo: a.Value, Op: "SCMP_CMP_MASKED_EQ"}}
+	}
+	// ArgAnyBit: one alternative per bit of the mask.
+	var out []dockerArg
+	for m := a.Value; m != 0; m &= m - 1 {
+		bit := uint64(1) << bits.TrailingZeros64(m)
+		out = append(out, dockerArg{Index: idx, Value: bit, ValueTwo: bit, Op: "SCMP_CMP_MASKED_EQ"})
+	}
+	return out
 }

@@ -104,7 +104,18 @@ func TestDockerProfileMatchesBPF(t *testing.T) {
 				{"clone", []uint64{17}}, {"clone", []uint64{0x3d0f00}}, {"unshare", []uint64{0x400}}, {"unshare", []uint64{0x80}},
 			}
 			for bit := uint64(1); bit != 0; bit <<= 1 {
-				calls = append(calls, call{"clone", []uint64{bit}}, call{"unshare", []uint64{bit}})
+				calls = append(calls, call{"clone", []uint64{bit}}, call{"unshare", []uint64{bit}},
+					call{"socket", []uint64{afNetlink, 3, bit}}, call{"socket", []uint64{afNetlink | bit<<32, 3, bit}},
+					call{"socketpair", []uint64{afUnix, 2 | bit}}, call{"socketpair", []uint64{afUnix | bit, 2}})
+			}
+			// Every socket type with and without the flags, in each domain
+			// the rules name, and with junk in the upper halves.
+			for _, domain := range []uint64{afUnix, afNetlink, afVsock, 2, afUnix | 1<<32} {
+				for typ := uint64(0); typ < 16; typ++ {
+					for _, flags := range []uint64{0, 0x800, 0x80000, 0x80800, 0xffff << 32} {
+						calls = append(calls, call{"socketpair", []uint64{domain, typ | flags, 0}}, call{"socket", []uint64{domain, typ | flags, typ}})
+					}
+				}
 			}
 			for _, name := range p.info.SyscallNumbers {
 				calls = append(calls, call{name, nil})
@@ -113,6 +124,72 @@ func TestDockerProfileMatchesBPF(t *testing.T) {
 				want := retName(v.run(uint32(p.info.ID), uint32(p.info.SyscallNames[c.name]), c.args...))
 				if got := dockerDecide(t, prof, c.name, c.args); got != want {
 					t.Errorf("%s%x: Docker profile says %s, BPF says %s", c.name, c.args, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestDockerProfileSocketRules looks for the socket-family rules in the
+// profile's JSON, as dockerd reads them: the AF_UNIX, AF_VSOCK and
+// AF_NETLINK socket rules and the datagram socketpair rule with
+// DenyUnixSockets, none of them without.
+func TestDockerProfileSocketRules(t *testing.T) {
+	type entry struct {
+		Names    []string         `json:"names"`
+		ErrnoRet uint             `json:"errnoRet"`
+		Args     []map[string]any `json:"args"`
+	}
+	// argKey renders one arg as index:op:value:valueTwo.
+	argKey := func(a map[string]any) string {
+		return fmt.Sprintf("%v:%v:%#x:%#x", a["index"], a["op"], uint64(a["value"].(float64)), uint64(a["valueTwo"].(float64)))
+	}
+	for _, tc := range bothOptions {
+		t.Run(tc.name, func(t *testing.T) {
+			raw, err := DockerProfile(tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var prof struct {
+				Syscalls []entry `json:"syscalls"`
+			}
+			if err := json.Unmarshal(raw, &prof); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]uint{} // names and args -> errnoRet
+			for _, e := range prof.Syscalls {
+				if !slices.Contains(e.Names, "socket") && !slices.Contains(e.Names, "socketpair") {
+					continue
+				}
+				keys := []string{strings.Join(e.Names, ",")}
+				for _, a := range e.Args {
+					keys = append(keys, argKey(a))
+				}
+				got[strings.Join(keys, " ")] = e.ErrnoRet
+			}
+			want := map[string]uint{}
+			if tc.opts.DenyUnixSockets {
+				const eq32 = "SCMP_CMP_MASKED_EQ:0xffffffff"
+				want["socket 0:"+eq32+":0x1"] = uint(syscall.EPERM)
+				want["socket 0:"+eq32+":0x28"] = uint(syscall.EPERM)
+				// socketpair(AF_UNIX, type & 0xe == SOCK_DGRAM)
+				want["socketpair 0:"+eq32+":0x1 1:SCMP_CMP_MASKED_EQ:0xe:0x2"] = uint(syscall.EPERM)
+				// socket(AF_NETLINK, protocol with any of its 32 bits set)
+				for i := range 32 {
+					bit := uint64(1) << i
+					want[fmt.Sprintf("socket 0:%s:0x10 2:SCMP_CMP_MASKED_EQ:%#x:%#x", eq32, bit, bit)] = uint(syscall.EPROTONOSUPPORT)
+				}
+			}
+			for k, w := range want {
+				if g, ok := got[k]; !ok {
+					t.Errorf("profile lacks %s", k)
+				} else if g != w {
+					t.Errorf("%s: errnoRet %d, want %d", k, g, w)
+				}
+			}
+			for k := range got {
+				if _, ok := want[k]; !ok {
+					t.Errorf("profile has unexpected entry %s", k)
 				}
 			}
 		})

@@ -166,6 +166,43 @@ func closeOnSuccess(trap uintptr, args ...uintptr) func() unix.Errno {
 
 const high32 = uintptr(1) << 32
 
+// socketpairProbe returns a probe body for socketpair(2) with raw arguments
+// (the upper halves included).
+func socketpairProbe(domain, typ uintptr) func() unix.Errno {
+	return func() unix.Errno {
+		var fds [2]int32
+		_, _, e := unix.RawSyscall6(unix.SYS_SOCKETPAIR, domain, typ, 0, uintptr(unsafe.Pointer(&fds)), 0, 0)
+		if e == 0 {
+			_ = unix.Close(int(fds[0]))
+			_ = unix.Close(int(fds[1]))
+		}
+		return e
+	}
+}
+
+// pairSendTo returns a probe body that sends one byte with sendto(2) from a
+// Unix socketpair of type typ to an abstract address nothing is bound to.
+// It returns the socketpair or sendto error, or, when the send succeeds, 0
+// if the byte reached the pair's other end and EDESTADDRREQ if it did not.
+func pairSendTo(typ int) func() unix.Errno {
+	return func() unix.Errno {
+		fds, err := unix.Socketpair(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+		if err != nil {
+			return err.(unix.Errno)
+		}
+		defer func() { _ = unix.Close(fds[0]); _ = unix.Close(fds[1]) }()
+		to := &unix.SockaddrUnix{Name: fmt.Sprintf("@corral-seccomp-test-%d", os.Getpid())}
+		if err := unix.Sendto(fds[0], []byte{'x'}, 0, to); err != nil {
+			return err.(unix.Errno)
+		}
+		var b [1]byte
+		if n, _, err := unix.Recvfrom(fds[1], b[:], 0); err != nil || n != 1 || b[0] != 'x' {
+			return unix.EDESTADDRREQ
+		}
+		return 0
+	}
+}
+
 func probes() []probe {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
@@ -179,15 +216,23 @@ func probes() []probe {
 		{name: "socket(AF_UNIX)", call: closeOnSuccess(unix.SYS_SOCKET, unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)},
 		{name: "socket(AF_UNIX|1<<32)", call: closeOnSuccess(unix.SYS_SOCKET, unix.AF_UNIX|high32, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)},
 		{name: "socket(AF_INET)", call: closeOnSuccess(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)},
-		{name: "socketpair(AF_UNIX)", call: func() unix.Errno {
-			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-			if err != nil {
-				return err.(unix.Errno)
-			}
-			_ = unix.Close(fds[0])
-			_ = unix.Close(fds[1])
-			return 0
-		}},
+		{name: "socketpair(AF_UNIX, SOCK_STREAM)", call: socketpairProbe(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC)},
+		{name: "socketpair(AF_UNIX, SOCK_SEQPACKET)", call: socketpairProbe(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC)},
+		{name: "socketpair(AF_UNIX, SOCK_DGRAM|SOCK_CLOEXEC)", call: socketpairProbe(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC)},
+		{name: "socketpair(AF_UNIX, SOCK_RAW)", call: socketpairProbe(unix.AF_UNIX, unix.SOCK_RAW|unix.SOCK_CLOEXEC)},
+		{name: "socketpair(AF_UNIX|1<<32, SOCK_DGRAM|1<<32)", call: socketpairProbe(unix.AF_UNIX|high32, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC|high32)},
+		// Why stream and seqpacket pairs may stay: neither can send to an
+		// address other than its peer.
+		{name: "sendto(stream pair, address)", call: pairSendTo(unix.SOCK_STREAM)},
+		{name: "sendto(seqpacket pair, address) reaches the peer", call: pairSendTo(unix.SOCK_SEQPACKET)},
+		// A datagram pair, where the filter allows one, looks the address
+		// up (ECONNREFUSED: nothing is bound to it).
+		{name: "sendto(datagram pair, address)", call: pairSendTo(unix.SOCK_DGRAM)},
+		{name: "socket(AF_NETLINK, NETLINK_ROUTE)", call: closeOnSuccess(unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)},
+		{name: "socket(AF_NETLINK, NETLINK_ROUTE|1<<32)", call: closeOnSuccess(unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE|high32)},
+		{name: "socket(AF_NETLINK, NETLINK_KOBJECT_UEVENT)", call: closeOnSuccess(unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_KOBJECT_UEVENT)},
+		{name: "socket(AF_NETLINK, NETLINK_GENERIC)", call: closeOnSuccess(unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)},
+		{name: "socket(AF_NETLINK|1<<32, NETLINK_GENERIC|1<<32)", call: closeOnSuccess(unix.SYS_SOCKET, unix.AF_NETLINK|high32, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC|high32)},
 		{name: "ioctl(TIOCSTI)", call: func() unix.Errno {
 			_, _, e := unix.Syscall(unix.SYS_IOCTL, pipeFd, tiocsti, uintptr(unsafe.Pointer(&ch)))
 			return e
@@ -358,28 +403,40 @@ func parseReport(t *testing.T, out []byte) report {
 // filteredWant is what every probe must return when the filter for opts is
 // in force.
 func filteredWant(opts Options) map[string]string {
-	unixSock := "OK"
+	unixSock, netlink, dgramSend := "OK", "OK", "ECONNREFUSED"
 	if opts.DenyUnixSockets {
-		unixSock = "EPERM"
+		unixSock, netlink, dgramSend = "EPERM", "EPROTONOSUPPORT", "EPERM"
 	}
 	want := map[string]string{
-		"socket(AF_UNIX)":               unixSock,
-		"socket(AF_UNIX|1<<32)":         unixSock,
-		"socket(AF_INET)":               "OK",
-		"socketpair(AF_UNIX)":           "OK",
-		"ioctl(TIOCSTI)":                "EPERM",
-		"ioctl(TIOCSTI|1<<32)":          "EPERM",
-		"ioctl(TIOCLINUX)":              "EPERM",
-		"ioctl(FIONREAD)":               "OK",
-		"clone(CLONE_NEWUSER|CLONE_FS)": "EPERM",
-		"clone(CLONE_NEWNS|CLONE_FS)":   "EPERM",
-		"unshare(CLONE_NEWUSER)":        "EPERM",
-		"unshare(CLONE_SYSVSEM)":        "OK",
-		"setns(-1, 0)":                  "EPERM",
-		"clone3(NULL, 0)":               "ENOSYS",
-		"io_uring_setup(1)":             "EPERM",
-		"ptrace(PTRACE_TRACEME)":        "EPERM",
-		"personality(0xffffffff)":       "OK",
+		"socket(AF_UNIX)":                                  unixSock,
+		"socket(AF_UNIX|1<<32)":                            unixSock,
+		"socket(AF_INET)":                                  "OK",
+		"socketpair(AF_UNIX, SOCK_STREAM)":                 "OK",
+		"socketpair(AF_UNIX, SOCK_SEQPACKET)":              "OK",
+		"socketpair(AF_UNIX, SOCK_DGRAM|SOCK_CLOEXEC)":     unixSock,
+		"socketpair(AF_UNIX, SOCK_RAW)":                    unixSock,
+		"socketpair(AF_UNIX|1<<32, SOCK_DGRAM|1<<32)":      unixSock,
+		"sendto(stream pair, address)":                     "EISCONN",
+		"sendto(seqpacket pair, address) reaches the peer": "OK",
+		"sendto(datagram pair, address)":                   dgramSend,
+		"socket(AF_NETLINK, NETLINK_ROUTE)":                "OK",
+		"socket(AF_NETLINK, NETLINK_ROUTE|1<<32)":          "OK",
+		"socket(AF_NETLINK, NETLINK_KOBJECT_UEVENT)":       netlink,
+		"socket(AF_NETLINK, NETLINK_GENERIC)":              netlink,
+		"socket(AF_NETLINK|1<<32, NETLINK_GENERIC|1<<32)":  netlink,
+		"ioctl(TIOCSTI)":                                   "EPERM",
+		"ioctl(TIOCSTI|1<<32)":                             "EPERM",
+		"ioctl(TIOCLINUX)":                                 "EPERM",
+		"ioctl(FIONREAD)":                                  "OK",
+		"clone(CLONE_NEWUSER|CLONE_FS)":                    "EPERM",
+		"clone(CLONE_NEWNS|CLONE_FS)":                      "EPERM",
+		"unshare(CLONE_NEWUSER)":                           "EPERM",
+		"unshare(CLONE_SYSVSEM)":                           "OK",
+		"setns(-1, 0)":                                     "EPERM",
+		"clone3(NULL, 0)":                                  "ENOSYS",
+		"io_uring_setup(1)":                                "EPERM",
+		"ptrace(PTRACE_TRACEME)":                           "EPERM",
+		"personality(0xffffffff)":                          "OK",
 	}
 	for _, name := range unconditional(Rules(opts), runtime.GOARCH, syscall.EPERM) {
 		want["sweep:"+name] = "EPERM"
@@ -390,9 +447,14 @@ func filteredWant(opts Options) map[string]string {
 // controlDiffers lists probes whose unfiltered result must differ from the
 // filtered one, showing that the filter, not the kernel or the sandbox's
 // missing capabilities, refused them. socket(AF_UNIX|1<<32) succeeding
-// unfiltered shows the kernel ignores the high bits the filter must ignore.
+// unfiltered shows the kernel ignores the high bits the filter must ignore
+// (so do the other 1<<32 probes).
 var controlDiffers = []string{
-	"socket(AF_UNIX)", "socket(AF_UNIX|1<<32)", "ioctl(TIOCSTI)", "ioctl(TIOCSTI|1<<32)", "ioctl(TIOCLINUX)",
+	"socket(AF_UNIX)", "socket(AF_UNIX|1<<32)",
+	"socketpair(AF_UNIX, SOCK_DGRAM|SOCK_CLOEXEC)", "socketpair(AF_UNIX, SOCK_RAW)", "socketpair(AF_UNIX|1<<32, SOCK_DGRAM|1<<32)",
+	"sendto(datagram pair, address)",
+	"socket(AF_NETLINK, NETLINK_KOBJECT_UEVENT)", "socket(AF_NETLINK, NETLINK_GENERIC)", "socket(AF_NETLINK|1<<32, NETLINK_GENERIC|1<<32)",
+	"ioctl(TIOCSTI)", "ioctl(TIOCSTI|1<<32)", "ioctl(TIOCLINUX)",
 	"clone(CLONE_NEWUSER|CLONE_FS)", "clone(CLONE_NEWNS|CLONE_FS)", "unshare(CLONE_NEWUSER)",
 	"setns(-1, 0)", "clone3(NULL, 0)", "sweep:mount", "sweep:bpf", "sweep:perf_event_open", "sweep:keyctl",
 	"sweep:userfaultfd", "sweep:process_vm_writev", "sweep:io_uring_enter",

@@ -10,14 +10,28 @@ import (
 // Options selects the optional rules of corral's filter. The zero value is
 // the filter every profile gets.
 type Options struct {
-	// DenyUnixSockets makes socket(2) with domain AF_UNIX fail with EPERM,
-	// so a sandboxed command cannot open a new Unix socket and reach a
-	// host socket (the Docker daemon, an ssh or gpg agent, D-Bus, or an
-	// abstract-namespace socket when the network is shared). socketpair(2)
-	// stays allowed, and descriptors the command inherits are untouched.
-	// It also denies AF_VSOCK sockets (vsock(7): the hypervisor's and the
-	// host's vsock services, which no network namespace separates). Every
-	// profile but network sets it (sandbox.Profile.DeniesUnixSockets).
+	// DenyUnixSockets confines a sandboxed command to the sockets of its
+	// own network namespace. With it:
+	//
+	//   - socket(2) with domain AF_UNIX fails with EPERM, so the command
+	//     cannot open a new Unix socket and reach a host socket (the Docker
+	//     daemon, an ssh or gpg agent, D-Bus, or an abstract-namespace
+	//     socket when the network is shared);
+	//   - socketpair(2) with domain AF_UNIX and a datagram type (SOCK_DGRAM,
+	//     or SOCK_RAW, which the kernel turns into SOCK_DGRAM) fails with
+	//     EPERM: a datagram socket can sendto(2) any address, such as
+	//     /dev/log or /run/systemd/journal/socket. Stream and seqpacket
+	//     pairs still work, since they cannot address another socket;
+	//   - socket(2) with domain AF_VSOCK fails with EPERM (vsock(7): the
+	//     hypervisor's and the host's vsock services, which no network
+	//     namespace separates);
+	//   - socket(2) with domain AF_NETLINK fails with EPROTONOSUPPORT for
+	//     every protocol but NETLINK_ROUTE (0), which glibc's getaddrinfo
+	//     and `ip` need and which sees only the sandbox's own network
+	//     namespace.
+	//
+	// Descriptors the command inherits are untouched. Every profile but
+	// network sets it (sandbox.Profile.DeniesUnixSockets).
 	DenyUnixSockets bool
 }
 
@@ -50,7 +64,10 @@ const (
 	ABIX32 = "x32"
 )
 
-// ArgOp is how an [Arg] compares a syscall argument.
+// ArgOp is how an [Arg] compares a syscall argument. Every op looks at the
+// low 32 bits only: the arguments compared are ints to the kernel (socket's
+// domain, type and protocol, ioctl's request), whose upper half it ignores,
+// or flags (clone's, unshare's) whose upper half holds no valid flag.
 type ArgOp string
 
 const (
@@ -62,11 +79,18 @@ const (
 	// TIOCSTI filter).
 	ArgEqual32 ArgOp = "equal32"
 	// ArgAnyBit matches when argument & Value is not zero (any of the
-	// flag bits in Value is set).
+	// flag bits in Value is set). Value is a non-zero mask of at most
+	// 32 bits; with 0xffffffff it matches an int argument that is not 0.
 	ArgAnyBit ArgOp = "any-bit"
+	// ArgMaskedEqual matches when argument & Mask equals Value, e.g.
+	// socketpair's type with the SOCK_NONBLOCK and SOCK_CLOEXEC flags
+	// masked off. Mask is non-zero and at most 32 bits; Value has no bit
+	// outside Mask.
+	ArgMaskedEqual ArgOp = "masked-equal"
 )
 
-// Arg restricts a [Rule] to calls whose argument matches.
+// Arg is one condition on a syscall argument; a [Rule] matches a call only
+// when all of its Args do.
 type Arg struct {
 	// Index is the argument's position, 0 to 5 (seccomp_data.args[Index]).
 	Index int
@@ -74,6 +98,9 @@ type Arg struct {
 	Op ArgOp
 	// Value is compared with the argument according to Op.
 	Value uint64
+	// Mask is what ArgMaskedEqual ANDs the argument with before comparing
+	// it with Value; the other ops ignore it and it must then be 0.
+	Mask uint64
 	// Text describes the condition for people, e.g. "domain == AF_UNIX".
 	Text string
 }
@@ -87,13 +114,16 @@ type Rule struct {
 	// ABI, when set (ABIForeign, ABIX32), makes the rule match every call
 	// made through that ABI, whatever its number.
 	ABI string
-	// Arg, when not nil, restricts the rule to calls whose argument
-	// matches.
-	Arg *Arg
+	// Args, when not empty, restricts the rule to calls whose arguments
+	// match every condition (a logical AND, at most one condition per
+	// argument index). A rule with Args names exactly one syscall.
+	Args []Arg
 	// Action is what happens to a matching call.
 	Action Action
 	// Errno is the error a matching call returns when Action is
-	// ActionErrno (EPERM, or ENOSYS where a program should fall back).
+	// ActionErrno: EPERM; ENOSYS where a program should fall back (clone3,
+	// x32); EPROTONOSUPPORT for netlink protocols, which programs take for
+	// a kernel built without them.
 	Errno syscall.Errno
 	// Arches lists the GOARCH values the rule exists on (some calls exist
 	// only on x86_64); nil means every supported architecture.
@@ -103,7 +133,8 @@ type Rule struct {
 }
 
 // String renders the rule on one line, e.g.
-// "socket [arg0: domain == AF_UNIX] -> errno EPERM".
+// "socket [arg0: domain == AF_UNIX] -> errno EPERM", with the conditions of
+// a several-argument rule joined by " && ".
 func (r Rule) String() string {
 	var b strings.Builder
 	if r.ABI != "" {
@@ -111,8 +142,12 @@ func (r Rule) String() string {
 	} else {
 		b.WriteString(strings.Join(r.Syscalls, ", "))
 	}
-	if r.Arg != nil {
-		fmt.Fprintf(&b, " [arg%d: %s]", r.Arg.Index, r.Arg.Text)
+	if len(r.Args) > 0 {
+		conds := make([]string, len(r.Args))
+		for i, a := range r.Args {
+			conds[i] = fmt.Sprintf("arg%d: %s", a.Index, a.Text)
+		}
+		fmt.Fprintf(&b, " [%s]", strings.Join(conds, " && "))
 	}
 	b.WriteString(" -> ")
 	b.WriteString(string(r.Action))
@@ -131,8 +166,53 @@ func errnoName(e syscall.Errno) string {
 		return "EPERM"
 	case syscall.ENOSYS:
 		return "ENOSYS"
+	case syscall.EPROTONOSUPPORT:
+		return "EPROTONOSUPPORT"
 	}
 	return fmt.Sprintf("errno %d", int(e))
+}
+
+// checkArgs reports a malformed argument rule, which [BPF] and
+// [DockerProfile] refuse rather than compile into something weaker: it must
+// name one syscall, put at most one condition on each argument index 0-5,
+// and give each op values it can compare on 32 bits (see [ArgOp]).
+func (r Rule) checkArgs() error {
+	if len(r.Args) == 0 {
+		return nil
+	}
+	if len(r.Syscalls) != 1 {
+		return fmt.Errorf("seccomp rule %v: an argument rule names exactly one syscall", r)
+	}
+	var seen [6]bool
+	for _, a := range r.Args {
+		if a.Index < 0 || a.Index > 5 {
+			return fmt.Errorf("seccomp rule %v: argument index %d out of range 0-5", r, a.Index)
+		}
+		if seen[a.Index] {
+			return fmt.Errorf("seccomp rule %v: two conditions on argument %d", r, a.Index)
+		}
+		seen[a.Index] = true
+		if a.Mask != 0 && a.Op != ArgMaskedEqual {
+			return fmt.Errorf("seccomp rule %v: a mask only goes with %s", r, ArgMaskedEqual)
+		}
+		switch a.Op {
+		case ArgEqual32:
+			if a.Value > 0xffffffff {
+				return fmt.Errorf("seccomp rule %v: value %#x does not fit 32 bits", r, a.Value)
+			}
+		case ArgAnyBit:
+			if a.Value == 0 || a.Value > 0xffffffff {
+				return fmt.Errorf("seccomp rule %v: mask %#x must be non-zero and fit 32 bits", r, a.Value)
+			}
+		case ArgMaskedEqual:
+			if a.Mask == 0 || a.Mask > 0xffffffff || a.Value&^a.Mask != 0 {
+				return fmt.Errorf("seccomp rule %v: mask %#x must be non-zero and fit 32 bits, and value %#x lie within it", r, a.Mask, a.Value)
+			}
+		default:
+			return fmt.Errorf("seccomp rule %v: unknown argument operation %q", r, a.Op)
+		}
+	}
+	return nil
 }
 
 // appliesTo reports whether the rule exists on goarch.
@@ -155,9 +235,18 @@ const (
 	unshareNamespaceFlags = cloneNamespaceFlags | 0x80
 )
 
+// Socket domains, types and protocols, from linux/socket.h, linux/net.h
+// and linux/netlink.h (the same on x86_64 and arm64).
 const (
-	afUnix  = 1  // AF_UNIX (AF_LOCAL)
-	afVsock = 40 // AF_VSOCK: host and hypervisor services, in no network namespace
+	afUnix    = 1  // AF_UNIX (AF_LOCAL)
+	afNetlink = 16 // AF_NETLINK
+	afVsock   = 40 // AF_VSOCK: host and hypervisor services, in no network namespace
+
+	sockDgram = 2 // SOCK_DGRAM; SOCK_RAW (3) differs only in bit 0
+	// sockDgramOrRawMask is SOCK_TYPE_MASK (0xf) without bit 0: type &
+	// 0xe == SOCK_DGRAM holds for SOCK_DGRAM and SOCK_RAW, with or without
+	// SOCK_NONBLOCK and SOCK_CLOEXEC (which live above SOCK_TYPE_MASK).
+	sockDgramOrRawMask = 0xe
 )
 
 // Rules returns corral's filter as a table, for documentation and `corral
@@ -179,38 +268,55 @@ func Rules(opts Options) []Rule {
 	if opts.DenyUnixSockets {
 		rules = append(rules, Rule{
 			Syscalls: []string{"socket"},
-			Arg:      &Arg{Index: 0, Op: ArgEqual32, Value: afUnix, Text: "domain == AF_UNIX"},
+			Args:     []Arg{{Index: 0, Op: ArgEqual32, Value: afUnix, Text: "domain == AF_UNIX"}},
 			Action:   ActionErrno, Errno: syscall.EPERM,
-			Reason: "no new Unix socket, so no host socket (Docker daemon, ssh/gpg agents, D-Bus, abstract sockets on a shared network) can be reached; socketpair(2) and inherited descriptors still work",
+			Reason: "no new Unix socket, so no host socket (Docker daemon, ssh/gpg agents, D-Bus, abstract sockets on a shared network) can be reached; inherited descriptors and stream or seqpacket socketpair(2) still work (datagram pairs: see the socketpair row)",
+		}, Rule{
+			Syscalls: []string{"socketpair"},
+			Args: []Arg{
+				{Index: 0, Op: ArgEqual32, Value: afUnix, Text: "domain == AF_UNIX"},
+				{Index: 1, Op: ArgMaskedEqual, Mask: sockDgramOrRawMask, Value: sockDgram, Text: "type & 0xe == SOCK_DGRAM (SOCK_DGRAM or SOCK_RAW, any flags)"},
+			},
+			Action: ActionErrno, Errno: syscall.EPERM,
+			Reason: "a datagram Unix socket can sendto(2) any address (unix_dgram_sendmsg in net/unix/af_unix.c sends to msg_name, and unix_dgram_connect re-points it), so a socketpair datagram socket would reach host datagram sockets visible in the sandbox (/dev/log, /run/systemd/journal/socket) despite the socket(AF_UNIX) rule; SOCK_RAW is refused too because unix_create turns it into SOCK_DGRAM. Stream and seqpacket pairs stay allowed: they cannot address another socket (unix_stream_sendmsg fails with EISCONN, or EOPNOTSUPP when unconnected, if given an address; unix_seqpacket_sendmsg discards the address and sends to its peer; connect(2) on either fails, with EISCONN, or ECONNREFUSED when nothing listens at the address, and queues nothing)",
 		}, Rule{
 			Syscalls: []string{"socket"},
-			Arg:      &Arg{Index: 0, Op: ArgEqual32, Value: afVsock, Text: "domain == AF_VSOCK"},
+			Args:     []Arg{{Index: 0, Op: ArgEqual32, Value: afVsock, Text: "domain == AF_VSOCK"}},
 			Action:   ActionErrno, Errno: syscall.EPERM,
 			Reason: "vsock(7) reaches the hypervisor and the host's vsock services, and no network namespace separates it: a sandbox without the host's network must not have it either",
+		}, Rule{
+			Syscalls: []string{"socket"},
+			Args: []Arg{
+				{Index: 0, Op: ArgEqual32, Value: afNetlink, Text: "domain == AF_NETLINK"},
+				// NETLINK_ROUTE is 0: any bit set in the int is another protocol.
+				{Index: 2, Op: ArgAnyBit, Value: 0xffffffff, Text: "protocol != NETLINK_ROUTE"},
+			},
+			Action: ActionErrno, Errno: syscall.EPROTONOSUPPORT,
+			Reason: "netlink families other than NETLINK_ROUTE are not all confined to the network namespace: NETLINK_KOBJECT_UEVENT carries the host's device events, NETLINK_AUDIT is the kernel's one audit interface, NETLINK_CONNECTOR reports other processes' events, and NETLINK_GENERIC serves taskstats among others. NETLINK_ROUTE, which glibc's getaddrinfo (AI_ADDRCONFIG), getifaddrs and `ip` use, sees only the sandbox's own network namespace and stays allowed. EPROTONOSUPPORT is the kernel's own answer for a netlink protocol it lacks (netlink_create in net/netlink/af_netlink.c), which programs handle: after EINVAL, EPROTONOSUPPORT or EAFNOSUPPORT from audit_open, shadow's useradd and passwd, libuser and sudo go on without audit, while any other errno (EPERM) makes shadow and libuser abort",
 		})
 	}
 	rules = append(rules,
 		Rule{
 			Syscalls: []string{"ioctl"},
-			Arg:      &Arg{Index: 1, Op: ArgEqual32, Value: tiocsti, Text: "request == TIOCSTI"},
+			Args:     []Arg{{Index: 1, Op: ArgEqual32, Value: tiocsti, Text: "request == TIOCSTI"}},
 			Action:   ActionErrno, Errno: syscall.EPERM,
 			Reason: "TIOCSTI pushes input into a terminal, so a command sharing corral's terminal could type commands into the shell outside the sandbox (CVE-2017-5226 in bubblewrap)",
 		},
 		Rule{
 			Syscalls: []string{"ioctl"},
-			Arg:      &Arg{Index: 1, Op: ArgEqual32, Value: tioclinux, Text: "request == TIOCLINUX"},
+			Args:     []Arg{{Index: 1, Op: ArgEqual32, Value: tioclinux, Text: "request == TIOCLINUX"}},
 			Action:   ActionErrno, Errno: syscall.EPERM,
 			Reason: "TIOCLINUX can paste the virtual console's selection buffer as input: the same injection as TIOCSTI (CVE-2023-1523)",
 		},
 		Rule{
 			Syscalls: []string{"clone"},
-			Arg:      &Arg{Index: 0, Op: ArgAnyBit, Value: cloneNamespaceFlags, Text: "flags & CLONE_NEW* != 0"},
+			Args:     []Arg{{Index: 0, Op: ArgAnyBit, Value: cloneNamespaceFlags, Text: "flags & CLONE_NEW* != 0"}},
 			Action:   ActionErrno, Errno: syscall.EPERM,
 			Reason: "no nested namespaces: a new user namespace would give the command capabilities over fresh mount and network namespaces (remounting its view, and the kernel code behind most unprivileged local root exploits); Docker's default profile refuses the same. Chromium needs --no-sandbox, as in Docker",
 		},
 		Rule{
 			Syscalls: []string{"unshare"},
-			Arg:      &Arg{Index: 0, Op: ArgAnyBit, Value: unshareNamespaceFlags, Text: "flags & CLONE_NEW* != 0"},
+			Args:     []Arg{{Index: 0, Op: ArgAnyBit, Value: unshareNamespaceFlags, Text: "flags & CLONE_NEW* != 0"}},
 			Action:   ActionErrno, Errno: syscall.EPERM,
 			Reason: "as for clone: no nested namespaces (unshare of files, fs or sysvsem still works)",
 		},

@@ -8,36 +8,59 @@ import (
 )
 
 func TestRulesByOption(t *testing.T) {
+	// The socket-family rows DenyUnixSockets adds, rendered by Rule.String.
+	denyRows := []string{
+		"socket [arg0: domain == AF_UNIX] -> errno EPERM",
+		"socketpair [arg0: domain == AF_UNIX && arg1: type & 0xe == SOCK_DGRAM (SOCK_DGRAM or SOCK_RAW, any flags)] -> errno EPERM",
+		"socket [arg0: domain == AF_VSOCK] -> errno EPERM",
+		"socket [arg0: domain == AF_NETLINK && arg2: protocol != NETLINK_ROUTE] -> errno EPROTONOSUPPORT",
+	}
 	for _, tc := range []struct {
-		name       string
-		opts       Options
-		unixSocket bool
+		name string
+		opts Options
+		want []string
 	}{
-		{"default", Options{}, false},
-		{"deny-unix-sockets", Options{DenyUnixSockets: true}, true},
+		{"default", Options{}, nil},
+		{"deny-unix-sockets", Options{DenyUnixSockets: true}, denyRows},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rules := Rules(tc.opts)
-			var hasSocket bool
-			for _, r := range rules {
-				if slices.Contains(r.Syscalls, "socket") {
-					hasSocket = true
-					if r.Arg == nil || r.Arg.Index != 0 || r.Arg.Op != ArgEqual32 || (r.Arg.Value != afUnix && r.Arg.Value != afVsock) {
-						t.Errorf("socket rule %v does not match exactly domain AF_UNIX or AF_VSOCK", r)
-					}
-				}
-				if slices.Contains(r.Syscalls, "socketpair") {
-					t.Errorf("socketpair is refused by %v", r)
+			var got []string
+			for _, r := range Rules(tc.opts) {
+				if slices.Contains(r.Syscalls, "socket") || slices.Contains(r.Syscalls, "socketpair") {
+					got = append(got, r.String())
 				}
 			}
-			if hasSocket != tc.unixSocket {
-				t.Errorf("socket rule present = %v, want %v", hasSocket, tc.unixSocket)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("socket rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
 		})
 	}
-	if d, a := len(Rules(Options{DenyUnixSockets: true})), len(Rules(Options{})); d != a+2 {
-		t.Errorf("DenyUnixSockets adds %d rows, want 2 (AF_UNIX, AF_VSOCK)", d-a)
+	if d, a := len(Rules(Options{DenyUnixSockets: true})), len(Rules(Options{})); d != a+len(denyRows) {
+		t.Errorf("DenyUnixSockets adds %d rows, want %d", d-a, len(denyRows))
 	}
+	// The exact conditions, which the strings above only describe.
+	for _, r := range Rules(Options{DenyUnixSockets: true}) {
+		switch {
+		case slices.Contains(r.Syscalls, "socketpair"):
+			want := []Arg{{Index: 0, Op: ArgEqual32, Value: afUnix}, {Index: 1, Op: ArgMaskedEqual, Mask: 0xe, Value: 2}}
+			if !argsMatch(r.Args, want) {
+				t.Errorf("socketpair rule conditions %+v, want %+v", r.Args, want)
+			}
+		case slices.Contains(r.Syscalls, "socket") && len(r.Args) == 2:
+			want := []Arg{{Index: 0, Op: ArgEqual32, Value: afNetlink}, {Index: 2, Op: ArgAnyBit, Value: 0xffffffff}}
+			if !argsMatch(r.Args, want) || r.Errno != syscall.EPROTONOSUPPORT {
+				t.Errorf("netlink rule %+v errno %d, want %+v errno EPROTONOSUPPORT", r.Args, r.Errno, want)
+			}
+		}
+	}
+}
+
+// argsMatch compares conditions, ignoring their Text.
+func argsMatch(got, want []Arg) bool {
+	return slices.EqualFunc(got, want, func(g, w Arg) bool {
+		g.Text = ""
+		return g == w
+	})
 }
 
 // TestRulesWellFormed checks every row: a reason, a known action, syscall
@@ -52,8 +75,8 @@ func TestRulesWellFormed(t *testing.T) {
 		}
 		switch r.Action {
 		case ActionErrno:
-			if r.Errno != syscall.EPERM && r.Errno != syscall.ENOSYS {
-				t.Errorf("%v: errno %d, want EPERM or ENOSYS", r, r.Errno)
+			if r.Errno != syscall.EPERM && r.Errno != syscall.ENOSYS && r.Errno != syscall.EPROTONOSUPPORT {
+				t.Errorf("%v: errno %d, want EPERM, ENOSYS or EPROTONOSUPPORT", r, r.Errno)
 			}
 		case ActionKillProcess:
 			if r.ABI != ABIForeign {
@@ -65,8 +88,13 @@ func TestRulesWellFormed(t *testing.T) {
 		if (r.ABI == "") == (len(r.Syscalls) == 0) {
 			t.Errorf("%v: a row names syscalls or an ABI, not both or neither", r)
 		}
-		if r.Arg != nil && len(r.Syscalls) != 1 {
-			t.Errorf("%v: an argument rule names one syscall", r)
+		if err := r.checkArgs(); err != nil {
+			t.Error(err)
+		}
+		for _, a := range r.Args {
+			if a.Text == "" {
+				t.Errorf("%v: condition on arg%d has no text", r, a.Index)
+			}
 		}
 		for goarch, p := range platforms {
 			if !r.appliesTo(goarch) {
@@ -83,8 +111,8 @@ func TestRulesWellFormed(t *testing.T) {
 				t.Errorf("%v: unsupported arch %q", r, a)
 			}
 		}
-		if r.Arg != nil {
-			continue // ioctl appears in two argument rows
+		if len(r.Args) > 0 {
+			continue // ioctl and socket appear in several argument rows
 		}
 		for _, name := range r.Syscalls {
 			if prev, dup := seen[name]; dup {
@@ -124,8 +152,10 @@ func TestRuleString(t *testing.T) {
 		rule Rule
 		want string
 	}{
-		{Rule{Syscalls: []string{"socket"}, Arg: &Arg{Index: 0, Text: "domain == AF_UNIX"}, Action: ActionErrno, Errno: syscall.EPERM},
+		{Rule{Syscalls: []string{"socket"}, Args: []Arg{{Index: 0, Text: "domain == AF_UNIX"}}, Action: ActionErrno, Errno: syscall.EPERM},
 			"socket [arg0: domain == AF_UNIX] -> errno EPERM"},
+		{Rule{Syscalls: []string{"socket"}, Args: []Arg{{Index: 0, Text: "a"}, {Index: 2, Text: "b"}}, Action: ActionErrno, Errno: syscall.EPROTONOSUPPORT},
+			"socket [arg0: a && arg2: b] -> errno EPROTONOSUPPORT"},
 		{Rule{ABI: ABIForeign, Action: ActionKillProcess}, "every foreign-ABI call -> kill-process"},
 		{Rule{Syscalls: []string{"iopl", "ioperm"}, Action: ActionErrno, Errno: syscall.EPERM, Arches: []string{"amd64"}},
 			"iopl, ioperm -> errno EPERM (amd64 only)"},
@@ -155,7 +185,7 @@ var bothOptions = []struct {
 func unconditional(rules []Rule, goarch string, errno syscall.Errno) []string {
 	var names []string
 	for _, r := range rules {
-		if r.ABI == "" && r.Arg == nil && r.appliesTo(goarch) && r.Errno == errno {
+		if r.ABI == "" && len(r.Args) == 0 && r.appliesTo(goarch) && r.Errno == errno {
 			names = append(names, r.Syscalls...)
 		}
 	}
