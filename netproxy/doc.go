@@ -18,7 +18,17 @@
 //
 // [Policy] is pure and decides by host name only: deny entries first, then
 // allow entries, refusing the rest; "*.example.com" matches strict
-// subdomains; raw IP addresses only when listed exactly.
+// subdomains; raw IP addresses only when listed exactly. An allowed name
+// is then resolved on the host, and the default dialer refuses it (as a
+// policy refusal, [ErrLocalTarget]) when the address it is about to
+// connect to is loopback, link-local, unspecified, multicast or assigned
+// to one of the host's own interfaces (such as its LAN or docker0
+// address), checked at connect time so that DNS rebinding cannot get past
+// it; other private addresses are reached. An allowed host that cannot be
+// reached gets a 502 naming it and a short reason (no such host,
+// connection refused, timed out, ...), never the error text, which can
+// name the host's resolver; the error is logged as
+// network.upstream_failed.
 //
 // What the filter does not do: it cannot see inside TLS, so a client that
 // tunnels to an allowed host can reach whatever that host serves (domain

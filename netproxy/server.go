@@ -10,12 +10,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -63,8 +61,12 @@ type Options struct {
 	// other users of the host cannot.
 	SocketMode fs.FileMode
 
-	// Logger receives network.denied (Info) and network.allowed (Debug)
-	// records, plus Debug records about malformed requests. Nil discards.
+	// Logger receives network.denied (Info), network.allowed (Debug) and
+	// network.upstream_failed records, plus Debug records about malformed
+	// requests. network.upstream_failed (Info; Debug when the client or
+	// the server went away first) is written when an allowed host could
+	// not be reached or its connection failed, with the full error: the
+	// client is told only the host and a short reason. Nil discards.
 	Logger *slog.Logger
 
 	// Session is added as the "session" attribute of every record.
@@ -75,12 +77,23 @@ type Options struct {
 	// an IP address; IPv6 in brackets). Nil means a net.Dialer that refuses
 	// (with [ErrLocalTarget]) to connect an allowed host *name* to a
 	// loopback, link-local (such as the 169.254.169.254 metadata service),
-	// unspecified or multicast address, so that a name under an allowed
-	// wildcard cannot be pointed at the host's own services; an allowed IP
-	// address is dialled as given. Private ranges (10/8, 192.168/16, ...)
-	// are not refused, since internal registries live there. Tests set Dial
-	// to reach loopback servers.
+	// unspecified or multicast address, or to any address assigned to one
+	// of this machine's interfaces (its LAN address, the 172.17.0.1 of
+	// docker0, ...), so that a name under an allowed wildcard, whose DNS
+	// corral does not control, cannot be pointed at the host's own
+	// services. The check runs on each resolved address just before it is
+	// connected to, so a changing DNS answer cannot slip past it; the
+	// interface list is read again every few seconds, and when it cannot
+	// be read the dial fails. An allowed IP address is dialled as given.
+	// Private ranges (10/8, 192.168/16, ...) are not refused, since
+	// internal registries live there. Tests set Dial to reach loopback
+	// servers.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// resolver, when set, resolves names for the default dialer (Dial
+	// nil) instead of net.DefaultResolver: tests point allowed names at
+	// chosen addresses with it while the default dialer's checks run.
+	resolver *net.Resolver
 
 	// HeaderTimeout bounds the time a client may take to send one request
 	// header (HTTP) or the whole handshake (SOCKS5); zero means
@@ -97,8 +110,11 @@ type Options struct {
 // absolute-form requests, RFC 9112 section 3.2.2) and a SOCKS5 proxy (RFC
 // 1928, CONNECT only, no authentication). Every request's host is put to
 // the [Policy]; refusals are answered 403 (HTTP) or reply 0x02 (SOCKS5)
-// and logged as network.denied. Create it with [Start]; its methods are
-// safe for concurrent use.
+// and logged as network.denied, and so are allowed names the default
+// dialer refuses with [ErrLocalTarget]. An allowed host that cannot be
+// reached is answered 502 naming the host and a short reason (SOCKS5: the
+// nearest reply code) and logged as network.upstream_failed. Create it
+// with [Start]; its methods are safe for concurrent use.
 type Server struct {
 	policy        Policy
 	log           *slog.Logger
@@ -147,7 +163,7 @@ func Start(opts Options) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.dialFn == nil {
-		s.dialFn = guardedDial
+		s.dialFn = guardedDialer(opts.resolver)
 	}
 	if s.headerTimeout <= 0 {
 		s.headerTimeout = DefaultHeaderTimeout
@@ -333,6 +349,22 @@ func (s *Server) logDenied(ctx context.Context, proto, host, port, reason string
 		slog.String("reason", reason))
 }
 
+// logUpstreamFailed records an allowed request whose upstream could not be
+// reached or failed, with the full error the client is not shown. It is
+// Info, or Debug when ctx ended first (the client left or the server is
+// closing), which is then the likely cause.
+func (s *Server) logUpstreamFailed(ctx context.Context, proto, host, port string, err error) {
+	level := slog.LevelInfo
+	if ctx.Err() != nil {
+		level = slog.LevelDebug
+	}
+	s.log.LogAttrs(ctx, level, "network.upstream_failed",
+		slog.String("session", s.session), slog.String("host", host),
+		slog.String("port", port), slog.String("proto", proto),
+		slog.String("reason", failureReason(err)),
+		slog.String("error", err.Error()))
+}
+
 // dial opens an upstream connection to host:port within DialTimeout.
 func (s *Server) dial(ctx context.Context, host, port string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.dialTimeout)
@@ -360,32 +392,6 @@ func (s *Server) dialChecked(ctx context.Context, _, addr string) (net.Conn, err
 // errDenied marks a refusal found after the request was accepted.
 var errDenied = errors.New("blocked by corral network allowlist")
 
-// guardedDial is the default [Options.Dial]: see there.
-func guardedDial(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := net.Dialer{KeepAlive: 30 * time.Second}
-	if host, _, err := net.SplitHostPort(addr); err == nil {
-		if _, isIP := parseIP(host); !isIP {
-			d.ControlContext = refuseLocal
-		}
-	}
-	return d.DialContext(ctx, network, addr)
-}
-
-// refuseLocal is a net.Dialer control function that refuses resolved
-// addresses on which only the host itself (or its link) listens.
-func refuseLocal(_ context.Context, _, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return err
-	}
-	a := ap.Addr().Unmap()
-	if a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsUnspecified() ||
-		a.IsMulticast() {
-		return fmt.Errorf("%w (%s)", ErrLocalTarget, a)
-	}
-	return nil
-}
-
 // serveHTTP handles one request of the HTTP proxy.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.track.enter() {
@@ -400,11 +406,24 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.serveForward(w, r)
 }
 
-// blocked answers a refused HTTP request.
-func blocked(w http.ResponseWriter, host string) {
+// blocked answers a refused HTTP request; why, when not empty, is added
+// in parentheses.
+func blocked(w http.ResponseWriter, host, why string) {
 	w.Header().Set("X-Corral-Blocked", host)
 	w.Header().Set("Connection", "close")
-	http.Error(w, "blocked by corral network allowlist: "+host, http.StatusForbidden)
+	msg := "blocked by corral network allowlist: " + host
+	if why != "" {
+		msg += " (" + why + ")"
+	}
+	http.Error(w, msg, http.StatusForbidden)
+}
+
+// unreachable answers 502 to a request whose allowed upstream could not be
+// reached or failed. The body names the host and the reason's category
+// only: the error itself can name the host's resolver and addresses.
+func unreachable(w http.ResponseWriter, host, port string, err error) {
+	w.Header().Set("Connection", "close")
+	http.Error(w, "corral proxy: cannot reach "+net.JoinHostPort(host, port)+": "+failureReason(err), http.StatusBadGateway)
 }
 
 // serveConnect opens a tunnel (RFC 9110 section 9.3.6): the request-target
@@ -425,17 +444,18 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.check(r.Context(), "connect", host, port) {
-		blocked(w, host)
+		blocked(w, host, "")
 		return
 	}
 	target, err := s.dial(r.Context(), host, port)
 	if err != nil {
 		if errors.Is(err, ErrLocalTarget) {
 			s.logDenied(r.Context(), "connect", host, port, err.Error())
-			blocked(w, host)
+			blocked(w, host, reasonLocalTarget)
 			return
 		}
-		http.Error(w, "corral proxy: cannot reach "+net.JoinHostPort(host, port)+": "+err.Error(), http.StatusBadGateway)
+		s.logUpstreamFailed(r.Context(), "connect", host, port, err)
+		unreachable(w, host, port, err)
 		return
 	}
 	conn, brw, err := http.NewResponseController(w).Hijack()
@@ -486,7 +506,7 @@ func (s *Server) serveForward(w http.ResponseWriter, r *http.Request) {
 		port = "80"
 	}
 	if !s.check(r.Context(), "http", host, port) {
-		blocked(w, host)
+		blocked(w, host, "")
 		return
 	}
 	s.forward.ServeHTTP(w, r)
@@ -494,18 +514,24 @@ func (s *Server) serveForward(w http.ResponseWriter, r *http.Request) {
 
 // forwardError answers a forwarded request whose upstream failed.
 func (s *Server) forwardError(w http.ResponseWriter, r *http.Request, err error) {
-	host := r.URL.Hostname()
-	if errors.Is(err, ErrLocalTarget) || errors.Is(err, errDenied) {
-		s.logDenied(r.Context(), "http", host, r.URL.Port(), err.Error())
-		blocked(w, host)
+	host, port := r.URL.Hostname(), r.URL.Port()
+	if port == "" {
+		port = "80"
+	}
+	switch {
+	case errors.Is(err, ErrLocalTarget):
+		s.logDenied(r.Context(), "http", host, port, err.Error())
+		blocked(w, host, reasonLocalTarget)
+		return
+	case errors.Is(err, errDenied):
+		s.logDenied(r.Context(), "http", host, port, err.Error())
+		blocked(w, host, "")
 		return
 	}
-	s.log.LogAttrs(r.Context(), slog.LevelDebug, "network.upstream_error",
-		slog.String("session", s.session), slog.String("host", host),
-		slog.String("proto", "http"), slog.String("error", err.Error()))
+	s.logUpstreamFailed(r.Context(), "http", host, port, err)
 	if r.Context().Err() != nil {
 		// The client went away or the server is closing: nothing to tell.
 		return
 	}
-	http.Error(w, "corral proxy: upstream error: "+err.Error(), http.StatusBadGateway)
+	unreachable(w, host, port, err)
 }

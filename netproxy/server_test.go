@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -314,6 +316,7 @@ func TestDefaultDialRefusesLocalAddresses(t *testing.T) {
 }
 
 func TestRefuseLocal(t *testing.T) {
+	own := ownAddrs(t)
 	for _, tc := range []struct {
 		addr    string
 		refused bool
@@ -331,9 +334,21 @@ func TestRefuseLocal(t *testing.T) {
 		{"192.0.2.1:443", false},
 		{"[2001:db8::1]:443", false},
 	} {
+		if ap := netip.MustParseAddrPort(tc.addr); !tc.refused && slices.Contains(own, ap.Addr()) {
+			continue // this machine happens to have the address
+		}
 		err := refuseLocal(context.Background(), "tcp", tc.addr, nil)
 		if got := errors.Is(err, ErrLocalTarget); got != tc.refused {
 			t.Errorf("refuseLocal(%s) = %v, want refused=%v", tc.addr, err, tc.refused)
+		}
+	}
+	// Every address of this machine's interfaces (its LAN address, a
+	// docker0 bridge, ...) is refused too.
+	for _, a := range own {
+		addr := netip.AddrPortFrom(a, 80).String()
+		err := refuseLocal(context.Background(), "tcp", addr, nil)
+		if !errors.Is(err, ErrLocalTarget) || !strings.Contains(err.Error(), "interface of this machine") {
+			t.Errorf("refuseLocal(%s), an address of this machine: %v, want refused", addr, err)
 		}
 	}
 }

@@ -100,7 +100,11 @@ func (s *Server) serveSOCKS(c net.Conn) {
 	if err != nil {
 		if errors.Is(err, ErrLocalTarget) {
 			s.logDenied(s.ctx, "socks5", req.host, req.port, err.Error())
+		} else {
+			s.logUpstreamFailed(s.ctx, "socks5", req.host, req.port, err)
 		}
+		// The reply is a code only: nothing of the error's text (the
+		// resolver's address, the host's addresses) reaches the client.
 		_ = writeSOCKSReply(c, socksDialReply(err))
 		return
 	}
