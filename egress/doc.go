@@ -4,20 +4,22 @@
 // in-sandbox side, corral's own executable re-executed as the forwarder and
 // the trampoline.
 //
-// How a command of the allowlist profile runs (bwrap; docker the same way
-// with its own paths):
+// How the commands of the allowlist profile reach the network:
 //
 //	host:    Pool.Get(policy, session) -> netproxy.Server listening on
 //	         Dir/<pid>-<n>/http.sock and socks.sock
-//	sandbox: the socket directory bound read-only at a fixed path; a
-//	         network namespace of its own with nothing but loopback
-//	         [ForwarderArgv]: corral __corral-net-forward
-//	             --http 127.0.0.1:3128=DIR/http.sock
-//	             --socks 127.0.0.1:1080=DIR/socks.sock [--pass-fds N] -- CMD...
-//	         -> /proc/self/exe __corral-net-exec -- [prlimit ... --] CMD...
-//	            (the trampoline: the syscall filter with AF_UNIX sockets
-//	            denied, then execve; prlimit(1) sets the memory and CPU
-//	            limits of [LimitArgv])
+//	bwrap:   once per server (Pool.Attach), a sandbox with a network
+//	         namespace of its own whose only process is [ServeArgv]:
+//	             corral __corral-net-forward
+//	                 --http 127.0.0.1:3128=DIR/http.sock
+//	                 --socks 127.0.0.1:1080=DIR/socks.sock --ready-fd N --serve
+//	         every command's bwrap then starts inside that namespace
+//	         (nsenter), with its own user, pid and mount namespaces and the
+//	         syscall filter that denies AF_UNIX sockets; no Go process runs
+//	         per command
+//	docker:  the container's main process is [ForwarderArgv] around a
+//	         pause process, with the socket directory bound; each command
+//	         is started in the container by corral's agent
 //	CMD's environment: [Env] (http_proxy, HTTPS_PROXY, ALL_PROXY=socks5h://,
 //	NO_PROXY for loopback, npm, pip and yarn settings).
 //
@@ -28,5 +30,5 @@
 // backend, can serve as the helper.
 //
 // Sources: package netproxy for the proxies, the forwarder and the
-// trampoline; package seccomp for the filter; prlimit(1) for the limits.
+// trampoline; package seccomp for the filter.
 package egress

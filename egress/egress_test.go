@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,6 +163,64 @@ func TestPoolClose(t *testing.T) {
 	rel() // after Close: harmless
 	if _, _, err := p.Get(policy, "s"); !errors.Is(err, ErrClosed) || !errors.Is(err, sandbox.ErrUnavailable) {
 		t.Errorf("Get after Close = %v, want ErrClosed (ErrUnavailable)", err)
+	}
+}
+
+// attachment is an io.Closer with an Alive method, for TestPoolAttach.
+type attachment struct {
+	closed atomic.Int32
+	dead   atomic.Bool
+}
+
+func (a *attachment) Close() error { a.closed.Add(1); return nil }
+func (a *attachment) Alive() bool  { return !a.dead.Load() }
+
+// TestPoolAttach: an attachment starts once per server, is started anew
+// when it reports itself dead, and is closed with its server (linger or
+// Close); a start error reaches the caller and nothing is kept.
+func TestPoolAttach(t *testing.T) {
+	p := NewPool(Options{Dir: filepath.Join(testDir(t), "net"), Linger: -1})
+	srv, rel, err := p.Get(policy, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := 0
+	start := func() (io.Closer, error) { starts++; return &attachment{}, nil }
+	v1, err := p.Attach(srv, "x", start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := p.Attach(srv, "x", start); err != nil || v != v1 || starts != 1 {
+		t.Errorf("second Attach = %v, %v after %d starts; want the first value, one start", v, err, starts)
+	}
+	boom := errors.New("boom")
+	if _, err := p.Attach(srv, "y", func() (io.Closer, error) { return nil, boom }); !errors.Is(err, boom) {
+		t.Errorf("Attach with a failing start = %v", err)
+	}
+	v1.(*attachment).dead.Store(true)
+	v2, err := p.Attach(srv, "x", start)
+	if err != nil || v2 == v1 || starts != 2 || v1.(*attachment).closed.Load() != 1 {
+		t.Errorf("after death: %v, %v, %d starts, first closed %d times; want a new value, the old one closed", v2, err, starts, v1.(*attachment).closed.Load())
+	}
+	rel() // the last lease with Linger -1: the server and its attachments close
+	if n := v2.(*attachment).closed.Load(); n != 1 {
+		t.Errorf("attachment closed %d times with its server, want 1", n)
+	}
+	if _, err := p.Attach(srv, "x", start); err == nil {
+		t.Error("Attach to a closed server succeeded")
+	}
+
+	srv, _, err = p.Get(policy, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v3, _ := p.Attach(srv, "x", start)
+	_ = p.Close()
+	if v3.(*attachment).closed.Load() != 1 {
+		t.Error("Pool.Close did not close the attachment")
+	}
+	if _, err := p.Attach(srv, "x", start); !errors.Is(err, ErrClosed) {
+		t.Errorf("Attach after Close = %v, want ErrClosed", err)
 	}
 }
 
@@ -316,40 +375,28 @@ func TestEnvAndWithoutEnv(t *testing.T) {
 	}
 }
 
-func TestLimitArgv(t *testing.T) {
-	for _, tc := range []struct {
-		lim  sandbox.Limits
-		want []string
-	}{
-		{sandbox.Limits{MemoryMB: 256, CPUSeconds: 30, MaxProcs: 9}, []string{"/usr/bin/prlimit", "--as=268435456", "--cpu=30:31", "--"}},
-		{sandbox.Limits{MemoryMB: 1}, []string{"/usr/bin/prlimit", "--as=1048576", "--"}},
-		{sandbox.Limits{CPUSeconds: 2}, []string{"/usr/bin/prlimit", "--cpu=2:3", "--"}},
-		{sandbox.Limits{MaxProcs: 5}, nil},
-	} {
-		if got := LimitArgv("/usr/bin/prlimit", tc.lim); !slices.Equal(got, tc.want) {
-			t.Errorf("LimitArgv(%+v) = %q, want %q", tc.lim, got, tc.want)
-		}
+func TestServeArgv(t *testing.T) {
+	want := []string{"/proc/self/fd/5", netproxy.ForwarderArg,
+		"--http", "127.0.0.1:3128=/run/x/http.sock",
+		"--socks", "127.0.0.1:1080=/run/x/socks.sock",
+		"--ready-fd", "6", "--serve"}
+	if got := ServeArgv("/proc/self/fd/5", "/run/x", 6); !slices.Equal(got, want) {
+		t.Errorf("ServeArgv = %q, want %q", got, want)
 	}
 }
 
 // TestTrampoline runs this test binary as the trampoline (the package's
 // init dispatches it): the command starts under the filter with AF_UNIX
-// sockets denied, with the caller's environment; prlimit from LimitArgv
-// sets the limits.
+// sockets denied, with the caller's environment.
 func TestTrampoline(t *testing.T) {
-	pl, err := exec.LookPath("prlimit")
-	if err != nil {
-		t.Skip("prlimit (util-linux) is not installed")
-	}
-	script := `grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status; ulimit -v; ulimit -t; echo "X=$X"`
-	args := append([]string{netproxy.TrampolineArg, "--"}, LimitArgv(pl, sandbox.Limits{MemoryMB: 64, CPUSeconds: 5})...)
-	cmd := exec.Command(os.Args[0], append(args, "sh", "-c", script)...)
+	script := `grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status; echo "X=$X"`
+	cmd := exec.Command(os.Args[0], netproxy.TrampolineArg, "--", "sh", "-c", script)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "X=kept"}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if want := "NoNewPrivs:\t1\nSeccomp:\t2\n65536\n5\nX=kept\n"; string(out) != want {
+	if want := "NoNewPrivs:\t1\nSeccomp:\t2\nX=kept\n"; string(out) != want {
 		t.Errorf("trampoline output %q, want %q", out, want)
 	}
 	if _, err := exec.LookPath("python3"); err == nil {

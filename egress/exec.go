@@ -1,14 +1,12 @@
 package egress
 
 import (
-	"fmt"
 	"net"
 	"path"
 	"slices"
 	"strconv"
 
 	"github.com/corralhq/corral/netproxy"
-	"github.com/corralhq/corral/sandbox"
 )
 
 // Ports the forwarder listens on inside a sandbox, on 127.0.0.1 of the
@@ -34,8 +32,7 @@ const (
 // command starts. The forwarder listens before the command starts, and the
 // command runs through the trampoline, which applies the syscall filter
 // (AF_UNIX sockets denied) before it executes cmd (see package netproxy,
-// ForwarderMain and TrampolineMain). Put [LimitArgv] in front of cmd to
-// give it memory and CPU limits.
+// ForwarderMain and TrampolineMain).
 func ForwarderArgv(exe, sockDir string, passFDs int, cmd []string) []string {
 	argv := []string{exe, netproxy.ForwarderArg,
 		"--http", net.JoinHostPort("127.0.0.1", strconv.Itoa(HTTPPort)) + "=" + path.Join(sockDir, netproxy.HTTPSocketName),
@@ -46,6 +43,23 @@ func ForwarderArgv(exe, sockDir string, passFDs int, cmd []string) []string {
 	}
 	argv = append(argv, "--")
 	return append(argv, cmd...)
+}
+
+// ServeArgv returns the argv of a forwarder that runs no command and
+// relays until its standard input reaches end of file or it is signalled
+// (netproxy.ForwarderMain --serve):
+//
+//	exe __corral-net-forward --http 127.0.0.1:3128=SOCKDIR/http.sock
+//	    --socks 127.0.0.1:1080=SOCKDIR/socks.sock --ready-fd READYFD --serve
+//
+// It is the only process of the sandbox that holds a network namespace
+// other sandboxes join (bwrap's allowlist profile). readyFD is a
+// descriptor the forwarder writes its listening addresses to and closes
+// once both ports listen; exe and sockDir are as for [ForwarderArgv].
+func ServeArgv(exe, sockDir string, readyFD int) []string {
+	argv := ForwarderArgv(exe, sockDir, 0, nil)
+	argv = argv[:len(argv)-1] // "--"
+	return append(argv, "--ready-fd", strconv.Itoa(readyFD), "--serve")
 }
 
 // Env returns the variables that point a command's tools at the
@@ -66,36 +80,4 @@ func WithoutEnv(env []string) []string {
 	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
 		return slices.Contains(ours, kv)
 	})
-}
-
-// LimitArgv returns the argv prefix that makes prlimit(1) (util-linux, at
-// the path prlimit, as the sandbox sees it) set the memory and CPU limits
-// of lim on itself and then execute the command that follows:
-//
-//	prlimit --as=BYTES --cpu=N:N+1 --
-//
-// (RLIMIT_AS in bytes from MemoryMB; RLIMIT_CPU soft N, hard N+1: SIGXCPU
-// at N seconds, SIGKILL a second later), leaving out a zero limit, or nil
-// when both are zero. MaxProcs is not part of it: RLIMIT_NPROC counts the
-// whole sandbox and stays the backend's.
-//
-// It is for commands under the forwarder: the forwarder and the trampoline
-// are Go programs, whose runtime reserves about 800 MiB of address space at
-// start, more than memory_mb usually allows, so the backend leaves
-// RLIMIT_AS and RLIMIT_CPU off the sandbox and puts this prefix after the
-// trampoline. A C program sets them because a Go program cannot do so
-// safely just before execve: under the new limit the runtime may fail to
-// allocate the few bytes that execve's arguments take.
-func LimitArgv(prlimit string, lim sandbox.Limits) []string {
-	var argv []string
-	if lim.MemoryMB > 0 {
-		argv = append(argv, "--as="+strconv.FormatUint(uint64(lim.MemoryMB)<<20, 10))
-	}
-	if lim.CPUSeconds > 0 {
-		argv = append(argv, fmt.Sprintf("--cpu=%d:%d", lim.CPUSeconds, lim.CPUSeconds+1))
-	}
-	if argv == nil {
-		return nil
-	}
-	return append(append([]string{prlimit}, argv...), "--")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -46,7 +47,8 @@ type Options struct {
 	SocketMode fs.FileMode
 	// Dial, when set, replaces the servers' upstream dialer
 	// (netproxy.Options.Dial). For tests only: the default dialer refuses
-	// allowed names that resolve to loopback or link-local addresses.
+	// allowed names that resolve to loopback, link-local or the host's own
+	// addresses.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Linger is how long a server no sandbox uses stays up for the next
 	// command of its session; zero means DefaultLinger, a negative value
@@ -76,6 +78,66 @@ type entry struct {
 	dir   string
 	refs  int
 	timer *time.Timer // closes the server once it has been unused for Linger
+
+	// amu guards attached and shut; it is held while an attachment starts
+	// (which may take a while), never together with Pool.mu.
+	amu      sync.Mutex
+	attached map[string]io.Closer
+	shut     bool
+}
+
+// Attach returns the value kept with srv under name, starting it with start
+// when there is none yet: something a backend needs once per server rather
+// than per command, such as bwrap's holder of the network namespace that a
+// session's allowlist commands share. A value that has an Alive() bool
+// method reporting false is closed and started anew. The pool closes the
+// attached values when it closes srv (linger expiry or [Pool.Close]),
+// before the server itself.
+//
+// The caller must hold a lease on srv from [Pool.Get] while it calls
+// Attach (so the server cannot close meanwhile). Errors: start's error as
+// returned, [ErrClosed] after Close or when srv has closed, or an error
+// wrapping sandbox.ErrUnavailable when srv is not one of the pool's
+// servers. start runs with no pool-wide lock held: other sessions go on.
+func (p *Pool) Attach(srv *netproxy.Server, name string, start func() (io.Closer, error)) (io.Closer, error) {
+	p.mu.Lock()
+	var e *entry
+	for _, c := range p.servers {
+		if c.srv == srv {
+			e = c
+			break
+		}
+	}
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if e == nil {
+		return nil, fmt.Errorf("%w: egress: the proxy server is not one of this pool's", sandbox.ErrUnavailable)
+	}
+	e.amu.Lock()
+	defer e.amu.Unlock()
+	if e.shut {
+		return nil, ErrClosed
+	}
+	if v := e.attached[name]; v != nil {
+		if a, ok := v.(interface{ Alive() bool }); !ok || a.Alive() {
+			return v, nil
+		}
+		_ = v.Close()
+		delete(e.attached, name)
+		p.log.Warn("egress.attachment.restarted", "name", name, "dir", e.dir)
+	}
+	v, err := start()
+	if err != nil {
+		return nil, err
+	}
+	if e.attached == nil {
+		e.attached = map[string]io.Closer{}
+	}
+	e.attached[name] = v
+	return v, nil
 }
 
 // NewPool returns a pool that makes its servers under opts.Dir. Nothing is
@@ -199,9 +261,18 @@ func (p *Pool) release(e *entry) {
 	})
 }
 
-// shut closes e's server and removes its socket directory.
+// shut closes e's attachments and server and removes its socket
+// directory.
 func (p *Pool) shut(e *entry) error {
-	err := e.srv.Close()
+	e.amu.Lock()
+	e.shut = true
+	var errs []error
+	for _, v := range e.attached {
+		errs = append(errs, v.Close())
+	}
+	e.attached = nil
+	e.amu.Unlock()
+	err := errors.Join(append(errs, e.srv.Close())...)
 	_ = os.Remove(e.dir)
 	p.log.Debug("egress.closed", "dir", e.dir)
 	return err

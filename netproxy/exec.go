@@ -71,6 +71,13 @@ var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGH
 //	                      such as a session's state pipe; the caller must
 //	                      have opened all of them); default 0, at most 64
 //	-- CMD ARGS...        the command to run
+//	--serve               run no command: relay until standard input reaches
+//	                      end of file (the caller's end of a pipe closes,
+//	                      also when the caller dies) or SIGINT, SIGTERM or
+//	                      SIGHUP arrives, then exit 0. For a long-lived
+//	                      holder of a network namespace that commands join
+//	                      (package backend/bwrap); --pass-fds and a command
+//	                      are refused with it
 //
 // --http and --socks may be given more than once or not at all; both only
 // name the relay in --ready-fd lines, the relaying is the same ([Forward]).
@@ -104,10 +111,14 @@ func ForwarderMain(args []string) int {
 	fs.Func("socks", "relay `ADDR=SOCKET` (SOCKS5 proxy)", relayFlag("socks", &relays))
 	readyFD := fs.Int("ready-fd", -1, "write the listening addresses to file descriptor `N`, then close it")
 	passFDs := fs.Int("pass-fds", 0, "pass descriptors 3 to 3+`N`-1 on to the command")
+	serve := fs.Bool("serve", false, "run no command: relay until standard input ends or a signal arrives")
 	if err := fs.Parse(args); err != nil {
 		return exitForwarderError
 	}
 	cmdArgs := fs.Args()
+	if *serve && (len(cmdArgs) > 0 || *passFDs > 0) {
+		return fail("--serve runs no command: drop the command and --pass-fds")
+	}
 	if *readyFD >= 0 && *readyFD < 3 {
 		return fail("--ready-fd %d: standard input, output and error belong to the command", *readyFD)
 	}
@@ -117,8 +128,8 @@ func ForwarderMain(args []string) int {
 	if *readyFD >= 3 && *readyFD < 3+*passFDs {
 		return fail("--ready-fd %d is one of the --pass-fds descriptors", *readyFD)
 	}
-	if len(cmdArgs) == 0 {
-		return fail("no command given (usage: --http ADDR=SOCKET ... -- CMD ARGS...)")
+	if len(cmdArgs) == 0 && !*serve {
+		return fail("no command given (usage: --http ADDR=SOCKET ... -- CMD ARGS..., or --serve)")
 	}
 
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
@@ -167,6 +178,10 @@ func ForwarderMain(args []string) int {
 		serving.Wait()
 	}
 
+	if *serve {
+		return serveUntilEOF(stopRelays)
+	}
+
 	// Pdeathsig is delivered when the thread that started the child ends,
 	// so that thread must stay ours until the child has been waited for.
 	runtime.LockOSThread()
@@ -205,6 +220,26 @@ loop:
 	}
 	stopRelays()
 	return exitStatus(cmd.ProcessState, waitErr)
+}
+
+// serveUntilEOF is ForwarderMain's --serve mode once the relays run: it
+// returns 0 after standard input reaches end of file (or fails) or one of
+// SIGINT, SIGTERM, SIGHUP arrives, having stopped the relays.
+func serveUntilEOF(stopRelays func()) int {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	eof := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		close(eof)
+	}()
+	select {
+	case <-eof:
+	case <-sigs:
+	}
+	stopRelays()
+	return 0
 }
 
 // exitStatus turns the end of the command into a status for os.Exit.

@@ -58,8 +58,10 @@ func (p Profile) Writable() bool { return p != ProfileRestricted }
 func (p Profile) HostNetwork() bool { return p == ProfileNetwork }
 
 // DeniesUnixSockets reports whether the syscall filter of commands under p
-// refuses to create AF_UNIX sockets (socketpair(2) and inherited sockets
-// still work; see seccomp.Options.DenyUnixSockets): every profile but
+// refuses to create AF_UNIX sockets (stream and seqpacket socketpair(2) and
+// inherited sockets still work; datagram pairs, AF_VSOCK and netlink
+// families other than NETLINK_ROUTE are refused too; see
+// seccomp.Options.DenyUnixSockets): every profile but
 // network, so no socket of the host (the Docker daemon, D-Bus, an ssh
 // agent, a database) can be reached. Under network the host's abstract
 // sockets are reachable anyway through the shared network namespace.

@@ -33,7 +33,8 @@ func FeaturesFor(v Version) Features {
 // paths are safe.
 //
 // Flag semantics are bwrap(1)'s: every namespace is unshared (user, pid,
-// ipc, uts, cgroup, and net unless plan.ShareNet); --die-with-parent ends
+// ipc, uts, cgroup, and net unless plan.ShareNet or plan.Egress, where the
+// caller starts bwrap inside the session's egress namespace); --die-with-parent ends
 // the sandbox when corral dies (with --unshare-pid the whole tree goes, as
 // bwrap is then pid 1); --new-session stops TIOCSTI input injection into the
 // caller's terminal; --cap-drop ALL matters when corral runs as root, where
@@ -47,7 +48,7 @@ func Argv(plan *Plan, f Features, statusFD int, cmd []string) []string {
 	a = append(a,
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 	)
-	if !plan.ShareNet {
+	if !plan.ShareNet && !plan.Egress {
 		a = append(a, "--unshare-net")
 	}
 	a = append(a, "--cap-drop", "ALL")

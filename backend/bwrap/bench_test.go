@@ -112,7 +112,7 @@ func BenchmarkPlanRepo(b *testing.B) {
 // machine's drift hits all alike, what the syscall filter and the
 // allowlist's proxy bridge cost per command: `true` under workspace without
 // the filter, under workspace with it (every command now), and under
-// allowlist (filter, forwarder, trampoline; the session's proxy server
+// allowlist (filter, the session's network namespace entered at the gate; its proxy server and the namespace's holder
 // reused, as between a session's commands). It reports each median in ms
 // and the ratios to the unfiltered workspace command.
 func BenchmarkFilterAndProxy(b *testing.B) {

@@ -13,9 +13,11 @@
 //     runs a single instruction;
 //   - run.go: Backend, which checks, spawns, waits and reports. Every
 //     sandbox loads corral's syscall filter (package seccomp) through
-//     `bwrap --seccomp FD`; under the allowlist profile the command runs
-//     behind the proxy forwarder of package egress, with the socket
-//     directory of its session's proxy bound at NetSandboxDir.
+//     `bwrap --seccomp FD`;
+//   - egressns.go: the allowlist profile's network namespace, one per
+//     session and policy, held by a long-lived sandbox whose only process
+//     is corral's forwarder to the proxies of package egress; each command's
+//     bwrap starts inside it (nsenter(1)) instead of unsharing its own.
 //
 // Behaviour follows the reference bubblewrap backend (shared/seeds) as
 // translated by corral's issue "corral run: the bubblewrap backend".

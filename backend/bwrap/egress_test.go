@@ -21,12 +21,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -383,7 +386,10 @@ func TestAllowlistCommandContract(t *testing.T) {
 		o := e.sh(`ulimit -v; ulimit -t; grep -E '^(Seccomp|Seccomp_filters|NoNewPrivs|CapEff):' /proc/self/status`, allowlist, func(r *sandbox.Request) {
 			r.Limits = sandbox.Limits{MemoryMB: 256, CPUSeconds: 30, MaxProcs: 256}
 		})
-		mustContain(t, o, "262144\n30\n", "Seccomp:\t2", "Seccomp_filters:\t2", "NoNewPrivs:\t1", "CapEff:\t0000000000000000")
+		mustContain(t, o, "262144\n30\n", "Seccomp:\t2", "Seccomp_filters:\t1", "NoNewPrivs:\t1", "CapEff:\t0000000000000000")
+		// The gate's injected calls leave no capability behind either.
+		o = e.sh(`grep -E '^Cap(Prm|Inh|Amb):' /proc/self/status`, allowlist)
+		mustContain(t, o, "CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapAmb:\t0000000000000000")
 		if _, err := exec.LookPath("python3"); err == nil {
 			o := e.sh(`python3 -c 'x = bytearray(1 << 30); print("ALLOCATED")'`, allowlist, func(r *sandbox.Request) { r.Limits.MemoryMB = 128 })
 			mustNotContain(t, o, "ALLOCATED")
@@ -398,13 +404,36 @@ func TestAllowlistCommandContract(t *testing.T) {
 			t.Errorf("LimitHit = %q, want cpu\n%s", o.res.LimitHit, o)
 		}
 	})
-	t.Run("timeout ends the forwarder too", func(t *testing.T) {
+	t.Run("forwarder out of reach", func(t *testing.T) {
+		// The sandbox's pid 1 (bwrap's init) carries the strict filter as
+		// well, and no process of the sandbox is corral's forwarder or
+		// holds the proxy's sockets: a command that took over pid 1
+		// (/proc/1/mem) gains no Unix socket.
+		o := e.sh(`grep -E '^Seccomp(_filters)?:' /proc/1/status; for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; done; ls -a /tmp; python3 -c 'import socket; socket.socket(socket.AF_UNIX)' 2>&1 | tail -1`, allowlist)
+		mustContain(t, o, "Seccomp:\t2\nSeccomp_filters:\t1\n", "PermissionError")
+		mustNotContain(t, o, "__corral-net-forward", "corral-net", "http.sock")
+	})
+	t.Run("timeout ends the command", func(t *testing.T) {
 		start := time.Now()
 		o := e.sh(`sleep 30`, allowlist, func(r *sandbox.Request) { r.Timeout = 500 * time.Millisecond })
 		if !o.res.TimedOut || time.Since(start) > 10*time.Second {
 			t.Errorf("timed out %v after %s\n%s", o.res.TimedOut, time.Since(start), o)
 		}
 	})
+}
+
+// TestAllowlistThroughNsenter: where the gate cannot enter the session's
+// namespace (another architecture, ptrace refused), nsenter(1) does, with
+// the same result: the proxy is reached, nothing of the namespaces'
+// descriptors is left in the sandbox, and the command has no capabilities.
+func TestAllowlistThroughNsenter(t *testing.T) {
+	e := newEnv(t)
+	requireTool(t, "curl", "apt-get install curl")
+	requireTool(t, "nsenter", "apt-get install util-linux")
+	newWorld(t, e)
+	e.backend.forceNsenter = true
+	o := e.sh(`curl -q -sS --max-time 10 http://api.allowed.test/ns; echo; ls /proc/self/fd | sort -n | tr '\n' ' '; echo; grep -E '^(CapEff|CapPrm|Seccomp_filters):' /proc/self/status`, allowlist)
+	mustContain(t, o, "hello host=api.allowed.test path=/ns tls=false", "\n0 1 2 3 \n", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000", "Seccomp_filters:\t1")
 }
 
 // TestAllowlistFailsClosed: when the proxy cannot start, the command does
@@ -461,36 +490,168 @@ func TestAllowlistFailsClosed(t *testing.T) {
 	})
 }
 
-// TestAllowlistServerShared: a session's commands share one server, which
-// goes once the last of them has ended (Linger -1 here).
+// TestAllowlistServerShared: a session's commands share one server and one
+// network namespace (held by one forwarder), which go once the last of
+// them has ended (Linger -1 here); another session gets its own; a holder
+// that died is replaced by the next command.
 func TestAllowlistServerShared(t *testing.T) {
 	e := newEnv(t)
 	requireTool(t, "curl", "apt-get install curl")
 	newWorld(t, e)
+	hostNet, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(session string, i int, hold time.Duration) (string, error) {
+		var so bytes.Buffer
+		req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", `curl -q -sS --max-time 10 http://api.allowed.test/` + fmt.Sprint(i) + `; echo; readlink /proc/self/ns/net; touch served-` + fmt.Sprint(i) + `; sleep ` + fmt.Sprint(hold.Seconds())},
+			Env: e.envv, Workdir: e.work, Stdout: &so, Stderr: &so, Timeout: time.Minute}
+		allowlist(req)
+		req.Session = session
+		_, err := e.backend.Run(context.Background(), req)
+		return so.String(), err
+	}
+	netnsOf := func(out string) string {
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "net:[") {
+				return l
+			}
+		}
+		return ""
+	}
 	var wg sync.WaitGroup
-	outs := make([]string, 3)
-	errs := make([]error, 3)
+	outs := make([]string, 4)
+	errs := make([]error, 4)
 	for i := range outs {
-		wg.Go(func() {
-			var so bytes.Buffer
-			req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", `curl -q -sS --max-time 10 http://api.allowed.test/` + fmt.Sprint(i) + `; ls /tmp/.corral-net; sleep 0.3`},
-				Env: e.envv, Workdir: e.work, Stdout: &so, Stderr: &so, Timeout: time.Minute}
-			allowlist(req)
-			_, errs[i] = e.backend.Run(context.Background(), req)
-			outs[i] = so.String()
-		})
+		session := "egress-test"
+		if i == 3 {
+			session = "another"
+		}
+		wg.Go(func() { outs[i], errs[i] = run(session, i, 500*time.Millisecond) })
 	}
 	wg.Wait()
 	for i, o := range outs {
-		if errs[i] != nil || !strings.Contains(o, fmt.Sprintf("path=/%d", i)) || !strings.Contains(o, "http.sock") || !strings.Contains(o, "socks.sock") {
+		if errs[i] != nil || !strings.Contains(o, fmt.Sprintf("path=/%d", i)) || netnsOf(o) == "" || netnsOf(o) == hostNet {
 			t.Errorf("command %d: %v\n%s", i, errs[i], o)
 		}
 	}
+	if a, b, c := netnsOf(outs[0]), netnsOf(outs[1]), netnsOf(outs[2]); a != b || b != c {
+		t.Errorf("one session's concurrent commands are in network namespaces %s %s %s, want one", a, b, c)
+	}
+	if netnsOf(outs[3]) == netnsOf(outs[0]) {
+		t.Errorf("two sessions share the network namespace %s", netnsOf(outs[0]))
+	}
+	waitNoForwarder(t)
 	ents, err := os.ReadDir(filepath.Join(e.base, "net"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ents) != 0 {
 		t.Errorf("socket directories left after the commands: %v", ents)
+	}
+
+	t.Run("a dead holder is replaced", func(t *testing.T) {
+		got := make(chan string, 1)
+		go func() {
+			o, err := run("egress-test", 10, 3*time.Second)
+			got <- fmt.Sprint(o, err)
+		}()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(e.work, "served-10")); err == nil {
+				break
+			}
+		}
+		pids := forwarderPids()
+		if len(pids) == 0 {
+			t.Fatal("no forwarder process while a command runs")
+		}
+		var parents []int
+		for _, p := range pids {
+			if pp, ok := ppidOf(p); ok {
+				parents = append(parents, pp)
+			}
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+		// Its parent, the holder's pid 1, ends with it.
+		for deadline := time.Now().Add(5 * time.Second); slices.ContainsFunc(parents, running) && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		// The running command holds its lease: the next one finds the
+		// holder dead and starts another, in a new namespace.
+		o, err := run("egress-test", 11, 0)
+		if err != nil || !strings.Contains(o, "path=/11") {
+			t.Errorf("after the forwarder was killed: %v\n%s", err, o)
+		}
+		if first := <-got; !strings.Contains(first, "path=/10") || netnsOf(first) == netnsOf(o) {
+			t.Errorf("first command %q, second %q: want both served, in different namespaces", first, o)
+		}
+		waitNoForwarder(t)
+	})
+}
+
+// forwarderPids lists this test process's descendants that run corral's
+// forwarder (the holders of egress namespaces); other packages' tests
+// (docker's containers) have their own.
+func forwarderPids() []int {
+	var pids []int
+	queue := []int{os.Getpid()}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
+		for _, task := range tasks {
+			data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p, task.Name()))
+			for _, f := range strings.Fields(string(data)) {
+				c, err := strconv.Atoi(f)
+				if err != nil {
+					continue
+				}
+				queue = append(queue, c)
+				if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c)); err == nil && bytes.Contains(b, []byte(netproxy.ForwarderArg)) {
+					pids = append(pids, c)
+				}
+			}
+		}
+	}
+	return pids
+}
+
+// ppidOf reads the parent of pid from /proc/PID/stat (proc(5): the field
+// after the parenthesized command name and the state).
+func ppidOf(pid int) (int, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, false
+	}
+	pp, err := strconv.Atoi(f[1])
+	return pp, err == nil
+}
+
+// running reports whether pid exists and is not a zombie.
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// waitNoForwarder fails the test when a forwarder process is still there
+// a few seconds after every lease ended.
+func waitNoForwarder(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(forwarderPids()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("forwarder processes left: %v", forwarderPids())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

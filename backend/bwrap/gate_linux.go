@@ -36,12 +36,15 @@ var errGateUnavailable = errors.New("ptrace gate unavailable")
 //     namespace was made; setting the limit after the namespace exists
 //     counts only the sandbox's processes, so a user running many processes
 //     elsewhere can still start a sandbox;
-//  4. it is detached and runs on.
+//  4. when join is set (the allowlist profile), it is moved into the
+//     session's egress namespace first (joinNamespaces; before step 3, so
+//     the sandbox's user namespace is made below the joined one);
+//  5. it is detached and runs on.
 //
 // The calling goroutine is locked to its thread for the duration, as
 // ptrace(2) requests must come from the tracing thread. A bwrap that exits
 // before it forks is left unreaped for cmd.Wait.
-func startGated(cmd *exec.Cmd, lim sandbox.Limits, cg *pidsCgroup, nproc bool, log *slog.Logger) error {
+func startGated(cmd *exec.Cmd, lim sandbox.Limits, cg *pidsCgroup, nproc bool, join *nsJoin, log *slog.Logger) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	joinFreshKeyring(log)
@@ -83,6 +86,11 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, cg *pidsCgroup, nproc bool, l
 	if cg != nil {
 		if err := cg.add(pid); err != nil {
 			return fail(err)
+		}
+	}
+	if join != nil {
+		if err := joinNamespaces(pid, *join); err != nil {
+			return fail(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
 		}
 	}
 	if !nproc || lim.MaxProcs <= 0 {

@@ -73,18 +73,7 @@ type Host struct {
 	// EmptyFile is an empty, read-only regular file bound over files that
 	// must read as empty (credential files, the Docker socket).
 	EmptyFile string
-	// NetDir is the host directory holding the sockets of the allowlist
-	// proxy that serves this sandbox (egress.Pool), bound read-only at
-	// NetSandboxDir. Required under the allowlist profile, ignored under
-	// the others.
-	NetDir string
 }
-
-// NetSandboxDir is where a sandbox of the allowlist profile sees the proxy's
-// socket directory (http.sock, socks.sock), bound read-only on the fresh
-// /tmp: the host root is read-only in the sandbox, so bwrap can make a
-// mount point only on a tmpfs of its own (/run/corral-net cannot be made).
-const NetSandboxDir = "/tmp/.corral-net"
 
 // Plan is everything bwrap needs to build one sandbox.
 type Plan struct {
@@ -98,16 +87,14 @@ type Plan struct {
 	Writable bool
 	// ShareNet keeps the host network namespace.
 	ShareNet bool
-	// Egress is set under the allowlist profile: the command runs under
-	// corral's forwarder (egress.ForwarderArgv), which reaches the proxy
-	// through NetSandboxDir, and the memory and CPU limits are set on the
-	// command by prlimit(1) after the trampoline (egress.LimitArgv), not on
-	// bwrap.
+	// Egress is set under the allowlist profile: the sandbox gets no
+	// network namespace of its own (no --unshare-net); bwrap must be
+	// started inside the session's egress namespace, where corral's
+	// forwarder listens on loopback (see egressNS in egressns.go), and the
+	// command's environment points at it (egress.Env).
 	Egress bool
 	// DenyUnixSockets selects the filter variant that refuses new AF_UNIX
-	// sockets (sandbox.Profile.DeniesUnixSockets). Under allowlist the
-	// trampoline loads that variant after the forwarder has started, and
-	// bwrap loads the base filter.
+	// sockets (sandbox.Profile.DeniesUnixSockets).
 	DenyUnixSockets bool
 	// SeccompFD is bwrap's descriptor of the syscall filter (--seccomp),
 	// set by the backend just before it starts bwrap; 0 means none (the
@@ -210,9 +197,6 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 	}
 	p := &planner{req: req, host: host, allow: map[string]bool{}, roDevs: map[string]bool{}, bindSrc: map[string]string{}}
 	plan := &Plan{ShareNet: profile.HostNetwork(), TTY: req.TTY, Egress: profile == sandbox.ProfileAllowlist, DenyUnixSockets: profile.DeniesUnixSockets()}
-	if plan.Egress && host.NetDir == "" {
-		return nil, fmt.Errorf("%w: the allowlist profile needs corral's network proxy, and none was started", sandbox.ErrUnavailable)
-	}
 
 	workdir, writable, err := p.workdir(profile)
 	if err != nil {
@@ -255,15 +239,6 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		return nil, err
 	}
 	p.caBundles()
-	if plan.Egress {
-		for _, b := range binds {
-			if within(NetSandboxDir, b.Dest) || within(b.Dest, NetSandboxDir) {
-				return nil, fmt.Errorf("%w: bind onto %s: under the allowlist profile %s holds corral's proxy sockets; choose another destination", sandbox.ErrPolicy, b.Dest, NetSandboxDir)
-			}
-		}
-		p.add(phaseReveal, mount{Kind: mRoBind, Src: host.NetDir, Dest: NetSandboxDir})
-	}
-
 	plan.Chdir = p.chdir(workdir)
 	set := []string{}
 	if scratch != "" {

@@ -717,32 +717,30 @@ func TestPlanWritableWorkdirNotSealed(t *testing.T) {
 	}
 }
 
-// TestPlanAllowlist: under allowlist the proxy's socket directory is bound
-// read-only on the fresh /tmp, the command's environment points at the
-// forwarder, and the network stays
-// unshared; without a proxy the plan is refused. Other profiles drop the
-// proxy variables a session saved under allowlist.
+// TestPlanAllowlist: under allowlist the command's environment points at
+// the forwarder, the sandbox has no network namespace of its own (bwrap is
+// started inside the session's egress namespace) and nothing of the proxy
+// is mounted; the strict filter applies. Other profiles drop the proxy
+// variables a session saved under allowlist.
 func TestPlanAllowlist(t *testing.T) {
 	f := newPlanFix(t)
-	netDir := filepath.Join(f.base, "net", "1-1")
-	host := f.host()
-	host.NetDir = netDir
 	saved := append([]string{"PATH=/usr/bin", "http_proxy=http://proxy.corp:8080"}, egress.Env()...)
 	req := f.req(func(r *sandbox.Request) {
 		r.Profile = sandbox.ProfileAllowlist
 		r.Env = saved
 		r.Limits = sandbox.Limits{MemoryMB: 256, CPUSeconds: 30, MaxProcs: 64}
 	})
-	plan, err := BuildPlan(req, host)
+	plan, err := BuildPlan(req, f.host())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !plan.Egress || plan.ShareNet || !plan.Writable || !plan.DenyUnixSockets {
 		t.Errorf("Egress, ShareNet, Writable, DenyUnixSockets = %v %v %v %v, want true false true true", plan.Egress, plan.ShareNet, plan.Writable, plan.DenyUnixSockets)
 	}
-	i, tmp := planFind(plan.Mounts, mRoBind, NetSandboxDir), planFind(plan.Mounts, mTmpfs, "/tmp")
-	if i < 0 || plan.Mounts[i].Src != netDir || tmp < 0 || tmp > i {
-		t.Errorf("want ro-bind %s %s after the /tmp tmpfs:%s", netDir, NetSandboxDir, planDump(plan.Mounts))
+	for _, m := range plan.Mounts {
+		if strings.Contains(m.Src, "net") && strings.HasSuffix(m.Src, ".sock") || strings.Contains(m.Dest, "corral-net") {
+			t.Errorf("the proxy's sockets are mounted: %+v", m)
+		}
 	}
 	for _, want := range egress.Env() {
 		if !slices.Contains(plan.Env, want) {
@@ -750,30 +748,18 @@ func TestPlanAllowlist(t *testing.T) {
 		}
 	}
 	argv := Argv(plan, Features{JSONStatus: true}, -1, []string{"true"})
-	if !slices.Contains(argv, "--unshare-net") {
-		t.Errorf("allowlist argv shares the host network: %q", argv)
+	if slices.Contains(argv, "--unshare-net") || slices.Contains(argv, "--share-net") {
+		t.Errorf("allowlist argv: want neither --unshare-net nor --share-net (the caller picks the namespace): %q", argv)
 	}
 
-	t.Run("no proxy", func(t *testing.T) {
-		_, err := BuildPlan(req, f.host())
-		if !errors.Is(err, sandbox.ErrUnavailable) {
-			t.Errorf("BuildPlan without NetDir = %v, want ErrUnavailable", err)
-		}
-	})
-	t.Run("bind over the socket directory", func(t *testing.T) {
-		for _, dest := range []string{"/tmp", NetSandboxDir, NetSandboxDir + "/http.sock"} {
-			r := *req
-			r.Binds = []sandbox.Bind{{Src: f.data, Dest: dest, ReadOnly: true}}
-			if _, err := BuildPlan(&r, host); !errors.Is(err, sandbox.ErrPolicy) || !strings.Contains(err.Error(), NetSandboxDir) {
-				t.Errorf("bind onto %s: %v, want ErrPolicy naming %s", dest, err, NetSandboxDir)
-			}
-		}
-	})
 	t.Run("other profiles", func(t *testing.T) {
 		for _, p := range []sandbox.Profile{sandbox.ProfileWorkspace, sandbox.ProfileNetwork, sandbox.ProfileRestricted} {
 			plan := f.build(t, func(r *sandbox.Request) { r.Profile = p; r.Env = saved; r.Limits = req.Limits })
-			if plan.Egress || planFind(plan.Mounts, mRoBind, NetSandboxDir) >= 0 {
+			if plan.Egress {
 				t.Errorf("%s: the plan has the proxy", p)
+			}
+			if argv := Argv(plan, Features{}, -1, []string{"true"}); slices.Contains(argv, "--unshare-net") == p.HostNetwork() {
+				t.Errorf("%s: argv %q: --unshare-net wrong for the profile", p, argv)
 			}
 			if want := []string{"PATH=/usr/bin", "http_proxy=http://proxy.corp:8080"}; !slices.Equal(plan.Env[:2], want) || slices.ContainsFunc(plan.Env, func(kv string) bool {
 				return strings.HasPrefix(kv, "HTTPS_PROXY=") || strings.HasPrefix(kv, "CORRAL_")

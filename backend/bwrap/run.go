@@ -87,8 +87,11 @@ type Backend struct {
 	pool     *egress.Pool
 
 	// noFilter leaves bwrap's --seccomp out (the benchmark's baseline
-	// only; the trampoline of the allowlist profile still filters).
+	// only).
 	noFilter bool
+	// forceNsenter makes the allowlist profile enter its namespace through
+	// nsenter(1) even where the gate could (tests of that path).
+	forceNsenter bool
 }
 
 // egressPool returns Options.Egress, or the backend's own pool.
@@ -100,6 +103,47 @@ func (b *Backend) egressPool() *egress.Pool {
 		}
 	})
 	return b.pool
+}
+
+// nsenterArgv returns the nsenter(1) prefix that starts bwrap inside ens
+// (egressNS.joinArgv), or an error wrapping sandbox.ErrUnavailable when
+// nsenter is missing.
+func (b *Backend) nsenterArgv(ens *egressNS) ([]string, error) {
+	nsenter, err := LocateTool("nsenter", "")
+	if err != nil {
+		return nil, fmt.Errorf("%w: the allowlist profile starts bwrap in the session's network namespace with nsenter here, which is missing (install util-linux), so the command does not run: %v", sandbox.ErrUnavailable, err)
+	}
+	return ens.joinArgv(nsenter), nil
+}
+
+// egressLease is a command's hold on its session's egress namespace.
+type egressLease struct {
+	*egressNS
+	release func()
+}
+
+// egress returns the egress namespace of req's session and network policy
+// (starting the proxy server and the namespace's holder when there is
+// none), and keeps both up until the lease's release. Errors wrap
+// sandbox.ErrUnavailable (the command must not run) or
+// sandbox.ErrBadRequest (a malformed network.allow or network.deny entry).
+func (b *Backend) egress(bin *Binary, req *sandbox.Request) (*egressLease, error) {
+	if bin.Setuid && os.Geteuid() != 0 {
+		return nil, fmt.Errorf("%w: the allowlist profile needs a bwrap that is not setuid (%s is: unprivileged user namespaces seem blocked here), so the command does not run", sandbox.ErrUnavailable, bin.Path)
+	}
+	pool := b.egressPool()
+	srv, release, err := pool.Get(netproxy.Policy{Allow: req.NetworkAllow, Deny: req.NetworkDeny}, req.Session)
+	if err != nil {
+		return nil, err
+	}
+	v, err := pool.Attach(srv, egressAttachment, func() (io.Closer, error) {
+		return b.startEgressNS(bin, srv, req.Session)
+	})
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return &egressLease{egressNS: v.(*egressNS), release: release}, nil
 }
 
 // New returns a bwrap backend. It does not look for bwrap yet: the first
@@ -255,17 +299,18 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if err != nil {
 		return nil, err
 	}
+	var ens *egressNS
 	if req.Profile == sandbox.ProfileAllowlist {
 		// Fail closed: no proxy, no command.
-		srv, release, err := b.egressPool().Get(netproxy.Policy{Allow: req.NetworkAllow, Deny: req.NetworkDeny}, req.Session)
+		lease, err := b.egress(bin, req)
 		if err != nil {
 			if errors.Is(err, sandbox.ErrUnavailable) {
 				return b.unavailable(err)
 			}
 			return nil, err
 		}
-		defer release()
-		host.NetDir = filepath.Dir(srv.HTTPSocket())
+		defer lease.release()
+		ens = lease.egressNS
 	}
 	plan, err := BuildPlan(req, host)
 	if err != nil {
@@ -286,7 +331,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if len(plan.ProtectScanCut) > 0 {
 		b.log.Debug("bwrap.protected.scan_cut", "roots", plan.ProtectScanCut)
 	}
-	res, err := b.run(ctx, bin, plan, req)
+	res, err := b.run(ctx, bin, plan, req, ens)
 	// The sandbox is gone (its pid namespace with it), whatever the
 	// outcome: look at what it left at protected paths.
 	swept := b.checkProtected(plan)
@@ -299,10 +344,11 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 // Command returns the bwrap argv (program first) and environment that Run
 // would use for req, without running anything (`corral run --dry-run`, and
 // the benchmark's raw-bwrap baseline). The limits gate, the status pipe and
-// the descriptors Run passes (the syscall filter's --seccomp, corral's
-// executable for the allowlist forwarder) are not part of the argv; under
-// allowlist the command is shown without the forwarder, and the proxy's
-// socket directory as StateDir/net/PROXY. Protected paths show as
+// the descriptors Run passes (the syscall filter's --seccomp) are not part
+// of the argv; under allowlist it starts with nsenter(1) into the session's
+// network namespace, shown as --net=SESSION-NETNS (Run joins the
+// namespace's owning user namespace too when corral is not root; see
+// egressNS). Protected paths show as
 // --ro-bind P P; a missing member of a git directory that Run would make
 // first (.git/hooks) is shown bound although Command does not make it.
 func (b *Backend) Command(ctx context.Context, req *sandbox.Request) (argv, env, warnings []string, err error) {
@@ -314,12 +360,15 @@ func (b *Backend) Command(ctx context.Context, req *sandbox.Request) (argv, env,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	host.NetDir = filepath.Join(b.opts.StateDir, "net", "PROXY")
 	plan, err := BuildPlan(req, host)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return append([]string{bin.Path}, Argv(plan, FeaturesFor(bin.Version), -1, req.Argv)...), bwrapEnv, plan.Warnings, nil
+	argv = append([]string{bin.Path}, Argv(plan, FeaturesFor(bin.Version), -1, req.Argv)...)
+	if plan.Egress {
+		argv = append([]string{"nsenter", "--net=SESSION-NETNS", "--"}, argv...)
+	}
+	return argv, bwrapEnv, plan.Warnings, nil
 }
 
 // bwrapEnv is the whole environment of the bwrap (and prlimit) process.
@@ -384,12 +433,12 @@ type status struct {
 	exitCode *int
 }
 
-func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox.Request) (*sandbox.Result, error) {
+func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox.Request, ens *egressNS) (*sandbox.Result, error) {
 	markInheritedCloexec()
 	// The caller's extra descriptors come first (3, 4, ... in the sandbox);
 	// bwrap's status and argument descriptors follow and are not passed on;
-	// then corral's executable (allowlist), the syscall filter and the
-	// protected paths' bind descriptors, in that order.
+	// then the syscall filter and the protected paths' bind descriptors, in
+	// that order.
 	statusFD := 3 + len(req.ExtraFiles)
 	next := statusFD + 2
 	var helpers []*os.File
@@ -399,36 +448,26 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 		}
 	}()
 	command := req.Argv
-	if plan.Egress {
-		// The forwarder is corral's own executable, handed in as a
-		// descriptor: its path may be hidden or outside the sandbox's view.
-		// It keeps the caller's descriptors for the command (--pass-fds).
-		exe, err := os.Open("/proc/self/exe")
-		if err != nil {
-			return b.unavailable(fmt.Errorf("%w: opening corral's executable for the network forwarder: %v", sandbox.ErrUnavailable, err))
-		}
-		helpers = append(helpers, exe)
-		// The forwarder and the trampoline are Go programs, which need more
-		// address space than memory_mb usually allows: prlimit(1) sets the
-		// memory and CPU limits on the command instead, before its first
-		// instruction as the gate does on bwrap for the other profiles.
-		var limit []string
-		if req.Limits.MemoryMB > 0 || req.Limits.CPUSeconds > 0 {
-			pl, err := LocateTool("prlimit", "")
-			if err != nil {
-				return b.unavailable(fmt.Errorf("%w: the allowlist profile limits memory and CPU with prlimit, which is missing (install util-linux), so the command does not run: %v", sandbox.ErrUnavailable, err))
+	root := os.Getuid() == 0
+	// Under allowlist bwrap must start inside the session's egress
+	// namespace: entered by the gate at bwrap's exec stop (joinNamespaces),
+	// or, where the gate cannot do it, by nsenter(1) in front of bwrap.
+	var nsFiles []*os.File
+	var nsenterArgv []string
+	if ens != nil {
+		gated := !bin.Setuid || root
+		if canJoinByInjection && gated && !b.forceNsenter {
+			nsFiles = ens.files()
+		} else {
+			var err error
+			if nsenterArgv, err = b.nsenterArgv(ens); err != nil {
+				return b.unavailable(err)
 			}
-			limit = egress.LimitArgv(pl, req.Limits)
 		}
-		command = egress.ForwarderArgv("/proc/self/fd/"+strconv.Itoa(next), NetSandboxDir, len(req.ExtraFiles), append(limit, req.Argv...))
-		next++
 	}
 	var filter *os.File
 	if !b.noFilter {
-		// Under allowlist bwrap loads the base filter, which leaves the
-		// forwarder its Unix sockets; the trampoline adds the strict one
-		// before the command starts.
-		f, err := seccomp.File(seccomp.Options{DenyUnixSockets: plan.DenyUnixSockets && !plan.Egress})
+		f, err := seccomp.File(seccomp.Options{DenyUnixSockets: plan.DenyUnixSockets})
 		if err != nil {
 			return b.unavailable(fmt.Errorf("%w: the syscall filter cannot be built, so the command does not run: %w", sandbox.ErrUnavailable, err))
 		}
@@ -474,7 +513,8 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 		_, _ = argsW.Write(buf)
 		argsW.Close()
 	}()
-	cmd := exec.Command(bin.Path, append([]string{"--args", strconv.Itoa(statusFD + 1)}, command...)...)
+	bargs := append(nsenterArgv, bin.Path, "--args", strconv.Itoa(statusFD+1))
+	cmd := exec.Command(bargs[0], append(bargs[1:], command...)...)
 	// bwrap runs on the host: it gets a fixed environment, never the
 	// command's (which Argv sets inside with --setenv).
 	cmd.Env = bwrapEnv
@@ -494,6 +534,20 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 		}
 	}
 	cmd.ExtraFiles = append(append(append(append([]*os.File{}, req.ExtraFiles...), statusW, argsR), helpers...), bindFiles...)
+	var join *nsJoin
+	if nsFiles != nil {
+		// Last, so that no other descriptor moves; closed in bwrap by the
+		// gate once it has entered the namespaces.
+		join = &nsJoin{UserFD: -1}
+		for _, f := range nsFiles {
+			if f == ens.userns {
+				join.UserFD = 3 + len(cmd.ExtraFiles)
+			} else {
+				join.NetFD = 3 + len(cmd.ExtraFiles)
+			}
+			cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+		}
+	}
 	// Once the sandbox is dead nothing may hold its output pipes open; do
 	// not wait for stray writers beyond this.
 	cmd.WaitDelay = b.opts.KillGrace
@@ -509,11 +563,6 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 	var cg *pidsCgroup
 	lim := req.Limits
 	gateLim := lim
-	if plan.Egress {
-		// prlimit sets these on the command (see above).
-		gateLim.MemoryMB, gateLim.CPUSeconds = 0, 0
-	}
-	root := os.Getuid() == 0
 	if root && lim.MaxProcs > 0 {
 		if r := b.cgroupRoot(); r != "" {
 			cg, err = newPidsCgroup(r, lim.MaxProcs)
@@ -534,12 +583,22 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 	if bin.Setuid && !root {
 		err = b.startWithPrlimit(cmd, gateLim)
 	} else {
-		err = startGated(cmd, gateLim, cg, !root, b.log)
+		err = startGated(cmd, gateLim, cg, !root, join, b.log)
 		if errors.Is(err, errGateUnavailable) {
 			b.log.Warn("bwrap.gate.unavailable", "error", err)
 			cmd = rebuild(cmd)
 			if filter != nil {
 				_, _ = filter.Seek(0, io.SeekStart) // bwrap reads it from the offset
+			}
+			if join != nil {
+				// No gate to enter the namespaces: nsenter does.
+				cmd.ExtraFiles = cmd.ExtraFiles[:len(cmd.ExtraFiles)-len(nsFiles)]
+				argv, nerr := b.nsenterArgv(ens)
+				if nerr != nil {
+					statusW.Close()
+					return b.unavailable(nerr)
+				}
+				cmd.Path, cmd.Args = argv[0], append(argv, cmd.Args...)
 			}
 			err = b.startWithPrlimit(cmd, gateLim)
 		}

@@ -1,0 +1,315 @@
+package bwrap
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/netproxy"
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/seccomp"
+)
+
+// egressAttachment is the name under which the bwrap backend keeps its
+// [egressNS] with a session's proxy server (egress.Pool.Attach).
+const egressAttachment = "bwrap.netns"
+
+// egressReadyTimeout bounds the start of an egress namespace: bwrap, then
+// corral's forwarder listening on its two ports.
+const egressReadyTimeout = 15 * time.Second
+
+// egressNS is the network namespace that the allowlist commands of one
+// session (and policy) share, and the long-lived sandbox that holds it: a
+// bwrap with its own user, pid and network namespace whose only process
+// is corral's forwarder (netproxy.ForwarderMain --serve), listening on
+// 127.0.0.1:3128 (HTTP proxy) and 127.0.0.1:1080 (SOCKS5) of that
+// namespace and relaying each connection to the host-side proxy's Unix
+// sockets (egress.Pool).
+//
+// Each command's bwrap then starts inside that network namespace instead
+// of unsharing a fresh one, so a command costs no Go process: the
+// forwarder starts once per session, not once per command. The limits gate
+// moves bwrap into the namespace at its exec stop (joinNamespaces), which
+// costs no process at all; where it cannot, nsenter(1) in front of bwrap
+// does (joinArgv), at the price of one more execve. The command's sandbox keeps its own user, pid,
+// mount, ipc and uts namespaces and gets the strict syscall filter
+// (AF_UNIX sockets denied) from bwrap, on its pid 1 too; the forwarder,
+// which needs its Unix sockets, lives in another pid and mount namespace,
+// so no command can signal, trace or write into it (/proc/PID/mem). The
+// proxy's socket directory is not in the commands' sandboxes at all.
+//
+// What the commands of the session share is loopback: a server one of
+// them starts on 127.0.0.1 is reachable by the others (as in a container
+// per session). Sessions never share a namespace.
+//
+// The holder ends when its server closes (the pool closes attachments),
+// when corral ends (bwrap --die-with-parent, and the forwarder's standard
+// input, a pipe whose other end only corral holds, reaches end of file),
+// or when it fails; Alive then reports false and the next command starts
+// a new one.
+type egressNS struct {
+	log    *slog.Logger
+	cmd    *exec.Cmd
+	life   *os.File // corral's end of the forwarder's standard input
+	netns  *os.File // the namespace the commands join
+	userns *os.File // its owning user namespace; nil when joining as root
+	pidfd  int      // the sandbox's pid 1 (pidfd_open(2)), or -1
+	done   chan struct{}
+	once   sync.Once
+}
+
+// startEgressNS starts the holder for srv's sockets with bwrap bin and
+// waits until the forwarder listens. Errors wrap sandbox.ErrUnavailable
+// and say why (so the command does not run: the profile fails closed).
+func (b *Backend) startEgressNS(bin *Binary, srv *netproxy.Server, session string) (*egressNS, error) {
+	unavailable := func(format string, a ...any) error {
+		return fmt.Errorf("%w: the allowlist profile's network namespace could not be set up, so the command does not run: %s", sandbox.ErrUnavailable, fmt.Sprintf(format, a...))
+	}
+	exe, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return nil, unavailable("opening corral's executable for the forwarder: %v", err)
+	}
+	defer exe.Close()
+	filter, err := seccomp.File(seccomp.Options{})
+	if err != nil {
+		return nil, unavailable("the syscall filter cannot be built: %v", err)
+	}
+	defer filter.Close()
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		return nil, unavailable("%v", err)
+	}
+	defer infoR.Close()
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		infoW.Close()
+		return nil, unavailable("%v", err)
+	}
+	defer readyR.Close()
+	lifeR, lifeW, err := os.Pipe()
+	if err != nil {
+		infoW.Close()
+		readyW.Close()
+		return nil, unavailable("%v", err)
+	}
+	// Descriptors in the sandbox: 3 info, 4 seccomp, 5 exe, 6 ready.
+	sockDir := filepath.Dir(srv.HTTPSocket())
+	argv := []string{
+		"--die-with-parent", "--new-session",
+		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net",
+		"--cap-drop", "ALL",
+		"--clearenv", "--setenv", "PATH", "/usr/sbin:/usr/bin:/sbin:/bin",
+		"--info-fd", "3",
+		"--seccomp", "4",
+		// Corral's own code only: the host's files read-only (a test
+		// binary may be linked dynamically), its own /proc for the
+		// executable's descriptor. No --dev: devpts would make bwrap add
+		// a second user namespace below the one that owns the network
+		// namespace, and joining that one would not give the right to
+		// enter the network namespace (setns(2)).
+		"--ro-bind", "/", "/",
+		"--proc", "/proc",
+		"--",
+	}
+	argv = append(argv, egress.ServeArgv("/proc/self/fd/5", sockDir, 6)...)
+	cmd := exec.Command(bin.Path, argv...)
+	cmd.Env = bwrapEnv
+	cmd.Stdin = lifeR
+	stderr := &tailBuffer{max: 4 << 10}
+	cmd.Stderr = stderr
+	cmd.ExtraFiles = []*os.File{infoW, filter, exe, readyW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	err = cmd.Start()
+	infoW.Close()
+	readyW.Close()
+	lifeR.Close()
+	if err != nil {
+		lifeW.Close()
+		return nil, unavailable("starting bwrap: %v", err)
+	}
+	e := &egressNS{log: b.log, cmd: cmd, life: lifeW, pidfd: -1, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(e.done)
+	}()
+	fail := func(err error) (*egressNS, error) {
+		e.Close()
+		if t := stderr.String(); t != "" {
+			err = fmt.Errorf("%w (bwrap said: %s)", err, t)
+		}
+		return nil, err
+	}
+
+	// bwrap's --info-fd: {"child-pid": N} once the sandbox's pid 1 exists.
+	type result struct {
+		pid   int
+		ready string
+		err   error
+	}
+	got := make(chan result, 1)
+	go func() {
+		var info struct {
+			ChildPid int `json:"child-pid"`
+		}
+		if err := json.NewDecoder(infoR).Decode(&info); err != nil || info.ChildPid <= 0 {
+			got <- result{err: fmt.Errorf("bwrap reported no sandbox process (%v)", err)}
+			return
+		}
+		ready, _ := io.ReadAll(readyR)
+		got <- result{pid: info.ChildPid, ready: string(ready)}
+	}()
+	var r result
+	select {
+	case r = <-got:
+	case <-time.After(egressReadyTimeout):
+		return fail(unavailable("the forwarder did not start within %s", egressReadyTimeout))
+	}
+	if r.err != nil {
+		return fail(unavailable("%v", r.err))
+	}
+	if r.ready == "" {
+		return fail(unavailable("the forwarder ended before it listened"))
+	}
+	// The sandbox's pid 1 ends as soon as the forwarder does; bwrap
+	// outside notices a moment later. Alive asks pid 1.
+	if fd, err := unix.PidfdOpen(r.pid, 0); err == nil {
+		e.pidfd = fd
+	}
+	if err := e.openNamespaces(r.pid); err != nil {
+		return fail(unavailable("%v", err))
+	}
+	select {
+	case <-e.done:
+		return fail(unavailable("the sandbox ended while it was being set up"))
+	default:
+	}
+	b.log.Debug("bwrap.egress.started", "session", session, "pid", cmd.Process.Pid, "sandbox_pid", r.pid, "dir", sockDir)
+	return e, nil
+}
+
+// openNamespaces opens the network namespace of the holder's pid 1 (pid,
+// as this process sees it) and, unless corral runs as root, the user
+// namespace that owns it (ioctl NS_GET_USERNS, ioctl_ns(2)): entering a
+// network namespace takes CAP_SYS_ADMIN both in the caller's own user
+// namespace and in the namespace's owner (setns(2)), which an unprivileged
+// caller has only after it joined that owner, as the user who made it.
+// The namespace must not be corral's own: a pid that died and was reused
+// must never lead a command onto the host's network.
+func (e *egressNS) openNamespaces(pid int) error {
+	netns, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/net")
+	if err != nil {
+		return fmt.Errorf("opening the sandbox's network namespace: %w", err)
+	}
+	var own, got unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/net", &own); err != nil {
+		netns.Close()
+		return fmt.Errorf("reading corral's network namespace: %w", err)
+	}
+	if err := unix.Fstat(int(netns.Fd()), &got); err != nil {
+		netns.Close()
+		return fmt.Errorf("reading the sandbox's network namespace: %w", err)
+	}
+	if got.Ino == own.Ino && got.Dev == own.Dev {
+		netns.Close()
+		return errors.New("the sandbox process is in corral's own network namespace (it ended and its pid was reused)")
+	}
+	e.netns = netns
+	if os.Geteuid() == 0 {
+		return nil
+	}
+	fd, err := unix.IoctlRetInt(int(netns.Fd()), unix.NS_GET_USERNS)
+	if err != nil {
+		return fmt.Errorf("finding the user namespace that owns the sandbox's network namespace (NS_GET_USERNS): %w", err)
+	}
+	unix.CloseOnExec(fd)
+	e.userns = os.NewFile(uintptr(fd), "userns")
+	return nil
+}
+
+// joinArgv returns the argv prefix that runs the next program inside the
+// holder's network namespace:
+//
+//	nsenter [--user=/proc/PID/fd/U --preserve-credentials] --net=/proc/PID/fd/N --
+//
+// where PID is corral's own process and U, N are its descriptors of the
+// namespaces (so no pid of the holder can be reused in between, and no
+// namespace descriptor is inherited into the sandbox). The user namespace
+// is joined first (nsenter(1) enters it before the others when that gives
+// the rights to enter them), keeping the caller's uid, gid and groups.
+func (e *egressNS) joinArgv(nsenter string) []string {
+	self := "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/"
+	argv := []string{nsenter}
+	if e.userns != nil {
+		argv = append(argv, "--user="+self+strconv.Itoa(int(e.userns.Fd())), "--preserve-credentials")
+	}
+	return append(argv, "--net="+self+strconv.Itoa(int(e.netns.Fd())), "--")
+}
+
+// files returns the namespace descriptors a bwrap must have to enter the
+// namespace itself (joinNamespaces): the owning user namespace first when
+// there is one, then the network namespace.
+func (e *egressNS) files() []*os.File {
+	if e.userns != nil {
+		return []*os.File{e.userns, e.netns}
+	}
+	return []*os.File{e.netns}
+}
+
+// Alive reports whether the holder still runs (egress.Pool.Attach starts a
+// new one when not).
+func (e *egressNS) Alive() bool {
+	select {
+	case <-e.done:
+		return false
+	default:
+	}
+	if e.pidfd >= 0 {
+		// A pidfd polls readable once its process has ended (pidfd_open(2)).
+		fds := []unix.PollFd{{Fd: int32(e.pidfd), Events: unix.POLLIN}}
+		if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Close ends the holder: its forwarder's standard input is closed, then
+// the whole sandbox is killed (SIGKILL to bwrap's process group; with
+// --unshare-pid its pid 1 takes the rest), and the namespace descriptors
+// are closed. Commands still running in the namespace lose the proxy. It
+// always returns nil (it is an io.Closer for egress.Pool).
+func (e *egressNS) Close() error {
+	e.once.Do(func() {
+		_ = e.life.Close()
+		select {
+		case <-e.done:
+		case <-time.After(500 * time.Millisecond):
+			_ = unix.Kill(-e.cmd.Process.Pid, unix.SIGKILL)
+			_ = e.cmd.Process.Kill()
+			<-e.done
+		}
+		if e.netns != nil {
+			_ = e.netns.Close()
+		}
+		if e.userns != nil {
+			_ = e.userns.Close()
+		}
+		if e.pidfd >= 0 {
+			_ = unix.Close(e.pidfd)
+		}
+		e.log.Debug("bwrap.egress.stopped", "pid", e.cmd.Process.Pid)
+	})
+	return nil
+}
