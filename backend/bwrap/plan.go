@@ -1083,6 +1083,21 @@ func (p *planner) holdsHidden(r string) bool {
 			return true
 		}
 	}
+	// Engine sockets (a bind of /run elsewhere would show docker.sock under
+	// the new name) and the system's secrets (/etc elsewhere: /etc/shadow).
+	for _, s := range p.host.MaskFiles {
+		if t, err := filepath.EvalSymlinks(s); err == nil && within(t, r) {
+			return true
+		}
+	}
+	for _, pat := range systemSecrets {
+		matches, _ := filepath.Glob(pat)
+		for _, m := range matches {
+			if within(m, r) {
+				return true
+			}
+		}
+	}
 	return false
 }
 

@@ -772,3 +772,56 @@ func TestPlanAllowlist(t *testing.T) {
 		}
 	})
 }
+
+// TestPlanBindElsewhereOfMaskedFiles: a bind to another path of a directory
+// that holds an engine socket (MaskFiles) or a system secret is ignored with
+// a warning, since the masks cover those files only at their own paths; at
+// its own path the bind is kept and the socket masked inside it.
+func TestPlanBindElsewhereOfMaskedFiles(t *testing.T) {
+	f := newPlanFix(t)
+	run := filepath.Join(f.base, "run")
+	sock := filepath.Join(run, "docker.sock")
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sock, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	host := f.host()
+	host.MaskFiles = append(host.MaskFiles, sock)
+	for _, tc := range []struct {
+		name string
+		bind sandbox.Bind
+	}{
+		{"engine socket's directory", sandbox.Bind{Src: run, Dest: "/tmp/r", ReadOnly: true}},
+		{"/etc (shadow)", sandbox.Bind{Src: "/etc", Dest: "/tmp/etc", ReadOnly: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, err := BuildPlan(f.req(func(r *sandbox.Request) { r.Workdir = f.work; r.Binds = []sandbox.Bind{tc.bind} }), host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range plan.Mounts {
+				if within(m.Dest, tc.bind.Dest) {
+					t.Errorf("mount %s for a bind that must be ignored%s", planM(m), planDump(plan.Mounts))
+				}
+			}
+			if len(plan.Warnings) == 0 {
+				t.Error("no warning")
+			}
+		})
+	}
+	t.Run("at its own path", func(t *testing.T) {
+		plan, err := BuildPlan(f.req(func(r *sandbox.Request) {
+			r.Workdir = f.work
+			r.Binds = []sandbox.Bind{{Src: run, ReadOnly: true}}
+		}), host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, m := planFind(plan.Mounts, mRoBind, run), planFind(plan.Mounts, mRoBind, sock)
+		if b < 0 || m < b || plan.Mounts[m].Src != f.empty {
+			t.Errorf("want the bind, then the socket masked by the empty file%s", planDump(plan.Mounts))
+		}
+	})
+}
