@@ -1,6 +1,8 @@
 package bwrap
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -312,4 +315,43 @@ func (e *egressNS) Close() error {
 		e.log.Debug("bwrap.egress.stopped", "pid", e.cmd.Process.Pid)
 	})
 	return nil
+}
+
+// CheckEgress runs `true` under the allowlist profile (nothing allowed) in
+// a session of its own and a fresh working directory under dir ("": the
+// system temporary directory), so the
+// whole path is tried: the proxy, the holder of the network namespace and
+// a command entering it. It returns how commands enter the namespace on
+// this machine ("ptrace gate" or "nsenter") and nil, or the error that
+// keeps allowlist commands from running (wrapping sandbox.ErrUnavailable).
+// The backend's egress pool is used: give it one that closes servers at
+// once (egress.Options.Linger < 0) when nothing should stay behind.
+func (b *Backend) CheckEgress(ctx context.Context, dir string) (string, error) {
+	bin, err := b.Binary(ctx)
+	if err != nil {
+		return "", err
+	}
+	work, err := os.MkdirTemp(dir, "egress-check-")
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
+	}
+	defer os.RemoveAll(work)
+	var out bytes.Buffer
+	res, err := b.Run(ctx, &sandbox.Request{
+		Argv: []string{"/bin/sh", "-c", "exec true"}, Env: []string{"PATH=/usr/bin:/bin"},
+		Workdir: work, Profile: sandbox.ProfileAllowlist, Session: "corral-egress-check",
+		Stdout: &out, Stderr: &out, Timeout: 30 * time.Second,
+	})
+	switch {
+	case err != nil:
+		return "", err
+	case res.Unavailable != "":
+		return "", fmt.Errorf("%w: %s", sandbox.ErrUnavailable, res.Unavailable)
+	case res.ExitCode != 0:
+		return "", fmt.Errorf("%w: a command of the allowlist profile exited %d: %s", sandbox.ErrUnavailable, res.ExitCode, strings.TrimSpace(out.String()))
+	}
+	if canJoinByInjection && (!bin.Setuid || os.Geteuid() == 0) {
+		return "ptrace gate", nil
+	}
+	return "nsenter", nil
 }

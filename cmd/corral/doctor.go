@@ -79,12 +79,16 @@ type filterCheck struct {
 	Arch  string `json:"arch"`
 }
 
-// proxyCheck says whether the allowlist profile's proxy can start.
+// proxyCheck says whether the allowlist profile's proxy can start and, on
+// bwrap, whether a command runs in its network namespace.
 type proxyCheck struct {
 	OK    bool   `json:"ok"`
 	Error string `json:"error,omitempty"`
 	// Dir is where the proxies' socket directories are made.
 	Dir string `json:"dir"`
+	// Join is how a bwrap command enters the session's network namespace
+	// ("ptrace gate" or "nsenter"), set when a command ran there.
+	Join string `json:"join,omitempty"`
 }
 
 func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
@@ -107,6 +111,16 @@ func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
 	r.Proxy = proxyCheck{Dir: filepath.Join(r.StateDir, "net")}
 	if err := egress.Check(r.Proxy.Dir); err != nil {
 		r.Proxy.Error = err.Error()
+	} else if r.Bwrap.Ready() && st.Backend == config.BackendBwrap {
+		pool := egress.NewPool(egress.Options{Dir: r.Proxy.Dir, Linger: -1})
+		b := bwrap.New(bwrap.Options{BwrapPath: st.Bwrap, StateDir: r.StateDir, HiddenDirs: []string{config.ConfigDir()}, Egress: pool})
+		r.Proxy.Join, err = b.CheckEgress(c.Context(), "")
+		_ = pool.Close()
+		if err != nil {
+			r.Proxy.Error = err.Error()
+		} else {
+			r.Proxy.OK = true
+		}
 	} else {
 		r.Proxy.OK = true
 	}
@@ -181,7 +195,11 @@ func printDoctor(r *doctorResult) {
 		fmt.Printf("%s syscall filter: %s (bwrap sandboxes do not run without it)\n", ok(false), f.Error)
 	}
 	if p := r.Proxy; p.OK {
-		fmt.Printf("%s allowlist proxy: starts (HTTP and SOCKS5 on Unix sockets under %s)\n", ok(true), p.Dir)
+		fmt.Printf("%s allowlist proxy: starts (HTTP and SOCKS5 on Unix sockets under %s)", ok(true), p.Dir)
+		if p.Join != "" {
+			fmt.Printf("; a command ran in its network namespace (entered by the %s)", p.Join)
+		}
+		fmt.Println()
 	} else {
 		fmt.Printf("%s allowlist proxy: %s (commands of the allowlist profile do not run)\n", ok(false), p.Error)
 	}
