@@ -655,3 +655,26 @@ func waitNoForwarder(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestCheckEgress: doctor's check runs a command in a fresh session's
+// namespace, by the gate here, or by nsenter when told to, and leaves no
+// forwarder behind.
+func TestCheckEgress(t *testing.T) {
+	e := newEnv(t)
+	pool := egress.NewPool(egress.Options{Dir: filepath.Join(e.base, "net"), Linger: -1})
+	defer pool.Close()
+	b := New(Options{StateDir: e.state, Egress: pool})
+	want := "nsenter"
+	if canJoinByInjection {
+		want = "ptrace gate"
+	}
+	if got, err := b.CheckEgress(context.Background(), e.base); err != nil || got != want {
+		t.Errorf("CheckEgress = %q, %v; want %q", got, err, want)
+	}
+	waitNoForwarder(t)
+	b.forceNsenter = true
+	if _, err := b.CheckEgress(context.Background(), e.base); err != nil {
+		t.Errorf("CheckEgress through nsenter: %v", err)
+	}
+	waitNoForwarder(t)
+}
