@@ -103,7 +103,20 @@ type Options struct {
 	// DialTimeout bounds each upstream connection attempt; zero means
 	// DefaultDialTimeout.
 	DialTimeout time.Duration
+
+	// MaxConns caps the client connections each of the two proxies serves
+	// at once (each may hold one upstream connection too); zero means
+	// DefaultMaxConns. Further clients wait in the socket's listen backlog
+	// until one ends (limitListener), so a
+	// sandbox that floods its proxy cannot take all of corral's file
+	// descriptors from the other sessions.
+	MaxConns int
 }
+
+// DefaultMaxConns is Options.MaxConns when zero: far above what package
+// managers open (npm's default is 15 sockets per host, pip and git use a
+// few), far below a process's descriptor limit.
+const DefaultMaxConns = 256
 
 // Server is a running pair of filtering proxies, each on its own Unix
 // socket: an HTTP/1.1 proxy (CONNECT tunnels, RFC 9110 section 9.3.6, and
@@ -125,6 +138,8 @@ type Server struct {
 
 	httpPath, socksPath string
 	httpLn, socksLn     *unixListener
+	httpServe           net.Listener // httpLn, limited to MaxConns
+	socksServe          net.Listener // socksLn, limited to MaxConns
 	httpSrv             *http.Server
 	transport           *http.Transport
 	forward             *httputil.ReverseProxy
@@ -231,14 +246,20 @@ func Start(opts Options) (*Server, error) {
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	maxConns := opts.MaxConns
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	s.httpServe = newLimitListener(s.httpLn, maxConns)
+	s.socksServe = newLimitListener(s.socksLn, maxConns)
 	s.served.Add(2)
 	go func() {
 		defer s.served.Done()
-		_ = s.httpSrv.Serve(s.httpLn)
+		_ = s.httpSrv.Serve(s.httpServe)
 	}()
 	go func() {
 		defer s.served.Done()
-		acceptLoop(s.socksLn, &s.track, s.serveSOCKS)
+		acceptLoop(s.socksServe, &s.track, s.serveSOCKS)
 	}()
 	return s, nil
 }
@@ -259,7 +280,7 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
 		errHTTP := s.httpSrv.Close()
-		errSOCKS := s.socksLn.Close()
+		errSOCKS := s.socksServe.Close()
 		if errors.Is(errSOCKS, net.ErrClosed) {
 			errSOCKS = nil
 		}
@@ -269,6 +290,59 @@ func (s *Server) Close() error {
 		s.closeErr = errors.Join(errHTTP, errSOCKS)
 	})
 	return s.closeErr
+}
+
+// limitListener serves at most n connections of a Unix listener at once:
+// Accept waits for a free slot, and a connection's Close frees it. It does
+// what golang.org/x/net/netutil.LimitListener does, but hands out
+// connections that are still *net.UnixConn underneath (embedded), so the
+// relay's half-close (CloseWrite) and the SOCKS server's orderly shutdown
+// keep working; netutil's wrapper hides every method but net.Conn's.
+type limitListener struct {
+	*unixListener
+	sem  chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func newLimitListener(l *unixListener, n int) *limitListener {
+	return &limitListener{unixListener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+// Accept implements net.Listener; after Close it returns net.ErrClosed.
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.AcceptUnix()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitedConn{UnixConn: c, release: func() { <-l.sem }}, nil
+}
+
+// Close implements net.Listener: it closes the socket (removing its file)
+// and wakes an Accept waiting for a slot.
+func (l *limitListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.unixListener.Close()
+}
+
+// limitedConn gives its limitListener slot back when it is closed, once.
+type limitedConn struct {
+	*net.UnixConn
+	release func()
+	once    sync.Once
+}
+
+// Close implements net.Conn.
+func (c *limitedConn) Close() error {
+	err := c.UnixConn.Close()
+	c.once.Do(c.release)
+	return err
 }
 
 // unixListener is a Unix socket listener that, when closed, removes its

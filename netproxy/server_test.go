@@ -2,6 +2,7 @@ package netproxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -410,5 +411,61 @@ func TestStartSocketModesAndStaleSockets(t *testing.T) {
 	// ... and Close removes them.
 	if _, err := os.Lstat(s2.SOCKSSocket()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket left after Close: %v", err)
+	}
+}
+
+// TestMaxConns: past MaxConns open clients a proxy serves nobody new until
+// one of them ends (the newcomer waits in the backlog, holding no
+// descriptor of the server's); then it is served. For both proxies.
+func TestMaxConns(t *testing.T) {
+	u := newUpstreams(t)
+	s, _ := startTestServer(t, u, func(o *Options) { o.MaxConns = 2 })
+	for _, tc := range []struct {
+		name  string
+		sock  string
+		greet []byte // what makes the server answer at once
+		want  []byte
+	}{
+		{"http", s.HTTPSocket(), []byte("GET http://api.allowed.test/ HTTP/1.1\r\nHost: api.allowed.test\r\n\r\n"), []byte("HTTP/1.1 200")},
+		{"socks", s.SOCKSSocket(), []byte{5, 1, 0}, []byte{5, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var held []net.Conn
+			for range 2 {
+				c, err := net.Dial("unix", tc.sock)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				// Served: it gets its answer.
+				if _, err := c.Write(tc.greet); err != nil {
+					t.Fatal(err)
+				}
+				buf := make([]byte, len(tc.want))
+				_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if _, err := io.ReadFull(c, buf); err != nil || !bytes.Equal(buf, tc.want) {
+					t.Fatalf("held client: %q, %v", buf, err)
+				}
+				held = append(held, c)
+			}
+			extra, err := net.Dial("unix", tc.sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer extra.Close()
+			if _, err := extra.Write(tc.greet); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, len(tc.want))
+			_ = extra.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			if n, err := extra.Read(buf); err == nil || n > 0 {
+				t.Fatalf("a third client was served past MaxConns 2: %q", buf[:n])
+			}
+			held[0].Close()
+			_ = extra.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := io.ReadFull(extra, buf); err != nil || !bytes.Equal(buf, tc.want) {
+				t.Fatalf("the waiting client after one ended: %q, %v", buf, err)
+			}
+		})
 	}
 }
