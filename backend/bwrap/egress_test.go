@@ -434,6 +434,10 @@ func TestAllowlistThroughNsenter(t *testing.T) {
 	e.backend.forceNsenter = true
 	o := e.sh(`curl -q -sS --max-time 10 http://api.allowed.test/ns; echo; ls /proc/self/fd | sort -n | tr '\n' ' '; echo; grep -E '^(CapEff|CapPrm|Seccomp_filters):' /proc/self/status`, allowlist)
 	mustContain(t, o, "hello host=api.allowed.test path=/ns tls=false", "\n0 1 2 3 \n", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000", "Seccomp_filters:\t1")
+	// And where the gate is refused altogether (prlimit(1) starts bwrap).
+	e.backend.forceNsenter, e.backend.noGate = false, true
+	o = e.sh(`curl -q -sS --max-time 10 http://api.allowed.test/nogate; echo; ulimit -v`, allowlist, func(r *sandbox.Request) { r.Limits.MaxProcs = 0 })
+	mustContain(t, o, "hello host=api.allowed.test path=/nogate tls=false", "\n262144\n")
 }
 
 // TestAllowlistFailsClosed: when the proxy cannot start, the command does
@@ -673,8 +677,12 @@ func TestCheckEgress(t *testing.T) {
 	}
 	waitNoForwarder(t)
 	b.forceNsenter = true
-	if _, err := b.CheckEgress(context.Background(), e.base); err != nil {
-		t.Errorf("CheckEgress through nsenter: %v", err)
+	if got, err := b.CheckEgress(context.Background(), e.base); err != nil || got != "nsenter" {
+		t.Errorf("CheckEgress through nsenter = %q, %v", got, err)
+	}
+	b.forceNsenter, b.noGate = false, true
+	if got, err := b.CheckEgress(context.Background(), e.base); err != nil || got != "nsenter" {
+		t.Errorf("CheckEgress without the gate = %q, %v", got, err)
 	}
 	waitNoForwarder(t)
 }

@@ -321,16 +321,12 @@ func (e *egressNS) Close() error {
 // a session of its own and a fresh working directory under dir ("": the
 // system temporary directory), so the
 // whole path is tried: the proxy, the holder of the network namespace and
-// a command entering it. It returns how commands enter the namespace on
-// this machine ("ptrace gate" or "nsenter") and nil, or the error that
+// a command entering it. It returns how that command entered the namespace
+// ("ptrace gate" or "nsenter") and nil, or the error that
 // keeps allowlist commands from running (wrapping sandbox.ErrUnavailable).
 // The backend's egress pool is used: give it one that closes servers at
 // once (egress.Options.Linger < 0) when nothing should stay behind.
 func (b *Backend) CheckEgress(ctx context.Context, dir string) (string, error) {
-	bin, err := b.Binary(ctx)
-	if err != nil {
-		return "", err
-	}
 	work, err := os.MkdirTemp(dir, "egress-check-")
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
@@ -350,8 +346,6 @@ func (b *Backend) CheckEgress(ctx context.Context, dir string) (string, error) {
 	case res.ExitCode != 0:
 		return "", fmt.Errorf("%w: a command of the allowlist profile exited %d: %s", sandbox.ErrUnavailable, res.ExitCode, strings.TrimSpace(out.String()))
 	}
-	if canJoinByInjection && (!bin.Setuid || os.Geteuid() == 0) {
-		return "ptrace gate", nil
-	}
-	return "nsenter", nil
+	how, _ := b.joinedBy.Load().(string)
+	return how, nil
 }

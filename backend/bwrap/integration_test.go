@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -725,4 +726,30 @@ func TestRootSeesNoSystemSecrets(t *testing.T) {
 	defer os.RemoveAll(dir)
 	o = e.sh("cat " + key + " 2>&1; echo done")
 	mustNotContain(t, o, "OTHER-USER-KEY")
+}
+
+// TestGateUnavailable: where ptrace is refused, memory and CPU limits come
+// from prlimit(1); max_procs is refused with a message for an unprivileged
+// user (prlimit would count all the uid's processes), and as root bwrap
+// starts inside its pids cgroup; the allowlist profile enters its
+// namespace through nsenter.
+func TestGateUnavailable(t *testing.T) {
+	e := newEnv(t)
+	e.backend.noGate = true
+	o := e.sh(`ulimit -v; ulimit -t`, func(r *sandbox.Request) { r.Limits = sandbox.Limits{MemoryMB: 256, CPUSeconds: 30} })
+	if o.stdout != "262144\n30\n" {
+		t.Errorf("limits without the gate: %q\n%s", o.stdout, o)
+	}
+	req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", `for i in $(seq 40); do sleep 2 & done; wait`}, Env: e.envv, Workdir: e.work,
+		Profile: sandbox.ProfileWorkspace, Limits: sandbox.Limits{MaxProcs: 16}, Stdout: io.Discard, Stderr: io.Discard, Timeout: time.Minute}
+	res, err := e.backend.Run(context.Background(), req)
+	// Enforced only where bwrap can start inside a cgroup v2 pids cgroup
+	// (root); refused everywhere else, never run without the limit.
+	if err == nil {
+		if os.Getuid() != 0 || res.LimitHit != sandbox.LimitProcs {
+			t.Errorf("max_procs without the gate: LimitHit %q (exit %d), want procs as root or a refusal", res.LimitHit, res.ExitCode)
+		}
+	} else if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "max_procs=16 cannot be enforced") {
+		t.Errorf("max_procs without the gate: %v; want ErrUnavailable naming max_procs", err)
+	}
 }

@@ -92,6 +92,12 @@ type Backend struct {
 	// forceNsenter makes the allowlist profile enter its namespace through
 	// nsenter(1) even where the gate could (tests of that path).
 	forceNsenter bool
+	// noGate makes every start take the path of a machine that refuses
+	// the ptrace gate (tests of that path).
+	noGate bool
+	// joinedBy is how the last allowlist command entered its namespace:
+	// "ptrace gate" or "nsenter" (CheckEgress reports it).
+	joinedBy atomic.Value
 }
 
 // egressPool returns Options.Egress, or the backend's own pool.
@@ -454,11 +460,14 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 	// or, where the gate cannot do it, by nsenter(1) in front of bwrap.
 	var nsFiles []*os.File
 	var nsenterArgv []string
+	joinedBy := ""
 	if ens != nil {
 		gated := !bin.Setuid || root
 		if canJoinByInjection && gated && !b.forceNsenter {
 			nsFiles = ens.files()
+			joinedBy = "ptrace gate"
 		} else {
+			joinedBy = "nsenter"
 			var err error
 			if nsenterArgv, err = b.nsenterArgv(ens); err != nil {
 				return b.unavailable(err)
@@ -583,10 +592,36 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 	if bin.Setuid && !root {
 		err = b.startWithPrlimit(cmd, gateLim)
 	} else {
-		err = startGated(cmd, gateLim, cg, !root, join, b.log)
+		if b.noGate {
+			err = fmt.Errorf("%w: turned off for a test", errGateUnavailable)
+		} else {
+			err = startGated(cmd, gateLim, cg, !root, join, b.log)
+		}
 		if errors.Is(err, errGateUnavailable) {
 			b.log.Warn("bwrap.gate.unavailable", "error", err)
+			var fs unix.Statfs_t
+			v2 := cg != nil && unix.Statfs(cg.dir, &fs) == nil && fs.Type == unix.CGROUP2_SUPER_MAGIC
+			if lim.MaxProcs > 0 && (!root || !v2) {
+				// prlimit(1) would count every process of the uid on the
+				// machine (the user namespace does not exist yet), and a
+				// cgroup v1 hierarchy cannot take bwrap before its first
+				// fork: refuse rather than run without the limit.
+				statusW.Close()
+				return b.unavailable(fmt.Errorf("%w: max_procs=%d cannot be enforced: the ptrace gate that sets it inside the sandbox is refused here (%v: Yama ptrace_scope 3, a seccomp policy, or corral itself being traced); allow ptrace of corral's children, or set max_procs to 0 to run without a process limit", sandbox.ErrUnavailable, lim.MaxProcs, err))
+			}
 			cmd = rebuild(cmd)
+			if cg != nil && lim.MaxProcs > 0 {
+				// Root: bwrap starts inside its pids cgroup
+				// (clone3 CLONE_INTO_CGROUP, cgroup v2), so nothing it
+				// forks is ever outside the limit.
+				fd, oerr := unix.Open(cg.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+				if oerr != nil {
+					statusW.Close()
+					return b.unavailable(fmt.Errorf("%w: max_procs=%d: opening the pids cgroup %s: %v", sandbox.ErrUnavailable, lim.MaxProcs, cg.dir, oerr))
+				}
+				defer unix.Close(fd)
+				cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+			}
 			if filter != nil {
 				_, _ = filter.Seek(0, io.SeekStart) // bwrap reads it from the offset
 			}
@@ -599,6 +634,7 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 					return b.unavailable(nerr)
 				}
 				cmd.Path, cmd.Args = argv[0], append(argv, cmd.Args...)
+				joinedBy = "nsenter"
 			}
 			err = b.startWithPrlimit(cmd, gateLim)
 		}
@@ -606,6 +642,9 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 	statusW.Close()
 	if err != nil {
 		return nil, fmt.Errorf("starting bwrap: %w", err)
+	}
+	if joinedBy != "" {
+		b.joinedBy.Store(joinedBy)
 	}
 	b.log.Debug("bwrap.sandbox.started", "pid", cmd.Process.Pid, "workdir", plan.Workdir, "writable", plan.Writable, "share_net", plan.ShareNet, "egress", plan.Egress, "seccomp", plan.SeccompFD > 0)
 
