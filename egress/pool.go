@@ -210,7 +210,7 @@ func (p *Pool) startLocked(key string, policy netproxy.Policy, session string) (
 	}
 	if !p.swept {
 		p.swept = true
-		sweepStale(p.opts.Dir)
+		SweepStale(p.opts.Dir)
 	}
 	p.seq++
 	dir := filepath.Join(p.opts.Dir, fmt.Sprintf("%d-%d", os.Getpid(), p.seq))
@@ -300,14 +300,18 @@ func (p *Pool) Close() error {
 	return errors.Join(errs...)
 }
 
-// sweepStale removes the socket directories of corral processes that are
-// gone (killed before they could clean up). A directory of a process that
-// still exists, or may (kill(2) answers other than ESRCH), is kept.
-func sweepStale(dir string) {
+// SweepStale removes the socket directories under dir (a Pool's
+// Options.Dir) of corral processes that are gone (killed before they could
+// clean up) and returns their paths. A directory of a process that still
+// exists, or may (kill(2) answers other than ESRCH), is kept, and so is one
+// whose name is not a pool's ("<pid>-<n>"). A Pool sweeps its directory
+// when it starts its first server; `corral cleanup` calls it too.
+func SweepStale(dir string) []string {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return
+		return nil
 	}
+	var removed []string
 	for _, e := range ents {
 		pidText, _, ok := strings.Cut(e.Name(), "-")
 		pid, err := strconv.Atoi(pidText)
@@ -315,9 +319,13 @@ func sweepStale(dir string) {
 			continue
 		}
 		if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+			p := filepath.Join(dir, e.Name())
+			if os.RemoveAll(p) == nil {
+				removed = append(removed, p)
+			}
 		}
 	}
+	return removed
 }
 
 // Check starts a proxy server with an empty policy in a new directory

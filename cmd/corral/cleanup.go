@@ -2,12 +2,19 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/backend/docker"
+	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -23,10 +30,16 @@ Containers of a corral that still runs on this machine are kept, and so are
 those of a corral on another machine unless --all is given. --all removes
 every corral container, in use or not.
 
+It also removes the directories a killed corral left in the state
+directory: the allowlist proxies' socket directories (net/<pid>-<n>) and
+the scratch directories of "corral run" (scratch/run-<pid>-*), when that
+pid no longer exists. --json lists containers only.
+
 Sessions on disk (cwd, variables, scratch) are not touched: see
 "corral sessions prune".`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			dirs := append(egress.SweepStale(filepath.Join(config.StateDir(), "net")), sweepRunScratch(filepath.Join(config.StateDir(), "scratch"))...)
 			e := docker.NewEngine(docker.Options{Logger: newLogger(g)})
 			defer e.Close()
 			los, err := e.Cleanup(c.Context(), all)
@@ -51,10 +64,38 @@ Sessions on disk (cwd, variables, scratch) are not touched: see
 				}
 			}
 			fmt.Printf("%d container(s) removed\n", removed)
+			for _, d := range dirs {
+				fmt.Printf("removed %s\n", d)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "remove every corral container, including those in use")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was removed and kept as JSON")
 	return cmd
+}
+
+// sweepRunScratch removes the scratch directories of `corral run`
+// processes that are gone (dir/run-<pid>-*, see run.go) and returns them.
+func sweepRunScratch(dir string) []string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), "run-")
+		pidText, _, ok2 := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || !ok2 || err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			p := filepath.Join(dir, e.Name())
+			if os.RemoveAll(p) == nil {
+				removed = append(removed, p)
+			}
+		}
+	}
+	return removed
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -439,5 +440,43 @@ grep '^Seccomp:' /proc/self/status`
 	}
 	if err := json.Unmarshal([]byte(so), &rep); err != nil || code != 0 || !rep.Seccomp.OK || rep.Seccomp.Rules < 10 || !rep.Proxy.OK {
 		t.Errorf("doctor: exit %d, %v, %+v\n%s", code, err, rep, so)
+	}
+}
+
+// TestCleanupSweepsDeadDirs: corral cleanup removes the proxy socket
+// directories and `corral run` scratch directories of corral processes that
+// are gone, and keeps those of live ones.
+func TestCleanupSweepsDeadDirs(t *testing.T) {
+	c := newCLI(t)
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	gone, live := dead.Process.Pid, os.Getpid()
+	state := filepath.Join(c.home, ".local", "state", "corral")
+	paths := map[string]bool{ // path -> must be removed
+		filepath.Join(state, "net", fmt.Sprintf("%d-1", gone)):           true,
+		filepath.Join(state, "net", fmt.Sprintf("%d-1", live)):           false,
+		filepath.Join(state, "scratch", fmt.Sprintf("run-%d-123", gone)): true,
+		filepath.Join(state, "scratch", fmt.Sprintf("run-%d-123", live)): false,
+		filepath.Join(state, "scratch", "session-dir-of-something-else"): false,
+	}
+	for p := range paths {
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p, "f"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, so, se := c.run(nil, "cleanup") // the Docker part may fail here; the sweep does not depend on it
+	for p, remove := range paths {
+		_, err := os.Stat(p)
+		if remove && err == nil {
+			t.Errorf("%s left\n%s%s", p, so, se)
+		}
+		if !remove && err != nil {
+			t.Errorf("%s removed: %v", p, err)
+		}
 	}
 }

@@ -110,8 +110,9 @@ func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) erro
 	req.Signals = sigs
 
 	// A scratch directory for this one command (TMPDIR), removed after it;
-	// sessions keep theirs between commands.
-	scratch, err := os.MkdirTemp(ensureDir(filepath.Join(config.StateDir(), "scratch")), "run-")
+	// sessions keep theirs between commands. Its name carries corral's pid,
+	// so `corral cleanup` can remove it when corral was killed.
+	scratch, err := os.MkdirTemp(ensureDir(filepath.Join(config.StateDir(), "scratch")), fmt.Sprintf("run-%d-", os.Getpid()))
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("creating the scratch directory: %w", err)}
 	}
