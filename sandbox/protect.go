@@ -29,15 +29,29 @@ import (
 //
 // Patterns are slash-separated paths relative to the top of a writable
 // directory (the working directory, a read-write bind). Each component may be
-// a path.Match wildcard (".git/modules/*/hooks"). A leading "**/" means "at
-// the top or in any directory below it": "**/.git/hooks" covers the hooks of
-// the project's own repository and of repositories nested in it. A pattern
-// names the path and everything below it. One shape is special: a pattern
-// whose last component is ".git" names a .git that is NOT a directory, a
-// gitfile ("gitdir: PATH", a submodule's or linked worktree's), which tells
-// git where the repository is, so rewriting it hands git another
-// repository's hooks and configuration. A .git directory itself is never
-// protected whole: that would stop every commit.
+// a path.Match wildcard (".git/worktrees/*/commondir"). A leading "**/" means
+// "at the top or in any directory below it": "**/.git/hooks" covers the
+// hooks of the project's own repository and of repositories nested in it. A
+// "**" in the middle stands for any number of directories, none included:
+// ".git/modules/*/**/hooks" covers the hooks of a submodule named lib
+// (.git/modules/lib/hooks), of one named vendor/lib
+// (.git/modules/vendor/lib/hooks) and of a submodule nested in one
+// (.git/modules/lib/modules/sub/hooks). A pattern names the path and
+// everything below it. One shape is special: a pattern whose last component
+// is ".git" names a .git that is NOT a directory, a gitfile ("gitdir: PATH",
+// a submodule's or linked worktree's), which tells git where the repository
+// is, so rewriting it hands git another repository's hooks and
+// configuration. A .git directory itself is never protected whole: that
+// would stop every commit.
+//
+// A ".git" component that more of the pattern follows stands also for the
+// git directories of other names that git would use there: the directory a
+// .git gitfile points to (`git init --separate-git-dir`, a nested
+// repository whose gitfile says "gitdir: ../gd"), and a directory that is
+// itself a git directory (a bare repository, remote.git). So
+// "**/.git/hooks" covers .gd/hooks, gd/hooks and remote.git/hooks too.
+// Telling those apart takes a look at the files: FindProtected and
+// MatchProtectedIn look, MatchProtected does not.
 //
 // Not in the list, on purpose: .gitmodules (`git submodule add` writes it;
 // git takes no command from it since CVE-2019-19604, and it is tracked,
@@ -47,13 +61,39 @@ import (
 // directories in this sense: they are corral's own, nothing on the host runs
 // from them, and tools must be free to set up their shell there.
 //
+// What protection covers of git: the hooks, configuration, config.worktree
+// and commondir of the repository at the top and of repositories nested in
+// it, of their submodules at any depth (names with a slash, submodules of
+// submodules, their linked worktrees), of a git directory a gitfile points
+// to inside the writable directory (a separate git directory, in-tree or in
+// a dot directory), and of bare repositories; and gitfiles themselves. For
+// commands, "nested" means within the scan's bounds (FindProtected: two
+// directories below the top, not in dot directories nor node_modules; a
+// bounded walk below .git/modules); the file tools refuse writes at any
+// depth. Normal git work (objects, refs, the index, HEAD, logs) stays
+// writable everywhere.
+//
 // What protection does not cover: files of the project that run code by
 // design (a Makefile, package.json scripts, .husky/, CI files: the project's
-// content, which shows in `git diff`), a core.hooksPath pointing into the
-// tree, and repositories a command makes below the top of the tree (`git
-// init sub`), whose configuration is the command's from the start. It is a
-// barrier against the known ways of planting code for later, not a proof
-// that nothing a sandbox wrote will ever run on the host.
+// content, which shows in `git diff`), and a core.hooksPath pointing into
+// the tree. For commands: repositories (bare ones included) nested deeper
+// than the scan looks, in dot directories or node_modules, or past its
+// bounds, submodule git directories past the walk's bounds, and git
+// directories that only a gitfile out of the scan's reach points to, are as
+// writable as the rest of the project, and one a command makes there (`git
+// init a/b/c`) keeps the configuration the command gave it (the scan after a
+// command moves out what appeared within its reach). A directory counts as a
+// git directory by what is in it when the scan or a file tool looks (HEAD,
+// and objects/ and refs/ or commondir): one that a command leaves incomplete
+// and the file tools complete afterwards (hooks first, HEAD last) is taken
+// for the person's from then on. A git directory nested inside another's
+// data (objects/, refs/; git refuses a submodule there) is not looked for.
+// Without a look at the files (MatchProtected), a submodule named x/hooks is
+// taken for the hooks of x, and a submodule's branch named hooks or config
+// for protected; the scan, which looks, only errs the first way (its git
+// directory is read-only for commands). It is a barrier against the known
+// ways of planting code for later, not a proof that nothing a sandbox wrote
+// will ever run on the host.
 var DefaultProtected = []string{
 	// Git: a gitfile, hooks, configuration and the files that move them
 	// elsewhere (commondir redirects config and hooks; config.worktree is
@@ -64,8 +104,15 @@ var DefaultProtected = []string{
 	"**/.git/config",
 	"**/.git/config.worktree",
 	"**/.git/commondir",
-	"**/.git/modules/*/hooks",
-	"**/.git/modules/*/config",
+	// Submodules: "*/**", one directory or more, as a submodule's name may
+	// have slashes (vendor/lib) and submodules nest
+	// (.git/modules/lib/modules/sub); not "**" alone, which would take a
+	// submodule named hooks (.git/modules/hooks) for hooks.
+	"**/.git/modules/*/**/hooks",
+	"**/.git/modules/*/**/config",
+	"**/.git/modules/*/**/config.worktree",
+	"**/.git/modules/*/**/commondir",
+	// Linked worktrees have one-component names.
 	"**/.git/worktrees/*/config.worktree",
 	"**/.git/worktrees/*/commondir",
 	// Shell start-up files (a working directory may be someone's home).
@@ -85,9 +132,9 @@ func (r *Request) ProtectedPatterns() []string {
 }
 
 // CheckProtected reports the first malformed pattern: one that is empty,
-// absolute, has an empty, "." or ".." component, uses "**" other than as
-// its whole first component, is "**" alone, or has a bad wildcard. Errors
-// wrap ErrBadRequest.
+// absolute, has an empty, "." or ".." component, uses "**" other than as a
+// whole component, has "**" twice in a row, ends with "**" or is "**"
+// alone, or has a bad wildcard. Errors wrap ErrBadRequest.
 func CheckProtected(patterns []string) error {
 	for _, p := range patterns {
 		if _, err := parsePattern(p); err != nil {
@@ -101,7 +148,7 @@ func CheckProtected(patterns []string) error {
 type protPattern struct {
 	raw     string
 	any     bool     // a leading "**/"
-	comps   []string // the components after it
+	comps   []string // the components after it ("**" for any directories)
 	gitfile bool     // the last component is ".git": only a non-directory matches
 }
 
@@ -123,12 +170,16 @@ func parsePattern(raw string) (protPattern, error) {
 			return bad("names everything")
 		}
 	}
-	for _, c := range comps {
+	for i, c := range comps {
 		switch {
 		case c == "" || c == "." || c == "..":
 			return bad("has an empty, \".\" or \"..\" component")
-		case strings.Contains(c, "**"):
-			return bad("uses ** other than as its first component")
+		case c == "**" && i == len(comps)-1:
+			return bad("ends with ** (a pattern names everything below its path already)")
+		case c == "**" && (i == 0 || comps[i-1] == "**"):
+			return bad("has ** twice in a row")
+		case c != "**" && strings.Contains(c, "**"):
+			return bad("uses ** other than as a whole component")
 		}
 		if _, err := path.Match(c, ""); err != nil {
 			return bad("has a bad wildcard")
@@ -154,51 +205,98 @@ func parsePatterns(patterns []string) []protPattern {
 // or lies below one, and which pattern says so. dir tells whether rel itself
 // is (or, for a path to be made, would be) a directory; only gitfile
 // patterns care. It looks at no file: "**" stands for any number of
-// directories here, while FindProtected looks only a bounded depth down.
-// Malformed patterns never match (see CheckProtected).
+// directories here, while FindProtected looks only a bounded depth down,
+// and a ".git" component stands for nothing but a .git (MatchProtectedIn
+// looks for git directories of other names). Malformed patterns never
+// match (see CheckProtected).
 func MatchProtected(rel string, dir bool, patterns []string) (string, bool) {
 	if rel == "" || rel == "." || strings.HasPrefix(rel, "/") {
 		return "", false
 	}
 	comps := strings.Split(rel, "/")
 	for _, p := range parsePatterns(patterns) {
-		last := 0 // the '**' part may cover comps[:start] for start in [0, last]
+		pat := p.comps
 		if p.any {
-			last = len(comps) - len(p.comps)
+			pat = append([]string{"**"}, pat...)
 		}
-		for start := 0; start <= last; start++ {
-			end := start + len(p.comps)
-			if end > len(comps) || !matchComps(p.comps, comps[start:end]) {
-				continue
-			}
-			if p.gitfile && (end < len(comps) || dir) {
-				continue // a .git with something below it, or a .git directory
-			}
+		// A match may end before the last component (rel lies below the
+		// protected path), except a gitfile's: a .git with something below
+		// it is a .git directory.
+		if matchFrom(pat, comps, 0, func(end int) bool { return !p.gitfile || end == len(comps) && !dir }) {
 			return p.raw, true
 		}
 	}
 	return "", false
 }
 
-func matchComps(pat, names []string) bool {
-	for i, c := range pat {
-		if ok, _ := path.Match(c, names[i]); !ok {
-			return false
+// matchFrom reports whether pat matches names[i:end] for some end that ok
+// accepts; "**" matches any number of names.
+func matchFrom(pat, names []string, i int, ok func(end int) bool) bool {
+	if len(pat) == 0 {
+		return ok(i)
+	}
+	if pat[0] == "**" {
+		for j := i; j <= len(names); j++ {
+			if matchFrom(pat[1:], names, j, ok) {
+				return true
+			}
+		}
+		return false
+	}
+	if i == len(names) {
+		return false
+	}
+	if m, _ := path.Match(pat[0], names[i]); !m {
+		return false
+	}
+	return matchFrom(pat[1:], names, i+1, ok)
+}
+
+// MatchProtectedIn is MatchProtected for a path below root (an absolute,
+// resolved writable directory) whose files it may look at: a directory on
+// the way to rel that git takes as a git directory (HEAD, and objects/ and
+// refs/ or commondir) stands for a .git there, so the hooks and
+// configuration of a bare repository (remote.git/hooks), of a separate git
+// directory (.gd/config) or of a submodule's git directory match the
+// patterns that name those of a .git, at any depth. It judges the
+// directories as they are: one that is not yet a git directory protects
+// nothing. The file tools use it; it costs an lstat(2) or two per
+// directory of rel.
+func MatchProtectedIn(root, rel string, dir bool, patterns []string) (string, bool) {
+	if m, ok := MatchProtected(rel, dir, patterns); ok || len(patterns) == 0 {
+		return m, ok
+	}
+	if rel == "" || rel == "." || strings.HasPrefix(rel, "/") {
+		return "", false
+	}
+	s := newScanner(root)
+	comps := strings.Split(rel, "/")
+	for i := range comps { // the directory comps[:i]
+		if i > 0 && comps[i-1] == ".git" || !s.isGitDir(strings.Join(comps[:i], "/")) {
+			continue
+		}
+		alias := slices.Concat(comps[:i], []string{".git"}, comps[i:])
+		if m, ok := MatchProtected(strings.Join(alias, "/"), dir, patterns); ok {
+			return m, true
 		}
 	}
-	return true
+	return "", false
 }
 
 // Bounds of FindProtected's walk for "**": how many levels below the top
 // it goes, how many directories it lists (a listing costs tens of
 // microseconds, an lstat(2) a few), how many directories it looks into in
 // all, and how many entries of one directory it reads (past that, names
-// are looked up one by one).
+// are looked up one by one). A "**" in the middle of a pattern has a bound
+// of its own, for all such walks of a scan together: how many directories
+// they list (a git directory's listing costs less than the lstat(2)s of
+// what the walk asks of it).
 const (
-	ScanDepth   = 2
-	ScanLists   = 8
-	ScanDirs    = 64
-	ScanEntries = 4096
+	ScanDepth    = 2
+	ScanLists    = 8
+	ScanDirs     = 64
+	ScanEntries  = 4096
+	ScanDeepDirs = 64
 )
 
 // ProtectedPath is a protected path FindProtected found below a root.
@@ -213,10 +311,12 @@ type ProtectedPath struct {
 	// Exists is set when something was at Path during the scan. A missing
 	// path is reported only where a command could make it and the pattern
 	// has no wildcard left: at the top of the root (for "**/" patterns too),
-	// or below an existing directory that the pattern's first component
-	// names (a repository nested at sub/ that has a .git but no
-	// .git/hooks). A nested directory without a .git at all is not
-	// reported: most directories are not repositories.
+	// below an existing directory that the pattern's first component names
+	// (a repository nested at sub/ that has a .git but no .git/hooks), in a
+	// git directory that a ".git" stood for (Aliased), and in a git
+	// directory that a "**" in the middle stands for. A nested directory
+	// without a .git at all is not reported: most directories are not
+	// repositories.
 	Exists bool
 	// NotDir is set for gitfile patterns: only a non-directory at Path is
 	// protected.
@@ -225,6 +325,12 @@ type ProtectedPath struct {
 	// when it is one, relative to the root. The scan follows a symlink only
 	// while its target stays inside the root.
 	Links []string
+	// Aliased is set when the pattern's ".git" component stood for a git
+	// directory of another name: the target of a gitfile, or a directory
+	// that is itself a git directory (a bare repository). Rel is then the
+	// real path (gitfile targets are resolved), and missing members are
+	// reported as for a .git directory.
+	Aliased bool
 }
 
 // FindProtected looks for the protected paths under root, an absolute,
@@ -234,20 +340,31 @@ type ProtectedPath struct {
 // every command).
 //
 // Its cost is bounded, whatever the size of the tree, because it runs
-// around every command: "**" stands for the top and for the directories at
-// most ScanDepth levels below it, visited breadth-first in name order, not
-// through symlinks, nor into directories whose names start with "." (.git
-// itself, .venv, caches) or node_modules; at most ScanLists directories are
-// listed (ScanEntries entries of each at most) and ScanDirs looked into,
-// and truncated reports that a bound cut the walk short. On the 2-core test
-// machine that is under 0.1 ms for a small project and about 0.3 ms for a
-// wide tree that reaches the bounds. The trade-off: a repository nested
-// deeper, or past the bounds, is not found, so its hooks and configuration
-// are as writable as any file of the project; the file tools, which judge
-// one path at a time with MatchProtected, refuse to write them wherever
-// they lie.
+// around every command: a leading "**" stands for the top and for the
+// directories at most ScanDepth levels below it, visited breadth-first in
+// name order, not through symlinks, nor into directories whose names start
+// with "." (.git itself, .venv, caches) or node_modules, nor into a git
+// directory (a bare repository's objects are not projects); at most
+// ScanLists directories are listed (ScanEntries entries of each at most)
+// and ScanDirs looked into, and truncated reports that a bound cut the
+// walk short. A "**" in the middle stands for the directory before it and
+// those below it at any depth, visited breadth-first in name order, not
+// through symlinks, within ScanDeepDirs; a git directory
+// it goes into only through its modules/ and worktrees/ (the rest is git's
+// data: objects, refs, where a branch may be named hooks). A ".git"
+// component that more of the pattern follows also stands for the
+// directory a .git gitfile there points to (and that one's commondir),
+// when it lies inside the root, and for the directory itself when it is a
+// git directory: HEAD, and objects/ and refs/ or commondir, what git's
+// is_git_directory asks. On the 2-core test machine that is under 0.1 ms
+// for a small project and about 0.45 ms for a wide tree that reaches the
+// bounds (an lstat(2) of .git and one of HEAD in each directory), and
+// about 15 µs more per submodule (a listing each). The trade-off: a repository nested deeper, or past the bounds,
+// is not found, so its hooks and configuration are as writable as any file
+// of the project; the file tools, which judge one path at a time with
+// MatchProtectedIn, refuse to write them wherever they lie.
 func FindProtected(root string, patterns []string) (found []ProtectedPath, truncated bool) {
-	s := &protScanner{root: root, lists: map[string]map[string]fs.DirEntry{}, partial: map[string]bool{}, stats: map[string]fs.DirEntry{}, budget: ScanLists}
+	s := newScanner(root)
 	pats := parsePatterns(patterns)
 	seen := map[string]bool{}
 	emit := func(pp ProtectedPath) {
@@ -259,7 +376,7 @@ func FindProtected(root string, patterns []string) (found []ProtectedPath, trunc
 	if len(pats) == 0 {
 		return nil, false
 	}
-	if _, ok := s.list(""); !ok {
+	if _, ok := s.list("", &s.budget); !ok {
 		return nil, false
 	}
 	for _, p := range pats {
@@ -283,8 +400,18 @@ type protScanner struct {
 	lists     map[string]map[string]fs.DirEntry // directory (relative) -> its entries; nil: unreadable
 	partial   map[string]bool                   // directories with more than ScanEntries entries
 	stats     map[string]fs.DirEntry            // path (relative) -> lstat result; nil: missing
+	gitDirs   map[string]bool                   // directory (relative) -> is a git directory
+	walks     map[string][]walked               // start -> what a "**" in the middle stands for
+	gitfiles  map[string][]string               // directory (relative) -> where its .git gitfile leads
 	budget    int                               // listings left (ScanLists)
+	deepDirs  int                               // directories "**" in the middle may still list
 	truncated bool
+}
+
+func newScanner(root string) *protScanner {
+	return &protScanner{root: root, lists: map[string]map[string]fs.DirEntry{}, partial: map[string]bool{}, stats: map[string]fs.DirEntry{},
+		gitDirs: map[string]bool{}, walks: map[string][]walked{}, gitfiles: map[string][]string{},
+		budget: ScanLists, deepDirs: ScanDeepDirs}
 }
 
 func (s *protScanner) abs(rel string) string {
@@ -293,15 +420,15 @@ func (s *protScanner) abs(rel string) string {
 
 // list returns the entries of the directory rel, listing it at most once,
 // within the budget (the top of the root is always listed).
-func (s *protScanner) list(rel string) (map[string]fs.DirEntry, bool) {
+func (s *protScanner) list(rel string, budget *int) (map[string]fs.DirEntry, bool) {
 	if m, ok := s.lists[rel]; ok {
 		return m, m != nil
 	}
-	if s.budget <= 0 && rel != "" {
+	if *budget <= 0 && rel != "" {
 		s.truncated = true
 		return nil, false
 	}
-	s.budget--
+	*budget--
 	// O_DIRECTORY: a root may be a bound FIFO or device, which a plain
 	// open could block on or act upon. syscall.Open and os.NewFile spare
 	// the poller set-up of os.OpenFile, which costs as much as the listing.
@@ -360,9 +487,9 @@ func (s *protScanner) anchors() []string {
 	for depth := 1; depth <= ScanDepth && len(level) > 0; depth++ {
 		var next []string
 		for _, d := range level {
-			m, ok := s.list(d)
-			if !ok {
-				continue
+			m, ok := s.list(d, &s.budget)
+			if !ok || s.isGitDir(d) {
+				continue // a git directory holds git's data, not projects
 			}
 			names := make([]string, 0, len(m))
 			for n, e := range m {
@@ -390,6 +517,15 @@ func (s *protScanner) anchors() []string {
 // ProtectedPath.Exists); links are the symlinks passed so far.
 func (s *protScanner) match(p protPattern, dir string, comps []string, top bool, links []string, emit func(ProtectedPath)) {
 	c, rest := comps[0], comps[1:]
+	if c == "**" {
+		for _, w := range s.walk(dir) {
+			s.match(p, w.rel, rest, w.git, links, emit)
+		}
+		return
+	}
+	if c == ".git" && len(rest) > 0 {
+		s.gitAliases(p, dir, rest, links, emit)
+	}
 	if !hasMeta(c) {
 		e, ok := s.entry(dir, c)
 		if !ok {
@@ -402,7 +538,7 @@ func (s *protScanner) match(p protPattern, dir string, comps []string, top bool,
 		s.step(p, dir, e, rest, links, emit)
 		return
 	}
-	m, ok := s.list(dir)
+	m, ok := s.list(dir, &s.budget)
 	if !ok {
 		return
 	}
@@ -445,6 +581,180 @@ func (s *protScanner) step(p protPattern, dir string, e fs.DirEntry, rest []stri
 	if isDir {
 		s.match(p, rel, rest, true, links, emit)
 	}
+}
+
+// walked is a directory a "**" in the middle of a pattern stands for, and
+// whether it is a git directory (unknown past the bounds: false).
+type walked struct {
+	rel string
+	git bool
+}
+
+// walk returns dir and the directories below it, breadth-first in name
+// order, not through symlinks, entering a git directory only through its
+// modules/ and worktrees/, within ScanDeepDirs (shared by all walks of the
+// scan). dir itself is always in the result; past the bound, it is not
+// looked into (git is false).
+func (s *protScanner) walk(dir string) []walked {
+	if w, ok := s.walks[dir]; ok {
+		return w
+	}
+	out := []walked{{rel: dir}}
+	for i := 0; i < len(out); i++ {
+		d := out[i].rel
+		m, ok := s.list(d, &s.deepDirs)
+		if !ok {
+			continue
+		}
+		var names []string
+		if s.isGitDir(d) {
+			out[i].git = true
+			for _, n := range []string{"modules", "worktrees"} {
+				if e, ok := s.entry(d, n); ok && e.IsDir() {
+					names = append(names, n)
+				}
+			}
+		} else {
+			for n, e := range m {
+				if e.IsDir() {
+					names = append(names, n)
+				}
+			}
+			slices.Sort(names)
+		}
+		for _, n := range names {
+			if len(out) > ScanDeepDirs {
+				s.truncated = true
+				break
+			}
+			out = append(out, walked{rel: joinRel(d, n)})
+		}
+	}
+	s.walks[dir] = out
+	return out
+}
+
+// isGitDir reports whether the directory rel is one git takes as a git
+// directory (setup.c, is_git_directory): it holds HEAD, and objects/ and
+// refs/, or a commondir file (a linked worktree's, whose objects and refs
+// are elsewhere). HEAD's content is not checked: a false positive protects
+// a few more files, no more.
+func (s *protScanner) isGitDir(rel string) bool {
+	if v, ok := s.gitDirs[rel]; ok {
+		return v
+	}
+	v := false
+	if e, ok := s.entry(rel, "HEAD"); ok && (e.Type().IsRegular() || e.Type()&fs.ModeSymlink != 0) {
+		if e, ok := s.entry(rel, "commondir"); ok && e.Type().IsRegular() {
+			v = true
+		} else {
+			v = s.dirAt(rel, "objects") && s.dirAt(rel, "refs")
+		}
+	}
+	s.gitDirs[rel] = v
+	return v
+}
+
+// dirAt reports whether name in the directory rel is a directory or a
+// symlink to one (git follows them there).
+func (s *protScanner) dirAt(rel, name string) bool {
+	e, ok := s.entry(rel, name)
+	switch {
+	case !ok:
+		return false
+	case e.IsDir():
+		return true
+	case e.Type()&fs.ModeSymlink != 0:
+		st, err := os.Stat(s.abs(joinRel(rel, name)))
+		return err == nil && st.IsDir()
+	}
+	return false
+}
+
+// gitAliases matches rest, what a pattern names below a ".git" in dir, in
+// the git directories of other names that git would use there: where a
+// .git gitfile in dir leads, and dir itself when it is a git directory.
+// What they hold is reported as Aliased, missing members too.
+func (s *protScanner) gitAliases(p protPattern, dir string, rest []string, links []string, emit func(ProtectedPath)) {
+	targets, bare := s.gitfileTargets(dir), s.isGitDir(dir)
+	if len(targets) == 0 && !bare {
+		return // the common case
+	}
+	aliased := func(pp ProtectedPath) {
+		pp.Aliased = true
+		emit(pp)
+	}
+	for _, g := range targets {
+		s.match(p, g, rest, true, nil, aliased)
+	}
+	if bare {
+		s.match(p, dir, rest, true, links, aliased)
+	}
+}
+
+// gitfileTargets returns, relative to the root and resolved, the directory
+// that the gitfile dir/.git points to and the common directory that one's
+// commondir names, those of them that lie inside the root.
+func (s *protScanner) gitfileTargets(dir string) []string {
+	if t, ok := s.gitfiles[dir]; ok {
+		return t
+	}
+	var out []string
+	add := func(base, target string) string {
+		if !filepath.IsAbs(target) {
+			// As git does: relative to the directory, no cleaning before
+			// the symlinks are resolved.
+			target = base + "/" + target
+		}
+		t, err := filepath.EvalSymlinks(target)
+		if err != nil || !pathWithin(t, s.root) {
+			return ""
+		}
+		if st, err := os.Stat(t); err != nil || !st.IsDir() {
+			return ""
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(t, s.root), "/")
+		if !slices.Contains(out, rel) {
+			out = append(out, rel)
+		}
+		return t
+	}
+	if e, ok := s.entry(dir, ".git"); ok && !e.IsDir() {
+		if b, ok := readSmall(s.abs(joinRel(dir, ".git"))); ok {
+			if target, ok := strings.CutPrefix(strings.TrimRight(b, "\r\n"), "gitdir: "); ok && target != "" {
+				if base, err := filepath.EvalSymlinks(s.abs(dir)); err == nil {
+					if t := add(base, target); t != "" {
+						if c, ok := readSmall(filepath.Join(t, "commondir")); ok {
+							if c = strings.TrimRight(c, "\r\n"); c != "" {
+								add(t, c)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	s.gitfiles[dir] = out
+	return out
+}
+
+// readSmall reads the regular file p if it is small, as git reads a gitfile
+// or commondir, without blocking on a FIFO put in its place.
+func readSmall(p string) (string, bool) {
+	fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return "", false
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || st.Size() > 4096 {
+		return "", false
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 4097))
+	if err != nil || len(b) > 4096 {
+		return "", false
+	}
+	return string(b), true
 }
 
 func hasMeta(c string) bool { return strings.ContainsAny(c, `*?[\`) }

@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestMatchProtected(t *testing.T) {
@@ -24,9 +27,23 @@ func TestMatchProtected(t *testing.T) {
 		{".git/commondir", false, "**/.git/commondir"},
 		{"sub/.git/hooks/pre-push", false, "**/.git/hooks"},
 		{"a/b/c/d/e/.git/config", false, "**/.git/config"},
-		{".git/modules/lib/hooks/post-checkout", false, "**/.git/modules/*/hooks"},
-		{".git/modules/lib/config", false, "**/.git/modules/*/config"},
+		{".git/modules/lib/hooks/post-checkout", false, "**/.git/modules/*/**/hooks"},
+		{".git/modules/lib/config", false, "**/.git/modules/*/**/config"},
 		{".git/worktrees/wt/commondir", false, "**/.git/worktrees/*/commondir"},
+		// Submodules whose name has a slash, nested submodules, and the
+		// worktrees of a submodule.
+		{".git/modules/vendor/lib/hooks/post-checkout", false, "**/.git/modules/*/**/hooks"},
+		{".git/modules/vendor/lib/config", false, "**/.git/modules/*/**/config"},
+		{".git/modules/lib/sub/hooks/post-checkout", false, "**/.git/modules/*/**/hooks"},
+		{".git/modules/a/modules/b/config", false, "**/.git/modules/*/**/config"},
+		{".git/modules/a/modules/b/modules/c/hooks", true, "**/.git/modules/*/**/hooks"},
+		{"sub/.git/modules/x/y/z/config", false, "**/.git/modules/*/**/config"},
+		{".git/modules/lib/commondir", false, "**/.git/modules/*/**/commondir"},
+		{".git/modules/lib/config.worktree", false, "**/.git/modules/*/**/config.worktree"},
+		{".git/modules/lib/worktrees/wt/config.worktree", false, "**/.git/modules/*/**/config.worktree"},
+		// Without a look at the files, a branch named hooks in a
+		// submodule's refs is taken for hooks (the scan knows better).
+		{".git/modules/lib/refs/heads/hooks", false, "**/.git/modules/*/**/hooks"},
 		// Normal git work stays possible.
 		{".git", true, ""},
 		{".git/index", false, ""},
@@ -37,7 +54,13 @@ func TestMatchProtected(t *testing.T) {
 		{".git/COMMIT_EDITMSG", false, ""},
 		{".git/config.lock", false, ""},
 		{".git/modules/lib/objects/ab/cd", false, ""},
-		{".git/modules/lib/refs/heads/hooks", false, ""},
+		{".git/modules/lib/refs/heads/main", false, ""},
+		{".git/modules/vendor/lib/objects/ab/cd", false, ""},
+		{".git/modules/vendor/lib/index", false, ""},
+		{".git/modules/a/modules/b/HEAD", false, ""},
+		{".git/modules/hooks/objects/ab/cd", false, ""}, // a submodule named hooks
+		{".git/modules/config/HEAD", false, ""},
+		{".git/modules", true, ""},
 		{".gitmodules", false, ""},
 		{".gitignore", false, ""},
 		// A gitfile, not a .git directory.
@@ -87,6 +110,18 @@ func TestMatchProtectedCustom(t *testing.T) {
 		{[]string{"**/Makefile"}, "a/b/Makefile", true},
 		{[]string{"**/Makefile"}, "a/b/Makefile.bak", false},
 		{[]string{"/abs", "a/../b", "**"}, "b", false}, // malformed patterns never match
+		// "**" in the middle: any number of directories, none included.
+		{[]string{"a/**/b"}, "a/b", true},
+		{[]string{"a/**/b"}, "a/x/b", true},
+		{[]string{"a/**/b"}, "a/x/y/z/b/c", true},
+		{[]string{"a/**/b"}, "a/x/y/z/bb", false},
+		{[]string{"a/**/b"}, "x/a/b", false},
+		{[]string{"a/**/b"}, "a", false},
+		{[]string{"**/a/**/b/*.c"}, "p/q/a/x/b/m.c", true},
+		{[]string{"**/a/**/b/*.c"}, "p/q/a/x/b/m.h", false},
+		{[]string{"a/*/**/b"}, "a/b", false},
+		{[]string{"a/*/**/b"}, "a/x/b", true},
+		{[]string{"a/*/**/b"}, "a/b/x", false},
 	} {
 		if _, got := MatchProtected(tc.rel, false, tc.patterns); got != tc.want {
 			t.Errorf("MatchProtected(%q, %q) = %v, want: %v", tc.rel, tc.patterns, got, tc.want)
@@ -105,6 +140,9 @@ func TestCheckProtected(t *testing.T) {
 		{".git/hooks", ""},
 		{"**/.git/hooks", ""},
 		{".git/modules/*/hooks", ""},
+		{".git/modules/*/**/hooks", ""},
+		{"a/**/b", ""},
+		{"**/a/**/b/**/c", ""},
 		{"dir/[ab]c", ""},
 		{"", "is empty"},
 		{"/etc/passwd", "relative"},
@@ -112,8 +150,12 @@ func TestCheckProtected(t *testing.T) {
 		{"a/./b", "empty"},
 		{"../x", "empty"},
 		{"**", "names everything"},
-		{"a/**/b", "first component"},
-		{"**x/b", "first component"},
+		{"a/**", "ends with **"},
+		{"**/a/**", "ends with **"},
+		{"a/**/**/b", "twice in a row"},
+		{"**/**/b", "twice in a row"},
+		{"**x/b", "a whole component"},
+		{"a/b**", "a whole component"},
 		{"a/[b", "wildcard"},
 	} {
 		err := CheckProtected([]string{tc.pattern})
@@ -136,7 +178,9 @@ func TestProtectedPatterns(t *testing.T) {
 }
 
 // mkTree makes files (name ending in "/" for a directory, "name -> target"
-// for a symlink) under a new directory and returns it, resolved.
+// for a symlink, "name := content" for a file with content; ROOT in a
+// target or content stands for the root) under a new directory and returns
+// it, resolved.
 func mkTree(t *testing.T, entries ...string) string {
 	t.Helper()
 	base := os.Getenv("CORRAL_TEST_DIR")
@@ -150,6 +194,14 @@ func mkTree(t *testing.T, entries ...string) string {
 	t.Cleanup(func() { os.RemoveAll(root) })
 	root, _ = filepath.EvalSymlinks(root)
 	for _, e := range entries {
+		if name, content, ok := strings.Cut(e, " := "); ok {
+			p := filepath.Join(root, name)
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.WriteFile(p, []byte(strings.ReplaceAll(content, "ROOT", root)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
 		if name, target, ok := strings.Cut(e, " -> "); ok {
 			p := filepath.Join(root, name)
 			os.MkdirAll(filepath.Dir(p), 0o755)
@@ -174,7 +226,8 @@ func mkTree(t *testing.T, entries ...string) string {
 }
 
 // summary renders found paths as "rel" (existing), "rel?" (missing),
-// "rel!" (gitfile), "rel~L1,L2" (through symlinks), sorted.
+// "rel!" (gitfile), "rel@" (in a git directory a .git stood for),
+// "rel~L1,L2" (through symlinks), sorted.
 func summary(found []ProtectedPath) []string {
 	var out []string
 	for _, f := range found {
@@ -184,6 +237,9 @@ func summary(found []ProtectedPath) []string {
 		}
 		if f.NotDir {
 			s += "!"
+		}
+		if f.Aliased {
+			s += "@"
 		}
 		if len(f.Links) > 0 {
 			s += "~" + strings.Join(f.Links, ",")
@@ -217,9 +273,46 @@ func TestFindProtected(t *testing.T) {
 			[]string{".git/commondir?", ".git/config.worktree?", ".git/config?", ".git/hooks",
 				"a/.git/commondir?", "a/.git/config.worktree?", "a/.git/config?", "a/.git/hooks",
 				"b/c/.git/commondir?", "b/c/.git/config", "b/c/.git/config.worktree?", "b/c/.git/hooks?"}, nil},
-		{"a submodule and a linked worktree", []string{".git/HEAD", ".git/hooks/", ".git/config", ".git/modules/lib/HEAD", ".git/modules/lib/config", ".git/worktrees/wt/commondir", "lib/.git"},
+		{"a submodule and a linked worktree", []string{".git/HEAD", ".git/hooks/", ".git/config", ".git/modules/lib/HEAD", ".git/modules/lib/objects/", ".git/modules/lib/refs/", ".git/modules/lib/config", ".git/worktrees/wt/commondir", "lib/.git"},
 			[]string{".git/commondir?", ".git/config", ".git/config.worktree?", ".git/hooks",
-				".git/modules/lib/config", ".git/modules/lib/hooks?", ".git/worktrees/wt/commondir", ".git/worktrees/wt/config.worktree?", "lib/.git!"}, nil},
+				".git/modules/lib/commondir?", ".git/modules/lib/config", ".git/modules/lib/config.worktree?", ".git/modules/lib/hooks?",
+				".git/worktrees/wt/commondir", ".git/worktrees/wt/config.worktree?", "lib/.git!"}, nil},
+		{"submodules at any depth", []string{".git/HEAD", ".git/objects/", ".git/refs/", ".git/hooks/", ".git/config",
+			".git/modules/vendor/lib/HEAD", ".git/modules/vendor/lib/objects/hooks/", ".git/modules/vendor/lib/refs/heads/hooks", ".git/modules/vendor/lib/logs/refs/heads/config", ".git/modules/vendor/lib/config", ".git/modules/vendor/lib/hooks/",
+			".git/modules/vendor/lib/modules/inner/HEAD", ".git/modules/vendor/lib/modules/inner/objects/", ".git/modules/vendor/lib/modules/inner/refs/", ".git/modules/vendor/lib/modules/inner/config",
+			".git/modules/vendor/lib/worktrees/wt/HEAD", ".git/modules/vendor/lib/worktrees/wt/commondir",
+			".git/modules/hooks/HEAD", ".git/modules/hooks/objects/", ".git/modules/hooks/refs/", ".git/modules/hooks/hooks/"},
+			[]string{".git/commondir?", ".git/config", ".git/config.worktree?", ".git/hooks",
+				".git/modules/vendor/lib/commondir?", ".git/modules/vendor/lib/config", ".git/modules/vendor/lib/config.worktree?", ".git/modules/vendor/lib/hooks",
+				".git/modules/vendor/lib/modules/inner/commondir?", ".git/modules/vendor/lib/modules/inner/config", ".git/modules/vendor/lib/modules/inner/config.worktree?", ".git/modules/vendor/lib/modules/inner/hooks?",
+				".git/modules/vendor/lib/worktrees/wt/commondir", ".git/modules/vendor/lib/worktrees/wt/config.worktree?", ".git/modules/vendor/lib/worktrees/wt/config?", ".git/modules/vendor/lib/worktrees/wt/hooks?",
+				".git/modules/hooks/commondir?", ".git/modules/hooks/config.worktree?", ".git/modules/hooks/config?", ".git/modules/hooks/hooks"}, nil},
+		{"a separate git directory", []string{".git := gitdir: .gd\n", ".gd/HEAD", ".gd/objects/", ".gd/refs/", ".gd/hooks/", ".gd/config",
+			".gd/modules/x/y/HEAD", ".gd/modules/x/y/objects/", ".gd/modules/x/y/refs/", ".gd/modules/x/y/config"},
+			[]string{".git!", ".gd/commondir?@", ".gd/config.worktree?@", ".gd/config@", ".gd/hooks@",
+				".gd/modules/x/y/commondir?@", ".gd/modules/x/y/config.worktree?@", ".gd/modules/x/y/config@", ".gd/modules/x/y/hooks?@"}, nil},
+		{"git directories that gitfiles point to", []string{
+			"nested/.git := gitdir: ../gd\n", "gd/HEAD", "gd/objects/", "gd/refs/", "gd/hooks/", "gd/config",
+			"deep/er/.git := gitdir: ../../.hidden-gd\r\n", ".hidden-gd/HEAD", ".hidden-gd/objects/", ".hidden-gd/refs/", ".hidden-gd/hooks/pre-commit",
+			"abs/.git := gitdir: ROOT/.abs-gd", ".abs-gd/config",
+			"plain/.git := gitdir: ../.plain\n", ".plain/hooks/",
+			"bad/out/.git := gitdir: /usr\n", "bad/junk/.git := not a gitfile", "bad/none/.git := gitdir: ../missing\n"},
+			append(slices.Clone(gitMissing), "nested/.git!", "deep/er/.git!", "abs/.git!", "plain/.git!", "bad/out/.git!", "bad/junk/.git!", "bad/none/.git!",
+				"gd/commondir?@", "gd/config.worktree?@", "gd/config@", "gd/hooks@",
+				".hidden-gd/commondir?@", ".hidden-gd/config.worktree?@", ".hidden-gd/config?@", ".hidden-gd/hooks@",
+				".abs-gd/commondir?@", ".abs-gd/config.worktree?@", ".abs-gd/config@", ".abs-gd/hooks?@",
+				".plain/commondir?@", ".plain/config.worktree?@", ".plain/config?@", ".plain/hooks@"), nil},
+		{"bare repositories", []string{"remote.git/HEAD", "remote.git/objects/", "remote.git/refs/", "remote.git/hooks/post-receive", "remote.git/config",
+			"remote.git/info/.git/config", // not a project: a git directory is not looked into
+			"srv/b.git/HEAD", "srv/b.git/objects/", "srv/b.git/refs/",
+			"srv/x/c.git/HEAD", "srv/x/c.git/objects/", "srv/x/c.git/refs/", "srv/x/c.git/hooks/", // too deep
+			"notgit/HEAD", "notgit/hooks/", "notgit/config", // no objects/ nor refs/: not a git directory
+			"wt/HEAD", "wt/commondir", "wt/config.worktree"},
+			append(slices.Clone(gitMissing), "remote.git/commondir?@", "remote.git/config.worktree?@", "remote.git/config@", "remote.git/hooks@",
+				"srv/b.git/commondir?@", "srv/b.git/config.worktree?@", "srv/b.git/config?@", "srv/b.git/hooks?@",
+				"wt/commondir@", "wt/config.worktree@", "wt/config?@", "wt/hooks?@"), nil},
+		{"the root is a bare repository", []string{"HEAD", "objects/", "refs/", "hooks/", "config", "info/.git/config"},
+			append(slices.Clone(gitMissing), "commondir?@", "config.worktree?@", "config@", "hooks@"), nil},
 		{"symlinks inside the root", []string{"real-git/HEAD", "real-git/hooks/", ".git -> real-git", "dotfiles/bashrc", ".bashrc -> dotfiles/bashrc"},
 			[]string{".bashrc~.bashrc", ".git/commondir?~.git", ".git/config.worktree?~.git", ".git/config?~.git", ".git/hooks~.git"}, []string{".bashrc?"}},
 		{"symlinks out of the root", []string{".git -> /usr", ".bashrc -> /etc/profile", ".vscode -> /nonexistent"},
@@ -264,6 +357,53 @@ func TestFindProtectedBounds(t *testing.T) {
 	}
 }
 
+// The walk below .git/modules is bounded too: it lists at most
+// ScanDeepDirs directories, and it does not look into a git directory's
+// data (objects, refs), where a branch may be named hooks.
+func TestFindProtectedDeepBounds(t *testing.T) {
+	tree := []string{".git/HEAD", ".git/objects/", ".git/refs/", ".git/hooks/", ".git/config",
+		".git/modules/zz-flat/HEAD", ".git/modules/zz-flat/objects/", ".git/modules/zz-flat/refs/heads/hooks/x", ".git/modules/zz-flat/config",
+		".git/modules/zzz/lib/HEAD", ".git/modules/zzz/lib/objects/", ".git/modules/zzz/lib/refs/", ".git/modules/zzz/lib/config"}
+	for i := 0; i < ScanDeepDirs+10; i++ {
+		tree = append(tree, fmt.Sprintf(".git/modules/d%03d/x/", i))
+	}
+	root := mkTree(t, tree...)
+	found, truncated := FindProtected(root, []string{"**/.git/modules/*/**/config"})
+	if got := summary(found); !truncated || !slices.Equal(got, []string{".git/modules/zz-flat/config"}) {
+		t.Errorf("found %q, truncated %v; want: the flat submodule's config only, truncated", got, truncated)
+	}
+	// Within the bounds, the nested one is found, and nothing in refs.
+	root = mkTree(t, tree[:13]...)
+	found, truncated = FindProtected(root, []string{"**/.git/modules/*/**/config", "**/.git/modules/*/**/hooks"})
+	if got := summary(found); truncated || !slices.Equal(got, []string{".git/modules/zz-flat/config", ".git/modules/zz-flat/hooks?", ".git/modules/zzz/lib/config", ".git/modules/zzz/lib/hooks?"}) {
+		t.Errorf("found %q, truncated %v", got, truncated)
+	}
+}
+
+// A gitfile or commondir that is a FIFO is not read (opening one for
+// reading would wait for a writer).
+func TestFindProtectedFIFOGitfile(t *testing.T) {
+	root := mkTree(t, "sub/", "gd/HEAD", "gd/objects/", "gd/refs/", "wt/.git := gitdir: ../gd\n")
+	for _, p := range []string{".git", "sub/.git", "gd/commondir"} {
+		if err := syscall.Mkfifo(filepath.Join(root, p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan []string)
+	go func() {
+		found, _ := FindProtected(root, []string{"**/.git", "**/.git/hooks"})
+		done <- summary(found)
+	}()
+	select {
+	case got := <-done:
+		if want := []string{".git!", "gd/hooks?@", "sub/.git!", "wt/.git!"}; !slices.Equal(got, want) {
+			t.Errorf("found %q, want: %q", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("FindProtected blocks on a FIFO")
+	}
+}
+
 // A directory too large to list whole still has its protected names looked
 // up one by one.
 func TestFindProtectedLargeDirectory(t *testing.T) {
@@ -276,5 +416,93 @@ func TestFindProtectedLargeDirectory(t *testing.T) {
 	found, truncated := FindProtected(root, []string{".bashrc", "**/.git/hooks"})
 	if got := summary(found); !slices.Equal(got, []string{".bashrc", ".git/hooks"}) || !truncated {
 		t.Errorf("found %q, truncated %v; want: .bashrc and .git/hooks, truncated", got, truncated)
+	}
+}
+
+// gitT runs git in dir, with no settings of the person's.
+func gitT(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = []string{"HOME=" + dir, "PATH=/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1", "LANG=C"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %q: %v\n%s", args, err, out)
+	}
+}
+
+// Real git layouts: git directories not named .git, and submodules whose
+// name has a slash, are found by the scan and refused by MatchProtectedIn;
+// git's data in them is not.
+func TestProtectedGitDirectories(t *testing.T) {
+	root := mkTree(t, "src/a.txt", "plain/hooks/x", "plain/config")
+	gitT(t, root, "init", "-q", "--separate-git-dir="+filepath.Join(root, ".gd"), root)
+	os.MkdirAll(filepath.Join(root, "nested"), 0o755)
+	gitT(t, root, "init", "-q", "--separate-git-dir="+filepath.Join(root, "gd"), filepath.Join(root, "nested"))
+	os.WriteFile(filepath.Join(root, "nested", ".git"), []byte("gitdir: ../gd\n"), 0o644)
+	gitT(t, root, "init", "-q", "--bare", "remote.git")
+	// A submodule named vendor/lib, with a submodule of its own.
+	base := mkTree(t)
+	for _, r := range []string{"inner-src", "lib-src"} {
+		gitT(t, base, "init", "-q", r)
+		gitT(t, filepath.Join(base, r), "commit", "-q", "--allow-empty", "-m", r)
+	}
+	gitT(t, filepath.Join(base, "lib-src"), "submodule", "add", "-q", "../inner-src", "inner")
+	gitT(t, filepath.Join(base, "lib-src"), "commit", "-q", "-m", "inner")
+	gitT(t, root, "submodule", "add", "-q", filepath.Join(base, "lib-src"), "vendor/lib")
+	gitT(t, root, "submodule", "update", "-q", "--init", "--recursive")
+
+	found, truncated := FindProtected(root, DefaultProtected)
+	if truncated {
+		t.Errorf("truncated")
+	}
+	got := summary(found)
+	for _, want := range []string{".gd/hooks@", ".gd/config@", "gd/hooks@", "gd/config@", "remote.git/hooks@", "remote.git/config@",
+		".gd/modules/vendor/lib/hooks@", ".gd/modules/vendor/lib/config@",
+		".gd/modules/vendor/lib/modules/inner/hooks@", ".gd/modules/vendor/lib/modules/inner/config@"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("FindProtected does not find %s: %q", want, got)
+		}
+	}
+	for _, f := range found {
+		if strings.Contains(f.Rel, "objects") || strings.Contains(f.Rel, "refs") || strings.HasPrefix(f.Rel, "plain/") {
+			t.Errorf("FindProtected found %s", f.Rel)
+		}
+	}
+
+	for _, tc := range []struct {
+		rel  string
+		want bool
+	}{
+		{".gd/hooks/pre-commit", true},
+		{".gd/hooks", true},
+		{".gd/config", true},
+		{".gd/config.worktree", true},
+		{".gd/commondir", true},
+		{".gd/modules/vendor/lib/hooks/post-checkout", true},
+		{".gd/modules/vendor/lib/config", true},
+		{".gd/modules/vendor/lib/modules/inner/config", true},
+		{"gd/hooks/pre-commit", true},
+		{"gd/config", true},
+		{"remote.git/hooks/post-receive", true},
+		{"remote.git/config", true},
+		{".gd/objects/ab/cdef", false},
+		{".gd/refs/heads/main", false},
+		{".gd/index", false},
+		{".gd/HEAD", false},
+		{"gd/objects/info/packs", false},
+		{"remote.git/refs/heads/main", false},
+		{"remote.git/description", false},
+		{"plain/hooks/x", false},
+		{"plain/config", false},
+		{"src/a.txt", false},
+		{"vendor/lib/x.c", false},
+	} {
+		_, ok := MatchProtectedIn(root, tc.rel, false, DefaultProtected)
+		if ok != tc.want {
+			t.Errorf("MatchProtectedIn(%q) = %v, want: %v", tc.rel, ok, tc.want)
+		}
+	}
+	if _, ok := MatchProtectedIn(root, ".gd/hooks/pre-commit", false, []string{}); ok {
+		t.Errorf("an empty list protects .gd/hooks")
 	}
 }

@@ -3,6 +3,7 @@ package sandboxfs
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -36,6 +37,10 @@ func TestProtectedPaths(t *testing.T) {
 		{".bashrc", "refused: .bashrc is a protected path"},
 		{"a/b/c/d/e/.git/hooks/post-checkout", "refused: a/b/c/d/e/.git/hooks/post-checkout is a protected path"},
 		{"vendor/lib/.git", "refused: vendor/lib/.git is a protected path"},
+		// Submodules whose name has a slash, and nested submodules.
+		{".git/modules/lib/sub/hooks/post-checkout", "refused: .git/modules/lib/sub/hooks/post-checkout is a protected path"},
+		{".git/modules/vendor/lib/config", "refused: .git/modules/vendor/lib/config is a protected path"},
+		{".git/modules/a/modules/b/hooks/pre-commit", "refused: .git/modules/a/modules/b/hooks/pre-commit is a protected path"},
 		{"innocent/pre-commit", "resolves to .git/hooks/pre-commit, a protected path"},
 		{"dangling", "resolves to .mcp.json, a protected path"},
 	} {
@@ -95,4 +100,58 @@ func TestProtectedRoots(t *testing.T) {
 	if want := []string{filepath.Join(home, "docs"), filepath.Join(home, "project"), "/tmp/data"}; !slices.Equal(got, want) {
 		t.Errorf("protectedRoots with the home directory as working directory = %q, want: %q", got, want)
 	}
+}
+
+// Git directories not named .git: a separate git directory (the top's
+// gitfile points to it), a nested repository's in-tree git directory, bare
+// repositories at any depth. Their hooks and configuration are refused,
+// git's data in them is not, and git on the host runs no hook afterwards.
+func TestProtectedGitDirectories(t *testing.T) {
+	f := newFix(t)
+	ctx := context.Background()
+	git := func(dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = []string{"HOME=" + f.home, "PATH=/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1", "LANG=C"}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %q: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	git(f.work, "init", "-q", "--separate-git-dir="+filepath.Join(f.work, ".gd"), f.work)
+	nested := filepath.Join(f.work, "nested")
+	os.MkdirAll(nested, 0o755)
+	git(f.work, "init", "-q", "--separate-git-dir="+filepath.Join(f.work, "gd"), nested)
+	os.WriteFile(filepath.Join(nested, ".git"), []byte("gitdir: ../gd\n"), 0o644)
+	git(f.work, "init", "-q", "--bare", "remote.git")
+	git(f.work, "init", "-q", "--bare", "a/b/c/deep.git")
+	os.Remove(filepath.Join(f.work, "a/b/c/deep.git/config"))
+
+	for _, p := range []string{".gd/hooks/pre-commit", ".gd/config", ".gd/config.worktree", "gd/hooks/pre-commit", "gd/config",
+		"remote.git/hooks/post-receive", "remote.git/config", "a/b/c/deep.git/hooks/post-receive", "a/b/c/deep.git/config"} {
+		_, err := f.c.Write(ctx, p, "#!/bin/sh\necho PWNED > /tmp/pwned\n")
+		if kind(err) != ErrProtected || !strings.Contains(err.Error(), "refused: "+p+" is a protected path") {
+			t.Errorf("write %s: %v", p, err)
+		}
+	}
+	if _, err := f.c.Edit(ctx, ".gd/config", "[core]", "[core]\n\tfsmonitor = evil", false); kind(err) != ErrProtected {
+		t.Errorf("edit .gd/config: %v", err)
+	}
+	for _, p := range []string{".gd/hooks/pre-commit", "gd/hooks/pre-commit", "remote.git/hooks/post-receive", "a/b/c/deep.git/hooks/post-receive", "a/b/c/deep.git/config"} {
+		if _, err := os.Lstat(filepath.Join(f.work, p)); err == nil {
+			t.Errorf("%s exists on the host after a refused write", p)
+		}
+	}
+	for _, p := range []string{".gd/info/exclude", "gd/description", "remote.git/description", "nested/a.txt", "a.txt", "hooks/pre-commit", "config"} {
+		if _, err := f.c.Write(ctx, p, "x\n"); err != nil {
+			t.Errorf("write %s: %v", p, err)
+		}
+	}
+	git(nested, "add", "a.txt")
+	git(nested, "commit", "-qm", "nested")
+	git(f.work, "add", "a.txt")
+	git(f.work, "commit", "-qm", "top")
+	git(f.work, "push", "-q", "remote.git", "HEAD:refs/heads/main")
 }

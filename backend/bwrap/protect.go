@@ -30,12 +30,14 @@ import (
 // agent sandboxes are known for). So:
 //
 //   - A missing hooks directory or config file of an existing git directory
-//     (one that holds HEAD) is made on the host before the sandbox starts,
-//     as `git init` would have made it (an empty directory, an empty file,
-//     which git reads as no settings), and then bound read-only like any
-//     other. Nothing appears in the work tree, and the common case (a
-//     repository whose .git/hooks is missing because it was cloned without
-//     templates) is as strong as the rest.
+//     (one that holds HEAD: a .git, a submodule's below .git/modules, a
+//     separate git directory or a bare repository the scan found; not a
+//     linked worktree's, whose are its common directory's) is made on the
+//     host before the sandbox starts, as `git init` would have made it (an
+//     empty directory, an empty file, which git reads as no settings), and
+//     then bound read-only like any other. Nothing appears outside git
+//     directories, and the common case (a repository whose .git/hooks is missing
+//     because it was cloned without templates) is as strong as the rest.
 //   - For any other, the check comes after the command: once the sandbox
 //     has ended (its whole pid namespace with it), the writable directories
 //     are scanned again, within the same bounds, and whatever protected
@@ -48,7 +50,9 @@ import (
 //     millisecond for a small project) and also catches what no list of
 //     missing paths could name: a repository made in an existing
 //     subdirectory (whose .git would take over the person's git there), a
-//     submodule's new .git/modules/NAME.
+//     submodule's new git directory under .git/modules (at any depth, within
+//     the walk's bounds), a bare repository or the git directory a new
+//     gitfile points to.
 //
 // So when a command runs `git init` where there was no .git, the fresh
 // .git/hooks and .git/config are writable during that command (a hook
@@ -180,7 +184,7 @@ func (p *planner) protected(plan *Plan) error {
 			if !ok {
 				continue
 			}
-			if dir, ok := gitMember(f.Rel, parent); ok && p.roBindProtected(rr, real) {
+			if dir, ok := gitMember(f, parent); ok && p.roBindProtected(rr, real) {
 				plan.Create = append(plan.Create, protectItem{Path: real, Dir: dir})
 				plan.protectBefore[f.Path] = true
 			}
@@ -262,12 +266,20 @@ func openBindFDs(plan *Plan, bin *Binary, first int) ([]*os.File, error) {
 // directory.
 var gitMembers = map[string]bool{"hooks": true, "config": false}
 
-// gitMember reports whether rel (a missing protected path) is a member of
-// a git directory that corral may make, the resolved parent, and whether
-// it is a directory. The parent must be a git directory: it holds HEAD.
-func gitMember(rel, parent string) (dir bool, ok bool) {
-	dir, ok = gitMembers[filepath.Base(rel)]
-	if !ok || !strings.Contains("/"+rel, "/.git/") {
+// gitMember reports whether f (a missing protected path) is a member of a
+// git directory that corral may make in parent, its resolved parent, and
+// whether it is a directory. f must lie in a .git or in a git directory
+// that a .git stood for (a separate git directory, a bare repository:
+// f.Aliased), and the parent must be a git directory: it holds HEAD. A
+// linked worktree's git directory (it holds commondir) is left alone: git
+// takes hooks and configuration from the common directory, so what corral
+// made there would only be clutter.
+func gitMember(f sandbox.ProtectedPath, parent string) (dir bool, ok bool) {
+	dir, ok = gitMembers[filepath.Base(f.Rel)]
+	if !ok || !f.Aliased && !strings.Contains("/"+f.Rel, "/.git/") {
+		return false, false
+	}
+	if _, err := os.Lstat(filepath.Join(parent, "commondir")); err == nil {
 		return false, false
 	}
 	st, err := os.Lstat(filepath.Join(parent, "HEAD"))

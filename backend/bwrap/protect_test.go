@@ -300,6 +300,39 @@ func TestPlanProtected(t *testing.T) {
 	}
 }
 
+// Missing hooks and config are made in the git directories a .git stands
+// for (a bare repository) and in submodules' at depth, not in a linked
+// worktree's git directory (git reads its common directory's).
+func TestPlanProtectedGitDirs(t *testing.T) {
+	f := newPlanFix(t)
+	for _, d := range []string{".git/objects", ".git/refs", ".git/hooks", ".git/worktrees/wt", "wt", "remote.git/objects", "remote.git/refs",
+		".git/modules/vendor/lib/objects", ".git/modules/vendor/lib/refs"} {
+		os.MkdirAll(filepath.Join(f.work, d), 0o755)
+	}
+	for p, content := range map[string]string{".git/HEAD": "ref: refs/heads/main\n", ".git/config": "", ".git/worktrees/wt/HEAD": "ref: refs/heads/wt\n",
+		".git/worktrees/wt/commondir": "../..\n", "wt/.git": "gitdir: ../.git/worktrees/wt\n", "remote.git/HEAD": "ref: refs/heads/main\n",
+		".git/modules/vendor/lib/HEAD": "ref: refs/heads/main\n"} {
+		os.WriteFile(filepath.Join(f.work, p), []byte(content), 0o644)
+	}
+	plan, err := BuildPlan(&sandbox.Request{Argv: []string{"true"}, Workdir: f.work, Profile: sandbox.ProfileWorkspace}, f.host())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created []string
+	for _, c := range plan.Create {
+		created = append(created, strings.TrimPrefix(c.Path, f.work+"/"))
+	}
+	slices.Sort(created)
+	if want := []string{".git/modules/vendor/lib/config", ".git/modules/vendor/lib/hooks", "remote.git/config", "remote.git/hooks"}; !slices.Equal(created, want) {
+		t.Errorf("Create = %q, want: %q", created, want)
+	}
+	for _, p := range []string{".git/worktrees/wt/commondir", "wt/.git", ".git/hooks", ".git/config"} {
+		if !slices.ContainsFunc(plan.Mounts, func(m mount) bool { return m.Kind == mRoBind && m.Dest == filepath.Join(f.work, p) }) {
+			t.Errorf("%s is not bound read-only", p)
+		}
+	}
+}
+
 // A read-write bind is a writable directory too, also when it is seen at
 // another path; a bound FIFO is not scanned (opening it would block).
 func TestProtectedPathsInBinds(t *testing.T) {
@@ -415,4 +448,142 @@ func TestProtectedBindFDsNotInherited(t *testing.T) {
 	}
 	o := e.sh(`ls /proc/self/fd | tr '\n' ' '; (echo x > .git/hooks/pre-commit) 2>/dev/null || echo REFUSED`)
 	mustContain(t, o, "0 1 2 3 REFUSED")
+}
+
+// Submodules whose name has a slash, and submodules of submodules: their
+// git directories below .git/modules keep hooks and configuration
+// read-only, git work in them goes on, and git on the host runs nothing
+// the sandbox planted. One made during the command loses its hooks and
+// configuration afterwards.
+func TestProtectedPathsSubmodulesAnyDepth(t *testing.T) {
+	e := newEnv(t)
+	inner, lib := filepath.Join(e.base, "src", "inner"), filepath.Join(e.base, "src", "lib")
+	for _, d := range []string{inner, lib} {
+		os.MkdirAll(d, 0o755)
+		e.git(d, "init", "-q")
+		e.git(d, "commit", "-q", "--allow-empty", "-m", "start")
+	}
+	e.git(lib, "-c", "protocol.file.allow=always", "submodule", "add", "-q", inner, "inner")
+	e.git(lib, "commit", "-qm", "inner")
+	e.git(e.work, "init", "-q")
+	e.git(e.work, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "vendor/lib")
+	e.git(e.work, "-c", "protocol.file.allow=always", "submodule", "update", "-q", "--init", "--recursive")
+	e.git(e.work, "commit", "-qm", "add")
+	mods := filepath.Join(e.work, ".git", "modules")
+	config, _ := os.ReadFile(filepath.Join(mods, "vendor", "lib", "config"))
+
+	o := e.sh(`
+try() { if (eval "$1") 2>/dev/null; then echo "WROTE $2"; else echo "refused $2"; fi; }
+try 'printf "[core]\n\tfsmonitor = \"touch ../PWNED; false\"\n" >> .git/modules/vendor/lib/config' config
+try 'printf "#!/bin/sh\ntouch PWNED\n" > .git/modules/vendor/lib/hooks/post-checkout' hook
+try 'git -C vendor/lib config core.fsmonitor "touch PWNED; false"' git-config
+try 'echo "[core]" >> .git/modules/vendor/lib/modules/inner/config' nested-config
+try 'echo evil > .git/modules/vendor/lib/modules/inner/hooks/pre-commit' nested-hook
+try 'mv .git/modules/vendor .git/modules/v2' move
+cd vendor/lib && echo y > y.txt && git add y.txt && git -c user.name=t -c user.email=t@example.com commit -qm sub && echo COMMITTED
+cd inner && git -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m inner && echo COMMITTED-INNER`)
+	mustContain(t, o, "refused config", "refused hook", "refused git-config", "refused nested-config", "refused nested-hook", "refused move", "COMMITTED", "COMMITTED-INNER")
+	if now, _ := os.ReadFile(filepath.Join(mods, "vendor", "lib", "config")); string(now) != string(config) {
+		t.Errorf("the submodule's config changed:\n%s", now)
+	}
+	for _, p := range []string{"vendor/lib/hooks/post-checkout", "vendor/lib/modules/inner/hooks/pre-commit"} {
+		if onHost(filepath.Join(mods, p)) {
+			t.Errorf(".git/modules/%s exists on the host", p)
+		}
+	}
+	e.git(e.work, "status")
+	e.git(filepath.Join(e.work, "vendor", "lib"), "status")
+	if log := e.git(filepath.Join(e.work, "vendor", "lib"), "log", "--format=%s"); !strings.Contains(log, "sub") {
+		t.Errorf("the submodule's commit is not on the host: %q", log)
+	}
+	for _, p := range []string{"PWNED", "vendor/PWNED", "vendor/lib/PWNED"} {
+		if onHost(filepath.Join(e.work, p)) {
+			t.Errorf("%s: a command the sandbox planted ran on the host", p)
+		}
+	}
+
+	// A submodule git directory made during the command, at depth.
+	o = e.sh(`set -e
+d=.git/modules/third/party/lib
+mkdir -p $d/hooks $d/objects $d/refs && echo 'ref: refs/heads/main' > $d/HEAD
+echo evil > $d/hooks/post-checkout && echo '[core]' > $d/config
+echo DONE`)
+	mustContain(t, o, "DONE")
+	for _, p := range []string{"third/party/lib/hooks", "third/party/lib/config"} {
+		if onHost(filepath.Join(mods, p)) {
+			t.Errorf(".git/modules/%s made by the command is still there", p)
+		}
+	}
+	if !onHost(filepath.Join(mods, "third/party/lib/HEAD")) {
+		t.Errorf("HEAD was moved out too")
+	}
+	if n := len(o.res.Warnings); n != 2 {
+		t.Errorf("%d warnings, want: 2: %q", n, o.res.Warnings)
+	}
+}
+
+// Git directories not named .git: a separate git directory (the top's
+// .git is a gitfile), a nested repository whose gitfile points into the
+// tree, a bare repository. Their hooks and configuration are read-only,
+// commits and pushes work, and a bare repository the command makes loses
+// its hooks and configuration afterwards.
+func TestProtectedPathsOtherGitDirs(t *testing.T) {
+	e := newEnv(t)
+	e.git(e.work, "init", "-q", "--separate-git-dir="+filepath.Join(e.work, ".gd"), e.work)
+	nested := filepath.Join(e.work, "nested")
+	os.MkdirAll(nested, 0o755)
+	e.git(e.work, "init", "-q", "--separate-git-dir="+filepath.Join(e.work, "gd"), nested)
+	os.WriteFile(filepath.Join(nested, ".git"), []byte("gitdir: ../gd\n"), 0o644)
+	e.git(e.work, "init", "-q", "--bare", "remote.git")
+	os.RemoveAll(filepath.Join(e.work, "remote.git", "hooks")) // made empty, then read-only
+	os.WriteFile(filepath.Join(e.work, "a.txt"), []byte("a\n"), 0o644)
+	os.WriteFile(filepath.Join(nested, "n.txt"), []byte("n\n"), 0o644)
+
+	o := e.sh(`
+try() { if (eval "$1") 2>/dev/null; then echo "WROTE $2"; else echo "refused $2"; fi; }
+hook='#!/bin/sh\ntouch "$HOME/../PWNED"\n'
+try 'printf "$hook" > .gd/hooks/pre-commit && chmod +x .gd/hooks/pre-commit' top-hook
+try 'echo "[core] fsmonitor = evil" >> .gd/config' top-config
+try 'printf "$hook" > gd/hooks/pre-commit && chmod +x gd/hooks/pre-commit' nested-hook
+try 'echo "[core] fsmonitor = evil" >> gd/config' nested-config
+try 'mkdir -p remote.git/hooks && printf "$hook" > remote.git/hooks/post-receive && chmod +x remote.git/hooks/post-receive' bare-hook
+try 'echo "[core] fsmonitor = evil" >> remote.git/config' bare-config
+try 'mv .gd .gd2' move-gd
+try 'mv remote.git r.git' move-bare
+export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com
+git add a.txt && git commit -qm top && echo COMMITTED-TOP
+(cd nested && git add n.txt && git commit -qm nested) && echo COMMITTED-NESTED
+git push -q ./remote.git HEAD:refs/heads/main && echo PUSHED
+git init -q --bare made.git && printf "$hook" > made.git/hooks/post-receive && chmod +x made.git/hooks/post-receive && echo MADE`)
+	mustContain(t, o, "refused top-hook", "refused top-config", "refused nested-hook", "refused nested-config", "refused bare-hook", "refused bare-config",
+		"refused move-gd", "refused move-bare", "COMMITTED-TOP", "COMMITTED-NESTED", "PUSHED", "MADE")
+	for _, p := range []string{".gd/hooks/pre-commit", "gd/hooks/pre-commit", "remote.git/hooks/post-receive", "made.git/hooks", "made.git/config"} {
+		if onHost(filepath.Join(e.work, p)) {
+			t.Errorf("%s is on the host", p)
+		}
+	}
+	for _, p := range []string{"made.git/hooks", "made.git/config"} {
+		if !slices.ContainsFunc(o.res.Warnings, func(w string) bool { return strings.Contains(w, filepath.Join(e.work, p)+" was made by the command") }) {
+			t.Errorf("no warning about %s: %q", p, o.res.Warnings)
+		}
+	}
+	if ents, err := os.ReadDir(filepath.Join(e.work, "remote.git", "hooks")); err != nil || len(ents) != 0 {
+		t.Errorf("remote.git/hooks: %v %v, want: an empty directory", ents, err)
+	}
+	for _, p := range []string{".gd/config", "gd/config", "remote.git/config"} {
+		if b, _ := os.ReadFile(filepath.Join(e.work, p)); strings.Contains(string(b), "fsmonitor") {
+			t.Errorf("%s changed: %s", p, b)
+		}
+	}
+	// Git on the host: commits, pushes; no hook of the sandbox's runs.
+	e.git(e.work, "commit", "-q", "--allow-empty", "-m", "host")
+	e.git(nested, "commit", "-q", "--allow-empty", "-m", "host")
+	e.git(e.work, "push", "-q", "remote.git", "HEAD:refs/heads/host")
+	e.git(e.work, "push", "-q", "made.git", "HEAD:refs/heads/host")
+	if onHost(filepath.Join(e.home, "..", "PWNED")) {
+		t.Errorf("a hook the sandbox planted ran on the host")
+	}
+	if log := e.git(nested, "log", "--format=%s"); !strings.Contains(log, "nested") {
+		t.Errorf("the nested commit is not on the host: %q", log)
+	}
 }

@@ -447,6 +447,57 @@ git add README && git commit -qm one && echo committed`)
 	}
 }
 
+// TestProtectedGitDirs: the hooks and configuration of a submodule whose
+// name has a slash, of a separate git directory and of a bare repository
+// are read-only in the container, git work in them goes on, and a bare
+// repository made in the container loses its hooks and configuration
+// after the command.
+func TestProtectedGitDirs(t *testing.T) {
+	f := newFixture(t, nil)
+	git := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=A", "-c", "user.email=a@b", "-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = []string{"HOME=" + dir, "PATH=/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1", "LANG=C"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %q: %v\n%s", args, err, out)
+		}
+	}
+	src := dockertest.TestDir(t)
+	git(src, "init", "-q", "lib")
+	git(filepath.Join(src, "lib"), "commit", "-q", "--allow-empty", "-m", "lib")
+	git(f.ws, "init", "-q", "--separate-git-dir="+filepath.Join(f.ws, ".gd"), f.ws)
+	git(f.ws, "submodule", "add", "-q", filepath.Join(src, "lib"), "vendor/lib")
+	git(f.ws, "add", "README")
+	git(f.ws, "commit", "-qm", "add")
+	git(f.ws, "init", "-q", "--bare", "remote.git")
+	// The workspace is owned by the test's user, which the container's
+	// user may not be.
+	env := `export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*' GIT_AUTHOR_NAME=A GIT_AUTHOR_EMAIL=a@b GIT_COMMITTER_NAME=A GIT_COMMITTER_EMAIL=a@b
+`
+	res, out := f.run("gitdirs", env+`for p in .gd/modules/vendor/lib/hooks/post-checkout .gd/modules/vendor/lib/config .gd/hooks/pre-commit .gd/config remote.git/hooks/post-receive remote.git/config; do
+  (echo evil >> $p) 2>&1 | grep -q 'Read-only file system' && echo "ro $p" || echo "WROTE $p"
+done
+(cd vendor/lib && git commit -q --allow-empty -m in-container) && echo committed-sub
+git commit -q --allow-empty -m top && echo committed-top
+git push -q ./remote.git HEAD:refs/heads/main && echo pushed
+git init -q --bare made.git && echo evil > made.git/hooks/post-receive && echo made`)
+	for _, want := range []string{"ro .gd/modules/vendor/lib/hooks/post-checkout", "ro .gd/modules/vendor/lib/config", "ro .gd/hooks/pre-commit", "ro .gd/config",
+		"ro remote.git/hooks/post-receive", "ro remote.git/config", "committed-sub", "committed-top", "pushed", "made"} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("output lacks %q: exit %d, %q", want, res.ExitCode, out)
+		}
+	}
+	for _, p := range []string{"made.git/hooks", "made.git/config"} {
+		if _, err := os.Lstat(filepath.Join(f.ws, p)); err == nil {
+			t.Errorf("%s stayed in the workspace", p)
+		}
+	}
+	if len(res.Warnings) != 2 {
+		t.Errorf("warnings %q", res.Warnings)
+	}
+}
+
 // TestOtherUser: a command for another user (corral exec --user) runs in a
 // docker exec of its own, with the same stdin, signals and exit report.
 func TestOtherUser(t *testing.T) {
