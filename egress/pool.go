@@ -13,9 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/corralhq/corral/internal/procfs"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -307,25 +307,11 @@ func (p *Pool) Close() error {
 // whose name is not a pool's ("<pid>-<n>"). A Pool sweeps its directory
 // when it starts its first server; `corral cleanup` calls it too.
 func SweepStale(dir string) []string {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	var removed []string
-	for _, e := range ents {
-		pidText, _, ok := strings.Cut(e.Name(), "-")
+	return procfs.SweepDead(dir, func(name string) (int, bool) {
+		pidText, _, ok := strings.Cut(name, "-")
 		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
-			continue
-		}
-		if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-			p := filepath.Join(dir, e.Name())
-			if os.RemoveAll(p) == nil {
-				removed = append(removed, p)
-			}
-		}
-	}
-	return removed
+		return pid, ok && err == nil
+	})
 }
 
 // Check starts a proxy server with an empty policy in a new directory

@@ -2,19 +2,18 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/backend/docker"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/internal/procfs"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -78,24 +77,10 @@ Sessions on disk (cwd, variables, scratch) are not touched: see
 // sweepRunScratch removes the scratch directories of `corral run`
 // processes that are gone (dir/run-<pid>-*, see run.go) and returns them.
 func sweepRunScratch(dir string) []string {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	var removed []string
-	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), "run-")
+	return procfs.SweepDead(dir, func(name string) (int, bool) {
+		rest, ok := strings.CutPrefix(name, "run-")
 		pidText, _, ok2 := strings.Cut(rest, "-")
 		pid, err := strconv.Atoi(pidText)
-		if !ok || !ok2 || err != nil || pid <= 0 || pid == os.Getpid() {
-			continue
-		}
-		if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-			p := filepath.Join(dir, e.Name())
-			if os.RemoveAll(p) == nil {
-				removed = append(removed, p)
-			}
-		}
-	}
-	return removed
+		return pid, ok && ok2 && err == nil
+	})
 }

@@ -1,11 +1,15 @@
 // Package procfs reads the few fields of /proc/PID/stat that corral needs
-// (proc(5)): the session id and the start time of a process.
+// (proc(5)): the session id and the start time of a process; and it tells
+// whether a process is gone, to sweep what dead corral processes left.
 package procfs
 
 import (
+	"errors"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // statFields returns the fields of /proc/PID/stat after the command name:
@@ -52,4 +56,36 @@ func StartTime(pid int) (uint64, bool) {
 	}
 	n, err := strconv.ParseUint(f[19], 10, 64)
 	return n, err == nil
+}
+
+// Gone reports whether no process pid exists (kill(2) with signal 0 says
+// ESRCH). A process that exists but may not be signalled (EPERM) is not
+// gone.
+func Gone(pid int) bool {
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// SweepDead removes the entries of dir that belong to processes that are
+// gone and returns their paths. pidOf reads the owning pid from an entry's
+// name, reporting false for names that are not of that kind (which are
+// kept); entries of this process and of live ones are kept too. Errors
+// reading dir or removing an entry are not reported: the entry stays for a
+// later sweep.
+func SweepDead(dir string, pidOf func(name string) (int, bool)) []string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range ents {
+		pid, ok := pidOf(e.Name())
+		if !ok || pid <= 0 || pid == os.Getpid() || !Gone(pid) {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if os.RemoveAll(p) == nil {
+			removed = append(removed, p)
+		}
+	}
+	return removed
 }
