@@ -645,7 +645,7 @@ func (s *protScanner) isGitDir(rel string) bool {
 	}
 	v := false
 	if e, ok := s.entry(rel, "HEAD"); ok && (e.Type().IsRegular() || e.Type()&fs.ModeSymlink != 0) {
-		if e, ok := s.entry(rel, "commondir"); ok && e.Type().IsRegular() {
+		if e, ok := s.entry(rel, "commondir"); ok && (e.Type().IsRegular() || e.Type()&fs.ModeSymlink != 0) {
 			v = true
 		} else {
 			v = s.dirAt(rel, "objects") && s.dirAt(rel, "refs")
@@ -656,19 +656,13 @@ func (s *protScanner) isGitDir(rel string) bool {
 }
 
 // dirAt reports whether name in the directory rel is a directory or a
-// symlink to one (git follows them there).
+// symlink. Any symlink counts, whatever corral finds at its end: git follows
+// it from its own working directory, and a target such as
+// /proc/self/cwd/objects (or one a command changes later) leads elsewhere
+// for git than for corral, so a lookup here cannot say what git will see.
 func (s *protScanner) dirAt(rel, name string) bool {
 	e, ok := s.entry(rel, name)
-	switch {
-	case !ok:
-		return false
-	case e.IsDir():
-		return true
-	case e.Type()&fs.ModeSymlink != 0:
-		st, err := os.Stat(s.abs(joinRel(rel, name)))
-		return err == nil && st.IsDir()
-	}
-	return false
+	return ok && (e.IsDir() || e.Type()&fs.ModeSymlink != 0)
 }
 
 // gitAliases matches rest, what a pattern names below a ".git" in dir, in

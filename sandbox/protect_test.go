@@ -506,3 +506,26 @@ func TestProtectedGitDirectories(t *testing.T) {
 		t.Errorf("an empty list protects .gd/hooks")
 	}
 }
+
+// TestProtectedGitDirectorySymlinks: a bare repository whose objects (or
+// refs) is a symlink still counts as a git directory, whatever corral finds
+// at the link's end: a target like /proc/self/cwd/objects.real leads
+// elsewhere for git, run from another directory, than for corral.
+func TestProtectedGitDirectorySymlinks(t *testing.T) {
+	root := mkTree(t)
+	gitT(t, root, "init", "-q", "--bare", "remote.git")
+	bare := filepath.Join(root, "remote.git")
+	if err := os.Rename(filepath.Join(bare, "objects"), filepath.Join(root, ".objs")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/proc/self/cwd/objects.real", filepath.Join(bare, "objects")); err != nil {
+		t.Fatal(err)
+	}
+	found, _ := FindProtected(root, DefaultProtected)
+	if got := summary(found); !slices.Contains(got, "remote.git/hooks@") {
+		t.Errorf("FindProtected misses remote.git/hooks with a dangling objects link: %q", got)
+	}
+	if _, ok := MatchProtectedIn(root, "remote.git/hooks/post-receive", false, DefaultProtected); !ok {
+		t.Error("MatchProtectedIn lets remote.git/hooks/post-receive through with a dangling objects link")
+	}
+}
