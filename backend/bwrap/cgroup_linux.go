@@ -158,6 +158,32 @@ func (c *pidsCgroup) remove() {
 	}
 }
 
+// sweepCgroups removes the sandbox cgroups under root (sbx-*) that corral
+// processes left: removal waits for the kernel to reap a sandbox's tasks,
+// and a process that exits first (corral run) leaves the empty cgroup
+// behind. rmdir(2) removes only a cgroup without tasks; one younger than a
+// minute is left alone, as another corral may be about to move its bwrap
+// in. It returns how many it removed.
+func sweepCgroups(root string) int {
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "sbx-") {
+			continue
+		}
+		if fi, err := e.Info(); err != nil || time.Since(fi.ModTime()) < time.Minute {
+			continue
+		}
+		if os.Remove(filepath.Join(root, e.Name())) == nil {
+			n++
+		}
+	}
+	return n
+}
+
 // killAll sends SIGKILL to every task in the cgroup.
 func (c *pidsCgroup) killAll() {
 	b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs"))

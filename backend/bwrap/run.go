@@ -849,6 +849,11 @@ func (b *Backend) cgroupRoot() string {
 	if b.cgr == nil {
 		r := pidsRoot()
 		b.cgr = &r
+		if r != "" {
+			if n := sweepCgroups(r); n > 0 {
+				b.log.Debug("bwrap.cgroup.swept", "root", r, "removed", n)
+			}
+		}
 	}
 	return *b.cgr
 }
