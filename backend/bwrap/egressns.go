@@ -319,33 +319,52 @@ func (e *egressNS) Close() error {
 
 // CheckEgress runs `true` under the allowlist profile (nothing allowed) in
 // a session of its own and a fresh working directory under dir ("": the
-// system temporary directory), so the
-// whole path is tried: the proxy, the holder of the network namespace and
-// a command entering it. It returns how that command entered the namespace
-// ("ptrace gate" or "nsenter") and nil, or the error that
-// keeps allowlist commands from running (wrapping sandbox.ErrUnavailable).
-// The backend's egress pool is used: give it one that closes servers at
-// once (egress.Options.Linger < 0) when nothing should stay behind.
+// system temporary directory), so the whole path is tried: the proxy, the
+// holder of the network namespace and a command entering it. It returns how
+// that command entered the namespace ("ptrace gate" or "nsenter") and nil,
+// or the error that keeps allowlist commands from running (wrapping
+// sandbox.ErrUnavailable). The backend's egress pool is used: give it one
+// that closes servers at once (egress.Options.Linger < 0) when nothing
+// should stay behind.
 func (b *Backend) CheckEgress(ctx context.Context, dir string) (string, error) {
-	work, err := os.MkdirTemp(dir, "egress-check-")
+	if err := b.checkRun(ctx, dir, sandbox.ProfileAllowlist, sandbox.Limits{}); err != nil {
+		return "", err
+	}
+	how, _ := b.joinedBy.Load().(string)
+	return how, nil
+}
+
+// CheckCommand runs `true` under the workspace profile with limits lim in
+// a fresh working directory under dir ("": the system temporary
+// directory): whether commands with those limits run here at all (a
+// max_procs that cannot be enforced, for one, refuses every command). It
+// returns nil or the error, wrapping sandbox.ErrUnavailable or
+// sandbox.ErrPolicy.
+func (b *Backend) CheckCommand(ctx context.Context, dir string, lim sandbox.Limits) error {
+	return b.checkRun(ctx, dir, sandbox.ProfileWorkspace, lim)
+}
+
+// checkRun runs `true` under profile and lim in a fresh directory under
+// dir and turns every way it can fail into an error.
+func (b *Backend) checkRun(ctx context.Context, dir string, profile sandbox.Profile, lim sandbox.Limits) error {
+	work, err := os.MkdirTemp(dir, "corral-check-")
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
+		return fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err)
 	}
 	defer os.RemoveAll(work)
 	var out bytes.Buffer
 	res, err := b.Run(ctx, &sandbox.Request{
 		Argv: []string{"/bin/sh", "-c", "exec true"}, Env: []string{"PATH=/usr/bin:/bin"},
-		Workdir: work, Profile: sandbox.ProfileAllowlist, Session: "corral-egress-check",
+		Workdir: work, Profile: profile, Session: "corral-check", Limits: lim,
 		Stdout: &out, Stderr: &out, Timeout: 30 * time.Second,
 	})
 	switch {
 	case err != nil:
-		return "", err
+		return err
 	case res.Unavailable != "":
-		return "", fmt.Errorf("%w: %s", sandbox.ErrUnavailable, res.Unavailable)
+		return fmt.Errorf("%w: %s", sandbox.ErrUnavailable, res.Unavailable)
 	case res.ExitCode != 0:
-		return "", fmt.Errorf("%w: a command of the allowlist profile exited %d: %s", sandbox.ErrUnavailable, res.ExitCode, strings.TrimSpace(out.String()))
+		return fmt.Errorf("%w: a %s command exited %d: %s", sandbox.ErrUnavailable, profile, res.ExitCode, strings.TrimSpace(out.String()))
 	}
-	how, _ := b.joinedBy.Load().(string)
-	return how, nil
+	return nil
 }

@@ -65,6 +65,9 @@ type doctorResult struct {
 	Root        bool              `json:"root"`
 	Seccomp     filterCheck       `json:"seccomp"`
 	Proxy       proxyCheck        `json:"allowlist_proxy"`
+	// Command says whether a command with the configured limits ran under
+	// bwrap (the backend in use): "" when it did or was not tried.
+	CommandError string `json:"command_error,omitempty"`
 }
 
 // filterCheck is what doctor found out about the syscall filter.
@@ -124,6 +127,12 @@ func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
 	} else {
 		r.Proxy.OK = true
 	}
+	if r.Bwrap.Ready() && st.Backend == config.BackendBwrap {
+		b := bwrap.New(bwrap.Options{BwrapPath: st.Bwrap, StateDir: r.StateDir, HiddenDirs: []string{config.ConfigDir()}})
+		if err := b.CheckCommand(c.Context(), "", st.Limits()); err != nil {
+			r.CommandError = err.Error()
+		}
+	}
 	e := docker.NewEngine(docker.Options{Logger: newLogger(g)})
 	defer e.Close()
 	r.Docker = e.Diagnose(c.Context(), dockerSettings(st))
@@ -135,7 +144,7 @@ func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
 	default:
 		// Every bwrap sandbox loads the filter, and allowlist commands need
 		// the proxy: without them nothing runs (fail closed).
-		r.Ready = r.Bwrap.Ready() && r.ConfigError == "" && r.Seccomp.OK && (r.Proxy.OK || !usesAllowlist(st))
+		r.Ready = r.Bwrap.Ready() && r.ConfigError == "" && r.Seccomp.OK && r.CommandError == "" && (r.Proxy.OK || !usesAllowlist(st))
 	}
 	return r
 }
@@ -197,7 +206,7 @@ func printDoctor(r *doctorResult) {
 	if p := r.Proxy; p.OK {
 		fmt.Printf("%s allowlist proxy: starts (HTTP and SOCKS5 on Unix sockets under %s)", ok(true), p.Dir)
 		if p.Join != "" {
-			fmt.Printf("; a command ran in its network namespace (entered by the %s)", p.Join)
+			fmt.Printf("; a command ran in its network namespace (entered through %s)", p.Join)
 		}
 		fmt.Println()
 	} else {
@@ -206,6 +215,9 @@ func printDoctor(r *doctorResult) {
 	fmt.Printf("     user namespaces: max_user_namespaces=%s unprivileged_userns_clone=%s apparmor_restrict_unprivileged_userns=%s\n",
 		knob(d.MaxUserNamespaces), knob(d.UnprivilegedUsernsClone), knob(d.AppArmorRestrict))
 	fmt.Printf("     limits: %s\n", r.Limits)
+	if r.CommandError != "" {
+		fmt.Printf("%s a command with your limits: %s\n", ok(false), r.CommandError)
+	}
 	if d.Prlimit != "" {
 		fmt.Printf("     prlimit: %s (fallback for a setuid bwrap)\n", d.Prlimit)
 	} else {
