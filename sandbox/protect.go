@@ -66,23 +66,31 @@ import (
 // it, of their submodules at any depth (names with a slash, submodules of
 // submodules, their linked worktrees), of a git directory a gitfile points
 // to inside the writable directory (a separate git directory, in-tree or in
-// a dot directory), and of bare repositories; and gitfiles themselves. For
-// commands, "nested" means within the scan's bounds (FindProtected: two
-// directories below the top, not in dot directories nor node_modules; a
-// bounded walk below .git/modules); the file tools refuse writes at any
-// depth. Normal git work (objects, refs, the index, HEAD, logs) stays
-// writable everywhere.
+// a dot directory), and of bare repositories; and gitfiles themselves,
+// those of submodules at any depth of the working tree included (found from
+// their git directories below .git/modules: the .git where the submodule's
+// core.worktree or its name leads, third_party/go/lib/.git). For commands,
+// "nested" means within the scan's bounds (FindProtected: two directories
+// below the top, not in dot directories nor node_modules; a bounded walk
+// below .git/modules), and a writable directory wider than the bounds
+// fails closed: the backends refuse every command in it until it fits or
+// the patterns change (ScanCutError), as what the scan did not see could
+// hold a protected path that a command made writable; the file tools
+// refuse writes at any depth. Normal git work (objects, refs, the index,
+// HEAD, logs) stays writable everywhere.
 //
 // What protection does not cover: files of the project that run code by
 // design (a Makefile, package.json scripts, .husky/, CI files: the project's
 // content, which shows in `git diff`), and a core.hooksPath pointing into
 // the tree. For commands: repositories (bare ones included) nested deeper
-// than the scan looks, in dot directories or node_modules, or past its
-// bounds, submodule git directories past the walk's bounds, and git
-// directories that only a gitfile out of the scan's reach points to, are as
+// than the scan looks or in dot directories or node_modules, their
+// submodules, git directories that only a gitfile out of the scan's reach
+// points to, and the gitfiles of linked worktrees out of its reach, are as
 // writable as the rest of the project, and one a command makes there (`git
 // init a/b/c`) keeps the configuration the command gave it (the scan after a
-// command moves out what appeared within its reach). A directory counts as a
+// command moves out what appeared within its reach). What the command that
+// made the tree wider than the bounds made past them stays too (its result
+// warns, and the next command is refused). A directory counts as a
 // git directory by what is in it when the scan or a file tool looks (HEAD,
 // and objects/ and refs/ or commondir): one that a command leaves incomplete
 // and the file tools complete afterwards (hooks first, HEAD last) is taken
@@ -287,16 +295,19 @@ func MatchProtectedIn(root, rel string, dir bool, patterns []string) (string, bo
 // it goes, how many directories it lists (a listing costs tens of
 // microseconds, an lstat(2) a few), how many directories it looks into in
 // all, and how many entries of one directory it reads (past that, names
-// are looked up one by one). A "**" in the middle of a pattern has a bound
+// are looked up one by one; a walk that enumerates such a directory is cut).
+// They fit ordinary projects (a few hundred directories in the top two
+// levels, a few hundred submodule directories), since a cut walk fails
+// closed (ScanCutError). A "**" in the middle of a pattern has a bound
 // of its own, for all such walks of a scan together: how many directories
 // they list (a git directory's listing costs less than the lstat(2)s of
 // what the walk asks of it).
 const (
 	ScanDepth    = 2
-	ScanLists    = 8
-	ScanDirs     = 64
-	ScanEntries  = 4096
-	ScanDeepDirs = 64
+	ScanLists    = 256
+	ScanDirs     = 1024
+	ScanEntries  = 65536
+	ScanDeepDirs = 512
 )
 
 // ProtectedPath is a protected path FindProtected found below a root.
@@ -356,13 +367,20 @@ type ProtectedPath struct {
 // directory a .git gitfile there points to (and that one's commondir),
 // when it lies inside the root, and for the directory itself when it is a
 // git directory: HEAD, and objects/ and refs/ or commondir, what git's
-// is_git_directory asks. On the 2-core test machine that is under 0.1 ms
-// for a small project and about 0.45 ms for a wide tree that reaches the
-// bounds (an lstat(2) of .git and one of HEAD in each directory), and
-// about 15 µs more per submodule (a listing each). The trade-off: a repository nested deeper, or past the bounds,
-// is not found, so its hooks and configuration are as writable as any file
-// of the project; the file tools, which judge one path at a time with
-// MatchProtectedIn, refuse to write them wherever they lie.
+// is_git_directory asks. A "**/.git" pattern also names the gitfiles of
+// the submodules whose git directories that walk finds below the modules/
+// of the repositories at the top and the anchors: the .git in the directory
+// the submodule's core.worktree names and in the one its name names, at
+// any depth. On the 2-core test machine that is about 0.13 ms for a small
+// project and about 15 ms for a wide tree that reaches the bounds (255
+// listings, an lstat(2) of .git and one of HEAD in each of about 1000
+// directories; BenchmarkFindProtected), and about 15 µs more per submodule
+// (a listing each). The trade-off: a repository nested deeper is not
+// found, so its hooks and configuration are as writable as any file of the
+// project; the file tools, which judge one path at a time with
+// MatchProtectedIn, refuse to write them wherever they lie. A tree wider
+// than the bounds reports truncated, and the backends then refuse commands
+// (ScanCutError).
 func FindProtected(root string, patterns []string) (found []ProtectedPath, truncated bool) {
 	s := newScanner(root)
 	pats := parsePatterns(patterns)
@@ -382,8 +400,10 @@ func FindProtected(root string, patterns []string) (found []ProtectedPath, trunc
 	for _, p := range pats {
 		s.match(p, "", p.comps, true, nil, emit)
 	}
+	var anchors []string
 	if slices.ContainsFunc(pats, func(p protPattern) bool { return p.any }) {
-		for _, a := range s.anchors() {
+		anchors = s.anchors()
+		for _, a := range anchors {
 			for _, p := range pats {
 				if p.any {
 					s.match(p, a, p.comps, false, nil, emit)
@@ -391,7 +411,119 @@ func FindProtected(root string, patterns []string) (found []ProtectedPath, trunc
 			}
 		}
 	}
+	for _, p := range pats {
+		if p.any && p.gitfile && len(p.comps) == 1 {
+			s.submoduleGitfiles(p, append([]string{""}, anchors...), emit)
+		}
+	}
 	return found, s.truncated
+}
+
+// submoduleGitfiles reports, for the gitfile pattern p ("**/.git"), the
+// gitfiles of the submodules of the repositories at repos (the top and the
+// anchors), at any depth in the working tree: for each submodule git
+// directory the walk finds below a repository's modules/ (.git/modules, or
+// that of the git directory its gitfile points to), the .git in the
+// directory its core.worktree names (relative to the submodule's git
+// directory) and the .git in the directory its name names (vendor/lib for
+// .git/modules/vendor/lib; a/b for .git/modules/a/modules/b), when that is
+// a gitfile. The walk is the one "**" in the middle makes, within
+// ScanDeepDirs.
+func (s *protScanner) submoduleGitfiles(p protPattern, repos []string, emit func(ProtectedPath)) {
+	for _, r := range repos {
+		var gitDirs []string
+		if e, ok := s.entry(r, ".git"); ok && e.IsDir() {
+			gitDirs = append(gitDirs, joinRel(r, ".git"))
+		}
+		gitDirs = append(gitDirs, s.gitfileTargets(r)...)
+		for _, g := range gitDirs {
+			modules := joinRel(g, "modules")
+			if e, ok := s.entry(g, "modules"); !ok || !e.IsDir() {
+				continue
+			}
+			// worktrees of each submodule git directory found, by its path.
+			wts := map[string][]string{}
+			var owners []string // git directories seen, in walk order
+			for _, w := range s.walk(modules) {
+				if !w.git {
+					continue
+				}
+				ownerWts, name := []string{s.abs(r)}, strings.TrimPrefix(w.rel, modules+"/")
+				for _, o := range owners {
+					if rest, ok := strings.CutPrefix(w.rel, o+"/modules/"); ok && len(o) > 0 {
+						ownerWts, name = wts[o], rest
+					} else if strings.HasPrefix(w.rel, o+"/worktrees/") {
+						name = "" // a linked worktree's git directory, not a submodule's
+					}
+				}
+				owners = append(owners, w.rel)
+				if name == "" || name == w.rel {
+					continue
+				}
+				var mine []string
+				if c := coreWorktree(s.abs(w.rel)); c != "" {
+					mine = append(mine, c)
+				}
+				for _, ow := range ownerWts {
+					mine = append(mine, ow+"/"+name)
+				}
+				for _, m := range mine {
+					t, err := filepath.EvalSymlinks(m)
+					if err != nil || !pathWithin(t, s.root) || slices.Contains(wts[w.rel], t) {
+						continue
+					}
+					wts[w.rel] = append(wts[w.rel], t)
+					rel := strings.TrimPrefix(strings.TrimPrefix(t, s.root), "/")
+					if rel == "" {
+						continue // the top's .git is matched already
+					}
+					if e, ok := s.entry(rel, ".git"); ok {
+						s.step(p, rel, e, nil, nil, emit)
+					}
+				}
+			}
+		}
+	}
+}
+
+// coreWorktree returns the core.worktree of the git directory gd (an
+// absolute path) from its config file, made absolute (a relative one is
+// relative to gd, as git takes it), or "".
+func coreWorktree(gd string) string {
+	b, ok := readLimited(filepath.Join(gd, "config"), 1<<16)
+	if !ok {
+		return ""
+	}
+	section, val := "", ""
+	for line := range strings.Lines(b) {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			h, _, _ := strings.Cut(line[1:], "]")
+			section = strings.ToLower(strings.TrimSpace(h))
+			continue
+		}
+		if section != "core" {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || !strings.EqualFold(strings.TrimSpace(k), "worktree") {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		if strings.HasPrefix(v, `"`) {
+			v, _, _ = strings.Cut(v[1:], `"`)
+		} else if i := strings.IndexAny(v, "#;"); i >= 0 {
+			v = strings.TrimSpace(v[:i])
+		}
+		val = v
+	}
+	if val == "" {
+		return ""
+	}
+	if !filepath.IsAbs(val) {
+		val = gd + "/" + val
+	}
+	return val
 }
 
 // protScanner walks one root for FindProtected, caching what it read.
@@ -441,7 +573,9 @@ func (s *protScanner) list(rel string, budget *int) (map[string]fs.DirEntry, boo
 	ents, err := f.ReadDir(ScanEntries)
 	if err == nil && len(ents) == ScanEntries {
 		if more, _ := f.ReadDir(1); len(more) > 0 {
-			s.partial[rel], s.truncated = true, true
+			// Names are looked up one by one past the listing; only a
+			// walk that enumerates the directory is cut (see names).
+			s.partial[rel] = true
 		}
 	}
 	f.Close()
@@ -455,6 +589,14 @@ func (s *protScanner) list(rel string, budget *int) (map[string]fs.DirEntry, boo
 	}
 	s.lists[rel] = m
 	return m, true
+}
+
+// enumerated notes that the names of the directory rel were enumerated:
+// the walk is cut when its listing was partial (past ScanEntries).
+func (s *protScanner) enumerated(rel string) {
+	if s.partial[rel] {
+		s.truncated = true
+	}
 }
 
 // entry returns the entry name of the directory rel: from its listing when
@@ -491,6 +633,7 @@ func (s *protScanner) anchors() []string {
 			if !ok || s.isGitDir(d) {
 				continue // a git directory holds git's data, not projects
 			}
+			s.enumerated(d)
 			names := make([]string, 0, len(m))
 			for n, e := range m {
 				if e.IsDir() && !strings.HasPrefix(n, ".") && n != "node_modules" {
@@ -542,6 +685,7 @@ func (s *protScanner) match(p protPattern, dir string, comps []string, top bool,
 	if !ok {
 		return
 	}
+	s.enumerated(dir)
 	names := make([]string, 0, len(m))
 	for n := range m {
 		if ok, _ := path.Match(c, n); ok {
@@ -615,6 +759,7 @@ func (s *protScanner) walk(dir string) []walked {
 				}
 			}
 		} else {
+			s.enumerated(d)
 			for n, e := range m {
 				if e.IsDir() {
 					names = append(names, n)
@@ -734,18 +879,21 @@ func (s *protScanner) gitfileTargets(dir string) []string {
 
 // readSmall reads the regular file p if it is small, as git reads a gitfile
 // or commondir, without blocking on a FIFO put in its place.
-func readSmall(p string) (string, bool) {
+func readSmall(p string) (string, bool) { return readLimited(p, 4096) }
+
+// readLimited is readSmall for files of up to max bytes.
+func readLimited(p string, max int64) (string, bool) {
 	fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return "", false
 	}
 	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || st.Size() > 4096 {
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || st.Size() > max {
 		return "", false
 	}
-	b, err := io.ReadAll(io.LimitReader(f, 4097))
-	if err != nil || len(b) > 4096 {
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil || int64(len(b)) > max {
 		return "", false
 	}
 	return string(b), true
@@ -764,4 +912,32 @@ func joinRel(dir, name string) string {
 // absolute).
 func pathWithin(p, dir string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
+}
+
+// ScanCutError is the error a backend returns, before a command, when
+// FindProtected was cut short in the writable directory dir (truncated):
+// what it did not look at could hold a protected path a command made
+// (a nested repository, a submodule's git directory or gitfile) that the
+// command to come could write, so the command does not run. It wraps
+// ErrPolicy.
+// workdir says whether dir is the working directory (else another
+// directory commands may write: a read-write bind).
+func ScanCutError(dir string, workdir bool) error {
+	return fmt.Errorf("%w: %s", ErrPolicy, scanCutText(dir, workdir))
+}
+
+// ScanCutWarning is the warning a backend adds to a command's result when
+// FindProtected, after the command, was cut short in dir: the next command
+// will be refused.
+func ScanCutWarning(dir string, workdir bool) string {
+	return scanCutText(dir, workdir) + "; the next command will be refused until then"
+}
+
+func scanCutText(dir string, workdir bool) string {
+	what := "the working directory"
+	if !workdir {
+		what = "the writable directory"
+	}
+	return fmt.Sprintf("%s %s has more directories than corral checks for protected paths (git hooks and configuration, gitfiles; at most %d directories, %d levels down, %d below .git/modules), so a command could hide one from the check: "+
+		"run corral in a narrower working directory, or set protected_paths to a list without \"**\" patterns, or to [] to turn protection off", what, dir, ScanDirs, ScanDepth, ScanDeepDirs)
 }

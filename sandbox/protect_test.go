@@ -529,3 +529,121 @@ func TestProtectedGitDirectorySymlinks(t *testing.T) {
 		t.Error("MatchProtectedIn lets remote.git/hooks/post-receive through with a dangling objects link")
 	}
 }
+
+// The gitfiles of submodules are found at any depth of the working tree,
+// from their git directories below .git/modules: by core.worktree (a
+// submodule whose name is not its path) and by name (nested submodules).
+func TestFindProtectedSubmoduleGitfiles(t *testing.T) {
+	root := mkTree(t, "src/a.txt")
+	gitT(t, root, "init", "-q")
+	base := mkTree(t)
+	for _, r := range []string{"inner-src", "lib-src"} {
+		gitT(t, base, "init", "-q", r)
+		gitT(t, filepath.Join(base, r), "commit", "-q", "--allow-empty", "-m", r)
+	}
+	gitT(t, filepath.Join(base, "lib-src"), "submodule", "add", "-q", "../inner-src", "inner")
+	gitT(t, filepath.Join(base, "lib-src"), "commit", "-q", "-m", "inner")
+	gitT(t, root, "submodule", "add", "-q", filepath.Join(base, "lib-src"), "third_party/go/lib")
+	gitT(t, root, "submodule", "add", "-q", "--name", "other", filepath.Join(base, "inner-src"), "a/b/c/d")
+	gitT(t, root, "submodule", "update", "-q", "--init", "--recursive")
+	// A module git directory without core.worktree: found by its name.
+	for _, e := range []string{".git/modules/x/y/z/HEAD", ".git/modules/x/y/z/objects/", ".git/modules/x/y/z/refs/", "x/y/z/.git"} {
+		p := filepath.Join(root, e)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if strings.HasSuffix(e, "/") {
+			os.MkdirAll(p, 0o755)
+		} else {
+			os.WriteFile(p, []byte("gitdir: ../../../.git/modules/x/y/z\n"), 0o644)
+		}
+	}
+	found, truncated := FindProtected(root, DefaultProtected)
+	if truncated {
+		t.Errorf("truncated")
+	}
+	got := summary(found)
+	for _, want := range []string{"third_party/go/lib/.git!", "third_party/go/lib/inner/.git!", "a/b/c/d/.git!", "x/y/z/.git!",
+		".git/modules/third_party/go/lib/config", ".git/modules/third_party/go/lib/modules/inner/config", ".git/modules/other/config"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("FindProtected does not find %s: %q", want, got)
+		}
+	}
+	if found, _ := FindProtected(root, []string{"**/.git/hooks"}); slices.ContainsFunc(found, func(f ProtectedPath) bool { return strings.HasSuffix(f.Rel, "/.git") }) {
+		t.Errorf("gitfiles found without a gitfile pattern: %q", summary(found))
+	}
+}
+
+// An ordinary project wider than the old bounds (40 top-level directories
+// with a few below each, a submodule at vendor/lib) fits the scan.
+func TestFindProtectedOrdinaryProject(t *testing.T) {
+	tree := []string{".git/HEAD", ".git/objects/", ".git/refs/", ".git/hooks/", ".git/config",
+		".git/modules/vendor/lib/HEAD", ".git/modules/vendor/lib/objects/", ".git/modules/vendor/lib/refs/", ".git/modules/vendor/lib/config",
+		"vendor/lib/.git := gitdir: ../../.git/modules/vendor/lib\n", "sub/.git/HEAD", "sub/.git/config"}
+	for i := 0; i < 40; i++ {
+		for j := 0; j < 5; j++ {
+			tree = append(tree, fmt.Sprintf("d%02d/s%d/f.go", i, j))
+		}
+	}
+	root := mkTree(t, tree...)
+	found, truncated := FindProtected(root, DefaultProtected)
+	if truncated {
+		t.Errorf("truncated")
+	}
+	got := summary(found)
+	for _, want := range []string{"vendor/lib/.git!", ".git/modules/vendor/lib/config", "sub/.git/config"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("FindProtected does not find %s: %q", want, got)
+		}
+	}
+}
+
+// BenchmarkFindProtected measures the scan of a small project and of a
+// wide tree at the bounds.
+func BenchmarkFindProtected(b *testing.B) {
+	small := []string{".git/HEAD", ".git/objects/", ".git/refs/", ".git/hooks/", ".git/config", "README", "cmd/x/main.go", "internal/a/a.go", "docs/d.md"}
+	var wide []string
+	// ScanLists-2 directories with 3 each: ScanLists-1 listings, 1016 of
+	// the ScanDirs directories.
+	for i := 0; i < ScanLists-2; i++ {
+		for j := 0; j < 3; j++ {
+			wide = append(wide, fmt.Sprintf("d%03d/s%d/", i, j))
+		}
+	}
+	wide = append(wide, ".git/HEAD", ".git/objects/", ".git/refs/", ".git/hooks/", ".git/config")
+	// 40 top-level directories with 5 each: a project the old bounds cut.
+	mid := slices.Clone(small)
+	for i := 0; i < 40; i++ {
+		for j := 0; j < 5; j++ {
+			mid = append(mid, fmt.Sprintf("d%02d/s%d/", i, j))
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		tree []string
+	}{{"small", small}, {"40x5", mid}, {"bounds", wide}} {
+		b.Run(tc.name, func(b *testing.B) {
+			root := b.TempDir()
+			for _, e := range tc.tree {
+				p := filepath.Join(root, e)
+				os.MkdirAll(filepath.Dir(p), 0o755)
+				if strings.HasSuffix(e, "/") {
+					os.MkdirAll(p, 0o755)
+				} else {
+					os.WriteFile(p, nil, 0o644)
+				}
+			}
+			root, _ = filepath.EvalSymlinks(root)
+			var cut bool
+			for b.Loop() {
+				_, cut = FindProtected(root, DefaultProtected)
+			}
+			b.ReportMetric(float64(boolInt(cut)), "truncated")
+		})
+	}
+}
+
+func boolInt(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
+}

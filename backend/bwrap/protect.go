@@ -79,6 +79,14 @@ import (
 // that command ends (the check runs then), and what a command made stays
 // if corral itself is killed before the check.
 //
+// The scan is bounded (sandbox.FindProtected). When it is cut short in a
+// writable directory, Run refuses the command (scanCutError, before
+// anything is made on the host): the part it did not see could hold a
+// protected path a command made (a flood of directories below .git/modules
+// or at the top hides the next one), which would be writable. When the
+// scan after a command is cut short, the result warns; the next command is
+// refused then.
+//
 // A directory on the way to a protected path is pinned, so it cannot be
 // renamed or removed in the sandbox: `rm -rf vendor/lib` fails with "Device
 // or resource busy" when vendor/lib is a repository the scan found.
@@ -191,6 +199,18 @@ func (p *planner) protected(plan *Plan) error {
 		}
 	}
 	return nil
+}
+
+// scanCutError refuses the command when the scan before it was cut short
+// in a writable directory (plan.ProtectScanCut): the scan did not look at
+// all of the directory, so a protected path a command made there (a nested
+// repository, a submodule's git directory or gitfile) would be writable.
+// The refusal comes before anything is made on the host.
+func scanCutError(plan *Plan) error {
+	if len(plan.ProtectScanCut) == 0 {
+		return nil
+	}
+	return sandbox.ScanCutError(plan.ProtectScanCut[0], plan.ProtectScanCut[0] == plan.Workdir)
 }
 
 // roBindProtected binds the host path real, which lies in the writable
@@ -385,7 +405,12 @@ func (b *Backend) checkProtected(plan *Plan) []string {
 		}
 	}
 	for _, r := range plan.protectRoots {
-		found, _ := sandbox.FindProtected(r.src, plan.protectPats)
+		found, truncated := sandbox.FindProtected(r.src, plan.protectPats)
+		if truncated {
+			// What the scan did not reach is not checked; the next
+			// command is refused (scanCutError).
+			warns = append(warns, sandbox.ScanCutWarning(r.src, r.dest == plan.Workdir))
+		}
 		for _, f := range found {
 			if f.Exists && !plan.protectBefore[f.Path] {
 				if w := q.sweep(f, plan.protectRoots); w != "" {

@@ -2,6 +2,9 @@ package bwrap
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -10,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -586,4 +590,111 @@ git init -q --bare made.git && printf "$hook" > made.git/hooks/post-receive && c
 	if log := e.git(nested, "log", "--format=%s"); !strings.Contains(log, "nested") {
 		t.Errorf("the nested commit is not on the host: %q", log)
 	}
+}
+
+// runErr runs a shell script in a sandbox and returns Run's error.
+func (e *env) runErr(script string) (*sandbox.Result, error) {
+	req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", script}, Env: e.envv, Workdir: e.work, Profile: sandbox.ProfileWorkspace,
+		Limits: sandbox.DefaultLimits, Stdout: io.Discard, Stderr: io.Discard, Timeout: 60 * time.Second}
+	return e.backend.Run(context.Background(), req)
+}
+
+// submoduleRepo makes the working directory a repository with a submodule
+// at path (which has a submodule of its own, inner) and a nested
+// repository at sub.
+func (e *env) submoduleRepo(path string) {
+	inner, lib := filepath.Join(e.base, "src", "inner"), filepath.Join(e.base, "src", "lib")
+	for _, d := range []string{inner, lib} {
+		os.MkdirAll(d, 0o755)
+		e.git(d, "init", "-q")
+		e.git(d, "commit", "-q", "--allow-empty", "-m", "start")
+	}
+	e.git(lib, "-c", "protocol.file.allow=always", "submodule", "add", "-q", inner, "inner")
+	e.git(lib, "commit", "-qm", "inner")
+	e.git(e.work, "init", "-q")
+	e.git(e.work, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, path)
+	e.git(e.work, "-c", "protocol.file.allow=always", "submodule", "update", "-q", "--init", "--recursive")
+	e.git(e.work, "commit", "-qm", "add")
+	os.MkdirAll(filepath.Join(e.work, "sub"), 0o755)
+	e.git(filepath.Join(e.work, "sub"), "init", "-q")
+}
+
+// A command that makes more directories than the scan looks at (below
+// .git/modules, or at the top) does not switch protection off: the next
+// command is refused, and the protected files stay as they were.
+func TestProtectedScanCutRefuses(t *testing.T) {
+	e := newEnv(t)
+	e.submoduleRepo("vendor/lib")
+	for _, tc := range []struct{ name, flood, victim, flooded string }{
+		{"modules", "mkdir -p .git/modules/0000/d{1000..1600}", ".git/modules/vendor/lib/config", ".git/modules/0000"},
+		{"top", "mkdir a{1000..2100}", "sub/.git/config", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			victim := filepath.Join(e.work, tc.victim)
+			before, _ := os.ReadFile(victim)
+			res, err := e.runErr("exec /bin/bash -c '" + tc.flood + "'")
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("flood: %v %+v", err, res)
+			}
+			if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "more directories than corral checks") }) {
+				t.Errorf("no warning after the flood: %q", res.Warnings)
+			}
+			_, err = e.runErr(`printf '[core]\n\tfsmonitor = "touch PWNED; false"\n' >> ` + tc.victim)
+			if !errors.Is(err, sandbox.ErrPolicy) || !strings.Contains(err.Error(), "narrower working directory") || !strings.Contains(err.Error(), "protected_paths") {
+				t.Errorf("the command after the flood: %v, want: refused", err)
+			}
+			if now, _ := os.ReadFile(victim); string(now) != string(before) {
+				t.Errorf("%s changed:\n%s", tc.victim, now)
+			}
+			// Cleared on the host, commands run again.
+			if tc.flooded != "" {
+				os.RemoveAll(filepath.Join(e.work, tc.flooded))
+			} else {
+				ents, _ := os.ReadDir(e.work)
+				for _, d := range ents {
+					if strings.HasPrefix(d.Name(), "a1") || strings.HasPrefix(d.Name(), "a2") {
+						os.Remove(filepath.Join(e.work, d.Name()))
+					}
+				}
+			}
+			if res, err := e.runErr(`true`); err != nil || res.ExitCode != 0 {
+				t.Errorf("after the clean-up: %v %+v", err, res)
+			}
+		})
+	}
+}
+
+// A project wider than the old bounds (40 top-level directories), with a
+// submodule at depth 3 and a nested repository, runs, and the submodule's
+// gitfile, the nested repository's configuration and the submodule's
+// configuration are read-only.
+func TestProtectedPathsWideProject(t *testing.T) {
+	e := newEnv(t)
+	e.submoduleRepo("third_party/go/lib")
+	for i := 0; i < 40; i++ {
+		for j := 0; j < 4; j++ {
+			os.MkdirAll(filepath.Join(e.work, fmt.Sprintf("d%02d", i), fmt.Sprintf("s%d", j)), 0o755)
+		}
+	}
+	gitfile := filepath.Join(e.work, "third_party/go/lib/.git")
+	before, _ := os.ReadFile(gitfile)
+	subConfig, _ := os.ReadFile(filepath.Join(e.work, "sub/.git/config"))
+	o := e.sh(`
+try() { if (eval "$1") 2>/dev/null; then echo "WROTE $2"; else echo "refused $2"; fi; }
+try 'echo "gitdir: ../../../.cache/g" > third_party/go/lib/.git' gitfile
+try 'echo "gitdir: ../.cache/g" > third_party/go/lib/inner/.git' inner-gitfile
+try 'echo "[core]" >> sub/.git/config' sub-config
+try 'echo "[core]" >> .git/modules/third_party/go/lib/config' config
+echo y > d01/s1/y.txt && echo RAN`)
+	mustContain(t, o, "refused gitfile", "refused inner-gitfile", "refused sub-config", "refused config", "RAN")
+	if now, _ := os.ReadFile(gitfile); string(now) != string(before) {
+		t.Errorf("the gitfile changed: %s", now)
+	}
+	if now, _ := os.ReadFile(filepath.Join(e.work, "sub/.git/config")); string(now) != string(subConfig) {
+		t.Errorf("sub/.git/config changed: %s", now)
+	}
+	if len(o.res.Warnings) != 0 {
+		t.Errorf("warnings: %q", o.res.Warnings)
+	}
+	e.git(e.work, "status")
 }

@@ -333,10 +333,10 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if w := plan.writableRootOf(bin.Path); w != "" {
 		return nil, fmt.Errorf("%w: bwrap %s lies in %s, which the sandbox can write, so a command could replace it; install bwrap in a system directory", sandbox.ErrPolicy, bin.Path, w)
 	}
-	b.prepareProtected(plan)
-	if len(plan.ProtectScanCut) > 0 {
-		b.log.Debug("bwrap.protected.scan_cut", "roots", plan.ProtectScanCut)
+	if err := scanCutError(plan); err != nil {
+		return nil, err
 	}
+	b.prepareProtected(plan)
 	res, err := b.run(ctx, bin, plan, req, ens)
 	// The sandbox is gone (its pid namespace with it), whatever the
 	// outcome: look at what it left at protected paths.

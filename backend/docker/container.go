@@ -123,7 +123,11 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*ctr, *pars
 		e.remove(o, "settings changed")
 	}
 	if !found {
-		if c.protected = protectedIn(ws, req); len(c.protected) > 0 {
+		var cut bool
+		if c.protected, cut = protectedIn(ws, req); cut {
+			// Fail closed: the mounts would leave out what the scan missed.
+			c.err = sandbox.ScanCutError(ws.Host, true)
+		} else if len(c.protected) > 0 {
 			spec, c.err = buildSpec(&st, p, ws, helper, extra, c.protected, filter, eg)
 		}
 		if c.err == nil {
@@ -146,6 +150,14 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*ctr, *pars
 		case <-c.ready:
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
+		}
+		if c.err == nil {
+			// The container's mounts were fixed at its start; a command
+			// since may have made the workspace wider than the scan
+			// after each command looks (quarantine): refuse until it fits.
+			if err := e.scanCut(c); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
 	if c.err != nil {
@@ -383,13 +395,19 @@ func listNames(dir string, max int) ([]string, error) {
 // A container's mounts are fixed when it starts, so a protected path that
 // appears later (a `git init` in the container makes .git/hooks) cannot be
 // covered by a mount: it is moved out after the command that made it
-// (quarantine.go), as on bwrap.
-func protectedIn(ws workspace, req *sandbox.Request) []string {
+// (quarantine.go), as on bwrap. The scan is bounded: when it is cut short,
+// the container does not start, and a running container takes no more
+// commands until the workspace fits again (Engine.scanCut, before each
+// command), since what the scan did not see could hold a protected path
+// that is neither bound nor moved out.
+//
+// truncated reports that the scan was cut short (sandbox.FindProtected):
+// the container must then not start.
+func protectedIn(ws workspace, req *sandbox.Request) (out []string, truncated bool) {
 	if !ws.Writable {
-		return nil
+		return nil, false
 	}
-	found, _ := sandbox.FindProtected(ws.Host, req.ProtectedPatterns())
-	var out []string
+	found, truncated := sandbox.FindProtected(ws.Host, req.ProtectedPatterns())
 	for _, p := range found {
 		if !p.Exists || len(p.Links) > 0 {
 			continue
@@ -400,5 +418,5 @@ func protectedIn(ws workspace, req *sandbox.Request) []string {
 		}
 		out = append(out, p.Rel)
 	}
-	return out
+	return out, truncated
 }

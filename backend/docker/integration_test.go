@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -630,5 +632,91 @@ func TestImageNotPullable(t *testing.T) {
 	}
 	if n := f.containers("np"); len(n) != 0 {
 		t.Errorf("containers: %v", n)
+	}
+}
+
+// gitT runs git on the host in dir, with no settings of the person's.
+func gitT(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=A", "-c", "user.email=a@b", "-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = []string{"HOME=" + dir, "PATH=/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1", "LANG=C"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %q: %v\n%s", args, err, out)
+	}
+}
+
+// subRepo makes the workspace a repository with a submodule at path and a
+// nested repository at sub.
+func subRepo(t *testing.T, f *fixture, path string) {
+	src := dockertest.TestDir(t)
+	gitT(t, src, "init", "-q", "lib")
+	gitT(t, filepath.Join(src, "lib"), "commit", "-q", "--allow-empty", "-m", "lib")
+	gitT(t, f.ws, "init", "-q")
+	gitT(t, f.ws, "submodule", "add", "-q", filepath.Join(src, "lib"), path)
+	gitT(t, f.ws, "add", "README")
+	gitT(t, f.ws, "commit", "-qm", "add")
+	gitT(t, f.ws, "init", "-q", "sub")
+}
+
+// TestProtectedScanCut: a command that makes more directories than the
+// scan looks at (below .git/modules, or at the top) does not switch
+// protection off: the next command, in the session's container or in a new
+// one, is refused, and the protected files stay as they were.
+func TestProtectedScanCut(t *testing.T) {
+	for _, tc := range []struct{ name, flood, victim string }{
+		{"modules", "mkdir -p .git/modules/0000/d{1000..1600}", ".git/modules/vendor/lib/config"},
+		{"top", "mkdir a{1000..2100}", "sub/.git/config"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			subRepo(t, f, "vendor/lib")
+			victim := filepath.Join(f.ws, tc.victim)
+			before, _ := os.ReadFile(victim)
+			res, _ := f.run("cut", tc.flood)
+			if res.ExitCode != 0 || !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "more directories than corral checks") }) {
+				t.Errorf("flood: exit %d, warnings %q", res.ExitCode, res.Warnings)
+			}
+			for _, sess := range []string{"cut", ""} {
+				req := &sandbox.Request{Argv: []string{"bash", "-c", `printf '[core]\n\tfsmonitor = "touch PWNED; false"\n' >> ` + tc.victim}, Workdir: f.ws,
+					Profile: sandbox.ProfileWorkspace, Session: sess, Stdout: io.Discard, Stderr: io.Discard, Timeout: time.Minute, Env: []string{"PATH=/usr/bin:/bin"}}
+				_, err := f.b.Run(context.Background(), req)
+				if !errors.Is(err, sandbox.ErrPolicy) || !strings.Contains(err.Error(), "narrower working directory") {
+					t.Errorf("session %q: the command after the flood: %v, want: refused", sess, err)
+				}
+			}
+			if now, _ := os.ReadFile(victim); string(now) != string(before) {
+				t.Errorf("%s changed:\n%s", tc.victim, now)
+			}
+		})
+	}
+}
+
+// TestProtectedWideProject: a project wider than the old bounds, with a
+// submodule at depth 3, runs; the submodule's gitfile is read-only.
+func TestProtectedWideProject(t *testing.T) {
+	f := newFixture(t, nil)
+	subRepo(t, f, "third_party/go/lib")
+	for i := 0; i < 40; i++ {
+		for j := 0; j < 4; j++ {
+			os.MkdirAll(filepath.Join(f.ws, fmt.Sprintf("d%02d", i), fmt.Sprintf("s%d", j)), 0o755)
+		}
+	}
+	gitfile := filepath.Join(f.ws, "third_party/go/lib/.git")
+	before, _ := os.ReadFile(gitfile)
+	res, out := f.run("wide", `for p in third_party/go/lib/.git sub/.git/config .git/modules/third_party/go/lib/config; do
+  (echo "gitdir: ../../../.cache/g" > $p) 2>&1 | grep -q 'Read-only file system' && echo "ro $p" || echo "WROTE $p"
+done
+echo ran`)
+	for _, want := range []string{"ro third_party/go/lib/.git", "ro sub/.git/config", "ro .git/modules/third_party/go/lib/config", "ran"} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("output lacks %q: exit %d, %q", want, res.ExitCode, out)
+		}
+	}
+	if now, _ := os.ReadFile(gitfile); string(now) != string(before) {
+		t.Errorf("the gitfile changed: %s", now)
+	}
+	if len(res.Warnings) != 0 {
+		t.Errorf("warnings %q", res.Warnings)
 	}
 }
