@@ -441,13 +441,7 @@ func TestProtectedGitDirectories(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "nested", ".git"), []byte("gitdir: ../gd\n"), 0o644)
 	gitT(t, root, "init", "-q", "--bare", "remote.git")
 	// A submodule named vendor/lib, with a submodule of its own.
-	base := mkTree(t)
-	for _, r := range []string{"inner-src", "lib-src"} {
-		gitT(t, base, "init", "-q", r)
-		gitT(t, filepath.Join(base, r), "commit", "-q", "--allow-empty", "-m", r)
-	}
-	gitT(t, filepath.Join(base, "lib-src"), "submodule", "add", "-q", "../inner-src", "inner")
-	gitT(t, filepath.Join(base, "lib-src"), "commit", "-q", "-m", "inner")
+	base := submoduleSources(t)
 	gitT(t, root, "submodule", "add", "-q", filepath.Join(base, "lib-src"), "vendor/lib")
 	gitT(t, root, "submodule", "update", "-q", "--init", "--recursive")
 
@@ -536,13 +530,7 @@ func TestProtectedGitDirectorySymlinks(t *testing.T) {
 func TestFindProtectedSubmoduleGitfiles(t *testing.T) {
 	root := mkTree(t, "src/a.txt")
 	gitT(t, root, "init", "-q")
-	base := mkTree(t)
-	for _, r := range []string{"inner-src", "lib-src"} {
-		gitT(t, base, "init", "-q", r)
-		gitT(t, filepath.Join(base, r), "commit", "-q", "--allow-empty", "-m", r)
-	}
-	gitT(t, filepath.Join(base, "lib-src"), "submodule", "add", "-q", "../inner-src", "inner")
-	gitT(t, filepath.Join(base, "lib-src"), "commit", "-q", "-m", "inner")
+	base := submoduleSources(t)
 	gitT(t, root, "submodule", "add", "-q", filepath.Join(base, "lib-src"), "third_party/go/lib")
 	gitT(t, root, "submodule", "add", "-q", "--name", "other", filepath.Join(base, "inner-src"), "a/b/c/d")
 	gitT(t, root, "submodule", "update", "-q", "--init", "--recursive")
@@ -646,4 +634,19 @@ func boolInt(v bool) int {
 		return 1
 	}
 	return 0
+}
+
+// submoduleSources makes a directory holding two repositories to add as
+// submodules: inner-src, and lib-src, which has inner-src as its submodule
+// "inner".
+func submoduleSources(t *testing.T) string {
+	t.Helper()
+	base := mkTree(t)
+	for _, r := range []string{"inner-src", "lib-src"} {
+		gitT(t, base, "init", "-q", r)
+		gitT(t, filepath.Join(base, r), "commit", "-q", "--allow-empty", "-m", r)
+	}
+	gitT(t, filepath.Join(base, "lib-src"), "submodule", "add", "-q", "../inner-src", "inner")
+	gitT(t, filepath.Join(base, "lib-src"), "commit", "-q", "-m", "inner")
+	return base
 }
