@@ -2,17 +2,11 @@ package netproxy
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/testcert"
 )
 
 // testDir returns a fresh directory under $CORRAL_TEST_DIR (or the system
@@ -108,40 +104,14 @@ type testCA struct {
 
 func newTestCA(t testing.TB) *testCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "allowed.test"},
-		DNSNames:              []string{"allowed.test", "*.allowed.test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert, pemBytes := testcert.New(t, "allowed.test", "*.allowed.test")
 	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
+	pool.AddCert(cert.Leaf)
 	pemPath := filepath.Join(testDir(t), "ca.pem")
-	if err := os.WriteFile(pemPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+	if err := os.WriteFile(pemPath, pemBytes, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return &testCA{
-		cert:    tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf},
-		pool:    pool,
-		pemPath: pemPath,
-	}
+	return &testCA{cert: cert, pool: pool, pemPath: pemPath}
 }
 
 // upstreams are loopback servers standing in for the outside world:

@@ -3,17 +3,10 @@ package bwrap
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -29,6 +22,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/internal/testcert"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -114,7 +108,7 @@ func (w *world) dial(ctx context.Context, network, addr string) (net.Conn, error
 func newWorld(t *testing.T, e *env) *world {
 	t.Helper()
 	w := &world{log: &logRecorder{}, gitRoot: filepath.Join(e.base, "gitsrv")}
-	cert, caPEM := testCert(t)
+	cert, caPEM := testcert.New(t, "allowed.test", "*.allowed.test")
 	w.caPath = filepath.Join(e.base, "ca.pem")
 	if err := os.WriteFile(w.caPath, caPEM, 0o644); err != nil {
 		t.Fatal(err)
@@ -138,32 +132,6 @@ func allowlist(r *sandbox.Request) {
 	r.Profile = sandbox.ProfileAllowlist
 	r.NetworkAllow, r.NetworkDeny = testAllow, testDeny
 	r.Session = "egress-test"
-}
-
-// testCert is a self-signed certificate for allowed.test and
-// *.allowed.test, serving as its own CA.
-func testCert(t *testing.T) (tls.Certificate, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "allowed.test"},
-		DNSNames:              []string{"allowed.test", "*.allowed.test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
 // logRecorder keeps every log record as its message and attributes.
