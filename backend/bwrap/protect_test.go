@@ -461,18 +461,7 @@ func TestProtectedBindFDsNotInherited(t *testing.T) {
 // configuration afterwards.
 func TestProtectedPathsSubmodulesAnyDepth(t *testing.T) {
 	e := newEnv(t)
-	inner, lib := filepath.Join(e.base, "src", "inner"), filepath.Join(e.base, "src", "lib")
-	for _, d := range []string{inner, lib} {
-		os.MkdirAll(d, 0o755)
-		e.git(d, "init", "-q")
-		e.git(d, "commit", "-q", "--allow-empty", "-m", "start")
-	}
-	e.git(lib, "-c", "protocol.file.allow=always", "submodule", "add", "-q", inner, "inner")
-	e.git(lib, "commit", "-qm", "inner")
-	e.git(e.work, "init", "-q")
-	e.git(e.work, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "vendor/lib")
-	e.git(e.work, "-c", "protocol.file.allow=always", "submodule", "update", "-q", "--init", "--recursive")
-	e.git(e.work, "commit", "-qm", "add")
+	e.submodules("vendor/lib")
 	mods := filepath.Join(e.work, ".git", "modules")
 	config, _ := os.ReadFile(filepath.Join(mods, "vendor", "lib", "config"))
 
@@ -603,6 +592,14 @@ func (e *env) runErr(script string) (*sandbox.Result, error) {
 // at path (which has a submodule of its own, inner) and a nested
 // repository at sub.
 func (e *env) submoduleRepo(path string) {
+	e.submodules(path)
+	os.MkdirAll(filepath.Join(e.work, "sub"), 0o755)
+	e.git(filepath.Join(e.work, "sub"), "init", "-q")
+}
+
+// submodules makes the working directory a repository with a submodule at
+// path, which has a submodule of its own, inner, and commits them.
+func (e *env) submodules(path string) {
 	inner, lib := filepath.Join(e.base, "src", "inner"), filepath.Join(e.base, "src", "lib")
 	for _, d := range []string{inner, lib} {
 		os.MkdirAll(d, 0o755)
@@ -615,8 +612,6 @@ func (e *env) submoduleRepo(path string) {
 	e.git(e.work, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, path)
 	e.git(e.work, "-c", "protocol.file.allow=always", "submodule", "update", "-q", "--init", "--recursive")
 	e.git(e.work, "commit", "-qm", "add")
-	os.MkdirAll(filepath.Join(e.work, "sub"), 0o755)
-	e.git(filepath.Join(e.work, "sub"), "init", "-q")
 }
 
 // A command that makes more directories than the scan looks at (below

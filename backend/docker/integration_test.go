@@ -458,12 +458,7 @@ func TestProtectedGitDirs(t *testing.T) {
 	f := newFixture(t, nil)
 	git := func(dir string, args ...string) {
 		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=A", "-c", "user.email=a@b", "-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always"}, args...)...)
-		cmd.Dir = dir
-		cmd.Env = []string{"HOME=" + dir, "PATH=/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1", "LANG=C"}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %q: %v\n%s", args, err, out)
-		}
+		gitT(t, dir, args...)
 	}
 	src := dockertest.TestDir(t)
 	git(src, "init", "-q", "lib")
