@@ -60,6 +60,9 @@ type Settings struct {
 	// EnvDeny and EnvAllow adjust the environment deny list (keys env_deny,
 	// env_allow): name patterns as in sandbox.DefaultEnvDeny.
 	EnvDeny, EnvAllow []string
+	// RunAs is the host identity that holds sandboxes when corral runs as
+	// root (key run_as; see bwrap.Options.RunAs).
+	RunAs string
 	// Bwrap is the bwrap executable, or "" for the fixed system locations
 	// (key bwrap, CORRAL_BWRAP).
 	Bwrap string

@@ -332,6 +332,13 @@ var registry = []Key{
 		field:   func(s *Settings) any { return &s.EnvAllow },
 	},
 	{
+		Name: "run_as", Kind: KindString, Default: "",
+		Accepts: `empty, UID[:GID] or USER[:GROUP], not root`,
+		Doc:     "when corral runs as root: the host user that holds every sandbox instead of root; empty means the working directory's owner, or nobody (65534) when that is root; files written in the working directory keep its owner either way",
+		item:    runAs,
+		field:   func(s *Settings) any { return &s.RunAs },
+	},
+	{
 		Name: "bwrap", Kind: KindPath, Default: "",
 		Accepts: "an absolute path to the bwrap executable, or empty to use /usr/bin, /usr/local/bin or /bin",
 		Doc:     "bubblewrap executable; never looked up in PATH, where a sandboxed command could plant one",

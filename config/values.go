@@ -631,3 +631,13 @@ func clone(v any) any {
 	}
 	return v
 }
+
+// runAs checks a run_as value (sandbox.ParseRunAs).
+func runAs(s string) (string, string) {
+	s = strings.TrimSpace(s)
+	if _, _, err := sandbox.ParseRunAs(s); err != nil {
+		_, why, _ := strings.Cut(err.Error(), fmt.Sprintf("run_as %q ", s))
+		return "", why
+	}
+	return s, ""
+}

@@ -51,6 +51,11 @@ func Argv(plan *Plan, f Features, statusFD int, cmd []string) []string {
 	if !plan.ShareNet && !plan.Egress {
 		a = append(a, "--unshare-net")
 	}
+	if plan.RunAs != nil {
+		// bwrap runs as plan.RunAs; inside, the command keeps the caller's
+		// ids (user_namespaces(7): the new namespace maps them to RunAs).
+		a = append(a, "--uid", strconv.Itoa(plan.InsideUID), "--gid", strconv.Itoa(plan.InsideGID))
+	}
 	a = append(a, "--cap-drop", "ALL")
 	// The command's environment is set inside the sandbox, never on bwrap
 	// itself: variables a session exported (LD_PRELOAD, GCONV_PATH, ...)

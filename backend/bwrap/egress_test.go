@@ -109,7 +109,9 @@ func newWorld(t *testing.T, e *env) *world {
 	t.Helper()
 	w := &world{log: &logRecorder{}, gitRoot: filepath.Join(e.base, "gitsrv")}
 	cert, caPEM := testcert.New(t, "allowed.test", "*.allowed.test")
-	w.caPath = filepath.Join(e.base, "ca.pem")
+	// In the working directory: a root caller's sandbox reads only what
+	// its unprivileged identity could reach (e.base is 0700).
+	w.caPath = filepath.Join(e.work, "ca.pem")
 	if err := os.WriteFile(w.caPath, caPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -636,21 +638,26 @@ func TestCheckEgress(t *testing.T) {
 	pool := egress.NewPool(egress.Options{Dir: filepath.Join(e.base, "net"), Linger: -1})
 	defer pool.Close()
 	b := New(Options{StateDir: e.state, Egress: pool})
-	want := "nsenter"
+	want, nsenter := "nsenter", "nsenter"
 	if canJoinByInjection {
 		want = "ptrace gate"
+	}
+	if os.Getuid() == 0 {
+		// Root's commands start from a thread that enters the namespace
+		// itself, whatever the gate can do.
+		want, nsenter = joinedBySetns, joinedBySetns
 	}
 	if got, err := b.CheckEgress(context.Background(), e.base); err != nil || got != want {
 		t.Errorf("CheckEgress = %q, %v; want %q", got, err, want)
 	}
 	waitNoForwarder(t)
 	b.forceNsenter = true
-	if got, err := b.CheckEgress(context.Background(), e.base); err != nil || got != "nsenter" {
-		t.Errorf("CheckEgress through nsenter = %q, %v", got, err)
+	if got, err := b.CheckEgress(context.Background(), e.base); err != nil || got != nsenter {
+		t.Errorf("CheckEgress through nsenter = %q, %v; want %q", got, err, nsenter)
 	}
 	b.forceNsenter, b.noGate = false, true
-	if got, err := b.CheckEgress(context.Background(), e.base); err != nil || got != "nsenter" {
-		t.Errorf("CheckEgress without the gate = %q, %v", got, err)
+	if got, err := b.CheckEgress(context.Background(), e.base); err != nil || got != nsenter {
+		t.Errorf("CheckEgress without the gate = %q, %v; want %q", got, err, nsenter)
 	}
 	waitNoForwarder(t)
 }

@@ -321,7 +321,8 @@ func (e *egressNS) Close() error {
 // a session of its own and a fresh working directory under dir ("": the
 // system temporary directory), so the whole path is tried: the proxy, the
 // holder of the network namespace and a command entering it. It returns how
-// that command entered the namespace ("ptrace gate" or "nsenter") and nil,
+// that command entered the namespace ("ptrace gate" or "nsenter"; as root
+// joinedBySetns) and nil,
 // or the error that keeps allowlist commands from running (wrapping
 // sandbox.ErrUnavailable). The backend's egress pool is used: give it one
 // that closes servers at once (egress.Options.Linger < 0) when nothing

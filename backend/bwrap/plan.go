@@ -100,6 +100,12 @@ type Plan struct {
 	// set by the backend just before it starts bwrap; 0 means none (the
 	// argv of Backend.Command).
 	SeccompFD int
+	// RunAs, when set (corral runs as root), is the host identity that
+	// holds the sandbox instead of uid 0 (see runas.go); InsideUID and
+	// InsideGID are the ids its processes see as their own (--uid, --gid),
+	// the caller's, so that nothing changes for the command.
+	RunAs                *sandbox.RunAs
+	InsideUID, InsideGID int
 	// TTY keeps the controlling terminal (no --new-session): only for a
 	// pseudo-terminal corral allocated itself (sandbox.Request.TTY).
 	TTY bool
@@ -107,6 +113,10 @@ type Plan struct {
 	Env []string
 	// Warnings are non-fatal findings for the person.
 	Warnings []string
+	// Reach are host paths the command is pointed at outside the mounts
+	// (the CA bundles of caBundleVars): a sandbox held by a RunAs identity
+	// must be able to walk to them (see runas.go).
+	Reach []string
 	// Create and Links are the protected paths the backend looks after on
 	// the host, outside the mounts (see protect.go): missing members of a
 	// git directory to make before the sandbox starts (Mounts binds them
@@ -171,6 +181,7 @@ type planner struct {
 	bindSrc map[string]string
 
 	credTargets []string // see credentialTargets
+	reach       []string // see Plan.Reach
 }
 
 // BuildPlan checks req against the sandbox policy and returns the mounts,
@@ -259,6 +270,7 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 	plan.Env = sandbox.FilterEnvPolicy(env, append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...), req.EnvAllow, set...)
 	plan.Mounts = p.ordered()
 	plan.Warnings = p.warns
+	plan.Reach = p.reach
 	return plan, nil
 }
 
@@ -323,6 +335,16 @@ func (p *planner) base() {
 	p.add(phaseBase, mount{Kind: mRoBind, Src: "/", Dest: "/"})
 	p.add(phaseBase, mount{Kind: mDev, Dest: "/dev"})
 	p.add(phaseBase, mount{Kind: mProc, Dest: "/proc"})
+	// The kernel's settings and triggers in /proc read-only, whoever holds
+	// the sandbox: /proc/sys is judged by uid, not capability
+	// (proc_sys_permission), so a sandbox holding host uid 0 could set
+	// kernel.core_pattern. bwrap covers them only when it can write them
+	// itself (bubblewrap.c, cover_proc_dirs).
+	for _, q := range procCovers {
+		if _, err := os.Lstat(q); err == nil {
+			p.add(phaseBase, mount{Kind: mRoBind, Src: q, Dest: q})
+		}
+	}
 	size := int64(p.req.TmpSizeMB) << 20
 	if size <= 0 {
 		size = 512 << 20
@@ -333,6 +355,12 @@ func (p *planner) base() {
 		p.add(phaseBase, mount{Kind: mTmpfs, Dest: run, Perms: 0o700, Size: maskSize})
 	}
 }
+
+// procCovers are the parts of /proc bound read-only over the sandbox's own:
+// the kernel's settings, the magic SysRq trigger, interrupt affinity and
+// bus devices (the list of bubblewrap and of the OCI runtime spec's
+// readonlyPaths).
+var procCovers = []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"}
 
 // workdir applies the working-directory rules: a missing directory runs
 // read-only in its nearest existing parent; / , corral's own directories and
@@ -886,6 +914,7 @@ func (p *planner) caBundles() {
 		if !wantDir && !st.Mode().IsRegular() {
 			continue
 		}
+		p.reach = append(p.reach, r)
 		if !p.hidden(r) {
 			continue
 		}

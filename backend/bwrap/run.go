@@ -62,6 +62,12 @@ type Options struct {
 	// SIGTERM to its processes and SIGKILL of the whole pid namespace.
 	// Zero means 2 s.
 	KillGrace time.Duration
+	// RunAs is the run_as setting: the host identity ("UID[:GID]" or
+	// "USER[:GROUP]", never root) that holds the sandbox when corral runs
+	// as root; "" picks the working directory's owner, or nobody when
+	// that is root (sandbox.ResolveRunAs). Ignored when corral is not root:
+	// the sandbox then holds the caller's own identity.
+	RunAs string
 	// Egress serves the proxies of the allowlist profile, one per session
 	// and policy (egress.Pool). Nil makes one of the backend's own under
 	// StateDir/net on first use, whose servers close a minute after their
@@ -264,6 +270,28 @@ func (b *Backend) host() (Host, error) {
 	return h, nil
 }
 
+// identity sets plan.RunAs when corral runs as root: Options.RunAs, or the
+// owner of the working directory, or nobody (sandbox.ResolveRunAs). Errors
+// wrap sandbox.ErrBadRequest (a malformed run_as).
+func (b *Backend) identity(plan *Plan) error {
+	if os.Getuid() != 0 {
+		return nil
+	}
+	fixed, isFixed, err := sandbox.ParseRunAs(b.opts.RunAs)
+	if err != nil {
+		return err
+	}
+	ownerUID, ownerGID := 0, 0
+	var st unix.Stat_t
+	if unix.Stat(plan.Workdir, &st) == nil {
+		ownerUID, ownerGID = int(st.Uid), int(st.Gid)
+	}
+	ra := sandbox.ResolveRunAs(fixed, isFixed, ownerUID, ownerGID)
+	plan.RunAs = &ra
+	plan.InsideUID, plan.InsideGID = os.Getuid(), os.Getgid()
+	return nil
+}
+
 // passwdHome returns the home directory of the real uid from the passwd
 // database (resolved), looked up once.
 func (b *Backend) passwdHome() string {
@@ -322,6 +350,9 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if err != nil {
 		return nil, err
 	}
+	if err := b.identity(plan); err != nil {
+		return nil, err
+	}
 	if msg, code := checkCommand(req.Argv[0], plan.Env, plan.Chdir); code != 0 {
 		fmt.Fprintln(stderrOf(req), msg)
 		return &sandbox.Result{ExitCode: code, Warnings: plan.Warnings}, nil
@@ -370,12 +401,20 @@ func (b *Backend) Command(ctx context.Context, req *sandbox.Request) (argv, env,
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if err := b.identity(plan); err != nil {
+		return nil, nil, nil, err
+	}
 	argv = append([]string{bin.Path}, Argv(plan, FeaturesFor(bin.Version), -1, req.Argv)...)
 	if plan.Egress {
 		argv = append([]string{"nsenter", "--net=SESSION-NETNS", "--"}, argv...)
 	}
 	return argv, bwrapEnv, plan.Warnings, nil
 }
+
+// joinedBySetns is how a root caller's allowlist command enters its
+// namespace (CheckEgress): the thread that starts bwrap calls setns(2)
+// itself (startAs), needing neither the gate nor nsenter(1).
+const joinedBySetns = "setns by the starting thread"
 
 // bwrapEnv is the whole environment of the bwrap (and prlimit) process.
 var bwrapEnv = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
@@ -455,13 +494,20 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 	}()
 	command := req.Argv
 	root := os.Getuid() == 0
+	// A root caller's sandbox holds plan.RunAs, never host uid 0: bwrap
+	// starts as that identity from a thread of its own in a mount namespace
+	// prepared for it (enterHostView).
+	ra := plan.RunAs
 	// Under allowlist bwrap must start inside the session's egress
 	// namespace: entered by the gate at bwrap's exec stop (joinNamespaces),
-	// or, where the gate cannot do it, by nsenter(1) in front of bwrap.
+	// or, where the gate cannot do it, by nsenter(1) in front of bwrap; as
+	// root, by the starting thread itself (setns(2) before the fork).
 	var nsFiles []*os.File
 	var nsenterArgv []string
 	joinedBy := ""
-	if ens != nil {
+	if ens != nil && ra != nil {
+		joinedBy = joinedBySetns
+	} else if ens != nil {
 		gated := !bin.Setuid || root
 		if canJoinByInjection && gated && !b.forceNsenter {
 			nsFiles = ens.files()
@@ -500,144 +546,169 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 	// mount plan (hidden names, symlink targets) is not readable in
 	// /proc/1/cmdline inside the sandbox, and no ARG_MAX limit applies.
 	// Protected paths and their pins are bound from descriptors where bwrap
-	// can, after the others.
-	bindFiles, err := openBindFDs(plan, bin, next)
-	if err != nil {
-		statusW.Close()
-		argsW.Close()
-		return nil, err
-	}
+	// can, after the others; as root they are opened in the prepared mount
+	// namespace, where the writable ones are idmapped.
+	var bindFiles []*os.File
 	defer func() {
 		for _, f := range bindFiles {
 			f.Close()
 		}
 	}()
-	argv := Argv(plan, FeaturesFor(bin.Version), statusFD, command)
-	opts, command := argv[:len(argv)-len(command)-1], argv[len(argv)-len(command)-1:] // command starts at "--"
-	go func() {
-		var buf []byte
-		for _, a := range opts {
-			buf = append(append(buf, a...), 0)
-		}
-		_, _ = argsW.Write(buf)
-		argsW.Close()
-	}()
-	bargs := append(nsenterArgv, bin.Path, "--args", strconv.Itoa(statusFD+1))
-	cmd := exec.Command(bargs[0], append(bargs[1:], command...)...)
-	// bwrap runs on the host: it gets a fixed environment, never the
-	// command's (which Argv sets inside with --setenv).
-	cmd.Env = bwrapEnv
-	cmd.Stdin, cmd.Stdout = req.Stdin, req.Stdout
-	var tail *tailBuffer
-	cmd.Stderr = req.Stderr
-	if req.Limits.MemoryMB > 0 || req.Limits.MaxProcs > 0 {
-		// Keep the end of stderr to tell a limit failure apart. A terminal
-		// is passed through untouched so it stays a terminal.
-		if f, ok := req.Stderr.(*os.File); !ok || !isTerminal(f) {
-			tail = &tailBuffer{max: 8 << 10}
-			if req.Stderr != nil {
-				cmd.Stderr = io.MultiWriter(req.Stderr, tail)
-			} else {
-				cmd.Stderr = tail
-			}
-		}
-	}
-	cmd.ExtraFiles = append(append(append(append([]*os.File{}, req.ExtraFiles...), statusW, argsR), helpers...), bindFiles...)
-	var join *nsJoin
-	if nsFiles != nil {
-		// Last, so that no other descriptor moves; closed in bwrap by the
-		// gate once it has entered the namespaces.
-		join = &nsJoin{UserFD: -1}
-		for _, f := range nsFiles {
-			if f == ens.userns {
-				join.UserFD = 3 + len(cmd.ExtraFiles)
-			} else {
-				join.NetFD = 3 + len(cmd.ExtraFiles)
-			}
-			cmd.ExtraFiles = append(cmd.ExtraFiles, f)
-		}
-	}
-	// Once the sandbox is dead nothing may hold its output pipes open; do
-	// not wait for stray writers beyond this.
-	cmd.WaitDelay = b.opts.KillGrace
-	// Own process group, so a terminal's ^C reaches corral, which forwards
-	// it; Pdeathsig ends bwrap, and with it the sandbox, if corral dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if req.TTY {
-		// A new session whose controlling terminal is corral's own pty
-		// (descriptor 0 in the child).
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
-	}
-
+	var cmd *exec.Cmd
 	var cg *pidsCgroup
+	var tail *tailBuffer
 	lim := req.Limits
-	gateLim := lim
-	if root && lim.MaxProcs > 0 {
-		if r := b.cgroupRoot(); r != "" {
-			cg, err = newPidsCgroup(r, lim.MaxProcs)
-			if err != nil {
-				b.log.Warn("bwrap.cgroup.failed", "error", err)
-				cg = nil
+	var start time.Time
+	launch := func() error {
+		bindFiles, err = openBindFDs(plan, bin, next)
+		if err != nil {
+			statusW.Close()
+			argsW.Close()
+			return err
+		}
+		argv := Argv(plan, FeaturesFor(bin.Version), statusFD, command)
+		opts, command := argv[:len(argv)-len(command)-1], argv[len(argv)-len(command)-1:] // command starts at "--"
+		go func() {
+			var buf []byte
+			for _, a := range opts {
+				buf = append(append(buf, a...), 0)
+			}
+			_, _ = argsW.Write(buf)
+			argsW.Close()
+		}()
+		bargs := append(nsenterArgv, bin.Path, "--args", strconv.Itoa(statusFD+1))
+		cmd = exec.Command(bargs[0], append(bargs[1:], command...)...)
+		// bwrap runs on the host: it gets a fixed environment, never the
+		// command's (which Argv sets inside with --setenv).
+		cmd.Env = bwrapEnv
+		cmd.Stdin, cmd.Stdout = req.Stdin, req.Stdout
+		cmd.Stderr = req.Stderr
+		if req.Limits.MemoryMB > 0 || req.Limits.MaxProcs > 0 {
+			// Keep the end of stderr to tell a limit failure apart. A terminal
+			// is passed through untouched so it stays a terminal.
+			if f, ok := req.Stderr.(*os.File); !ok || !isTerminal(f) {
+				tail = &tailBuffer{max: 8 << 10}
+				if req.Stderr != nil {
+					cmd.Stderr = io.MultiWriter(req.Stderr, tail)
+				} else {
+					cmd.Stderr = tail
+				}
 			}
 		}
-		if cg == nil {
-			statusW.Close()
-			return nil, fmt.Errorf("%w: max_procs=%d cannot be enforced: corral runs as root, where RLIMIT_NPROC does not apply, and no writable pids cgroup was found; run corral as an unprivileged user, give it a pids cgroup, or set max_procs to 0 to run without a process limit", sandbox.ErrUnavailable, lim.MaxProcs)
+		cmd.ExtraFiles = append(append(append(append([]*os.File{}, req.ExtraFiles...), statusW, argsR), helpers...), bindFiles...)
+		var join *nsJoin
+		if nsFiles != nil {
+			// Last, so that no other descriptor moves; closed in bwrap by the
+			// gate once it has entered the namespaces.
+			join = &nsJoin{UserFD: -1}
+			for _, f := range nsFiles {
+				if f == ens.userns {
+					join.UserFD = 3 + len(cmd.ExtraFiles)
+				} else {
+					join.NetFD = 3 + len(cmd.ExtraFiles)
+				}
+				cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+			}
 		}
+		// Once the sandbox is dead nothing may hold its output pipes open; do
+		// not wait for stray writers beyond this.
+		cmd.WaitDelay = b.opts.KillGrace
+		// Own process group, so a terminal's ^C reaches corral, which forwards
+		// it; Pdeathsig ends bwrap, and with it the sandbox, if corral dies.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if req.TTY {
+			// A new session whose controlling terminal is corral's own pty
+			// (descriptor 0 in the child).
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
+		}
+
+		gateLim := lim
+		// RLIMIT_NPROC holds for any uid but root's (kernel/fork.c exempts
+		// INIT_USER), so a sandbox held by a RunAs identity (bwrap is
+		// started by a thread that holds it, see startAs) gets it as an
+		// unprivileged caller's does; root's own needs the pids cgroup.
+		nproc := !root || ra != nil
+		if root && ra == nil && lim.MaxProcs > 0 {
+			if r := b.cgroupRoot(); r != "" {
+				cg, err = newPidsCgroup(r, lim.MaxProcs)
+				if err != nil {
+					b.log.Warn("bwrap.cgroup.failed", "error", err)
+					cg = nil
+				}
+			}
+			if cg == nil {
+				statusW.Close()
+				return fmt.Errorf("%w: max_procs=%d cannot be enforced: corral runs as root, where RLIMIT_NPROC does not apply, and no writable pids cgroup was found; run corral as an unprivileged user, give it a pids cgroup, or set max_procs to 0 to run without a process limit", sandbox.ErrUnavailable, lim.MaxProcs)
+			}
+		}
+		start = time.Now()
+		if bin.Setuid && !root {
+			err = b.startWithPrlimit(cmd, gateLim)
+		} else {
+			if b.noGate {
+				err = fmt.Errorf("%w: turned off for a test", errGateUnavailable)
+			} else {
+				err = startGated(cmd, gateLim, cg, nproc, join, b.log)
+			}
+			if errors.Is(err, errGateUnavailable) {
+				b.log.Warn("bwrap.gate.unavailable", "error", err)
+				var fs unix.Statfs_t
+				v2 := cg != nil && unix.Statfs(cg.dir, &fs) == nil && fs.Type == unix.CGROUP2_SUPER_MAGIC
+				if lim.MaxProcs > 0 && (!root || !v2) {
+					// prlimit(1) would count every process of the uid on the
+					// machine (the user namespace does not exist yet), and a
+					// cgroup v1 hierarchy cannot take bwrap before its first
+					// fork: refuse rather than run without the limit.
+					statusW.Close()
+					return (fmt.Errorf("%w: max_procs=%d cannot be enforced: the ptrace gate that sets it inside the sandbox is refused here (%v: Yama ptrace_scope 3, a seccomp policy, or corral itself being traced); allow ptrace of corral's children, or set max_procs to 0 to run without a process limit", sandbox.ErrUnavailable, lim.MaxProcs, err))
+				}
+				cmd = rebuild(cmd)
+				if cg != nil && lim.MaxProcs > 0 {
+					// Root: bwrap starts inside its pids cgroup
+					// (clone3 CLONE_INTO_CGROUP, cgroup v2), so nothing it
+					// forks is ever outside the limit.
+					fd, oerr := unix.Open(cg.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+					if oerr != nil {
+						statusW.Close()
+						return (fmt.Errorf("%w: max_procs=%d: opening the pids cgroup %s: %v", sandbox.ErrUnavailable, lim.MaxProcs, cg.dir, oerr))
+					}
+					defer unix.Close(fd) // after the start: only clone3 needs it
+					cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+				}
+				if filter != nil {
+					_, _ = filter.Seek(0, io.SeekStart) // bwrap reads it from the offset
+				}
+				if join != nil {
+					// No gate to enter the namespaces: nsenter does.
+					cmd.ExtraFiles = cmd.ExtraFiles[:len(cmd.ExtraFiles)-len(nsFiles)]
+					argv, nerr := b.nsenterArgv(ens)
+					if nerr != nil {
+						statusW.Close()
+						return (nerr)
+					}
+					cmd.Path, cmd.Args = argv[0], append(argv, cmd.Args...)
+					joinedBy = "nsenter"
+				}
+				err = b.startWithPrlimit(cmd, gateLim)
+			}
+		}
+		return err
+	}
+	if ra != nil {
+		var release func()
+		release, err = b.startAs(plan, *ra, ens, launch)
+		defer release()
+	} else {
+		err = launch()
+	}
+	if cg != nil {
 		// Removing a cgroup waits for the kernel to let go of the dead
 		// tasks; nobody needs to wait for that.
 		defer func() { go cg.remove() }()
 	}
-	start := time.Now()
-	if bin.Setuid && !root {
-		err = b.startWithPrlimit(cmd, gateLim)
-	} else {
-		if b.noGate {
-			err = fmt.Errorf("%w: turned off for a test", errGateUnavailable)
-		} else {
-			err = startGated(cmd, gateLim, cg, !root, join, b.log)
-		}
-		if errors.Is(err, errGateUnavailable) {
-			b.log.Warn("bwrap.gate.unavailable", "error", err)
-			var fs unix.Statfs_t
-			v2 := cg != nil && unix.Statfs(cg.dir, &fs) == nil && fs.Type == unix.CGROUP2_SUPER_MAGIC
-			if lim.MaxProcs > 0 && (!root || !v2) {
-				// prlimit(1) would count every process of the uid on the
-				// machine (the user namespace does not exist yet), and a
-				// cgroup v1 hierarchy cannot take bwrap before its first
-				// fork: refuse rather than run without the limit.
-				statusW.Close()
-				return b.unavailable(fmt.Errorf("%w: max_procs=%d cannot be enforced: the ptrace gate that sets it inside the sandbox is refused here (%v: Yama ptrace_scope 3, a seccomp policy, or corral itself being traced); allow ptrace of corral's children, or set max_procs to 0 to run without a process limit", sandbox.ErrUnavailable, lim.MaxProcs, err))
-			}
-			cmd = rebuild(cmd)
-			if cg != nil && lim.MaxProcs > 0 {
-				// Root: bwrap starts inside its pids cgroup
-				// (clone3 CLONE_INTO_CGROUP, cgroup v2), so nothing it
-				// forks is ever outside the limit.
-				fd, oerr := unix.Open(cg.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-				if oerr != nil {
-					statusW.Close()
-					return b.unavailable(fmt.Errorf("%w: max_procs=%d: opening the pids cgroup %s: %v", sandbox.ErrUnavailable, lim.MaxProcs, cg.dir, oerr))
-				}
-				defer unix.Close(fd)
-				cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
-			}
-			if filter != nil {
-				_, _ = filter.Seek(0, io.SeekStart) // bwrap reads it from the offset
-			}
-			if join != nil {
-				// No gate to enter the namespaces: nsenter does.
-				cmd.ExtraFiles = cmd.ExtraFiles[:len(cmd.ExtraFiles)-len(nsFiles)]
-				argv, nerr := b.nsenterArgv(ens)
-				if nerr != nil {
-					statusW.Close()
-					return b.unavailable(nerr)
-				}
-				cmd.Path, cmd.Args = argv[0], append(argv, cmd.Args...)
-				joinedBy = "nsenter"
-			}
-			err = b.startWithPrlimit(cmd, gateLim)
-		}
+	if errors.Is(err, sandbox.ErrUnavailable) {
+		statusW.Close()
+		return b.unavailable(err)
 	}
 	statusW.Close()
 	if err != nil {

@@ -35,6 +35,7 @@ func (g *globalOptions) backend(name string, st *config.Settings, logger *slog.L
 			StateDir:    config.StateDir(),
 			HiddenDirs:  []string{config.ConfigDir()},
 			SecretFiles: []string{st.Path},
+			RunAs:       st.RunAs,
 			Degrade:     st.DegradedMode != "fail",
 			Logger:      logger,
 			Egress:      g.egressPool(logger),
