@@ -119,7 +119,7 @@ func enterHostView(plan *Plan, ra sandbox.RunAs, maps *idmapCache) error {
 			return fail("%v", err)
 		}
 	}
-	for _, w := range writableSources(plan) {
+	for _, w := range ownedSources(plan) {
 		if err := idmapAt(w, ra, maps); err != nil {
 			return fail("%v", err)
 		}

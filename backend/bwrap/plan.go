@@ -113,6 +113,12 @@ type Plan struct {
 	Env []string
 	// Warnings are non-fatal findings for the person.
 	Warnings []string
+	// Own are the session's own directories, read-write or not: the working
+	// directory (unless it is the home directory, rebuilt entry by entry),
+	// the scratch directory and the session's home. A RunAs identity holds
+	// them as their owner does (idmapped, see runas.go), so a read-only
+	// working directory under restricted reads as a writable one does.
+	Own []string
 	// Reach are host paths the command is pointed at outside the mounts
 	// (the CA bundles of caBundleVars): a sandbox held by a RunAs identity
 	// must be able to walk to them (see runas.go).
@@ -242,6 +248,14 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 	sessionHome, err := p.sessionHome(profile)
 	if err != nil {
 		return nil, err
+	}
+	if workdir != host.Home {
+		plan.Own = append(plan.Own, workdir)
+	}
+	for _, d := range []string{scratch, sessionHome} {
+		if d != "" {
+			plan.Own = append(plan.Own, d)
+		}
 	}
 	if err := p.protect(scratch, sessionHome, writable); err != nil {
 		return nil, err

@@ -13,8 +13,8 @@ import (
 // mount namespace of corral's own (see hostview_linux.go) that differs from
 // the host's in two ways, both planned by the pure functions here:
 //
-//   - every writable directory of the plan (the working directory, the
-//     scratch directory, read-write binds) is an idmapped mount (Linux 5.12,
+//   - the session's own directories (the working directory, the scratch
+//     directory, read-write binds; Plan.Own) are idmapped mounts (Linux 5.12,
 //     mount_setattr(2) MOUNT_ATTR_IDMAP) that shows its owner's files as the
 //     sandbox's and writes the sandbox's files as its owner's, so a root
 //     caller's project stays root's and a person's stays theirs;
@@ -29,12 +29,12 @@ import (
 // while bwrap copies the tree (Docker starting a container) does not reach
 // it, so it cannot fail bwrap's recursive read-only remount halfway.
 
-// writableSources returns the host paths of the plan's read-write binds
-// (the working directory, scratch, session home, binds, pins), outermost
-// only: a source inside another is served by the outer one's idmapped
-// mount.
-func writableSources(plan *Plan) []string {
-	var srcs []string
+// ownedSources returns the host paths a RunAs identity holds as their
+// owner does: the plan's own directories (Plan.Own) and the sources of its
+// read-write binds (binds, pins), outermost only: a path inside another is
+// served by the outer one's idmapped mount.
+func ownedSources(plan *Plan) []string {
+	srcs := append([]string{}, plan.Own...)
 	for _, m := range plan.Mounts {
 		if m.Kind == mBind && m.Src != "" {
 			srcs = append(srcs, filepath.Clean(m.Src))

@@ -7,8 +7,8 @@ import (
 	"github.com/corralhq/corral/sandbox"
 )
 
-func TestWritableSources(t *testing.T) {
-	plan := &Plan{Mounts: []mount{
+func TestOwnedSources(t *testing.T) {
+	plan := &Plan{Own: []string{"/w", "/ro-work"}, Mounts: []mount{
 		{Kind: mRoBind, Src: "/", Dest: "/"},
 		{Kind: mBind, Src: "/w", Dest: "/w"},
 		{Kind: mBind, Src: "/w/.git", Dest: "/w/.git", ViaFD: true}, // a pin inside
@@ -18,9 +18,9 @@ func TestWritableSources(t *testing.T) {
 		{Kind: mRoBind, Src: "/w/.git/hooks", Dest: "/w/.git/hooks"},
 		{Kind: mTmpfs, Dest: "/tmp"},
 	}}
-	want := []string{"/srv/data", "/state/scratch/s1", "/w", "/w b"}
-	if got := writableSources(plan); !reflect.DeepEqual(got, want) {
-		t.Errorf("writableSources = %q, want %q", got, want)
+	want := []string{"/ro-work", "/srv/data", "/state/scratch/s1", "/w", "/w b"}
+	if got := ownedSources(plan); !reflect.DeepEqual(got, want) {
+		t.Errorf("ownedSources = %q, want %q", got, want)
 	}
 }
 

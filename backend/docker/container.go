@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/mount"
@@ -35,17 +36,17 @@ var ErrMount = errors.New("the container does not see the workspace")
 // new one the caller removes after the command.
 func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*ctr, *parsed, error) {
 	e := b.e
-	uid, gid := os.Getuid(), os.Getgid()
 	st := b.st
+	ws, err := b.workspace(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	uid, gid := containerIDs(os.Getuid(), os.Getgid(), ws.Host)
 	p, err := st.check(uid, gid)
 	if err != nil {
 		return nil, nil, err
 	}
 	extra, err := ParseExtraRunArgs(st.ExtraRunArgs)
-	if err != nil {
-		return nil, nil, err
-	}
-	ws, err := b.workspace(req)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -419,4 +420,24 @@ func protectedIn(ws workspace, req *sandbox.Request) (out []string, truncated bo
 		out = append(out, p.Rel)
 	}
 	return out, truncated
+}
+
+// containerIDs returns the uid and gid that docker.user "" gives commands:
+// the caller's; for a root caller, the owner of the workspace when that is
+// not root (sandbox.ResolveRunAs), so what the container writes there is
+// the person's and the container does not hold host uid 0. A root caller's
+// root-owned workspace keeps 0:0: Docker cannot idmap a bind per container
+// (the engine's userns-remap is the daemon's), so root in the container,
+// with every capability dropped, can write the root-owned files it is given
+// and nothing else of the host.
+func containerIDs(uid, gid int, workspace string) (int, int) {
+	if uid != 0 {
+		return uid, gid
+	}
+	var st syscall.Stat_t
+	if syscall.Stat(workspace, &st) != nil || st.Uid == 0 {
+		return uid, gid
+	}
+	ra := sandbox.ResolveRunAs(sandbox.RunAs{}, false, int(st.Uid), int(st.Gid))
+	return ra.UID, ra.GID
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -80,6 +81,14 @@ type workspace struct {
 	Writable bool
 }
 
+// readonlyPaths and maskedPaths are what every container gets read-only and
+// masked in its /proc and /sys (HostConfig.ReadonlyPaths, MaskedPaths).
+var (
+	readonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+	maskedPaths   = []string{"/proc/asound", "/proc/acpi", "/proc/interrupts", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap"}
+)
+
 // containerSpec is a container's configuration, built without side
 // effects from the settings, the workspace, corral's executable on the
 // daemon's host and the labels. It is the policy of this backend: every
@@ -107,7 +116,13 @@ func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extr
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges", "seccomp=" + filter.profile},
 		ReadonlyRootfs: st.ReadOnly,
-		Init:           &init,
+		// Set, not left to the engine's defaults, so no daemon setting
+		// or extra_run_args can weaken them: the kernel's settings and
+		// triggers read-only, what leaks host facts masked (the lists of
+		// the OCI runtime spec's defaults in moby's oci/defaults.go).
+		ReadonlyPaths: slices.Clone(readonlyPaths),
+		MaskedPaths:   slices.Clone(maskedPaths),
+		Init:          &init,
 		Resources: container.Resources{
 			Memory:     p.memory,
 			MemorySwap: p.memory, // no swap on top of the limit
@@ -218,6 +233,7 @@ func specHash(cfg *container.Config, hc *container.HostConfig) string {
 	fmt.Fprintf(h, "%s|%s|%s|%q|%q|%q|", cfg.Image, cfg.User, cfg.WorkingDir, cfg.Entrypoint, cfg.Cmd, cfg.Env)
 	fmt.Fprintf(h, "%s|%q|%q|%v|%q|%q|%d|%d|%d|%d|%v|%s|%s|%q|%q|%q|%q|%d", hc.NetworkMode, hc.CapDrop, hc.SecurityOpt, hc.ReadonlyRootfs, sortedMap(hc.Tmpfs), hc.Binds,
 		hc.Memory, hc.MemorySwap, hc.NanoCPUs, *hc.PidsLimit, hc.Init != nil && *hc.Init, hc.Runtime, hc.UsernsMode, hc.ExtraHosts, hc.DNS, hc.GroupAdd, hc.CapAdd, hc.ShmSize)
+	fmt.Fprintf(h, "|ro:%q|mask:%q", hc.ReadonlyPaths, hc.MaskedPaths)
 	for _, m := range hc.Mounts {
 		fmt.Fprintf(h, "|m:%s:%s:%v", m.Source, m.Target, m.ReadOnly)
 	}
