@@ -328,7 +328,7 @@ var registry = []Key{
 	{
 		Name: "env_allow", Kind: KindStringList, Default: []string(nil),
 		Accepts: `a list of variable name patterns such as ["GITHUB_TOKEN"]`,
-		Doc:     "environment variable name patterns let into sandboxes although the deny list matches them",
+		Doc:     "environment variable name patterns let into sandboxes although the deny list matches them or their value carries a credential",
 		field:   func(s *Settings) any { return &s.EnvAllow },
 	},
 	{

@@ -105,6 +105,9 @@ type Plan struct {
 	TTY bool
 	// Env is the command's environment.
 	Env []string
+	// EnvWithheld are the variables kept out of Env for their value (see
+	// sandbox.FilterEnvPolicy), for the log.
+	EnvWithheld []sandbox.EnvDrop
 	// Warnings are non-fatal findings for the person.
 	Warnings []string
 	// Create and Links are the protected paths the backend looks after on
@@ -256,7 +259,7 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		// Proxy variables a session saved under allowlist lead nowhere here.
 		env = egress.WithoutEnv(env)
 	}
-	plan.Env = sandbox.FilterEnvPolicy(env, append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...), req.EnvAllow, set...)
+	plan.Env, plan.EnvWithheld = sandbox.FilterEnvPolicy(env, append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...), req.EnvAllow, set...)
 	plan.Mounts = p.ordered()
 	plan.Warnings = p.warns
 	return plan, nil

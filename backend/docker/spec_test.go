@@ -241,7 +241,7 @@ func TestEnvAndDirs(t *testing.T) {
 		Env:       []string{"PATH=/host/bin", "HOME=/root", "LANG=C.UTF-8", "OPENAI_API_KEY=sk", "MINE=session", "USER=root"},
 		PolicyEnv: []string{"PATH=/host/bin", "HOME=/root", "LANG=C.UTF-8", "OPENAI_API_KEY=sk", "USER=root"},
 	}
-	got := b.env(req)
+	got, _ := b.env(req)
 	want := []string{"LANG=C.UTF-8", "MINE=session", "HOME=/tmp", "TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp"}
 	if !slices.Equal(got, want) {
 		t.Errorf("env = %q, want %q", got, want)
