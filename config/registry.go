@@ -328,7 +328,7 @@ var registry = []Key{
 	{
 		Name: "env_allow", Kind: KindStringList, Default: []string(nil),
 		Accepts: `a list of variable name patterns such as ["GITHUB_TOKEN"]`,
-		Doc:     "environment variable name patterns let into sandboxes although the deny list matches them",
+		Doc:     "environment variable name patterns let into sandboxes although the deny list matches them or their value carries a credential",
 		field:   func(s *Settings) any { return &s.EnvAllow },
 	},
 	{
@@ -488,7 +488,7 @@ var registry = []Key{
 	{
 		Name: "docker.extra_run_args", Kind: KindString, Default: "",
 		Accepts: `docker run flags such as "--runtime=runsc"`,
-		Doc:     "docker: extra docker run flags, split like a shell line: --runtime, --userns, --security-opt, --add-host, --dns, --device, --ulimit, --shm-size, --cpuset-cpus, -e, --label, --group-add, --hostname (--privileged, --cap-add and the like are refused)",
+		Doc:     "docker: extra docker run flags, split like a shell line: --runtime, --userns, --security-opt, --add-host, --dns, --ulimit, --shm-size, --cpuset-cpus, -e, --label, --group-add, --hostname (--privileged, --cap-add, --device and the like are refused)",
 		field:   func(s *Settings) any { return &s.Docker.ExtraRunArgs },
 	},
 	{

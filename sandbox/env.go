@@ -20,11 +20,20 @@ import (
 //     *SECRET*, *PASSWORD* (PGPASSWORD), *PASSWD*, *_PWD (MYSQL_PWD),
 //     *_ACCESS_KEY*, *_PRIVATE_KEY, *_KEY (KAGGLE_KEY), *_CREDENTIALS,
 //     *_PAT (GITHUB_PAT), *_JWT, *_AUTH (NPM_CONFIG__AUTH), DATABASE_URL;
-//   - by value: any variable holding a URL with a password in it
-//     (scheme://user:password@host, as REDIS_URL or MONGODB_URI often do);
-//   - corral's own settings and secrets (CORRAL_*).
+//   - corral's own settings and secrets (CORRAL_*);
+//   - by value, whatever the name (FilterEnvPolicy, CredentialInValue): a
+//     URL with a password (scheme://user:password@host, as REDIS_URL or
+//     MONGODB_URI often do) or with a token in its parameters (?token=,
+//     ?api_key=, ?sig=, X-Amz-Signature, ...); webhook and bot URLs
+//     (Slack, Discord, Microsoft Teams, Zapier, Telegram, and a generated
+//     id after /hooks/ on any host); connection strings with a password
+//     (Password=, Pwd=, libpq password=, Azure AccountKey=); PEM private
+//     keys; JWTs; Authorization headers; and the token formats of GitHub,
+//     GitLab, Slack, Stripe, AWS (access key ids), Google, OpenAI,
+//     Anthropic, npm, PyPI and Hugging Face.
 //
-// The env_deny setting adds patterns; env_allow lets names through.
+// The env_deny setting adds patterns; env_allow lets names through, whether
+// the name or the value would have kept them out.
 var DefaultEnvDeny = []string{
 	"SSH_AUTH_SOCK", "SSH_AGENT_PID", "GPG_AGENT_INFO", "GNUPGHOME",
 	"DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS", "KRB5CCNAME",
@@ -50,20 +59,35 @@ func EnvDenied(name string, deny []string) bool {
 	return false
 }
 
-// FilterEnvPolicy is FilterEnv with exceptions: a variable whose name
-// matches a pattern of allow (ignoring case) is kept although deny matches.
-// A value that is a URL with a password in it is denied too (see
-// DefaultEnvDeny), unless allowed.
-func FilterEnvPolicy(env, deny, allow []string, set ...string) []string {
+// EnvDrop is a variable that FilterEnvPolicy withheld for its value: the
+// variable's name and the kind of credential CredentialInValue found in it.
+// It never holds the value, so it can be logged.
+type EnvDrop struct {
+	Name, Kind string
+}
+
+// FilterEnvPolicy is the environment policy of every backend: FilterEnv
+// with deny, and without the variables whose value carries a credential
+// (CredentialInValue), whatever their name. A variable whose name matches a
+// pattern of allow (ignoring case) is kept all the same. withheld lists the
+// variables dropped for their value, in env's order, for the caller to log;
+// the ones deny names are not listed (DefaultEnvDeny documents them).
+func FilterEnvPolicy(env, deny, allow []string, set ...string) (out []string, withheld []EnvDrop) {
 	kept := make([]string, 0, len(env))
 	for _, kv := range env {
 		name, value, _ := strings.Cut(kv, "=")
-		if (EnvDenied(name, deny) || URLHasPassword(value)) && !EnvDenied(name, allow) {
-			continue
+		if !EnvDenied(name, allow) {
+			if EnvDenied(name, deny) {
+				continue
+			}
+			if kind, ok := CredentialInValue(value); ok {
+				withheld = append(withheld, EnvDrop{Name: name, Kind: kind})
+				continue
+			}
 		}
 		kept = append(kept, kv)
 	}
-	return FilterEnv(kept, nil, set...)
+	return FilterEnv(kept, nil, set...), withheld
 }
 
 // FilterEnv returns env ("KEY=value" entries) without the variables whose

@@ -168,7 +168,7 @@ func TestLookupEnv(t *testing.T) {
 
 func TestFilterEnvPolicy(t *testing.T) {
 	env := []string{"GITHUB_TOKEN=g", "NPM_TOKEN=n", "aws_secret_access_key=s", "DATABASE_URL=d", "HOME=/h", "TOKENIZERS_PARALLELISM=false"}
-	got := FilterEnvPolicy(env, append(append([]string{}, DefaultEnvDeny...), "HOME"), []string{"github_token"}, "TMPDIR=/s")
+	got, _ := FilterEnvPolicy(env, append(append([]string{}, DefaultEnvDeny...), "HOME"), []string{"github_token"}, "TMPDIR=/s")
 	want := []string{"GITHUB_TOKEN=g", "TOKENIZERS_PARALLELISM=false", "TMPDIR=/s"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("FilterEnvPolicy = %q, want %q", got, want)
@@ -188,7 +188,7 @@ func TestEnvSecretsByNameAndValue(t *testing.T) {
 		{"PWD=/x", true}, {"OLDPWD=/y", true}, {"TOKENIZERS_PARALLELISM=false", true}, {"PATH=/usr/bin", true},
 		{"GIT_SSH_COMMAND=ssh -i key", true},
 	} {
-		got := FilterEnvPolicy([]string{tc.kv}, DefaultEnvDeny, nil)
+		got, _ := FilterEnvPolicy([]string{tc.kv}, DefaultEnvDeny, nil)
 		if kept := len(got) == 1; kept != tc.kept {
 			t.Errorf("%s: kept=%v, want %v", tc.kv, kept, tc.kept)
 		}

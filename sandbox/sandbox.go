@@ -112,7 +112,7 @@ type Request struct {
 	// inside the sandbox when it has no slash. Required.
 	Argv []string
 	// Env is the caller's environment ("KEY=value"); the backend filters it
-	// with FilterEnv and adds its own variables (TMPDIR and the like).
+	// with FilterEnvPolicy and adds its own variables (TMPDIR and the like).
 	Env []string
 	// PolicyEnv is the environment the sandbox policy reads: the PATH
 	// directories under home to show, and the CA bundle variables to bind
@@ -141,7 +141,8 @@ type Request struct {
 	// Binds are extra mounts.
 	Binds []Bind
 	// EnvDeny adds name patterns to DefaultEnvDeny; EnvAllow lets matching
-	// names through anyway (settings env_deny, env_allow).
+	// names through anyway, also when their value carries a credential
+	// (settings env_deny, env_allow; see FilterEnvPolicy).
 	EnvDeny, EnvAllow []string
 	// TmpSizeMB is the size of the fresh /tmp and of /dev/shm, in MiB; 0
 	// means 512.

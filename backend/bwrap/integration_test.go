@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/internal/envsecrets"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -668,6 +669,16 @@ print("READ:" + buf.raw[:max(n,0)].decode() if n >= 0 else "DENIED errno=%%d" %%
 	e.write(".zz-hidden-name-xyz/f", "x")
 	o = e.sh(`tr '\0' ' ' < /proc/1/cmdline`)
 	mustNotContain(t, o, "--ro-bind", ".zz-hidden-name-xyz", "--tmpfs")
+}
+
+// Secrets by value stay out whatever the variable is called (a hostile
+// trial passed a Slack webhook and a connection string under innocent
+// names); ordinary values pass; env_allow lets one through.
+func TestEnvSecretsByValue(t *testing.T) {
+	e := newEnv(t)
+	e.envv = append(e.envv, envsecrets.Env()...)
+	o := e.sh(`env`, func(r *sandbox.Request) { r.EnvAllow = []string{envsecrets.AllowPattern} })
+	envsecrets.Check(t, o.stdout)
 }
 
 // Exit statuses: a directory or a non-executable file is 126.

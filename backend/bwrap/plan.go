@@ -111,6 +111,9 @@ type Plan struct {
 	TTY bool
 	// Env is the command's environment.
 	Env []string
+	// EnvWithheld are the variables kept out of Env for their value (see
+	// sandbox.FilterEnvPolicy), for the log.
+	EnvWithheld []sandbox.EnvDrop
 	// Warnings are non-fatal findings for the person.
 	Warnings []string
 	// Own are the session's own directories, read-write or not: the working
@@ -281,7 +284,7 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		// Proxy variables a session saved under allowlist lead nowhere here.
 		env = egress.WithoutEnv(env)
 	}
-	plan.Env = sandbox.FilterEnvPolicy(env, append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...), req.EnvAllow, set...)
+	plan.Env, plan.EnvWithheld = sandbox.FilterEnvPolicy(env, append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...), req.EnvAllow, set...)
 	plan.Mounts = p.ordered()
 	plan.Warnings = p.warns
 	plan.Reach = p.reach

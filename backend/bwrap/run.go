@@ -361,6 +361,9 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		// Front ends show Result.Warnings to the person; log for the record.
 		b.log.Debug("bwrap.policy.warning", "message", w)
 	}
+	for _, d := range plan.EnvWithheld {
+		b.log.Info("bwrap.env.withheld", "name", d.Name, "kind", d.Kind)
+	}
 	if w := plan.writableRootOf(bin.Path); w != "" {
 		return nil, fmt.Errorf("%w: bwrap %s lies in %s, which the sandbox can write, so a command could replace it; install bwrap in a system directory", sandbox.ErrPolicy, bin.Path, w)
 	}

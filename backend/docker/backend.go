@@ -75,13 +75,15 @@ func (b *Backend) WritableRoots(req *sandbox.Request) []string {
 // command, dropped when their value is the host's own (see env).
 var keepFromHost = []string{"LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "COLORTERM", "NO_COLOR"}
 
-// env is the command's environment in the container: req.Env filtered by the
-// deny list, without the variables that are the host's own (same name and
-// value as in req.PolicyEnv: PATH, HOME, USER, SHELL and every other one
-// corral inherited), unless env_allow or keepFromHost names them. Variables
-// a session exported pass. The image's own variables (PATH) apply where
-// none is given. HOME and TMPDIR are the container's.
-func (b *Backend) env(req *sandbox.Request) []string {
+// env is the command's environment in the container: req.Env without the
+// variables that are the host's own (same name and value as in
+// req.PolicyEnv: PATH, HOME, USER, SHELL and every other one corral
+// inherited) unless env_allow or keepFromHost names them, then filtered by
+// the environment policy of every backend (sandbox.FilterEnvPolicy: names
+// and values), which variables a session exported meet too. withheld lists
+// the variables dropped for their value. The image's own variables (PATH)
+// apply where none is given. HOME and TMPDIR are the container's.
+func (b *Backend) env(req *sandbox.Request) (env []string, withheld []sandbox.EnvDrop) {
 	host := make(map[string]bool, len(req.PolicyEnv))
 	policy := req.PolicyEnv
 	if policy == nil {
@@ -154,11 +156,15 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if err != nil {
 		return nil, err
 	}
+	env, withheld := b.env(req)
+	for _, d := range withheld {
+		b.e.log.Info("docker.env.withheld", "container", c.name, "name", d.Name, "kind", d.Kind)
+	}
 	var res *sandbox.Result
 	if req.TTY {
-		res, err = b.runTTY(ctx, cli, c, req, b.env(req), dirIn(c.ws, req.Dir))
+		res, err = b.runTTY(ctx, cli, c, req, env, dirIn(c.ws, req.Dir))
 	} else {
-		res, err = b.runCmd(ctx, cli, c, req, b.env(req), dirIn(c.ws, req.Dir))
+		res, err = b.runCmd(ctx, cli, c, req, env, dirIn(c.ws, req.Dir))
 	}
 	if notes := b.e.quarantine(c); res != nil {
 		res.Warnings = append(res.Warnings, notes...)

@@ -17,11 +17,11 @@ import (
 // extraArgs are the `docker run` flags of docker.extra_run_args that corral
 // understands. corral talks to the Engine API, not the CLI, so each flag is
 // mapped to its API field here; flags that would undo the container's
-// restrictions (--privileged, --cap-add, --pid/--ipc/--network host, extra
-// volumes that skip the bind rules) are refused, not ignored.
+// restrictions (--privileged, --cap-add, --pid/--ipc/--network host, host
+// devices, extra volumes that skip the bind rules) are refused, not ignored.
 type extraArgs struct {
 	runtime, userns, shmSize, cpuset, hostname string
-	securityOpt, addHost, dns, device, ulimit  []string
+	securityOpt, addHost, dns, ulimit          []string
 	env, label, groupAdd                       []string
 }
 
@@ -48,14 +48,21 @@ var refusedRunFlags = map[string]string{
 	"read-only":  "use docker.read_only",
 	"tmpfs":      "use docker.tmp_size",
 	"entrypoint": "corral runs its own helper as the entrypoint",
+	// A device node reaches the host below the container's restrictions (a
+	// raw disk, /dev/kvm, a GPU's driver); the container gets none (issue
+	// 11, finding 5: --device was accepted).
+	"device":             "the container gets no host devices: a device node reaches the host below the container's restrictions",
+	"device-cgroup-rule": "the container gets no host devices: a device node reaches the host below the container's restrictions",
+	"gpus":               "the container gets no host devices: a device node reaches the host below the container's restrictions",
 }
 
 // ParseExtraRunArgs parses s (docker.extra_run_args, split like a POSIX shell
 // command line with no expansions) into the flags corral maps to the Engine
-// API: --runtime, --userns, --security-opt, --add-host, --dns, --device,
-// --ulimit, --shm-size, --cpuset-cpus, -e/--env, --label, --group-add and
-// -h/--hostname. Any other flag, or a positional argument, is an error
-// wrapping sandbox.ErrBadRequest (or ErrPolicy for a refused flag).
+// API: --runtime, --userns, --security-opt, --add-host, --dns, --ulimit,
+// --shm-size, --cpuset-cpus, -e/--env, --label, --group-add and
+// -h/--hostname. A flag of refusedRunFlags, in any spelling (--device X,
+// --device=X), is an error wrapping sandbox.ErrPolicy that says why; any
+// other flag, or a positional argument, one wrapping ErrBadRequest.
 func ParseExtraRunArgs(s string) (*extraArgs, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
@@ -82,13 +89,12 @@ func ParseExtraRunArgs(s string) (*extraArgs, error) {
 	fs.StringArrayVar(&x.securityOpt, "security-opt", nil, "")
 	fs.StringArrayVar(&x.addHost, "add-host", nil, "")
 	fs.StringArrayVar(&x.dns, "dns", nil, "")
-	fs.StringArrayVar(&x.device, "device", nil, "")
 	fs.StringArrayVar(&x.ulimit, "ulimit", nil, "")
 	fs.StringArrayVarP(&x.env, "env", "e", nil, "")
 	fs.StringArrayVar(&x.label, "label", nil, "")
 	fs.StringArrayVar(&x.groupAdd, "group-add", nil, "")
 	if err := fs.Parse(words); err != nil {
-		return nil, fmt.Errorf("%w: docker.extra_run_args: %v (understood: --runtime, --userns, --security-opt, --add-host, --dns, --device, --ulimit, --shm-size, --cpuset-cpus, -e/--env, --label, --group-add, -h/--hostname)", sandbox.ErrBadRequest, err)
+		return nil, fmt.Errorf("%w: docker.extra_run_args: %v (understood: --runtime, --userns, --security-opt, --add-host, --dns, --ulimit, --shm-size, --cpuset-cpus, -e/--env, --label, --group-add, -h/--hostname)", sandbox.ErrBadRequest, err)
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: docker.extra_run_args: unexpected argument %q (only flags)", sandbox.ErrBadRequest, fs.Arg(0))
@@ -135,20 +141,6 @@ func (x *extraArgs) apply(cfg *container.Config, hc *container.HostConfig) error
 			return fmt.Errorf("%w: docker.extra_run_args: --dns %q is not an IP address", sandbox.ErrBadRequest, d)
 		}
 		hc.DNS = append(hc.DNS, a)
-	}
-	for _, d := range x.device {
-		parts := strings.Split(d, ":")
-		m := container.DeviceMapping{PathOnHost: parts[0], PathInContainer: parts[0], CgroupPermissions: "rwm"}
-		if len(parts) > 1 && parts[1] != "" {
-			m.PathInContainer = parts[1]
-		}
-		if len(parts) > 2 {
-			m.CgroupPermissions = parts[2]
-		}
-		if len(parts) > 3 || !strings.HasPrefix(m.PathOnHost, "/dev/") {
-			return fmt.Errorf("%w: docker.extra_run_args: --device %q is not /dev/HOST[:CONTAINER[:PERMS]]", sandbox.ErrBadRequest, d)
-		}
-		hc.Devices = append(hc.Devices, m)
 	}
 	for _, u := range x.ulimit {
 		ul, err := units.ParseUlimit(u)

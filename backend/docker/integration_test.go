@@ -20,6 +20,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/corralhq/corral/internal/dockertest"
+	"github.com/corralhq/corral/internal/envsecrets"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -98,6 +99,34 @@ func TestSecurity(t *testing.T) {
 	}
 	if err := os.Remove(filepath.Join(f.ws, "new")); err != nil {
 		t.Errorf("removing it as the host user: %v", err)
+	}
+}
+
+// TestEnvSecretsByValue: variables that reach the container (here the
+// session's own: not the host's, which are left out anyway) lose the ones
+// whose value carries a credential, whatever their name; ordinary values
+// pass; env_allow lets one through. The log names what was withheld, never
+// the value.
+func TestEnvSecretsByValue(t *testing.T) {
+	f := newFixture(t, nil)
+	res, out := f.run("envval", "env", func(r *sandbox.Request) {
+		r.Env = append(r.Env, envsecrets.Env()...)
+		r.EnvAllow = []string{envsecrets.AllowPattern}
+	})
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s", res.ExitCode, out)
+	}
+	envsecrets.Check(t, out)
+	logged := f.log.String()
+	for _, name := range []string{"SLACK_WEBHOOK_URL", "DB_CONNECTION", "SESSION_DATA", "DEPLOY_MATERIAL", "REMOTE_HELPER_ARG"} {
+		if !strings.Contains(logged, "docker.env.withheld") || !strings.Contains(logged, "name="+name+" ") {
+			t.Errorf("no docker.env.withheld record for %s in the log:\n%s", name, logged)
+		}
+	}
+	for _, m := range envsecrets.Markers {
+		if strings.Contains(logged, m) {
+			t.Errorf("the log holds a withheld value (%q)", m)
+		}
 	}
 }
 

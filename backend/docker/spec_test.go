@@ -218,7 +218,15 @@ func TestParseExtraRunArgs(t *testing.T) {
 		{"--security-opt apparmor=unconfined", sandbox.ErrPolicy, "protection"},
 		{"--security-opt label=disable", sandbox.ErrPolicy, "protection"},
 		{"--security-opt label=level:s0", nil, ""},
-		{"--gpus all", sandbox.ErrBadRequest, "understood"},
+		{"--device /dev/kvm", sandbox.ErrPolicy, "no host devices"},
+		{"--device=/dev/sda:/dev/xvda:rwm", sandbox.ErrPolicy, "no host devices"},
+		{"--dns 1.1.1.1 --device /dev/fuse", sandbox.ErrPolicy, "no host devices"},
+		{"--device-cgroup-rule 'c 1:3 mr'", sandbox.ErrPolicy, "no host devices"},
+		{"--device-cgroup-rule='b *:* rwm'", sandbox.ErrPolicy, "no host devices"},
+		{"--gpus all", sandbox.ErrPolicy, "no host devices"},
+		{"--gpus=device=0", sandbox.ErrPolicy, "no host devices"},
+		{"--device-read-bps /dev/sda:1mb", sandbox.ErrBadRequest, "understood"},
+		{"--blkio-weight 10", sandbox.ErrBadRequest, "understood"},
 		{"image", sandbox.ErrBadRequest, "unexpected argument"},
 		{`--label "unterminated`, sandbox.ErrBadRequest, "extra_run_args"},
 	} {
@@ -241,7 +249,7 @@ func TestEnvAndDirs(t *testing.T) {
 		Env:       []string{"PATH=/host/bin", "HOME=/root", "LANG=C.UTF-8", "OPENAI_API_KEY=sk", "MINE=session", "USER=root"},
 		PolicyEnv: []string{"PATH=/host/bin", "HOME=/root", "LANG=C.UTF-8", "OPENAI_API_KEY=sk", "USER=root"},
 	}
-	got := b.env(req)
+	got, _ := b.env(req)
 	want := []string{"LANG=C.UTF-8", "MINE=session", "HOME=/tmp", "TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp"}
 	if !slices.Equal(got, want) {
 		t.Errorf("env = %q, want %q", got, want)

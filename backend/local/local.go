@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os/exec"
+	"slices"
 	"syscall"
 	"time"
 
@@ -37,7 +38,9 @@ func (b *Backend) DefaultCwd() string { return "" }
 
 // Run implements sandbox.Backend. The command runs in its own process group,
 // which a timeout or cancellation kills (SIGKILL to the group). Limits,
-// binds, profiles and home rules do not apply: there is no sandbox.
+// binds, profiles and home rules do not apply: there is no sandbox. The
+// environment policy does (sandbox.FilterEnvPolicy with req.EnvDeny and
+// req.EnvAllow).
 func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Result, error) {
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
 		return nil, fmt.Errorf("%w: no command given", sandbox.ErrBadRequest)
@@ -48,7 +51,13 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	}
 	cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = sandbox.FilterEnv(req.Env, sandbox.DefaultEnvDeny)
+	// The same environment policy as the sandboxes': no isolation does not
+	// mean handing the command the secrets in corral's environment.
+	env, withheld := sandbox.FilterEnvPolicy(req.Env, append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...), req.EnvAllow)
+	for _, d := range withheld {
+		b.log.Info("local.env.withheld", "name", d.Name, "kind", d.Kind)
+	}
+	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = req.Stdin, req.Stdout, req.Stderr
 	cmd.ExtraFiles = req.ExtraFiles
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -1,0 +1,51 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/corralhq/corral/internal/envsecrets"
+	"github.com/corralhq/corral/sandbox"
+)
+
+// TestEnvPolicy: the local backend applies the sandboxes' environment policy:
+// the deny list with env_deny, secrets by value, env_allow; the log names
+// what was withheld for its value, never the value.
+func TestEnvPolicy(t *testing.T) {
+	envPath, err := exec.LookPath("env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	b := New(slog.New(slog.NewTextHandler(&logged, nil)))
+	var out strings.Builder
+	env := append([]string{"PATH=/usr/bin:/bin", "GITHUB_TOKEN=denied-by-name", "EXTRA_DENIED=by-env-deny", "VAULT_TOKEN=allowed-by-name"}, envsecrets.Env()...)
+	res, err := b.Run(context.Background(), &sandbox.Request{
+		Argv: []string{envPath}, Env: env, Workdir: t.TempDir(), Stdout: &out, Stderr: &out,
+		EnvDeny: []string{"EXTRA_*"}, EnvAllow: []string{"vault_token", envsecrets.AllowPattern},
+	})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Run: %v %+v: %s", err, res, out.String())
+	}
+	envsecrets.Check(t, out.String())
+	for _, bad := range []string{"denied-by-name", "by-env-deny"} {
+		if strings.Contains(out.String(), bad) {
+			t.Errorf("the command saw %q:\n%s", bad, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "VAULT_TOKEN=allowed-by-name\n") {
+		t.Errorf("env_allow did not let VAULT_TOKEN through:\n%s", out.String())
+	}
+	if !strings.Contains(logged.String(), "msg=local.env.withheld name=SLACK_WEBHOOK_URL kind=slack-webhook") {
+		t.Errorf("no local.env.withheld record for SLACK_WEBHOOK_URL:\n%s", logged.String())
+	}
+	for _, m := range envsecrets.Markers {
+		if strings.Contains(logged.String(), m) {
+			t.Errorf("the log holds a withheld value (%q)", m)
+		}
+	}
+}
