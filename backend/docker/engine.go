@@ -140,10 +140,16 @@ func (e *Engine) unavailable(err error) error {
 }
 
 // engineErr classifies an error of an Engine API call: a connection
-// failure means the engine is unavailable.
+// failure means the engine is unavailable. A call cut short by its context
+// (the command's timeout or cancellation, while a busy engine was still
+// making the container) is named as that, wrapping the context's error:
+// the engine answered before, and may again.
 func (e *Engine) engineErr(what string, err error) error {
-	if client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded) && !cerrdefs.IsNotFound(err) {
+	if client.IsErrConnectionFailed(err) {
 		return e.unavailable(err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return fmt.Errorf("docker backend: %s: the engine had not answered when the command's time ran out or it was cancelled, so nothing was run: %w", what, err)
 	}
 	return fmt.Errorf("docker backend: %s: %w", what, err)
 }

@@ -215,7 +215,7 @@ func TestTimeoutKillsTree(t *testing.T) {
 	// Cancellation too.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err := f.b.Run(ctx, &sandbox.Request{Argv: []string{"bash", "-c", "sleep 303 & sleep 304"}, Workdir: f.ws, Session: "to"})
+	_, err := f.b.Run(ctx, &sandbox.Request{Argv: []string{"bash", "-c", "sleep 303 & sleep 304"}, Workdir: f.ws, Session: "to", Profile: sandbox.ProfileWorkspace})
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("cancelled run: %v", err)
 	}
