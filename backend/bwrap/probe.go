@@ -158,10 +158,7 @@ func readIntFile(p string) int {
 func LimitsMechanism(bin *Binary) string {
 	switch {
 	case os.Getuid() == 0:
-		if pidsRoot() != "" {
-			return "rlimits set on bwrap before it runs (ptrace gate); max_procs through a pids cgroup (root is exempt from RLIMIT_NPROC)"
-		}
-		return "rlimits set on bwrap before it runs (ptrace gate); max_procs cannot be enforced: root is exempt from RLIMIT_NPROC and no writable pids cgroup was found (set max_procs 0, or run as an unprivileged user)"
+		return "rlimits set on bwrap before it runs (ptrace gate); RLIMIT_NPROC set inside the sandbox's user namespace, which a run_as identity is subject to (root would not be)"
 	case bin != nil && bin.Setuid:
 		return "setuid bwrap: RLIMIT_AS and RLIMIT_CPU through prlimit(1); max_procs is not enforced"
 	}

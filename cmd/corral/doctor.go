@@ -63,8 +63,11 @@ type doctorResult struct {
 	Docker      *docker.Diagnosis `json:"docker"`
 	Limits      string            `json:"limits"`
 	Root        bool              `json:"root"`
-	Seccomp     filterCheck       `json:"seccomp"`
-	Proxy       proxyCheck        `json:"allowlist_proxy"`
+	// Identity says which host user holds the sandboxes of a root caller
+	// (run_as); "" when corral does not run as root.
+	Identity string      `json:"identity,omitempty"`
+	Seccomp  filterCheck `json:"seccomp"`
+	Proxy    proxyCheck  `json:"allowlist_proxy"`
 	// Command says whether a command with the configured limits ran under
 	// bwrap (the backend in use): "" when it did or was not tried.
 	CommandError string `json:"command_error,omitempty"`
@@ -108,6 +111,9 @@ func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
 		st = config.Defaults()
 	}
 	r.Backend = st.Backend
+	if r.Root {
+		r.Identity = rootIdentity(st.RunAs)
+	}
 	r.Bwrap = bwrap.Diagnose(c.Context(), nil, st.Bwrap)
 	r.Limits = bwrap.LimitsMechanism(r.Bwrap.Binary)
 	r.Seccomp = checkFilter()
@@ -116,7 +122,7 @@ func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
 		r.Proxy.Error = err.Error()
 	} else if r.Bwrap.Ready() && st.Backend == config.BackendBwrap {
 		pool := egress.NewPool(egress.Options{Dir: r.Proxy.Dir, Linger: -1})
-		b := bwrap.New(bwrap.Options{BwrapPath: st.Bwrap, StateDir: r.StateDir, HiddenDirs: []string{config.ConfigDir()}, Egress: pool})
+		b := bwrap.New(bwrap.Options{BwrapPath: st.Bwrap, StateDir: r.StateDir, HiddenDirs: []string{config.ConfigDir()}, Egress: pool, RunAs: st.RunAs})
 		r.Proxy.Join, err = b.CheckEgress(c.Context(), "")
 		_ = pool.Close()
 		if err != nil {
@@ -128,7 +134,7 @@ func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
 		r.Proxy.OK = true
 	}
 	if r.Bwrap.Ready() && st.Backend == config.BackendBwrap {
-		b := bwrap.New(bwrap.Options{BwrapPath: st.Bwrap, StateDir: r.StateDir, HiddenDirs: []string{config.ConfigDir()}})
+		b := bwrap.New(bwrap.Options{BwrapPath: st.Bwrap, StateDir: r.StateDir, HiddenDirs: []string{config.ConfigDir()}, RunAs: st.RunAs})
 		if err := b.CheckCommand(c.Context(), "", st.Limits()); err != nil {
 			r.CommandError = err.Error()
 		}
@@ -147,6 +153,15 @@ func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
 		r.Ready = r.Bwrap.Ready() && r.ConfigError == "" && r.Seccomp.OK && r.CommandError == "" && (r.Proxy.OK || !usesAllowlist(st))
 	}
 	return r
+}
+
+// rootIdentity describes, for a root caller, who holds its sandboxes.
+func rootIdentity(runAs string) string {
+	const why = "never host uid 0, which could write /proc/sys and reach root-only sockets and files; commands still see uid 0"
+	if ra, fixed, err := sandbox.ParseRunAs(runAs); err == nil && fixed {
+		return fmt.Sprintf("bwrap sandboxes run as %s on the host (run_as), %s; files they write in the working directory keep its owner", ra, why)
+	}
+	return fmt.Sprintf("bwrap sandboxes run on the host as the working directory's owner, or as nobody (%s) when root owns it (set run_as to choose), %s; files they write there keep its owner. docker: commands run as a person's workspace owner, as uid 0 with no capabilities in a root-owned one", sandbox.NobodyRunAs, why)
 }
 
 // checkFilter probes the syscall filter (seccomp.Probe) and counts its rows.
@@ -211,6 +226,9 @@ func printDoctor(r *doctorResult) {
 		fmt.Println()
 	} else {
 		fmt.Printf("%s allowlist proxy: %s (commands of the allowlist profile do not run)\n", ok(false), p.Error)
+	}
+	if r.Identity != "" {
+		fmt.Printf("     root caller: %s\n", r.Identity)
 	}
 	fmt.Printf("     user namespaces: max_user_namespaces=%s unprivileged_userns_clone=%s apparmor_restrict_unprivileged_userns=%s\n",
 		knob(d.MaxUserNamespaces), knob(d.UnprivilegedUsernsClone), knob(d.AppArmorRestrict))
