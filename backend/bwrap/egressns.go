@@ -124,8 +124,15 @@ func (b *Backend) startEgressNS(bin *Binary, srv *netproxy.Server, session strin
 		// enter the network namespace (setns(2)).
 		"--ro-bind", "/", "/",
 		"--proc", "/proc",
-		"--",
 	}
+	// As every sandbox's: the kernel's settings read-only (the holder runs
+	// as corral's own user, root included; see procCovers).
+	for _, q := range procCovers {
+		if _, err := os.Lstat(q); err == nil {
+			argv = append(argv, "--ro-bind", q, q)
+		}
+	}
+	argv = append(argv, "--")
 	argv = append(argv, egress.ServeArgv("/proc/self/fd/5", sockDir, 6)...)
 	cmd := exec.Command(bin.Path, argv...)
 	cmd.Env = bwrapEnv
