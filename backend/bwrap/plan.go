@@ -1,14 +1,12 @@
 package bwrap
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/corralhq/corral/egress"
@@ -301,8 +299,12 @@ func (p *planner) policyEnv() []string {
 
 func (p *planner) add(phase int, m mount) { p.steps = append(p.steps, step{phase, m}) }
 
+// warn adds a warning for the person, once: the bind policy and the masks
+// read the same credential stores and may find the same thing to say.
 func (p *planner) warn(format string, args ...any) {
-	p.warns = append(p.warns, fmt.Sprintf(format, args...))
+	if w := fmt.Sprintf(format, args...); !slices.Contains(p.warns, w) {
+		p.warns = append(p.warns, w)
+	}
 }
 
 // ordered sorts the steps by phase, then by path depth, keeping the order
@@ -745,11 +747,8 @@ func (p *planner) masks() {
 }
 
 // systemSecrets are files, readable by root only, that read as empty in
-// every sandbox: password hashes and the host's SSH private keys.
-var systemSecrets = []string{
-	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
-	"/etc/ssh/ssh_host_*_key", "/etc/security/opasswd",
-}
+// every sandbox (sandbox.SystemSecrets).
+var systemSecrets = sandbox.SystemSecrets
 
 // searchableByOthers reports whether dir and every directory above it can be
 // entered by anyone (the "other" execute bit).
@@ -767,36 +766,8 @@ func searchableByOthers(dir string) bool {
 
 // otherHomes lists the home directories of people in the passwd database
 // (uid 0 and uids from 1000, not nobody) other than home, that exist and
-// are not /.
-func otherHomes(home string) []string {
-	data, err := os.ReadFile("/etc/passwd")
-	if err != nil {
-		return nil
-	}
-	seen := map[string]bool{home: true, "/": true, "": true}
-	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Split(line, ":")
-		if len(f) < 7 {
-			continue
-		}
-		// People, not system accounts: uid 0 and uids from 1000 (the
-		// UID_MIN of login.defs on Debian and Fedora).
-		if uid, err := strconv.Atoi(f[2]); err != nil || uid != 0 && uid < 1000 || uid == 65534 {
-			continue
-		}
-		h := filepath.Clean(f[5])
-		if r, err := filepath.EvalSymlinks(h); err == nil {
-			h = r
-		}
-		if seen[h] || !filepath.IsAbs(h) || !isDir(h) {
-			continue
-		}
-		seen[h] = true
-		out = append(out, h)
-	}
-	return out
-}
+// are not / (sandbox.PeopleHomes).
+func otherHomes(home string) []string { return sandbox.PeopleHomes(home) }
 
 // pin binds onto themselves the directories between the writable mount that
 // holds q and q's parent, so none of them can be renamed while the sandbox
@@ -952,12 +923,21 @@ func (p *planner) caBundles() {
 	}
 }
 
-// binds validates the configured binds. Paths are resolved once here and the
-// mount uses the resolved source, so a symlink changed later cannot redirect
-// it. A source inside a directory the sandbox can write is refused (a command
-// could swap it before the next command) unless it is bound at its own path
-// directly under that directory with no symlink on the way.
+// binds judges the configured binds by the policy every backend shares
+// (sandbox.DecideBind, on facts read here: the homes of the caller and of
+// the other people, credential stores and their targets, the sockets in
+// each source) and turns the ones it mounts into bwrap steps: the bind in
+// phaseTree, and what the home rules hide inside it (dot entries of any
+// home, credential stores and files, corral's directories, engine sockets,
+// system secrets) covered in phaseMask by an empty tmpfs or the empty file.
+// Sources are resolved once and the resolved path is mounted, so a symlink
+// changed later cannot redirect it. What is bwrap's own is checked here:
+// a destination must exist on the read-only root unless it lies in a fresh
+// tmpfs, and device nodes are dev-bound (sealed read-only when asked).
 func (p *planner) binds(workdir string, writable bool) ([]mount, error) {
+	if len(p.req.Binds) == 0 {
+		return nil, nil
+	}
 	var writableRoots []string
 	if writable {
 		writableRoots = append(writableRoots, workdir)
@@ -975,127 +955,100 @@ func (p *planner) binds(workdir string, writable bool) ([]mount, error) {
 			}
 		}
 	}
+	h := p.bindHost(writableRoots)
 	var out []mount
 	for _, b := range p.req.Binds {
-		if !filepath.IsAbs(b.Src) || b.Dest != "" && !filepath.IsAbs(b.Dest) {
-			return nil, fmt.Errorf("%w: bind %s: source and destination must be absolute paths", sandbox.ErrBadRequest, describeBind(b))
-		}
-		src := filepath.Clean(b.Src)
-		dest := filepath.Clean(b.Target())
-		if dest == "/" {
-			return nil, fmt.Errorf("%w: bind %s: destination / is refused", sandbox.ErrPolicy, describeBind(b))
-		}
-		r, err := filepath.EvalSymlinks(src)
+		d, err := sandbox.DecideBind(b, h, sandbox.InspectBindSource(b, h))
 		if err != nil {
-			if !b.ReadOnly && errors.Is(err, fs.ErrNotExist) {
-				p.warn("bind %s skipped: the source does not exist", describeBind(b))
-				continue
-			}
-			return nil, fmt.Errorf("%w: bind %s: the source cannot be used (%v); create it or remove the bind", sandbox.ErrPolicy, describeBind(b), err)
+			return nil, err
 		}
-		if within(r, "/proc") || within(r, "/sys") {
-			return nil, fmt.Errorf("%w: bind %s: sources under /proc and /sys are refused (they are the host's kernel interfaces)", sandbox.ErrPolicy, describeBind(b))
+		for _, w := range d.Warnings {
+			p.warn("%s", w)
 		}
-		if within(dest, "/proc") || within(dest, "/sys") {
-			return nil, fmt.Errorf("%w: bind %s: destinations under /proc and /sys are refused", sandbox.ErrPolicy, describeBind(b))
-		}
-		if p.hidden(r) {
-			p.warn("bind %s ignored: the source is a hidden path", describeBind(b))
+		if !d.Mount {
 			continue
 		}
-		if home := p.host.Home; home != "" && home != "/" && within(home, r) {
-			return nil, fmt.Errorf("%w: bind %s: the source is the home directory or holds it, and a bind would undo the home rules (hidden dot entries, read-only allowed entries); bind the entries you need instead", sandbox.ErrPolicy, describeBind(b))
-		}
-		if rel, ok := relToHome(r, p.host.Home); ok && strings.HasPrefix(rel, ".") {
-			if !b.ReadOnly {
-				return nil, fmt.Errorf("%w: bind %s: dot entries of the home directory are always read-only in the sandbox", sandbox.ErrPolicy, describeBind(b))
-			}
-			if !p.allowedRel(rel) {
-				p.warn("bind %s ignored: it would show a dot entry of the home directory that is not allowed (add it to home_allow)", describeBind(b))
-				continue
-			}
-		}
-		if dest != src && p.holdsHidden(r) {
-			p.warn("bind %s ignored: the source holds hidden paths, which are covered only at their own location; bind it at its own path instead", describeBind(b))
-			continue
-		}
-		for _, w := range writableRoots {
-			if w == r && !b.ReadOnly {
-				continue // the bind itself
-			}
-			lexical := within(src, w) && src != w
-			if within(r, w) && r != w || lexical {
-				direct := filepath.Dir(r) == w && r == src && dest == src
-				if !direct {
-					why := "lies inside"
-					if r != src {
-						why = "is or passes through a symlink inside"
-					}
-					return nil, fmt.Errorf("%w: bind %s: the source %s %s, which the sandbox can write, so a command could replace it before the next command; bind it at its own path directly under that directory, or move it", sandbox.ErrPolicy, describeBind(b), why, w)
-				}
-			}
-		}
-		if r != src && dest == src {
-			dest = r // bound at its own (resolved) path
-		}
-		if _, err := os.Lstat(dest); err != nil && !underFreshTmpfs(dest, p.host) {
+		if _, err := os.Lstat(d.Dest); err != nil && !underFreshTmpfs(d.Dest, p.host) {
 			return nil, fmt.Errorf("%w: bind %s: the destination does not exist, and the host root is read-only in the sandbox; create it on the host, or choose a destination under /tmp", sandbox.ErrPolicy, describeBind(b))
-		}
-		st, err := os.Stat(r)
-		if err != nil {
-			return nil, fmt.Errorf("%w: bind %s: %v", sandbox.ErrPolicy, describeBind(b), err)
-		}
-		if st.IsDir() && within(dest, "/dev") {
-			return nil, fmt.Errorf("%w: bind %s: a directory cannot be bound under /dev (device nodes and sockets can)", sandbox.ErrPolicy, describeBind(b))
-		}
-		if !b.ReadOnly && st.IsDir() {
-			if sys := systemDir(r); sys != "" {
-				return nil, fmt.Errorf("%w: bind %s: a read-write bind of %s is refused", sandbox.ErrPolicy, describeBind(b), sys)
-			}
 		}
 		kind := mBind
 		if b.ReadOnly {
 			kind = mRoBind
 		}
-		if st.Mode()&fs.ModeDevice != 0 {
+		if d.Mode&fs.ModeDevice != 0 {
 			kind = mDevBind
 		}
-		out = append(out, mount{Kind: kind, Src: r, Dest: dest})
+		out = append(out, mount{Kind: kind, Src: d.Src, Dest: d.Dest})
 		if kind == mDevBind && b.ReadOnly {
-			p.add(phaseSeal, mount{Kind: mRemountRO, Dest: dest})
-			p.roDevs[dest] = true
+			p.add(phaseSeal, mount{Kind: mRemountRO, Dest: d.Dest})
+			p.roDevs[d.Dest] = true
+		}
+		// The same steps masks() makes for what it finds visible, so the
+		// two are one mount when both find a path.
+		for _, q := range d.HideDirs {
+			p.add(phaseMask, mount{Kind: mTmpfs, Dest: q, Perms: 0o700, Size: maskSize})
+		}
+		if len(d.EmptyFiles) > 0 && p.host.EmptyFile == "" {
+			return nil, fmt.Errorf("%w: bind %s: %s must read as empty, and there is no empty file to bind over it", sandbox.ErrPolicy, describeBind(b), d.EmptyFiles[0])
+		}
+		for _, q := range d.EmptyFiles {
+			p.add(phaseMask, mount{Kind: mRoBind, Src: p.host.EmptyFile, Dest: q})
 		}
 	}
 	return out, nil
 }
 
-// systemDirs are trees no sandbox may write, whatever the working directory
-// or a read-write bind says: the host's kernel interfaces, its programs and
-// configuration, service data, and shared directories that hold other
-// programs' sockets. Entries ending in "/" match the directory itself only
-// (its subdirectories, such as a project under /tmp, are fine).
-var systemDirs = []string{
-	"/proc", "/sys", "/dev", "/run", "/var/run", "/boot", "/etc", "/usr", "/bin", "/sbin",
-	"/lib", "/lib32", "/lib64", "/libx32", "/var/lib", "/var/log", "/var/cache", "/var/spool",
-	"/var/mail", "/var/backups", "/var/opt", "/var/local", "/lost+found", "/snap", "/tmp/", "/var/tmp/", "/var/", "/home/", "/opt/", "/srv/", "/mnt/", "/media/",
-}
+// peopleHomes lists the other people's home directories (the caller's,
+// given, left out); a variable so tests can add homes of their own.
+var peopleHomes = sandbox.PeopleHomes
 
-// systemDir returns the entry of systemDirs that r (resolved) falls under,
-// or "".
-func systemDir(r string) string {
-	for _, s := range systemDirs {
-		if exact, ok := strings.CutSuffix(s, "/"); ok {
-			if r == exact {
-				return exact
+// bindHost gathers the facts the bind policy judges every bind of this
+// sandbox by.
+func (p *planner) bindHost(writableRoots []string) *sandbox.BindHost {
+	p.loadAllow()
+	h := &sandbox.BindHost{
+		Home:          p.host.Home,
+		OtherHomes:    peopleHomes(p.host.Home),
+		HiddenDirs:    p.host.HiddenDirs,
+		WritableRoots: writableRoots,
+		HostRoot:      p.host.UID == 0,
+		DeviceBinds:   true,
+	}
+	// The allowlist as the home rules have it (shipped entries, home_allow
+	// less credential stores), PATH directories under home apart: they are
+	// the caller's home's only.
+	path := map[string]bool{}
+	if v, ok := sandbox.LookupEnv(p.policyEnv(), "PATH"); ok {
+		for _, d := range filepath.SplitList(v) {
+			if !filepath.IsAbs(d) {
+				continue
 			}
-			continue
-		}
-		if within(r, s) {
-			return s
+			if rel, ok := relToHome(filepath.Clean(d), p.host.Home); ok && !isCredentialRel(rel) {
+				path[rel] = true
+				h.AllowPaths = append(h.AllowPaths, filepath.Clean(d))
+			}
 		}
 	}
-	return ""
+	for rel := range p.allow {
+		if !path[rel] || slices.Contains(homeAllow, rel) || slices.Contains(nestedAllow, rel) || slices.Contains(p.req.HomeAllow, rel) {
+			h.Allow = append(h.Allow, rel)
+		}
+	}
+	sort.Strings(h.Allow)
+	for _, w := range sandbox.GatherBindHost(h) {
+		p.warn("%s", w)
+	}
+	for _, s := range p.host.MaskFiles {
+		if t, err := filepath.EvalSymlinks(s); err == nil {
+			h.MaskFiles = append(h.MaskFiles, t)
+		}
+	}
+	return h
 }
+
+// systemDir returns the system tree r (resolved) falls under, or ""
+// (sandbox.SystemTree).
+func systemDir(r string) string { return sandbox.SystemTree(r) }
 
 // underFreshTmpfs reports whether dest lies where the sandbox has a fresh
 // tmpfs in which bwrap can create a mount point: /tmp, /dev/shm, the home
@@ -1147,72 +1100,17 @@ func (p *planner) holdsHidden(r string) bool {
 	return false
 }
 
-// storeBudget bounds the entries examined in one credential store.
-const storeBudget = 50000
-
 // credentialTargets returns the credential stores and files of the home
 // directory that exist, and where their symlinks (and the symlinks inside
-// the stores, a few levels down) lead. Computed once per plan.
+// the stores) lead (sandbox.CredentialTargets). Computed once per plan.
 func (p *planner) credentialTargets() []string {
 	if p.credTargets != nil {
 		return p.credTargets
 	}
-	p.credTargets = []string{}
-	home := p.host.Home
-	if home == "" || home == "/" {
-		return p.credTargets
-	}
-	seen := map[string]bool{}
-	add := func(q string) {
-		if !seen[q] {
-			seen[q] = true
-			p.credTargets = append(p.credTargets, q)
-		}
-	}
-	// Every entry of every store is looked at, however deep (symlinks to
-	// directories are not descended: their targets are hidden whole). A
-	// store larger than the budget is reported, not silently half-checked.
-	var walk func(dir string, budget *int)
-	walk = func(dir string, budget *int) {
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			return
-		}
-		for _, e := range ents {
-			if *budget--; *budget < 0 {
-				return
-			}
-			q := filepath.Join(dir, e.Name())
-			if e.Type()&fs.ModeSymlink != 0 {
-				if t, err := filepath.EvalSymlinks(q); err == nil {
-					add(t)
-				}
-				continue
-			}
-			if e.IsDir() {
-				walk(q, budget)
-			}
-		}
-	}
-	for _, rel := range append(slices.Clone(credentialStores), credentialFiles...) {
-		abs := filepath.Join(home, rel)
-		st, err := os.Lstat(abs)
-		if err != nil {
-			continue
-		}
-		add(abs)
-		t, err := filepath.EvalSymlinks(abs)
-		if err != nil {
-			continue
-		}
-		add(t)
-		if st.IsDir() || st.Mode()&fs.ModeSymlink != 0 && isDir(t) {
-			budget := storeBudget
-			walk(t, &budget)
-			if budget < 0 {
-				p.warn("%s has more than %d entries; symlinks beyond them were not followed, so a secret they point at outside the store may be visible", abs, storeBudget)
-			}
-		}
+	t, warnings := sandbox.CredentialTargets(p.host.Home)
+	p.credTargets = append([]string{}, t...)
+	for _, w := range warnings {
+		p.warn("%s", w)
 	}
 	return p.credTargets
 }

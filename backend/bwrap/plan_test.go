@@ -825,3 +825,54 @@ func TestPlanBindElsewhereOfMaskedFiles(t *testing.T) {
 		}
 	})
 }
+
+// TestPlanBindCovers: a bind at its own path of a directory holding
+// another person's home is kept, and what the home rules hide in it is
+// covered after it (sandbox.DecideBind): dot entries that are not allowed
+// and credential stores by an empty tmpfs, files by the empty file;
+// allowed entries are not covered. Elsewhere the bind is ignored.
+func TestPlanBindCovers(t *testing.T) {
+	f := newPlanFix(t)
+	homes := filepath.Join(f.base, "homes")
+	bob := filepath.Join(homes, "bob")
+	for _, rel := range []string{".ssh/id_rsa", ".secret", ".bashrc", ".config/gh/hosts.yml", ".config/nvim/init.vim", "project/x"} {
+		p := filepath.Join(bob, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := peopleHomes
+	peopleHomes = func(exclude string) []string { return append(old(exclude), bob) }
+	t.Cleanup(func() { peopleHomes = old })
+
+	plan := f.build(t, func(r *sandbox.Request) { r.Workdir = f.work; r.Binds = []sandbox.Bind{{Src: homes, ReadOnly: true}} })
+	ms := plan.Mounts
+	b := planFind(ms, mRoBind, homes)
+	if b < 0 {
+		t.Fatalf("no bind of %s%s", homes, planDump(ms))
+	}
+	for _, c := range []mount{
+		{Kind: mTmpfs, Dest: filepath.Join(bob, ".ssh"), Perms: 0o700, Size: maskSize},
+		{Kind: mTmpfs, Dest: filepath.Join(bob, ".config", "gh"), Perms: 0o700, Size: maskSize},
+		{Kind: mRoBind, Src: f.empty, Dest: filepath.Join(bob, ".secret")},
+	} {
+		if i := slices.Index(ms, c); i < b {
+			t.Errorf("%s missing or before the bind%s", planM(c), planDump(ms))
+		}
+	}
+	for _, shown := range []string{".bashrc", ".config/nvim", "project"} {
+		if at := planAt(ms, filepath.Join(bob, shown)); len(at) > 0 {
+			t.Errorf("%s is covered%s", shown, planDump(ms))
+		}
+	}
+	checkPlanOrder(t, ms)
+
+	plan = f.build(t, func(r *sandbox.Request) {
+		r.Workdir = f.work
+		r.Binds = []sandbox.Bind{{Src: homes, Dest: "/tmp/homes", ReadOnly: true}}
+	})
+	if len(planAt(plan.Mounts, "/tmp/homes")) > 0 || len(plan.Warnings) == 0 {
+		t.Errorf("a bind elsewhere of a directory holding a home: warnings %q%s", plan.Warnings, planDump(plan.Mounts))
+	}
+}

@@ -61,9 +61,18 @@ func (b *Backend) WritableRoots(req *sandbox.Request) []string {
 		}
 	}
 	for _, bd := range b.st.Binds {
-		if !bd.ReadOnly {
-			out = append(out, bd.Target())
+		if bd.ReadOnly {
+			continue
 		}
+		// At its own path, a bind appears at its resolved source
+		// (sandbox.DecideBind).
+		dest := filepath.Clean(bd.Target())
+		if dest == filepath.Clean(bd.Src) {
+			if r, err := filepath.EvalSymlinks(dest); err == nil {
+				dest = r
+			}
+		}
+		out = append(out, dest)
 	}
 	if b.st.ReadOnly {
 		out = append(out, "/tmp")
@@ -142,7 +151,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if len(req.ExtraFiles) > 8 {
 		return nil, fmt.Errorf("%w: at most 8 extra descriptors", sandbox.ErrBadRequest)
 	}
-	c, _, err := b.ensure(ctx, req)
+	c, _, bindWarnings, err := b.ensure(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +176,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		res, err = b.runCmd(ctx, cli, c, req, env, dirIn(c.ws, req.Dir))
 	}
 	if notes := b.e.quarantine(c); res != nil {
-		res.Warnings = append(res.Warnings, notes...)
+		res.Warnings = append(append(bindWarnings, res.Warnings...), notes...)
 	}
 	return res, err
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -33,50 +34,61 @@ var ErrMount = errors.New("the container does not see the workspace")
 
 // ensure returns a ready container for req under st: the session's (or the
 // shared one), created and checked on first use; for req.Session == "" a
-// new one the caller removes after the command.
-func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*ctr, *parsed, error) {
+// new one the caller removes after the command. warnings are the bind
+// policy's for this command (judgeBinds).
+func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *parsed, warnings []string, err error) {
 	e := b.e
 	st := b.st
 	ws, err := b.workspace(req)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	uid, gid := containerIDs(os.Getuid(), os.Getgid(), ws.Host)
-	p, err := st.check(uid, gid)
+	p, err = st.check(uid, gid)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	extra, err := ParseExtraRunArgs(st.ExtraRunArgs)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	helper, err := e.helperPath()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	filter, err := e.filter(req.Profile)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var eg *egressSpec
 	if req.Profile == sandbox.ProfileAllowlist {
 		if e.opts.Egress == nil {
-			return nil, nil, fmt.Errorf("%w: docker backend: the allowlist profile needs corral's proxies, and none were configured", sandbox.ErrUnavailable)
+			return nil, nil, nil, fmt.Errorf("%w: docker backend: the allowlist profile needs corral's proxies, and none were configured", sandbox.ErrUnavailable)
 		}
 		if st.User != "" && st.User != fmt.Sprintf("%d:%d", uid, gid) {
-			return nil, nil, fmt.Errorf("%w: docker backend: the allowlist profile needs docker.user \"\" (the proxy's sockets are yours alone)", sandbox.ErrBadRequest)
+			return nil, nil, nil, fmt.Errorf("%w: docker backend: the allowlist profile needs docker.user \"\" (the proxy's sockets are yours alone)", sandbox.ErrBadRequest)
 		}
 		pol := netproxy.Policy{Allow: req.NetworkAllow, Deny: req.NetworkDeny}
 		if err := pol.Validate(); err != nil {
-			return nil, nil, fmt.Errorf("%w: network allowlist: %w", sandbox.ErrBadRequest, err)
+			return nil, nil, nil, fmt.Errorf("%w: network allowlist: %w", sandbox.ErrBadRequest, err)
 		}
 		eg = &egressSpec{policy: pol, key: strings.Join(pol.Allow, ",") + "|" + strings.Join(pol.Deny, ",")}
 	}
+	binds, warnings, err := b.judgeBinds(req, ws, p)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var empty string
+	if slices.ContainsFunc(binds, func(d sandbox.BindDecision) bool { return len(d.EmptyFiles) > 0 }) {
+		if empty, err = e.emptyFile(); err != nil {
+			return nil, nil, nil, err
+		}
+	}
 	// The protected paths do not enter the hash: they are found (a walk of
 	// the workspace) only when a container is made, below.
-	spec, err := buildSpec(&st, p, ws, helper, extra, nil, filter, eg)
+	spec, err := buildSpec(&st, p, ws, helper, extra, binds, empty, nil, filter, eg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	key := req.Session
 	var scopeKey string
@@ -96,7 +108,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*ctr, *pars
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		return nil, nil, ErrClosed
+		return nil, nil, nil, ErrClosed
 	}
 	c, found := e.containers[scopeKey]
 	var stale []*ctr
@@ -129,7 +141,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*ctr, *pars
 			// Fail closed: the mounts would leave out what the scan missed.
 			c.err = sandbox.ScanCutError(ws.Host, true)
 		} else if len(c.protected) > 0 {
-			spec, c.err = buildSpec(&st, p, ws, helper, extra, c.protected, filter, eg)
+			spec, c.err = buildSpec(&st, p, ws, helper, extra, binds, empty, c.protected, filter, eg)
 		}
 		if c.err == nil {
 			c.err = b.start(ctx, c, spec, req)
@@ -150,21 +162,21 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*ctr, *pars
 		select {
 		case <-c.ready:
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, nil, nil, ctx.Err()
 		}
 		if c.err == nil {
 			// The container's mounts were fixed at its start; a command
 			// since may have made the workspace wider than the scan
 			// after each command looks (quarantine): refuse until it fits.
 			if err := e.scanCut(c); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 		}
 	}
 	if c.err != nil {
-		return nil, nil, c.err
+		return nil, nil, nil, c.err
 	}
-	return c, p, nil
+	return c, p, warnings, nil
 }
 
 // workspace maps req's working directory to the container.

@@ -51,6 +51,16 @@ type Options struct {
 	// ClientOpts replace the client's options (tests); nil means
 	// client.FromEnv with API version negotiation.
 	ClientOpts []client.Opt
+	// HiddenDirs are corral's own directories (config and state): a bind
+	// of or in one is ignored, and one inside a bind is covered.
+	HiddenDirs []string
+	// EmptyFile is an empty, read-only regular file on the daemon's host,
+	// bound read-only over the files a bind must show as empty (credential
+	// files, other people's dot files); corral passes <state dir>/empty,
+	// the bwrap backend's mask file, and makes it when missing. "" means
+	// /dev/null, which every daemon's host has (it reads as empty, a
+	// character device).
+	EmptyFile string
 }
 
 // Engine is the process-wide part of the docker backend: the Engine API
@@ -68,6 +78,12 @@ type Engine struct {
 	mu         sync.Mutex
 	containers map[string]*ctr // by scope key
 	closed     bool
+
+	// peopleHomes lists the other people's homes for the bind policy
+	// (sandbox.PeopleHomes; tests add homes of their own).
+	peopleHomes func(exclude string) []string
+	emptyOnce   sync.Once
+	emptyErr    error
 }
 
 // ctr is a container this process uses.
@@ -109,7 +125,7 @@ func NewEngine(opts Options) *Engine {
 	if opts.KillGrace == 0 {
 		opts.KillGrace = 2 * time.Second
 	}
-	return &Engine{opts: opts, log: l, self: selfOwner(), containers: map[string]*ctr{}}
+	return &Engine{opts: opts, log: l, self: selfOwner(), containers: map[string]*ctr{}, peopleHomes: sandbox.PeopleHomes}
 }
 
 // ErrClosed is returned for commands after Engine.Close.

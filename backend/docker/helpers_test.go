@@ -69,6 +69,7 @@ func newFixture(t testing.TB, mutate func(*Settings)) *fixture {
 	e := NewEngine(Options{
 		Egress:        testPool(t, lb),
 		QuarantineDir: filepath.Join(ws0, "quarantine"),
+		EmptyFile:     filepath.Join(ws0, "empty"),
 		Helper:        dockertest.StaticCorral(t),
 		Logger:        slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		KillGrace:     time.Second,

@@ -55,7 +55,8 @@ type Settings struct {
 	ReadOnly bool
 	// TmpSize is the size of /tmp in Docker's notation ("512m").
 	TmpSize string
-	// Binds are extra host paths to mount, as for the bwrap backend.
+	// Binds are extra host paths to mount, judged by the bind policy every
+	// backend shares (sandbox.DecideBind; see judgeBinds).
 	Binds []sandbox.Bind
 	// HostWorkspace is the workspace's path on the Docker host, when corral
 	// and the daemon do not share a filesystem; "" means the same path.
@@ -81,9 +82,10 @@ var DefaultSettings = Settings{
 	TmpSize:   "512m",
 }
 
-// systemTrees are host directories no container may write (as a bind or
-// the workspace) and no workspace may appear in (docker.workdir): the
-// system's own trees and the engine's state. Matched at or below.
+// systemTrees are host directories no container may write as its
+// workspace and no workspace may appear in (docker.workdir): the system's
+// own trees and the engine's state. Matched at or below. (Binds are judged
+// by the policy every backend shares: sandbox.DecideBind.)
 var systemTrees = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run", "/sbin", "/sys", "/usr", "/var/lib", "/var/run", "/var/log", "/var/spool", "/var/cache"}
 
 // inSystemTree returns the system tree p (clean, absolute) is at or below,
@@ -95,58 +97,6 @@ func inSystemTree(p string) string {
 		}
 	}
 	return ""
-}
-
-// engineSocket reports whether p names a container engine's API socket
-// (Docker, containerd, Podman, CRI-O): mounted in a container it would
-// hand the container the host.
-func engineSocket(p string) bool {
-	base := filepath.Base(p)
-	return base == "docker.sock" || base == "containerd.sock" || base == "podman.sock" || base == "crio.sock" ||
-		strings.Contains(p+"/", "/docker/") || strings.Contains(p+"/", "/containerd/") || strings.Contains(p+"/", "/podman/")
-}
-
-// enginePaths are where container engines keep their sockets and state.
-var enginePaths = []string{"/run/docker.sock", "/run/docker", "/run/containerd", "/run/podman", "/run/crio", "/run/buildkit",
-	"/var/run/docker.sock", "/var/lib/docker", "/var/lib/containerd", "/var/lib/containers"}
-
-// holdsEngine reports whether directory p holds an engine's socket or
-// state below it (a bind of /run or /var would show docker.sock).
-func holdsEngine(p string) bool {
-	if p == "/var/run" || p == "/var" {
-		return true
-	}
-	for _, e := range enginePaths {
-		if strings.HasPrefix(e, p+"/") {
-			return true
-		}
-	}
-	return false
-}
-
-// checkBinds applies the bind rules to docker.binds, on paths as the
-// daemon's host sees them: no bind of /, of an engine socket or state, and
-// no read-write bind in a system tree; a source that exists here is judged
-// by its real path (symlinks resolved).
-func checkBinds(binds []sandbox.Bind) error {
-	for _, b := range binds {
-		src := filepath.Clean(b.Src)
-		if r, err := filepath.EvalSymlinks(src); err == nil {
-			src = r
-		}
-		dst := filepath.Clean(b.Target())
-		switch {
-		case src == "/":
-			return fmt.Errorf("%w: docker.binds: %s would show the whole host", sandbox.ErrPolicy, b.Src)
-		case engineSocket(src) || holdsEngine(src):
-			return fmt.Errorf("%w: docker.binds: %s is or holds a container engine's socket or state: it would hand the container the host", sandbox.ErrPolicy, b.Src)
-		case !b.ReadOnly && inSystemTree(src) != "":
-			return fmt.Errorf("%w: docker.binds: %s lies in %s, a system tree, and cannot be bound read-write (bind it read-only)", sandbox.ErrPolicy, b.Src, inSystemTree(src))
-		case dst == "/proc" || strings.HasPrefix(dst, "/proc/") || dst == "/sys" || strings.HasPrefix(dst, "/sys/") || dst == "/dev" || strings.HasPrefix(dst, "/dev/"):
-			return fmt.Errorf("%w: docker.binds: destination %s is the kernel's", sandbox.ErrPolicy, dst)
-		}
-	}
-	return nil
 }
 
 // parsed are Settings turned into engine units.
@@ -213,11 +163,15 @@ func (s *Settings) check(uid, gid int) (*parsed, error) {
 	if s.HostWorkspace != "" && !filepath.IsAbs(s.HostWorkspace) {
 		return nil, fmt.Errorf("%w: docker.host_workspace %q is not absolute", sandbox.ErrBadRequest, s.HostWorkspace)
 	}
-	if hw := filepath.Clean(s.HostWorkspace); s.HostWorkspace != "" && (hw == "/" || inSystemTree(hw) != "" || engineSocket(hw)) {
+	if hw := filepath.Clean(s.HostWorkspace); s.HostWorkspace != "" && (hw == "/" || inSystemTree(hw) != "" || sandbox.EnginePath(hw) != "") {
 		return nil, fmt.Errorf("%w: docker.host_workspace %s is the host's root or a system tree, which no container may write", sandbox.ErrPolicy, s.HostWorkspace)
 	}
-	if err := checkBinds(s.Binds); err != nil {
-		return nil, err
+	// The bind policy needs the request and the host (judgeBinds); here
+	// only the form.
+	for _, b := range s.Binds {
+		if !filepath.IsAbs(b.Src) || b.Dest != "" && !filepath.IsAbs(b.Dest) {
+			return nil, fmt.Errorf("%w: docker.binds: %q -> %q: source and destination must be absolute paths", sandbox.ErrBadRequest, b.Src, b.Dest)
+		}
 	}
 	if s.ReadOnly {
 		if p.tmpBytes, err = units.RAMInBytes(s.TmpSize); err != nil || p.tmpBytes <= 0 {

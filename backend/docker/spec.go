@@ -103,9 +103,13 @@ type containerSpec struct {
 // buildSpec returns the container configuration for st and ws. helper is
 // the path of a statically linked corral executable on the daemon's host,
 // mounted read-only at inside.Path. extra holds parsed extra_run_args.
-// protected are the protected paths (relative to the workspace, existing,
-// reached without symlinks) bound read-only over the writable workspace.
-func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extraArgs, protected []string, filter *filterSpec, eg *egressSpec) (*containerSpec, error) {
+// binds are docker.binds as the bind policy mounts them (judgeBinds), with
+// the paths to cover inside them: directories by an empty read-only tmpfs,
+// files by empty, a read-only empty file (emptyFile) bound over them; the
+// engine mounts a parent before what lies below it. protected are the
+// protected paths (relative to the workspace, existing, reached without
+// symlinks) bound read-only over the writable workspace.
+func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extraArgs, binds []sandbox.BindDecision, empty string, protected []string, filter *filterSpec, eg *egressSpec) (*containerSpec, error) {
 	if !filepath.IsAbs(ws.Host) || !filepath.IsAbs(ws.Target) || !filepath.IsAbs(ws.Source) {
 		return nil, fmt.Errorf("%w: the workspace must be an absolute path", sandbox.ErrBadRequest)
 	}
@@ -138,18 +142,30 @@ func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extr
 		src, dst string
 		ro       bool
 	}
-	binds := []bindSpec{
+	specs := []bindSpec{
 		{ws.Source, ws.Target, !ws.Writable},
 		{helper, inside.Path, true},
 	}
-	for _, b := range st.Binds {
-		if !filepath.IsAbs(b.Src) || !filepath.IsAbs(b.Target()) {
+	var covers []bindSpec
+	var tmpfs []mount.Mount
+	for _, b := range binds {
+		if !filepath.IsAbs(b.Src) || !filepath.IsAbs(b.Dest) {
 			return nil, fmt.Errorf("%w: docker.binds: %q is not an absolute path", sandbox.ErrBadRequest, b.Src)
 		}
-		if b.Target() == "/" || b.Target() == inside.Path || b.Target() == ws.Target {
-			return nil, fmt.Errorf("%w: docker.binds: %s would cover %s", sandbox.ErrPolicy, b.Src, b.Target())
+		if b.Dest == "/" || b.Dest == inside.Path || b.Dest == ws.Target {
+			return nil, fmt.Errorf("%w: docker.binds: %s would cover %s", sandbox.ErrPolicy, b.Src, b.Dest)
 		}
-		binds = append(binds, bindSpec{b.Src, b.Target(), b.ReadOnly})
+		specs = append(specs, bindSpec{b.Src, b.Dest, b.ReadOnly})
+		for _, d := range b.HideDirs {
+			tmpfs = append(tmpfs, mount.Mount{Type: mount.TypeTmpfs, Target: d, ReadOnly: true,
+				TmpfsOptions: &mount.TmpfsOptions{SizeBytes: 64 << 10, Mode: coverMode}})
+		}
+		for _, f := range b.EmptyFiles {
+			if empty == "" {
+				return nil, fmt.Errorf("%w: docker.binds: %s must read as empty, and there is no empty file to bind over it", sandbox.ErrPolicy, f)
+			}
+			covers = append(covers, bindSpec{empty, f, true})
+		}
 	}
 	addBinds := func(binds []bindSpec) error {
 		for _, b := range binds {
@@ -169,9 +185,10 @@ func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extr
 		}
 		return nil
 	}
-	if err := addBinds(binds); err != nil {
+	if err := addBinds(append(specs, covers...)); err != nil {
 		return nil, err
 	}
+	hc.Mounts = append(hc.Mounts, tmpfs...)
 	cfg := &container.Config{
 		Image:      st.Image,
 		User:       p.user,

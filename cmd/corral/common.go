@@ -47,6 +47,11 @@ func (g *globalOptions) backend(name string, st *config.Settings, logger *slog.L
 			g.engine = docker.NewEngine(docker.Options{
 				Logger: logger, Egress: pool, Join: g.joinContainers,
 				QuarantineDir: filepath.Join(config.StateDir(), "quarantine"),
+				// The bind policy's: corral's own directories are never
+				// bound, and files a bind must show as empty get the same
+				// empty file as the bwrap backend's masks.
+				HiddenDirs: []string{config.ConfigDir(), config.StateDir()},
+				EmptyFile:  filepath.Join(config.StateDir(), "empty"),
 			})
 		}
 		e := g.engine

@@ -1,0 +1,225 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/internal/dockertest"
+	"github.com/corralhq/corral/sandbox"
+)
+
+// personHome plants a person's home at dir: things the home rules show
+// (BOB-PROJECT, BOB-RC) and things they hide (the other markers).
+func personHome(t *testing.T, dir string) {
+	t.Helper()
+	for rel, body := range map[string]string{
+		"project/readme":        "BOB-PROJECT",
+		".bashrc":               "BOB-RC",
+		".docker/config.json":   "DOCKER-CONFIG-SECRET",
+		".ssh/id_rsa":           "SSH-KEY-SECRET",
+		".secret":               "DOT-SECRET",
+		".config/gh/hosts.yml":  "GH-TOKEN-SECRET",
+		".cargo/credentials":    "CARGO-SECRET",
+		".local/share/app/data": "APP-DATA-SECRET",
+	} {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+var personSecrets = []string{"DOCKER-CONFIG-SECRET", "SSH-KEY-SECRET", "DOT-SECRET", "GH-TOKEN-SECRET", "CARGO-SECRET", "APP-DATA-SECRET"}
+
+// catHome prints every file of personHome as it appears at dir.
+func catHome(dir string) string {
+	return `cd '` + dir + `' 2>/dev/null && for f in project/readme .bashrc .docker/config.json .ssh/id_rsa .secret .config/gh/hosts.yml .cargo/credentials .local/share/app/data; do cat "$f" 2>/dev/null; echo; done; echo done`
+}
+
+// runBinds runs script in a container of its own with docker.binds set to
+// binds.
+func (f *fixture) runBinds(binds []sandbox.Bind, script string) (*sandbox.Result, string, error) {
+	f.t.Helper()
+	st := f.b.Settings()
+	st.Binds = binds
+	var out bytes.Buffer
+	res, err := f.e.Backend(st).Run(context.Background(), &sandbox.Request{
+		Argv: []string{"bash", "-c", script}, Workdir: f.ws, Profile: sandbox.ProfileWorkspace,
+		Stdout: &out, Stderr: &out, Timeout: time.Minute, Env: []string{"PATH=/usr/bin:/bin"},
+	})
+	return res, out.String(), err
+}
+
+func randHex(t testing.TB) string {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// TestBindPolicyHomes: a docker.binds entry of another person's home, of a
+// directory holding one (as /home holds them) or of root's home, at its
+// own path or elsewhere, never shows their dot entries and credential
+// stores (sandbox.DecideBind): at its own path the container gets an empty
+// tmpfs or the empty file over each, elsewhere the bind is ignored with a
+// warning. The container runs as the test's uid: root in CI's root run,
+// which reads every file.
+func TestBindPolicyHomes(t *testing.T) {
+	f := newFixture(t, nil)
+	homes := filepath.Join(dockertest.TestDir(t), "homes")
+	bob := filepath.Join(homes, "bob")
+	personHome(t, bob)
+	// Bob is a person of this machine, as /etc/passwd would say.
+	f.e.peopleHomes = func(exclude string) []string { return append(sandbox.PeopleHomes(exclude), bob) }
+
+	for _, tc := range []struct {
+		name   string
+		bind   sandbox.Bind
+		at     string // where Bob's home appears, "" when the bind is ignored
+		ignore bool
+	}{
+		{"the home at its own path", sandbox.Bind{Src: bob, ReadOnly: true}, bob, false},
+		{"its parent (as /home) at its own path", sandbox.Bind{Src: homes, ReadOnly: true}, bob, false},
+		{"the home elsewhere", sandbox.Bind{Src: bob, Dest: "/mnt/bob", ReadOnly: true}, "/mnt/bob", true},
+		{"its parent elsewhere", sandbox.Bind{Src: homes, Dest: "/mnt/homes", ReadOnly: true}, "/mnt/homes/bob", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, out, err := f.runBinds([]sandbox.Bind{tc.bind}, catHome(tc.at))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range personSecrets {
+				if strings.Contains(out, s) {
+					t.Errorf("%s is readable in the container:\n%s", s, out)
+				}
+			}
+			if tc.ignore != (len(res.Warnings) > 0) || !tc.ignore && !strings.Contains(out, "BOB-PROJECT\nBOB-RC") {
+				t.Errorf("ignored %v: warnings %q, output\n%s", tc.ignore, res.Warnings, out)
+			}
+		})
+	}
+	t.Run("read-write", func(t *testing.T) {
+		if _, _, err := f.runBinds([]sandbox.Bind{{Src: homes}}, "true"); !errors.Is(err, sandbox.ErrPolicy) || !strings.Contains(err.Error(), "plant") {
+			t.Errorf("read-write bind of a directory holding a home: %v, want ErrPolicy", err)
+		}
+	})
+
+	t.Run("root's home", func(t *testing.T) {
+		if os.Getuid() != 0 {
+			// As anyone else, the container runs as this uid, and /root is
+			// root's alone.
+			_, out, err := f.runBinds([]sandbox.Bind{{Src: "/root", ReadOnly: true}}, `cat /root/.bashrc /root/.profile 2>/dev/null; ls -A /root 2>/dev/null; echo done`)
+			if err != nil || out != "done\n" {
+				t.Errorf("root's home read by uid %d: %v\n%s", os.Getuid(), err, out)
+			}
+			return
+		}
+		marker := filepath.Join("/root", ".corral-bindtest-"+randHex(t))
+		if err := os.WriteFile(marker, []byte("ROOT-DOT-SECRET"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(marker) })
+		for _, b := range []sandbox.Bind{{Src: "/root", ReadOnly: true}, {Src: "/root", Dest: "/mnt/r", ReadOnly: true}} {
+			_, out, err := f.runBinds([]sandbox.Bind{b}, "cat "+marker+" /mnt/r/"+filepath.Base(marker)+" 2>/dev/null; echo done")
+			if err == nil && strings.Contains(out, "ROOT-DOT-SECRET") {
+				t.Errorf("bind %+v shows root's dot file:\n%s", b, out)
+			}
+		}
+	})
+
+	t.Run("a real user of /etc/passwd", func(t *testing.T) {
+		home := realUser(t, filepath.Join(filepath.Dir(homes), "realhomes"))
+		personHome(t, home)
+		for _, b := range []sandbox.Bind{{Src: filepath.Dir(home), ReadOnly: true}, {Src: home, Dest: "/mnt/h", ReadOnly: true}} {
+			dir := home
+			if b.Dest != "" {
+				dir = "/mnt/h"
+			}
+			_, out, err := f.runBinds([]sandbox.Bind{b}, catHome(dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range personSecrets {
+				if strings.Contains(out, s) {
+					t.Errorf("bind %+v: %s is readable:\n%s", b, s, out)
+				}
+			}
+			if b.Dest == "" && !strings.Contains(out, "BOB-PROJECT") {
+				t.Errorf("bind %+v: the home's own files are not shown:\n%s", b, out)
+			}
+		}
+	})
+}
+
+// TestBindPolicySockets: a Unix socket only its owner may connect to (the
+// test's uid: root in CI's root run), planted at a random path inside a
+// docker.binds source, makes the bind refused, naming it, at its own path
+// and elsewhere; once world-writable it is bound.
+func TestBindPolicySockets(t *testing.T) {
+	f := newFixture(t, nil)
+	src := filepath.Join(dockertest.TestDir(t), "srv-"+randHex(t))
+	sock := filepath.Join(src, randHex(t)[:6], "api.sock")
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := os.Chmod(sock, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []sandbox.Bind{{Src: src, ReadOnly: true}, {Src: src, Dest: "/mnt/srv", ReadOnly: true}, {Src: sock, ReadOnly: true}} {
+		if _, _, err := f.runBinds([]sandbox.Bind{b}, "true"); !errors.Is(err, sandbox.ErrPolicy) || !strings.Contains(err.Error(), sock) {
+			t.Errorf("bind %+v of an owner-only socket: %v, want ErrPolicy naming %s", b, err, sock)
+		}
+	}
+	if err := os.Chmod(sock, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if _, out, err := f.runBinds([]sandbox.Bind{{Src: src, ReadOnly: true}}, "test -S "+sock+" && echo SOCK-SEEN"); err != nil || out != "SOCK-SEEN\n" {
+		t.Errorf("world-writable socket: %v %q", err, out)
+	}
+}
+
+// realUser adds a user to /etc/passwd (useradd) whose home directory is a
+// new directory under parent, removed again at the end of the test; it
+// skips unless the test runs as root with useradd.
+func realUser(t *testing.T, parent string) string {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("adding a user to /etc/passwd needs root (CI's root run does it)")
+	}
+	if _, err := exec.LookPath("useradd"); err != nil {
+		t.Skip("useradd missing (passwd package)")
+	}
+	name := "corralbt" + randHex(t)[:8]
+	home := filepath.Join(parent, name)
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("useradd", "--no-create-home", "--home-dir", home, "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
+		t.Fatalf("useradd: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
+			t.Errorf("userdel %s: %v: %s", name, err, out)
+		}
+	})
+	return home
+}
