@@ -103,9 +103,9 @@ func TestJudgeBinds(t *testing.T) {
 func TestHostRoot(t *testing.T) {
 	own := fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
 	for user, want := range map[string]bool{
-		"":                                    true, // the image's user: unknown
-		"0:0":                                 true,
-		own:                                   os.Getuid() == 0,
+		"":    true, // the image's user: unknown
+		"0:0": true,
+		own:   os.Getuid() == 0,
 		// Another uid: rights corral's uid may lack, unless corral is
 		// root (a root caller's container runs as the workspace's owner).
 		fmt.Sprintf("%d:0", os.Getuid()+4242): os.Getuid() != 0,
