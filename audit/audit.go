@@ -73,6 +73,10 @@ type Entry struct {
 	DurationMS int64 `json:"duration_ms"`
 	// Error is the tool error the call ended with, "" for none.
 	Error string `json:"error,omitempty"`
+	// Denials are how the command hit the sandbox's wall, one
+	// "KIND PATH-OR-HOST" each ("read-only /home/u/.npm",
+	// "network evil.test"; sandbox.ExplainDenials).
+	Denials []string `json:"denials,omitempty"`
 	// Truncated is set by Record when it cut any of the strings or the
 	// arguments.
 	Truncated bool `json:"truncated,omitempty"`

@@ -71,7 +71,7 @@ func (s *Server) approve(ctx context.Context, c *call, command string) (*mcp.Cal
 const approvalInput = "corral_approval"
 
 // record writes one audit line for a tool call (package audit).
-func (s *Server) record(session, tool string, req *mcp.CallToolRequest, exit *int, d time.Duration, err error) {
+func (s *Server) record(session, tool string, req *mcp.CallToolRequest, exit *int, d time.Duration, err error, denials ...string) {
 	if s.opts.Audit == nil {
 		return
 	}
@@ -79,7 +79,7 @@ func (s *Server) record(session, tool string, req *mcp.CallToolRequest, exit *in
 	if req != nil && req.Params != nil {
 		args = json.RawMessage(req.Params.Arguments)
 	}
-	e := audit.Entry{Session: session, Tool: tool, Arguments: args, ExitCode: exit, DurationMS: d.Milliseconds()}
+	e := audit.Entry{Session: session, Tool: tool, Arguments: args, ExitCode: exit, DurationMS: d.Milliseconds(), Denials: denials}
 	if err != nil {
 		e.Error = err.Error()
 	}

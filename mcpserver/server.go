@@ -314,7 +314,7 @@ func wrap[In, Out any](s *Server, tool string, h handler[In, Out]) mcp.ToolHandl
 			attrs = append(attrs, "error", err.Error())
 		}
 		log.Info("mcp.tool.done", attrs...)
-		s.record(name, tool, req, exitCodeOf(out), time.Since(start), err)
+		s.record(name, tool, req, exitCodeOf(out), time.Since(start), err, denialsOf(out)...)
 		if err != nil {
 			return nil, zero, err
 		}
@@ -447,6 +447,20 @@ func describeArgs(sc *jsonschema.Schema) string {
 		parts = append(parts, part)
 	}
 	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// denialsOf returns the denials of a tool result that has them, as the
+// audit log keeps them.
+func denialsOf(out any) []string {
+	r, ok := out.(CommandResult)
+	if !ok {
+		return nil
+	}
+	var ds []string
+	for _, d := range r.Denials {
+		ds = append(ds, strings.TrimSpace(d.Kind+" "+d.Path+d.Host))
+	}
+	return ds
 }
 
 // exitCodeOf returns the exit code of a tool result that has one.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
 )
 
@@ -73,6 +74,10 @@ type CommandResult struct {
 	LimitMessage string `json:"limit_message,omitempty" jsonschema:"which limit ended the command and which setting raises it"`
 	// Notes are things worth knowing (a vanished cwd, a skipped bind).
 	Notes []string `json:"notes,omitempty"`
+	// Denials say how a failed command hit the sandbox's wall, as its
+	// output shows: a read-only or hidden path, no network or a host the
+	// allowlist refuses, a system call the filter refuses.
+	Denials []sandbox.Denial `json:"denials,omitempty" jsonschema:"how the command hit the sandbox's limits (read-only or hidden path, network, refused system call), one line each, with what would allow it"`
 	// DurationMS is the wall-clock time the command ran, in milliseconds.
 	DurationMS int64 `json:"duration_ms" jsonschema:"wall-clock milliseconds the command ran"`
 	// ID names the background process a background: true call started.
@@ -137,6 +142,7 @@ func commandResult(r *session.ExecResult) (*mcp.CallToolResult, CommandResult, e
 		ExitCode: &code, Output: r.Output.Text, Cwd: r.Cwd, TimedOut: r.TimedOut, PipeStatus: r.PipeStatus,
 		OutputBytes: r.Output.Bytes, OutputOmittedBytes: r.Output.Omitted, InvalidUTF8: r.Output.InvalidUTF8, Binary: r.Output.Binary,
 		LimitHit: r.LimitHit, LimitMessage: r.LimitMessage, Notes: r.Notes, DurationMS: r.Duration.Milliseconds(),
+		Denials: r.Denials,
 	}
 	if r.TimedOut {
 		out.Notes = append(out.Notes, fmt.Sprintf("the command timed out after %s and every process it started was killed; pass a larger timeout_s, or run it with background: true and poll bash_output", human(r.Timeout)))
@@ -173,6 +179,9 @@ func renderCommand(r *CommandResult) string {
 	b.WriteString("]")
 	if r.LimitMessage != "" {
 		b.WriteString("\n" + r.LimitMessage)
+	}
+	for _, d := range r.Denials {
+		b.WriteString("\n" + d.Message)
 	}
 	for _, n := range r.Notes {
 		b.WriteString("\nnote: " + n)

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corralhq/corral/internal/tail"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -106,6 +107,9 @@ type ExecResult struct {
 	// Unavailable is set when no sandbox could be had (degraded_mode:
 	// degrade); nothing ran.
 	Unavailable string
+	// Denials say, for a command that failed, how it hit the sandbox's
+	// wall as its output shows (sandbox.ExplainDenials): at most three.
+	Denials []sandbox.Denial
 }
 
 // startMagic is written by the wrapper as soon as the shell runs.
@@ -217,8 +221,11 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	sreq.Signals = req.Signals
 	sreq.Progress = req.Progress
 	var capt *capture
+	// The end of the output, for the reasons a failed command hit the
+	// sandbox's wall.
+	last := &tail.Buffer{}
 	if req.Stdout != nil || req.Stderr != nil {
-		sreq.Stdout, sreq.Stderr = req.Stdout, req.Stderr
+		sreq.Stdout, sreq.Stderr = teeTo(req.Stdout, last), teeTo(req.Stderr, last)
 	} else {
 		limit := sp.OutputLimit
 		if limit <= 0 {
@@ -246,9 +253,13 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	}
 	if capt != nil {
 		out.Output = capt.result()
+		last.Write([]byte(out.Output.Text))
 	}
 	if res.Unavailable != "" {
 		return out, nil
+	}
+	if res.ExitCode != 0 && !res.TimedOut {
+		out.Denials = sandbox.ExplainDenials(last.String(), sandbox.DenialContextFor(sreq, sp.Backend.Name() == "bwrap"))
 	}
 	started := bytes.HasPrefix(raw, []byte(startMagic))
 	raw = bytes.TrimPrefix(raw, []byte(startMagic))
@@ -547,4 +558,13 @@ func (s *Session) ExecPrefix(user string, interactive bool) []string {
 		argv = append(argv, "--user", user)
 	}
 	return append(argv, "--")
+}
+
+// teeTo returns w with everything written to it also written to t; nil
+// stays nil.
+func teeTo(w io.Writer, t io.Writer) io.Writer {
+	if w == nil {
+		return nil
+	}
+	return io.MultiWriter(w, t)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -11,9 +12,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/corralhq/corral/backend/bwrap"
 	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/internal/tail"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
 )
@@ -123,11 +126,23 @@ func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) erro
 	}
 
 	req.Progress = progressLine
+	// The end of stderr, for the reasons a failed command hit the
+	// sandbox's wall; a terminal is passed through untouched so it stays
+	// one (and then there are no reasons).
+	var last *tail.Buffer
+	if !term.IsTerminal(int(os.Stderr.Fd())) {
+		last = &tail.Buffer{}
+		req.Stderr = io.MultiWriter(os.Stderr, last)
+	}
 	res, err := be.Run(ctx, req)
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
-	return finish("warning", res.Warnings, res.Unavailable, res.TimedOut, req.Timeout, sandbox.LimitMessage(res, req.Limits), res.ExitCode)
+	var denials []sandbox.Denial
+	if last != nil && res.ExitCode != 0 && !res.TimedOut {
+		denials = sandbox.ExplainDenials(last.String(), sandbox.DenialContextFor(req, be.Name() == config.BackendBwrap))
+	}
+	return finish("warning", res.Warnings, res.Unavailable, res.TimedOut, req.Timeout, sandbox.LimitMessage(res, req.Limits), res.ExitCode, denials...)
 }
 
 // request builds the sandbox request from settings, flags and the command.
@@ -291,7 +306,7 @@ func (o *runOptions) runSession(c *cobra.Command, g *globalOptions, words []stri
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
-	return finish("note", res.Notes, res.Unavailable, res.TimedOut, res.Timeout, res.LimitMessage, res.ExitCode)
+	return finish("note", res.Notes, res.Unavailable, res.TimedOut, res.Timeout, res.LimitMessage, res.ExitCode, res.Denials...)
 }
 
 // progressLine prints a report of slow preparation (an image pull) on
@@ -301,7 +316,7 @@ func progressLine(msg string) { fmt.Fprintf(os.Stderr, "corral: %s\n", msg) }
 // finish tells the person what became of a command (notes, an unavailable
 // sandbox, a timeout, a limit) on stderr and returns corral's exit status:
 // 125 when nothing could run, 124 on timeout, else the command's own.
-func finish(kind string, notes []string, unavailable string, timedOut bool, timeout time.Duration, limitMsg string, code int) error {
+func finish(kind string, notes []string, unavailable string, timedOut bool, timeout time.Duration, limitMsg string, code int, denials ...sandbox.Denial) error {
 	for _, n := range notes {
 		fmt.Fprintf(os.Stderr, "corral: %s: %s\n", kind, n)
 	}
@@ -314,6 +329,9 @@ func finish(kind string, notes []string, unavailable string, timedOut bool, time
 	}
 	if limitMsg != "" {
 		fmt.Fprintln(os.Stderr, limitMsg)
+	}
+	for _, d := range denials {
+		fmt.Fprintln(os.Stderr, d.Message)
 	}
 	if code != 0 {
 		return &exitError{Code: code}

@@ -1,0 +1,184 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Kinds of Denial.
+const (
+	DenialReadOnly = "read-only" // a write to a path outside the writable set
+	DenialHidden   = "hidden"    // a path that exists on the host but not in the sandbox
+	DenialNetwork  = "network"   // no network, or a host the allowlist refuses
+	DenialSyscall  = "syscall"   // a system call the sandbox's filter refuses
+)
+
+// Denial is one way a command hit the sandbox's wall, as its output shows:
+// Kind (DenialReadOnly, ...), Path or Host when the output names one, and
+// Message, one line for the agent and the person that says what happened
+// and what would allow it.
+type Denial struct {
+	Kind    string `json:"kind"`
+	Path    string `json:"path,omitempty"`
+	Host    string `json:"host,omitempty"`
+	Message string `json:"message"`
+}
+
+// DenialContext is what ExplainDenials needs to know of the sandbox.
+type DenialContext struct {
+	// Profile is the sandbox's profile.
+	Profile Profile
+	// Writable are the host paths the sandbox may write (working
+	// directory, scratch, read-write binds), named in the message.
+	Writable []string
+	// Hidden reports whether a path that the output calls missing exists
+	// on the host but is hidden from the sandbox; nil skips that kind.
+	Hidden func(path string) bool
+}
+
+// maxDenials bounds the lines ExplainDenials returns: a build that fails on
+// a thousand files needs the first few reasons, not a thousand.
+const maxDenials = 3
+
+var (
+	// pathIn finds a path in a line of a tool's error: quoted (', ", ‘’,
+	// `') or bare, as coreutils, Python, Node (EROFS: ..., open '...'),
+	// Go (mkdir /x: read-only file system) and git print them.
+	quotedPath = regexp.MustCompile("['\"‘`](/[^'\"’`\n]*)['\"’`]")
+	barePath   = regexp.MustCompile(`(?:^|[\s(=])(/[^\s'"’:,;)]+)`)
+
+	reReadOnly = regexp.MustCompile(`(?i)read-only file system|\bEROFS\b|errno 30\b`)
+	reMissing  = regexp.MustCompile(`(?i)no such file or directory|\bENOENT\b|errno 2\]`)
+	reNoNet    = regexp.MustCompile(`(?i)network is unreachable|could not resolve host|temporary failure in name resolution|name or service not known|getaddrinfo (?:ENOTFOUND|EAI_AGAIN)|no address associated with hostname|\bENETUNREACH\b|dial tcp: lookup [^ ]+ on .*: (?:dial|no such host)|connection refused.*:53\b`)
+	reBlocked  = regexp.MustCompile(`blocked by corral network allowlist: ([^\s(]+)`)
+	reProxy403 = regexp.MustCompile(`(?i)(?:CONNECT tunnel failed, response 403|Tunnel connection failed: 403|ProxyError.*403|statusCode[=:]\s*403.*proxy|proxy.*\b403 Forbidden)`)
+	reEPERM    = regexp.MustCompile(`(?i)operation not permitted|\bEPERM\b|errno 1\]`)
+)
+
+// ExplainDenials reads a failed command's output (its last bytes are
+// enough) and returns up to three one-line reasons it hit the sandbox's
+// wall, most specific first, without repeats. It is pure: the caller passes
+// what it knows of the sandbox in c. The patterns are the messages of libc
+// (strerror), coreutils, Python, Node, Go, curl, git and corral's own proxy
+// for EROFS, ENOENT, ENETUNREACH, name resolution failures and the proxy's
+// 403; an output that names none of them gives none.
+func ExplainDenials(output string, c DenialContext) []Denial {
+	var out []Denial
+	seen := map[string]bool{}
+	add := func(d Denial) {
+		key := d.Kind + "\x00" + d.Path + "\x00" + d.Host
+		if seen[key] || len(out) >= maxDenials {
+			return
+		}
+		seen[key] = true
+		out = append(out, d)
+	}
+	profile := c.Profile
+	if profile == "" {
+		profile = DefaultProfile
+	}
+	writable := "nothing (profile " + string(profile) + ")"
+	if len(c.Writable) > 0 {
+		ws := append([]string{}, c.Writable...)
+		sort.Strings(ws)
+		writable = strings.Join(ws, ", ")
+	}
+	for _, line := range strings.Split(output, "\n") {
+		if len(out) >= maxDenials {
+			break
+		}
+		switch {
+		case reReadOnly.MatchString(line):
+			p := pathOf(line)
+			what := "a path"
+			if p != "" {
+				what = p
+			} else if len(out) > 0 || strings.Contains(output[strings.Index(output, line)+len(line):], "/") {
+				continue // a later line may name the path (npm prints the code first)
+			}
+			fix := "; work in the working directory or the scratch directory ($TMPDIR), or ask the person to bind the directory read-write (binds)"
+			if !profile.Writable() {
+				fix = "; the " + string(profile) + " profile writes nothing but /tmp, the workspace profile writes the working directory"
+			}
+			add(Denial{Kind: DenialReadOnly, Path: p, Message: fmt.Sprintf("corral: %s is read-only in this sandbox (profile %s); writable: %s%s", what, profile, writable, fix)})
+		case c.Hidden != nil && reMissing.MatchString(line):
+			if p := pathOf(line); p != "" && c.Hidden(p) {
+				add(Denial{Kind: DenialHidden, Path: p, Message: fmt.Sprintf("corral: %s exists on the host but is hidden in this sandbox (a credential store, a dot entry of the home directory, or corral's own files); home_allow shows a dot entry read-only", p)})
+			}
+		case reBlocked.MatchString(line):
+			host := reBlocked.FindStringSubmatch(line)[1]
+			add(Denial{Kind: DenialNetwork, Host: host, Message: fmt.Sprintf("corral: %s is not in network.allow (profile allowlist), so corral's proxy refused it; the person can add it (corral config set network.allow ...)", host)})
+		case reProxy403.MatchString(line) && profile == ProfileAllowlist:
+			add(Denial{Kind: DenialNetwork, Message: "corral: a host the command reached for is not in network.allow (profile allowlist), so corral's proxy refused it (403); corral's log names it (network.denied)"})
+		case reNoNet.MatchString(line) && !profile.HostNetwork():
+			msg := fmt.Sprintf("corral: this sandbox has no network (profile %s); the allowlist profile reaches the hosts of network.allow through corral's proxy, network reaches any", profile)
+			if profile == ProfileAllowlist {
+				msg = "corral: under the allowlist profile only corral's proxy is reachable (HTTP_PROXY, HTTPS_PROXY and ALL_PROXY point at it); a program that ignores those variables, or a non-HTTP protocol, cannot get out"
+			}
+			add(Denial{Kind: DenialNetwork, Message: msg})
+		case reEPERM.MatchString(line) && pathOf(line) == "":
+			// EPERM about no file is the filter's (a file's would be
+			// EACCES, or name it): socket(AF_UNIX) under the confined
+			// profiles, mount, ptrace of others, keyrings and the like.
+			msg := "corral: a system call was refused by this sandbox's syscall filter (Operation not permitted): mount, ptrace, kernel keyrings, new namespaces with privileges and the like are never allowed"
+			if profile.DeniesUnixSockets() {
+				msg += fmt.Sprintf("; under profile %s new Unix sockets (AF_UNIX) are refused too, which the network profile allows", profile)
+			}
+			add(Denial{Kind: DenialSyscall, Message: msg})
+		}
+	}
+	return out
+}
+
+// pathOf returns the first absolute path a line names, quoted or bare.
+func pathOf(line string) string {
+	if m := quotedPath.FindStringSubmatch(line); m != nil {
+		return strings.TrimRight(m[1], ".")
+	}
+	if m := barePath.FindStringSubmatch(line); m != nil {
+		return strings.TrimRight(m[1], ".")
+	}
+	return ""
+}
+
+// DenialContextFor returns the DenialContext of a request: its profile, the
+// paths it may write (the working directory under a writing profile, the
+// scratch directory, the session's home, read-write binds) and, when
+// hostPaths (the sandbox sees the host's paths, as on bwrap), a Hidden that
+// takes a path the sandbox calls missing but the host has for a hidden one
+// (outside the sandbox's own /tmp, /dev and /proc).
+func DenialContextFor(r *Request, hostPaths bool) DenialContext {
+	c := DenialContext{Profile: r.Profile}
+	if c.Profile == "" {
+		c.Profile = DefaultProfile
+	}
+	if c.Profile.Writable() {
+		for _, d := range []string{r.Workdir, r.ScratchDir, r.HomeDir} {
+			if d != "" {
+				c.Writable = append(c.Writable, d)
+			}
+		}
+		for _, b := range r.Binds {
+			if !b.ReadOnly {
+				c.Writable = append(c.Writable, b.Target())
+			}
+		}
+	}
+	if hostPaths {
+		c.Hidden = func(p string) bool {
+			p = filepath.Clean(p)
+			for _, own := range []string{"/tmp", "/dev", "/proc", "/run/user"} {
+				if p == own || strings.HasPrefix(p, own+"/") {
+					return false
+				}
+			}
+			_, err := os.Lstat(p)
+			return err == nil
+		}
+	}
+	return c
+}

@@ -1,0 +1,74 @@
+package sandbox
+
+import (
+	"strings"
+	"testing"
+)
+
+// The outputs below are what the tools printed inside a corral sandbox
+// (workspace profile) on Debian 12.
+func TestExplainDenials(t *testing.T) {
+	ws := DenialContext{Profile: ProfileWorkspace, Writable: []string{"/home/u/proj", "/home/u/.local/state/corral/scratch/s"}}
+	hidden := func(p string) bool { return strings.HasPrefix(p, "/home/u/.ssh") || p == "/home/u/.aws" }
+	ws.Hidden = hidden
+	for _, c := range []struct {
+		name   string
+		output string
+		ctx    DenialContext
+		kind   string
+		path   string
+		host   string
+		says   string
+	}{
+		{"coreutils touch", "touch: cannot touch '/etc/x': Read-only file system", ws, DenialReadOnly, "/etc/x", "", "/etc/x is read-only in this sandbox (profile workspace); writable: /home/u/.local/state/corral/scratch/s, /home/u/proj"},
+		{"coreutils mkdir", "mkdir: cannot create directory ‘/usr/zz’: Read-only file system", ws, DenialReadOnly, "/usr/zz", "", "/usr/zz is read-only"},
+		{"python", "OSError: [Errno 30] Read-only file system: '/etc/y'", ws, DenialReadOnly, "/etc/y", "", "/etc/y is read-only"},
+		{"node", "Error: EROFS: read-only file system, open '/etc/z'", ws, DenialReadOnly, "/etc/z", "", "/etc/z is read-only"},
+		{"npm cache", "npm error code EROFS\nnpm error path /home/u/.npm/_cacache/tmp/3f2a\nnpm error EROFS: read-only file system, open '/home/u/.npm/_cacache/tmp/3f2a'", ws, DenialReadOnly, "/home/u/.npm/_cacache/tmp/3f2a", "", "is read-only"},
+		{"go build cache", "failed to initialize build cache at /home/u/.cache/go-build: mkdir /home/u/.cache: read-only file system", ws, DenialReadOnly, "/home/u/.cache/go-build", "", "is read-only"},
+		{"restricted writes nothing", "touch: cannot touch 'x': Read-only file system", DenialContext{Profile: ProfileRestricted}, DenialReadOnly, "", "", "writable: nothing (profile restricted); the restricted profile writes nothing but /tmp"},
+		{"hidden ssh key", "cat: /home/u/.ssh/id_rsa: No such file or directory", ws, DenialHidden, "/home/u/.ssh/id_rsa", "", "exists on the host but is hidden"},
+		{"hidden dir", "ls: cannot access '/home/u/.aws': No such file or directory", ws, DenialHidden, "/home/u/.aws", "", "hidden"},
+		{"curl no network", "curl: (6) Could not resolve host: example.com", ws, DenialNetwork, "", "", "no network (profile workspace)"},
+		{"python no network", "urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>", ws, DenialNetwork, "", "", "no network"},
+		{"node no network", "Error: getaddrinfo EAI_AGAIN example.com", ws, DenialNetwork, "", "", "no network"},
+		{"git no network", "fatal: unable to access 'https://github.com/x/y/': Could not resolve host: github.com", ws, DenialNetwork, "", "", "no network"},
+		{"allowlist refusal", "blocked by corral network allowlist: evil.test", DenialContext{Profile: ProfileAllowlist}, DenialNetwork, "", "evil.test", "evil.test is not in network.allow"},
+		{"allowlist https refusal", "curl: (56) CONNECT tunnel failed, response 403", DenialContext{Profile: ProfileAllowlist}, DenialNetwork, "", "", "not in network.allow"},
+		{"python AF_UNIX", "PermissionError: [Errno 1] Operation not permitted", ws, DenialSyscall, "", "", "new Unix sockets (AF_UNIX) are refused"},
+		{"network profile: EPERM is the filter's, no socket note", "PermissionError: [Errno 1] Operation not permitted", DenialContext{Profile: ProfileNetwork}, DenialSyscall, "", "", "syscall filter"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := ExplainDenials(c.output, c.ctx)
+			if len(got) == 0 {
+				t.Fatalf("no denial found in %q", c.output)
+			}
+			d := got[0]
+			if d.Kind != c.kind || c.path != "" && d.Path != c.path || d.Host != c.host || !strings.Contains(d.Message, c.says) || !strings.HasPrefix(d.Message, "corral: ") {
+				t.Errorf("got %+v\nwant kind %s path %q host %q saying %q", d, c.kind, c.path, c.host, c.says)
+			}
+		})
+	}
+	// Nothing to explain: ordinary failures, a missing file that is missing
+	// on the host too, a network failure where the host's network is shared.
+	for _, c := range []struct {
+		output string
+		ctx    DenialContext
+	}{
+		{"grep: foo.txt: No such file or directory", ws},
+		{"cat: /home/u/proj/missing: No such file or directory", ws},
+		{"FAIL\tgithub.com/x/y\t0.01s", ws},
+		{"curl: (6) Could not resolve host: example.invalid", DenialContext{Profile: ProfileNetwork}},
+		{"chmod: changing permissions of '/home/u/proj/f': Operation not permitted", ws},
+	} {
+		if got := ExplainDenials(c.output, c.ctx); len(got) != 0 {
+			t.Errorf("ExplainDenials(%q) = %+v, want none", c.output, got)
+		}
+	}
+	// At most three, without repeats.
+	many := strings.Repeat("touch: cannot touch '/etc/a': Read-only file system\n", 5) +
+		"touch: cannot touch '/etc/b': Read-only file system\ntouch: cannot touch '/etc/c': Read-only file system\ntouch: cannot touch '/etc/d': Read-only file system\n"
+	if got := ExplainDenials(many, ws); len(got) != 3 || got[0].Path != "/etc/a" || got[1].Path != "/etc/b" || got[2].Path != "/etc/c" {
+		t.Errorf("many: %+v", got)
+	}
+}
