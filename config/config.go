@@ -46,6 +46,10 @@ type Settings struct {
 	// HomeAllow lists clean paths relative to the home directory, never
 	// absolute, empty or climbing out with ".." (key home_allow).
 	HomeAllow []string
+	// Skills are directories of agent skills shown read-only at their host
+	// paths in every sandbox (key skills): absolute or "~/..." paths; ones
+	// that do not exist are left out.
+	Skills []string
 	// Cwd is the commands' working directory: a clean absolute path with
 	// "~" expanded, or "" for the directory corral was started in (key cwd).
 	Cwd string

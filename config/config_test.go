@@ -32,6 +32,9 @@ var testEnv = []string{"HOME=/home/u", "PATH=/usr/bin"}
 
 func env(kv ...string) []string { return append(append([]string{}, testEnv...), kv...) }
 
+// defaultSkills is the skills default: where agents keep their skills.
+var defaultSkills = []string{"~/.agents/skills", "~/.claude/skills", "~/.codex/skills"}
+
 // defaultDocker are the docker.* defaults (the reference environment's).
 var defaultDocker = Docker{
 	Scope: "session", Image: "python:3.12-slim", Network: "none", Memory: "1g", CPUs: "1",
@@ -48,7 +51,7 @@ func TestDefaults(t *testing.T) {
 		MemoryMB: 256, CPUSeconds: 30, MaxProcs: 256,
 		Timeout: 180 * time.Second, HomeMode: "host", DegradedMode: "degrade",
 		TmpSizeMB: 512, OutputLimit: 65536,
-		Approval: "ask", AuditMaxMB: 10, Docker: defaultDocker,
+		Approval: "ask", AuditMaxMB: 10, Docker: defaultDocker, Skills: defaultSkills,
 	}
 	s.Path, s.origins = "", nil
 	if !reflect.DeepEqual(s, want) {
@@ -103,7 +106,7 @@ output_limit: 1000
 		HomeAllow: []string{".gitconfig", ".config/nvim", ".zz-tool"},
 		Cwd:       "/home/u/src", Timeout: 5 * time.Minute,
 		HomeMode: "session", DegradedMode: "fail", OutputLimit: 1000, TmpSizeMB: 512,
-		Approval: "ask", AuditMaxMB: 10, Docker: defaultDocker,
+		Approval: "ask", AuditMaxMB: 10, Docker: defaultDocker, Skills: defaultSkills,
 	}
 	if src, where := s.Source("memory_mb"); src != SourceFile || where != p {
 		t.Errorf("Source(memory_mb) = %q, %q; want file, %q", src, where, p)

@@ -288,6 +288,13 @@ var registry = []Key{
 		field:   func(s *Settings) any { return &s.HomeAllow },
 	},
 	{
+		Name: "skills", Kind: KindStringList, Default: []string{"~/.agents/skills", "~/.claude/skills", "~/.codex/skills"},
+		Accepts: `a list of absolute or ~/ paths such as ["~/.agents/skills", "/opt/skills"]`,
+		Doc:     "directories of agent skills shown read-only at their host paths in every sandbox (bwrap and docker), so scripts a skill names are found; ones that do not exist are left out; [] shows none",
+		item:    skillPath,
+		field:   func(s *Settings) any { return &s.Skills },
+	},
+	{
 		Name: "cwd", Kind: KindPath, Default: "",
 		Accepts: "an absolute path, ~ or ~/path, or empty for the directory corral was started in",
 		Doc:     "working directory of commands (absolute, ~ expands); empty means the directory corral was started in",

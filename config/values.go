@@ -641,3 +641,18 @@ func runAs(s string) (string, string) {
 	}
 	return s, ""
 }
+
+// skillPath checks a skills entry: an absolute path or one starting "~/",
+// without NUL bytes; it is cleaned.
+func skillPath(s string) (string, string) {
+	s = strings.TrimSpace(s)
+	switch {
+	case strings.IndexByte(s, 0) >= 0:
+		return "", "contains a NUL byte"
+	case strings.HasPrefix(s, "~/"):
+		return "~/" + strings.TrimPrefix(filepath.Clean("/"+strings.TrimPrefix(s, "~/")), "/"), ""
+	case filepath.IsAbs(s) && filepath.Clean(s) != "/":
+		return filepath.Clean(s), ""
+	}
+	return "", "is not an absolute path or ~/path below /"
+}

@@ -147,6 +147,11 @@ type Request struct {
 	// TmpSizeMB is the size of the fresh /tmp and of /dev/shm, in MiB; 0
 	// means 512.
 	TmpSizeMB int
+	// Skills are directories of agent skills outside the working directory
+	// (absolute, resolved, existing: ~/.agents/skills and the like), shown
+	// read-only at their host paths on every backend, so the scripts a
+	// skill tells the model to run are found (see SkillBinds).
+	Skills []string
 	// HomeAllow lists extra dot entries of the home directory to show
 	// read-only, relative to the home directory (".zz-tool", ".config/nvim").
 	HomeAllow []string

@@ -254,7 +254,7 @@ func (c *Client) serverLocked(template *sandbox.Request, sp *session.Spec) (*ser
 	// The sandbox is rebuilt when the settings change, and when the home
 	// directory (or .config, .local, .local/share) gains or loses entries,
 	// which the sandbox's rebuilt home would not show.
-	key := fmt.Sprintf("%s|%s|%s|%v|%v|%v|%v|%s|%s|%s", sp.Backend.Name(), req.Profile, req.Workdir, req.Binds, req.HomeAllow, req.HomeDir, req.EnvDeny, wj, pj, homeStamp())
+	key := fmt.Sprintf("%s|%s|%s|%v|%v|%v|%v|%v|%s|%s|%s", sp.Backend.Name(), req.Profile, req.Workdir, req.Binds, req.HomeAllow, req.Skills, req.HomeDir, req.EnvDeny, wj, pj, homeStamp())
 	if c.srv != nil && c.srv.key == key {
 		select {
 		case <-c.srv.done:

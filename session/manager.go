@@ -23,6 +23,9 @@ type Spec struct {
 	Limits    sandbox.Limits
 	Binds     []sandbox.Bind
 	HomeAllow []string
+	// Skills are directories of agent skills shown read-only
+	// (sandbox.Request.Skills).
+	Skills []string
 	// Workdir is the working directory (the writable tree); a new session's
 	// first command starts there. Absolute; when empty the backend's
 	// DefaultCwd is used.

@@ -307,6 +307,7 @@ func (s *Session) request(sp *Spec, st *State, dir string, argv []string, timeou
 		Limits:     sp.Limits,
 		Binds:      sp.Binds,
 		HomeAllow:  sp.HomeAllow,
+		Skills:     sp.Skills,
 		EnvDeny:    sp.EnvDeny,
 		EnvAllow:   sp.EnvAllow,
 		TmpSizeMB:  sp.TmpSizeMB,

@@ -213,6 +213,15 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 	if _, err := sandbox.ParseProfile(string(profile)); err != nil {
 		return nil, err
 	}
+	if len(req.Skills) > 0 {
+		// Skills are read-only binds the home rules allow, as on every
+		// backend (sandbox.SkillBinds).
+		binds, allow := sandbox.SkillBinds(req, host.Home)
+		r := *req
+		r.Binds = append(slices.Clone(req.Binds), binds...)
+		r.HomeAllow = append(slices.Clone(req.HomeAllow), allow...)
+		req = &r
+	}
 	p := &planner{req: req, host: host, allow: map[string]bool{}, roDevs: map[string]bool{}, bindSrc: map[string]string{}}
 	plan := &Plan{ShareNet: profile.HostNetwork(), TTY: req.TTY, Egress: profile == sandbox.ProfileAllowlist, DenyUnixSockets: profile.DeniesUnixSockets()}
 

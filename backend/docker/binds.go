@@ -24,13 +24,21 @@ import (
 // command, so a change on the host shows in the next one (a different
 // set of covers makes a new container: they enter the spec's hash).
 func (b *Backend) judgeBinds(req *sandbox.Request, ws workspace, p *parsed) ([]sandbox.BindDecision, []string, error) {
-	if len(b.st.Binds) == 0 {
+	if len(b.st.Binds) == 0 && len(req.Skills) == 0 {
 		return nil, nil, nil
 	}
 	h := b.bindHost(req, ws, p)
+	binds := b.st.Binds
+	if b.st.HostWorkspace == "" {
+		// Skills at their host paths; with a remote daemon they are not
+		// there (as the reference environment does).
+		skills, allow := sandbox.SkillBinds(req, h.Home)
+		binds = append(slices.Clone(binds), skills...)
+		h.Allow = append(h.Allow, allow...)
+	}
 	var out []sandbox.BindDecision
 	var warnings []string
-	for _, bd := range b.st.Binds {
+	for _, bd := range binds {
 		d, err := sandbox.DecideBind(bd, h, sandbox.InspectBindSource(bd, h))
 		if err != nil {
 			return nil, nil, fmt.Errorf("docker.binds: %w", err)
@@ -53,7 +61,7 @@ func (b *Backend) judgeBinds(req *sandbox.Request, ws workspace, p *parsed) ([]s
 // bindHost gathers the facts about this machine that the bind policy
 // judges docker.binds by.
 func (b *Backend) bindHost(req *sandbox.Request, ws workspace, p *parsed) *sandbox.BindHost {
-	h := &sandbox.BindHost{HostRoot: hostRoot(p.user), Allow: slices.Concat(sandbox.DefaultHomeAllow, sandbox.DefaultNestedAllow)}
+	h := &sandbox.BindHost{HostRoot: hostRoot(p.user), Allow: slices.Concat(sandbox.DefaultHomeAllow, sandbox.DefaultNestedAllow, req.HomeAllow)}
 	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
 		if r, err := filepath.EvalSymlinks(home); err == nil {
 			h.Home = r

@@ -211,6 +211,7 @@ func (o *runOptions) request(st *config.Settings, args []string) (*sandbox.Reque
 		Limits:    lim,
 		Binds:     binds,
 		HomeAllow: st.HomeAllow,
+		Skills:    skillDirs(st.Skills),
 		EnvDeny:   st.EnvDeny,
 		EnvAllow:  st.EnvAllow,
 		TmpSizeMB: st.TmpSizeMB,
@@ -337,4 +338,27 @@ func finish(kind string, notes []string, unavailable string, timedOut bool, time
 		return &exitError{Code: code}
 	}
 	return nil
+}
+
+// skillDirs resolves the skills setting: "~/" expanded, symlinks resolved,
+// directories that do not exist left out.
+func skillDirs(entries []string) []string {
+	home, _ := os.UserHomeDir()
+	var out []string
+	for _, e := range entries {
+		if rest, ok := strings.CutPrefix(e, "~/"); ok {
+			if home == "" {
+				continue
+			}
+			e = filepath.Join(home, rest)
+		}
+		r, err := filepath.EvalSymlinks(e)
+		if err != nil {
+			continue
+		}
+		if st, err := os.Stat(r); err == nil && st.IsDir() {
+			out = append(out, r)
+		}
+	}
+	return out
 }

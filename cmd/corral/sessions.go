@@ -55,7 +55,7 @@ func specFor(g *globalOptions, st *config.Settings, o *runOptions, logger *slog.
 		return nil, err
 	}
 	return &session.Spec{
-		Backend: be, Profile: req.Profile, Limits: req.Limits, Binds: req.Binds, HomeAllow: req.HomeAllow,
+		Backend: be, Profile: req.Profile, Limits: req.Limits, Binds: req.Binds, HomeAllow: req.HomeAllow, Skills: req.Skills,
 		Workdir: req.Workdir, Timeout: req.Timeout, OutputLimit: st.OutputLimit,
 		SessionHome: st.HomeMode == config.HomeModeSession, Env: os.Environ(),
 		EnvDeny: st.EnvDeny, EnvAllow: st.EnvAllow, TmpSizeMB: st.TmpSizeMB,

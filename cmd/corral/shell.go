@@ -57,7 +57,7 @@ func (o *runOptions) shell(c *cobra.Command, g *globalOptions) error {
 	}
 	req := &sandbox.Request{
 		Argv: []string{"/bin/bash", "-i"}, Env: os.Environ(), PolicyEnv: os.Environ(), Workdir: spec.Workdir, Profile: spec.Profile,
-		Limits: spec.Limits, Binds: spec.Binds, HomeAllow: spec.HomeAllow, TTY: true,
+		Limits: spec.Limits, Binds: spec.Binds, HomeAllow: spec.HomeAllow, Skills: spec.Skills, TTY: true,
 		EnvDeny: spec.EnvDeny, EnvAllow: spec.EnvAllow, TmpSizeMB: spec.TmpSizeMB, Protected: spec.Protected,
 		NetworkAllow: spec.NetworkAllow, NetworkDeny: spec.NetworkDeny,
 	}
