@@ -295,7 +295,14 @@ func ensureEmptyFile(p string) (string, error) {
 // directory, whose paths are the host's.
 func (b *Backend) DefaultCwd() string { return "" }
 
-// Run implements sandbox.Backend.
+// Run implements sandbox.Backend. When bwrap fails before the command
+// starts because the host's mounts changed under it (see hostChangedLine)
+// and a fresh probe passes, the request is planned and run again, at most
+// maxStartAttempts times in all, and then fails with an error wrapping
+// sandbox.ErrHostChanged; bwrap's messages of the attempts that were
+// retried are not written to req.Stderr. A request whose stdin cannot be
+// rewound (a reader that is neither a file nor an io.Seeker) is not
+// retried.
 func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Result, error) {
 	bin, err := b.Binary(ctx)
 	if err != nil {
@@ -318,6 +325,42 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		defer lease.release()
 		ens = lease.egressNS
 	}
+	rewind := stdinRewinder(req)
+	for attempt := 1; ; attempt++ {
+		// Each attempt plans from the host as it is now: the one before
+		// failed because it changed.
+		if attempt > 1 {
+			if host, err = b.host(); err != nil {
+				return nil, err
+			}
+		}
+		hold := holdStderr(req)
+		areq := req
+		if hold != nil {
+			r := *req
+			r.Stderr = hold
+			areq = &r
+		}
+		res, err := b.attempt(ctx, bin, host, areq, ens)
+		var sf *startFailure
+		if !errors.As(err, &sf) {
+			hold.release(true)
+			return res, err
+		}
+		if attempt < maxStartAttempts && ctx.Err() == nil && rewind != nil && rewind() {
+			// Nothing ran: bwrap's message of this attempt is not shown.
+			hold.release(false)
+			b.log.Warn("bwrap.start.retry", "attempt", attempt, "bwrap", sf.line)
+			continue
+		}
+		hold.release(true)
+		b.log.Error("bwrap.start.host_changed", "attempts", attempt, "bwrap", sf.line)
+		return nil, sf.final(attempt)
+	}
+}
+
+// attempt plans req against host and runs it once.
+func (b *Backend) attempt(ctx context.Context, bin *Binary, host Host, req *sandbox.Request, ens *egressNS) (*sandbox.Result, error) {
 	plan, err := BuildPlan(req, host)
 	if err != nil {
 		return nil, err
@@ -795,6 +838,15 @@ loop:
 	// (not a signal from corral), not 0, without exit-code, is a command
 	// that never started.
 	if ws.Exited() && res.ExitCode != 0 && st.exitCode == nil && !timedOut && !cancelled {
+		if line := hostChangedLine(bwrapLinesOf(req)); line != "" {
+			// The machine can sandbox unless a fresh probe says
+			// otherwise (one that fails the same way does not).
+			diag := Diagnose(context.Background(), bin, "")
+			if diag.Ready() || diag.hostChanged() {
+				return nil, &startFailure{line: line}
+			}
+			return b.unavailable(fmt.Errorf("%w: bwrap could not build the sandbox (%s); %s", sandbox.ErrUnavailable, line, diag.Summary()))
+		}
 		if st.childPid == 0 {
 			// bwrap failed before it made the sandbox's pid 1: find out
 			// why and name the fix.
@@ -809,6 +861,13 @@ loop:
 	res.LimitHit = limitHit(res, lim, tail, cg)
 	b.log.Info("bwrap.sandbox.exited", "exit_code", res.ExitCode, "duration_ms", res.Duration.Milliseconds(), "timed_out", timedOut, "limit", res.LimitHit)
 	return res, nil
+}
+
+// bwrapLinesOf returns bwrap's own messages held back from req.Stderr when
+// Run wrapped it (startHold), or nil.
+func bwrapLinesOf(req *sandbox.Request) []string {
+	h, _ := req.Stderr.(*startHold)
+	return h.bwrapLines()
 }
 
 // waitExited waits until process pid (a child) has exited, without reaping
