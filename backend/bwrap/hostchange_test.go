@@ -167,3 +167,17 @@ func TestHostMountsChangeWhileStarting(t *testing.T) {
 		t.Skip("the host's mounts never changed under a starting sandbox here, so nothing was shown")
 	}
 }
+
+// Holding bwrap's lines back changes nothing the command sees: one writer
+// given for stdout and stderr stays one pipe (os/exec's rule), in order.
+func TestOneWriterStaysOnePipe(t *testing.T) {
+	e := newEnv(t)
+	var both bytes.Buffer
+	res, err := e.backend.Run(context.Background(), &sandbox.Request{
+		Argv: []string{"/bin/sh", "-c", `[ "$(readlink /proc/$$/fd/1)" = "$(readlink /proc/$$/fd/2)" ] && echo same; echo 1; echo 2 >&2; echo 3`},
+		Env:  e.envv, Workdir: e.work, Profile: sandbox.ProfileWorkspace, Stdout: &both, Stderr: &both,
+	})
+	if err != nil || res.ExitCode != 0 || both.String() != "same\n1\n2\n3\n" {
+		t.Errorf("Run = %+v, %v; output %q, want same\\n1\\n2\\n3\\n", res, err, both.String())
+	}
+}

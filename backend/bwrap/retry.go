@@ -79,7 +79,8 @@ func hostChangedLine(lines []string) string {
 // or two.
 const maxHeld = 8 << 10
 
-// startHold passes a sandbox's stderr through to w, except that it holds
+// startHold passes a sandbox's stderr (and its stdout, when the caller gave
+// one writer, not a file, for both) through to w, except that it holds
 // back the leading lines that look like bwrap's own ("bwrap: ..."), until
 // the attempt is over: those of an attempt that is retried are dropped
 // (release(false)), the others are written (release(true)). Only bwrap
@@ -185,6 +186,18 @@ func (h *startHold) release(keep bool) {
 		_, _ = h.w.Write(h.held)
 	}
 	h.held, h.done = nil, true
+}
+
+// sameWriter reports whether a and b are the same writer, as os/exec
+// decides whether stdout and stderr share a pipe (an uncomparable type is
+// not the same).
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a != nil && a == b
 }
 
 // stdinRewinder returns a function that puts req.Stdin back where it was
