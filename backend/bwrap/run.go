@@ -297,7 +297,8 @@ func (b *Backend) DefaultCwd() string { return "" }
 
 // Run implements sandbox.Backend. When bwrap fails before the command
 // starts because the host's mounts changed under it (see hostChangedLine)
-// and a fresh probe passes, the request is planned and run again, at most
+// and a fresh probe does not say the machine cannot sandbox (it passes, or
+// fails the same way), the request is planned and run again, at most
 // maxStartAttempts times in all, and then fails with an error wrapping
 // sandbox.ErrHostChanged; bwrap's messages of the attempts that were
 // retried are not written to req.Stderr. A request whose stdin cannot be
