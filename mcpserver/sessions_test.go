@@ -74,6 +74,11 @@ func TestDefaultSessionName(t *testing.T) {
 }
 
 func TestToolError(t *testing.T) {
+	hostChanged := fmt.Errorf("%w (4 attempts, the last: bwrap: Can't mkdir parents for /home/x/.aws: Read-only file system)", sandbox.ErrHostChanged)
+	// A passing change on the host is not a machine that cannot sandbox.
+	if m := toolError(hostChanged).Error(); strings.Contains(m, "no sandbox can be had") || strings.Contains(m, "corral doctor") {
+		t.Errorf("toolError(%v) = %q, words it as a machine without a sandbox", hostChanged, m)
+	}
 	for _, tc := range []struct {
 		err  error
 		want []string
@@ -81,6 +86,7 @@ func TestToolError(t *testing.T) {
 		{context.Canceled, []string{"cancelled", "every process it started were ended"}},
 		{session.ErrClosed, []string{"has been closed", "nothing was run"}},
 		{fmt.Errorf("%w: bwrap not found; apt install bubblewrap", sandbox.ErrUnavailable), []string{"no sandbox can be had", "bwrap not found; apt install bubblewrap", "corral doctor"}},
+		{hostChanged, []string{"nothing was run", "the host's mounts changed", "Read-only file system", "call the tool again"}},
 		{fmt.Errorf("%w: the working directory / is refused", sandbox.ErrPolicy), []string{"refused by corral's sandbox policy", "the working directory / is refused", "nothing was run"}},
 		{fmt.Errorf("%w: empty command", sandbox.ErrBadRequest), []string{"empty command"}},
 		{&config.ValueError{Key: "memory_mb", Value: "lots", Reason: "is not a number"}, []string{"corral's settings are invalid", "memory_mb", "corral config list"}},

@@ -19,4 +19,13 @@ var (
 	// ErrBadRequest means the request itself is malformed (empty argv,
 	// relative paths where absolute ones are needed, NUL bytes).
 	ErrBadRequest = errors.New("bad request")
+
+	// ErrHostChanged means the sandbox could not be built this time because
+	// the host's mounts changed while it was being built (a mount bwrap was
+	// copying went away as Docker unmounted a container's layers, a
+	// directory it was to mount over was removed). The machine can
+	// sandbox, and nothing was run: the same request may well succeed
+	// again. Backends retry a few times before they return it. It does not
+	// match ErrUnavailable.
+	ErrHostChanged = errors.New("the host's mounts changed while the sandbox was being built")
 )

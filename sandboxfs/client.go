@@ -171,12 +171,29 @@ func (c *Client) call(ctx context.Context, req *request) (*response, error) {
 			}
 			return resp, nil
 		}
-		// The server died or hung: replace it once.
+		// The server died or hung: replace it once, and ask again if
+		// asking twice cannot change the outcome.
 		c.stopLocked()
+		if !retryable(req.Op, err) {
+			return nil, fmt.Errorf("%w: it did not answer (%v)%s; the edit may have been made: read the file before you edit it again", ErrUnavailable, err, note(srv.stderr))
+		}
 		if attempt > 0 || ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: %v%s", ErrUnavailable, err, note(srv.stderr))
 		}
 	}
+}
+
+// errNotSent marks a round trip whose request never reached the server.
+var errNotSent = errors.New("the request was not sent")
+
+// retryable reports whether an operation whose round trip failed with err
+// may be sent again to a new server. An edit that may have reached the
+// server (which then hung past callTimeout, or died) is not: it may have
+// been made, and made again it would fail (old_string is gone) or replace
+// twice. Reads, searches and writes (of the same content) give the same
+// outcome when repeated.
+func retryable(op string, err error) bool {
+	return op != "edit" || errors.Is(err, errNotSent)
 }
 
 func (c *Client) roundTrip(ctx context.Context, srv *serverProc, req *request) (*response, error) {
@@ -191,7 +208,7 @@ func (c *Client) roundTrip(ctx context.Context, srv *serverProc, req *request) (
 	ch := make(chan result, 1)
 	go func() {
 		if _, err := srv.stdin.Write(append(line, '\n')); err != nil {
-			ch <- result{nil, err}
+			ch <- result{nil, fmt.Errorf("%w: %v", errNotSent, err)}
 			return
 		}
 		b, err := srv.out.ReadBytes('\n')

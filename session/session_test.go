@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -334,11 +335,16 @@ func TestConcurrentCommandsSerialize(t *testing.T) {
 	}
 }
 
-// 20 sessions x 50 commands in parallel: no cross-talk of cwd, variables,
-// output or scratch files.
+// 16 sessions x 40 commands in parallel (CI runs it with the CPUs kept
+// busy): every command runs and is reported as run (no error: a verdict on
+// whether a command ran must not depend on timing), each session sees only
+// its own cwd, exported variables and scratch directory, and no process of
+// the test's sandboxes (bwrap, its pid 1, the shell) is left afterwards.
 func TestManySessionsInParallel(t *testing.T) {
 	f := newFixture(t)
-	const sessions, commands = 20, 50
+	const sessions, commands = 16, 40
+	// In every command's text, so in the argv of its bwrap and shell.
+	marker := fmt.Sprintf("corral-many-%d", time.Now().UnixNano())
 	var wg sync.WaitGroup
 	errs := make(chan string, sessions*commands)
 	for i := 0; i < sessions; i++ {
@@ -350,20 +356,20 @@ func TestManySessionsInParallel(t *testing.T) {
 				errs <- err.Error()
 				return
 			}
-			dir := fmt.Sprintf("d%d", i)
-			if _, err := s.Exec(context.Background(), ExecRequest{Command: fmt.Sprintf("mkdir -p %s && cd %s && export ME=%d && echo %d > $TMPDIR/me", dir, dir, i, i)}); err != nil {
-				errs <- err.Error()
+			dir := filepath.Join(f.work, fmt.Sprintf("d%d", i))
+			if _, err := s.Exec(context.Background(), ExecRequest{Command: fmt.Sprintf(": %s; mkdir -p %s && cd %s && export ME=%d N=0 && echo %d > $TMPDIR/me", marker, dir, dir, i, i)}); err != nil {
+				errs <- fmt.Sprintf("session %d command 0: %v", i, err)
 				return
 			}
-			for j := 0; j < commands-1; j++ {
-				r, err := s.Exec(context.Background(), ExecRequest{Command: fmt.Sprintf(`echo "$ME $(basename $PWD) $(cat $TMPDIR/me) %d"; export N=%d`, j, j)})
-				want := fmt.Sprintf("%d %s %d %d\n", i, dir, i, j)
+			for j := 1; j < commands; j++ {
+				r, err := s.Exec(context.Background(), ExecRequest{Command: fmt.Sprintf(`: %s; echo "$ME $N $(basename $PWD) $(cat $TMPDIR/me)"; export N=$((N+1))`, marker)})
 				if err != nil {
 					errs <- fmt.Sprintf("session %d command %d: %v", i, j, err)
 					return
 				}
-				if r.Output.Text != want {
-					errs <- fmt.Sprintf("session %d command %d: %q want %q (notes %q)", i, j, r.Output.Text, want, r.Notes)
+				want := fmt.Sprintf("%d %d d%d %d\n", i, j-1, i, i)
+				if r.Output.Text != want || r.ExitCode != 0 || r.Cwd != dir {
+					errs <- fmt.Sprintf("session %d command %d: %q exit %d cwd %q, want %q in %s (notes %q)", i, j, r.Output.Text, r.ExitCode, r.Cwd, want, dir, r.Notes)
 					return
 				}
 			}
@@ -374,6 +380,37 @@ func TestManySessionsInParallel(t *testing.T) {
 	for e := range errs {
 		t.Error(e)
 	}
+	// Each command's bwrap is reaped before Exec returns; its pid 1 and
+	// the shell get SIGKILL as it exits (--die-with-parent), so allow the
+	// kernel a moment to finish them, but no more.
+	var left []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if left = processesWith(marker); len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("processes of the test's sandboxes left running:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+// processesWith lists the live processes (not zombies) other than this one
+// whose command line contains s, as "PID COMMAND-LINE".
+func processesWith(s string) []string {
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmdline), s) {
+			continue // a zombie's command line reads empty
+		}
+		out = append(out, e.Name()+" "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+	}
+	return out
 }
 
 // The process holding a session dies with SIGKILL: its background

@@ -88,19 +88,33 @@ func Diagnose(ctx context.Context, bin *Binary, path string) *Diagnosis {
 		defer filter.Close()
 		args = append(args, "--seccomp", "3")
 	}
-	cmd := exec.CommandContext(ctx, bin.Path, append(args, "--", "true")...)
-	if ferr == nil {
-		cmd.ExtraFiles = []*os.File{filter}
+	// A probe that failed because the host's mounts changed under it says
+	// nothing about the machine: probe again, as Run retries.
+	for attempt := 1; ; attempt++ {
+		stderr.Reset()
+		cmd := exec.CommandContext(ctx, bin.Path, append(args, "--", "true")...)
+		if ferr == nil {
+			cmd.ExtraFiles = []*os.File{filter}
+		}
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err == nil {
+			d.ProbeOK = true
+			return d
+		}
+		d.ProbeOutput = strings.TrimSpace(stderr.String())
+		if !d.hostChanged() || attempt == maxStartAttempts || ctx.Err() != nil {
+			break
+		}
 	}
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	if err == nil {
-		d.ProbeOK = true
-		return d
-	}
-	d.ProbeOutput = strings.TrimSpace(stderr.String())
 	d.Cause, d.Fix = explain(d)
 	return d
+}
+
+// hostChanged reports whether the probe failed only because the host's
+// mounts changed while its sandbox was being built (see hostChangedLine):
+// the machine can sandbox.
+func (d *Diagnosis) hostChanged() bool {
+	return !d.ProbeOK && hostChangedLine(strings.Split(d.ProbeOutput, "\n")) != ""
 }
 
 // explain maps a failed probe to its likely cause and fix.
@@ -108,6 +122,9 @@ func explain(d *Diagnosis) (cause, fix string) {
 	out := d.ProbeOutput
 	setuid := "or make bwrap setuid root as distributions without user namespaces do (`sudo chmod u+s " + d.Binary.Path + "`)"
 	switch {
+	case d.hostChanged():
+		return "the host's mounts changed while the probe's sandbox was being built (Docker mounting or unmounting container layers, a directory made and removed); the machine can sandbox: " + firstLine(out),
+			"run it again"
 	case d.AppArmorRestrict == 1 && (strings.Contains(out, "uid map") || strings.Contains(out, "Permission denied") || strings.Contains(out, "Operation not permitted")):
 		return "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1, Ubuntu 24.04 and later): " + firstLine(out),
 			"allow bwrap with an AppArmor profile (Ubuntu ships one as /etc/apparmor.d/bwrap-userns-restrict in the apparmor package: `sudo apparmor_parser -r /etc/apparmor.d/bwrap-userns-restrict`), or `sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0`, " + setuid

@@ -1,7 +1,7 @@
 package bwrap
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -323,7 +323,15 @@ func ensureEmptyFile(p string) (string, error) {
 // directory, whose paths are the host's.
 func (b *Backend) DefaultCwd() string { return "" }
 
-// Run implements sandbox.Backend.
+// Run implements sandbox.Backend. When bwrap fails before the command
+// starts because the host's mounts changed under it (see hostChangedLine)
+// and a fresh probe does not say the machine cannot sandbox (it passes, or
+// fails the same way), the request is planned and run again, at most
+// maxStartAttempts times in all, and then fails with an error wrapping
+// sandbox.ErrHostChanged; bwrap's messages of the attempts that were
+// retried are not written to req.Stderr. A request whose stdin cannot be
+// rewound (a reader that is neither a file nor an io.Seeker) is not
+// retried.
 func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Result, error) {
 	bin, err := b.Binary(ctx)
 	if err != nil {
@@ -346,6 +354,47 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		defer lease.release()
 		ens = lease.egressNS
 	}
+	rewind := stdinRewinder(req)
+	for attempt := 1; ; attempt++ {
+		// Each attempt plans from the host as it is now: the one before
+		// failed because it changed.
+		if attempt > 1 {
+			if host, err = b.host(); err != nil {
+				return nil, err
+			}
+		}
+		hold := holdStderr(req)
+		areq := req
+		if hold != nil {
+			r := *req
+			r.Stderr = hold
+			if _, file := req.Stdout.(*os.File); !file && sameWriter(req.Stdout, req.Stderr) {
+				// os/exec gives one writer one pipe: keep the command's
+				// stdout and stderr the same pipe, in order.
+				r.Stdout = hold
+			}
+			areq = &r
+		}
+		res, err := b.attempt(ctx, bin, host, areq, ens)
+		var sf *startFailure
+		if !errors.As(err, &sf) {
+			hold.release(true)
+			return res, err
+		}
+		if attempt < maxStartAttempts && ctx.Err() == nil && rewind != nil && rewind() {
+			// Nothing ran: bwrap's message of this attempt is not shown.
+			hold.release(false)
+			b.log.Warn("bwrap.start.retry", "attempt", attempt, "bwrap", sf.line)
+			continue
+		}
+		hold.release(true)
+		b.log.Error("bwrap.start.host_changed", "attempts", attempt, "bwrap", sf.line)
+		return nil, sf.final(attempt)
+	}
+}
+
+// attempt plans req against host and runs it once.
+func (b *Backend) attempt(ctx context.Context, bin *Binary, host Host, req *sandbox.Request, ens *egressNS) (*sandbox.Result, error) {
 	plan, err := BuildPlan(req, host)
 	if err != nil {
 		return nil, err
@@ -725,8 +774,19 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 	pidC := make(chan int, 1)
 	stc := make(chan status, 1)
 	go func() { stc <- readStatus(statusR, pidC) }()
+	// exited is set, under reapMu, once bwrap has exited and before it is
+	// reaped: from then on its pid, and the pids it reported, may be
+	// another process's, and kill must not use them.
+	var reapMu sync.Mutex
+	exited := false
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() {
+		waitExited(cmd.Process.Pid)
+		reapMu.Lock()
+		exited = true
+		reapMu.Unlock()
+		done <- cmd.Wait()
+	}()
 
 	var timeout <-chan time.Time
 	if req.Timeout > 0 {
@@ -737,24 +797,57 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 	timedOut, cancelled := false, false
 	childPid := 0
 	var waitErr error
-	var nsInit atomic.Int64 // the sandbox's pid 1, once known
 	outer := cmd.Process.Pid
+	// A pidfd of the sandbox's pid 1, opened while bwrap (its parent) is
+	// alive, so it is that process and no other; under reapMu.
+	initFD := -1
+	defer func() {
+		reapMu.Lock()
+		if initFD >= 0 {
+			_ = unix.Close(initFD)
+			initFD = -1
+		}
+		reapMu.Unlock()
+	}()
 	kill := func() {
+		// Every task of the pids cgroup, which no other process joins.
+		if cg != nil {
+			cg.killAll()
+		}
+		reapMu.Lock()
+		defer reapMu.Unlock()
 		// SIGKILL to the sandbox's pid 1 ends its whole pid namespace
 		// (pid_namespaces(7)). Killing bwrap alone relies on
-		// --die-with-parent, which a sandbox still being set up may not
-		// have armed yet; so kill pid 1 directly, every child bwrap has,
-		// every task of the pids cgroup, and bwrap itself.
-		if p := nsInit.Load(); p > 0 {
-			_ = unix.Kill(int(p), unix.SIGKILL)
+		// --die-with-parent, which a sandbox still being set up has not
+		// armed yet; so kill pid 1 directly, every child bwrap has, and
+		// bwrap itself, as long as their pids are theirs.
+		if initFD >= 0 {
+			_ = unix.PidfdSendSignal(initFD, unix.SIGKILL, nil, 0)
+		}
+		if exited {
+			return
 		}
 		for _, c := range childrenOf(outer) {
 			_ = unix.Kill(c, unix.SIGKILL)
 		}
-		if cg != nil {
-			cg.killAll()
-		}
 		_ = cmd.Process.Signal(syscall.SIGKILL)
+	}
+	var graces []*time.Timer // SIGKILL after the SIGTERM of a timeout
+	defer func() {
+		for _, t := range graces {
+			if t != nil {
+				t.Stop()
+			}
+		}
+	}()
+	// live runs f while bwrap has not exited: signals to the pids it
+	// reported then reach the sandbox, not a process that took the pid.
+	live := func(f func()) {
+		reapMu.Lock()
+		defer reapMu.Unlock()
+		if !exited {
+			f()
+		}
 	}
 	ctxDone := ctx.Done()
 	forwarded := 0
@@ -764,36 +857,40 @@ loop:
 		case waitErr = <-done:
 			break loop
 		case childPid = <-pidC:
-			nsInit.Store(int64(childPid))
 			pidC = nil
+			live(func() {
+				if fd, err := unix.PidfdOpen(childPid, 0); err == nil {
+					initFD = fd
+				}
+			})
 		case <-timeout:
 			timedOut = true
-			b.terminate(childPid, kill)
+			graces = append(graces, b.terminate(childPid, kill, live))
 			timeout = nil
 		case <-ctxDone:
 			cancelled = true
-			b.terminate(childPid, kill)
+			graces = append(graces, b.terminate(childPid, kill, live))
 			ctxDone = nil
 		case sig := <-req.Signals:
 			// A person's ^C or kill: pass it on to the command the first
 			// time; end the whole sandbox the second time.
 			forwarded++
 			if s, ok := sig.(syscall.Signal); ok && forwarded == 1 && childPid > 0 {
-				signalCommand(childPid, s)
+				live(func() { signalCommand(childPid, s) })
 			} else {
 				kill() // the second one: at once
 			}
 		}
 	}
-	// bwrap is gone; its status pipe closes with it, unless a process that
-	// escaped the kill still holds it: do not wait for that.
-	var st status
-	select {
-	case st = <-stc:
-	case <-time.After(b.opts.KillGrace):
-		b.log.Warn("bwrap.status.unclosed", "pid", outer)
-		kill()
+	// bwrap is reaped, so everything it wrote to the status pipe is in the
+	// pipe: stop the reader's wait for the end of the stream (which other
+	// holders of the write end could delay: children that concurrent starts
+	// have forked but not yet executed) and let it read what is left. The
+	// status is then complete, whatever the timing.
+	if err := statusR.SetReadDeadline(time.Now()); err != nil {
+		b.log.Warn("bwrap.status.no_deadline", "pid", outer, "error", err)
 	}
+	st := <-stc
 	res := &sandbox.Result{Duration: time.Since(start), TimedOut: timedOut}
 	ps := cmd.ProcessState
 	if ps == nil {
@@ -813,28 +910,72 @@ loop:
 			res.Signal = res.ExitCode - sandbox.ExitSignalBase
 		}
 	}
-	if st.childPid == 0 && !timedOut && !cancelled {
-		// bwrap failed before it started the command: the sandbox could
-		// not be built. Find out why and name the fix.
-		diag := Diagnose(context.Background(), bin, "")
-		return b.unavailable(fmt.Errorf("%w: bwrap could not build the sandbox (exit status %d); %s", sandbox.ErrUnavailable, res.ExitCode, diag.Summary()))
+	// Did the command start? Decided from facts, never from timing:
+	// bubblewrap writes child-pid before the sandbox's pid 1 may go on,
+	// and exit-code only when the command has been executed (its setup
+	// finished), just before it exits with the command's status; when it
+	// fails itself, it exits 1 without an exit-code. An exit of bwrap's own
+	// (not a signal from corral), not 0, without exit-code, is a command
+	// that never started.
+	if ws.Exited() && res.ExitCode != 0 && st.exitCode == nil && !timedOut && !cancelled {
+		if line := hostChangedLine(bwrapLinesOf(req)); line != "" {
+			// The machine can sandbox unless a fresh probe says
+			// otherwise (one that fails the same way does not).
+			diag := Diagnose(context.Background(), bin, "")
+			if diag.Ready() || diag.hostChanged() {
+				return nil, &startFailure{line: line}
+			}
+			return b.unavailable(fmt.Errorf("%w: bwrap could not build the sandbox (%s); %s", sandbox.ErrUnavailable, line, diag.Summary()))
+		}
+		if st.childPid == 0 {
+			// bwrap failed before it made the sandbox's pid 1: find out
+			// why and name the fix.
+			diag := Diagnose(context.Background(), bin, "")
+			return b.unavailable(fmt.Errorf("%w: bwrap could not build the sandbox (exit status %d); %s", sandbox.ErrUnavailable, res.ExitCode, diag.Summary()))
+		}
+		// The sandbox's setup failed, or the command could not be
+		// executed ("bwrap: execvp ..."): bwrap's message is on stderr and
+		// its status is the result.
+		b.log.Info("bwrap.sandbox.not_started", "exit_code", res.ExitCode, "child_pid", st.childPid)
 	}
 	res.LimitHit = limitHit(res, lim, tail, cg)
 	b.log.Info("bwrap.sandbox.exited", "exit_code", res.ExitCode, "duration_ms", res.Duration.Milliseconds(), "timed_out", timedOut, "limit", res.LimitHit)
 	return res, nil
 }
 
+// bwrapLinesOf returns bwrap's own messages held back from req.Stderr when
+// Run wrapped it (startHold), or nil.
+func bwrapLinesOf(req *sandbox.Request) []string {
+	h, _ := req.Stderr.(*startHold)
+	return h.bwrapLines()
+}
+
+// waitExited waits until process pid (a child) has exited, without reaping
+// it (waitid(2) WNOWAIT), so that its pid stays taken until cmd.Wait.
+// Errors (ECHILD once reaped) end the wait.
+func waitExited(pid int) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}
+
 // terminate ends a sandbox that timed out or was cancelled: SIGTERM to the
 // command's process groups (the children of the sandbox's pid 1), then after
 // the grace period SIGKILL to bwrap, which takes the whole pid namespace
-// with it. Without a known pid 1 it kills at once.
-func (b *Backend) terminate(childPid int, kill func()) {
+// with it. Without a known pid 1 it kills at once. live guards the SIGTERM
+// (see run). It returns the grace timer, or nil, for the caller to stop
+// once bwrap is gone.
+func (b *Backend) terminate(childPid int, kill func(), live func(func())) *time.Timer {
 	if childPid <= 0 {
 		kill()
-		return
+		return nil
 	}
-	signalCommand(childPid, unix.SIGTERM)
-	time.AfterFunc(b.opts.KillGrace, kill)
+	live(func() { signalCommand(childPid, unix.SIGTERM) })
+	return time.AfterFunc(b.opts.KillGrace, kill)
 }
 
 // signalCommand sends sig to the sandboxed command: to the process group
@@ -893,27 +1034,90 @@ func markInheritedCloexec() {
 	}
 }
 
+// maxStatus bounds what is kept of the status stream: bubblewrap writes
+// two short lines.
+const maxStatus = 64 << 10
+
 // readStatus reads bwrap's --json-status-fd stream: {"child-pid": N} when the
 // sandbox's pid 1 has been started (sent on pidC at once, so a timeout can
-// signal the command while it runs), {"exit-code": N} when it has ended.
-func readStatus(r io.Reader, pidC chan<- int) status {
+// signal the command while it runs), {"exit-code": N} when the command,
+// having been executed, has ended. It returns at the end of the stream, or
+// when r's read deadline passes: run sets it once bwrap has been reaped,
+// and readStatus then reads what the pipe still holds without waiting for
+// its end, so the status is complete whoever else still holds the write
+// end (bwrap closes it in the sandbox before anything runs there).
+func readStatus(r *os.File, pidC chan<- int) status {
 	var st status
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) != nil {
-			continue
+	var pending []byte
+	kept := 0
+	feed := func(p []byte) {
+		if kept += len(p); kept > maxStatus {
+			return
 		}
-		if v, ok := m["child-pid"].(float64); ok && st.childPid == 0 {
-			st.childPid = int(v)
-			pidC <- st.childPid
-		}
-		if v, ok := m["exit-code"].(float64); ok {
-			n := int(v)
-			st.exitCode = &n
+		pending = append(pending, p...)
+		for {
+			line, rest, ok := bytes.Cut(pending, []byte("\n"))
+			if !ok {
+				return
+			}
+			st.parse(line, pidC)
+			pending = rest
 		}
 	}
+	buf := make([]byte, 4096)
+	for {
+		n, err := r.Read(buf)
+		feed(buf[:n])
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			drain(r, feed)
+		}
+		break
+	}
+	st.parse(pending, pidC) // a last line without its newline
 	return st
+}
+
+// drain reads what the pipe r holds now, without waiting for more.
+func drain(r *os.File, feed func([]byte)) {
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		if unix.SetNonblock(int(fd), true) != nil {
+			return
+		}
+		buf := make([]byte, 4096)
+		for {
+			n, err := unix.Read(int(fd), buf)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if n <= 0 {
+				return // EAGAIN: empty for now; 0: the end
+			}
+			feed(buf[:n])
+		}
+	})
+}
+
+// parse takes one line of the status stream.
+func (st *status) parse(line []byte, pidC chan<- int) {
+	var m map[string]any
+	if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &m) != nil {
+		return
+	}
+	if v, ok := m["child-pid"].(float64); ok && st.childPid == 0 && v > 0 {
+		st.childPid = int(v)
+		pidC <- st.childPid
+	}
+	if v, ok := m["exit-code"].(float64); ok {
+		n := int(v)
+		st.exitCode = &n
+	}
 }
 
 // cgroupRoot finds the pids cgroup root once.

@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/backend/docker"
@@ -32,20 +34,37 @@ every corral container, in use or not.
 It also removes the directories a killed corral left in the state
 directory: the allowlist proxies' socket directories (net/<pid>-<n>) and
 the scratch directories of "corral run" (scratch/run-<pid>-*), when that
-pid no longer exists. --json lists containers only.
+pid no longer exists. --json lists containers only. Without a Docker
+engine that answers (DOCKER_HOST, or the default socket), the containers
+are skipped, which is said (on stderr with --json), and the rest is done.
 
 Sessions on disk (cwd, variables, scratch) are not touched: see
 "corral sessions prune".`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			dirs := append(egress.SweepStale(filepath.Join(config.StateDir(), "net")), sweepRunScratch(filepath.Join(config.StateDir(), "scratch"))...)
-			e := docker.NewEngine(docker.Options{Logger: newLogger(g)})
+			logger := newLogger(g)
+			e := docker.NewEngine(docker.Options{Logger: logger})
 			defer e.Close()
 			los, err := e.Cleanup(c.Context(), all)
+			skipped := ""
+			if errors.Is(err, sandbox.ErrUnavailable) {
+				// Most machines that use bwrap alone have no engine: there
+				// are no containers to remove, and the rest is done.
+				logger.Debug("cleanup.docker.skipped", "error", err)
+				skipped = fmt.Sprintf("docker: skipped, no Docker engine answers at %s (DOCKER_HOST); no container was looked at", dockerHost())
+				err = nil
+			}
 			if err != nil {
+				for _, d := range dirs {
+					fmt.Printf("removed %s\n", d)
+				}
 				return &exitError{Code: sandbox.ExitCorralError, Err: err}
 			}
 			if asJSON {
+				if skipped != "" {
+					fmt.Fprintln(os.Stderr, "corral: "+skipped)
+				}
 				enc := json.NewEncoder(os.Stdout)
 				enc.SetIndent("", "  ")
 				if los == nil {
@@ -53,16 +72,20 @@ Sessions on disk (cwd, variables, scratch) are not touched: see
 				}
 				return enc.Encode(los)
 			}
-			removed := 0
-			for _, lo := range los {
-				if lo.Removed {
-					removed++
-					fmt.Printf("removed %s (session %s, %s)\n", lo.Name, lo.Key, lo.State)
-				} else {
-					fmt.Printf("kept    %s (session %s): %s\n", lo.Name, lo.Key, lo.Kept)
+			if skipped != "" {
+				fmt.Println(skipped)
+			} else {
+				removed := 0
+				for _, lo := range los {
+					if lo.Removed {
+						removed++
+						fmt.Printf("removed %s (session %s, %s)\n", lo.Name, lo.Key, lo.State)
+					} else {
+						fmt.Printf("kept    %s (session %s): %s\n", lo.Name, lo.Key, lo.Kept)
+					}
 				}
+				fmt.Printf("%d container(s) removed\n", removed)
 			}
-			fmt.Printf("%d container(s) removed\n", removed)
 			for _, d := range dirs {
 				fmt.Printf("removed %s\n", d)
 			}
@@ -72,6 +95,15 @@ Sessions on disk (cwd, variables, scratch) are not touched: see
 	cmd.Flags().BoolVar(&all, "all", false, "remove every corral container, including those in use")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was removed and kept as JSON")
 	return cmd
+}
+
+// dockerHost is the engine address the docker client uses: DOCKER_HOST, or
+// the default socket.
+func dockerHost() string {
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		return h
+	}
+	return client.DefaultDockerHost
 }
 
 // sweepRunScratch removes the scratch directories of `corral run`

@@ -480,3 +480,33 @@ func TestCleanupSweepsDeadDirs(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanupWithoutDocker: where no Docker engine answers (everyone who
+// uses bwrap alone), cleanup does its own work, says it skipped the
+// containers, names DOCKER_HOST, and succeeds; --json stays valid JSON.
+func TestCleanupWithoutDocker(t *testing.T) {
+	c := newCLI(t)
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(c.home, ".local", "state", "corral", "scratch", fmt.Sprintf("run-%d-1", dead.Process.Pid))
+	if err := os.MkdirAll(stale, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	host := "unix://" + filepath.Join(c.home, "no-such-dir", "docker.sock")
+	env := []string{"DOCKER_HOST=" + host}
+	code, so, se := c.run(env, "cleanup")
+	if code != 0 || !strings.Contains(so, "docker: skipped") || !strings.Contains(so, host) || !strings.Contains(so, "DOCKER_HOST") ||
+		!strings.Contains(so, "removed "+stale) || strings.Contains(so+se, "nothing was run") {
+		t.Errorf("cleanup without an engine: exit %d\nstdout:\n%s\nstderr:\n%s", code, so, se)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Errorf("%s left", stale)
+	}
+	code, so, se = c.run(env, "cleanup", "--json")
+	var los []map[string]any
+	if err := json.Unmarshal([]byte(so), &los); err != nil || code != 0 || len(los) != 0 || !strings.Contains(se, "docker: skipped") || !strings.Contains(se, host) {
+		t.Errorf("cleanup --json without an engine: exit %d, %v\nstdout:\n%s\nstderr:\n%s", code, err, so, se)
+	}
+}
