@@ -116,15 +116,26 @@ func enterHostView(plan *Plan, ra sandbox.RunAs, maps *idmapCache) error {
 	}
 	for _, t := range blockedDirs(neededPaths(plan), ra, statDir) {
 		if err := coverDir(t); err != nil {
-			return fail("%v", err)
+			return vanished(err, fail)
 		}
 	}
 	for _, w := range ownedSources(plan) {
 		if err := idmapAt(w, ra, maps); err != nil {
-			return fail("%v", err)
+			return vanished(err, fail)
 		}
 	}
 	return nil
+}
+
+// vanished returns a path that went away since the plan (ENOENT) as a
+// startFailure, which Run retries with a fresh plan as it does bwrap's own
+// (the host changed: a directory made and removed); any other error as
+// fail says.
+func vanished(err error, fail func(string, ...any) error) error {
+	if errors.Is(err, unix.ENOENT) {
+		return &startFailure{line: "corral: preparing the sandbox's mounts: " + err.Error()}
+	}
+	return fail("%v", err)
 }
 
 // statDir reports directory d's permission bits and owner.
@@ -310,4 +321,34 @@ func onThrowawayThread(fn func()) {
 		<-done
 		runtime.UnlockOSThread()
 	}()
+}
+
+// runProbe runs the probe's bwrap as a command's would start: as root, as
+// an unprivileged identity (sandbox.NobodyRunAs: a root caller's commands
+// never run as root) from a private mount namespace (startAs), so the
+// probe says what commands meet, and a host whose mounts change does not
+// fail it; otherwise as it is.
+func runProbe(cmd *exec.Cmd) error {
+	if os.Getuid() != 0 {
+		return cmd.Run()
+	}
+	res := make(chan error, 1)
+	onThrowawayThread(func() {
+		if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
+			res <- err
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			res <- err
+			return
+		}
+		if err := dropThreadCreds(sandbox.NobodyRunAs); err != nil {
+			res <- err
+			return
+		}
+		// Waited for on this thread: a parent-death signal would be tied
+		// to it (prctl(2)).
+		res <- cmd.Run()
+	})
+	return <-res
 }

@@ -97,7 +97,7 @@ func Diagnose(ctx context.Context, bin *Binary, path string) *Diagnosis {
 			cmd.ExtraFiles = []*os.File{filter}
 		}
 		cmd.Stderr = &stderr
-		if err := cmd.Run(); err == nil {
+		if err := runProbe(cmd); err == nil {
 			d.ProbeOK = true
 			return d
 		}

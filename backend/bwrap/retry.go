@@ -49,7 +49,8 @@ func (f *startFailure) final(attempts int) error {
 //     point);
 //   - a directory or file the plan mounts over, or its parent, was removed:
 //     `Can't mkdir [parents for] P: Read-only file system` (bwrap tries to
-//     make it in the read-only tree), `Can't create file at P: ...`;
+//     make it in the read-only tree; Permission denied when bwrap runs as
+//     a root caller's run_as), `Can't create file at P: ...`;
 //   - a bind source was removed: `Can't find source path P: No such file or
 //     directory`, `Can't bind mount ...: No such file or directory`.
 //
@@ -62,10 +63,13 @@ func hostChangedLine(lines []string) string {
 		}
 		enoent := strings.HasSuffix(l, ": No such file or directory")
 		erofs := strings.HasSuffix(l, ": Read-only file system")
+		// A root caller's bwrap runs as run_as, which may not write the
+		// read-only tree's directories at all: EACCES comes before EROFS.
+		eacces := strings.HasSuffix(l, ": Permission denied")
 		switch {
 		case strings.Contains(l, "Unable to apply mount flags: remount") && (enoent || strings.HasSuffix(l, ": Invalid argument")):
 			return l
-		case (strings.HasPrefix(l, "bwrap: Can't mkdir") || strings.HasPrefix(l, "bwrap: Can't create file")) && (enoent || erofs):
+		case (strings.HasPrefix(l, "bwrap: Can't mkdir") || strings.HasPrefix(l, "bwrap: Can't create file")) && (enoent || erofs || eacces):
 			return l
 		case (strings.HasPrefix(l, "bwrap: Can't find source path") || strings.HasPrefix(l, "bwrap: Can't bind mount") ||
 			strings.HasPrefix(l, "bwrap: Can't remount readonly") || strings.HasPrefix(l, "bwrap: Can't mount tmpfs")) && enoent:
