@@ -9,7 +9,7 @@
 //   - plan.go: Plan turns a sandbox.Request plus what is on the host into an
 //     ordered list of mounts, refusing what the policy refuses;
 //   - argv.go: Argv turns a plan into bwrap's argument vector (pure);
-//   - gate_linux.go: applies rlimits and the pids cgroup to bwrap before it
+//   - gate_linux.go: applies rlimits to bwrap before it
 //     runs a single instruction;
 //   - run.go: Backend, which checks, spawns, waits and reports. Every
 //     sandbox loads corral's syscall filter (package seccomp) through
@@ -17,7 +17,11 @@
 //   - egressns.go: the allowlist profile's network namespace, one per
 //     session and policy, held by a long-lived sandbox whose only process
 //     is corral's forwarder to the proxies of package egress; each command's
-//     bwrap starts inside it (nsenter(1)) instead of unsharing its own.
+//     bwrap starts inside it (nsenter(1)) instead of unsharing its own;
+//   - runas.go (pure) and hostview_linux.go: a root caller's sandbox is
+//     held by an unprivileged identity (run_as), started from a thread in a
+//     private mount namespace with the session's directories idmapped;
+//   - retry.go: a start that failed because the host changed is retried.
 //
 // Behaviour follows the reference bubblewrap backend (shared/seeds) as
 // translated by corral's issue "corral run: the bubblewrap backend".

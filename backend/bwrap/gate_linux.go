@@ -25,10 +25,8 @@ var errGateUnavailable = errors.New("ptrace gate unavailable")
 //
 //  1. the child is started with PTRACE_TRACEME (SysProcAttr.Ptrace) and so
 //     stops right after execve(2), before bwrap's first instruction;
-//  2. RLIMIT_AS and RLIMIT_CPU are set on it with prlimit(2), and it is
-//     moved into the pids cgroup when one is given (root, where
-//     RLIMIT_NPROC does not hold: kernel/fork.c exempts INIT_USER);
-//  3. when nproc > 0 it is followed to its first fork or clone, which is
+//  2. RLIMIT_AS and RLIMIT_CPU are set on it with prlimit(2);
+//  3. when lim.MaxProcs > 0 it is followed to its first fork or clone, which is
 //     bwrap's sandbox child, already inside the new user namespace, and
 //     RLIMIT_NPROC is set on that child. Since Linux 5.14 the process count
 //     behind RLIMIT_NPROC is kept per user namespace (kernel/ucount.c), and
@@ -44,7 +42,7 @@ var errGateUnavailable = errors.New("ptrace gate unavailable")
 // The calling goroutine is locked to its thread for the duration, as
 // ptrace(2) requests must come from the tracing thread. A bwrap that exits
 // before it forks is left unreaped for cmd.Wait.
-func startGated(cmd *exec.Cmd, lim sandbox.Limits, cg *pidsCgroup, nproc bool, join *nsJoin, log *slog.Logger) error {
+func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, log *slog.Logger) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	joinFreshKeyring(log)
@@ -83,17 +81,12 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, cg *pidsCgroup, nproc bool, j
 			return fail(fmt.Errorf("setting RLIMIT_CPU: %w", err))
 		}
 	}
-	if cg != nil {
-		if err := cg.add(pid); err != nil {
-			return fail(err)
-		}
-	}
 	if join != nil {
 		if err := joinNamespaces(pid, *join); err != nil {
 			return fail(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
 		}
 	}
-	if !nproc || lim.MaxProcs <= 0 {
+	if lim.MaxProcs <= 0 {
 		if err := unix.PtraceDetach(pid); err != nil {
 			return fail(fmt.Errorf("detaching from bwrap: %w", err))
 		}

@@ -1,11 +1,8 @@
 package bwrap
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestWithin(t *testing.T) {
@@ -250,34 +247,5 @@ func TestFeaturesFor(t *testing.T) {
 				t.Errorf("FeaturesFor(%v) = %+v, want %+v", tc.v, got, tc.want)
 			}
 		})
-	}
-}
-
-// TestSweepCgroups: left-behind sandbox cgroups older than a minute go;
-// young ones, other names and ones that still hold something stay
-// (rmdir(2) removes only an empty one, as a cgroup with tasks refuses).
-func TestSweepCgroups(t *testing.T) {
-	root := t.TempDir()
-	old := time.Now().Add(-2 * time.Minute)
-	for _, n := range []string{"sbx-old", "sbx-young", "other-old", "sbx-busy"} {
-		if err := os.Mkdir(filepath.Join(root, n), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(root, "sbx-busy", "task"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"sbx-old", "other-old", "sbx-busy"} {
-		if err := os.Chtimes(filepath.Join(root, n), old, old); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := sweepCgroups(root); n != 1 {
-		t.Errorf("sweepCgroups removed %d, want 1", n)
-	}
-	for n, gone := range map[string]bool{"sbx-old": true, "sbx-young": false, "other-old": false, "sbx-busy": false} {
-		if _, err := os.Stat(filepath.Join(root, n)); (err != nil) != gone {
-			t.Errorf("%s: gone %v, want %v", n, err != nil, gone)
-		}
 	}
 }

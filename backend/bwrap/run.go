@@ -84,7 +84,6 @@ type Backend struct {
 
 	mu  sync.Mutex
 	bin *Binary
-	cgr *string // pids cgroup root ("" = none), probed once
 
 	pwOnce sync.Once
 	pwHome string
@@ -607,7 +606,6 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 		}
 	}()
 	var cmd *exec.Cmd
-	var cg *pidsCgroup
 	var tail *tailBuffer
 	lim := req.Limits
 	var start time.Time
@@ -674,25 +672,11 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
 		}
 
-		gateLim := lim
 		// RLIMIT_NPROC holds for any uid but root's (kernel/fork.c exempts
-		// INIT_USER), so a sandbox held by a RunAs identity (bwrap is
-		// started by a thread that holds it, see startAs) gets it as an
-		// unprivileged caller's does; root's own needs the pids cgroup.
-		nproc := !root || ra != nil
-		if root && ra == nil && lim.MaxProcs > 0 {
-			if r := b.cgroupRoot(); r != "" {
-				cg, err = newPidsCgroup(r, lim.MaxProcs)
-				if err != nil {
-					b.log.Warn("bwrap.cgroup.failed", "error", err)
-					cg = nil
-				}
-			}
-			if cg == nil {
-				statusW.Close()
-				return fmt.Errorf("%w: max_procs=%d cannot be enforced: corral runs as root, where RLIMIT_NPROC does not apply, and no writable pids cgroup was found; run corral as an unprivileged user, give it a pids cgroup, or set max_procs to 0 to run without a process limit", sandbox.ErrUnavailable, lim.MaxProcs)
-			}
-		}
+		// INIT_USER), and no sandbox holds root's: a root caller's is held
+		// by its RunAs identity (bwrap is started by a thread that holds
+		// it, see startAs), so the gate sets it for every caller.
+		gateLim := lim
 		start = time.Now()
 		if bin.Setuid && !root {
 			err = b.startWithPrlimit(cmd, gateLim)
@@ -700,33 +684,18 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 			if b.noGate {
 				err = fmt.Errorf("%w: turned off for a test", errGateUnavailable)
 			} else {
-				err = startGated(cmd, gateLim, cg, nproc, join, b.log)
+				err = startGated(cmd, gateLim, join, b.log)
 			}
 			if errors.Is(err, errGateUnavailable) {
 				b.log.Warn("bwrap.gate.unavailable", "error", err)
-				var fs unix.Statfs_t
-				v2 := cg != nil && unix.Statfs(cg.dir, &fs) == nil && fs.Type == unix.CGROUP2_SUPER_MAGIC
-				if lim.MaxProcs > 0 && (!root || !v2) {
+				if lim.MaxProcs > 0 {
 					// prlimit(1) would count every process of the uid on the
-					// machine (the user namespace does not exist yet), and a
-					// cgroup v1 hierarchy cannot take bwrap before its first
-					// fork: refuse rather than run without the limit.
+					// machine (the user namespace does not exist yet):
+					// refuse rather than run without the limit.
 					statusW.Close()
 					return (fmt.Errorf("%w: max_procs=%d cannot be enforced: the ptrace gate that sets it inside the sandbox is refused here (%v: Yama ptrace_scope 3, a seccomp policy, or corral itself being traced); allow ptrace of corral's children, or set max_procs to 0 to run without a process limit", sandbox.ErrUnavailable, lim.MaxProcs, err))
 				}
 				cmd = rebuild(cmd)
-				if cg != nil && lim.MaxProcs > 0 {
-					// Root: bwrap starts inside its pids cgroup
-					// (clone3 CLONE_INTO_CGROUP, cgroup v2), so nothing it
-					// forks is ever outside the limit.
-					fd, oerr := unix.Open(cg.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-					if oerr != nil {
-						statusW.Close()
-						return (fmt.Errorf("%w: max_procs=%d: opening the pids cgroup %s: %v", sandbox.ErrUnavailable, lim.MaxProcs, cg.dir, oerr))
-					}
-					defer unix.Close(fd) // after the start: only clone3 needs it
-					cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
-				}
 				if filter != nil {
 					_, _ = filter.Seek(0, io.SeekStart) // bwrap reads it from the offset
 				}
@@ -752,11 +721,6 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 		defer release()
 	} else {
 		err = launch()
-	}
-	if cg != nil {
-		// Removing a cgroup waits for the kernel to let go of the dead
-		// tasks; nobody needs to wait for that.
-		defer func() { go cg.remove() }()
 	}
 	if errors.Is(err, sandbox.ErrUnavailable) {
 		statusW.Close()
@@ -810,10 +774,6 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 		reapMu.Unlock()
 	}()
 	kill := func() {
-		// Every task of the pids cgroup, which no other process joins.
-		if cg != nil {
-			cg.killAll()
-		}
 		reapMu.Lock()
 		defer reapMu.Unlock()
 		// SIGKILL to the sandbox's pid 1 ends its whole pid namespace
@@ -938,7 +898,7 @@ loop:
 		// its status is the result.
 		b.log.Info("bwrap.sandbox.not_started", "exit_code", res.ExitCode, "child_pid", st.childPid)
 	}
-	res.LimitHit = limitHit(res, lim, tail, cg)
+	res.LimitHit = limitHit(res, lim, tail)
 	b.log.Info("bwrap.sandbox.exited", "exit_code", res.ExitCode, "duration_ms", res.Duration.Milliseconds(), "timed_out", timedOut, "limit", res.LimitHit)
 	return res, nil
 }
@@ -1120,22 +1080,6 @@ func (st *status) parse(line []byte, pidC chan<- int) {
 	}
 }
 
-// cgroupRoot finds the pids cgroup root once.
-func (b *Backend) cgroupRoot() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.cgr == nil {
-		r := pidsRoot()
-		b.cgr = &r
-		if r != "" {
-			if n := sweepCgroups(r); n > 0 {
-				b.log.Debug("bwrap.cgroup.swept", "root", r, "removed", n)
-			}
-		}
-	}
-	return *b.cgr
-}
-
 // startWithPrlimit is the fallback when the ptrace gate cannot be used (a
 // setuid bwrap loses its privileges when traced): prlimit(1) from util-linux
 // sets RLIMIT_AS and RLIMIT_CPU on itself and executes bwrap. RLIMIT_NPROC
@@ -1178,15 +1122,12 @@ func rebuild(c *exec.Cmd) *exec.Cmd {
 }
 
 // limitHit decides which limit, if any, ended the command.
-func limitHit(res *sandbox.Result, lim sandbox.Limits, tail *tailBuffer, cg *pidsCgroup) string {
+func limitHit(res *sandbox.Result, lim sandbox.Limits, tail *tailBuffer) string {
 	if res.TimedOut {
 		return ""
 	}
 	// The process limit is reported even when the command recovered from
 	// refused forks: the person should know it was reached.
-	if cg != nil && cg.hitMax() {
-		return sandbox.LimitProcs
-	}
 	if tail != nil && lim.MaxProcs > 0 {
 		t := strings.ToLower(tail.String())
 		if strings.Contains(t, "fork: resource temporarily unavailable") ||
