@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -230,7 +231,10 @@ func (s *agentStream) result() (*inside.Exit, error) {
 	if s.call.exit != nil {
 		return s.call.exit, nil
 	}
-	return nil, s.a.err
+	// The command was sent: the helper may have run it before it died, so
+	// this is no sandbox.ErrUnavailable ("nothing was run").
+	cause := strings.TrimPrefix(s.a.err.Error(), sandbox.ErrUnavailable.Error()+": ")
+	return nil, fmt.Errorf("%s; the command was sent to it and may have run, in part or whole, but its exit status is unknown: look at its effects before running it again", cause)
 }
 
 // tailNote is ": " and what t kept, or "".

@@ -328,14 +328,16 @@ func (r *relayStream) result() (*inside.Exit, error) {
 	if ex != nil {
 		return ex, nil
 	}
+	// The command was started: from here on no error may say that nothing
+	// ran (sandbox.ErrUnavailable); what became of it is unknown.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ins, err := r.cli.ExecInspect(ctx, r.execID, client.ExecInspectOptions{})
 	if err != nil {
-		return nil, r.e.execErr(r.c, err)
+		return nil, fmt.Errorf("docker backend: the command was started, but its output stream ended without its exit status and the engine did not say how it ended (%v); it may have run, in part or whole: look at its effects before running it again", err)
 	}
 	if ins.Running || ferr != nil {
-		return nil, fmt.Errorf("%w: docker backend: lost the command's output stream (%v)", sandbox.ErrUnavailable, ferr)
+		return nil, fmt.Errorf("docker backend: the command was started, but corral lost its output stream (%v); it may have run, in part or whole: look at its effects before running it again", ferr)
 	}
 	return &inside.Exit{Code: ins.ExitCode}, nil
 }
