@@ -7,38 +7,23 @@ import (
 	"strings"
 )
 
-// HostCaches returns the host's own cache directories for the tools of
-// Vars and Maven (absolute, clean; they need not exist): where the caller's
-// environment policyEnv points each variable, and the tools' defaults under
-// home (~/.npm, ~/.cache, ~/.yarn, ~/.local/share/pnpm, ~/.cargo, ~/.m2,
-// ~/.gradle, the Go module cache). A variable set to one of them is never
-// kept for a sandbox (see Options.Keep), even where the sandbox could write
-// it: the host runs code from there later.
-func HostCaches(policyEnv []string, home string) []string {
+// HomeCaches returns the tools' default cache directories in the home
+// directory home (absolute, clean; they need not exist): ~/.npm, ~/.cache,
+// ~/.yarn, ~/.local/share/pnpm, ~/.pnpm-store, ~/.cargo, ~/.m2, ~/.gradle
+// and ~/go (GOPATH's default, which holds the module cache). A variable set
+// to a path inside one of them is never kept for a sandbox (see
+// Options.Keep), even where the sandbox could write it (the working
+// directory is the home directory, whose non-dot entries are then
+// writable): the host runs code from there later. None when home is "" or
+// "/".
+func HomeCaches(home string) []string {
+	if home == "" || home == "/" {
+		return nil
+	}
 	var out []string
-	add := func(p string) {
-		if p != "" && filepath.IsAbs(p) {
-			out = append(out, filepath.Clean(p))
-		}
+	for _, rel := range []string{".npm", ".cache", ".yarn", ".local/share/pnpm", ".pnpm-store", ".cargo", ".m2", ".gradle", "go"} {
+		out = append(out, filepath.Join(home, rel))
 	}
-	for _, v := range Vars {
-		val, _ := lookup(policyEnv, v.Name)
-		add(val)
-	}
-	if opts, ok := lookup(policyEnv, mavenVar); ok {
-		for _, f := range strings.Fields(opts) {
-			if repo, ok := strings.CutPrefix(f, mavenFlag); ok {
-				add(repo)
-			}
-		}
-	}
-	if home != "" && home != "/" {
-		for _, rel := range []string{".npm", ".cache", ".yarn", ".local/share/pnpm", ".pnpm-store", ".cargo", ".m2", ".gradle"} {
-			add(filepath.Join(home, rel))
-		}
-	}
-	mod, _ := HostGo(policyEnv, home)
-	add(mod)
 	return out
 }
 

@@ -81,16 +81,17 @@ type Options struct {
 	// anyway, so nothing the policy withheld comes back through Env.
 	Env []string
 	// Keep reports whether a path (absolute, clean) the caller set one of
-	// the variables to may stay: the sandbox can write it, and it is none
-	// of the host's own caches. Nil keeps nothing.
+	// the variables to may stay: the sandbox can write it, and it lies in
+	// none of the tools' default caches in the home directory (HomeCaches).
+	// Nil keeps nothing.
 	Keep func(path string) bool
 	// GoSeed, when not empty, is a module cache's download directory
 	// (GOMODCACHE/cache/download of the host) that the sandbox can read:
 	// when Env moves GOMODCACHE it puts file://GoSeed first in GOPROXY, so
 	// modules the host already has are copied from there, without network.
 	GoSeed string
-	// GoProxy is the GOPROXY to put after the seed when Env sets none: the
-	// one of the user's go env file (go env -w), or "" for Go's default.
+	// GoProxy is the GOPROXY to put after the seed when o.Env sets none:
+	// the host's (HostGo), or "" for Go's default.
 	GoProxy string
 }
 
@@ -98,8 +99,9 @@ type Options struct {
 // that point the tools' caches into o.Root. Precedence, per variable: a
 // value the caller (or a session's command, by export) set to an absolute
 // path that o.Keep accepts stays as it is; anything else (unset, empty,
-// relative, read-only in the sandbox, the host's own cache, another cache
-// directory of corral's that this sandbox does not have) is replaced by
+// relative, read-only in the sandbox, a default cache of the home
+// directory, another cache directory of corral's that this sandbox does not
+// have) is replaced by
 // o.Root/<sub>. MAVEN_OPTS keeps its other flags. GOPROXY is touched only
 // when GOMODCACHE is replaced and o.GoSeed is set.
 func Env(o Options) []string {

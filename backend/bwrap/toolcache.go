@@ -89,8 +89,8 @@ func (p *planner) cargoConfig(cache string) {
 // filtered environment (toolcache.Env). A value the command's environment
 // sets is kept when the sandbox can write it (the working directory and
 // read-write binds, the scratch directory and session home when writable,
-// the cache itself, /tmp and /dev/shm) and it is none of the host's own
-// caches. Go's modules are seeded from the host's module cache when the
+// the cache itself, /tmp and /dev/shm) and it lies in none of the tools'
+// default caches in the home directory (toolcache.HomeCaches). Go's modules are seeded from the host's module cache when the
 // sandbox can read it, unless the GOPROXY that would follow carries a
 // credential.
 func (p *planner) cacheEnv(cache, scratch, sessionHome string, writable bool, env []string) []string {
@@ -102,7 +102,7 @@ func (p *planner) cacheEnv(cache, scratch, sessionHome string, writable bool, en
 			}
 		}
 	}
-	hostCaches := toolcache.HostCaches(p.policyEnv(), p.host.Home)
+	hostCaches := toolcache.HomeCaches(p.host.Home)
 	for _, h := range slices.Clone(hostCaches) {
 		if r, err := filepath.EvalSymlinks(h); err == nil && r != h {
 			hostCaches = append(hostCaches, r)
