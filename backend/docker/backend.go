@@ -141,9 +141,9 @@ func dirIn(ws workspace, dir string) string {
 
 // Run implements sandbox.Backend: req runs in the session's container
 // (req.Session), started on first use, or in a container of its own that
-// is removed afterwards. req.ScratchDir and req.HomeDir are not mounted:
-// /tmp (TMPDIR, HOME) is the container's, kept between the commands of a
-// session. Commands never get a terminal, so isatty is false for stdin,
+// is removed afterwards. req.ScratchDir, req.HomeDir and req.CacheDir are
+// not mounted: /tmp (TMPDIR, HOME, the tool caches of CacheDir) is the
+// container's, kept between the commands of a session. Commands never get a terminal, so isatty is false for stdin,
 // stdout and stderr every time (stdin is a pipe or /dev/null); only
 // req.TTY (corral shell) runs on a terminal of the engine's (see runTTY).
 func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Result, error) {
