@@ -57,6 +57,9 @@ type Settings struct {
 	Timeout time.Duration
 	// HomeMode is HomeModeHost or HomeModeSession (key home_mode).
 	HomeMode string
+	// ToolCaches is ToolCachesShared, ToolCachesSession or ToolCachesOff
+	// (key tool_caches).
+	ToolCaches string
 	// DegradedMode is DegradedDegrade or DegradedFail (key degraded_mode).
 	DegradedMode string
 	// TmpSizeMB is the size of /tmp and /dev/shm in MiB (key tmp_size_mb).

@@ -135,6 +135,11 @@ const (
 	HomeModeHost    = "host"    // home_mode: the host's home directory, hidden but for allowed entries
 	HomeModeSession = "session" // home_mode: a fresh home directory per session
 
+	// tool_caches: where the toolchains' caches go (see package toolcache).
+	ToolCachesShared  = "shared"  // one per user, <state dir>/cache, shared by every session
+	ToolCachesSession = "session" // one per session, in its directory; `corral run` alone gets one for the command
+	ToolCachesOff     = "off"     // none: the tools' defaults, read-only in a sandbox
+
 	DegradedDegrade = "degrade" // degraded_mode: an unavailable sandbox is a result that says why (nothing runs)
 	DegradedFail    = "fail"    // degraded_mode: an unavailable sandbox is an error (nothing runs)
 )
@@ -312,6 +317,13 @@ var registry = []Key{
 		Accepts: "one of host, session",
 		Doc:     "home directory inside the sandbox: host (the real one, hidden but for home_allow) or session (a fresh one per session)",
 		field:   func(s *Settings) any { return &s.HomeMode },
+	},
+	{
+		Name: "tool_caches", Kind: KindEnum, Default: ToolCachesShared,
+		Values:  []string{ToolCachesShared, ToolCachesSession, ToolCachesOff},
+		Accepts: "one of shared, session, off",
+		Doc:     "writable caches of npm, yarn, pnpm, pip, uv, Go, cargo, Gradle and Maven in the sandbox, never the host's own: shared (one per user under the state directory, `corral cache path`), session (one per session), off (the tools' defaults, read-only)",
+		field:   func(s *Settings) any { return &s.ToolCaches },
 	},
 	{
 		Name: "degraded_mode", Kind: KindEnum, Default: DegradedDegrade,

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corralhq/corral/backend/docker"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
 )
@@ -92,6 +93,9 @@ func Instructions(name string, sp *session.Spec, specErr error) string {
 	} else {
 		p("- /tmp is fresh and empty for every command (%d MiB): nothing left there survives the command. $TMPDIR is this session's scratch directory, read-only under this profile.", tmp)
 	}
+	if line := cachesLine(sp, profile); line != "" {
+		p("%s", line)
+	}
 	p("- Hidden: credentials (~/.ssh, cloud and package-registry tokens, keyrings) and the dot files of the home directory that are not allowed; secrets are removed from the environment. A hidden path looks missing.")
 	switch {
 	case profile.HostNetwork():
@@ -113,6 +117,25 @@ func Instructions(name string, sp *session.Spec, specErr error) string {
 	p("")
 	usage(p)
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// cachesLine says where the toolchains' caches go (the tool_caches
+// setting, see package toolcache), or "" when there is nothing to say.
+func cachesLine(sp *session.Spec, profile sandbox.Profile) string {
+	const tools = "npm, yarn, pnpm, pip, uv, Go (GOCACHE, GOMODCACHE), cargo (CARGO_HOME), Gradle and Maven"
+	on := sp.CacheDir != "" || sp.SessionCache
+	switch {
+	case !on:
+		return "- Package and build caches: the tools' defaults under $HOME, which are read-only here; point them at $TMPDIR (npm_config_cache, GOCACHE, GOMODCACHE, PIP_CACHE_DIR) when an install or build needs to write one."
+	case sp.Backend.Name() == "docker":
+		return "- Package and build caches (" + tools + ") are in this container's " + docker.CacheDir + " (the variables point there): kept between this session's commands, gone with the container."
+	case !profile.Writable():
+		return "- Package and build caches: none under the restricted profile (the tools' defaults are read-only)."
+	case sp.SessionCache:
+		return "- Package and build caches (" + tools + ") are in a writable directory of this session's own (the tools' variables point there), kept between its commands; the host's own caches (~/.npm, ~/.cache, ~/go/pkg/mod) are never written. Do not change those variables to $HOME paths: they are read-only."
+	default:
+		return "- Package and build caches (" + tools + ") are in " + sp.CacheDir + ", writable and shared with this user's other sessions (the tools' variables point there), so a package downloaded once is there next time; the host's own caches (~/.npm, ~/.cache, ~/go/pkg/mod) are never written. Do not change those variables to $HOME paths: they are read-only."
+	}
 }
 
 // usage writes how to use the tools.

@@ -68,6 +68,15 @@ func TestInstructions(t *testing.T) {
 			s.Binds = []sandbox.Bind{{Src: "/data", ReadOnly: true}, {Src: "/srv/out", Dest: "/out"}}
 			s.SessionHome = true
 		}), nil, []string{"Writable: /out, $TMPDIR (this session's scratch directory), $HOME (a home directory of this session's own), /tmp and /dev/shm.", "Also mounted, read-only: /data."}, nil},
+		{"shared tool cache", with(func(s *session.Spec) { s.CacheDir = "/home/u/.local/state/corral/cache" }), nil,
+			[]string{"Package and build caches (npm, yarn, pnpm, pip, uv, Go (GOCACHE, GOMODCACHE), cargo", "are in /home/u/.local/state/corral/cache, writable and shared", "never written"}, nil},
+		{"session tool cache", with(func(s *session.Spec) { s.SessionCache = true }), nil,
+			[]string{"in a writable directory of this session's own"}, []string{"shared"}},
+		{"tool caches off", &base, nil, []string{"Package and build caches: the tools' defaults under $HOME, which are read-only here"}, nil},
+		{"restricted tool cache", with(func(s *session.Spec) { s.CacheDir = "/c"; s.Profile = sandbox.ProfileRestricted }), nil,
+			[]string{"Package and build caches: none under the restricted profile"}, nil},
+		{"docker tool cache", with(func(s *session.Spec) { s.CacheDir = "/c"; s.Backend = fakeBackend{name: "docker"} }), nil,
+			[]string{"are in this container's /tmp/.toolcache"}, []string{"/c"}},
 		{"no limits", with(func(s *session.Spec) { s.Limits = sandbox.Limits{}; s.Timeout = 90 * time.Second }), nil,
 			[]string{"90 s of wall-clock time", "no memory limit, no CPU time limit, no process limit"}, nil},
 		{"default cwd", with(func(s *session.Spec) { s.Workdir = "" }), nil, []string{"Working directory: the directory corral was started in."}, nil},

@@ -134,6 +134,16 @@ type Request struct {
 	// bound at its own path. Empty keeps the real home directory, seen
 	// through the home rules.
 	HomeDir string
+	// CacheDir, when set, is a host directory of corral's own (inside its
+	// state directory: the tool_caches setting, see package toolcache) for
+	// the toolchains' download and build caches: under every profile but
+	// restricted the bwrap backend binds it read-write at its own path and
+	// points npm_config_cache, GOCACHE, GOMODCACHE, PIP_CACHE_DIR,
+	// CARGO_HOME and the like into it (toolcache.Env), unless the command's
+	// environment sets them to a path the sandbox can write. The docker
+	// backend keeps the caches in the container's /tmp instead. Empty
+	// means none: the tools keep their defaults, read-only in a sandbox.
+	CacheDir string
 	// Profile selects write and network access.
 	Profile Profile
 	// Limits are the per-command resource limits.

@@ -360,6 +360,7 @@ func writableRoots(req *sandbox.Request) []string {
 		add(req.Workdir)
 		add(req.ScratchDir)
 		add(req.HomeDir)
+		add(req.CacheDir) // bound read-write by the backend under these profiles
 		for _, b := range req.Binds {
 			if !b.ReadOnly {
 				add(b.Target())
@@ -371,13 +372,13 @@ func writableRoots(req *sandbox.Request) []string {
 
 // protectedRoots are the directories at whose top the protected-path
 // patterns apply, as the file server sees them: the writable roots but the
-// scratch directory and the session home (corral's own; nothing on the
-// host runs from them). As in the bwrap backend, when the working directory
+// scratch directory, the session home and the tool cache (corral's own;
+// nothing on the host runs from them). As in the bwrap backend, when the working directory
 // is the home directory, its writable parts are its non-dot entries, and the
 // patterns apply at the top of each.
 func protectedRoots(req *sandbox.Request, writable []string) []string {
 	skip := map[string]bool{}
-	for _, p := range []string{req.ScratchDir, req.HomeDir} {
+	for _, p := range []string{req.ScratchDir, req.HomeDir, req.CacheDir} {
 		if p == "" {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corralhq/corral/internal/rmtree"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -37,6 +38,12 @@ type Spec struct {
 	// SessionHome makes HOME a writable per-session directory
 	// (home_mode: session).
 	SessionHome bool
+	// CacheDir is the tools' shared cache directory (tool_caches: shared;
+	// sandbox.Request.CacheDir), made when missing; SessionCache gives the
+	// session one of its own in its directory instead (tool_caches:
+	// session). Neither means no cache.
+	CacheDir     string
+	SessionCache bool
 	// EnvDeny, EnvAllow and TmpSizeMB go into every sandbox.Request.
 	EnvDeny, EnvAllow []string
 	TmpSizeMB         int
@@ -218,7 +225,8 @@ func (m *Manager) removeDir(dir string) error {
 		return fmt.Errorf("session in %s is running a command; try again when it is done", dir)
 	}
 	defer release()
-	return os.RemoveAll(dir)
+	// rmtree: a session's tool cache holds Go's read-only module cache.
+	return rmtree.RemoveAll(dir)
 }
 
 // Prune removes sessions unused for longer than MaxIdle (a day by default)
@@ -260,4 +268,18 @@ func (m *Manager) spec(name string) (*Spec, error) {
 		return nil, fmt.Errorf("%w: session %q has no backend", sandbox.ErrBadRequest, name)
 	}
 	return sp, nil
+}
+
+// CacheDirs returns the tool cache directories of the sessions on disk
+// (tool_caches: session; Session.CacheDir) that exist, sorted.
+func (m *Manager) CacheDirs() []string {
+	matches, _ := filepath.Glob(filepath.Join(m.root, "*", "cache"))
+	var out []string
+	for _, d := range matches {
+		if st, err := os.Lstat(d); err == nil && st.IsDir() {
+			out = append(out, d)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

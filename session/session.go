@@ -46,6 +46,12 @@ func (s *Session) Dir() string { return s.dir }
 // sandbox; kept between commands).
 func (s *Session) ScratchDir() string { return filepath.Join(s.dir, "scratch") }
 
+// CacheDir returns the session's own tool cache directory (tool_caches:
+// session; Spec.SessionCache), beside the scratch directory rather than in
+// it: a command could replace a directory inside its scratch directory with
+// a symlink, and the next command would bind what it points at.
+func (s *Session) CacheDir() string { return filepath.Join(s.dir, "cache") }
+
 // NonInteractiveEnv are set in a new session unless the caller's
 // environment sets them, so that pagers, editors, credential prompts and
 // package installers never wait for a person. A command can change them
@@ -330,6 +336,16 @@ func (s *Session) request(sp *Spec, st *State, dir string, argv []string, timeou
 		home := filepath.Join(s.dir, "home")
 		_ = os.MkdirAll(home, 0o700)
 		r.HomeDir = home
+	}
+	switch {
+	case sp.SessionCache:
+		r.CacheDir = s.CacheDir()
+	case sp.CacheDir != "":
+		r.CacheDir = sp.CacheDir
+	}
+	if r.CacheDir != "" {
+		// A failure shows when the backend looks for it.
+		_ = os.MkdirAll(r.CacheDir, 0o700)
 	}
 	return r
 }

@@ -569,3 +569,37 @@ func TestAllowlistSession(t *testing.T) {
 		t.Errorf("under workspace after allowlist: %q", r.Output.Text)
 	}
 }
+
+// TestRemoveWithToolCache: a session whose own tool cache holds Go's
+// read-only module cache is removed whole, and CacheDirs lists that cache
+// until then.
+func TestRemoveWithToolCache(t *testing.T) {
+	state := t.TempDir()
+	m := NewManager(Options{StateDir: state, Resolve: func(string) (*Spec, error) { return &Spec{SessionCache: true}, nil }})
+	defer m.Close()
+	s, err := m.Open("cached")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := filepath.Join(s.CacheDir(), "go-mod", "example.com", "dep@v1.0.0")
+	if err := os.MkdirAll(mod, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mod, "dep.go"), []byte("package dep\n"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	for d := mod; d != s.CacheDir(); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o555); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := m.CacheDirs(); len(got) != 1 || got[0] != s.CacheDir() {
+		t.Errorf("CacheDirs = %q, want [%s]", got, s.CacheDir())
+	}
+	if err := m.Remove("cached"); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	if _, err := os.Stat(s.Dir()); !os.IsNotExist(err) {
+		t.Errorf("the session's directory is still there: %v", err)
+	}
+}

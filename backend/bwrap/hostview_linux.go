@@ -114,12 +114,13 @@ func enterHostView(plan *Plan, ra sandbox.RunAs, maps *idmapCache) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fail("making the mount namespace private: %v", err)
 	}
-	for _, t := range blockedDirs(neededPaths(plan), ra, statDir) {
+	owned := ownedSources(plan)
+	for _, t := range blockedDirs(neededPaths(plan), ra, idmappedStat(owned, ra, statDir)) {
 		if err := coverDir(t); err != nil {
 			return vanished(err, fail)
 		}
 	}
-	for _, w := range ownedSources(plan) {
+	for _, w := range owned {
 		if err := idmapAt(w, ra, maps); err != nil {
 			return vanished(err, fail)
 		}

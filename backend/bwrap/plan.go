@@ -11,6 +11,7 @@ import (
 
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/toolcache"
 )
 
 // mountKind is one bwrap mount operation.
@@ -116,7 +117,7 @@ type Plan struct {
 	Warnings []string
 	// Own are the session's own directories, read-write or not: the working
 	// directory (unless it is the home directory, rebuilt entry by entry),
-	// the scratch directory and the session's home. A RunAs identity holds
+	// the scratch directory, the session's home and the tool cache. A RunAs identity holds
 	// them as their owner does (idmapped, see runas.go), so a read-only
 	// working directory under restricted reads as a writable one does.
 	Own []string
@@ -259,15 +260,19 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	cache, err := p.toolCache(profile, scratch, sessionHome)
+	if err != nil {
+		return nil, err
+	}
 	if workdir != host.Home {
 		plan.Own = append(plan.Own, workdir)
 	}
-	for _, d := range []string{scratch, sessionHome} {
+	for _, d := range []string{scratch, sessionHome, cache} {
 		if d != "" {
 			plan.Own = append(plan.Own, d)
 		}
 	}
-	if err := p.protect(scratch, sessionHome, writable); err != nil {
+	if err := p.protect(scratch, sessionHome, cache, writable); err != nil {
 		return nil, err
 	}
 	if err := p.protected(plan); err != nil {
@@ -291,7 +296,18 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		// Proxy variables a session saved under allowlist lead nowhere here.
 		env = egress.WithoutEnv(env)
 	}
+	if cache == "" {
+		// Cache variables a session saved lead into corral's hidden
+		// directories when this sandbox has no cache.
+		env = toolcache.Strip(env, host.HiddenDirs)
+	}
 	plan.Env, plan.EnvWithheld = sandbox.FilterEnvPolicy(env, append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...), req.EnvAllow, set...)
+	if cache != "" {
+		// From the filtered environment: MAVEN_OPTS and GOPROXY are built
+		// on the caller's values, which must not bring back what the
+		// policy withheld.
+		plan.Env = sandbox.FilterEnv(plan.Env, nil, p.cacheEnv(cache, scratch, sessionHome, writable, plan.Env)...)
+	}
 	plan.Mounts = p.ordered()
 	plan.Warnings = p.warns
 	plan.Reach = p.reach
@@ -815,10 +831,13 @@ func (p *planner) scratch(writable bool) (string, error) {
 }
 
 // protect applies Host.SecretFiles and Host.PinFiles.
-func (p *planner) protect(scratch, sessionHome string, writable bool) error {
+func (p *planner) protect(scratch, sessionHome, cache string, writable bool) error {
 	roots := append([]string{}, p.writes...)
 	if writable && scratch != "" {
 		roots = append(roots, scratch)
+	}
+	if cache != "" {
+		roots = append(roots, cache)
 	}
 	if sessionHome != "" && writable {
 		roots = append(roots, sessionHome)

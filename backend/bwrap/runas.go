@@ -184,3 +184,34 @@ func blockedDirs(need []string, ra sandbox.RunAs, stat func(string) (dirInfo, bo
 	})
 	return out
 }
+
+// idmappedStat wraps stat for blockedDirs: a directory inside one of owned
+// (the idmapped sources, ownedSources) that belongs to that source's owner
+// is reported as ra's, since after idmapAt ra holds it as its owner does
+// and enters it by the owner's bits. Without this a directory on the way to
+// a mount inside an owned directory (the cargo configuration bound into the
+// tool cache) would be covered by a small tmpfs, which the idmapped mount
+// would then show in place of the directory itself.
+func idmappedStat(owned []string, ra sandbox.RunAs, stat func(string) (dirInfo, bool)) func(string) (dirInfo, bool) {
+	return func(d string) (dirInfo, bool) {
+		di, ok := stat(d)
+		if !ok {
+			return di, ok
+		}
+		for _, w := range owned {
+			if !within(d, w) {
+				continue
+			}
+			if wi, ok := stat(w); ok {
+				if di.UID == wi.UID {
+					di.UID = ra.UID
+				}
+				if di.GID == wi.GID {
+					di.GID = ra.GID
+				}
+			}
+			break
+		}
+		return di, true
+	}
+}

@@ -100,4 +100,19 @@ func TestBlockedDirs(t *testing.T) {
 	if got := blockedDirs([]string{"/home/u/project"}, sandbox.RunAs{UID: 1000, GID: 1000}, stat); len(got) != 0 {
 		t.Errorf("blockedDirs for the owner = %+v, want none", got)
 	}
+	// Inside a directory that is idmapped (the root-owned 0700 tool cache
+	// in root's state directory, with the cargo configuration bound below
+	// it) the identity is the owner: the way is covered up to the owned
+	// directory, not inside it.
+	tree["/root/.local/state/corral/cache"] = dirInfo{0o700, 0, 0}
+	tree["/root/.local/state/corral/cache/cargo"] = dirInfo{0o755, 0, 0}
+	owned := []string{"/root/.local/state/corral/cache"}
+	got = blockedDirs([]string{"/root/.local/state/corral/cache", "/root/.local/state/corral/cache/cargo/config.toml"}, ra, idmappedStat(owned, ra, stat))
+	want = []traversal{
+		{Dir: "/root", Entries: []string{".local"}},
+		{Dir: "/root/.local", Entries: []string{"state"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("blockedDirs with an idmapped directory =\n%+v\nwant\n%+v", got, want)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/corralhq/corral/backend/docker/inside"
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/toolcache"
 )
 
 // Name is the backend's configuration name.
@@ -91,7 +92,8 @@ var keepFromHost = []string{"LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "COLORTERM
 // the environment policy of every backend (sandbox.FilterEnvPolicy: names
 // and values), which variables a session exported meet too. withheld lists
 // the variables dropped for their value. The image's own variables (PATH)
-// apply where none is given. HOME and TMPDIR are the container's.
+// apply where none is given. HOME and TMPDIR are the container's, and so
+// are the tool caches' variables when req.CacheDir is set (CacheDir).
 func (b *Backend) env(req *sandbox.Request) (env []string, withheld []sandbox.EnvDrop) {
 	host := make(map[string]bool, len(req.PolicyEnv))
 	policy := req.PolicyEnv
@@ -117,7 +119,21 @@ func (b *Backend) env(req *sandbox.Request) (env []string, withheld []sandbox.En
 		keep = egress.WithoutEnv(keep)
 	}
 	deny := append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...)
-	return sandbox.FilterEnvPolicy(keep, deny, req.EnvAllow, "HOME="+Home, "TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp")
+	env, withheld = sandbox.FilterEnvPolicy(keep, deny, req.EnvAllow, "HOME="+Home, "TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp")
+	if req.CacheDir != "" {
+		// The caches go to the container's CacheDir unless a variable
+		// already points at a path the container can write: the image's
+		// own values are not seen here, and an image's GOPATH=/go or
+		// CARGO_HOME=/usr/local/cargo lies on its read-only root.
+		roots := b.WritableRoots(req)
+		keepPath := func(v string) bool {
+			return slices.ContainsFunc(roots, func(w string) bool {
+				return v == w || strings.HasPrefix(v, strings.TrimSuffix(w, "/")+"/")
+			})
+		}
+		env = sandbox.FilterEnv(env, nil, toolcache.Env(toolcache.Options{Root: CacheDir, Env: env, Keep: keepPath})...)
+	}
+	return env, withheld
 }
 
 // dirIn maps a host directory under the workspace to the container.
@@ -134,9 +150,9 @@ func dirIn(ws workspace, dir string) string {
 
 // Run implements sandbox.Backend: req runs in the session's container
 // (req.Session), started on first use, or in a container of its own that
-// is removed afterwards. req.ScratchDir and req.HomeDir are not mounted:
-// /tmp (TMPDIR, HOME) is the container's, kept between the commands of a
-// session. Commands never get a terminal, so isatty is false for stdin,
+// is removed afterwards. req.ScratchDir, req.HomeDir and req.CacheDir are
+// not mounted: /tmp (TMPDIR, HOME, the tool caches of CacheDir) is the
+// container's, kept between the commands of a session. Commands never get a terminal, so isatty is false for stdin,
 // stdout and stderr every time (stdin is a pipe or /dev/null); only
 // req.TTY (corral shell) runs on a terminal of the engine's (see runTTY).
 func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Result, error) {

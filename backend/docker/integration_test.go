@@ -745,3 +745,28 @@ echo ran`)
 		t.Errorf("warnings %q", res.Warnings)
 	}
 }
+
+// TestToolCaches: the tools' caches are writable in a container under every
+// profile, restricted included (they live in the container's /tmp), and
+// last across the commands of a session.
+func TestToolCaches(t *testing.T) {
+	f := newFixture(t, nil)
+	withCache := func(p sandbox.Profile) func(*sandbox.Request) {
+		return func(r *sandbox.Request) { r.CacheDir = "/host/state/cache"; r.Profile = p }
+	}
+	write := `for v in GOCACHE GOMODCACHE npm_config_cache PIP_CACHE_DIR CARGO_HOME GRADLE_USER_HOME; do
+  d=${!v}; case $d in ` + CacheDir + `/*) ;; *) echo "$v=$d outside the cache"; exit 1;; esac
+  mkdir -p "$d" && echo x > "$d/entry" || exit 1
+done`
+	for _, p := range []sandbox.Profile{sandbox.ProfileRestricted, sandbox.ProfileWorkspace} {
+		if res, out := f.run("tc-"+string(p), write, withCache(p)); res.ExitCode != 0 {
+			t.Errorf("%s: writing the caches: %d %s", p, res.ExitCode, out)
+		}
+		if res, out := f.run("tc-"+string(p), `cat "$GOMODCACHE/entry" "$CARGO_HOME/entry"`, withCache(p)); res.ExitCode != 0 || out != "x\nx\n" {
+			t.Errorf("%s: the caches did not last to the next command: %d %q", p, res.ExitCode, out)
+		}
+	}
+	if res, out := f.run("tc-off", `echo "${GOMODCACHE-unset}"`); res.ExitCode != 0 || out != "unset\n" {
+		t.Errorf("without a tool cache: %d %q", res.ExitCode, out)
+	}
+}

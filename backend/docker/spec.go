@@ -72,6 +72,16 @@ const sharedKey = "shared"
 // uid, gone with the container).
 const Home = "/tmp"
 
+// CacheDir is where a container keeps the toolchains' caches (npm, Go, pip,
+// cargo, ...; see toolcache.Env) when the tool_caches setting is not off:
+// in its own /tmp, kept between the commands of its session and gone with
+// the container. A directory of the host is not shared with containers:
+// the people a docker session is for (a chat open to a group) could poison
+// it for the person's own sandboxes and for other chats' containers, and a
+// host directory's owner cannot be made to match every docker.user (none,
+// Podman's user namespaces).
+const CacheDir = Home + "/.toolcache"
+
 // workspace is the one host directory a container writes.
 type workspace struct {
 	// Host is the workspace as corral sees it; Source as the daemon sees it

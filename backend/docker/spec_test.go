@@ -306,3 +306,32 @@ func TestFilterProfiles(t *testing.T) {
 		t.Error("the AF_UNIX rule is not where it belongs")
 	}
 }
+
+// TestEnvToolCaches: with a tool cache (tool_caches not off) the tools'
+// variables point into the container's CacheDir, unless a variable already
+// points at a path the container can write; an image's read-only location
+// (CARGO_HOME=/usr/local/cargo) is replaced. Without one, nothing is set.
+func TestEnvToolCaches(t *testing.T) {
+	b := &Backend{st: DefaultSettings}
+	req := &sandbox.Request{
+		// Exported by the session's commands, not the host's own.
+		Env:       []string{"GOCACHE=/tmp/mine", "CARGO_HOME=/usr/local/cargo", "MAVEN_OPTS=-Xmx1g"},
+		PolicyEnv: []string{"PATH=/host/bin"},
+		CacheDir:  "/host/state/cache",
+	}
+	got, _ := b.env(req)
+	for name, want := range map[string]string{
+		"GOCACHE": "/tmp/mine", "CARGO_HOME": CacheDir + "/cargo", "GOMODCACHE": CacheDir + "/go-mod",
+		"npm_config_cache": CacheDir + "/npm", "PIP_CACHE_DIR": CacheDir + "/pip",
+		"MAVEN_OPTS": "-Xmx1g -Dmaven.repo.local=" + CacheDir + "/m2",
+	} {
+		if v, _ := sandbox.LookupEnv(got, name); v != want {
+			t.Errorf("%s = %q, want %q", name, v, want)
+		}
+	}
+	req.CacheDir = ""
+	got, _ = b.env(req)
+	if v, ok := sandbox.LookupEnv(got, "GOMODCACHE"); ok {
+		t.Errorf("GOMODCACHE = %q without a tool cache", v)
+	}
+}

@@ -33,13 +33,14 @@ every corral container, in use or not.
 
 It also removes the directories a killed corral left in the state
 directory: the allowlist proxies' socket directories (net/<pid>-<n>) and
-the scratch directories of "corral run" (scratch/run-<pid>-*), when that
-pid no longer exists. --json lists containers only. Without a Docker
-engine that answers (DOCKER_HOST, or the default socket), the containers
-are skipped, which is said (on stderr with --json), and the rest is done.
+the scratch directories of "corral run" (scratch/run-<pid>-*, and the tool
+caches of tool_caches: session beside them), when that pid no longer
+exists. --json lists containers only. Without a Docker engine that
+answers (DOCKER_HOST, or the default socket), the containers are skipped,
+which is said (on stderr with --json), and the rest is done.
 
 Sessions on disk (cwd, variables, scratch) are not touched: see
-"corral sessions prune".`,
+"corral sessions prune"; nor are the tool caches: see "corral cache prune".`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			dirs := append(egress.SweepStale(filepath.Join(config.StateDir(), "net")), sweepRunScratch(filepath.Join(config.StateDir(), "scratch"))...)

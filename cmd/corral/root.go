@@ -45,6 +45,7 @@ Exit status: the command's own status, 128+N when it died of signal N, and
 		newRunCmd(g),
 		newExecCmd(g),
 		newCleanupCmd(g),
+		newCacheCmd(g),
 		newDoctorCmd(g),
 		newConfigCmd(g),
 		newSessionsCmd(g),

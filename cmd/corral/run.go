@@ -16,9 +16,11 @@ import (
 
 	"github.com/corralhq/corral/backend/bwrap"
 	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/internal/rmtree"
 	"github.com/corralhq/corral/internal/tail"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
+	"github.com/corralhq/corral/toolcache"
 )
 
 type runOptions struct {
@@ -119,10 +121,25 @@ func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) erro
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("creating the scratch directory: %w", err)}
 	}
-	defer os.RemoveAll(scratch)
+	defer rmtree.RemoveAll(scratch) // a module cache there is read-only
 	req.ScratchDir = scratch
 	if st.HomeMode == config.HomeModeSession {
 		req.HomeDir = ensureDir(filepath.Join(config.StateDir(), "homes", "default"))
+	}
+	switch st.ToolCaches {
+	case config.ToolCachesShared:
+		req.CacheDir = ensureDir(toolcache.Dir(config.StateDir()))
+	case config.ToolCachesSession:
+		// A session of one command: beside its scratch directory (not in
+		// it, see session.Session.CacheDir), named so that `corral
+		// cleanup` removes it when corral was killed.
+		cache, err := os.MkdirTemp(filepath.Dir(scratch), fmt.Sprintf("run-%d-cache-", os.Getpid()))
+		if err != nil {
+			return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("creating the tool cache directory: %w", err)}
+		}
+		// rmtree: Go's module cache is read-only.
+		defer rmtree.RemoveAll(cache)
+		req.CacheDir = cache
 	}
 
 	req.Progress = progressLine

@@ -17,6 +17,7 @@ import (
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
+	"github.com/corralhq/corral/toolcache"
 )
 
 // newManager returns a session manager whose sessions read the settings
@@ -54,13 +55,20 @@ func specFor(g *globalOptions, st *config.Settings, o *runOptions, logger *slog.
 	if err != nil {
 		return nil, err
 	}
-	return &session.Spec{
+	sp := &session.Spec{
 		Backend: be, Profile: req.Profile, Limits: req.Limits, Binds: req.Binds, HomeAllow: req.HomeAllow, Skills: req.Skills,
 		Workdir: req.Workdir, Timeout: req.Timeout, OutputLimit: st.OutputLimit,
 		SessionHome: st.HomeMode == config.HomeModeSession, Env: os.Environ(),
 		EnvDeny: st.EnvDeny, EnvAllow: st.EnvAllow, TmpSizeMB: st.TmpSizeMB,
 		Protected: st.ProtectedPaths, NetworkAllow: req.NetworkAllow, NetworkDeny: req.NetworkDeny,
-	}, nil
+	}
+	switch st.ToolCaches {
+	case config.ToolCachesShared:
+		sp.CacheDir = toolcache.Dir(config.StateDir())
+	case config.ToolCachesSession:
+		sp.SessionCache = true
+	}
+	return sp, nil
 }
 
 func newSessionsCmd(g *globalOptions) *cobra.Command {

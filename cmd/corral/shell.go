@@ -59,7 +59,10 @@ func (o *runOptions) shell(c *cobra.Command, g *globalOptions) error {
 		Argv: []string{"/bin/bash", "-i"}, Env: os.Environ(), PolicyEnv: os.Environ(), Workdir: spec.Workdir, Profile: spec.Profile,
 		Limits: spec.Limits, Binds: spec.Binds, HomeAllow: spec.HomeAllow, Skills: spec.Skills, TTY: true,
 		EnvDeny: spec.EnvDeny, EnvAllow: spec.EnvAllow, TmpSizeMB: spec.TmpSizeMB, Protected: spec.Protected,
-		NetworkAllow: spec.NetworkAllow, NetworkDeny: spec.NetworkDeny,
+		NetworkAllow: spec.NetworkAllow, NetworkDeny: spec.NetworkDeny, CacheDir: spec.CacheDir,
+	}
+	if spec.CacheDir != "" {
+		ensureDir(spec.CacheDir)
 	}
 	if o.session != "" {
 		m := newManager(g, o, logger)
@@ -73,6 +76,9 @@ func (o *runOptions) shell(c *cobra.Command, g *globalOptions) error {
 			return &exitError{Code: sandbox.ExitCorralError, Err: err}
 		}
 		req.Env, req.Dir, req.ScratchDir, req.Session = stt.Env, stt.Cwd, s.ScratchDir(), o.session
+		if spec.SessionCache {
+			req.CacheDir = ensureDir(s.CacheDir())
+		}
 	}
 	ptmx, tty, err := pty.Open()
 	if err != nil {

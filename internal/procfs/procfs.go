@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/corralhq/corral/internal/rmtree"
 )
 
 // statFields returns the fields of /proc/PID/stat after the command name:
@@ -68,7 +70,9 @@ func Gone(pid int) bool {
 // SweepDead removes the entries of dir that belong to processes that are
 // gone and returns their paths. pidOf reads the owning pid from an entry's
 // name, reporting false for names that are not of that kind (which are
-// kept); entries of this process and of live ones are kept too. Errors
+// kept); entries of this process and of live ones are kept too. Read-only
+// directories inside an entry (a Go module cache) are removed as well
+// (rmtree.RemoveAll). Errors
 // reading dir or removing an entry are not reported: the entry stays for a
 // later sweep.
 func SweepDead(dir string, pidOf func(name string) (int, bool)) []string {
@@ -83,7 +87,7 @@ func SweepDead(dir string, pidOf func(name string) (int, bool)) []string {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
-		if os.RemoveAll(p) == nil {
+		if rmtree.RemoveAll(p) == nil {
 			removed = append(removed, p)
 		}
 	}
