@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corralhq/corral/internal/procfs"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -86,7 +87,7 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, log *slog.Logge
 			return fail(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
 		}
 	}
-	if lim.MaxProcs <= 0 {
+	if lim.MaxProcs <= 0 && !canJoinByInjection {
 		if err := unix.PtraceDetach(pid); err != nil {
 			return fail(fmt.Errorf("detaching from bwrap: %w", err))
 		}
@@ -120,8 +121,18 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, log *slog.Logge
 			if _, _, err := waitEvent(child); err != nil {
 				return fail(fmt.Errorf("waiting for bwrap's child: %w", err))
 			}
-			r := unix.Rlimit{Cur: uint64(lim.MaxProcs), Max: uint64(lim.MaxProcs)}
-			lerr := unix.Prlimit(child, unix.RLIMIT_NPROC, &r, nil)
+			if canJoinByInjection {
+				if err := armParentDeath(child, pid); err != nil {
+					_ = unix.Kill(child, unix.SIGKILL)
+					_ = unix.PtraceDetach(child)
+					return fail(err)
+				}
+			}
+			var lerr error
+			if lim.MaxProcs > 0 {
+				r := unix.Rlimit{Cur: uint64(lim.MaxProcs), Max: uint64(lim.MaxProcs)}
+				lerr = unix.Prlimit(child, unix.RLIMIT_NPROC, &r, nil)
+			}
 			_ = unix.PtraceDetach(child)
 			if lerr != nil {
 				return fail(fmt.Errorf("setting RLIMIT_NPROC on the sandbox: %w", lerr))
@@ -204,4 +215,33 @@ func mib(n int) uint64 {
 		return 0
 	}
 	return uint64(n) << 20
+}
+
+// armParentDeath makes child, bwrap's sandbox child stopped at its birth,
+// die with bwrap from its first instruction: prctl(PR_SET_PDEATHSIG,
+// SIGKILL) executed in it (joinNamespaces's injection). bwrap arms the same
+// signal itself only late, after the sandbox's mounts (do_init); a bwrap
+// killed before that (corral killed with -9, and bwrap with it through its
+// own parent-death signal) left the child running with nobody to end it,
+// the command included (bubblewrap issue #633). The call is followed by
+// a look at its parent (from here: inside its pid namespace getppid(2)
+// says 0): a child whose parent died before the signal was armed is
+// killed by the caller (the signal fires only for a death after it is
+// set).
+func armParentDeath(child, parent int) error {
+	in, err := startInjection(child)
+	if err != nil {
+		return err
+	}
+	err = in.syscall(unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL))
+	if err != nil {
+		err = fmt.Errorf("arming the sandbox's parent-death signal: %w", err)
+	}
+	if err := errors.Join(err, in.finish()); err != nil {
+		return err
+	}
+	if ppid, ok := procfs.ParentID(child); !ok || ppid != parent {
+		return fmt.Errorf("bwrap ended while its sandbox was being set up")
+	}
+	return nil
 }

@@ -39,6 +39,12 @@ func startInjection(pid int) (*injection, error) {
 // is set to -1, as debuggers do, so the kernel applies no system call
 // restart to the stop the tracee is leaving.
 func (in *injection) syscall(nr uintptr, args ...uintptr) error {
+	_, err := in.call(nr, args...)
+	return err
+}
+
+// call is syscall returning the call's result as well.
+func (in *injection) call(nr uintptr, args ...uintptr) (uintptr, error) {
 	r := in.regs
 	r.Rax, r.Orig_rax = uint64(nr), ^uint64(0)
 	dst := []*uint64{&r.Rdi, &r.Rsi, &r.Rdx, &r.R10}
@@ -46,27 +52,27 @@ func (in *injection) syscall(nr uintptr, args ...uintptr) error {
 		*dst[i] = uint64(a)
 	}
 	if err := unix.PtraceSetRegs(in.pid, &r); err != nil {
-		return fmt.Errorf("setting registers: %w", err)
+		return 0, fmt.Errorf("setting registers: %w", err)
 	}
 	if err := unix.PtraceSingleStep(in.pid); err != nil {
-		return fmt.Errorf("single-stepping: %w", err)
+		return 0, fmt.Errorf("single-stepping: %w", err)
 	}
 	exited, ws, err := waitEvent(in.pid)
 	switch {
 	case err != nil:
-		return fmt.Errorf("waiting for the step: %w", err)
+		return 0, fmt.Errorf("waiting for the step: %w", err)
 	case exited:
-		return fmt.Errorf("the process ended")
+		return 0, fmt.Errorf("the process ended")
 	case !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP:
-		return fmt.Errorf("the step stopped with %v, not SIGTRAP", ws.StopSignal())
+		return 0, fmt.Errorf("the step stopped with %v, not SIGTRAP", ws.StopSignal())
 	}
 	if err := unix.PtraceGetRegs(in.pid, &r); err != nil {
-		return fmt.Errorf("reading the result: %w", err)
+		return 0, fmt.Errorf("reading the result: %w", err)
 	}
 	if ret := int64(r.Rax); ret < 0 && ret > -4096 {
-		return unix.Errno(-ret)
+		return 0, unix.Errno(-ret)
 	}
-	return nil
+	return uintptr(r.Rax), nil
 }
 
 // scratch is an address for a few bytes of arguments: below the stack

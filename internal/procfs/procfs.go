@@ -41,6 +41,18 @@ func SessionID(pid int) (int, bool) {
 	return n, err == nil
 }
 
+// ParentID returns the parent process id of pid as this process's pid
+// namespace sees it (field 4 of /proc/PID/stat; 0 for a parent outside
+// it).
+func ParentID(pid int) (int, bool) {
+	f, ok := statFields(pid)
+	if !ok || len(f) < 2 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(f[1])
+	return n, err == nil
+}
+
 // Zombie reports whether pid has exited and waits for its parent to reap
 // it (state Z, field 3 of /proc/PID/stat): such a process runs no more.
 func Zombie(pid int) bool {
