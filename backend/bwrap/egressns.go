@@ -135,7 +135,7 @@ func (b *Backend) startEgressNS(bin *Binary, srv *netproxy.Server, session strin
 	argv = append(argv, "--")
 	argv = append(argv, egress.ServeArgv("/proc/self/fd/5", sockDir, 6)...)
 	cmd := exec.Command(bin.Path, argv...)
-	cmd.Env = bwrapEnv
+	cmd.Env = bwrapProcessEnv()
 	cmd.Stdin = lifeR
 	stderr := &tailBuffer{max: 4 << 10}
 	cmd.Stderr = stderr

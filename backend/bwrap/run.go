@@ -332,6 +332,11 @@ func (b *Backend) DefaultCwd() string { return "" }
 // rewound (a reader that is neither a file nor an io.Seeker) is not
 // retried.
 func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Result, error) {
+	sweepOnce.Do(func() {
+		if n := SweepOrphans(); n > 0 {
+			b.log.Warn("bwrap.orphans.ended", "count", n)
+		}
+	})
 	bin, err := b.Binary(ctx)
 	if err != nil {
 		return b.unavailable(err)
@@ -630,7 +635,7 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 		cmd = exec.Command(bargs[0], append(bargs[1:], command...)...)
 		// bwrap runs on the host: it gets a fixed environment, never the
 		// command's (which Argv sets inside with --setenv).
-		cmd.Env = bwrapEnv
+		cmd.Env = bwrapProcessEnv()
 		cmd.Stdin, cmd.Stdout = req.Stdin, req.Stdout
 		cmd.Stderr = req.Stderr
 		if req.Limits.MemoryMB > 0 || req.Limits.MaxProcs > 0 {

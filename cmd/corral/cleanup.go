@@ -12,6 +12,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
 
+	"github.com/corralhq/corral/backend/bwrap"
 	"github.com/corralhq/corral/backend/docker"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/egress"
@@ -39,11 +40,16 @@ exists. --json lists containers only. Without a Docker engine that
 answers (DOCKER_HOST, or the default socket), the containers are skipped,
 which is said (on stderr with --json), and the rest is done.
 
+It also ends bwrap sandboxes whose corral process is gone (a corral killed
+with -9 while it started one; every corral does this at its first sandbox
+too).
+
 Sessions on disk (cwd, variables, scratch) are not touched: see
 "corral sessions prune"; nor are the tool caches: see "corral cache prune".`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			dirs := append(egress.SweepStale(filepath.Join(config.StateDir(), "net")), sweepRunScratch(filepath.Join(config.StateDir(), "scratch"))...)
+			orphans := bwrap.SweepOrphans()
 			logger := newLogger(g)
 			e := docker.NewEngine(docker.Options{Logger: logger})
 			defer e.Close()
@@ -89,6 +95,9 @@ Sessions on disk (cwd, variables, scratch) are not touched: see
 			}
 			for _, d := range dirs {
 				fmt.Printf("removed %s\n", d)
+			}
+			if orphans > 0 {
+				fmt.Printf("ended %d sandbox(es) of corral processes that are gone\n", orphans)
 			}
 			return nil
 		},

@@ -1,0 +1,99 @@
+package bwrap
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corralhq/corral/internal/procfs"
+)
+
+// ownerVar names, in bwrap's own environment (never the command's: bwrap
+// runs it after --clearenv), the corral process that started the sandbox,
+// as "PID:STARTTIME" (procfs.StartTime), so that a sandbox whose corral is
+// gone can be found and ended (SweepOrphans).
+const ownerVar = "CORRAL_BWRAP_OWNER"
+
+var (
+	ownerOnce sync.Once
+	ownerKV   string
+)
+
+// bwrapProcessEnv is bwrapEnv with this process named as the owner.
+func bwrapProcessEnv() []string {
+	ownerOnce.Do(func() {
+		st, _ := procfs.StartTime(os.Getpid())
+		ownerKV = fmt.Sprintf("%s=%d:%d", ownerVar, os.Getpid(), st)
+	})
+	return append(append([]string{}, bwrapEnv...), ownerKV)
+}
+
+// SweepOrphans ends the sandboxes whose corral process is gone and returns
+// how many. bwrap arms its sandbox's parent-death signal only after the
+// sandbox's mounts (bubblewrap issue #633); corral arms it at the sandbox's
+// birth through the limits gate, but a corral killed with -9 while the gate
+// held a starting sandbox leaves that one behind, waiting for ever or
+// running its command with nobody to end it. Such a bwrap carries ownerVar
+// naming a process that no longer exists (or whose pid now belongs to
+// another start time); it is killed through a pidfd opened before its
+// environment is read, so a reused pid is never signalled. Processes this
+// caller may not read are left alone (they are not its sandboxes).
+func SweepOrphans() int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if comm, err := os.ReadFile("/proc/" + e.Name() + "/comm"); err != nil || strings.TrimSpace(string(comm)) != "bwrap" {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		if orphaned(pid) {
+			if unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
+				n++
+			}
+		}
+		unix.Close(fd)
+	}
+	return n
+}
+
+// orphaned reports whether process pid is a bwrap whose ownerVar names a
+// corral process that is gone.
+func orphaned(pid int) bool {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	for _, kv := range bytes.Split(env, []byte{0}) {
+		v, ok := bytes.CutPrefix(kv, []byte(ownerVar+"="))
+		if !ok {
+			continue
+		}
+		p, s, ok := strings.Cut(string(v), ":")
+		opid, err1 := strconv.Atoi(p)
+		ostart, err2 := strconv.ParseUint(s, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return false
+		}
+		start, alive := procfs.StartTime(opid)
+		return !alive || start != ostart || procfs.Zombie(opid)
+	}
+	return false
+}
+
+// sweepOnce runs SweepOrphans once per process, at its first sandbox.
+var sweepOnce sync.Once
