@@ -2,51 +2,16 @@ package bwrap
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/corralhq/corral/internal/hometest"
 	"github.com/corralhq/corral/sandbox"
 )
-
-// personHome plants a person's home at dir: things the home rules show
-// (BOB-PROJECT, BOB-RC) and things they hide (the other markers).
-func personHome(t *testing.T, dir string) {
-	t.Helper()
-	for rel, body := range map[string]string{
-		"project/readme":        "BOB-PROJECT",
-		".bashrc":               "BOB-RC",
-		".docker/config.json":   "DOCKER-CONFIG-SECRET",
-		".ssh/id_rsa":           "SSH-KEY-SECRET",
-		".secret":               "DOT-SECRET",
-		".config/gh/hosts.yml":  "GH-TOKEN-SECRET",
-		".cargo/credentials":    "CARGO-SECRET",
-		".local/share/app/data": "APP-DATA-SECRET",
-	} {
-		p := filepath.Join(dir, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// personSecrets are the markers of personHome the sandbox must not show.
-var personSecrets = []string{"DOCKER-CONFIG-SECRET", "SSH-KEY-SECRET", "DOT-SECRET", "GH-TOKEN-SECRET", "CARGO-SECRET", "APP-DATA-SECRET"}
-
-// catHome is a script printing every file of personHome as it appears
-// at dir in the sandbox.
-func catHome(dir string) string {
-	return `cd '` + dir + `' 2>/dev/null && for f in project/readme .bashrc .docker/config.json .ssh/id_rsa .secret .config/gh/hosts.yml .cargo/credentials .local/share/app/data; do cat "$f" 2>/dev/null; echo; done; echo done`
-}
 
 // TestBindPolicyHomes: a bind of another person's home, of a directory
 // holding one (as /home holds them) or of root's home, at its own path or
@@ -57,7 +22,7 @@ func TestBindPolicyHomes(t *testing.T) {
 	e := newEnv(t)
 	homes := filepath.Join(e.base, "homes")
 	bob := filepath.Join(homes, "bob")
-	personHome(t, bob)
+	hometest.PersonHome(t, bob)
 	// Bob is a person of this machine, as /etc/passwd would say.
 	old := peopleHomes
 	peopleHomes = func(exclude string) []string { return append(old(exclude), bob) }
@@ -79,8 +44,8 @@ func TestBindPolicyHomes(t *testing.T) {
 			if dir == "" {
 				dir = filepath.Join(tc.bind.Dest, strings.TrimPrefix(bob, tc.bind.Src))
 			}
-			o := e.sh(catHome(dir), func(r *sandbox.Request) { r.Binds = []sandbox.Bind{tc.bind} })
-			mustNotContain(t, o, personSecrets...)
+			o := e.sh(hometest.CatHome(dir), func(r *sandbox.Request) { r.Binds = []sandbox.Bind{tc.bind} })
+			mustNotContain(t, o, hometest.Secrets...)
 			mustContain(t, o, "done")
 			if tc.at != "" {
 				mustContain(t, o, "BOB-PROJECT", "BOB-RC")
@@ -109,7 +74,7 @@ func TestBindPolicyHomes(t *testing.T) {
 			}
 			return
 		}
-		marker := filepath.Join("/root", ".corral-bindtest-"+randHex(t))
+		marker := filepath.Join("/root", ".corral-bindtest-"+hometest.RandHex(t))
 		if err := os.WriteFile(marker, []byte("ROOT-DOT-SECRET"), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -125,18 +90,18 @@ func TestBindPolicyHomes(t *testing.T) {
 	})
 
 	t.Run("a real user of /etc/passwd", func(t *testing.T) {
-		home := realUser(t, filepath.Join(e.base, "realhomes"))
-		personHome(t, home)
+		home := hometest.RealUser(t, filepath.Join(e.base, "realhomes"))
+		hometest.PersonHome(t, home)
 		parent := filepath.Dir(home)
 		for _, b := range []sandbox.Bind{{Src: parent, ReadOnly: true}, {Src: home, Dest: "/tmp/h", ReadOnly: true}} {
 			dir := home
 			if b.Dest != "" {
 				dir = "/tmp/h"
 			}
-			o := e.sh(catHome(dir), func(r *sandbox.Request) {
+			o := e.sh(hometest.CatHome(dir), func(r *sandbox.Request) {
 				r.Binds = []sandbox.Bind{b}
 			})
-			mustNotContain(t, o, personSecrets...)
+			mustNotContain(t, o, hometest.Secrets...)
 			if b.Dest == "" {
 				mustContain(t, o, "BOB-PROJECT")
 			}
@@ -150,8 +115,8 @@ func TestBindPolicyHomes(t *testing.T) {
 // socket, at its own path and elsewhere; a world-writable one does not.
 func TestBindPolicySockets(t *testing.T) {
 	e := newEnv(t)
-	src := filepath.Join(e.base, "srv-"+randHex(t))
-	sock := filepath.Join(src, randHex(t)[:6], "api.sock")
+	src := filepath.Join(e.base, "srv-"+hometest.RandHex(t))
+	sock := filepath.Join(src, hometest.RandHex(t)[:6], "api.sock")
 	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -174,39 +139,4 @@ func TestBindPolicySockets(t *testing.T) {
 	}
 	o := e.sh(`test -S `+sock+` && echo SOCK-SEEN`, func(r *sandbox.Request) { r.Binds = []sandbox.Bind{{Src: src, ReadOnly: true}} })
 	mustContain(t, o, "SOCK-SEEN")
-}
-
-func randHex(t testing.TB) string {
-	b := make([]byte, 6)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-// realUser adds a user to /etc/passwd (useradd) whose home directory is a
-// new directory under parent, removed again at the end of the test; it
-// skips unless the test runs as root with useradd.
-func realUser(t *testing.T, parent string) string {
-	t.Helper()
-	if os.Getuid() != 0 {
-		t.Skip("adding a user to /etc/passwd needs root (CI's root run does it)")
-	}
-	if _, err := exec.LookPath("useradd"); err != nil {
-		t.Skip("useradd missing (passwd package)")
-	}
-	name := "corralbt" + randHex(t)[:8]
-	home := filepath.Join(parent, name)
-	if err := os.MkdirAll(home, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("useradd", "--no-create-home", "--home-dir", home, "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
-		t.Fatalf("useradd: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
-			t.Errorf("userdel %s: %v: %s", name, err, out)
-		}
-	})
-	return home
 }

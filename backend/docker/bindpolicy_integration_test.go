@@ -3,51 +3,18 @@ package docker
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/corralhq/corral/internal/dockertest"
+	"github.com/corralhq/corral/internal/hometest"
 	"github.com/corralhq/corral/sandbox"
 )
-
-// personHome plants a person's home at dir: things the home rules show
-// (BOB-PROJECT, BOB-RC) and things they hide (the other markers).
-func personHome(t *testing.T, dir string) {
-	t.Helper()
-	for rel, body := range map[string]string{
-		"project/readme":        "BOB-PROJECT",
-		".bashrc":               "BOB-RC",
-		".docker/config.json":   "DOCKER-CONFIG-SECRET",
-		".ssh/id_rsa":           "SSH-KEY-SECRET",
-		".secret":               "DOT-SECRET",
-		".config/gh/hosts.yml":  "GH-TOKEN-SECRET",
-		".cargo/credentials":    "CARGO-SECRET",
-		".local/share/app/data": "APP-DATA-SECRET",
-	} {
-		p := filepath.Join(dir, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-var personSecrets = []string{"DOCKER-CONFIG-SECRET", "SSH-KEY-SECRET", "DOT-SECRET", "GH-TOKEN-SECRET", "CARGO-SECRET", "APP-DATA-SECRET"}
-
-// catHome prints every file of personHome as it appears at dir.
-func catHome(dir string) string {
-	return `cd '` + dir + `' 2>/dev/null && for f in project/readme .bashrc .docker/config.json .ssh/id_rsa .secret .config/gh/hosts.yml .cargo/credentials .local/share/app/data; do cat "$f" 2>/dev/null; echo; done; echo done`
-}
 
 // runBinds runs script in a container of its own with docker.binds set to
 // binds.
@@ -63,14 +30,6 @@ func (f *fixture) runBinds(binds []sandbox.Bind, script string) (*sandbox.Result
 	return res, out.String(), err
 }
 
-func randHex(t testing.TB) string {
-	b := make([]byte, 6)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
 // TestBindPolicyHomes: a docker.binds entry of another person's home, of a
 // directory holding one (as /home holds them) or of root's home, at its
 // own path or elsewhere, never shows their dot entries and credential
@@ -82,7 +41,7 @@ func TestBindPolicyHomes(t *testing.T) {
 	f := newFixture(t, nil)
 	homes := filepath.Join(dockertest.TestDir(t), "homes")
 	bob := filepath.Join(homes, "bob")
-	personHome(t, bob)
+	hometest.PersonHome(t, bob)
 	// Bob is a person of this machine, as /etc/passwd would say.
 	f.e.peopleHomes = func(exclude string) []string { return append(sandbox.PeopleHomes(exclude), bob) }
 
@@ -98,11 +57,11 @@ func TestBindPolicyHomes(t *testing.T) {
 		{"its parent elsewhere", sandbox.Bind{Src: homes, Dest: "/mnt/homes", ReadOnly: true}, "/mnt/homes/bob", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, out, err := f.runBinds([]sandbox.Bind{tc.bind}, catHome(tc.at))
+			res, out, err := f.runBinds([]sandbox.Bind{tc.bind}, hometest.CatHome(tc.at))
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, s := range personSecrets {
+			for _, s := range hometest.Secrets {
 				if strings.Contains(out, s) {
 					t.Errorf("%s is readable in the container:\n%s", s, out)
 				}
@@ -128,7 +87,7 @@ func TestBindPolicyHomes(t *testing.T) {
 			}
 			return
 		}
-		marker := filepath.Join("/root", ".corral-bindtest-"+randHex(t))
+		marker := filepath.Join("/root", ".corral-bindtest-"+hometest.RandHex(t))
 		if err := os.WriteFile(marker, []byte("ROOT-DOT-SECRET"), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -142,18 +101,18 @@ func TestBindPolicyHomes(t *testing.T) {
 	})
 
 	t.Run("a real user of /etc/passwd", func(t *testing.T) {
-		home := realUser(t, filepath.Join(filepath.Dir(homes), "realhomes"))
-		personHome(t, home)
+		home := hometest.RealUser(t, filepath.Join(filepath.Dir(homes), "realhomes"))
+		hometest.PersonHome(t, home)
 		for _, b := range []sandbox.Bind{{Src: filepath.Dir(home), ReadOnly: true}, {Src: home, Dest: "/mnt/h", ReadOnly: true}} {
 			dir := home
 			if b.Dest != "" {
 				dir = "/mnt/h"
 			}
-			_, out, err := f.runBinds([]sandbox.Bind{b}, catHome(dir))
+			_, out, err := f.runBinds([]sandbox.Bind{b}, hometest.CatHome(dir))
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, s := range personSecrets {
+			for _, s := range hometest.Secrets {
 				if strings.Contains(out, s) {
 					t.Errorf("bind %+v: %s is readable:\n%s", b, s, out)
 				}
@@ -171,8 +130,8 @@ func TestBindPolicyHomes(t *testing.T) {
 // and elsewhere; once world-writable it is bound.
 func TestBindPolicySockets(t *testing.T) {
 	f := newFixture(t, nil)
-	src := filepath.Join(dockertest.TestDir(t), "srv-"+randHex(t))
-	sock := filepath.Join(src, randHex(t)[:6], "api.sock")
+	src := filepath.Join(dockertest.TestDir(t), "srv-"+hometest.RandHex(t))
+	sock := filepath.Join(src, hometest.RandHex(t)[:6], "api.sock")
 	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -195,31 +154,4 @@ func TestBindPolicySockets(t *testing.T) {
 	if _, out, err := f.runBinds([]sandbox.Bind{{Src: src, ReadOnly: true}}, "test -S "+sock+" && echo SOCK-SEEN"); err != nil || out != "SOCK-SEEN\n" {
 		t.Errorf("world-writable socket: %v %q", err, out)
 	}
-}
-
-// realUser adds a user to /etc/passwd (useradd) whose home directory is a
-// new directory under parent, removed again at the end of the test; it
-// skips unless the test runs as root with useradd.
-func realUser(t *testing.T, parent string) string {
-	t.Helper()
-	if os.Getuid() != 0 {
-		t.Skip("adding a user to /etc/passwd needs root (CI's root run does it)")
-	}
-	if _, err := exec.LookPath("useradd"); err != nil {
-		t.Skip("useradd missing (passwd package)")
-	}
-	name := "corralbt" + randHex(t)[:8]
-	home := filepath.Join(parent, name)
-	if err := os.MkdirAll(home, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("useradd", "--no-create-home", "--home-dir", home, "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
-		t.Fatalf("useradd: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
-			t.Errorf("userdel %s: %v: %s", name, err, out)
-		}
-	})
-	return home
 }
