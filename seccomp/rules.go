@@ -247,6 +247,9 @@ const (
 	// 0xe == SOCK_DGRAM holds for SOCK_DGRAM and SOCK_RAW, with or without
 	// SOCK_NONBLOCK and SOCK_CLOEXEC (which live above SOCK_TYPE_MASK).
 	sockDgramOrRawMask = 0xe
+
+	modeSetID       = 0o6000             // S_ISUID | S_ISGID
+	oCreatOrTmpfile = 0o100 | 0o20000000 // O_CREAT | __O_TMPFILE (asm-generic/fcntl.h; arm64 and x86_64 alike)
 )
 
 // Rules returns corral's filter as a table, for documentation and `corral
@@ -326,6 +329,34 @@ func Rules(opts Options) []Rule {
 			Reason: "clone3 passes its flags in memory, where a filter cannot check them for CLONE_NEW*; ENOSYS makes glibc fall back to clone(2), which is checked (Docker's default does the same)",
 		},
 		eperm("enters another namespace; nothing in a sandbox needs to", nil, "setns"),
+	)
+	// No set-user-ID or set-group-ID bit: a file the sandbox writes in a
+	// root caller's project is root's on the host (idmapped, or uid 0 in a
+	// container), so a setuid copy of a shell there would run as root for
+	// any local user who can reach it. Every call that sets a mode is
+	// covered: chmod(2) and its variants, and the creating calls whose mode
+	// lands on the new file (open and openat with O_CREAT or O_TMPFILE,
+	// creat, mkdir, mknod); openat2 carries its mode in memory and is
+	// refused (see its row).
+	suid := func(name string, arches []string, modeArg int, flagsArg int) Rule {
+		args := []Arg{{Index: modeArg, Op: ArgAnyBit, Value: modeSetID, Text: "mode & (S_ISUID|S_ISGID) != 0"}}
+		if flagsArg >= 0 {
+			args = append([]Arg{{Index: flagsArg, Op: ArgAnyBit, Value: oCreatOrTmpfile, Text: "flags & (O_CREAT|O_TMPFILE) != 0"}}, args...)
+		}
+		return Rule{Syscalls: []string{name}, Args: args, Action: ActionErrno, Errno: syscall.EPERM, Arches: arches,
+			Reason: "no set-user-ID or set-group-ID file or directory: what a sandbox writes in a root caller's project belongs to root on the host, and a setuid copy of a shell there would give root to any local user"}
+	}
+	rules = append(rules,
+		suid("chmod", amd64, 1, -1), suid("fchmod", nil, 1, -1), suid("fchmodat", nil, 2, -1), suid("fchmodat2", nil, 2, -1),
+		suid("creat", amd64, 1, -1), suid("open", amd64, 2, 1), suid("openat", nil, 3, 2),
+		suid("mkdir", amd64, 1, -1), suid("mkdirat", nil, 2, -1), suid("mknod", amd64, 1, -1), suid("mknodat", nil, 2, -1),
+		Rule{
+			Syscalls: []string{"openat2"},
+			Action:   ActionErrno, Errno: syscall.ENOSYS,
+			Reason: "openat2 passes its mode in memory, where a filter cannot check it for S_ISUID; ENOSYS makes callers fall back to openat(2), which is checked",
+		},
+	)
+	rules = append(rules,
 		eperm("io_uring is a large kernel attack surface, and its operations (IORING_OP_SOCKET, _OPENAT, ...) are not syscalls, so they would bypass every other rule here", nil,
 			"io_uring_setup", "io_uring_enter", "io_uring_register"),
 		eperm("reads and writes other processes' memory: a sandboxed command could take over an unfiltered helper in the same sandbox (a proxy forwarder) and act outside the filter; strace and gdb therefore do not work inside", nil,

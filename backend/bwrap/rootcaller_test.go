@@ -203,3 +203,28 @@ func requireRoot(t *testing.T) {
 		t.Skip("needs root: it tests what a root caller's sandbox holds (CI runs it as root)")
 	}
 }
+
+// setIDScript tries every way to leave a set-user-ID or set-group-ID file
+// or directory behind (chmod, install -m, a creating open with the bit,
+// mkdir -m, mknod of a fifo with it) and lists what has either bit
+// afterwards (none may).
+const setIDScript = `cp /bin/sh ./shcopy
+chmod 4755 ./shcopy 2>/dev/null && echo "chmod allowed"
+chmod u+s ./shcopy 2>/dev/null && echo "chmod u+s allowed"
+install -m 4755 /bin/sh ./shinstall 2>/dev/null && echo "install allowed"
+python3 -c 'import os; os.close(os.open("pyfile", os.O_CREAT|os.O_WRONLY, 0o4755))' 2>/dev/null && echo "open allowed"
+mkdir -m 2777 ./sgiddir 2>/dev/null && echo "mkdir allowed"
+mkfifo -m 2644 ./fifo 2>/dev/null && echo "mknod allowed"
+find . -perm /6000 -printf 'SETID %m %p\n'
+echo end`
+
+// TestNoSetIDFiles: no sandbox can leave a setuid or setgid file or
+// directory behind: in a root caller's project it would be root's on the
+// host, and run as root for any local user.
+func TestNoSetIDFiles(t *testing.T) {
+	e := newEnv(t)
+	o := e.sh(setIDScript)
+	if !strings.HasSuffix(o.stdout, "end\n") || strings.Contains(o.stdout, "SETID") || strings.Contains(o.stdout, "allowed") {
+		t.Errorf("a set-ID bit could be set (caller uid %d):\n%s", os.Getuid(), o)
+	}
+}

@@ -59,3 +59,20 @@ func TestRootCallerPersonsWorkspace(t *testing.T) {
 		t.Errorf("a file the container made belongs to %d, want 4242", sys.Uid)
 	}
 }
+
+// TestNoSetIDFiles: as on bwrap, no container can leave a setuid or setgid
+// file or directory in the workspace (a root caller's root-owned workspace
+// runs as uid 0: such a file would be root's on the host).
+func TestNoSetIDFiles(t *testing.T) {
+	f := newFixture(t, nil)
+	script := `cp /bin/sh ./shcopy
+chmod 4755 ./shcopy 2>/dev/null && echo "chmod allowed"
+python3 -c 'import os; os.close(os.open("pyfile", os.O_CREAT|os.O_WRONLY, 0o4755))' 2>/dev/null && echo "open allowed"
+mkdir -m 2777 ./sgiddir 2>/dev/null && echo "mkdir allowed"
+find . -perm /6000 | sed 's/^/SETID /'
+echo end`
+	res, out := f.run("setid", script)
+	if res.ExitCode != 0 || !strings.HasSuffix(out, "end\n") || strings.Contains(out, "SETID") || strings.Contains(out, "allowed") {
+		t.Errorf("a set-ID bit could be set (caller uid %d): exit %d\n%s", os.Getuid(), res.ExitCode, out)
+	}
+}
