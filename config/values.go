@@ -637,6 +637,7 @@ func runAs(s string) (string, string) {
 	s = strings.TrimSpace(s)
 	if _, _, err := sandbox.ParseRunAs(s); err != nil {
 		_, why, _ := strings.Cut(err.Error(), fmt.Sprintf("run_as %q ", s))
+		why, _, _ = strings.Cut(why, " (want ") // the key's Accepts says it
 		return "", why
 	}
 	return s, ""

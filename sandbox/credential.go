@@ -71,6 +71,12 @@ func CredentialInValue(value string) (kind string, ok bool) {
 	if kind, ok := credentialInURLs(value); ok {
 		return kind, true
 	}
+	// A webhook written without its scheme (hooks.slack.com/services/...).
+	if !strings.Contains(value, "://") && has(lower, "hooks.slack.com/", "/api/webhooks/", "webhook.office.com", "hooks.zapier.com/", "api.telegram.org/bot") {
+		if kind, ok := credentialInURLs("https://" + strings.TrimSpace(value)); ok {
+			return kind, true
+		}
+	}
 	if strings.Count(value, ".") >= 2 && hasJWT(value) {
 		return "jwt", true
 	}
@@ -89,8 +95,11 @@ func CredentialInValue(value string) (kind string, ok bool) {
 		return "password-field", true
 	case has(lower, "accountkey", "sharedaccess") && azureKeyRE.MatchString(value):
 		return "azure-key", true
-	case has(lower, "authorization") && authHeaderRE.MatchString(value):
+	case has(lower, "authorization") && authHeaderRE.MatchString(value),
+		has(lower, "bearer", "basic", "token") && authValueRE.MatchString(value):
 		return "auth-header", true
+	case has(lower, `"auth"`) && dockerAuthRE.MatchString(value):
+		return "registry-auth", true
 	}
 	return "", false
 }
@@ -112,7 +121,16 @@ var (
 	azureKeyRE = regexp.MustCompile(`(?i)(?:^|;)\s*(?:AccountKey|SharedAccessKey|SharedAccessSignature)\s*=\s*[^;\s]`)
 	// A header line with credentials, not a reference such as "$TOKEN".
 	authHeaderRE = regexp.MustCompile(`(?i)\bauthorization\s*:\s*(?:basic|bearer|token)\s+[A-Za-z0-9+/=._~-]{8,}`)
+	// A header's value alone, the whole variable: "Bearer eyJ...",
+	// "Basic dXNlcjpwYXNz" (RFC 6750, RFC 7617).
+	authValueRE = regexp.MustCompile(`(?i)^\s*(?:basic|bearer|token)\s+[A-Za-z0-9+/=._~-]{12,}\s*$`)
+	// A registry's credentials as Docker's config.json and
+	// DOCKER_AUTH_CONFIG keep them: "auth": base64(user:password).
+	dockerAuthRE = regexp.MustCompile(`"auth"\s*:\s*"[A-Za-z0-9+/=]{8,}"`)
 )
+
+// tokenUserRE is a URL user that looks like a generated key.
+var tokenUserRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // providerToken is a token format a provider documents as recognisable
 // (most add the prefix so that secret scanners find leaked tokens).
@@ -211,6 +229,13 @@ func credentialInURL(u string) (string, bool) {
 	p, query, _ := strings.Cut(rest, "?")
 	if kind, ok := webhookKind(host, p); ok {
 		return kind, true
+	}
+	// A key as the URL's user with no password (a Sentry DSN,
+	// https://<key>@o1.ingest.sentry.io/1): long, random, with a digit.
+	if at := strings.LastIndexByte(authority, '@'); at > 0 {
+		if user := authority[:at]; len(user) >= 20 && hasDigit(user) && tokenUserRE.MatchString(user) {
+			return "url-user-key", true
+		}
 	}
 	if secretParam(query) || secretParam(fragment) {
 		return "url-token", true

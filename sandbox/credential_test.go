@@ -25,6 +25,15 @@ func TestCredentialInValue(t *testing.T) {
 	for _, tc := range []struct {
 		name, value, kind string // kind "" means no credential
 	}{
+		// Found by a hostile trial: values that carried a credential past
+		// the first version.
+		{"bearer value", "Bearer abcdef0123456789abcdef", "auth-header"},
+		{"basic value", "Basic dXNlcjpwYXNzd29yZA==", "auth-header"},
+		{"docker auth json", `{"auths":{"registry.example.com":{"auth":"dXNlcjpwYXNzd29yZA=="}}}`, "registry-auth"},
+		{"sentry dsn", "https://0123456789abcdef0123456789abcdef@o1.ingest.sentry.io/1", "url-user-key"},
+		{"slack webhook without scheme", "hooks.slack.com/services/T0000/B0000/XXXXXXXXXXXX", "slack-webhook"},
+		{"git user is no key", "https://git@github.com/x/y.git", ""},
+		{"the word bearer in prose", "Bearer tokens are described in RFC 6750", ""},
 		// URLs with a password.
 		{"userinfo password", "redis://:pw@host:6379/0", "url-password"},
 		{"userinfo in a list", "https://proxy.golang.org,https://u:p@goproxy.corp/,direct", "url-password"},

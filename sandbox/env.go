@@ -44,6 +44,7 @@ var DefaultEnvDeny = []string{
 	"*_TOKEN", "*_TOKEN_*", "TOKEN", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*_PWD",
 	"*_ACCESS_KEY*", "*_PRIVATE_KEY", "*_CREDENTIALS", "*_PAT", "*_JWT", "*_AUTH",
 	"*_KEY", "API_KEY", "APIKEY", "DATABASE_URL", "TF_TOKEN_*",
+	"*_PASS", "*PASSPHRASE*", "CREDENTIALS", "AUTH", "*_COOKIE", "*_COOKIES",
 	"CORRAL_*",
 }
 

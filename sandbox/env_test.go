@@ -181,6 +181,8 @@ func TestEnvSecretsByNameAndValue(t *testing.T) {
 		kept bool
 	}{
 		{"PGPASSWORD=x", false}, {"MYSQL_PWD=x", false}, {"GITHUB_PAT=x", false}, {"TF_TOKEN_app_terraform_io=x", false},
+		{"DB_PASS=x", false}, {"SMTP_PASS=x", false}, {"GPG_PASSPHRASE=x", false}, {"CREDENTIALS=x", false}, {"AUTH=x", false},
+		{"SESSION_COOKIE=x", false}, {"PASSTHROUGH_MODE=1", true}, {"COMPASS_DIR=/x", true},
 		{"KAGGLE_KEY=x", false}, {"NPM_CONFIG__AUTH=x", false}, {"CI_JOB_JWT=x", false}, {"PASSWORD=x", false},
 		{"TOKEN=x", false}, {"SECRET=x", false}, {"REDIS_URL=redis://:pw@host:6379/0", false},
 		{"MONGODB_URI=mongodb://user:pw@db.example/x?tls=true", false},

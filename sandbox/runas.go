@@ -70,19 +70,32 @@ func ParseRunAs(s string) (RunAs, bool, error) {
 	if r.UID == 0 || r.GID == 0 {
 		return RunAs{}, false, bad("is root: a sandbox holding host uid or gid 0 could change the host's kernel settings")
 	}
+	if r.UID > maxID || r.GID > maxID {
+		return RunAs{}, false, bad(fmt.Sprintf("is above %d (ids from 2^31 are refused, as systemd refuses them: (uid_t)-1 is no id and many tools take ids as signed)", maxID))
+	}
 	return r, true, nil
 }
 
+// maxID is the largest uid or gid run_as takes.
+const maxID = 1<<31 - 2
+
+// MinPersonUID is the smallest uid of a person's account (UID_MIN of
+// login.defs on Debian and Fedora); below it are system accounts.
+const MinPersonUID = 1000
+
 // ResolveRunAs picks the identity of a root caller's sandbox: the fixed
 // run_as when set; otherwise the owner of the working directory (uid, gid as
-// stat(2) gives them) when that is not root, so that what the sandbox makes
-// there belongs to the person who owns the project; otherwise NobodyRunAs.
-// A gid of 0 is never kept: NobodyRunAs's gid stands in for it.
+// stat(2) gives them) when that is a person (uid from MinPersonUID, not
+// nobody), so that the sandbox acts as the person who owns the project;
+// otherwise NobodyRunAs, also for a directory of a system account (www-data,
+// postgres): the sandbox must not get that service's sockets and files.
+// Files written there keep their owner either way (the directory is
+// idmapped). A gid of 0 is never kept: NobodyRunAs's gid stands in for it.
 func ResolveRunAs(fixed RunAs, isFixed bool, ownerUID, ownerGID int) RunAs {
 	if isFixed {
 		return fixed
 	}
-	if ownerUID <= 0 {
+	if ownerUID < MinPersonUID || ownerUID == NobodyRunAs.UID || ownerUID > maxID {
 		return NobodyRunAs
 	}
 	r := RunAs{UID: ownerUID, GID: ownerGID}

@@ -24,6 +24,10 @@ func TestParseRunAs(t *testing.T) {
 		{in: "1000:0", bad: true},
 		{in: "nobody:root", bad: true},
 		{in: "-5", bad: true},
+		{in: "4294967295", bad: true},
+		{in: "4294967294", bad: true},
+		{in: "2147483647", bad: true},
+		{in: "2147483646", want: RunAs{2147483646, 2147483646}, fixed: true},
 		{in: "no-such-user-here", bad: true},
 		{in: "1000:no-such-group-here", bad: true},
 	} {
@@ -51,6 +55,8 @@ func TestResolveRunAs(t *testing.T) {
 		{"root's project: nobody", RunAs{}, false, 0, 0, NobodyRunAs},
 		{"a person's project: the person", RunAs{}, false, 1000, 1000, RunAs{1000, 1000}},
 		{"a person's project in root's group", RunAs{}, false, 1000, 0, RunAs{1000, NobodyRunAs.GID}},
+		{"a system account's directory: nobody", RunAs{}, false, 33, 33, NobodyRunAs},
+		{"nobody's directory: nobody", RunAs{}, false, 65534, 65534, NobodyRunAs},
 		{"fixed wins", RunAs{2000, 2000}, true, 1000, 1000, RunAs{2000, 2000}},
 		{"fixed wins over root", RunAs{2000, 3000}, true, 0, 0, RunAs{2000, 3000}},
 	} {

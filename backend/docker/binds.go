@@ -24,16 +24,17 @@ import (
 // command, so a change on the host shows in the next one (a different
 // set of covers makes a new container: they enter the spec's hash).
 func (b *Backend) judgeBinds(req *sandbox.Request, ws workspace, p *parsed) ([]sandbox.BindDecision, []string, error) {
-	if len(b.st.Binds) == 0 && len(req.Skills) == 0 {
+	if len(b.st.Binds) == 0 && len(req.Skills) == 0 && len(req.Binds) == 0 {
 		return nil, nil, nil
 	}
 	h := b.bindHost(req, ws, p)
 	binds := b.st.Binds
 	if b.st.HostWorkspace == "" {
-		// Skills at their host paths; with a remote daemon they are not
+		// The binds every backend takes (the binds setting, --bind) and
+		// skills, at their host paths; with a remote daemon they are not
 		// there (as the reference environment does).
 		skills, allow := sandbox.SkillBinds(req, h.Home)
-		binds = append(slices.Clone(binds), skills...)
+		binds = slices.Concat(binds, req.Binds, skills)
 		h.Allow = append(h.Allow, allow...)
 	}
 	var out []sandbox.BindDecision

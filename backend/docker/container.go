@@ -436,7 +436,7 @@ func protectedIn(ws workspace, req *sandbox.Request) (out []string, truncated bo
 
 // containerIDs returns the uid and gid that docker.user "" gives commands:
 // the caller's; for a root caller, the owner of the workspace when that is
-// not root (sandbox.ResolveRunAs), so what the container writes there is
+// not root, so what the container writes there is
 // the person's and the container does not hold host uid 0. A root caller's
 // root-owned workspace keeps 0:0: Docker cannot idmap a bind per container
 // (the engine's userns-remap is the daemon's), so root in the container,
@@ -450,6 +450,13 @@ func containerIDs(uid, gid int, workspace string) (int, int) {
 	if syscall.Stat(workspace, &st) != nil || st.Uid == 0 {
 		return uid, gid
 	}
-	ra := sandbox.ResolveRunAs(sandbox.RunAs{}, false, int(st.Uid), int(st.Gid))
-	return ra.UID, ra.GID
+	// The owner even when it is a system account: unlike a bwrap
+	// sandbox, the container sees nothing of the host that account could
+	// reach but the workspace and the judged binds, and Docker cannot
+	// idmap the workspace for another uid.
+	gid = int(st.Gid)
+	if gid == 0 {
+		gid = sandbox.NobodyRunAs.GID
+	}
+	return int(st.Uid), gid
 }

@@ -99,6 +99,12 @@ func ParseExtraRunArgs(s string) (*extraArgs, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: docker.extra_run_args: unexpected argument %q (only flags)", sandbox.ErrBadRequest, fs.Arg(0))
 	}
+	if strings.EqualFold(strings.TrimSpace(x.userns), "host") {
+		// Undoes the daemon's userns-remap, the one thing that keeps a
+		// root-owned workspace's uid 0 in the container from being the
+		// host's root.
+		return nil, fmt.Errorf("%w: docker.extra_run_args: --userns=host is refused: the container keeps the daemon's user namespace remapping", sandbox.ErrPolicy)
+	}
 	for _, o := range x.securityOpt {
 		lo := strings.ToLower(strings.ReplaceAll(o, ":", "="))
 		switch {

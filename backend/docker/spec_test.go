@@ -218,6 +218,8 @@ func TestParseExtraRunArgs(t *testing.T) {
 		{"--security-opt apparmor=unconfined", sandbox.ErrPolicy, "protection"},
 		{"--security-opt label=disable", sandbox.ErrPolicy, "protection"},
 		{"--security-opt label=level:s0", nil, ""},
+		{"--userns=host", sandbox.ErrPolicy, "userns=host is refused"},
+		{"--userns HOST", sandbox.ErrPolicy, "userns=host is refused"},
 		{"--device /dev/kvm", sandbox.ErrPolicy, "no host devices"},
 		{"--device=/dev/sda:/dev/xvda:rwm", sandbox.ErrPolicy, "no host devices"},
 		{"--dns 1.1.1.1 --device /dev/fuse", sandbox.ErrPolicy, "no host devices"},
