@@ -52,7 +52,9 @@ func (f *startFailure) final(attempts int) error {
 //     make it in the read-only tree; Permission denied when bwrap runs as
 //     a root caller's run_as), `Can't create file at P: ...`;
 //   - a bind source was removed: `Can't find source path P: No such file or
-//     directory`, `Can't bind mount ...: No such file or directory`.
+//     directory`, `Can't bind mount ...: No such file or directory`;
+//   - a bind target was replaced: `Can't bind mount ... on P: Unable to find
+//     "P" in mount table`.
 //
 // execvp failures (a missing command) and chdir failures are the command's
 // own, never the host's.
@@ -70,6 +72,11 @@ func hostChangedLine(lines []string) string {
 		case strings.Contains(l, "Unable to apply mount flags: remount") && (enoent || strings.HasSuffix(l, ": Invalid argument")):
 			return l
 		case (strings.HasPrefix(l, "bwrap: Can't mkdir") || strings.HasPrefix(l, "bwrap: Can't create file")) && (enoent || erofs || eacces):
+			return l
+		case strings.HasPrefix(l, "bwrap: Can't bind mount") && strings.HasSuffix(l, "in mount table"):
+			// The target was replaced (renamed over, as useradd rewrites
+			// /etc/gshadow) between the bind and bwrap's look-up of it in
+			// mountinfo, which then shows the old file as deleted.
 			return l
 		case (strings.HasPrefix(l, "bwrap: Can't find source path") || strings.HasPrefix(l, "bwrap: Can't bind mount") ||
 			strings.HasPrefix(l, "bwrap: Can't remount readonly") || strings.HasPrefix(l, "bwrap: Can't mount tmpfs")) && enoent:

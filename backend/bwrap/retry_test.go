@@ -22,6 +22,8 @@ func TestHostChangedLine(t *testing.T) {
 		{`bwrap: Can't create file at /home/other/.netrc: Read-only file system`, true},
 		{`bwrap: Can't find source path /srv/data: No such file or directory`, true},
 		{`bwrap: Can't mount tmpfs on /newroot/home/other/.aws: No such file or directory`, true},
+		{`bwrap: Can't bind mount /oldroot/var/tmp/s/empty on /newroot/etc/gshadow: Unable to find "/newroot/etc/gshadow" in mount table`, true},
+		{`bwrap: Can't mkdir /home/other/.aws: Permission denied`, true},
 		// The command's own failures, and a machine that cannot sandbox.
 		{`bwrap: execvp nosuchcmd: No such file or directory`, false},
 		{`bwrap: Can't chdir to /gone: No such file or directory`, false},
