@@ -30,7 +30,9 @@ func TestSweepOrphans(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		// The whole process group: bwrap's sandbox child (no
+		// --die-with-parent here) is in it too.
+		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
 		return cmd
 	}
 	st, _ := procfs.StartTime(os.Getpid())

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/corralhq/corral/internal/dockertest"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -12,7 +13,8 @@ import (
 // in the container at its host path, the rest of its dot entry not at all.
 func TestSkills(t *testing.T) {
 	f := newFixture(t, nil)
-	home := filepath.Join(filepath.Dir(f.ws), "skills-home")
+	// A home of its own, the caller's (the container runs as the caller).
+	home := dockertest.TestDir(t)
 	t.Setenv("HOME", home)
 	skills := filepath.Join(home, ".agents", "skills")
 	if err := os.MkdirAll(filepath.Join(skills, "hello"), 0o755); err != nil {
@@ -24,10 +26,6 @@ func TestSkills(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, ".agents", "secret.txt"), []byte("s3cret\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for d := home; d != filepath.Dir(f.ws); d = filepath.Dir(d) {
-		_ = os.Chmod(d, 0o755)
-	}
-	_ = os.Chmod(filepath.Dir(f.ws), 0o755)
 	_, out := f.run("skills", `sh `+filepath.Join(skills, "hello", "run.sh")+`; touch `+filepath.Join(skills, "x")+` 2>&1 | grep -o 'Read-only file system'; cat `+filepath.Join(home, ".agents", "secret.txt")+` 2>&1 | grep -o 'No such file'`,
 		func(r *sandbox.Request) { r.Skills = []string{skills} })
 	if out != "skill-ran\nRead-only file system\nNo such file\n" {
