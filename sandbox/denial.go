@@ -87,7 +87,14 @@ func ExplainDenials(output string, c DenialContext) []Denial {
 		sort.Strings(ws)
 		writable = strings.Join(ws, ", ")
 	}
-	for _, line := range strings.Split(output, "\n") {
+	lines := strings.Split(output, "\n")
+	lastPath := -1 // the last line that names a path
+	for i, l := range lines {
+		if strings.Contains(l, "/") {
+			lastPath = i
+		}
+	}
+	for i, line := range lines {
 		if len(out) >= maxDenials {
 			break
 		}
@@ -97,7 +104,7 @@ func ExplainDenials(output string, c DenialContext) []Denial {
 			what := "a path"
 			if p != "" {
 				what = p
-			} else if len(out) > 0 || strings.Contains(output[strings.Index(output, line)+len(line):], "/") {
+			} else if len(out) > 0 || i < lastPath {
 				continue // a later line may name the path (npm prints the code first)
 			}
 			fix := "; work in the working directory or the scratch directory ($TMPDIR), or ask the person to bind the directory read-write (binds)"

@@ -3,7 +3,6 @@ package bwrap
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,18 +115,7 @@ func TestBindPolicyHomes(t *testing.T) {
 func TestBindPolicySockets(t *testing.T) {
 	e := newEnv(t)
 	src := filepath.Join(e.base, "srv-"+hometest.RandHex(t))
-	sock := filepath.Join(src, hometest.RandHex(t)[:6], "api.sock")
-	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if err := os.Chmod(sock, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	sock := hometest.PlantSocket(t, src)
 	for _, b := range []sandbox.Bind{{Src: src, ReadOnly: true}, {Src: src, Dest: "/tmp/srv", ReadOnly: true}, {Src: sock, ReadOnly: true}} {
 		_, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Env: e.envv, Workdir: e.work, Profile: sandbox.ProfileNetwork, Binds: []sandbox.Bind{b}})
 		if !errors.Is(err, sandbox.ErrPolicy) || !strings.Contains(err.Error(), sock) {

@@ -20,7 +20,7 @@ import (
 // only uid and gid lines map the owner's ids to the identity's: the
 // idmapping of a writable directory's mount (mount_setattr(2): on-disk id
 // X is shown as the id the namespace maps X to). Made once per process and
-// pair, kept open until Close.
+// pair, kept open for the process's life.
 type idmapCache struct {
 	mu sync.Mutex
 	ns map[[4]int]*os.File
@@ -43,16 +43,6 @@ func (c *idmapCache) userns(owner, ra sandbox.RunAs) (*os.File, error) {
 	}
 	c.ns[key] = f
 	return f, nil
-}
-
-// close releases every namespace kept.
-func (c *idmapCache) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k, f := range c.ns {
-		f.Close()
-		delete(c.ns, k)
-	}
 }
 
 // newMappedUserns makes a user namespace with the single mappings
@@ -106,13 +96,8 @@ func enterHostView(plan *Plan, ra sandbox.RunAs, maps *idmapCache) error {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("%w: preparing the mounts of a sandbox that runs as %s instead of root: %s", sandbox.ErrUnavailable, ra, fmt.Sprintf(format, a...))
 	}
-	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
-		return fail("unshare(CLONE_NEWNS): %v", err)
-	}
-	// Nothing done here reaches the host, nor a change of the host this
-	// copy (mount_namespaces(7), MS_PRIVATE).
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fail("making the mount namespace private: %v", err)
+	if err := enterPrivateMounts(); err != nil {
+		return fail("%v", err)
 	}
 	owned := ownedSources(plan)
 	for _, t := range blockedDirs(neededPaths(plan), ra, idmappedStat(owned, ra, statDir)) {
@@ -335,11 +320,7 @@ func runProbe(cmd *exec.Cmd) error {
 	}
 	res := make(chan error, 1)
 	onThrowawayThread(func() {
-		if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
-			res <- err
-			return
-		}
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		if err := enterPrivateMounts(); err != nil {
 			res <- err
 			return
 		}
@@ -352,4 +333,18 @@ func runProbe(cmd *exec.Cmd) error {
 		res <- cmd.Run()
 	})
 	return <-res
+}
+
+// enterPrivateMounts moves the calling thread (locked, never unlocked) into
+// a copy of its mount namespace that shares no propagation with the host:
+// nothing done in it reaches the host, nor a change of the host this copy
+// (mount_namespaces(7), MS_PRIVATE).
+func enterPrivateMounts() error {
+	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
+		return fmt.Errorf("unshare(CLONE_NEWNS): %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making the mount namespace private: %w", err)
+	}
+	return nil
 }

@@ -333,9 +333,13 @@ func (b *Backend) DefaultCwd() string { return "" }
 // retried.
 func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Result, error) {
 	sweepOnce.Do(func() {
-		if n := SweepOrphans(); n > 0 {
-			b.log.Warn("bwrap.orphans.ended", "count", n)
-		}
+		// Off the command's path: a /proc scan costs every `corral run`
+		// a few milliseconds, and nothing here depends on it.
+		go func() {
+			if n := SweepOrphans(); n > 0 {
+				b.log.Warn("bwrap.orphans.ended", "count", n)
+			}
+		}()
 	})
 	bin, err := b.Binary(ctx)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,18 +130,7 @@ func TestBindPolicyHomes(t *testing.T) {
 func TestBindPolicySockets(t *testing.T) {
 	f := newFixture(t, nil)
 	src := filepath.Join(dockertest.TestDir(t), "srv-"+hometest.RandHex(t))
-	sock := filepath.Join(src, hometest.RandHex(t)[:6], "api.sock")
-	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if err := os.Chmod(sock, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	sock := hometest.PlantSocket(t, src)
 	for _, b := range []sandbox.Bind{{Src: src, ReadOnly: true}, {Src: src, Dest: "/mnt/srv", ReadOnly: true}, {Src: sock, ReadOnly: true}} {
 		if _, _, err := f.runBinds([]sandbox.Bind{b}, "true"); !errors.Is(err, sandbox.ErrPolicy) || !strings.Contains(err.Error(), sock) {
 			t.Errorf("bind %+v of an owner-only socket: %v, want ErrPolicy naming %s", b, err, sock)

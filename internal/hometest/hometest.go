@@ -6,6 +6,7 @@ package hometest
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,4 +80,25 @@ func RealUser(t *testing.T, parent string) string {
 		}
 	})
 	return home
+}
+
+// PlantSocket listens on a Unix socket at a random path below dir (made
+// 0755 on the way) with mode 0600, as a service keeps an API only its
+// owner may use, and closes it when the test ends. It returns the socket's
+// path.
+func PlantSocket(t *testing.T, dir string) string {
+	t.Helper()
+	sock := filepath.Join(dir, RandHex(t)[:6], "api.sock")
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if err := os.Chmod(sock, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return sock
 }
