@@ -49,8 +49,7 @@ func newFixture(t *testing.T) *fixture {
 	os.MkdirAll(f.state, 0o700)
 	t.Setenv("HOME", filepath.Join(base, "home"))
 	f.be = bwrap.New(bwrap.Options{StateDir: f.state, KillGrace: 500 * time.Millisecond})
-	f.spec = Spec{Backend: f.be, Profile: sandbox.ProfileWorkspace, Limits: sandbox.Limits{MemoryMB: 1024, CPUSeconds: 60, MaxProcs: 256},
-		Workdir: f.work, Timeout: 60 * time.Second, OutputLimit: 16 << 10,
+	f.spec = Spec{Backend: f.be, Policy: sandbox.Policy{Profile: sandbox.ProfileWorkspace, Limits: sandbox.Limits{MemoryMB: 1024, CPUSeconds: 60, MaxProcs: 256}, Workdir: f.work}, Timeout: 60 * time.Second, OutputLimit: 16 << 10,
 		Env: []string{"HOME=" + filepath.Join(base, "home"), "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}}
 	f.m = f.manager()
 	t.Cleanup(func() {
@@ -457,7 +456,7 @@ func TestHolderProcess(t *testing.T) {
 	state, work := os.Getenv("CORRAL_TEST_HOLDER_STATE"), os.Getenv("CORRAL_TEST_HOLDER_WORK")
 	be := bwrap.New(bwrap.Options{StateDir: state})
 	m := NewManager(Options{StateDir: state, Resolve: func(string) (*Spec, error) {
-		return &Spec{Backend: be, Profile: sandbox.ProfileWorkspace, Workdir: work, Env: os.Environ()}, nil
+		return &Spec{Backend: be, Policy: sandbox.Policy{Profile: sandbox.ProfileWorkspace, Workdir: work}, Env: os.Environ()}, nil
 	}})
 	s, _ := m.Open("holder")
 	s.Start(StartRequest{Command: "exec -a " + marker + " sleep 1000"})

@@ -435,7 +435,7 @@ func TestAllowlistFailsClosed(t *testing.T) {
 			pool := egress.NewPool(egress.Options{Dir: tc.dir, Linger: -1})
 			defer pool.Close()
 			b := New(Options{StateDir: e.state, Egress: pool, Degrade: tc.degrade})
-			req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", "touch " + marker}, Env: e.envv, Workdir: e.work, Timeout: time.Minute}
+			req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", "touch " + marker}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work}, Timeout: time.Minute}
 			allowlist(req)
 			res, err := b.Run(context.Background(), req)
 			if tc.degrade {
@@ -451,7 +451,7 @@ func TestAllowlistFailsClosed(t *testing.T) {
 		})
 	}
 	t.Run("malformed allowlist entry", func(t *testing.T) {
-		req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", "touch " + marker}, Env: e.envv, Workdir: e.work, Timeout: time.Minute}
+		req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", "touch " + marker}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work}, Timeout: time.Minute}
 		allowlist(req)
 		req.NetworkAllow = []string{"*"}
 		_, err := e.backend.Run(context.Background(), req)
@@ -479,7 +479,7 @@ func TestAllowlistServerShared(t *testing.T) {
 	run := func(session string, i int, hold time.Duration) (string, error) {
 		var so bytes.Buffer
 		req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", `curl -q -sS --max-time 10 http://api.allowed.test/` + fmt.Sprint(i) + `; echo; readlink /proc/self/ns/net; touch served-` + fmt.Sprint(i) + `; sleep ` + fmt.Sprint(hold.Seconds())},
-			Env: e.envv, Workdir: e.work, Stdout: &so, Stderr: &so, Timeout: time.Minute}
+			Env: e.envv, Policy: sandbox.Policy{Workdir: e.work}, Stdout: &so, Stderr: &so, Timeout: time.Minute}
 		allowlist(req)
 		req.Session = session
 		_, err := e.backend.Run(context.Background(), req)

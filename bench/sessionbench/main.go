@@ -33,7 +33,7 @@ func main() {
 	state := filepath.Join(base, "state")
 	os.MkdirAll(work, 0o755)
 	be := bwrap.New(bwrap.Options{StateDir: state})
-	spec := &session.Spec{Backend: be, Profile: sandbox.ProfileWorkspace, Limits: limits(), Workdir: work, Timeout: time.Minute, Env: os.Environ()}
+	spec := &session.Spec{Backend: be, Policy: sandbox.Policy{Profile: sandbox.ProfileWorkspace, Limits: limits(), Workdir: work}, Timeout: time.Minute, Env: os.Environ()}
 	m := session.NewManager(session.Options{StateDir: state, Resolve: func(string) (*session.Spec, error) { return spec, nil }})
 	defer m.Close()
 	s, err := m.Open("bench")
@@ -44,7 +44,7 @@ func main() {
 	if _, err := s.Exec(ctx, session.ExecRequest{Command: "export A=1; cd ."}); err != nil {
 		fail(err)
 	}
-	argv, env, _, err := be.Command(ctx, &sandbox.Request{Argv: []string{"/bin/true"}, Env: os.Environ(), Workdir: work, Profile: sandbox.ProfileWorkspace, ScratchDir: s.ScratchDir()})
+	argv, env, _, err := be.Command(ctx, &sandbox.Request{Argv: []string{"/bin/true"}, Env: os.Environ(), Policy: sandbox.Policy{Workdir: work, Profile: sandbox.ProfileWorkspace}, ScratchDir: s.ScratchDir()})
 	if err != nil {
 		fail(err)
 	}

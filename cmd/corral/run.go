@@ -221,25 +221,12 @@ func (o *runOptions) request(st *config.Settings, args []string) (*sandbox.Reque
 		args = nil
 	}
 	req := &sandbox.Request{
-		Argv:      args,
-		Env:       os.Environ(),
-		Workdir:   wd,
-		Profile:   profile,
-		Limits:    lim,
-		Binds:     binds,
-		HomeAllow: st.HomeAllow,
-		Skills:    skillDirs(st.Skills),
-		EnvDeny:   st.EnvDeny,
-		EnvAllow:  st.EnvAllow,
-		TmpSizeMB: st.TmpSizeMB,
-		Protected: st.ProtectedPaths,
-		Stdin:     os.Stdin,
-		Stdout:    os.Stdout,
-		Stderr:    os.Stderr,
-		Timeout:   timeout,
-
-		NetworkAllow: st.NetworkAllow,
-		NetworkDeny:  st.NetworkDeny,
+		Argv:   args,
+		Env:    os.Environ(),
+		Policy: sandbox.Policy{Workdir: wd, Profile: profile, Limits: lim, Binds: binds, HomeAllow: st.HomeAllow, Skills: skillDirs(st.Skills), EnvDeny: st.EnvDeny, EnvAllow: st.EnvAllow, TmpSizeMB: st.TmpSizeMB, Protected: st.ProtectedPaths, NetworkAllow: st.NetworkAllow, NetworkDeny: st.NetworkDeny}, Stdin: os.Stdin,
+		Stdout:  os.Stdout,
+		Stderr:  os.Stderr,
+		Timeout: timeout,
 	}
 	return req, nil
 }

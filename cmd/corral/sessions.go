@@ -56,11 +56,8 @@ func specFor(g *globalOptions, st *config.Settings, o *runOptions, logger *slog.
 		return nil, err
 	}
 	sp := &session.Spec{
-		Backend: be, Profile: req.Profile, Limits: req.Limits, Binds: req.Binds, HomeAllow: req.HomeAllow, Skills: req.Skills,
-		Workdir: req.Workdir, Timeout: req.Timeout, OutputLimit: st.OutputLimit,
+		Backend: be, Policy: req.Policy, Timeout: req.Timeout, OutputLimit: st.OutputLimit,
 		SessionHome: st.HomeMode == config.HomeModeSession, Env: os.Environ(),
-		EnvDeny: st.EnvDeny, EnvAllow: st.EnvAllow, TmpSizeMB: st.TmpSizeMB,
-		Protected: st.ProtectedPaths, NetworkAllow: req.NetworkAllow, NetworkDeny: req.NetworkDeny,
 	}
 	switch st.ToolCaches {
 	case config.ToolCachesShared:

@@ -56,10 +56,8 @@ func (o *runOptions) shell(c *cobra.Command, g *globalOptions) error {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
 	req := &sandbox.Request{
-		Argv: []string{"/bin/bash", "-i"}, Env: os.Environ(), PolicyEnv: os.Environ(), Workdir: spec.Workdir, Profile: spec.Profile,
-		Limits: spec.Limits, Binds: spec.Binds, HomeAllow: spec.HomeAllow, Skills: spec.Skills, TTY: true,
-		EnvDeny: spec.EnvDeny, EnvAllow: spec.EnvAllow, TmpSizeMB: spec.TmpSizeMB, Protected: spec.Protected,
-		NetworkAllow: spec.NetworkAllow, NetworkDeny: spec.NetworkDeny, CacheDir: spec.CacheDir,
+		Argv: []string{"/bin/bash", "-i"}, Env: os.Environ(), PolicyEnv: os.Environ(), Policy: spec.Policy, TTY: true,
+		CacheDir: spec.CacheDir,
 	}
 	if spec.CacheDir != "" {
 		ensureDir(spec.CacheDir)
