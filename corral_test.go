@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/backend/bwrap"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 
 // hostDirs returns a project, a state directory and a settings file path
 // under $CORRAL_TEST_DIR (else /var/tmp), removed after the test.
-func hostDirs(t *testing.T) (project, state, cfg string) {
+func hostDirs(t testing.TB) (project, state, cfg string) {
 	t.Helper()
 	base := os.Getenv("CORRAL_TEST_DIR")
 	if base == "" {
@@ -56,7 +57,7 @@ func hostDirs(t *testing.T) (project, state, cfg string) {
 
 // writeSettings writes a settings file (YAML text) as `corral config set`
 // does: a new file renamed over the old one.
-func writeSettings(t *testing.T, path, text string) {
+func writeSettings(t testing.TB, path, text string) {
 	t.Helper()
 	tmp := path + ".new"
 	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
@@ -175,4 +176,37 @@ func TestHostErrors(t *testing.T) {
 	if _, err := h.Session("s"); !errors.Is(err, session.ErrClosed) {
 		t.Errorf("Session after Close: %v; want session.ErrClosed", err)
 	}
+}
+
+// BenchmarkSpec measures resolving a session command's Spec: through the
+// Host (cached settings, kept backend) and as the CLI did before it (the
+// settings file read and a bwrap backend built for every command).
+func BenchmarkSpec(b *testing.B) {
+	project, state, cfg := hostDirs(b)
+	writeSettings(b, cfg, "cwd: "+project+"\nprofile: workspace\nroutes:\n  - {sessions: \"tg:*\", profile: restricted}\n")
+	h, err := corral.Open(corral.Options{ConfigPath: cfg, StateDir: state, Environ: env()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	b.Run("host", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := h.Spec("tg:1"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("load-per-command", func(b *testing.B) {
+		for b.Loop() {
+			st, err := config.Load(cfg, env())
+			if err != nil {
+				b.Fatal(err)
+			}
+			st = st.ForSession("tg:1")
+			if _, err := corral.PolicyOf(st); err != nil {
+				b.Fatal(err)
+			}
+			_ = bwrap.New(bwrap.Options{StateDir: state, SecretFiles: []string{st.Path}})
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/backend/bwrap"
 	"github.com/corralhq/corral/backend/docker"
 	"github.com/corralhq/corral/config"
@@ -141,7 +142,7 @@ func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
 	}
 	e := docker.NewEngine(docker.Options{Logger: newLogger(g)})
 	defer e.Close()
-	r.Docker = e.Diagnose(c.Context(), dockerSettings(st))
+	r.Docker = e.Diagnose(c.Context(), corral.DockerSettings(st))
 	switch st.Backend {
 	case config.BackendDocker:
 		r.Ready = r.Docker.Ready() && r.ConfigError == ""
