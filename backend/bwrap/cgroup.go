@@ -228,7 +228,8 @@ type cgWrite struct {
 // cgroup-v1/memory.rst 2.4), both to limit, so swap cannot stretch it; on
 // v2 memory.max = limit, memory.swap.max = 0, and memory.oom.group = 1, so
 // that an OOM kill ends the whole command rather than one process of it
-// (cgroup-v2.rst "Memory Interface Files"). Pure.
+// (cgroup-v2.rst "Memory Interface Files"). The first step is always the
+// directory. Pure.
 func memoryCgroupWrites(p memPlace, dir string, limit uint64) []cgWrite {
 	n := strconv.FormatUint(limit, 10)
 	switch p.Version {

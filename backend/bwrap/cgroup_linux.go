@@ -55,12 +55,18 @@ func MemoryLimit(bin *Binary, memoryMB int) string {
 	return fmt.Sprintf("memory: %d MiB of address space per process (RLIMIT_AS); no cgroup memory controller corral can use (%s)", memoryMB, why)
 }
 
-// memCgroups is a Backend's place for memory cgroups, found once.
+// memCgroups is the process's place for memory cgroups, found once: it
+// is about the process's own cgroup, so every Backend of the process
+// shares it (and, on v2, corral moves itself into its leaf only once), and
+// the numbers in the cgroups' names are the process's, never repeated.
 type memCgroups struct {
 	once  sync.Once
 	place memPlace
 	n     atomic.Int64
 }
+
+// processMemCgroups is the one memCgroups of this process.
+var processMemCgroups memCgroups
 
 // get returns where this process makes its memory cgroups. The first call
 // decides (placeMemoryCgroup), sweeps the empty cgroups crashed corral
@@ -126,9 +132,15 @@ type memCgroup struct {
 // everything in it, memory and swap together.
 func (m *memCgroups) newMemCgroup(p memPlace, mb int) (*memCgroup, error) {
 	dir := filepath.Join(p.Dir, fmt.Sprintf("%s%d-%d", cgroupPrefix, os.Getpid(), m.n.Add(1)))
-	if err := applyWrites(memoryCgroupWrites(p, dir, mib(mb))); err != nil {
-		_ = os.Remove(dir)
+	ws := memoryCgroupWrites(p, dir, mib(mb))
+	// The directory first, on its own: a failure to make it must not
+	// remove one that is not this command's.
+	if err := applyWrites(ws[:1]); err != nil {
 		return nil, fmt.Errorf("making the memory cgroup %s: %w", dir, err)
+	}
+	if err := applyWrites(ws[1:]); err != nil {
+		_ = os.Remove(dir)
+		return nil, fmt.Errorf("setting the limit of the memory cgroup %s: %w", dir, err)
 	}
 	f, err := os.OpenFile(filepath.Join(dir, "cgroup.procs"), os.O_WRONLY, 0)
 	if err != nil {

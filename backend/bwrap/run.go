@@ -85,9 +85,6 @@ type Backend struct {
 	mu  sync.Mutex
 	bin *Binary
 
-	// mem is where commands' memory cgroups are made (cgroup_linux.go).
-	mem memCgroups
-
 	pwOnce sync.Once
 	pwHome string
 
@@ -1151,11 +1148,11 @@ func (b *Backend) memoryCgroup(lim sandbox.Limits, bin *Binary, root bool) *memC
 	if lim.MemoryMB <= 0 || b.noGate || bin.Setuid && !root {
 		return nil
 	}
-	p := b.mem.get(b.log)
+	p := processMemCgroups.get(b.log)
 	if p.Version == 0 {
 		return nil
 	}
-	cg, err := b.mem.newMemCgroup(p, lim.MemoryMB)
+	cg, err := processMemCgroups.newMemCgroup(p, lim.MemoryMB)
 	if err != nil {
 		b.log.Warn("bwrap.memcg.failed", "error", err)
 		return nil
