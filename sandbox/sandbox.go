@@ -69,8 +69,10 @@ func (p Profile) DeniesUnixSockets() bool { return p != ProfileNetwork && p != "
 
 // Limits are per-command resource limits. A zero field disables that limit.
 type Limits struct {
-	// MemoryMB caps each process's virtual address space (RLIMIT_AS,
-	// setrlimit(2)), in MiB.
+	// MemoryMB caps memory, in MiB: on bwrap, where corral can use a
+	// memory cgroup, the whole command's (all its processes together,
+	// swap included; see bwrap.MemoryLimit), elsewhere each process's
+	// virtual address space (RLIMIT_AS, setrlimit(2)).
 	MemoryMB int
 	// CPUSeconds caps each process's CPU time (RLIMIT_CPU), in seconds. The
 	// kernel sends SIGXCPU at the limit and SIGKILL one second later.
@@ -195,8 +197,9 @@ type Result struct {
 	Duration time.Duration
 	// CPUTime is the user plus system CPU time of the command's processes.
 	CPUTime time.Duration
-	// LimitHit names the limit that most likely ended the command ("cpu",
-	// "memory", "procs") or is empty. See LimitMessage.
+	// LimitHit names the limit that most likely ended the command (one of
+	// the Limit* names: "cpu", "memory", "command-memory", "procs",
+	// "container-memory") or is empty. See LimitMessage.
 	LimitHit string
 	// Unavailable is set, under degraded_mode "degrade", when no sandbox
 	// could be had: it says why and names the fix, and nothing was run.

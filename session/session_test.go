@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/backend/bwrap"
+	"github.com/corralhq/corral/internal/dockertest"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -339,8 +340,11 @@ func TestConcurrentCommandsSerialize(t *testing.T) {
 // whether a command ran must not depend on timing), each session sees only
 // its own cwd, exported variables and scratch directory, and no process of
 // the test's sandboxes (bwrap, its pid 1, the shell) is left afterwards.
+// As root with a Docker engine, containers start and stop all the while
+// (their mounts change the host's mount table under bwrap's starts).
 func TestManySessionsInParallel(t *testing.T) {
 	f := newFixture(t)
+	churn := churnAsRoot(t)
 	const sessions, commands = 16, 40
 	// In every command's text, so in the argv of its bwrap and shell.
 	marker := fmt.Sprintf("corral-many-%d", time.Now().UnixNano())
@@ -375,6 +379,9 @@ func TestManySessionsInParallel(t *testing.T) {
 		}(i)
 	}
 	wg.Wait()
+	if churn != nil {
+		t.Logf("%d containers started and removed during the load", churn.Stop())
+	}
 	close(errs)
 	for e := range errs {
 		t.Error(e)
@@ -391,6 +398,20 @@ func TestManySessionsInParallel(t *testing.T) {
 	if len(left) > 0 {
 		t.Errorf("processes of the test's sandboxes left running:\n%s", strings.Join(left, "\n"))
 	}
+}
+
+// churnAsRoot starts dockertest.Churn when the test runs as root and a
+// Docker engine answers (CORRAL_REQUIRE_DOCKER=1, as in CI, makes a
+// missing engine a failure), and returns it, or nil.
+func churnAsRoot(t *testing.T) *dockertest.Churner {
+	if os.Getuid() != 0 {
+		return nil
+	}
+	cli := dockertest.EngineIfAny(t)
+	if cli == nil {
+		return nil
+	}
+	return dockertest.Churn(t, cli, dockertest.ChurnImage(t, cli))
 }
 
 // processesWith lists the live processes (not zombies) other than this one

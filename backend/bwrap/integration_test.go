@@ -320,8 +320,8 @@ func TestLimits(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err == nil {
 		o := e.sh(`python3 -c 'x = bytearray(1 << 30); print("ALLOCATED")'`, func(r *sandbox.Request) { r.Limits.MemoryMB = 128 })
 		mustNotContain(t, o, "ALLOCATED")
-		if o.res.LimitHit != sandbox.LimitMemory {
-			t.Errorf("memory bomb: LimitHit=%q\n%s", o.res.LimitHit, o)
+		if want := memoryLimitName(); o.res.LimitHit != want {
+			t.Errorf("memory bomb: LimitHit=%q, want %q\n%s", o.res.LimitHit, want, o)
 		}
 		if msg := sandbox.LimitMessage(o.res, sandbox.Limits{MemoryMB: 128}); !strings.Contains(msg, "memory_mb") {
 			t.Errorf("message %q does not name memory_mb", msg)
