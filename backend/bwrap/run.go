@@ -583,7 +583,7 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 	// Unix sockets are mediated (unixsock.go) where the gate can inject
 	// calls into bwrap's sandbox child; elsewhere they stay refused.
 	var med *connectMediation
-	if plan.DenyUnixSockets && canJoinByInjection && !b.noFilter && !b.noGate && !(bin.Setuid && !root) {
+	if plan.DenyUnixSockets && canJoinByInjection && !b.noFilter && !(bin.Setuid && !root) {
 		med = newConnectMediation()
 	}
 	var filter *os.File
