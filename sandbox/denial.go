@@ -133,7 +133,7 @@ func ExplainDenials(output string, c DenialContext) []Denial {
 			// profiles, mount, ptrace of others, keyrings and the like.
 			msg := "corral: a system call was refused by this sandbox's syscall filter (Operation not permitted): mount, ptrace, kernel keyrings, new namespaces with privileges and the like are never allowed"
 			if profile.DeniesUnixSockets() {
-				msg += fmt.Sprintf("; under profile %s new Unix sockets (AF_UNIX) are refused too, which the network profile allows", profile)
+				msg += fmt.Sprintf("; under profile %s datagram Unix sockets are refused too, and where corral cannot check connect(2) (Docker, arm64) new Unix sockets (AF_UNIX) are refused, which the network profile allows; a Unix socket of the host answers EACCES", profile)
 			}
 			add(Denial{Kind: DenialSyscall, Message: msg})
 		}

@@ -21,7 +21,11 @@
 //   - runas.go (pure) and hostview_linux.go: a root caller's sandbox is
 //     held by an unprivileged identity (run_as), started from a thread in a
 //     private mount namespace with the session's directories idmapped;
-//   - retry.go: a start that failed because the host changed is retried.
+//   - retry.go: a start that failed because the host changed is retried;
+//   - unixsock.go (pure) and unixsock_linux.go: under restricted, workspace
+//     and allowlist, connect(2) is answered by corral, which lets a
+//     command's own Unix sockets work and no host socket be reached (the
+//     design and why are in unixsock.go).
 //
 // Behaviour follows the reference bubblewrap backend (shared/seeds) as
 // translated by corral's issue "corral run: the bubblewrap backend".
