@@ -97,6 +97,9 @@ type Backend struct {
 	// forceNsenter makes the allowlist profile enter its namespace through
 	// nsenter(1) even where the gate could (tests of that path).
 	forceNsenter bool
+	// noUnixMediation refuses AF_UNIX sockets outright where they would be
+	// mediated (the benchmark's "before").
+	noUnixMediation bool
 	// noGate makes every start take the path of a machine that refuses
 	// the ptrace gate (tests of that path).
 	noGate bool
@@ -583,7 +586,7 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 	// Unix sockets are mediated (unixsock.go) where the gate can inject
 	// calls into bwrap's sandbox child; elsewhere they stay refused.
 	var med *connectMediation
-	if plan.DenyUnixSockets && canJoinByInjection && !b.noFilter && !(bin.Setuid && !root) {
+	if plan.DenyUnixSockets && canJoinByInjection && !b.noFilter && !b.noUnixMediation && !(bin.Setuid && !root) {
 		med = newConnectMediation()
 	}
 	var filter *os.File
