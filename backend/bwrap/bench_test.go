@@ -179,6 +179,11 @@ func BenchmarkFilterAndProxy(b *testing.B) {
 // time of connect(2) to a Unix socket of the sandbox and to a loopback TCP
 // port, mediated (workspace) and not (network). Run with -benchtime=1x for
 // the connect figures (2000 connects per run, reported as ns/connect).
+//
+// Measured 2026-12-01 on the 2-core machine under load (load average 3-9):
+// `true` 71-80 ms mediated, 65-76 ms not (no difference beyond noise);
+// connect+accept+close of a Unix socket 220-230 us mediated, 25-35 us not;
+// of loopback TCP 180-225 us mediated, about 70 us not.
 func BenchmarkUnixMediation(b *testing.B) {
 	e := newBenchEnv(b)
 	for _, tc := range []struct {
