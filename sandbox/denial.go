@@ -57,6 +57,11 @@ var (
 	reBlocked  = regexp.MustCompile(`blocked by corral network allowlist: ([^\s(]+)`)
 	reProxy403 = regexp.MustCompile(`(?i)(?:CONNECT tunnel failed, response 403|Tunnel connection failed: 403|ProxyError.*403|statusCode[=:]\s*403.*proxy|proxy.*\b403 Forbidden)`)
 	reEPERM    = regexp.MustCompile(`(?i)operation not permitted|\bEPERM\b|errno 1\]`)
+	// reSockEACCES: EACCES from connect(2) to a Unix socket, as the bwrap
+	// backend's supervisor answers for a host socket (Go's "dial unix
+	// /x.sock: connect: permission denied", ssh-add's "Error connecting to
+	// agent: Permission denied", curl's --unix-socket).
+	reSockEACCES = regexp.MustCompile(`(?i)(?:dial unix|connect|\.sock|\bsocket\b|connecting to agent).*(?:permission denied|\bEACCES\b|errno 13\])`)
 )
 
 // ExplainDenials reads a failed command's output (its last bytes are
@@ -127,13 +132,20 @@ func ExplainDenials(output string, c DenialContext) []Denial {
 				msg = "corral: under the allowlist profile only corral's proxy is reachable (HTTP_PROXY, HTTPS_PROXY and ALL_PROXY point at it); a program that ignores those variables, or a non-HTTP protocol, cannot get out"
 			}
 			add(Denial{Kind: DenialNetwork, Message: msg})
+		case reSockEACCES.MatchString(line) && profile.DeniesUnixSockets():
+			p := pathOf(line)
+			what := "a Unix socket"
+			if p != "" {
+				what = p
+			}
+			add(Denial{Kind: DenialSyscall, Path: p, Message: fmt.Sprintf("corral: %s may be a Unix socket of the host: under profile %s a command connects only to Unix sockets made inside its own sandbox (EACCES otherwise); the network profile reaches the host's", what, profile)})
 		case reEPERM.MatchString(line) && pathOf(line) == "":
 			// EPERM about no file is the filter's (a file's would be
 			// EACCES, or name it): socket(AF_UNIX) under the confined
 			// profiles, mount, ptrace of others, keyrings and the like.
 			msg := "corral: a system call was refused by this sandbox's syscall filter (Operation not permitted): mount, ptrace, kernel keyrings, new namespaces with privileges and the like are never allowed"
 			if profile.DeniesUnixSockets() {
-				msg += fmt.Sprintf("; under profile %s new Unix sockets (AF_UNIX) are refused too, which the network profile allows", profile)
+				msg += fmt.Sprintf("; under profile %s datagram Unix sockets are refused too, and where corral cannot check connect(2) (Docker, arm64) new Unix sockets (AF_UNIX) are refused, which the network profile allows; a Unix socket of the host answers EACCES", profile)
 			}
 			add(Denial{Kind: DenialSyscall, Message: msg})
 		}

@@ -35,6 +35,8 @@ func TestExplainDenials(t *testing.T) {
 		{"git no network", "fatal: unable to access 'https://github.com/x/y/': Could not resolve host: github.com", ws, DenialNetwork, "", "", "no network"},
 		{"allowlist refusal", "blocked by corral network allowlist: evil.test", DenialContext{Profile: ProfileAllowlist}, DenialNetwork, "", "evil.test", "evil.test is not in network.allow"},
 		{"allowlist https refusal", "curl: (56) CONNECT tunnel failed, response 403", DenialContext{Profile: ProfileAllowlist}, DenialNetwork, "", "", "not in network.allow"},
+		{"go host socket", "Cannot connect to the Docker daemon: dial unix /var/run/docker.sock: connect: permission denied", ws, DenialSyscall, "/var/run/docker.sock", "", "/var/run/docker.sock may be a Unix socket of the host"},
+		{"ssh agent", "Error connecting to agent: Permission denied", ws, DenialSyscall, "", "", "connects only to Unix sockets made inside its own sandbox"},
 		{"python AF_UNIX", "PermissionError: [Errno 1] Operation not permitted", ws, DenialSyscall, "", "", "new Unix sockets (AF_UNIX) are refused"},
 		{"network profile: EPERM is the filter's, no socket note", "PermissionError: [Errno 1] Operation not permitted", DenialContext{Profile: ProfileNetwork}, DenialSyscall, "", "", "syscall filter"},
 	} {
@@ -56,6 +58,7 @@ func TestExplainDenials(t *testing.T) {
 		ctx    DenialContext
 	}{
 		{"grep: foo.txt: No such file or directory", ws},
+		{"bash: ./agent.sh: Permission denied\ncat: /etc/shadow: Permission denied", ws},
 		{"cat: /home/u/proj/missing: No such file or directory", ws},
 		{"FAIL\tgithub.com/x/y\t0.01s", ws},
 		{"curl: (6) Could not resolve host: example.invalid", DenialContext{Profile: ProfileNetwork}},

@@ -63,7 +63,10 @@ func (p Profile) HostNetwork() bool { return p == ProfileNetwork }
 // families other than NETLINK_ROUTE are refused too; see
 // seccomp.Options.DenyUnixSockets): every profile but
 // network, so no socket of the host (the Docker daemon, D-Bus, an ssh
-// agent, a database) can be reached. Under network the host's abstract
+// agent, a database) can be reached. The bwrap backend, where it can,
+// mediates connect(2) instead (seccomp.Options.MediatedUnixSockets): stream
+// and seqpacket sockets are then allowed and connect only to sockets of the
+// sandbox's own network namespace. Under network the host's abstract
 // sockets are reachable anyway through the shared network namespace.
 func (p Profile) DeniesUnixSockets() bool { return p != ProfileNetwork && p != "" }
 

@@ -84,6 +84,8 @@ func retName(ret uint32) string {
 		return "allow"
 	case ret == retKillProcess:
 		return "kill-process"
+	case ret == retUserNotif:
+		return "user-notif"
 	case ret == 0: // SECCOMP_RET_KILL_THREAD
 		return "kill-thread"
 	case ret&0xffff0000 == retErrno:
@@ -217,6 +219,87 @@ func TestBPFDecisions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBPFMediatedDecisions: with MediatedUnixSockets, stream and seqpacket
+// AF_UNIX sockets may be made, datagram ones may not, and no filter of the
+// command's own may take a listener; the rest is DenyUnixSockets's filter.
+func TestBPFMediatedDecisions(t *testing.T) {
+	p := nativePlatform(t)
+	native := uint32(p.info.ID)
+	nr := func(name string) uint32 { return uint32(p.info.SyscallNames[name]) }
+	const sockNonblock, sockCloexec = 0x800, 0x80000
+	prog, err := BPF(Options{DenyUnixSockets: true, MediatedUnixSockets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newVM(t, prog)
+	for _, c := range []struct {
+		name string
+		nr   uint32
+		args []uint64
+		want string
+	}{
+		{"socket(AF_UNIX, SOCK_STREAM)", nr("socket"), []uint64{1, 1, 0}, "allow"},
+		{"socket(AF_UNIX, SOCK_STREAM|SOCK_NONBLOCK|SOCK_CLOEXEC)", nr("socket"), []uint64{1, 1 | sockNonblock | sockCloexec, 0}, "allow"},
+		{"socket(AF_UNIX, SOCK_SEQPACKET)", nr("socket"), []uint64{1, 5, 0}, "allow"},
+		{"socket(AF_UNIX, SOCK_DGRAM)", nr("socket"), []uint64{1, 2, 0}, "EPERM"},
+		{"socket(AF_UNIX, SOCK_DGRAM|SOCK_CLOEXEC)", nr("socket"), []uint64{1, 2 | sockCloexec, 0}, "EPERM"},
+		{"socket(AF_UNIX, SOCK_RAW)", nr("socket"), []uint64{1, 3, 0}, "EPERM"},
+		{"socket(AF_UNIX, SOCK_DGRAM) with high bits", nr("socket"), []uint64{1 | 0xdead<<32, 2 | 0xbeef<<32, 0}, "EPERM"},
+		{"socket(AF_INET, SOCK_DGRAM)", nr("socket"), []uint64{2, 2, 0}, "allow"},
+		{"socket(AF_VSOCK)", nr("socket"), []uint64{40, 1, 0}, "EPERM"},
+		{"socket(AF_NETLINK, SOCK_RAW, NETLINK_SOCK_DIAG)", nr("socket"), []uint64{16, 3, 4}, "EPROTONOSUPPORT"},
+		{"socketpair(AF_UNIX, SOCK_DGRAM)", nr("socketpair"), []uint64{1, 2, 0}, "EPERM"},
+		{"socketpair(AF_UNIX, SOCK_STREAM)", nr("socketpair"), []uint64{1, 1, 0}, "allow"},
+		{"seccomp(SET_MODE_FILTER, NEW_LISTENER)", nr("seccomp"), []uint64{1, 8, 0}, "EPERM"},
+		{"seccomp(SET_MODE_FILTER, TSYNC|NEW_LISTENER)", nr("seccomp"), []uint64{1, 9, 0}, "EPERM"},
+		{"seccomp(SET_MODE_FILTER, 0)", nr("seccomp"), []uint64{1, 0, 0}, "allow"},
+		{"seccomp(GET_NOTIF_SIZES)", nr("seccomp"), []uint64{3, 0, 0}, "allow"},
+		{"connect", nr("connect"), []uint64{3, 0, 0}, "allow"},
+	} {
+		if got := retName(v.run(native, c.nr, c.args...)); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+// TestConnectNotifyBPF: the listener's filter notifies native connect(2)
+// and nothing else.
+func TestConnectNotifyBPF(t *testing.T) {
+	p := nativePlatform(t)
+	native := uint32(p.info.ID)
+	prog, err := ConnectNotifyBPF()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newVM(t, prog)
+	for nr, name := range p.info.SyscallNumbers {
+		want := "allow"
+		if name == "connect" {
+			want = "user-notif"
+		}
+		if got := retName(v.run(native, uint32(nr), 1, 2, 3)); got != want {
+			t.Errorf("%s (%d): %s, want %s", name, nr, got, want)
+		}
+	}
+	connect := uint32(p.info.SyscallNames["connect"])
+	for _, c := range []struct {
+		name string
+		arch uint32
+		nr   uint32
+	}{
+		{"i386 connect number", 0x40000003, connect},
+		{"i386 socketcall", 0x40000003, 102},
+		{"x32 connect", native, x32SyscallBit | connect},
+	} {
+		if got := retName(v.run(c.arch, c.nr)); got != "allow" {
+			t.Errorf("%s: %s, want allow (the main filter decides)", c.name, got)
+		}
+	}
+	if _, err := connectNotifyProgram("riscv64"); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("riscv64: %v, want ErrUnsupported", err)
 	}
 }
 

@@ -10,7 +10,9 @@
 //     no_new_privs), for a helper that filters itself before it execs;
 //   - [DockerProfile]: a Docker seccomp profile (JSON) with the same rules;
 //   - [Rules]: the table itself, for documentation and `corral doctor`,
-//     which also calls [Probe].
+//     which also calls [Probe];
+//   - [ConnectNotifyBPF]: a second, tiny filter that hands connect(2) to a
+//     supervisor (SECCOMP_RET_USER_NOTIF), for Options.MediatedUnixSockets.
 //
 // # The filter
 //
@@ -29,7 +31,12 @@
 //
 //	every foreign-ABI call                      kill process
 //	every x32 call (amd64)                      ENOSYS
-//	socket, domain == AF_UNIX                   EPERM  only with Options.DenyUnixSockets
+//	socket, domain == AF_UNIX                   EPERM  only with Options.DenyUnixSockets, without
+//	                                                   Options.MediatedUnixSockets
+//	socket, domain == AF_UNIX,                  EPERM  only with DenyUnixSockets and MediatedUnixSockets:
+//	  type & 0xe == SOCK_DGRAM                         stream and seqpacket sockets allowed
+//	seccomp, op == SECCOMP_SET_MODE_FILTER,     EPERM  only with DenyUnixSockets and MediatedUnixSockets:
+//	  flags & SECCOMP_FILTER_FLAG_NEW_LISTENER         no listener of the command's own
 //	socketpair, domain == AF_UNIX,              EPERM  only with Options.DenyUnixSockets:
 //	  type & 0xe == SOCK_DGRAM                         datagram (or SOCK_RAW, made datagram) pairs
 //	socket, domain == AF_VSOCK                  EPERM  only with Options.DenyUnixSockets
@@ -76,7 +83,12 @@
 //
 // With Options.DenyUnixSockets (the restricted, workspace and allowlist
 // profiles) a command keeps the sockets of its own network namespace and
-// nothing else: no new Unix socket but stream and seqpacket socketpairs,
+// nothing else. With MediatedUnixSockets as well (corral's bwrap backend,
+// where a supervisor answers connect(2) through the [ConnectNotifyBPF]
+// filter, see package backend/bwrap), stream and seqpacket Unix sockets may
+// be made and the supervisor connects them only to sockets of the sandbox's
+// network namespace. Without it (Docker, or no supervisor): no new Unix
+// socket but stream and seqpacket socketpairs,
 // which can only talk to each other (a datagram pair could sendto /dev/log
 // or the journal's socket); no vsock; and of netlink only NETLINK_ROUTE,
 // which name resolution (getaddrinfo's AI_ADDRCONFIG) and `ip` use. So `ss`

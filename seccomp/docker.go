@@ -87,6 +87,9 @@ type dockerArg struct {
 // The error wraps any inconsistency in the table; the caller must then not
 // create the container.
 func DockerProfile(opts Options) ([]byte, error) {
+	if opts.MediatedUnixSockets {
+		return nil, fmt.Errorf("seccomp: MediatedUnixSockets needs a connect(2) supervisor, which Docker containers do not have")
+	}
 	p := dockerProfile{DefaultAction: "SCMP_ACT_ALLOW"}
 	for _, goarch := range []string{"amd64", "arm64"} {
 		p.ArchMap = append(p.ArchMap, dockerArch{Architecture: platforms[goarch].docker, SubArchitectures: []string{}})

@@ -443,3 +443,12 @@ func dumpFilter(t *testing.T, pid int) []unix.SockFilter {
 	}
 	return filters
 }
+
+// TestDockerProfileRefusesMediation: a container has no connect(2)
+// supervisor, so the mediated variant, which lets AF_UNIX stream sockets
+// be made, must not reach Docker.
+func TestDockerProfileRefusesMediation(t *testing.T) {
+	if _, err := DockerProfile(Options{DenyUnixSockets: true, MediatedUnixSockets: true}); err == nil {
+		t.Fatal("DockerProfile accepted MediatedUnixSockets")
+	}
+}

@@ -33,6 +33,31 @@ type Options struct {
 	// Descriptors the command inherits are untouched. Every profile but
 	// network sets it (sandbox.Profile.DeniesUnixSockets).
 	DenyUnixSockets bool
+	// MediatedUnixSockets, together with DenyUnixSockets, is for a sandbox
+	// whose connect(2) calls a supervisor outside it answers (a filter
+	// from [ConnectNotifyBPF] installed below this one, whose listener the
+	// supervisor holds: corral's bwrap backend). It replaces the
+	// socket(AF_UNIX) row with two rows:
+	//
+	//   - socket(2) with domain AF_UNIX and a datagram type (type & 0xe ==
+	//     SOCK_DGRAM, as for socketpair) still fails with EPERM: a datagram
+	//     socket names its peer in every sendto(2)/sendmsg(2), in memory a
+	//     supervisor could only mediate by sending every message itself.
+	//     Stream and seqpacket sockets reach another socket only through
+	//     connect(2) (unix_stream_sendmsg refuses an address,
+	//     unix_seqpacket_sendmsg ignores it: net/unix/af_unix.c), which the
+	//     supervisor mediates, so they are allowed;
+	//   - seccomp(2) SECCOMP_SET_MODE_FILTER with
+	//     SECCOMP_FILTER_FLAG_NEW_LISTENER fails with EPERM: of several
+	//     filters answering SECCOMP_RET_USER_NOTIF the most recent one's
+	//     listener gets the call (kernel/seccomp.c, seccomp_run_filters), and
+	//     a command's own supervisor could let connect(2) through with
+	//     SECCOMP_USER_NOTIF_FLAG_CONTINUE.
+	//
+	// Without DenyUnixSockets it changes nothing. Never set it without the
+	// supervisor: AF_UNIX stream sockets would then reach every host
+	// socket. [DockerProfile] refuses it.
+	MediatedUnixSockets bool
 }
 
 // Action is what the filter does with a call a [Rule] matches.
@@ -248,6 +273,9 @@ const (
 	// SOCK_NONBLOCK and SOCK_CLOEXEC (which live above SOCK_TYPE_MASK).
 	sockDgramOrRawMask = 0xe
 
+	seccompSetModeFilter   = 1      // SECCOMP_SET_MODE_FILTER (linux/seccomp.h)
+	seccompFlagNewListener = 1 << 3 // SECCOMP_FILTER_FLAG_NEW_LISTENER
+
 	modeSetID       = 0o6000             // S_ISUID | S_ISGID
 	oCreatOrTmpfile = 0o100 | 0o20000000 // O_CREAT | __O_TMPFILE (asm-generic/fcntl.h; arm64 and x86_64 alike)
 )
@@ -268,13 +296,34 @@ func Rules(opts Options) []Rule {
 		Rule{ABI: ABIForeign, Action: ActionKillProcess, Reason: "32-bit calls (i386 int 0x80 on x86_64, arm32 on arm64) use other syscall numbers and i386 socketcall(2) hides socket's arguments: rather than filter them, the process is killed, so a 32-bit program cannot bypass the rules below"},
 		Rule{ABI: ABIX32, Action: ActionErrno, Errno: syscall.ENOSYS, Arches: amd64, Reason: "the x32 ABI numbers its calls differently; it is refused as a kernel without x32 support would refuse it"},
 	)
-	if opts.DenyUnixSockets {
+	if opts.DenyUnixSockets && opts.MediatedUnixSockets {
+		rules = append(rules, Rule{
+			Syscalls: []string{"socket"},
+			Args: []Arg{
+				{Index: 0, Op: ArgEqual32, Value: afUnix, Text: "domain == AF_UNIX"},
+				{Index: 1, Op: ArgMaskedEqual, Mask: sockDgramOrRawMask, Value: sockDgram, Text: "type & 0xe == SOCK_DGRAM (SOCK_DGRAM or SOCK_RAW, any flags)"},
+			},
+			Action: ActionErrno, Errno: syscall.EPERM,
+			Reason: "a datagram Unix socket names its peer in every sendto(2)/sendmsg(2) (unix_dgram_sendmsg in net/unix/af_unix.c), in memory the connect(2) supervisor cannot mediate without sending every message itself; stream and seqpacket sockets reach another socket only through connect(2), which the supervisor allows only to sockets of the sandbox's own network namespace",
+		}, Rule{
+			Syscalls: []string{"seccomp"},
+			Args: []Arg{
+				{Index: 0, Op: ArgEqual32, Value: seccompSetModeFilter, Text: "op == SECCOMP_SET_MODE_FILTER"},
+				{Index: 1, Op: ArgAnyBit, Value: seccompFlagNewListener, Text: "flags & SECCOMP_FILTER_FLAG_NEW_LISTENER != 0"},
+			},
+			Action: ActionErrno, Errno: syscall.EPERM,
+			Reason: "a filter with a listener of the command's own would receive its connect(2) calls before corral's supervisor (the most recent filter's SECCOMP_RET_USER_NOTIF wins, kernel/seccomp.c) and could let them through with SECCOMP_USER_NOTIF_FLAG_CONTINUE",
+		})
+	} else if opts.DenyUnixSockets {
 		rules = append(rules, Rule{
 			Syscalls: []string{"socket"},
 			Args:     []Arg{{Index: 0, Op: ArgEqual32, Value: afUnix, Text: "domain == AF_UNIX"}},
 			Action:   ActionErrno, Errno: syscall.EPERM,
 			Reason: "no new Unix socket, so no host socket (Docker daemon, ssh/gpg agents, D-Bus, abstract sockets on a shared network) can be reached; inherited descriptors and stream or seqpacket socketpair(2) still work (datagram pairs: see the socketpair row)",
-		}, Rule{
+		})
+	}
+	if opts.DenyUnixSockets {
+		rules = append(rules, Rule{
 			Syscalls: []string{"socketpair"},
 			Args: []Arg{
 				{Index: 0, Op: ArgEqual32, Value: afUnix, Text: "domain == AF_UNIX"},

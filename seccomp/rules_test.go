@@ -22,6 +22,10 @@ func TestRulesByOption(t *testing.T) {
 	}{
 		{"default", Options{}, nil},
 		{"deny-unix-sockets", Options{DenyUnixSockets: true}, denyRows},
+		{"mediated-unix-sockets", Options{DenyUnixSockets: true, MediatedUnixSockets: true}, append([]string{
+			"socket [arg0: domain == AF_UNIX && arg1: type & 0xe == SOCK_DGRAM (SOCK_DGRAM or SOCK_RAW, any flags)] -> errno EPERM",
+		}, denyRows[1:]...)},
+		{"mediated-alone-changes-nothing", Options{MediatedUnixSockets: true}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string

@@ -29,7 +29,7 @@ func TestDenialReasons(t *testing.T) {
 		{"read-only", "touch /usr/corral-denial-test", sandbox.DenialReadOnly, "/usr/corral-denial-test is read-only in this sandbox (profile workspace); writable: "},
 		{"hidden", "cat " + filepath.Join(home, ".ssh", "id_ed25519"), sandbox.DenialHidden, filepath.Join(home, ".ssh", "id_ed25519") + " exists on the host but is hidden"},
 		{"network", "python3 -c 'import socket; socket.getaddrinfo(\"example.com\", 80)'", sandbox.DenialNetwork, "no network (profile workspace)"},
-		{"syscall", "python3 -c 'import socket; socket.socket(socket.AF_UNIX)'", sandbox.DenialSyscall, "new Unix sockets (AF_UNIX) are refused"},
+		{"syscall", "python3 -c 'import socket; socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)'", sandbox.DenialSyscall, "new Unix sockets (AF_UNIX) are refused"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := f.exec(s, c.cmd)

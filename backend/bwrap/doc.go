@@ -26,6 +26,10 @@
 //     whole command by memory_mb where corral can make one (the gate moves
 //     bwrap in at its exec stop), its OOM kills, its removal and the sweep
 //     of ones a crashed corral left.
+//   - unixsock.go (pure) and unixsock_linux.go: under restricted, workspace
+//     and allowlist, connect(2) is answered by corral, which lets a
+//     command's own Unix sockets work and no host socket be reached (the
+//     design and why are in unixsock.go).
 //
 // Behaviour follows the reference bubblewrap backend (shared/seeds) as
 // translated by corral's issue "corral run: the bubblewrap backend".

@@ -360,7 +360,8 @@ func TestAllowlistCommandContract(t *testing.T) {
 		if memoryLimitName() == sandbox.LimitCommandMemory {
 			as = "unlimited\n30\n" // the memory cgroup holds memory_mb instead
 		}
-		mustContain(t, o, as, "Seccomp:\t2", "Seccomp_filters:\t1", "NoNewPrivs:\t1", "CapEff:\t0000000000000000")
+		// Two filters: connect(2) mediation and the main one.
+		mustContain(t, o, as, "Seccomp:\t2", "Seccomp_filters:\t2", "NoNewPrivs:\t1", "CapEff:\t0000000000000000")
 		// The gate's injected calls leave no capability behind either.
 		o = e.sh(`grep -E '^Cap(Prm|Inh|Amb):' /proc/self/status`, allowlist)
 		mustContain(t, o, "CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapAmb:\t0000000000000000")
@@ -379,12 +380,13 @@ func TestAllowlistCommandContract(t *testing.T) {
 		}
 	})
 	t.Run("forwarder out of reach", func(t *testing.T) {
-		// The sandbox's pid 1 (bwrap's init) carries the strict filter as
-		// well, and no process of the sandbox is corral's forwarder or
-		// holds the proxy's sockets: a command that took over pid 1
-		// (/proc/1/mem) gains no Unix socket.
-		o := e.sh(`grep -E '^Seccomp(_filters)?:' /proc/1/status; for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; done; ls -a /tmp; python3 -c 'import socket; socket.socket(socket.AF_UNIX)' 2>&1 | tail -1`, allowlist)
-		mustContain(t, o, "Seccomp:\t2\nSeccomp_filters:\t1\n", "PermissionError")
+		// The sandbox's pid 1 (bwrap's init) carries both filters as well
+		// (connect(2) mediation and the main one), and no process of the
+		// sandbox is corral's forwarder or holds the proxy's sockets: a
+		// command that took over pid 1 (/proc/1/mem) gains no way to a
+		// host socket.
+		o := e.sh(`grep -E '^Seccomp(_filters)?:' /proc/1/status; for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; done; ls -a /tmp; python3 -c 'import socket; socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)' 2>&1 | tail -1`, allowlist)
+		mustContain(t, o, "Seccomp:\t2\nSeccomp_filters:\t2\n", "PermissionError")
 		mustNotContain(t, o, "__corral-net-forward", "corral-net", "http.sock")
 	})
 	t.Run("timeout ends the command", func(t *testing.T) {
@@ -407,7 +409,7 @@ func TestAllowlistThroughNsenter(t *testing.T) {
 	newWorld(t, e)
 	e.backend.forceNsenter = true
 	o := e.sh(`curl -q -sS --max-time 10 http://api.allowed.test/ns; echo; ls /proc/self/fd | sort -n | tr '\n' ' '; echo; grep -E '^(CapEff|CapPrm|Seccomp_filters):' /proc/self/status`, allowlist)
-	mustContain(t, o, "hello host=api.allowed.test path=/ns tls=false", "\n0 1 2 3 \n", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000", "Seccomp_filters:\t1")
+	mustContain(t, o, "hello host=api.allowed.test path=/ns tls=false", "\n0 1 2 3 \n", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000", "Seccomp_filters:\t2")
 	// And where the gate is refused altogether (prlimit(1) starts bwrap).
 	e.backend.forceNsenter, e.backend.noGate = false, true
 	o = e.sh(`curl -q -sS --max-time 10 http://api.allowed.test/nogate; echo; ulimit -v`, allowlist, func(r *sandbox.Request) { r.Limits.MaxProcs = 0 })

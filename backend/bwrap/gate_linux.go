@@ -41,12 +41,21 @@ var errGateUnavailable = errors.New("ptrace gate unavailable")
 //  4. when join is set (the allowlist profile), it is moved into the
 //     session's egress namespace first (joinNamespaces; before step 3, so
 //     the sandbox's user namespace is made below the joined one);
-//  5. it is detached and runs on.
+//  5. when med is not nil (a profile whose Unix sockets are mediated), the
+//     same child gets the connect(2) notification filter and corral takes
+//     its listener and a sock_diag socket of the sandbox's network
+//     namespace into med (armConnectMediation, see unixsock.go); the
+//     caller serves them. A failure kills bwrap: its main filter then
+//     allows Unix sockets that nobody would check;
+//  6. it is detached and runs on.
 //
 // The calling goroutine is locked to its thread for the duration, as
 // ptrace(2) requests must come from the tracing thread. A bwrap that exits
 // before it forks is left unreaped for cmd.Wait.
-func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, log *slog.Logger) error {
+func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, med *connectMediation, log *slog.Logger) error {
+	if med != nil && !canJoinByInjection {
+		return fmt.Errorf("connect(2) mediation needs system call injection, which this architecture lacks")
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	joinFreshKeyring(log)
@@ -135,6 +144,15 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, 
 					return fail(err)
 				}
 			}
+			if med != nil {
+				l, d, err := armConnectMediation(child)
+				if err != nil {
+					_ = unix.Kill(child, unix.SIGKILL)
+					_ = unix.PtraceDetach(child)
+					return fail(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
+				}
+				med.listener, med.diag = l, d
+			}
 			var lerr error
 			if lim.MaxProcs > 0 {
 				r := unix.Rlimit{Cur: uint64(lim.MaxProcs), Max: uint64(lim.MaxProcs)}
@@ -142,9 +160,11 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, 
 			}
 			_ = unix.PtraceDetach(child)
 			if lerr != nil {
+				med.close()
 				return fail(fmt.Errorf("setting RLIMIT_NPROC on the sandbox: %w", lerr))
 			}
 			if err := unix.PtraceDetach(pid); err != nil {
+				med.close()
 				return fail(fmt.Errorf("detaching from bwrap: %w", err))
 			}
 			return nil
@@ -251,4 +271,22 @@ func armParentDeath(child, parent int) error {
 		return fmt.Errorf("bwrap ended while its sandbox was being set up")
 	}
 	return nil
+}
+
+// connectMediation receives, from startGated, the descriptors of a
+// sandbox's connect(2) mediation: the seccomp listener and the sock_diag
+// socket, both -1 until armed.
+type connectMediation struct {
+	listener, diag int
+}
+
+func newConnectMediation() *connectMediation { return &connectMediation{listener: -1, diag: -1} }
+
+// close closes what was armed; safe on nil.
+func (m *connectMediation) close() {
+	if m == nil {
+		return
+	}
+	closeFDs(m.listener, m.diag)
+	m.listener, m.diag = -1, -1
 }

@@ -97,6 +97,9 @@ type Backend struct {
 	// forceNsenter makes the allowlist profile enter its namespace through
 	// nsenter(1) even where the gate could (tests of that path).
 	forceNsenter bool
+	// noUnixMediation refuses AF_UNIX sockets outright where they would be
+	// mediated (the benchmark's "before").
+	noUnixMediation bool
 	// noGate makes every start take the path of a machine that refuses
 	// the ptrace gate (tests of that path).
 	noGate bool
@@ -580,9 +583,15 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 			}
 		}
 	}
+	// Unix sockets are mediated (unixsock.go) where the gate can inject
+	// calls into bwrap's sandbox child; elsewhere they stay refused.
+	var med *connectMediation
+	if plan.DenyUnixSockets && canJoinByInjection && !b.noFilter && !b.noUnixMediation && !(bin.Setuid && !root) {
+		med = newConnectMediation()
+	}
 	var filter *os.File
 	if !b.noFilter {
-		f, err := seccomp.File(seccomp.Options{DenyUnixSockets: plan.DenyUnixSockets})
+		f, err := seccomp.File(seccomp.Options{DenyUnixSockets: plan.DenyUnixSockets, MediatedUnixSockets: med != nil})
 		if err != nil {
 			return b.unavailable(fmt.Errorf("%w: the syscall filter cannot be built, so the command does not run: %w", sandbox.ErrUnavailable, err))
 		}
@@ -695,7 +704,7 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 			if b.noGate {
 				err = fmt.Errorf("%w: turned off for a test", errGateUnavailable)
 			} else {
-				err = startGated(cmd, gateLim, join, cg, b.log)
+				err = startGated(cmd, gateLim, join, cg, med, b.log)
 			}
 			if errors.Is(err, errGateUnavailable) {
 				b.log.Warn("bwrap.gate.unavailable", "error", err)
@@ -707,6 +716,23 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 					return (fmt.Errorf("%w: max_procs=%d cannot be enforced: the ptrace gate that sets it inside the sandbox is refused here (%v: Yama ptrace_scope 3, a seccomp policy, or corral itself being traced); allow ptrace of corral's children, or set max_procs to 0 to run without a process limit", sandbox.ErrUnavailable, lim.MaxProcs, err))
 				}
 				cmd = rebuild(cmd)
+				if med != nil {
+					// No gate, no mediation: the filter that refuses
+					// AF_UNIX sockets outright takes the mediated one's
+					// place.
+					strict, serr := seccomp.File(seccomp.Options{DenyUnixSockets: plan.DenyUnixSockets})
+					if serr != nil {
+						statusW.Close()
+						return fmt.Errorf("%w: the syscall filter cannot be built, so the command does not run: %w", sandbox.ErrUnavailable, serr)
+					}
+					helpers = append(helpers, strict)
+					for i, f := range cmd.ExtraFiles {
+						if f == filter {
+							cmd.ExtraFiles[i] = strict
+						}
+					}
+					filter, med = strict, nil
+				}
 				if filter != nil {
 					_, _ = filter.Seek(0, io.SeekStart) // bwrap reads it from the offset
 				}
@@ -743,6 +769,18 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 	}
 	if joinedBy != "" {
 		b.joinedBy.Store(joinedBy)
+	}
+	if med != nil && med.listener >= 0 {
+		sup, err := startUnixSupervisor(med.listener, med.diag, b.log)
+		if err != nil {
+			// The sandbox must not run with sockets nobody checks.
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return b.unavailable(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
+		}
+		// Stopped once the command is over (run's other defers wait for
+		// bwrap); every task holding the filter is gone by then.
+		defer sup.stop()
 	}
 	b.log.Debug("bwrap.sandbox.started", "pid", cmd.Process.Pid, "workdir", plan.Workdir, "writable", plan.Writable, "share_net", plan.ShareNet, "egress", plan.Egress, "seccomp", plan.SeccompFD > 0)
 

@@ -55,9 +55,9 @@ func plantSocket(t *testing.T, dir string) string {
 }
 
 // TestSeccompFilter: every profile runs under corral's filter (Seccomp 2,
-// no_new_privs, no capabilities); new AF_UNIX sockets are refused under
-// every profile but network, so a socket planted on the host cannot be
-// reached, while socketpair works; io_uring is refused everywhere.
+// no_new_privs, no capabilities); under every profile but network a socket
+// planted on the host cannot be reached (EACCES from the connect(2)
+// supervisor), while socketpair works; io_uring is refused everywhere.
 func TestSeccompFilter(t *testing.T) {
 	e := newEnv(t)
 	newWorld(t, e) // the allowlist profile needs its proxy
@@ -70,9 +70,10 @@ func TestSeccompFilter(t *testing.T) {
 		unix    string
 		filters string
 	}{
-		{sandbox.ProfileRestricted, "EPERM", "1"},
-		{sandbox.ProfileWorkspace, "EPERM", "1"},
-		{sandbox.ProfileAllowlist, "EPERM", "1"},
+		// Two filters: the connect(2) notification filter and the main one.
+		{sandbox.ProfileRestricted, "EACCES", "2"},
+		{sandbox.ProfileWorkspace, "EACCES", "2"},
+		{sandbox.ProfileAllowlist, "EACCES", "2"},
 		{sandbox.ProfileNetwork, "HOST-SOCKET", "1"},
 	} {
 		t.Run(string(tc.p), func(t *testing.T) {

@@ -221,7 +221,7 @@ func printDoctor(r *doctorResult) {
 		}
 	}
 	if f := r.Seccomp; f.OK {
-		fmt.Printf("%s syscall filter: seccomp, %d rules on %s (AF_UNIX sockets refused under restricted, workspace and allowlist)\n", ok(true), f.Rules, f.Arch)
+		fmt.Printf("%s syscall filter: seccomp, %d rules on %s (under restricted, workspace and allowlist: bwrap on amd64 mediates connect(2) so only the sandbox's own Unix sockets are reachable; elsewhere AF_UNIX sockets are refused)\n", ok(true), f.Rules, f.Arch)
 	} else {
 		fmt.Printf("%s syscall filter: %s (bwrap sandboxes do not run without it)\n", ok(false), f.Error)
 	}
