@@ -221,7 +221,7 @@ print(measure(socket.AF_UNIX, "/tmp/bench-%d.sock" % os.getpid()), measure(socke
 			var unixNs, tcpNs float64
 			for i := 0; i < b.N; i++ {
 				var so, se bytes.Buffer
-				req := &sandbox.Request{Argv: []string{"python3", "-c", probe}, Env: e.envv, Workdir: e.work, Profile: p, Limits: sandbox.DefaultLimits, Stdout: &so, Stderr: &se}
+				req := &sandbox.Request{Argv: []string{"python3", "-c", probe}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work, Profile: p, Limits: sandbox.DefaultLimits}, Stdout: &so, Stderr: &se}
 				res, err := e.backend.Run(context.Background(), req)
 				if err != nil || res.ExitCode != 0 {
 					b.Fatalf("run: %v %+v\n%s", err, res, se.String())
