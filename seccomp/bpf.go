@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"slices"
+	"sync"
 	"syscall"
 
 	libseccomp "github.com/elastic/go-seccomp-bpf"
@@ -74,7 +76,29 @@ func argLo(i int) uint32 { return uint32(offArgs + 8*i) }
 // The error wraps [ErrUnsupported] on an architecture other than amd64 and
 // arm64, and reports any syscall name the kernel table lacks; the caller must
 // then not run the command.
+//
+// The program is a pure function of opts and the architecture, so it is
+// assembled once per Options value and process; each call returns a copy
+// the caller may keep or change.
 func BPF(opts Options) ([]byte, error) {
+	if p, ok := compiled.Load(opts); ok {
+		return slices.Clone(p.([]byte)), nil
+	}
+	out, err := assemble(opts)
+	if err != nil {
+		return nil, err // not kept: an error is rare and cheap to repeat
+	}
+	compiled.Store(opts, out)
+	return slices.Clone(out), nil
+}
+
+// compiled maps an Options value to its assembled program ([]byte, never
+// handed out: BPF returns copies). Options has a handful of values, so it
+// never grows beyond them.
+var compiled sync.Map
+
+// assemble builds BPF's program for opts.
+func assemble(opts Options) ([]byte, error) {
 	insts, err := program(opts, runtime.GOARCH)
 	if err != nil {
 		return nil, err

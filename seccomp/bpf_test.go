@@ -1,6 +1,7 @@
 package seccomp
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -382,5 +383,35 @@ func TestBPFRejectsBadRules(t *testing.T) {
 				t.Errorf("%s: checkArgs, which DockerProfile relies on, finds nothing wrong", tc.name)
 			}
 		}
+	}
+}
+
+// BPF keeps one program per Options value: every call returns the program
+// assemble builds for that value (not another value's), and a caller that
+// changes the bytes it got changes nothing for the next caller.
+func TestBPFCachedPerOptions(t *testing.T) {
+	all := []Options{{}, {DenyUnixSockets: true}, {DenyUnixSockets: true, MediatedUnixSockets: true}, {MediatedUnixSockets: true}}
+	for round := 0; round < 2; round++ {
+		for _, opts := range all {
+			want, err := assemble(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := BPF(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("round %d: BPF(%+v) differs from a fresh assembly", round, opts)
+			}
+			for i := range got {
+				got[i] = 0xff // a careless caller
+			}
+		}
+	}
+	a, _ := BPF(Options{})
+	b, _ := BPF(Options{DenyUnixSockets: true})
+	if bytes.Equal(a, b) {
+		t.Fatal("BPF gave the same program for different options")
 	}
 }
