@@ -745,20 +745,13 @@ func (p *planner) masks() {
 		}
 	}
 	if p.host.UID == 0 {
-		for _, h := range otherHomes(p.host.Home) {
-			for _, rel := range append(slices.Clone(credentialStores), credentialFiles...) {
-				abs := filepath.Join(h, rel)
-				if _, err := os.Lstat(abs); err != nil || !searchableByOthers(filepath.Dir(abs)) {
-					// Behind a directory only its owner can enter: root in
-					// the sandbox's user namespace has no power over files
-					// of unmapped users, so it cannot reach it (nor could
-					// bwrap mount over it).
-					continue
-				}
-				hide(abs)
-				if t, err := filepath.EvalSymlinks(abs); err == nil && t != abs {
-					hide(t)
-				}
+		// Which of them exist is kept between commands while their
+		// directories stay as they were (otherHomeCredentials); where
+		// they lead is looked at afresh.
+		for _, abs := range otherHomeScan.otherHomeCredentials(p.host.Home) {
+			hide(abs)
+			if t, err := filepath.EvalSymlinks(abs); err == nil && t != abs {
+				hide(t)
 			}
 		}
 	}
