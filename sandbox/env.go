@@ -3,6 +3,8 @@ package sandbox
 import (
 	"path"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // DefaultEnvDeny is the documented deny list of environment variable name
@@ -51,7 +53,11 @@ var DefaultEnvDeny = []string{
 // EnvDenied reports whether the variable called name matches a pattern of
 // deny, ignoring case. Malformed patterns never match.
 func EnvDenied(name string, deny []string) bool {
-	up := strings.ToUpper(name)
+	return envDenied(strings.ToUpper(name), deny)
+}
+
+// envDenied is EnvDenied of a name already in upper case.
+func envDenied(up string, deny []string) bool {
 	for _, p := range deny {
 		if ok, err := path.Match(strings.ToUpper(p), up); err == nil && ok {
 			return true
@@ -75,10 +81,11 @@ type EnvDrop struct {
 // the ones deny names are not listed (DefaultEnvDeny documents them).
 func FilterEnvPolicy(env, deny, allow []string, set ...string) (out []string, withheld []EnvDrop) {
 	kept := make([]string, 0, len(env))
+	allowed, denied := matcherFor(allow), matcherFor(deny)
 	for _, kv := range env {
 		name, value, _ := strings.Cut(kv, "=")
-		if !EnvDenied(name, allow) {
-			if EnvDenied(name, deny) {
+		if !allowed.matches(name) {
+			if denied.matches(name) {
 				continue
 			}
 			if kind, ok := CredentialInValue(value); ok {
@@ -110,9 +117,10 @@ func FilterEnv(env, deny []string, set ...string) []string {
 		index[name] = len(out)
 		out = append(out, kv)
 	}
+	denied := matcherFor(deny)
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
-		if EnvDenied(name, deny) {
+		if denied.matches(name) {
 			continue
 		}
 		add(kv)
@@ -155,4 +163,69 @@ func URLHasPassword(s string) bool {
 		}
 		s = rest
 	}
+}
+
+// envMatcher answers EnvDenied for one pattern list, remembering each
+// name's answer: the same few dozen variables are filtered against the
+// same lists for every command, and matching one name against every
+// pattern costs more than the command's other environment work. The answer
+// is a pure function of the upper-cased name and the list, so a remembered
+// one is always right.
+type envMatcher struct {
+	pats []string
+	mu   sync.Mutex
+	seen map[string]bool // upper-cased name -> denied
+}
+
+// envMatcherCap bounds a matcher's memory (names) and the number of lists
+// kept (a long-running server whose settings change gets a new list now
+// and then); beyond it answers are computed, not kept.
+const envMatcherCap = 4096
+
+var (
+	envMatchers     sync.Map // patterns joined by NUL -> *envMatcher
+	envMatcherLists atomic.Int32
+)
+
+// matcherFor returns the matcher of deny, shared by every caller with the
+// same list.
+func matcherFor(deny []string) *envMatcher {
+	if len(deny) == 0 {
+		return &envMatcher{}
+	}
+	key := strings.Join(deny, "\x00")
+	if m, ok := envMatchers.Load(key); ok {
+		return m.(*envMatcher)
+	}
+	m := &envMatcher{pats: append([]string(nil), deny...), seen: map[string]bool{}}
+	if envMatcherLists.Load() >= 64 {
+		return m // used for this call only
+	}
+	got, loaded := envMatchers.LoadOrStore(key, m)
+	if !loaded {
+		envMatcherLists.Add(1)
+	}
+	return got.(*envMatcher)
+}
+
+// matches is EnvDenied(name, m's patterns).
+func (m *envMatcher) matches(name string) bool {
+	if len(m.pats) == 0 {
+		return false
+	}
+	up := strings.ToUpper(name)
+	m.mu.Lock()
+	v, ok := m.seen[up]
+	m.mu.Unlock()
+	if ok {
+		return v
+	}
+	v = envDenied(up, m.pats)
+	m.mu.Lock()
+	if len(m.seen) >= envMatcherCap {
+		clear(m.seen)
+	}
+	m.seen[up] = v
+	m.mu.Unlock()
+	return v
 }

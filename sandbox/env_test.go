@@ -196,3 +196,31 @@ func TestEnvSecretsByNameAndValue(t *testing.T) {
 		}
 	}
 }
+
+// The remembered answers of FilterEnv and FilterEnvPolicy are EnvDenied's:
+// for every name, in any case, asked again, and for two lists sharing
+// names (an answer for one list is never given for another).
+func TestEnvMatcherRemembersEnvDenied(t *testing.T) {
+	names := []string{"PATH", "path", "HOME", "OPENAI_API_KEY", "openai_api_key", "GH_TOKEN", "MY_SECRET_X", "LANG", "KEEP_ME", "keep_me", "CORRAL_X", "x[", ""}
+	lists := [][]string{DefaultEnvDeny, {"KEEP_*"}, {"PATH"}, {"["}, nil}
+	for round := 0; round < 2; round++ {
+		for _, deny := range lists {
+			m := matcherFor(deny)
+			for _, n := range names {
+				if got, want := m.matches(n), EnvDenied(n, deny); got != want {
+					t.Errorf("round %d: matcher(%q).matches(%q) = %v, EnvDenied says %v", round, deny, n, got, want)
+				}
+			}
+		}
+	}
+	env := []string{"PATH=/bin", "KEEP_ME=1", "GH_TOKEN=x"}
+	if got := FilterEnv(env, []string{"KEEP_*"}); !slices.Equal(got, []string{"PATH=/bin", "GH_TOKEN=x"}) {
+		t.Errorf("FilterEnv with KEEP_*: %q", got)
+	}
+	if got := FilterEnv(env, []string{"PATH"}); !slices.Equal(got, []string{"KEEP_ME=1", "GH_TOKEN=x"}) {
+		t.Errorf("FilterEnv with PATH: %q", got)
+	}
+	if got, _ := FilterEnvPolicy(env, DefaultEnvDeny, []string{"GH_TOKEN"}); !slices.Equal(got, env) {
+		t.Errorf("FilterEnvPolicy allowing GH_TOKEN: %q", got)
+	}
+}
