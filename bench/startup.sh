@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The start-up cost of corral's executable, in one run:
-#   - wall time (hyperfine medians): raw bwrap running `true` with corral's
+#   - wall time (medians, runs interleaved): raw bwrap running `true` with corral's
 #     own argv (from `corral run --dry-run`), `corral run -- true`, and the
 #     bare start of the binary (`corral --help`); the ratio of
 #     `corral run` to raw bwrap (target, issue 13: at most 1.3);
@@ -16,7 +16,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-40}
 base=${2:-}
-command -v hyperfine >/dev/null || { echo "bench: install hyperfine (apt install hyperfine)" >&2; exit 1; }
 command -v valgrind >/dev/null || { echo "bench: install valgrind (apt install valgrind)" >&2; exit 1; }
 dir=$(mktemp -d /var/tmp/corral-startup-bench.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
@@ -30,11 +29,25 @@ if [ -n "$base" ]; then
 fi
 work="$dir/work"; mkdir -p "$work"; cd "$work"
 raw=$("$dir/corral" run --dry-run -- /bin/true | python3 -c 'import shlex,sys; print(" ".join(shlex.quote(l.rstrip("\n")) for l in sys.stdin))')
-args=(-n raw-bwrap "$raw")
+# Interleaved (one run of each command in turn, RUNS times), so that a
+# change of the machine's load during the run weighs on every command alike.
+cmds=("raw-bwrap" "$raw")
 for i in "${!bins[@]}"; do
-  args+=(-n "run-${names[$i]}" "${bins[$i]} run -- /bin/true" -n "help-${names[$i]}" "${bins[$i]} --help")
+  cmds+=("run-${names[$i]}" "${bins[$i]} run -- /bin/true" "help-${names[$i]}" "${bins[$i]} --help")
 done
-hyperfine -N -w 5 -r "$runs" --export-json "$dir/h.json" "${args[@]}" >/dev/null
+python3 - "$runs" "$dir/h.json" "${cmds[@]}" <<'PY'
+import json, shlex, statistics, subprocess, sys, time
+runs, out, rest = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+cmds = [(rest[i], shlex.split(rest[i + 1])) for i in range(0, len(rest), 2)]
+times = {name: [] for name, _ in cmds}
+for i in range(runs + 3):  # the first three rounds warm up
+    for name, argv in cmds:
+        t = time.perf_counter()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        if i >= 3:
+            times[name].append(time.perf_counter() - t)
+json.dump({"results": [{"command": n, "median": statistics.median(v)} for n, v in times.items()]}, open(out, "w"))
+PY
 
 # callgrind: GODEBUG=asyncpreemptoff=1, as callgrind asserts on the Go
 # runtime's preemption signal (SIGURG).
