@@ -23,7 +23,7 @@
 //	CMD's environment: [Env] (http_proxy, HTTPS_PROXY, ALL_PROXY=socks5h://,
 //	NO_PROXY for loopback, npm, pip and yarn settings).
 //
-// Importing the package registers both modes with internal/reexec
+// Importing the package registers both modes with reexec
 // (through egress/inside, which links no net/http): a process whose first
 // argument is netproxy.ForwarderArg or netproxy.TrampolineArg runs that
 // mode and exits when main, or a test binary's TestMain, calls

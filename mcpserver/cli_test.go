@@ -5,7 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/corralhq/corral/internal/reexec"
+	"github.com/corralhq/corral/reexec"
 	"io"
 	"os"
 	"os/exec"

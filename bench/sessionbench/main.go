@@ -10,7 +10,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/corralhq/corral/internal/reexec"
+	"github.com/corralhq/corral/reexec"
 	"os"
 	"os/exec"
 	"path/filepath"

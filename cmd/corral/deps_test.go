@@ -10,10 +10,10 @@ import (
 )
 
 // helperPackages are the packages whose code runs when corral's executable
-// is re-executed as a helper (internal/reexec and the packages that
+// is re-executed as a helper (reexec and the packages that
 // register modes with it), and what they may not link.
 var helperPackages = []string{
-	"github.com/corralhq/corral/internal/reexec",
+	"github.com/corralhq/corral/reexec",
 	"github.com/corralhq/corral/egress/inside",
 	"github.com/corralhq/corral/netproxy/forward",
 	"github.com/corralhq/corral/sandboxfs",

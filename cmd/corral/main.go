@@ -11,7 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/corralhq/corral/internal/reexec"
+	"github.com/corralhq/corral/reexec"
 	"github.com/corralhq/corral/sandbox"
 
 	// The helper modes, registered at init.
@@ -21,7 +21,7 @@ import (
 )
 
 // main runs the CLI. corral's executable also serves as its own helpers,
-// registered with internal/reexec and dispatched here first thing, before
+// registered with reexec and dispatched here first thing, before
 // the command line, settings or backends are touched: the allowlist
 // forwarder and trampoline (package egress/inside), the file server
 // (package sandboxfs, on CORRAL_SANDBOXFS) and the docker helpers (package

@@ -8,8 +8,8 @@
 package inside
 
 import (
-	"github.com/corralhq/corral/internal/reexec"
 	"github.com/corralhq/corral/netproxy/forward"
+	"github.com/corralhq/corral/reexec"
 	"github.com/corralhq/corral/seccomp"
 )
 

@@ -30,7 +30,7 @@ const (
 )
 
 // Mode arguments of corral's own executable. Package egress registers both
-// with internal/reexec, which main dispatches before anything else (before
+// with reexec, which main dispatches before anything else (before
 // flag parsing, before starting goroutines that matter).
 const (
 	// ForwarderArg selects [ForwarderMain]. The sandbox is started with

@@ -2,7 +2,7 @@
 // corral's own (static) executable is bind-mounted read-only into every
 // container the docker backend starts, and re-executed there in one of a
 // few helper modes selected by its first argument, registered with
-// internal/reexec, which corral's main dispatches before anything else (the
+// reexec, which corral's main dispatches before anything else (the
 // pattern of Docker's pkg/reexec):
 //
 //	__corral-pause    the container's main process: waits for a signal

@@ -2,7 +2,7 @@ package inside
 
 import (
 	"fmt"
-	"github.com/corralhq/corral/internal/reexec"
+	"github.com/corralhq/corral/reexec"
 	"os"
 	"sync"
 

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/corralhq/corral/internal/reexec"
+	"github.com/corralhq/corral/reexec"
 )
 
 // TestMain lets the test binary serve as corral's helper modes, as

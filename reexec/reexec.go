@@ -7,8 +7,15 @@
 // the Go runtime and package initialisation are done (the pattern of
 // Docker's pkg/reexec).
 //
-// A test binary that re-executes itself as a helper needs the same call at
-// the top of its TestMain.
+// A program that embeds corral (its backends start sandboxes that
+// re-execute the running binary as their helpers) must call Init first
+// thing in its main, as must a test binary that does so, at the top of its
+// TestMain:
+//
+//	func main() {
+//		reexec.Init()
+//		...
+//	}
 package reexec
 
 import (
