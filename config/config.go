@@ -307,6 +307,18 @@ func (s *Settings) RouteFor(name string) (Route, int) {
 	return Route{}, -1
 }
 
+// Clone returns a copy of s that can be changed (fields assigned, Apply
+// called) without changing s. Slices and maps of values are shared: assign
+// new ones rather than change their elements.
+func (s *Settings) Clone() *Settings {
+	out := *s
+	out.origins = make(map[string]origin, len(s.origins))
+	for k, v := range s.origins {
+		out.origins[k] = v
+	}
+	return &out
+}
+
 // ForSession returns the settings the session called name runs with: a
 // copy of s whose backend, profile, network.allow and network.deny come
 // from the first matching route, where that route sets them (allow and
@@ -314,11 +326,7 @@ func (s *Settings) RouteFor(name string) (Route, int) {
 // the origin "routes[N]". A value given by [Settings.Apply] (a
 // command-line flag) beats the route. s is not changed.
 func (s *Settings) ForSession(name string) *Settings {
-	out := *s
-	out.origins = make(map[string]origin, len(s.origins))
-	for k, v := range s.origins {
-		out.origins[k] = v
-	}
+	out := *s.Clone()
 	r, i := s.RouteFor(name)
 	if i < 0 {
 		return &out

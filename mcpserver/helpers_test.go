@@ -77,10 +77,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Setenv("HOME", f.home)
 	be := bwrap.New(bwrap.Options{StateDir: f.state, KillGrace: 500 * time.Millisecond})
 	f.spec = session.Spec{
-		Backend: be, Profile: sandbox.ProfileWorkspace,
-		Limits:  sandbox.Limits{MemoryMB: 2048, CPUSeconds: 60, MaxProcs: 256},
-		Workdir: f.work, Timeout: 60 * time.Second, OutputLimit: 16 << 10, TmpSizeMB: 64,
-		Env: []string{"HOME=" + f.home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"},
+		Backend: be, Policy: sandbox.Policy{Profile: sandbox.ProfileWorkspace, Limits: sandbox.Limits{MemoryMB: 2048, CPUSeconds: 60, MaxProcs: 256}, Workdir: f.work, TmpSizeMB: 64}, Timeout: 60 * time.Second, OutputLimit: 16 << 10, Env: []string{"HOME=" + f.home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"},
 	}
 	f.m = session.NewManager(session.Options{StateDir: f.state, Resolve: f.resolve})
 	f.srv, err = New(Options{Manager: f.m, DefaultSession: "test", Spec: f.resolve, ProgressInterval: 100 * time.Millisecond, Version: "test"})

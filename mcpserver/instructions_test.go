@@ -22,9 +22,7 @@ func (b fakeBackend) Run(context.Context, *sandbox.Request) (*sandbox.Result, er
 
 func TestInstructions(t *testing.T) {
 	base := session.Spec{
-		Backend: fakeBackend{name: "bwrap"}, Profile: sandbox.ProfileWorkspace, Workdir: "/src/proj",
-		Limits: sandbox.DefaultLimits, Timeout: 180 * time.Second, OutputLimit: 64 << 10, TmpSizeMB: 512,
-	}
+		Backend: fakeBackend{name: "bwrap"}, Policy: sandbox.Policy{Profile: sandbox.ProfileWorkspace, Workdir: "/src/proj", Limits: sandbox.DefaultLimits, TmpSizeMB: 512}, Timeout: 180 * time.Second, OutputLimit: 64 << 10}
 	with := func(edit func(*session.Spec)) *session.Spec {
 		sp := base
 		edit(&sp)

@@ -115,7 +115,7 @@ func TestToolError(t *testing.T) {
 func TestUnavailableSandbox(t *testing.T) {
 	dir := t.TempDir()
 	m := session.NewManager(session.Options{StateDir: dir, Resolve: func(string) (*session.Spec, error) {
-		return &session.Spec{Backend: unavailable{}, Workdir: dir, Timeout: 5e9}, nil
+		return &session.Spec{Backend: unavailable{}, Policy: sandbox.Policy{Workdir: dir}, Timeout: 5e9}, nil
 	}})
 	defer m.Close()
 	srv, err := New(Options{Manager: m, DefaultSession: "u"})

@@ -7,6 +7,11 @@ const (
 	LimitCPU    = "cpu"
 	LimitMemory = "memory"
 	LimitProcs  = "procs"
+	// LimitCommandMemory: the memory cgroup that bounds the whole command
+	// (every process of it together) by memory_mb had the kernel's OOM
+	// killer end a process of it (its oom_kill count rose); bwrap backend,
+	// where corral can use a memory cgroup.
+	LimitCommandMemory = "command-memory"
 	// LimitContainerMemory: the container's memory cgroup killed a process
 	// (the engine's OOMKilled); docker backend only.
 	LimitContainerMemory = "container-memory"
@@ -21,6 +26,8 @@ func LimitMessage(r *Result, l Limits) string {
 		return fmt.Sprintf("corral: the command was killed by the CPU time limit (%d s of CPU per process); raise cpu_seconds (--cpu-seconds, or `corral config set cpu_seconds 600`; 0 disables)", l.CPUSeconds)
 	case LimitMemory:
 		return fmt.Sprintf("corral: the command most likely ran out of memory under the memory limit (%d MiB of address space per process); raise memory_mb (--memory-mb, or `corral config set memory_mb 2048`; 0 disables)", l.MemoryMB)
+	case LimitCommandMemory:
+		return fmt.Sprintf("corral: the command was killed by its memory limit (%d MiB for the whole command, all its processes together); raise memory_mb (--memory-mb, or `corral config set memory_mb 2048`; 0 disables)", l.MemoryMB)
 	case LimitContainerMemory:
 		return "corral: out of memory: the container's memory limit killed the command (the engine reported OOMKilled); raise docker.memory (`corral config set docker.memory 2g`)"
 	case LimitProcs:

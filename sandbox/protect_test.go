@@ -172,7 +172,7 @@ func TestProtectedPatterns(t *testing.T) {
 	if got := (&Request{}).ProtectedPatterns(); !slices.Equal(got, DefaultProtected) {
 		t.Errorf("nil Protected = %q, want: DefaultProtected", got)
 	}
-	if got := (&Request{Protected: []string{}}).ProtectedPatterns(); len(got) != 0 {
+	if got := (&Request{Policy: Policy{Protected: []string{}}}).ProtectedPatterns(); len(got) != 0 {
 		t.Errorf("empty Protected = %q, want: none", got)
 	}
 }

@@ -69,8 +69,10 @@ func (p Profile) DeniesUnixSockets() bool { return p != ProfileNetwork && p != "
 
 // Limits are per-command resource limits. A zero field disables that limit.
 type Limits struct {
-	// MemoryMB caps each process's virtual address space (RLIMIT_AS,
-	// setrlimit(2)), in MiB.
+	// MemoryMB caps memory, in MiB: on bwrap, where corral can use a
+	// memory cgroup, the whole command's (all its processes together,
+	// swap included; see bwrap.MemoryLimit), elsewhere each process's
+	// virtual address space (RLIMIT_AS, setrlimit(2)).
 	MemoryMB int
 	// CPUSeconds caps each process's CPU time (RLIMIT_CPU), in seconds. The
 	// kernel sends SIGXCPU at the limit and SIGKILL one second later.
@@ -119,9 +121,9 @@ type Request struct {
 	// back. It must be the caller's own, never one a sandboxed command could
 	// have written (a session's saved variables). Nil means Env.
 	PolicyEnv []string
-	// Workdir is the working directory: the one directory tree the command
-	// may write under the workspace and network profiles. Absolute, required.
-	Workdir string
+	// Policy is what the command may do: profile, working directory,
+	// binds, limits, environment and network policy.
+	Policy
 	// Dir is where the command starts; empty means Workdir. It need not lie
 	// inside Workdir (the command then runs there read-only).
 	Dir string
@@ -144,44 +146,6 @@ type Request struct {
 	// backend keeps the caches in the container's /tmp instead. Empty
 	// means none: the tools keep their defaults, read-only in a sandbox.
 	CacheDir string
-	// Profile selects write and network access.
-	Profile Profile
-	// Limits are the per-command resource limits.
-	Limits Limits
-	// Binds are extra mounts.
-	Binds []Bind
-	// EnvDeny adds name patterns to DefaultEnvDeny; EnvAllow lets matching
-	// names through anyway, also when their value carries a credential
-	// (settings env_deny, env_allow; see FilterEnvPolicy).
-	EnvDeny, EnvAllow []string
-	// TmpSizeMB is the size of the fresh /tmp and of /dev/shm, in MiB; 0
-	// means 512.
-	TmpSizeMB int
-	// Skills are directories of agent skills outside the working directory
-	// (absolute, resolved, existing: ~/.agents/skills and the like), shown
-	// read-only at their host paths on every backend, so the scripts a
-	// skill tells the model to run are found (see SkillBinds).
-	Skills []string
-	// HomeAllow lists extra dot entries of the home directory to show
-	// read-only, relative to the home directory (".zz-tool", ".config/nvim").
-	HomeAllow []string
-	// NetworkAllow and NetworkDeny are the host allowlist of the allowlist
-	// profile (settings network.allow and network.deny, or a route's
-	// allow and deny): entries as netproxy.ValidatePattern takes them
-	// ("example.com", "*.example.com" for strict subdomains, an IP
-	// address), compared without regard to case, deny checked first, any
-	// other host refused. Ignored under the other profiles. Under
-	// allowlist with an empty NetworkAllow every host is refused.
-	NetworkAllow, NetworkDeny []string
-	// Protected lists the protected-path patterns (see DefaultProtected and
-	// MatchProtected): paths relative to the top of each writable directory
-	// (the working directory, read-write binds; not the scratch directory
-	// nor HomeDir) that stay read-only although they lie in it, because
-	// programs on the host run them later (.git/hooks, .git/config, shell
-	// start-up files, editor and agent settings). Nil means
-	// DefaultProtected; an empty, non-nil list protects nothing. Under
-	// restricted the working directory is read-only anyway.
-	Protected []string
 	// Stdin, Stdout and Stderr are the command's standard streams; nil means
 	// /dev/null. An *os.File is passed to the sandbox as is, so a terminal
 	// stays a terminal.
@@ -233,8 +197,9 @@ type Result struct {
 	Duration time.Duration
 	// CPUTime is the user plus system CPU time of the command's processes.
 	CPUTime time.Duration
-	// LimitHit names the limit that most likely ended the command ("cpu",
-	// "memory", "procs") or is empty. See LimitMessage.
+	// LimitHit names the limit that most likely ended the command (one of
+	// the Limit* names: "cpu", "memory", "command-memory", "procs",
+	// "container-memory") or is empty. See LimitMessage.
 	LimitHit string
 	// Unavailable is set, under degraded_mode "degrade", when no sandbox
 	// could be had: it says why and names the fix, and nothing was run.

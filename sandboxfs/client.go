@@ -343,29 +343,17 @@ func homeStamp() string {
 	return b.String()
 }
 
-// writableRoots are the paths a command of the session may write, as the
-// file server judges a write's real target.
+// writableRoots are the paths a command of the session may write
+// (sandbox.WritableRoots), resolved, as the file server judges a write's
+// real target.
 func writableRoots(req *sandbox.Request) []string {
 	var out []string
-	add := func(p string) {
-		if p == "" {
-			return
-		}
+	for _, w := range sandbox.WritableRoots(req) {
+		p := w.Path
 		if r, err := filepath.EvalSymlinks(p); err == nil {
 			p = r
 		}
 		out = append(out, p)
-	}
-	if req.Profile.Writable() || req.Profile == "" {
-		add(req.Workdir)
-		add(req.ScratchDir)
-		add(req.HomeDir)
-		add(req.CacheDir) // bound read-write by the backend under these profiles
-		for _, b := range req.Binds {
-			if !b.ReadOnly {
-				add(b.Target())
-			}
-		}
 	}
 	return out
 }

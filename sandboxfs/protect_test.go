@@ -89,8 +89,7 @@ func TestProtectedRoots(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(home, "notes.txt"), nil, 0o644)
 	t.Setenv("HOME", home)
-	req := &sandbox.Request{Workdir: filepath.Join(home, "project"), ScratchDir: filepath.Join(base, "scratch"), HomeDir: filepath.Join(base, "shome"),
-		Binds: []sandbox.Bind{{Src: filepath.Join(base, "data"), Dest: "/tmp/data"}, {Src: "/usr/share", ReadOnly: true}}}
+	req := &sandbox.Request{Policy: sandbox.Policy{Workdir: filepath.Join(home, "project"), Binds: []sandbox.Bind{{Src: filepath.Join(base, "data"), Dest: "/tmp/data"}, {Src: "/usr/share", ReadOnly: true}}}, ScratchDir: filepath.Join(base, "scratch"), HomeDir: filepath.Join(base, "shome")}
 	got := protectedRoots(req, writableRoots(req))
 	if want := []string{filepath.Join(home, "project"), "/tmp/data"}; !slices.Equal(got, want) {
 		t.Errorf("protectedRoots = %q, want: %q", got, want)

@@ -39,7 +39,7 @@ func newFix(t testing.TB) *fix {
 	os.MkdirAll(f.work, 0o755)
 	t.Setenv("HOME", f.home)
 	be := bwrap.New(bwrap.Options{StateDir: f.state})
-	f.spec = session.Spec{Backend: be, Profile: sandbox.ProfileWorkspace, Workdir: f.work, Limits: sandbox.DefaultLimits, Timeout: time.Minute,
+	f.spec = session.Spec{Backend: be, Policy: sandbox.Policy{Profile: sandbox.ProfileWorkspace, Workdir: f.work, Limits: sandbox.DefaultLimits}, Timeout: time.Minute,
 		Env: []string{"HOME=" + f.home, "PATH=/usr/local/bin:/usr/bin:/bin"}}
 	m := session.NewManager(session.Options{StateDir: f.state, Resolve: func(string) (*session.Spec, error) { sp := f.spec; return &sp, nil }})
 	t.Cleanup(func() { m.Close(); os.RemoveAll(base) })

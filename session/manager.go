@@ -19,18 +19,11 @@ import (
 type Spec struct {
 	// Backend runs the sandboxes. Required.
 	Backend sandbox.Backend
-	// Profile, Limits, Binds and HomeAllow go into every sandbox.Request.
-	Profile   sandbox.Profile
-	Limits    sandbox.Limits
-	Binds     []sandbox.Bind
-	HomeAllow []string
-	// Skills are directories of agent skills shown read-only
-	// (sandbox.Request.Skills).
-	Skills []string
-	// Workdir is the working directory (the writable tree); a new session's
-	// first command starts there. Absolute; when empty the backend's
-	// DefaultCwd is used.
-	Workdir string
+	// Policy is what the session's commands may do, copied whole into
+	// every sandbox.Request. Its Workdir is the working directory (the
+	// writable tree); a new session's first command starts there. Absolute;
+	// when empty the backend's DefaultCwd is used.
+	sandbox.Policy
 	// Timeout is the default foreground timeout (the timeout setting).
 	Timeout time.Duration
 	// OutputLimit caps the output kept for a foreground command, in bytes.
@@ -44,15 +37,6 @@ type Spec struct {
 	// session). Neither means no cache.
 	CacheDir     string
 	SessionCache bool
-	// EnvDeny, EnvAllow and TmpSizeMB go into every sandbox.Request.
-	EnvDeny, EnvAllow []string
-	TmpSizeMB         int
-	// Protected are the protected-path patterns (sandbox.Request.Protected):
-	// nil means sandbox.DefaultProtected, an empty non-nil list none.
-	Protected []string
-	// NetworkAllow and NetworkDeny are the host lists of the allowlist
-	// profile (sandbox.Request.NetworkAllow, NetworkDeny).
-	NetworkAllow, NetworkDeny []string
 	// Env is the environment a new session starts from, usually the
 	// caller's; the backend filters it. Nil means os.Environ().
 	Env []string

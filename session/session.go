@@ -306,23 +306,11 @@ func (s *Session) request(sp *Spec, st *State, dir string, argv []string, timeou
 		Argv:       argv,
 		Env:        st.Env,
 		PolicyEnv:  policy,
-		Workdir:    sp.Workdir,
+		Policy:     sp.Policy,
 		Dir:        dir,
 		ScratchDir: s.ScratchDir(),
-		Profile:    sp.Profile,
-		Limits:     sp.Limits,
-		Binds:      sp.Binds,
-		HomeAllow:  sp.HomeAllow,
-		Skills:     sp.Skills,
-		EnvDeny:    sp.EnvDeny,
-		EnvAllow:   sp.EnvAllow,
-		TmpSizeMB:  sp.TmpSizeMB,
 		Timeout:    timeout,
 		Session:    s.name,
-		Protected:  sp.Protected,
-
-		NetworkAllow: sp.NetworkAllow,
-		NetworkDeny:  sp.NetworkDeny,
 	}
 	if sb, ok := sp.Backend.(sandbox.SessionBackend); ok {
 		s.pmu.Lock()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/backend/bwrap"
+	"github.com/corralhq/corral/internal/dockertest"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -49,8 +50,7 @@ func newFixture(t *testing.T) *fixture {
 	os.MkdirAll(f.state, 0o700)
 	t.Setenv("HOME", filepath.Join(base, "home"))
 	f.be = bwrap.New(bwrap.Options{StateDir: f.state, KillGrace: 500 * time.Millisecond})
-	f.spec = Spec{Backend: f.be, Profile: sandbox.ProfileWorkspace, Limits: sandbox.Limits{MemoryMB: 1024, CPUSeconds: 60, MaxProcs: 256},
-		Workdir: f.work, Timeout: 60 * time.Second, OutputLimit: 16 << 10,
+	f.spec = Spec{Backend: f.be, Policy: sandbox.Policy{Profile: sandbox.ProfileWorkspace, Limits: sandbox.Limits{MemoryMB: 1024, CPUSeconds: 60, MaxProcs: 256}, Workdir: f.work}, Timeout: 60 * time.Second, OutputLimit: 16 << 10,
 		Env: []string{"HOME=" + filepath.Join(base, "home"), "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}}
 	f.m = f.manager()
 	t.Cleanup(func() {
@@ -340,8 +340,11 @@ func TestConcurrentCommandsSerialize(t *testing.T) {
 // whether a command ran must not depend on timing), each session sees only
 // its own cwd, exported variables and scratch directory, and no process of
 // the test's sandboxes (bwrap, its pid 1, the shell) is left afterwards.
+// As root with a Docker engine, containers start and stop all the while
+// (their mounts change the host's mount table under bwrap's starts).
 func TestManySessionsInParallel(t *testing.T) {
 	f := newFixture(t)
+	churn := churnAsRoot(t)
 	const sessions, commands = 16, 40
 	// In every command's text, so in the argv of its bwrap and shell.
 	marker := fmt.Sprintf("corral-many-%d", time.Now().UnixNano())
@@ -376,6 +379,9 @@ func TestManySessionsInParallel(t *testing.T) {
 		}(i)
 	}
 	wg.Wait()
+	if churn != nil {
+		t.Logf("%d containers started and removed during the load", churn.Stop())
+	}
 	close(errs)
 	for e := range errs {
 		t.Error(e)
@@ -392,6 +398,20 @@ func TestManySessionsInParallel(t *testing.T) {
 	if len(left) > 0 {
 		t.Errorf("processes of the test's sandboxes left running:\n%s", strings.Join(left, "\n"))
 	}
+}
+
+// churnAsRoot starts dockertest.Churn when the test runs as root and a
+// Docker engine answers (CORRAL_REQUIRE_DOCKER=1, as in CI, makes a
+// missing engine a failure), and returns it, or nil.
+func churnAsRoot(t *testing.T) *dockertest.Churner {
+	if os.Getuid() != 0 {
+		return nil
+	}
+	cli := dockertest.EngineIfAny(t)
+	if cli == nil {
+		return nil
+	}
+	return dockertest.Churn(t, cli, dockertest.ChurnImage(t, cli))
 }
 
 // processesWith lists the live processes (not zombies) other than this one
@@ -457,7 +477,7 @@ func TestHolderProcess(t *testing.T) {
 	state, work := os.Getenv("CORRAL_TEST_HOLDER_STATE"), os.Getenv("CORRAL_TEST_HOLDER_WORK")
 	be := bwrap.New(bwrap.Options{StateDir: state})
 	m := NewManager(Options{StateDir: state, Resolve: func(string) (*Spec, error) {
-		return &Spec{Backend: be, Profile: sandbox.ProfileWorkspace, Workdir: work, Env: os.Environ()}, nil
+		return &Spec{Backend: be, Policy: sandbox.Policy{Profile: sandbox.ProfileWorkspace, Workdir: work}, Env: os.Environ()}, nil
 	}})
 	s, _ := m.Open("holder")
 	s.Start(StartRequest{Command: "exec -a " + marker + " sleep 1000"})

@@ -20,7 +20,7 @@ func BenchmarkSandboxTrue(b *testing.B) {
 	t := &testing.T{}
 	_ = t
 	e := newBenchEnv(b)
-	req := &sandbox.Request{Argv: []string{"/bin/true"}, Env: e.envv, Workdir: e.work, Profile: sandbox.ProfileWorkspace, Limits: sandbox.DefaultLimits}
+	req := &sandbox.Request{Argv: []string{"/bin/true"}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work, Profile: sandbox.ProfileWorkspace, Limits: sandbox.DefaultLimits}}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		res, err := e.backend.Run(context.Background(), req)
@@ -34,7 +34,7 @@ func BenchmarkSandboxTrue(b *testing.B) {
 // floor BenchmarkSandboxTrue is compared against.
 func BenchmarkRawBwrapTrue(b *testing.B) {
 	e := newBenchEnv(b)
-	req := &sandbox.Request{Argv: []string{"/bin/true"}, Env: e.envv, Workdir: e.work, Profile: sandbox.ProfileWorkspace, Limits: sandbox.DefaultLimits}
+	req := &sandbox.Request{Argv: []string{"/bin/true"}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work, Profile: sandbox.ProfileWorkspace, Limits: sandbox.DefaultLimits}}
 	argv, env, _, err := e.backend.Command(context.Background(), req)
 	if err != nil {
 		b.Fatal(err)
@@ -70,7 +70,7 @@ func BenchmarkSandboxTrueRepo(b *testing.B) {
 		protected []string
 	}{{"protected", nil}, {"unprotected", []string{}}} {
 		b.Run(tc.name, func(b *testing.B) {
-			req := &sandbox.Request{Argv: []string{"/bin/true"}, Env: e.envv, Workdir: e.work, Profile: sandbox.ProfileWorkspace, Limits: sandbox.DefaultLimits, Protected: tc.protected}
+			req := &sandbox.Request{Argv: []string{"/bin/true"}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work, Profile: sandbox.ProfileWorkspace, Limits: sandbox.DefaultLimits, Protected: tc.protected}}
 			for i := 0; i < b.N; i++ {
 				res, err := e.backend.Run(context.Background(), req)
 				if err != nil || res.ExitCode != 0 {
@@ -98,7 +98,7 @@ func BenchmarkPlanRepo(b *testing.B) {
 		protected []string
 	}{{"protected", nil}, {"unprotected", []string{}}} {
 		b.Run(tc.name, func(b *testing.B) {
-			req := &sandbox.Request{Argv: []string{"/bin/true"}, Env: e.envv, Workdir: e.work, Profile: sandbox.ProfileWorkspace, Protected: tc.protected}
+			req := &sandbox.Request{Argv: []string{"/bin/true"}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work, Profile: sandbox.ProfileWorkspace, Protected: tc.protected}}
 			for i := 0; i < b.N; i++ {
 				if _, err := BuildPlan(req, host); err != nil {
 					b.Fatal(err)
@@ -134,8 +134,7 @@ func BenchmarkFilterAndProxy(b *testing.B) {
 	times := make([][]time.Duration, len(variants))
 	run := func(i int) {
 		v := variants[i]
-		req := &sandbox.Request{Argv: []string{"/bin/true"}, Env: e.envv, Workdir: e.work, Profile: v.profile,
-			Limits: sandbox.DefaultLimits, NetworkAllow: []string{"example.com"}, Session: "bench"}
+		req := &sandbox.Request{Argv: []string{"/bin/true"}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work, Profile: v.profile, Limits: sandbox.DefaultLimits, NetworkAllow: []string{"example.com"}}, Session: "bench"}
 		var errb bytes.Buffer
 		req.Stderr = &errb
 		start := time.Now()

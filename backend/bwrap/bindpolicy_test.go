@@ -55,8 +55,7 @@ func TestBindPolicyHomes(t *testing.T) {
 		})
 	}
 	t.Run("read-write", func(t *testing.T) {
-		_, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Env: e.envv, Workdir: e.work, Profile: sandbox.ProfileWorkspace,
-			Binds: []sandbox.Bind{{Src: homes}}})
+		_, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work, Profile: sandbox.ProfileWorkspace, Binds: []sandbox.Bind{{Src: homes}}}})
 		if !errors.Is(err, sandbox.ErrPolicy) || !strings.Contains(err.Error(), "plant") {
 			t.Errorf("read-write bind of a directory holding a home: %v, want ErrPolicy", err)
 		}
@@ -81,7 +80,7 @@ func TestBindPolicyHomes(t *testing.T) {
 		for _, b := range []sandbox.Bind{{Src: "/root", ReadOnly: true}, {Src: "/root", Dest: "/tmp/r", ReadOnly: true}} {
 			var so strings.Builder
 			res, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{"/bin/sh", "-c", "cat " + marker + " /tmp/r/" + filepath.Base(marker) + " 2>/dev/null; echo done"},
-				Env: e.envv, Workdir: e.work, Profile: sandbox.ProfileWorkspace, Binds: []sandbox.Bind{b}, Stdout: &so, Stderr: &so})
+				Env: e.envv, Policy: sandbox.Policy{Workdir: e.work, Profile: sandbox.ProfileWorkspace, Binds: []sandbox.Bind{b}}, Stdout: &so, Stderr: &so})
 			if err == nil && strings.Contains(so.String(), "ROOT-DOT-SECRET") {
 				t.Errorf("bind %+v shows root's dot file: %q %v", b, so.String(), res.Warnings)
 			}
@@ -117,7 +116,7 @@ func TestBindPolicySockets(t *testing.T) {
 	src := filepath.Join(e.base, "srv-"+hometest.RandHex(t))
 	sock := hometest.PlantSocket(t, src)
 	for _, b := range []sandbox.Bind{{Src: src, ReadOnly: true}, {Src: src, Dest: "/tmp/srv", ReadOnly: true}, {Src: sock, ReadOnly: true}} {
-		_, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Env: e.envv, Workdir: e.work, Profile: sandbox.ProfileNetwork, Binds: []sandbox.Bind{b}})
+		_, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work, Profile: sandbox.ProfileNetwork, Binds: []sandbox.Bind{b}}})
 		if !errors.Is(err, sandbox.ErrPolicy) || !strings.Contains(err.Error(), sock) {
 			t.Errorf("bind %+v of an owner-only socket: %v, want ErrPolicy naming %s", b, err, sock)
 		}

@@ -21,7 +21,11 @@
 //   - runas.go (pure) and hostview_linux.go: a root caller's sandbox is
 //     held by an unprivileged identity (run_as), started from a thread in a
 //     private mount namespace with the session's directories idmapped;
-//   - retry.go: a start that failed because the host changed is retried.
+//   - retry.go: a start that failed because the host changed is retried;
+//   - cgroup.go (pure) and cgroup_linux.go: the memory cgroup that bounds a
+//     whole command by memory_mb where corral can make one (the gate moves
+//     bwrap in at its exec stop), its OOM kills, its removal and the sweep
+//     of ones a crashed corral left.
 //
 // Behaviour follows the reference bubblewrap backend (shared/seeds) as
 // translated by corral's issue "corral run: the bubblewrap backend".

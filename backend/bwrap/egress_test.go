@@ -356,15 +356,19 @@ func TestAllowlistCommandContract(t *testing.T) {
 		o := e.sh(`ulimit -v; ulimit -t; grep -E '^(Seccomp|Seccomp_filters|NoNewPrivs|CapEff):' /proc/self/status`, allowlist, func(r *sandbox.Request) {
 			r.Limits = sandbox.Limits{MemoryMB: 256, CPUSeconds: 30, MaxProcs: 256}
 		})
-		mustContain(t, o, "262144\n30\n", "Seccomp:\t2", "Seccomp_filters:\t1", "NoNewPrivs:\t1", "CapEff:\t0000000000000000")
+		as := "262144\n30\n"
+		if memoryLimitName() == sandbox.LimitCommandMemory {
+			as = "unlimited\n30\n" // the memory cgroup holds memory_mb instead
+		}
+		mustContain(t, o, as, "Seccomp:\t2", "Seccomp_filters:\t1", "NoNewPrivs:\t1", "CapEff:\t0000000000000000")
 		// The gate's injected calls leave no capability behind either.
 		o = e.sh(`grep -E '^Cap(Prm|Inh|Amb):' /proc/self/status`, allowlist)
 		mustContain(t, o, "CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapAmb:\t0000000000000000")
 		if _, err := exec.LookPath("python3"); err == nil {
 			o := e.sh(`python3 -c 'x = bytearray(1 << 30); print("ALLOCATED")'`, allowlist, func(r *sandbox.Request) { r.Limits.MemoryMB = 128 })
 			mustNotContain(t, o, "ALLOCATED")
-			if o.res.LimitHit != sandbox.LimitMemory {
-				t.Errorf("LimitHit = %q, want memory\n%s", o.res.LimitHit, o)
+			if want := memoryLimitName(); o.res.LimitHit != want {
+				t.Errorf("LimitHit = %q, want %q\n%s", o.res.LimitHit, want, o)
 			}
 		}
 	})
@@ -435,7 +439,7 @@ func TestAllowlistFailsClosed(t *testing.T) {
 			pool := egress.NewPool(egress.Options{Dir: tc.dir, Linger: -1})
 			defer pool.Close()
 			b := New(Options{StateDir: e.state, Egress: pool, Degrade: tc.degrade})
-			req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", "touch " + marker}, Env: e.envv, Workdir: e.work, Timeout: time.Minute}
+			req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", "touch " + marker}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work}, Timeout: time.Minute}
 			allowlist(req)
 			res, err := b.Run(context.Background(), req)
 			if tc.degrade {
@@ -451,7 +455,7 @@ func TestAllowlistFailsClosed(t *testing.T) {
 		})
 	}
 	t.Run("malformed allowlist entry", func(t *testing.T) {
-		req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", "touch " + marker}, Env: e.envv, Workdir: e.work, Timeout: time.Minute}
+		req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", "touch " + marker}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work}, Timeout: time.Minute}
 		allowlist(req)
 		req.NetworkAllow = []string{"*"}
 		_, err := e.backend.Run(context.Background(), req)
@@ -479,7 +483,7 @@ func TestAllowlistServerShared(t *testing.T) {
 	run := func(session string, i int, hold time.Duration) (string, error) {
 		var so bytes.Buffer
 		req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", `curl -q -sS --max-time 10 http://api.allowed.test/` + fmt.Sprint(i) + `; echo; readlink /proc/self/ns/net; touch served-` + fmt.Sprint(i) + `; sleep ` + fmt.Sprint(hold.Seconds())},
-			Env: e.envv, Workdir: e.work, Stdout: &so, Stderr: &so, Timeout: time.Minute}
+			Env: e.envv, Policy: sandbox.Policy{Workdir: e.work}, Stdout: &so, Stderr: &so, Timeout: time.Minute}
 		allowlist(req)
 		req.Session = session
 		_, err := e.backend.Run(context.Background(), req)

@@ -363,8 +363,7 @@ func (b *Backend) checkRun(ctx context.Context, dir string, profile sandbox.Prof
 	var out bytes.Buffer
 	res, err := b.Run(ctx, &sandbox.Request{
 		Argv: []string{"/bin/sh", "-c", "exec true"}, Env: []string{"PATH=/usr/bin:/bin"},
-		Workdir: work, Profile: profile, Session: "corral-check", Limits: lim,
-		Stdout: &out, Stderr: &out, Timeout: 30 * time.Second,
+		Policy: sandbox.Policy{Workdir: work, Profile: profile, Limits: lim}, Session: "corral-check", Stdout: &out, Stderr: &out, Timeout: 30 * time.Second,
 	})
 	switch {
 	case err != nil:

@@ -26,7 +26,10 @@ var errGateUnavailable = errors.New("ptrace gate unavailable")
 //
 //  1. the child is started with PTRACE_TRACEME (SysProcAttr.Ptrace) and so
 //     stops right after execve(2), before bwrap's first instruction;
-//  2. RLIMIT_AS and RLIMIT_CPU are set on it with prlimit(2);
+//  2. when cg is given, it is moved into that memory cgroup, which bounds
+//     the whole command and takes RLIMIT_AS's place (memCgroup.enter; if
+//     the move fails, RLIMIT_AS is set as without one); RLIMIT_AS and
+//     RLIMIT_CPU are set on it with prlimit(2);
 //  3. when lim.MaxProcs > 0 it is followed to its first fork or clone, which is
 //     bwrap's sandbox child, already inside the new user namespace, and
 //     RLIMIT_NPROC is set on that child. Since Linux 5.14 the process count
@@ -43,7 +46,7 @@ var errGateUnavailable = errors.New("ptrace gate unavailable")
 // The calling goroutine is locked to its thread for the duration, as
 // ptrace(2) requests must come from the tracing thread. A bwrap that exits
 // before it forks is left unreaped for cmd.Wait.
-func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, log *slog.Logger) error {
+func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, log *slog.Logger) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	joinFreshKeyring(log)
@@ -72,7 +75,11 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, log *slog.Logge
 	if exited {
 		return nil
 	}
-	if err := setLimit(pid, unix.RLIMIT_AS, mib(lim.MemoryMB)); err != nil {
+	as := mib(lim.MemoryMB)
+	if cg.enter(pid, log) {
+		as = 0 // the cgroup bounds the whole command instead
+	}
+	if err := setLimit(pid, unix.RLIMIT_AS, as); err != nil {
 		return fail(err)
 	}
 	if lim.CPUSeconds > 0 {

@@ -109,12 +109,9 @@ func (e *env) sh(script string, tweak ...func(*sandbox.Request)) out {
 	e.t.Helper()
 	var so, se bytes.Buffer
 	req := &sandbox.Request{
-		Argv:    []string{"/bin/sh", "-c", script},
-		Env:     e.envv,
-		Workdir: e.work,
-		Profile: sandbox.ProfileWorkspace,
-		Limits:  sandbox.DefaultLimits,
-		Stdout:  &so,
+		Argv:   []string{"/bin/sh", "-c", script},
+		Env:    e.envv,
+		Policy: sandbox.Policy{Workdir: e.work, Profile: sandbox.ProfileWorkspace, Limits: sandbox.DefaultLimits}, Stdout: &so,
 		Stderr:  &se,
 		Timeout: 60 * time.Second,
 	}

@@ -122,12 +122,9 @@ func TestHostMountsChangeWhileStarting(t *testing.T) {
 				id := fmt.Sprintf("r%d-%d", w, j)
 				var so, se bytes.Buffer
 				res, err := e.backend.Run(context.Background(), &sandbox.Request{
-					Argv:    []string{"/bin/sh", "-c", `echo "$1" >> ran && echo "ok $1"`, "sh", id},
-					Env:     e.envv,
-					Workdir: e.work,
-					Profile: sandbox.ProfileWorkspace,
-					Limits:  sandbox.DefaultLimits,
-					Stdin:   strings.NewReader("input that a retry must not lose\n"),
+					Argv:   []string{"/bin/sh", "-c", `echo "$1" >> ran && echo "ok $1"`, "sh", id},
+					Env:    e.envv,
+					Policy: sandbox.Policy{Workdir: e.work, Profile: sandbox.ProfileWorkspace, Limits: sandbox.DefaultLimits}, Stdin: strings.NewReader("input that a retry must not lose\n"),
 					Stdout:  &so,
 					Stderr:  &se,
 					Timeout: 60 * time.Second,
@@ -175,7 +172,7 @@ func TestOneWriterStaysOnePipe(t *testing.T) {
 	var both bytes.Buffer
 	res, err := e.backend.Run(context.Background(), &sandbox.Request{
 		Argv: []string{"/bin/sh", "-c", `[ "$(readlink /proc/$$/fd/1)" = "$(readlink /proc/$$/fd/2)" ] && echo same; echo 1; echo 2 >&2; echo 3`},
-		Env:  e.envv, Workdir: e.work, Profile: sandbox.ProfileWorkspace, Stdout: &both, Stderr: &both,
+		Env:  e.envv, Policy: sandbox.Policy{Workdir: e.work, Profile: sandbox.ProfileWorkspace}, Stdout: &both, Stderr: &both,
 	})
 	if err != nil || res.ExitCode != 0 || both.String() != "same\n1\n2\n3\n" {
 		t.Errorf("Run = %+v, %v; output %q, want same\\n1\\n2\\n3\\n", res, err, both.String())

@@ -320,8 +320,8 @@ func TestLimits(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err == nil {
 		o := e.sh(`python3 -c 'x = bytearray(1 << 30); print("ALLOCATED")'`, func(r *sandbox.Request) { r.Limits.MemoryMB = 128 })
 		mustNotContain(t, o, "ALLOCATED")
-		if o.res.LimitHit != sandbox.LimitMemory {
-			t.Errorf("memory bomb: LimitHit=%q\n%s", o.res.LimitHit, o)
+		if want := memoryLimitName(); o.res.LimitHit != want {
+			t.Errorf("memory bomb: LimitHit=%q, want %q\n%s", o.res.LimitHit, want, o)
 		}
 		if msg := sandbox.LimitMessage(o.res, sandbox.Limits{MemoryMB: 128}); !strings.Contains(msg, "memory_mb") {
 			t.Errorf("message %q does not name memory_mb", msg)
@@ -406,7 +406,7 @@ func TestBinds(t *testing.T) {
 
 	run := func(b sandbox.Bind) (out, error) {
 		var so strings.Builder
-		res, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Env: e.envv, Workdir: e.work, Profile: sandbox.ProfileWorkspace, Binds: []sandbox.Bind{b}, Stdout: &so, Stderr: &so})
+		res, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work, Profile: sandbox.ProfileWorkspace, Binds: []sandbox.Bind{b}}, Stdout: &so, Stderr: &so})
 		if err != nil {
 			return out{}, err
 		}
@@ -457,7 +457,7 @@ func TestWorkdirRules(t *testing.T) {
 	e := newEnv(t)
 	run := func(wd string) (out, error) {
 		var so strings.Builder
-		res, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{"/bin/sh", "-c", "pwd; (echo x > probe) 2>/dev/null && echo WRITABLE; true"}, Env: e.envv, Workdir: wd, Profile: sandbox.ProfileWorkspace, Stdout: &so, Stderr: &so})
+		res, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{"/bin/sh", "-c", "pwd; (echo x > probe) 2>/dev/null && echo WRITABLE; true"}, Env: e.envv, Policy: sandbox.Policy{Workdir: wd, Profile: sandbox.ProfileWorkspace}, Stdout: &so, Stderr: &so})
 		if err != nil {
 			return out{}, err
 		}
@@ -496,7 +496,7 @@ func TestWorkdirRules(t *testing.T) {
 func TestUnavailable(t *testing.T) {
 	base := testBase(t)
 	marker := filepath.Join(base, "ran")
-	req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", "touch " + marker}, Workdir: base, Env: os.Environ()}
+	req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", "touch " + marker}, Policy: sandbox.Policy{Workdir: base}, Env: os.Environ()}
 	deg := New(Options{BwrapPath: "/nonexistent/bwrap", StateDir: filepath.Join(base, "state"), Degrade: true})
 	res, err := deg.Run(context.Background(), req)
 	if err != nil || res.ExitCode != sandbox.ExitCorralError || !strings.Contains(res.Unavailable, "apt install bubblewrap") {
@@ -560,7 +560,7 @@ func TestHostileWorkdirsAndBinds(t *testing.T) {
 	e := newEnv(t)
 	run := func(tweak func(*sandbox.Request)) (out, error) {
 		var so strings.Builder
-		req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", "(echo x > probe-$$) 2>/dev/null && echo WRITABLE; true"}, Env: e.envv, Workdir: e.work, Profile: sandbox.ProfileWorkspace, Stdout: &so, Stderr: &so}
+		req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", "(echo x > probe-$$) 2>/dev/null && echo WRITABLE; true"}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work, Profile: sandbox.ProfileWorkspace}, Stdout: &so, Stderr: &so}
 		tweak(req)
 		res, err := e.backend.Run(context.Background(), req)
 		if err != nil {
@@ -603,7 +603,7 @@ func TestHostileWorkdirsAndBinds(t *testing.T) {
 	}
 	for _, b := range []sandbox.Bind{{Src: filepath.Join(e.home, ".local"), ReadOnly: true}, {Src: filepath.Join(e.home, ".secretdir"), ReadOnly: true}} {
 		var so strings.Builder
-		res, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{"/bin/sh", "-c", "cat ~/.secretdir/s; ls -A ~/.local; true"}, Env: e.envv, Workdir: e.work, Binds: []sandbox.Bind{b}, Stdout: &so, Stderr: &so})
+		res, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{"/bin/sh", "-c", "cat ~/.secretdir/s; ls -A ~/.local; true"}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work, Binds: []sandbox.Bind{b}}, Stdout: &so, Stderr: &so})
 		if err != nil || strings.Contains(so.String(), "SECRET-DOT") || strings.Contains(so.String(), "state") || len(res.Warnings) == 0 {
 			t.Errorf("bind %+v: err=%v out=%q", b, err, so.String())
 		}
@@ -615,7 +615,7 @@ func TestHostileWorkdirsAndBinds(t *testing.T) {
 	os.Symlink(filepath.Join(keys, "ssh"), filepath.Join(e.home, ".ssh"))
 	for _, b := range []sandbox.Bind{{Src: filepath.Join(e.home, ".cargo"), Dest: "/tmp/mnt", ReadOnly: true}, {Src: keys, Dest: "/tmp/mnt", ReadOnly: true}} {
 		var so strings.Builder
-		res, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{"/bin/sh", "-c", "cat /tmp/mnt/credentials.toml /tmp/mnt/ssh/id_rsa 2>/dev/null; true"}, Env: e.envv, Workdir: e.work, Binds: []sandbox.Bind{b}, Stdout: &so, Stderr: &so})
+		res, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{"/bin/sh", "-c", "cat /tmp/mnt/credentials.toml /tmp/mnt/ssh/id_rsa 2>/dev/null; true"}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work, Binds: []sandbox.Bind{b}}, Stdout: &so, Stderr: &so})
 		if err != nil || strings.Contains(so.String(), "TOKEN") || strings.Contains(so.String(), "KEY") || len(res.Warnings) == 0 {
 			t.Errorf("bind %+v: err=%v out=%q", b, err, so.String())
 		}
@@ -693,7 +693,7 @@ func TestCannotInvoke(t *testing.T) {
 	os.WriteFile(noexec, []byte("#!/bin/sh\necho hi\n"), 0o644)
 	for _, argv0 := range []string{"/etc", noexec} {
 		var so strings.Builder
-		res, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{argv0}, Env: e.envv, Workdir: e.work, Stdout: &so, Stderr: &so})
+		res, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{argv0}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work}, Stdout: &so, Stderr: &so})
 		if err != nil || res.ExitCode != sandbox.ExitCannotInvoke {
 			t.Errorf("%s: err=%v res=%+v", argv0, err, res)
 		}
@@ -755,8 +755,7 @@ func TestGateUnavailable(t *testing.T) {
 	if o.stdout != "262144\n30\n" {
 		t.Errorf("limits without the gate: %q\n%s", o.stdout, o)
 	}
-	req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", `for i in $(seq 40); do sleep 2 & done; wait`}, Env: e.envv, Workdir: e.work,
-		Profile: sandbox.ProfileWorkspace, Limits: sandbox.Limits{MaxProcs: 16}, Stdout: io.Discard, Stderr: io.Discard, Timeout: time.Minute}
+	req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", `for i in $(seq 40); do sleep 2 & done; wait`}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work, Profile: sandbox.ProfileWorkspace, Limits: sandbox.Limits{MaxProcs: 16}}, Stdout: io.Discard, Stderr: io.Discard, Timeout: time.Minute}
 	res, err := e.backend.Run(context.Background(), req)
 	// Refused, never run without the limit.
 	if err == nil {

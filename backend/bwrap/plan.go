@@ -976,9 +976,9 @@ func (p *planner) binds(workdir string, writable bool) ([]mount, error) {
 	if p.req.ScratchDir != "" {
 		writableRoots = append(writableRoots, filepath.Clean(p.req.ScratchDir))
 	}
-	for _, b := range p.req.Binds {
-		if !b.ReadOnly && filepath.IsAbs(b.Src) {
-			if r, err := filepath.EvalSymlinks(b.Src); err == nil {
+	for _, w := range sandbox.WritableRoots(p.req) {
+		if w.Kind == sandbox.RootBind && filepath.IsAbs(w.Src) {
+			if r, err := filepath.EvalSymlinks(w.Src); err == nil {
 				writableRoots = append(writableRoots, r)
 			}
 		}

@@ -114,11 +114,9 @@ func (f *planFix) host() Host {
 
 func (f *planFix) req(mod func(*sandbox.Request)) *sandbox.Request {
 	r := &sandbox.Request{
-		Argv:    []string{"/bin/true"},
-		Env:     []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"},
-		Workdir: filepath.Join(f.home, "project"),
-		Profile: sandbox.ProfileWorkspace,
-	}
+		Argv:   []string{"/bin/true"},
+		Env:    []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"},
+		Policy: sandbox.Policy{Workdir: filepath.Join(f.home, "project"), Profile: sandbox.ProfileWorkspace}}
 	if mod != nil {
 		mod(r)
 	}

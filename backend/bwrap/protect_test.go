@@ -219,7 +219,7 @@ func TestProtectedPathsSettings(t *testing.T) {
 	o = e.sh(`(echo x > notes.txt) 2>/dev/null && echo WROTE-NOTES; echo x > .git/hooks/post-commit && echo WROTE-HOOK`, func(r *sandbox.Request) { r.Protected = []string{"notes.txt"} })
 	mustContain(t, o, "WROTE-HOOK")
 	mustNotContain(t, o, "WROTE-NOTES")
-	if _, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Workdir: e.work, Env: e.envv, Protected: []string{"../x"}}); err == nil || !strings.Contains(err.Error(), "pattern") {
+	if _, err := e.backend.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: e.work, Protected: []string{"../x"}}, Env: e.envv}); err == nil || !strings.Contains(err.Error(), "pattern") {
 		t.Errorf("a malformed pattern: %v", err)
 	}
 }
@@ -228,7 +228,7 @@ func TestProtectedPathsSettings(t *testing.T) {
 func TestProtectedPathsDryRun(t *testing.T) {
 	e := newEnv(t)
 	e.git(e.work, "init", "-q")
-	argv, _, _, err := e.backend.Command(context.Background(), &sandbox.Request{Argv: []string{"true"}, Workdir: e.work, Env: e.envv, Profile: sandbox.ProfileWorkspace})
+	argv, _, _, err := e.backend.Command(context.Background(), &sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: e.work, Profile: sandbox.ProfileWorkspace}, Env: e.envv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestPlanProtected(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(git, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
 	os.MkdirAll(filepath.Join(f.work, ".idea"), 0o755)
-	plan, err := BuildPlan(&sandbox.Request{Argv: []string{"true"}, Workdir: f.work, Profile: sandbox.ProfileWorkspace}, f.host())
+	plan, err := BuildPlan(&sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.work, Profile: sandbox.ProfileWorkspace}}, f.host())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,8 +291,8 @@ func TestPlanProtected(t *testing.T) {
 	}
 	// Nothing under restricted; nothing with an empty list.
 	for _, req := range []*sandbox.Request{
-		{Argv: []string{"true"}, Workdir: f.work, Profile: sandbox.ProfileRestricted},
-		{Argv: []string{"true"}, Workdir: f.work, Profile: sandbox.ProfileWorkspace, Protected: []string{}},
+		{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.work, Profile: sandbox.ProfileRestricted}},
+		{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.work, Profile: sandbox.ProfileWorkspace, Protected: []string{}}},
 	} {
 		plan, err := BuildPlan(req, f.host())
 		if err != nil {
@@ -318,7 +318,7 @@ func TestPlanProtectedGitDirs(t *testing.T) {
 		".git/modules/vendor/lib/HEAD": "ref: refs/heads/main\n"} {
 		os.WriteFile(filepath.Join(f.work, p), []byte(content), 0o644)
 	}
-	plan, err := BuildPlan(&sandbox.Request{Argv: []string{"true"}, Workdir: f.work, Profile: sandbox.ProfileWorkspace}, f.host())
+	plan, err := BuildPlan(&sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.work, Profile: sandbox.ProfileWorkspace}}, f.host())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -583,8 +583,7 @@ git init -q --bare made.git && printf "$hook" > made.git/hooks/post-receive && c
 
 // runErr runs a shell script in a sandbox and returns Run's error.
 func (e *env) runErr(script string) (*sandbox.Result, error) {
-	req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", script}, Env: e.envv, Workdir: e.work, Profile: sandbox.ProfileWorkspace,
-		Limits: sandbox.DefaultLimits, Stdout: io.Discard, Stderr: io.Discard, Timeout: 60 * time.Second}
+	req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", script}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work, Profile: sandbox.ProfileWorkspace, Limits: sandbox.DefaultLimits}, Stdout: io.Discard, Stderr: io.Discard, Timeout: 60 * time.Second}
 	return e.backend.Run(context.Background(), req)
 }
 

@@ -99,7 +99,7 @@ func TestHoldStderrLeavesTerminalsAndFiles(t *testing.T) {
 	if holdStderr(&sandbox.Request{Stderr: os.Stderr}) != nil {
 		t.Error("a file without limits is passed as is (wrapping it would turn it into a pipe)")
 	}
-	if holdStderr(&sandbox.Request{Stderr: os.Stderr, Limits: sandbox.Limits{MemoryMB: 1}}) == nil && !isTerminal(os.Stderr) {
+	if holdStderr(&sandbox.Request{Stderr: os.Stderr, Policy: sandbox.Policy{Limits: sandbox.Limits{MemoryMB: 1}}}) == nil && !isTerminal(os.Stderr) {
 		t.Error("a non-terminal file with limits already goes through a pipe: hold it")
 	}
 	if holdStderr(&sandbox.Request{Stderr: io.Discard}) == nil {

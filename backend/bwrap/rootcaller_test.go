@@ -190,7 +190,7 @@ func TestRootCallerIdentity(t *testing.T) {
 	}
 	e.backend = New(Options{StateDir: e.state, RunAs: "0"})
 	var so strings.Builder
-	if _, err := e.backend.Run(t.Context(), &sandbox.Request{Argv: []string{"true"}, Workdir: e.work, Env: e.envv, Stdout: &so, Stderr: &so}); err == nil {
+	if _, err := e.backend.Run(t.Context(), &sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: e.work}, Env: e.envv, Stdout: &so, Stderr: &so}); err == nil {
 		t.Errorf("run_as 0 was accepted")
 	}
 }

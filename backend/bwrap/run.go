@@ -618,6 +618,8 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 	var tail *tailBuffer
 	lim := req.Limits
 	var start time.Time
+	cg := b.memoryCgroup(lim, bin, root)
+	defer cg.remove(b.log)
 	launch := func() error {
 		bindFiles, err = openBindFDs(plan, bin, next)
 		if err != nil {
@@ -693,7 +695,7 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 			if b.noGate {
 				err = fmt.Errorf("%w: turned off for a test", errGateUnavailable)
 			} else {
-				err = startGated(cmd, gateLim, join, b.log)
+				err = startGated(cmd, gateLim, join, cg, b.log)
 			}
 			if errors.Is(err, errGateUnavailable) {
 				b.log.Warn("bwrap.gate.unavailable", "error", err)
@@ -907,7 +909,13 @@ loop:
 		// its status is the result.
 		b.log.Info("bwrap.sandbox.not_started", "exit_code", res.ExitCode, "child_pid", st.childPid)
 	}
-	res.LimitHit = limitHit(res, lim, tail)
+	res.LimitHit = limitHit(res, memoryPerProcess(lim, cg), tail)
+	if cg.inside() && res.ExitCode != 0 && !timedOut {
+		if n := cg.oomKills(); n > 0 {
+			res.LimitHit = sandbox.LimitCommandMemory
+			b.log.Info("bwrap.memcg.oom_kill", "kills", n, "memory_mb", lim.MemoryMB)
+		}
+	}
 	b.log.Info("bwrap.sandbox.exited", "exit_code", res.ExitCode, "duration_ms", res.Duration.Milliseconds(), "timed_out", timedOut, "limit", res.LimitHit)
 	return res, nil
 }
@@ -1128,6 +1136,38 @@ func rebuild(c *exec.Cmd) *exec.Cmd {
 	attr.Ptrace = false
 	n.SysProcAttr = &attr
 	return n
+}
+
+// memoryCgroup makes the command's memory cgroup, or returns nil where
+// memory_mb is per process instead: no limit, no usable cgroup hierarchy
+// (memCgroups.get), or no ptrace gate to move bwrap in before its first
+// instruction (a setuid bwrap run by an unprivileged caller, or the gate
+// turned off). A cgroup that cannot be made is logged and the command gets
+// RLIMIT_AS.
+func (b *Backend) memoryCgroup(lim sandbox.Limits, bin *Binary, root bool) *memCgroup {
+	if lim.MemoryMB <= 0 || b.noGate || bin.Setuid && !root {
+		return nil
+	}
+	p := processMemCgroups.get(b.log)
+	if p.Version == 0 {
+		return nil
+	}
+	cg, err := processMemCgroups.newMemCgroup(p, lim.MemoryMB)
+	if err != nil {
+		b.log.Warn("bwrap.memcg.failed", "error", err)
+		return nil
+	}
+	return cg
+}
+
+// memoryPerProcess is lim as limitHit should judge it: without memory_mb
+// when the cgroup, not RLIMIT_AS, held the memory (an allocation then does
+// not fail with a message; the OOM killer ends a process).
+func memoryPerProcess(lim sandbox.Limits, cg *memCgroup) sandbox.Limits {
+	if cg.inside() {
+		lim.MemoryMB = 0
+	}
+	return lim
 }
 
 // limitHit decides which limit, if any, ended the command.

@@ -51,17 +51,24 @@ func (b *Backend) SupportsStreams() bool { return true }
 // inside.Path.
 func (b *Backend) HelperPath() string { return inside.Path }
 
-// WritableRoots implements sandbox.Layout: the workspace (where it appears
-// in the container) unless the profile is restricted, the writable binds,
-// and /tmp.
+// WritableRoots implements sandbox.Layout: of sandbox.WritableRoots, the
+// workspace (where it appears in the container) and the read-write binds of
+// the request; the writable binds of docker.binds; and /tmp. The scratch
+// directory, session home and tool cache are the container's own /tmp.
 func (b *Backend) WritableRoots(req *sandbox.Request) []string {
 	var out []string
-	if req.Profile.Writable() || req.Profile == "" {
-		if ws, err := b.workspace(req); err == nil {
-			out = append(out, ws.Target)
+	var binds []sandbox.Bind
+	for _, w := range sandbox.WritableRoots(req) {
+		switch w.Kind {
+		case sandbox.RootWorkdir:
+			if ws, err := b.workspace(req); err == nil {
+				out = append(out, ws.Target)
+			}
+		case sandbox.RootBind:
+			binds = append(binds, sandbox.Bind{Src: w.Src, Dest: w.Path})
 		}
 	}
-	for _, bd := range b.st.Binds {
+	for _, bd := range append(slices.Clone(b.st.Binds), binds...) {
 		if bd.ReadOnly {
 			continue
 		}

@@ -23,8 +23,7 @@ func (f *fixture) runBinds(binds []sandbox.Bind, script string) (*sandbox.Result
 	st.Binds = binds
 	var out bytes.Buffer
 	res, err := f.e.Backend(st).Run(context.Background(), &sandbox.Request{
-		Argv: []string{"bash", "-c", script}, Workdir: f.ws, Profile: sandbox.ProfileWorkspace,
-		Stdout: &out, Stderr: &out, Timeout: time.Minute, Env: []string{"PATH=/usr/bin:/bin"},
+		Argv: []string{"bash", "-c", script}, Policy: sandbox.Policy{Workdir: f.ws, Profile: sandbox.ProfileWorkspace}, Stdout: &out, Stderr: &out, Timeout: time.Minute, Env: []string{"PATH=/usr/bin:/bin"},
 	})
 	return res, out.String(), err
 }

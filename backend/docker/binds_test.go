@@ -80,7 +80,7 @@ func TestJudgeBinds(t *testing.T) {
 			st := DefaultSettings
 			st.Binds = []sandbox.Bind{tc.bind}
 			b := e.Backend(st)
-			req := &sandbox.Request{Workdir: ws, Profile: sandbox.ProfileWorkspace}
+			req := &sandbox.Request{Policy: sandbox.Policy{Workdir: ws, Profile: sandbox.ProfileWorkspace}}
 			got, warns, err := b.judgeBinds(req, workspace{Host: ws, Source: ws, Target: ws, Writable: true}, &parsed{user: own})
 			switch {
 			case tc.err != nil:

@@ -88,8 +88,7 @@ func (f *fixture) run(sess, script string, mod ...func(*sandbox.Request)) (*sand
 	f.t.Helper()
 	var out bytes.Buffer
 	req := &sandbox.Request{
-		Argv: []string{"bash", "-c", script}, Workdir: f.ws, Profile: sandbox.ProfileWorkspace,
-		Session: sess, Stdout: &out, Stderr: &out, Timeout: time.Minute,
+		Argv: []string{"bash", "-c", script}, Policy: sandbox.Policy{Workdir: f.ws, Profile: sandbox.ProfileWorkspace}, Session: sess, Stdout: &out, Stderr: &out, Timeout: time.Minute,
 		Env: []string{"PATH=/usr/bin:/bin", "HOSTONLY=x"}, PolicyEnv: []string{"HOSTONLY=x"},
 	}
 	for _, m := range mod {

@@ -42,7 +42,7 @@ func TestRunBasics(t *testing.T) {
 	}
 	// Stdin reaches the command; without one it reads EOF at once.
 	var out2 bytes.Buffer
-	res, err := f.b.Run(context.Background(), &sandbox.Request{Argv: []string{"cat"}, Workdir: f.ws, Session: "s1",
+	res, err := f.b.Run(context.Background(), &sandbox.Request{Argv: []string{"cat"}, Policy: sandbox.Policy{Workdir: f.ws}, Session: "s1",
 		Stdin: strings.NewReader("piped\n"), Stdout: &out2})
 	if err != nil || res.ExitCode != 0 || out2.String() != "piped\n" {
 		t.Errorf("cat with stdin: %v %+v %q", err, res, out2.String())
@@ -215,7 +215,7 @@ func TestTimeoutKillsTree(t *testing.T) {
 	// Cancellation too.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err := f.b.Run(ctx, &sandbox.Request{Argv: []string{"bash", "-c", "sleep 303 & sleep 304"}, Workdir: f.ws, Session: "to", Profile: sandbox.ProfileWorkspace})
+	_, err := f.b.Run(ctx, &sandbox.Request{Argv: []string{"bash", "-c", "sleep 303 & sleep 304"}, Policy: sandbox.Policy{Workdir: f.ws, Profile: sandbox.ProfileWorkspace}, Session: "to"})
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("cancelled run: %v", err)
 	}
@@ -294,7 +294,7 @@ func TestLifecycle(t *testing.T) {
 	}
 	// A one-off command's container goes right after it.
 	var out bytes.Buffer
-	if _, err := f.b.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Workdir: f.ws, Stdout: &out}); err != nil {
+	if _, err := f.b.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.ws}, Stdout: &out}); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.containers(""); len(n) != 1 {
@@ -304,7 +304,7 @@ func TestLifecycle(t *testing.T) {
 	if n := f.containers(""); len(n) != 0 {
 		t.Errorf("after Close: %v", n)
 	}
-	if _, err := f.b.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Workdir: f.ws, Session: "b"}); !errors.Is(err, ErrClosed) {
+	if _, err := f.b.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.ws}, Session: "b"}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Run after Close: %v", err)
 	}
 	for _, ev := range []string{"docker.container.started", "docker.container.removed", "docker.session"} {
@@ -355,7 +355,7 @@ func TestSettingsChange(t *testing.T) {
 func TestMountCheck(t *testing.T) {
 	other := t.TempDir() // exists on the daemon's host, without README
 	f := newFixture(t, func(s *Settings) { s.HostWorkspace = other })
-	_, err := f.b.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Workdir: f.ws, Session: "m"})
+	_, err := f.b.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.ws}, Session: "m"})
 	if !errors.Is(err, ErrMount) || !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "docker.host_workspace") {
 		t.Fatalf("wrong host_workspace: %v", err)
 	}
@@ -382,7 +382,7 @@ func TestMissingTools(t *testing.T) {
 	st := f.b.Settings()
 	st.Image = ref
 	b := f.e.Backend(st)
-	_, err := b.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Workdir: f.ws, Session: "mt"})
+	_, err := b.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.ws}, Session: "mt"})
 	if err == nil || !strings.Contains(err.Error(), "lacks bash, sh, setsid, cat, mkdir, dirname, ls") {
 		t.Fatalf("err = %v", err)
 	}
@@ -393,7 +393,7 @@ func TestUnavailable(t *testing.T) {
 	e := NewEngine(Options{Helper: dockertest.StaticCorral(t), ClientOpts: []client.Opt{client.WithHost("unix:///nonexistent/docker.sock"), client.WithAPIVersionNegotiation()}})
 	defer e.Close()
 	st := DefaultSettings
-	_, err := e.Backend(st).Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Workdir: "/var/tmp", Session: "u"})
+	_, err := e.Backend(st).Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: "/var/tmp"}, Session: "u"})
 	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "systemctl start docker") || !strings.Contains(err.Error(), "DOCKER_HOST") {
 		t.Errorf("err = %v", err)
 	}
@@ -421,7 +421,7 @@ func TestTTY(t *testing.T) {
 			}
 		}
 	}()
-	res, err := f.b.Run(context.Background(), &sandbox.Request{Argv: []string{"bash", "--norc", "-i"}, Workdir: f.ws, Session: "tty", TTY: true, Stdin: tty, Stdout: tty, Stderr: tty, Timeout: 20 * time.Second})
+	res, err := f.b.Run(context.Background(), &sandbox.Request{Argv: []string{"bash", "--norc", "-i"}, Policy: sandbox.Policy{Workdir: f.ws}, Session: "tty", TTY: true, Stdin: tty, Stdout: tty, Stderr: tty, Timeout: 20 * time.Second})
 	tty.Close()
 	if err != nil || res.ExitCode != 3 {
 		t.Fatalf("%v %+v", err, res)
@@ -546,7 +546,7 @@ func TestOtherUser(t *testing.T) {
 func TestAgentRestart(t *testing.T) {
 	f := newFixture(t, nil)
 	f.run("ar", "true")
-	_, err := f.b.Run(context.Background(), &sandbox.Request{Workdir: f.ws, Session: "ar", Argv: []string{"bash", "-c",
+	_, err := f.b.Run(context.Background(), &sandbox.Request{Policy: sandbox.Policy{Workdir: f.ws}, Session: "ar", Argv: []string{"bash", "-c",
 		`for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline | grep -q '^/.corral/corral __corral-agent' && kill -9 ${p#/proc/}; done; sleep 5`}})
 	// It was sent and may have run: not "nothing was run".
 	if err == nil || errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "lost corral's helper") || !strings.Contains(err.Error(), "may have run") {
@@ -647,7 +647,7 @@ PY`
 func TestImageNotPullable(t *testing.T) {
 	f := newFixture(t, func(s *Settings) { s.Image = "corral-no-such-image.invalid/none:1" })
 	var progress []string
-	_, err := f.b.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Workdir: f.ws, Session: "np",
+	_, err := f.b.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.ws}, Session: "np",
 		Progress: func(m string) { progress = append(progress, m) }})
 	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "cannot be pulled") || !strings.Contains(err.Error(), "docker.image") {
 		t.Errorf("err = %v", err)
@@ -703,8 +703,7 @@ func TestProtectedScanCut(t *testing.T) {
 				t.Errorf("flood: exit %d, warnings %q", res.ExitCode, res.Warnings)
 			}
 			for _, sess := range []string{"cut", ""} {
-				req := &sandbox.Request{Argv: []string{"bash", "-c", `printf '[core]\n\tfsmonitor = "touch PWNED; false"\n' >> ` + tc.victim}, Workdir: f.ws,
-					Profile: sandbox.ProfileWorkspace, Session: sess, Stdout: io.Discard, Stderr: io.Discard, Timeout: time.Minute, Env: []string{"PATH=/usr/bin:/bin"}}
+				req := &sandbox.Request{Argv: []string{"bash", "-c", `printf '[core]\n\tfsmonitor = "touch PWNED; false"\n' >> ` + tc.victim}, Policy: sandbox.Policy{Workdir: f.ws, Profile: sandbox.ProfileWorkspace}, Session: sess, Stdout: io.Discard, Stderr: io.Discard, Timeout: time.Minute, Env: []string{"PATH=/usr/bin:/bin"}}
 				_, err := f.b.Run(context.Background(), req)
 				if !errors.Is(err, sandbox.ErrPolicy) || !strings.Contains(err.Error(), "narrower working directory") {
 					t.Errorf("session %q: the command after the flood: %v, want: refused", sess, err)

@@ -19,7 +19,7 @@ func sessionFixture(t testing.TB, f *fixture) *session.Manager {
 	t.Helper()
 	state := filepath.Join(f.ws, ".state")
 	m := session.NewManager(session.Options{StateDir: state, Resolve: func(string) (*session.Spec, error) {
-		return &session.Spec{Backend: f.b, Profile: sandbox.ProfileWorkspace, Workdir: f.ws, Timeout: time.Minute,
+		return &session.Spec{Backend: f.b, Policy: sandbox.Policy{Profile: sandbox.ProfileWorkspace, Workdir: f.ws}, Timeout: time.Minute,
 			OutputLimit: 1 << 20, Env: []string{"PATH=/usr/bin:/bin"}}, nil
 	}})
 	t.Cleanup(m.Close)

@@ -25,8 +25,7 @@ func TestEnvPolicy(t *testing.T) {
 	var out strings.Builder
 	env := append([]string{"PATH=/usr/bin:/bin", "GITHUB_TOKEN=denied-by-name", "EXTRA_DENIED=by-env-deny", "VAULT_TOKEN=allowed-by-name"}, envsecrets.Env()...)
 	res, err := b.Run(context.Background(), &sandbox.Request{
-		Argv: []string{envPath}, Env: env, Workdir: t.TempDir(), Stdout: &out, Stderr: &out,
-		EnvDeny: []string{"EXTRA_*"}, EnvAllow: []string{"vault_token", envsecrets.AllowPattern},
+		Argv: []string{envPath}, Env: env, Policy: sandbox.Policy{Workdir: t.TempDir(), EnvDeny: []string{"EXTRA_*"}, EnvAllow: []string{"vault_token", envsecrets.AllowPattern}}, Stdout: &out, Stderr: &out,
 	})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("Run: %v %+v: %s", err, res, out.String())

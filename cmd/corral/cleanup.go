@@ -42,7 +42,8 @@ which is said (on stderr with --json), and the rest is done.
 
 It also ends bwrap sandboxes whose corral process is gone (a corral killed
 with -9 while it started one; every corral does this at its first sandbox
-too).
+too), and removes the empty memory cgroups (corral-*, older than a minute)
+such corral processes left below this process's own cgroup.
 
 Sessions on disk (cwd, variables, scratch) are not touched: see
 "corral sessions prune"; nor are the tool caches: see "corral cache prune".`,
@@ -50,6 +51,7 @@ Sessions on disk (cwd, variables, scratch) are not touched: see
 		RunE: func(c *cobra.Command, _ []string) error {
 			dirs := append(egress.SweepStale(filepath.Join(config.StateDir(), "net")), sweepRunScratch(filepath.Join(config.StateDir(), "scratch"))...)
 			orphans := bwrap.SweepOrphans()
+			dirs = append(dirs, bwrap.SweepMemoryCgroups()...)
 			logger := newLogger(g)
 			e := docker.NewEngine(docker.Options{Logger: logger})
 			defer e.Close()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/backend/bwrap"
 	"github.com/corralhq/corral/backend/docker"
 	"github.com/corralhq/corral/config"
@@ -24,7 +25,8 @@ func newDoctorCmd(g *globalOptions) *cobra.Command {
 		Use:   "doctor",
 		Short: "Check that the sandbox works on this machine, and say how to fix it if not",
 		Long: `doctor checks the bubblewrap sandbox: bwrap found (path, version), a probe
-sandbox runs, unprivileged user namespaces usable, how limits are applied;
+sandbox runs, unprivileged user namespaces usable, how limits are applied
+(memory_mb for the whole command in a memory cgroup, or per process);
 the syscall filter every sandbox gets (built and loaded in a throwaway
 thread); whether the allowlist profile's proxy can start; and the Docker
 engine: reachable, its version and API version, whether docker.image is
@@ -62,7 +64,11 @@ type doctorResult struct {
 	Bwrap       *bwrap.Diagnosis  `json:"bwrap"`
 	Docker      *docker.Diagnosis `json:"docker"`
 	Limits      string            `json:"limits"`
-	Root        bool              `json:"root"`
+	// Memory says how memory_mb holds for a bwrap command: for the whole
+	// command (a memory cgroup) or per process (RLIMIT_AS), and why
+	// (bwrap.MemoryLimit).
+	Memory string `json:"memory"`
+	Root   bool   `json:"root"`
 	// Identity says which host user holds the sandboxes of a root caller
 	// (run_as); "" when corral does not run as root.
 	Identity string      `json:"identity,omitempty"`
@@ -116,6 +122,7 @@ func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
 	}
 	r.Bwrap = bwrap.Diagnose(c.Context(), nil, st.Bwrap)
 	r.Limits = bwrap.LimitsMechanism(r.Bwrap.Binary)
+	r.Memory = bwrap.MemoryLimit(r.Bwrap.Binary, st.MemoryMB)
 	r.Seccomp = checkFilter()
 	r.Proxy = proxyCheck{Dir: filepath.Join(r.StateDir, "net")}
 	if err := egress.Check(r.Proxy.Dir); err != nil {
@@ -141,7 +148,7 @@ func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
 	}
 	e := docker.NewEngine(docker.Options{Logger: newLogger(g)})
 	defer e.Close()
-	r.Docker = e.Diagnose(c.Context(), dockerSettings(st))
+	r.Docker = e.Diagnose(c.Context(), corral.DockerSettings(st))
 	switch st.Backend {
 	case config.BackendDocker:
 		r.Ready = r.Docker.Ready() && r.ConfigError == ""
@@ -233,6 +240,7 @@ func printDoctor(r *doctorResult) {
 	fmt.Printf("     user namespaces: max_user_namespaces=%s unprivileged_userns_clone=%s apparmor_restrict_unprivileged_userns=%s\n",
 		knob(d.MaxUserNamespaces), knob(d.UnprivilegedUsernsClone), knob(d.AppArmorRestrict))
 	fmt.Printf("     limits: %s\n", r.Limits)
+	fmt.Printf("     %s\n", r.Memory)
 	if r.CommandError != "" {
 		fmt.Printf("%s a command with your limits: %s\n", ok(false), r.CommandError)
 	}

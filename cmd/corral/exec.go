@@ -54,10 +54,12 @@ sandbox). --user runs as another account where the backend can switch users
 
 func (o *execOptions) exec(c *cobra.Command, g *globalOptions, argv []string) error {
 	g.joinContainers = true // on docker, the container of a running corral mcp
-	logger := newLogger(g)
-	m := newManager(g, &o.runOptions, logger)
-	defer m.Close()
-	s, err := m.Open(o.session)
+	h, err := g.openHost(&o.runOptions, newLogger(g))
+	if err != nil {
+		return &exitError{Code: sandbox.ExitCorralError, Err: err}
+	}
+	defer h.Close()
+	s, err := h.Session(o.session)
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}

@@ -58,7 +58,6 @@ func realMain() int {
 	g := &globalOptions{}
 	root := newRootCmd(g)
 	err := root.ExecuteContext(ctx)
-	g.closeBackends()
 	if err == nil {
 		return 0
 	}

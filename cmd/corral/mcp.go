@@ -5,22 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"os/signal"
-	"path/filepath"
-	"runtime/debug"
 	"syscall"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
-	"github.com/corralhq/corral/approval"
-	"github.com/corralhq/corral/audit"
-	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/mcpserver"
 	"github.com/corralhq/corral/sandbox"
-	"github.com/corralhq/corral/session"
 )
 
 func newMCPCmd(g *globalOptions) *cobra.Command {
@@ -54,11 +47,11 @@ the server: running commands and background processes end with it.`,
 // signal arrives.
 func runMCP(ctx context.Context, g *globalOptions, sessionName string) error {
 	logger := newLogger(g)
-	srv, m, name, err := newMCPServer(g, sessionName, logger)
+	h, srv, name, err := newMCPServer(g, sessionName, logger)
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
-	defer closeManager(m, logger) // last: the background processes end
+	defer h.Close() // last: the background processes end
 	defer srv.Close()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -88,95 +81,33 @@ func runMCP(ctx context.Context, g *globalOptions, sessionName string) error {
 	return nil
 }
 
-// newMCPServer builds the session manager and the MCP server over the
-// settings, whose routes choose each session's backend and profile. name
-// is the default session: sessionName, else "dir:" + the working
-// directory.
-func newMCPServer(g *globalOptions, sessionName string, logger *slog.Logger) (*mcpserver.Server, *session.Manager, string, error) {
-	st, err := config.Load(g.configPath, os.Environ())
+// newMCPServer opens the Host and its MCP server, whose sessions follow
+// the routes setting. name is the default session: sessionName, else
+// "dir:" + the working directory. On error nothing is left open.
+func newMCPServer(g *globalOptions, sessionName string, logger *slog.Logger) (*corral.Host, *mcpserver.Server, string, error) {
+	h, err := g.openHost(nil, logger)
 	if err != nil {
 		return nil, nil, "", err
-	}
-	if config.StateDir() == "" {
-		return nil, nil, "", errors.New("cannot find a state directory for sessions: set HOME or XDG_STATE_HOME")
 	}
 	name := sessionName
 	if name == "" {
-		wd := st.Cwd
-		if wd == "" {
-			if wd, err = os.Getwd(); err != nil {
-				return nil, nil, "", fmt.Errorf("finding the current directory: %w", err)
-			}
+		if name, err = h.DirSession(); err != nil {
+			h.Close()
+			return nil, nil, "", err
 		}
-		if abs, err := filepath.Abs(wd); err == nil {
-			wd = abs
-		}
-		name = mcpserver.DirSessionName(wd)
 	}
 	if err := mcpserver.ValidSessionName(name); err != nil {
+		h.Close()
 		return nil, nil, "", fmt.Errorf("--session: %w", err)
 	}
-	resolve := routedResolver(g, logger)
-	m := session.NewManager(session.Options{StateDir: config.StateDir(), Resolve: resolve, Logger: logger, Command: g.selfCommand()})
-	auditLog, err := audit.Open(audit.Dir(config.StateDir()), int64(st.AuditMaxMB)<<20)
+	srv, err := h.MCPServer(corral.MCPOptions{DefaultSession: name, Version: version()})
 	if err != nil {
-		logger.Warn("mcp.audit.unavailable", "error", err)
-		auditLog = nil
-	}
-	srv, err := mcpserver.New(mcpserver.Options{
-		Manager: m, DefaultSession: name, Spec: resolve, Logger: logger, Version: version(),
-		Audit: auditLog,
-		Approval: func(session string) (approval.Policy, error) {
-			st, err := config.Load(g.configPath, os.Environ())
-			if err != nil {
-				return approval.Policy{}, err
-			}
-			return approval.NewPolicy(st.Approval, st.ApprovalPatterns)
-		},
-	})
-	if err != nil {
-		m.Close()
+		h.Close()
 		return nil, nil, "", err
 	}
-	return srv, m, name, nil
-}
-
-// managerCloseLimit bounds how long corral waits, on its way out, for the
-// background processes' sandboxes to end.
-const managerCloseLimit = 10 * time.Second
-
-// closeManager ends every background process of m, waiting at most
-// managerCloseLimit: a sandbox that does not end must not keep corral
-// from exiting (its processes are then reported, not waited for).
-func closeManager(m *session.Manager, logger *slog.Logger) {
-	done := make(chan struct{})
-	go func() { m.Close(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(managerCloseLimit):
-		logger.Error("mcp.server.stop_timeout", "waited", managerCloseLimit.String(),
-			"detail", "background sandboxes did not end in time; some of their processes may remain")
-	}
-}
-
-// routedResolver returns the resolver of the MCP server's sessions: the
-// settings, read afresh for every command, with the first route of the
-// routes setting that matches the session's name applied.
-func routedResolver(g *globalOptions, logger *slog.Logger) session.Resolver {
-	return func(name string) (*session.Spec, error) {
-		st, err := config.Load(g.configPath, os.Environ())
-		if err != nil {
-			return nil, err
-		}
-		return specFor(g, st.ForSession(name), nil, logger)
-	}
+	return h, srv, name, nil
 }
 
 // version is corral's module version, or "dev" for a build from a
 // working tree.
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
+func version() string { return corral.Version() }

@@ -1,12 +1,7 @@
 package main
 
 import (
-	"sync"
-
 	"github.com/spf13/cobra"
-
-	"github.com/corralhq/corral/backend/docker"
-	"github.com/corralhq/corral/egress"
 )
 
 // globalOptions are the flags every verb shares.
@@ -14,17 +9,9 @@ type globalOptions struct {
 	configPath string
 	logLevel   string
 
-	// engine is the docker backend's engine, made on first use; its
-	// containers are removed when corral exits (closeBackends).
-	engineMu sync.Mutex
-	engine   *docker.Engine
 	// joinContainers lets this process's docker commands join another
 	// corral's live container of the same session (corral exec).
 	joinContainers bool
-	// egress holds the allowlist profile's proxies of this process (one
-	// per session and policy), made on first use (under engineMu) and
-	// closed by closeBackends.
-	egress *egress.Pool
 }
 
 func newRootCmd(g *globalOptions) *cobra.Command {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -71,23 +72,17 @@ exists as given is taken whole). Binds are read-only unless :rw is given.`,
 }
 
 func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) error {
-	st, err := config.Load(g.configPath, os.Environ())
+	h, err := g.openHost(o, newLogger(g))
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
-	req, err := o.request(st, args)
+	defer h.Close()
+	cmd, err := h.Command(args)
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
-	logger := newLogger(g)
-	backendName := st.Backend
-	if o.backend != "" {
-		backendName = o.backend
-	}
-	be, err := g.backend(backendName, st, logger)
-	if err != nil {
-		return &exitError{Code: sandbox.ExitCorralError, Err: err}
-	}
+	st, req, be := cmd.Settings, cmd.Request, cmd.Backend
+	req.Stdin, req.Stdout, req.Stderr = os.Stdin, os.Stdout, os.Stderr
 	ctx := c.Context()
 	if o.dryRun {
 		bb, ok := be.(*bwrap.Backend)
@@ -117,18 +112,18 @@ func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) erro
 	// A scratch directory for this one command (TMPDIR), removed after it;
 	// sessions keep theirs between commands. Its name carries corral's pid,
 	// so `corral cleanup` can remove it when corral was killed.
-	scratch, err := os.MkdirTemp(ensureDir(filepath.Join(config.StateDir(), "scratch")), fmt.Sprintf("run-%d-", os.Getpid()))
+	scratch, err := os.MkdirTemp(ensureDir(filepath.Join(h.StateDir(), "scratch")), fmt.Sprintf("run-%d-", os.Getpid()))
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("creating the scratch directory: %w", err)}
 	}
 	defer rmtree.RemoveAll(scratch) // a module cache there is read-only
 	req.ScratchDir = scratch
 	if st.HomeMode == config.HomeModeSession {
-		req.HomeDir = ensureDir(filepath.Join(config.StateDir(), "homes", "default"))
+		req.HomeDir = ensureDir(filepath.Join(h.StateDir(), "homes", "default"))
 	}
 	switch st.ToolCaches {
 	case config.ToolCachesShared:
-		req.CacheDir = ensureDir(toolcache.Dir(config.StateDir()))
+		req.CacheDir = ensureDir(toolcache.Dir(h.StateDir()))
 	case config.ToolCachesSession:
 		// A session of one command: beside its scratch directory (not in
 		// it, see session.Session.CacheDir), named so that `corral
@@ -162,86 +157,51 @@ func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) erro
 	return finish("warning", res.Warnings, res.Unavailable, res.TimedOut, req.Timeout, sandbox.LimitMessage(res, req.Limits), res.ExitCode, denials...)
 }
 
-// request builds the sandbox request from settings, flags and the command.
-func (o *runOptions) request(st *config.Settings, args []string) (*sandbox.Request, error) {
-	profile := st.Profile
+// override applies the flags to the settings of a command (Host
+// Options.Override): they win over the settings and the session's route.
+// Errors name the flag.
+func (o *runOptions) override(st *config.Settings) error {
 	if o.profile != "" {
 		p, err := sandbox.ParseProfile(o.profile)
 		if err != nil {
-			return nil, fmt.Errorf("--profile: %w", err)
+			return fmt.Errorf("--profile: %w", err)
 		}
-		profile = p
+		st.Profile = p
 	}
-	wd := st.Cwd
 	if o.cwd != "" {
-		wd = o.cwd
+		st.Cwd = o.cwd
 	}
-	if wd == "" {
-		var err error
-		if wd, err = os.Getwd(); err != nil {
-			return nil, fmt.Errorf("finding the current directory: %w", err)
-		}
-	}
-	if !filepath.IsAbs(wd) {
-		abs, err := filepath.Abs(wd)
-		if err != nil {
-			return nil, err
-		}
-		wd = abs
-	}
-	lim := st.Limits()
 	for _, x := range []struct {
 		flag string
 		v    int
 		dst  *int
-	}{{"--memory-mb", o.memoryMB, &lim.MemoryMB}, {"--cpu-seconds", o.cpuSeconds, &lim.CPUSeconds}, {"--max-procs", o.maxProcs, &lim.MaxProcs}} {
+	}{{"--memory-mb", o.memoryMB, &st.MemoryMB}, {"--cpu-seconds", o.cpuSeconds, &st.CPUSeconds}, {"--max-procs", o.maxProcs, &st.MaxProcs}} {
 		if x.v < -1 {
-			return nil, fmt.Errorf("%s: %d is negative (0 disables the limit)", x.flag, x.v)
+			return fmt.Errorf("%s: %d is negative (0 disables the limit)", x.flag, x.v)
 		}
 		if x.v >= 0 {
 			*x.dst = x.v
 		}
 	}
-	binds := append([]sandbox.Bind(nil), st.Binds...)
+	binds := slices.Clone(st.Binds) // never the cached settings' array
 	for _, s := range o.binds {
 		b, err := parseBindFlag(s)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		binds = append(binds, b)
 	}
-	timeout := st.Timeout
+	st.Binds = binds
 	if o.timeout < 0 {
-		return nil, fmt.Errorf("--timeout: %s is negative", o.timeout)
+		return fmt.Errorf("--timeout: %s is negative", o.timeout)
 	}
 	if o.timeout > 0 {
-		timeout = o.timeout
+		st.Timeout = o.timeout
 	}
-	if len(args) == 0 {
-		args = nil
+	if o.backend != "" {
+		st.Backend = o.backend
 	}
-	req := &sandbox.Request{
-		Argv:      args,
-		Env:       os.Environ(),
-		Workdir:   wd,
-		Profile:   profile,
-		Limits:    lim,
-		Binds:     binds,
-		HomeAllow: st.HomeAllow,
-		Skills:    skillDirs(st.Skills),
-		EnvDeny:   st.EnvDeny,
-		EnvAllow:  st.EnvAllow,
-		TmpSizeMB: st.TmpSizeMB,
-		Protected: st.ProtectedPaths,
-		Stdin:     os.Stdin,
-		Stdout:    os.Stdout,
-		Stderr:    os.Stderr,
-		Timeout:   timeout,
-
-		NetworkAllow: st.NetworkAllow,
-		NetworkDeny:  st.NetworkDeny,
-	}
-	return req, nil
+	return nil
 }
 
 // parseBindFlag parses SRC[:DEST][:rw|:ro]; "\:" is a literal colon, and a
@@ -307,10 +267,12 @@ func (o *runOptions) runSession(c *cobra.Command, g *globalOptions, words []stri
 	if o.dryRun {
 		return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("--dry-run does not combine with --session")}
 	}
-	logger := newLogger(g)
-	m := newManager(g, o, logger)
-	defer m.Close()
-	s, err := m.Open(o.session)
+	h, err := g.openHost(o, newLogger(g))
+	if err != nil {
+		return &exitError{Code: sandbox.ExitCorralError, Err: err}
+	}
+	defer h.Close()
+	s, err := h.Session(o.session)
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
@@ -355,27 +317,4 @@ func finish(kind string, notes []string, unavailable string, timedOut bool, time
 		return &exitError{Code: code}
 	}
 	return nil
-}
-
-// skillDirs resolves the skills setting: "~/" expanded, symlinks resolved,
-// directories that do not exist left out.
-func skillDirs(entries []string) []string {
-	home, _ := os.UserHomeDir()
-	var out []string
-	for _, e := range entries {
-		if rest, ok := strings.CutPrefix(e, "~/"); ok {
-			if home == "" {
-				continue
-			}
-			e = filepath.Join(home, rest)
-		}
-		r, err := filepath.EvalSymlinks(e)
-		if err != nil {
-			continue
-		}
-		if st, err := os.Stat(r); err == nil && st.IsDir() {
-			out = append(out, r)
-		}
-	}
-	return out
 }

@@ -82,11 +82,11 @@ func (o *serveOptions) run(c *cobra.Command, g *globalOptions) error {
 		return fail(fmt.Errorf("--session-timeout: %s is negative (0 means never)", o.sessionTimeout))
 	}
 	logger := newLogger(g)
-	srv, m, name, err := newMCPServer(g, o.session, logger)
+	h, srv, name, err := newMCPServer(g, o.session, logger)
 	if err != nil {
 		return fail(err)
 	}
-	defer closeManager(m, logger)
+	defer h.Close()
 	defer srv.Close()
 
 	ln, err := net.Listen("tcp", addr)
@@ -115,7 +115,7 @@ func (o *serveOptions) run(c *cobra.Command, g *globalOptions) error {
 	// End the calls in flight first (their commands' process trees are
 	// killed), so that their responses complete; then the connections
 	// (standalone SSE streams never finish by themselves); the deferred
-	// closeManager ends the background processes.
+	// Host.Close ends the background processes.
 	srv.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()

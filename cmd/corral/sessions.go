@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,58 +16,13 @@ import (
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
-	"github.com/corralhq/corral/toolcache"
 )
 
-// newManager returns a session manager whose sessions read the settings
-// afresh for every command (flags in o override them).
-func newManager(g *globalOptions, o *runOptions, logger *slog.Logger) *session.Manager {
-	return session.NewManager(session.Options{
-		StateDir: config.StateDir(),
-		Logger:   logger,
-		Command:  g.selfCommand(),
-		Resolve: func(name string) (*session.Spec, error) {
-			st, err := config.Load(g.configPath, os.Environ())
-			if err != nil {
-				return nil, err
-			}
-			// routes pick backend and profile by session name; flags win.
-			return specFor(g, st.ForSession(name), o, logger)
-		},
-	})
-}
-
-// specFor turns settings (and run flags, when given) into a session Spec.
-func specFor(g *globalOptions, st *config.Settings, o *runOptions, logger *slog.Logger) (*session.Spec, error) {
-	if o == nil {
-		o = &runOptions{memoryMB: -1, cpuSeconds: -1, maxProcs: -1}
-	}
-	req, err := o.request(st, nil)
-	if err != nil {
-		return nil, err
-	}
-	name := st.Backend
-	if o.backend != "" {
-		name = o.backend
-	}
-	be, err := g.backend(name, st, logger)
-	if err != nil {
-		return nil, err
-	}
-	sp := &session.Spec{
-		Backend: be, Profile: req.Profile, Limits: req.Limits, Binds: req.Binds, HomeAllow: req.HomeAllow, Skills: req.Skills,
-		Workdir: req.Workdir, Timeout: req.Timeout, OutputLimit: st.OutputLimit,
-		SessionHome: st.HomeMode == config.HomeModeSession, Env: os.Environ(),
-		EnvDeny: st.EnvDeny, EnvAllow: st.EnvAllow, TmpSizeMB: st.TmpSizeMB,
-		Protected: st.ProtectedPaths, NetworkAllow: req.NetworkAllow, NetworkDeny: req.NetworkDeny,
-	}
-	switch st.ToolCaches {
-	case config.ToolCachesShared:
-		sp.CacheDir = toolcache.Dir(config.StateDir())
-	case config.ToolCachesSession:
-		sp.SessionCache = true
-	}
-	return sp, nil
+// stateManager returns a session manager over the sessions on disk, for
+// listing and removing them: it runs no command, so it needs no settings
+// (a broken settings file does not keep a person from cleaning up).
+func stateManager(g *globalOptions) *session.Manager {
+	return session.NewManager(session.Options{StateDir: config.StateDir(), Logger: newLogger(g)})
 }
 
 func newSessionsCmd(g *globalOptions) *cobra.Command {
@@ -85,7 +39,7 @@ Sessions unused for a day are removed by "corral sessions prune".`,
 		Short: "List sessions, most recently used first",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			m := newManager(g, nil, newLogger(g))
+			m := stateManager(g)
 			infos, err := m.List()
 			if err != nil {
 				return &exitError{Code: sandbox.ExitCorralError, Err: err}
@@ -111,7 +65,7 @@ Sessions unused for a day are removed by "corral sessions prune".`,
 		Short: "Show a session: directories, cwd and exported variables",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			m := newManager(g, nil, newLogger(g))
+			m := stateManager(g)
 			infos, err := m.List()
 			if err != nil {
 				return &exitError{Code: sandbox.ExitCorralError, Err: err}
@@ -140,7 +94,7 @@ Sessions unused for a day are removed by "corral sessions prune".`,
 		Short: "Remove sessions: state, scratch directory and logs",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			m := newManager(g, nil, newLogger(g))
+			m := stateManager(g)
 			for _, name := range args {
 				if err := m.Remove(name); err != nil {
 					return &exitError{Code: sandbox.ExitCorralError, Err: err}

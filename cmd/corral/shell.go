@@ -15,6 +15,7 @@ import (
 
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/toolcache"
 )
 
 func newShellCmd(g *globalOptions) *cobra.Command {
@@ -46,28 +47,24 @@ func (o *runOptions) shell(c *cobra.Command, g *globalOptions) error {
 	if !term.IsTerminal(int(os.Stdin.Fd())) {
 		return &exitError{Code: sandbox.ExitCorralError, Err: errors.New("corral shell needs a terminal on stdin; use `corral run --session NAME -- CMD` from scripts")}
 	}
-	logger := newLogger(g)
-	st, err := config.Load(g.configPath, os.Environ())
+	h, err := g.openHost(o, newLogger(g))
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
-	spec, err := specFor(g, st, o, logger)
+	defer h.Close()
+	// The settings without a route, as for corral run; the session only
+	// lends its cwd, variables and scratch directory.
+	cmd, err := h.Command([]string{"/bin/bash", "-i"})
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
-	req := &sandbox.Request{
-		Argv: []string{"/bin/bash", "-i"}, Env: os.Environ(), PolicyEnv: os.Environ(), Workdir: spec.Workdir, Profile: spec.Profile,
-		Limits: spec.Limits, Binds: spec.Binds, HomeAllow: spec.HomeAllow, Skills: spec.Skills, TTY: true,
-		EnvDeny: spec.EnvDeny, EnvAllow: spec.EnvAllow, TmpSizeMB: spec.TmpSizeMB, Protected: spec.Protected,
-		NetworkAllow: spec.NetworkAllow, NetworkDeny: spec.NetworkDeny, CacheDir: spec.CacheDir,
-	}
-	if spec.CacheDir != "" {
-		ensureDir(spec.CacheDir)
+	req, st := cmd.Request, cmd.Settings
+	req.PolicyEnv, req.TTY, req.Timeout = req.Env, true, 0
+	if st.ToolCaches == config.ToolCachesShared {
+		req.CacheDir = ensureDir(toolcache.Dir(h.StateDir()))
 	}
 	if o.session != "" {
-		m := newManager(g, o, logger)
-		defer m.Close()
-		s, err := m.Open(o.session)
+		s, err := h.Session(o.session)
 		if err != nil {
 			return &exitError{Code: sandbox.ExitCorralError, Err: err}
 		}
@@ -76,7 +73,7 @@ func (o *runOptions) shell(c *cobra.Command, g *globalOptions) error {
 			return &exitError{Code: sandbox.ExitCorralError, Err: err}
 		}
 		req.Env, req.Dir, req.ScratchDir, req.Session = stt.Env, stt.Cwd, s.ScratchDir(), o.session
-		if spec.SessionCache {
+		if st.ToolCaches == config.ToolCachesSession {
 			req.CacheDir = ensureDir(s.CacheDir())
 		}
 	}
@@ -103,7 +100,7 @@ func (o *runOptions) shell(c *cobra.Command, g *globalOptions) error {
 	go func() { _, _ = io.Copy(ptmx, os.Stdin) }()
 	copied := make(chan struct{})
 	go func() { _, _ = io.Copy(os.Stdout, ptmx); close(copied) }()
-	res, err := spec.Backend.Run(c.Context(), req)
+	res, err := cmd.Backend.Run(c.Context(), req)
 	tty.Close()
 	select {
 	case <-copied:

@@ -1,0 +1,518 @@
+package corral
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/corralhq/corral/approval"
+	"github.com/corralhq/corral/audit"
+	"github.com/corralhq/corral/backend/bwrap"
+	"github.com/corralhq/corral/backend/docker"
+	"github.com/corralhq/corral/backend/local"
+	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/mcpserver"
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/session"
+	"github.com/corralhq/corral/toolcache"
+)
+
+// Options configure a Host. The zero value reads the person's settings as
+// the corral command does ($CORRAL_CONFIG, else the default file, and
+// CORRAL_* variables of the process's environment) and keeps sessions in
+// corral's state directory.
+type Options struct {
+	// ConfigPath is the settings file; "" means $CORRAL_CONFIG of Environ,
+	// else config.DefaultPath. A missing file is not an error (the
+	// defaults apply).
+	ConfigPath string
+	// Settings, when set, are used for every command instead of reading
+	// ConfigPath and the environment (routes still apply per session). The
+	// Host does not change them.
+	Settings *config.Settings
+	// Override, when set, is called with a copy of the settings of every
+	// command, after the session's route is applied, and may change them
+	// (the CLI's --profile, --cwd, --bind, ... flags). It must not change
+	// the elements of their slices in place (they are shared with the
+	// cached settings): assign new slices. Its error refuses the command.
+	Override func(st *config.Settings) error
+	// Environ is the caller's environment ("KEY=value"): the CORRAL_*
+	// settings are read from it and commands start from it (each backend
+	// filters it). Nil means os.Environ() at Open.
+	Environ []string
+	// Logger receives structured events of the Host, its sessions and
+	// backends; nil discards them.
+	Logger *slog.Logger
+	// StateDir is corral's state directory (sessions, caches, the audit
+	// log); "" means config.StateDir(). Open fails when neither gives one.
+	StateDir string
+	// Command is the argv that starts corral with the same settings (its
+	// executable and --config), the start of session.Session.ExecPrefix;
+	// nil means corral's own executable alone.
+	Command []string
+	// JoinContainers lets the docker backend run commands in another
+	// corral process's live container of the same session (corral exec).
+	JoinContainers bool
+}
+
+// Host is corral in one process: the settings, read once and again only
+// when the settings file changes; the backends, built once and reused with
+// their caches; and the sessions. Every command of a session resolves its
+// settings (the session's route, Options.Override) from the cached data.
+// A Host is safe for concurrent use. Close it to end the sessions'
+// background processes and remove the containers it made.
+type Host struct {
+	opts     Options
+	log      *slog.Logger
+	stateDir string
+	manager  *session.Manager
+
+	mu     sync.Mutex
+	st     *config.Settings // cached settings (nil before the first load)
+	stamp  string           // the settings file as st was read from it
+	bwraps map[bwrapKey]*bwrap.Backend
+	local  sandbox.Backend
+	engine *docker.Engine
+	egress *egress.Pool
+	closed bool
+}
+
+// bwrapKey is what a bwrap backend is built from, of the settings.
+type bwrapKey struct {
+	path, runAs, secret string
+	degrade             bool
+}
+
+// Open returns a Host over opts. It reads the settings once, so a bad
+// settings file is reported here (an error naming the file and key, from
+// config.Load); it fails too when there is no state directory. It starts
+// no process.
+func Open(opts Options) (*Host, error) {
+	if opts.Environ == nil {
+		opts.Environ = os.Environ()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &Host{opts: opts, log: log, stateDir: opts.StateDir, bwraps: map[bwrapKey]*bwrap.Backend{}}
+	if h.stateDir == "" {
+		h.stateDir = config.StateDir()
+	}
+	if h.stateDir == "" {
+		return nil, errors.New("cannot find a state directory for sessions: set HOME or XDG_STATE_HOME")
+	}
+	if _, err := h.Settings(); err != nil {
+		return nil, err
+	}
+	h.manager = session.NewManager(session.Options{StateDir: h.stateDir, Resolve: h.Spec, Logger: log, Command: opts.Command})
+	return h, nil
+}
+
+// StateDir returns the Host's state directory.
+func (h *Host) StateDir() string { return h.stateDir }
+
+// Manager returns the session manager of the Host, whose resolver is
+// Host.Spec.
+func (h *Host) Manager() *session.Manager { return h.manager }
+
+// Session returns the session called name (any non-empty string; "dir:" +
+// a project directory, "tg:1234"), opening it on first use. Its commands
+// run with the settings of name's route. The same name gives the same
+// *session.Session for the life of the Host, and the same state (cwd,
+// variables, scratch directory) across processes.
+func (h *Host) Session(name string) (*session.Session, error) {
+	return h.manager.Open(name)
+}
+
+// Settings returns the settings in force: Options.Settings, or the
+// settings file and environment as read at Open, read again when the file
+// has changed since (a stat per call; `corral config set` takes effect at
+// the next command, as it did when the file was read for every command).
+// The caller must not change the result; ForSession returns a copy.
+func (h *Host) Settings() (*config.Settings, error) {
+	if h.opts.Settings != nil {
+		return h.opts.Settings, nil
+	}
+	path, err := config.ResolvePath(h.opts.ConfigPath, h.opts.Environ)
+	if err != nil {
+		return nil, err
+	}
+	stamp := fileStamp(path)
+	h.mu.Lock()
+	if h.st != nil && h.stamp == stamp {
+		st := h.st
+		h.mu.Unlock()
+		return st, nil
+	}
+	h.mu.Unlock()
+	st, err := config.Load(path, h.opts.Environ)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.st, h.stamp = st, stamp
+	h.mu.Unlock()
+	return st, nil
+}
+
+// fileStamp identifies the content of the file at path without reading
+// it: inode, size and change times (a rewrite through a rename gets a new
+// inode; an edit in place a new mtime and ctime). "" for a missing file.
+func fileStamp(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return ""
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return fmt.Sprintf("%d.%d.%d.%d.%d.%d", st.Dev, st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano(), fi.Mode())
+	}
+	return fmt.Sprintf("%d.%d", fi.Size(), fi.ModTime().UnixNano())
+}
+
+// settingsFor returns the settings of a command of the session called
+// name: a copy with the session's route applied (when route is set; a
+// one-off command has none), then Options.Override.
+func (h *Host) settingsFor(name string, route bool) (*config.Settings, error) {
+	st, err := h.Settings()
+	if err != nil {
+		return nil, err
+	}
+	if route {
+		st = st.ForSession(name)
+	} else {
+		st = st.Clone()
+	}
+	if h.opts.Override != nil {
+		if err := h.opts.Override(st); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// Spec is the session resolver of the Host (session.Resolver): the
+// settings with the route of the session called name and Options.Override
+// applied, as a session.Spec whose Backend is the Host's own backend of
+// that name. Errors: unreadable settings (config), a bad override, an
+// unknown backend, no working directory.
+func (h *Host) Spec(name string) (*session.Spec, error) {
+	st, err := h.settingsFor(name, true)
+	if err != nil {
+		return nil, err
+	}
+	return h.specOf(st)
+}
+
+func (h *Host) specOf(st *config.Settings) (*session.Spec, error) {
+	pol, err := PolicyOf(st)
+	if err != nil {
+		return nil, err
+	}
+	be, err := h.Backend(st)
+	if err != nil {
+		return nil, err
+	}
+	sp := &session.Spec{
+		Backend: be, Policy: pol, Timeout: st.Timeout, OutputLimit: st.OutputLimit,
+		SessionHome: st.HomeMode == config.HomeModeSession, Env: h.opts.Environ,
+	}
+	switch st.ToolCaches {
+	case config.ToolCachesShared:
+		sp.CacheDir = toolcache.Dir(h.stateDir)
+	case config.ToolCachesSession:
+		sp.SessionCache = true
+	}
+	return sp, nil
+}
+
+// Command is one command outside any session (corral run): its settings,
+// request and backend.
+type Command struct {
+	// Settings are the settings it runs with (no route applies: it has no
+	// session name).
+	Settings *config.Settings
+	// Request is the sandbox request, with the caller's environment and
+	// the settings' policy and timeout; the caller sets the streams, the
+	// scratch directory and the like.
+	Request *sandbox.Request
+	// Backend is the Host's backend that runs it.
+	Backend sandbox.Backend
+}
+
+// Command returns what it takes to run argv in a new sandbox of its own,
+// under the settings (no session route) and Options.Override. Errors are
+// those of Spec.
+func (h *Host) Command(argv []string) (*Command, error) {
+	st, err := h.settingsFor("", false)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := PolicyOf(st)
+	if err != nil {
+		return nil, err
+	}
+	be, err := h.Backend(st)
+	if err != nil {
+		return nil, err
+	}
+	if len(argv) == 0 {
+		argv = nil
+	}
+	req := &sandbox.Request{Argv: argv, Env: h.opts.Environ, Policy: pol, Timeout: st.Timeout}
+	return &Command{Settings: st, Request: req, Backend: be}, nil
+}
+
+// PolicyOf returns what a command may do under st: the working directory
+// (st.Cwd, else the current directory, made absolute), profile, limits,
+// binds, skills (existing directories, "~/" expanded and resolved),
+// environment and network lists, and protected paths. Errors: the current
+// directory cannot be found.
+func PolicyOf(st *config.Settings) (sandbox.Policy, error) {
+	wd := st.Cwd
+	if wd == "" {
+		var err error
+		if wd, err = os.Getwd(); err != nil {
+			return sandbox.Policy{}, fmt.Errorf("finding the current directory: %w", err)
+		}
+	}
+	if !filepath.IsAbs(wd) {
+		abs, err := filepath.Abs(wd)
+		if err != nil {
+			return sandbox.Policy{}, err
+		}
+		wd = abs
+	}
+	return sandbox.Policy{
+		Workdir: wd, Profile: st.Profile, Limits: st.Limits(), Binds: st.Binds,
+		HomeAllow: st.HomeAllow, Skills: SkillDirs(st.Skills), EnvDeny: st.EnvDeny, EnvAllow: st.EnvAllow,
+		TmpSizeMB: st.TmpSizeMB, Protected: st.ProtectedPaths,
+		NetworkAllow: st.NetworkAllow, NetworkDeny: st.NetworkDeny,
+	}, nil
+}
+
+// SkillDirs returns the directories of the skills setting that exist, a
+// leading "~/" expanded to the home directory, symlinks resolved; others
+// are left out (a skill directory is optional).
+func SkillDirs(entries []string) []string {
+	home, _ := os.UserHomeDir()
+	var out []string
+	for _, e := range entries {
+		if rest, ok := strings.CutPrefix(e, "~/"); ok {
+			if home == "" {
+				continue
+			}
+			e = filepath.Join(home, rest)
+		}
+		r, err := filepath.EvalSymlinks(e)
+		if err != nil {
+			continue
+		}
+		if fi, err := os.Stat(r); err == nil && fi.IsDir() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Backend returns the Host's backend named by st.Backend ("" is bwrap),
+// built on first use and kept: a bwrap backend per bwrap path, run_as,
+// degraded_mode and settings file; one docker engine for the process (its
+// containers outlive a command; Close removes them) viewed through st's
+// docker.* settings; one local backend. Errors: an unknown backend name, a
+// closed Host.
+func (h *Host) Backend(st *config.Settings) (sandbox.Backend, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, session.ErrClosed
+	}
+	switch st.Backend {
+	case "", config.BackendBwrap:
+		k := bwrapKey{path: st.Bwrap, runAs: st.RunAs, secret: st.Path, degrade: st.DegradedMode != "fail"}
+		if b := h.bwraps[k]; b != nil {
+			return b, nil
+		}
+		b := bwrap.New(bwrap.Options{
+			BwrapPath:   k.path,
+			StateDir:    h.stateDir,
+			HiddenDirs:  []string{config.ConfigDir()},
+			SecretFiles: []string{k.secret},
+			RunAs:       k.runAs,
+			Degrade:     k.degrade,
+			Logger:      h.log,
+			Egress:      h.egressLocked(),
+		})
+		h.bwraps[k] = b
+		return b, nil
+	case config.BackendDocker:
+		if h.engine == nil {
+			h.engine = docker.NewEngine(docker.Options{
+				Logger: h.log, Egress: h.egressLocked(), Join: h.opts.JoinContainers,
+				QuarantineDir: filepath.Join(h.stateDir, "quarantine"),
+				// The bind policy's: corral's own directories are never
+				// bound, and files a bind must show as empty get the same
+				// empty file as the bwrap backend's masks.
+				HiddenDirs: []string{config.ConfigDir(), h.stateDir},
+				EmptyFile:  filepath.Join(h.stateDir, "empty"),
+			})
+		}
+		return h.engine.Backend(DockerSettings(st)), nil
+	case config.BackendLocal:
+		if h.local == nil {
+			h.local = local.New(h.log)
+		}
+		return h.local, nil
+	}
+	return nil, fmt.Errorf("unknown backend %q (want bwrap, docker or local)", st.Backend)
+}
+
+// DockerSettings converts the docker.* settings of st.
+func DockerSettings(st *config.Settings) docker.Settings {
+	d := st.Docker
+	return docker.Settings{
+		Scope: d.Scope, Image: d.Image, Network: d.Network, Memory: d.Memory, CPUs: d.CPUs,
+		PidsLimit: d.PidsLimit, User: d.User, Workdir: d.Workdir, ReadOnly: d.ReadOnly != "false",
+		TmpSize: d.TmpSize, Binds: d.Binds, HostWorkspace: d.HostWorkspace,
+		MountOptions: d.MountOptions, ExtraRunArgs: d.ExtraRunArgs,
+	}
+}
+
+// egressLocked returns the process's pool of allowlist proxies, made on
+// first use (socket directories under <state dir>/net). h.mu is held.
+func (h *Host) egressLocked() *egress.Pool {
+	if h.egress == nil {
+		h.egress = egress.NewPool(egress.Options{Dir: filepath.Join(h.stateDir, "net"), Logger: h.log})
+	}
+	return h.egress
+}
+
+// DirSession returns the default session of a project: "dir:" followed
+// by the working directory (the cwd setting, else the current directory),
+// so an agent started again in the same project finds its cwd and
+// variables again.
+func (h *Host) DirSession() (string, error) {
+	st, err := h.Settings()
+	if err != nil {
+		return "", err
+	}
+	wd := st.Cwd
+	if wd == "" {
+		if wd, err = os.Getwd(); err != nil {
+			return "", fmt.Errorf("finding the current directory: %w", err)
+		}
+	}
+	if abs, err := filepath.Abs(wd); err == nil {
+		wd = abs
+	}
+	return mcpserver.DirSessionName(wd), nil
+}
+
+// MCPOptions configure Host.MCPServer.
+type MCPOptions struct {
+	// DefaultSession is the session of calls that name none (see
+	// mcpserver.Options.DefaultSession); "" means Host.DirSession.
+	DefaultSession string
+	// Version is the version in serverInfo; "" means corral's module
+	// version, or "dev".
+	Version string
+}
+
+// MCPServer returns corral's MCP server (package mcpserver) bound to the
+// Host: its sessions, backends and settings (approval and
+// approval_patterns per session, the audit log under the state directory;
+// an audit log that cannot be opened is logged as mcp.audit.unavailable
+// and the server runs without). Serve it with its MCPServer or
+// HTTPHandler methods; close it before the Host. Errors: a bad session
+// name (mcpserver.ValidSessionName).
+func (h *Host) MCPServer(o MCPOptions) (*mcpserver.Server, error) {
+	name := o.DefaultSession
+	if name == "" {
+		var err error
+		if name, err = h.DirSession(); err != nil {
+			return nil, err
+		}
+	}
+	if err := mcpserver.ValidSessionName(name); err != nil {
+		return nil, err
+	}
+	if o.Version == "" {
+		o.Version = Version()
+	}
+	st, err := h.Settings()
+	if err != nil {
+		return nil, err
+	}
+	auditLog, err := audit.Open(audit.Dir(h.stateDir), int64(st.AuditMaxMB)<<20)
+	if err != nil {
+		h.log.Warn("mcp.audit.unavailable", "error", err)
+		auditLog = nil
+	}
+	return mcpserver.New(mcpserver.Options{
+		Manager: h.manager, DefaultSession: name, Spec: h.Spec, Logger: h.log, Version: o.Version,
+		Audit: auditLog,
+		Approval: func(session string) (approval.Policy, error) {
+			st, err := h.Settings()
+			if err != nil {
+				return approval.Policy{}, err
+			}
+			return approval.NewPolicy(st.Approval, st.ApprovalPatterns)
+		},
+	})
+}
+
+// Version is corral's module version, or "dev" for a build from a
+// working tree.
+func Version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// CloseLimit bounds how long Close waits for the sessions' background
+// sandboxes to end.
+const CloseLimit = 10 * time.Second
+
+// Close ends every background process of the Host's sessions (waiting at
+// most CloseLimit: a sandbox that does not end must not keep the program
+// from exiting; it is then logged as host.close.timeout), removes the
+// containers its docker backend made and closes its allowlist proxies.
+// Session state stays on disk. Calling Close again does nothing.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	h.mu.Unlock()
+	done := make(chan struct{})
+	go func() { h.manager.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(CloseLimit):
+		h.log.Error("host.close.timeout", "waited", CloseLimit.String(),
+			"detail", "background sandboxes did not end in time; some of their processes may remain")
+	}
+	h.mu.Lock()
+	e, pool := h.engine, h.egress
+	h.engine, h.egress = nil, nil
+	h.mu.Unlock()
+	var errs []error
+	if e != nil {
+		errs = append(errs, e.Close())
+	}
+	if pool != nil {
+		errs = append(errs, pool.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,212 @@
+package corral_test
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/backend/bwrap"
+	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/session"
+)
+
+// TestMain leaves out the examples, saying so, where bubblewrap is
+// missing: an Example cannot skip, and it runs commands in bwrap
+// sandboxes.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		fmt.Fprintln(os.Stderr, "corral_test: skipping the examples: bwrap is missing (apt-get install bubblewrap)")
+		_ = flag.Set("test.run", "^Test")
+	}
+	os.Exit(m.Run())
+}
+
+// hostDirs returns a project, a state directory and a settings file path
+// under $CORRAL_TEST_DIR (else /var/tmp), removed after the test.
+func hostDirs(t testing.TB) (project, state, cfg string) {
+	t.Helper()
+	base := os.Getenv("CORRAL_TEST_DIR")
+	if base == "" {
+		base = "/var/tmp"
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.MkdirTemp(base, "corral-host-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	project, state = filepath.Join(root, "project"), filepath.Join(root, "state")
+	for _, d := range []string{project, state} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return project, state, filepath.Join(root, "config.yaml")
+}
+
+// writeSettings writes a settings file (YAML text) as `corral config set`
+// does: a new file renamed over the old one.
+func writeSettings(t testing.TB, path, text string) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// env is a test Host's environment: no CORRAL_* variables of the person
+// running the tests.
+func env() []string { return []string{"HOME=" + os.Getenv("HOME"), "PATH=" + os.Getenv("PATH")} }
+
+func TestHostResolvesPerSession(t *testing.T) {
+	project, state, cfg := hostDirs(t)
+	writeSettings(t, cfg, "cwd: "+project+"\nprofile: workspace\nmemory_mb: 100\nroutes:\n  - {sessions: \"tg:*\", profile: restricted}\n")
+	h, err := corral.Open(corral.Options{ConfigPath: cfg, StateDir: state, Environ: env()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	for _, tc := range []struct {
+		session string
+		want    sandbox.Profile
+	}{{"dir:x", sandbox.ProfileWorkspace}, {"tg:1", sandbox.ProfileRestricted}} {
+		sp, err := h.Spec(tc.session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sp.Profile != tc.want || sp.Workdir != project || sp.Limits.MemoryMB != 100 {
+			t.Errorf("Spec(%q) = profile %q, workdir %q, memory %d; want %q, %q, 100", tc.session, sp.Profile, sp.Workdir, sp.Limits.MemoryMB, tc.want, project)
+		}
+	}
+	// The backend is built once and kept (with its caches).
+	a, _ := h.Spec("a")
+	b, _ := h.Spec("b")
+	if a.Backend != b.Backend {
+		t.Errorf("two commands got two bwrap backends (%p, %p); want one kept", a.Backend, b.Backend)
+	}
+	// A changed settings file takes effect at the next command.
+	writeSettings(t, cfg, "cwd: "+project+"\nprofile: restricted\n")
+	sp, err := h.Spec("dir:x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp.Profile != sandbox.ProfileRestricted || sp.Limits.MemoryMB != 256 {
+		t.Errorf("after the settings changed: profile %q, memory %d; want restricted, 256", sp.Profile, sp.Limits.MemoryMB)
+	}
+	// A broken settings file refuses the command, naming the key.
+	writeSettings(t, cfg, "profile: nonsense\n")
+	if _, err := h.Spec("dir:x"); err == nil || !strings.Contains(err.Error(), "profile") {
+		t.Errorf("Spec with a bad profile setting: %v; want an error naming profile", err)
+	}
+}
+
+func TestHostOverride(t *testing.T) {
+	project, state, cfg := hostDirs(t)
+	writeSettings(t, cfg, "cwd: "+project+"\nroutes:\n  - {sessions: \"*\", profile: network}\n")
+	refuse := errors.New("refused by the override")
+	h, err := corral.Open(corral.Options{ConfigPath: cfg, StateDir: state, Environ: env(), Override: func(st *config.Settings) error {
+		if st.Cwd == "" {
+			return refuse
+		}
+		st.Profile = sandbox.ProfileRestricted
+		st.Binds = append(slices.Clip(st.Binds), sandbox.Bind{Src: "/srv", ReadOnly: true})
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	for i := 0; i < 2; i++ { // the cached settings are not changed by the override
+		sp, err := h.Spec("s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sp.Profile != sandbox.ProfileRestricted || len(sp.Binds) != 1 {
+			t.Errorf("Spec #%d: profile %q, binds %v; want the override's restricted and one bind", i, sp.Profile, sp.Binds)
+		}
+	}
+	c, err := h.Command([]string{"true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Request.Profile != sandbox.ProfileRestricted || c.Request.Workdir != project || c.Backend.Name() != "bwrap" {
+		t.Errorf("Command: profile %q, workdir %q, backend %s", c.Request.Profile, c.Request.Workdir, c.Backend.Name())
+	}
+	writeSettings(t, cfg, "")
+	if _, err := h.Spec("s"); !errors.Is(err, refuse) {
+		t.Errorf("Spec when the override refuses: %v; want its error", err)
+	}
+}
+
+func TestHostErrors(t *testing.T) {
+	project, state, cfg := hostDirs(t)
+	writeSettings(t, cfg, "no_such_key: 1\n")
+	if _, err := corral.Open(corral.Options{ConfigPath: cfg, StateDir: state, Environ: env()}); !errors.Is(err, config.ErrUnknownKey) {
+		t.Errorf("Open with an unknown key: %v; want config.ErrUnknownKey", err)
+	}
+	st := config.Defaults()
+	st.Cwd, st.Backend = project, "nosuch"
+	h, err := corral.Open(corral.Options{Settings: st, StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Spec("s"); err == nil || !strings.Contains(err.Error(), `unknown backend "nosuch"`) {
+		t.Errorf("Spec with backend nosuch: %v", err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := h.Session("s"); !errors.Is(err, session.ErrClosed) {
+		t.Errorf("Session after Close: %v; want session.ErrClosed", err)
+	}
+}
+
+// BenchmarkSpec measures resolving a session command's Spec: through the
+// Host (cached settings, kept backend) and as the CLI did before it (the
+// settings file read and a bwrap backend built for every command).
+func BenchmarkSpec(b *testing.B) {
+	project, state, cfg := hostDirs(b)
+	writeSettings(b, cfg, "cwd: "+project+"\nprofile: workspace\nroutes:\n  - {sessions: \"tg:*\", profile: restricted}\n")
+	h, err := corral.Open(corral.Options{ConfigPath: cfg, StateDir: state, Environ: env()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	b.Run("host", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := h.Spec("tg:1"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("load-per-command", func(b *testing.B) {
+		for b.Loop() {
+			st, err := config.Load(cfg, env())
+			if err != nil {
+				b.Fatal(err)
+			}
+			st = st.ForSession("tg:1")
+			if _, err := corral.PolicyOf(st); err != nil {
+				b.Fatal(err)
+			}
+			_ = bwrap.New(bwrap.Options{StateDir: state, SecretFiles: []string{st.Path}})
+		}
+	})
+}
