@@ -14,14 +14,17 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/backend/bwrap"
 	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/reexec"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
 )
 
-// TestMain leaves out the examples, saying so, where bubblewrap is
-// missing: an Example cannot skip, and it runs commands in bwrap
-// sandboxes.
+// TestMain lets the test binary serve as corral's helpers (as an
+// embedding program's main must, see reexec), and leaves out the examples,
+// saying so, where bubblewrap is missing: an Example cannot skip, and it
+// runs commands in bwrap sandboxes.
 func TestMain(m *testing.M) {
+	reexec.Init()
 	flag.Parse()
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		fmt.Fprintln(os.Stderr, "corral_test: skipping the examples: bwrap is missing (apt-get install bubblewrap)")

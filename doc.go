@@ -25,6 +25,11 @@
 //     for programs that build their own front end.
 //   - [Host.Close].
 //
+// Sandboxes re-execute the running program as corral's helpers (the file
+// server, the allowlist's forwarder, the docker helpers), so a program that
+// embeds corral calls reexec.Init first thing in its main (package reexec),
+// as the corral command does.
+//
 // What a command may do is one type, sandbox.Policy, shared by
 // sandbox.Request, session.Spec and the file server; what it may write is
 // sandbox.WritableRoots.

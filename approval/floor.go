@@ -2,8 +2,8 @@ package approval
 
 import (
 	"fmt"
+	"github.com/corralhq/corral/internal/lazyre"
 	"path"
-	"regexp"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -66,7 +66,7 @@ func floorCommand(c command) (Decision, bool) {
 }
 
 // forkBombCode matches the one-line fork bombs of perl and python.
-var forkBombCode = regexp.MustCompile(`\bfork\s*(while|until)\s*fork\b|while\s*(1|True|true)\s*:\s*os\.fork\(\)`)
+var forkBombCode = lazyre.New(`\bfork\s*(while|until)\s*fork\b|while\s*(1|True|true)\s*:\s*os\.fork\(\)`)
 
 func blockDeviceReason(what, dev string) string {
 	return fmt.Sprintf("%s would write onto the block device %s, destroying what is on it; "+
@@ -153,7 +153,7 @@ func isRoot(w word) bool {
 	return true
 }
 
-var bracketExpr = regexp.MustCompile(`\[[^]]*\]`)
+var bracketExpr = lazyre.New(`\[[^]]*\]`)
 
 // isMkfs reports whether name makes or wipes a file system.
 func isMkfs(name string) bool {
@@ -257,7 +257,7 @@ func stmtCalls(s *syntax.Stmt, name string) bool {
 }
 
 // funcDef finds "NAME() {" in text that does not parse.
-var funcDef = regexp.MustCompile(`([^\s(){};|&'"]+)\s*\(\s*\)\s*\{`)
+var funcDef = lazyre.New(`([^\s(){};|&'"]+)\s*\(\s*\)\s*\{`)
 
 // forkBombText finds a fork bomb in text that does not parse: a function
 // definition whose name appears as NAME|NAME after it.

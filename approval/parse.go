@@ -372,6 +372,7 @@ func resolve(ws []word) ([]command, []string) {
 // wrapper describes a program that runs the command given after its own
 // options and operands.
 type wrapper struct {
+	name     string   // the program's name
 	argOpts  string   // short options that take a value
 	longArgs []string // long options that take a value unless written --opt=value
 	operands int      // operands before the command (timeout's duration)
@@ -379,38 +380,51 @@ type wrapper struct {
 	stopOpts string   // short options with which no command is run
 }
 
-var wrappers = map[string]wrapper{
-	"sudo": {argOpts: "CDghpRrTtUu", longArgs: []string{"close-from", "chdir", "group", "host", "prompt",
+// wrappers are the wrapper programs known, by name.
+var wrappers = []wrapper{
+	{name: "sudo", argOpts: "CDghpRrTtUu", longArgs: []string{"close-from", "chdir", "group", "host", "prompt",
 		"chroot", "role", "command-timeout", "type", "other-user", "user"}},
-	"doas":         {argOpts: "uC"},
-	"pkexec":       {longArgs: []string{"user"}},
-	"env":          {argOpts: "uCS", longArgs: []string{"unset", "chdir", "split-string"}, assigns: true},
-	"command":      {stopOpts: "vV"},
-	"builtin":      {},
-	"exec":         {argOpts: "a"},
-	"nice":         {argOpts: "n", longArgs: []string{"adjustment"}},
-	"nohup":        {},
-	"setsid":       {},
-	"unbuffer":     {},
-	"fakeroot":     {},
-	"torsocks":     {},
-	"proxychains":  {argOpts: "f"},
-	"proxychains4": {argOpts: "f"},
-	"timeout":      {argOpts: "sk", longArgs: []string{"signal", "kill-after"}, operands: 1},
-	"stdbuf":       {argOpts: "ioe", longArgs: []string{"input", "output", "error"}},
-	"ionice":       {argOpts: "cnp", longArgs: []string{"class", "classdata", "pid", "pgid", "uid"}},
-	"chrt":         {argOpts: "TPD", operands: 1},
-	"taskset":      {operands: 1},
-	"time":         {argOpts: "fo", longArgs: []string{"format", "output"}},
-	"busybox":      {},
-	"xargs": {argOpts: "aEeILlnPsd", longArgs: []string{"arg-file", "delimiter", "eof", "replace", "max-lines",
+	{name: "doas", argOpts: "uC"},
+	{name: "pkexec", longArgs: []string{"user"}},
+	{name: "env", argOpts: "uCS", longArgs: []string{"unset", "chdir", "split-string"}, assigns: true},
+	{name: "command", stopOpts: "vV"},
+	{name: "builtin"},
+	{name: "exec", argOpts: "a"},
+	{name: "nice", argOpts: "n", longArgs: []string{"adjustment"}},
+	{name: "nohup"},
+	{name: "setsid"},
+	{name: "unbuffer"},
+	{name: "fakeroot"},
+	{name: "torsocks"},
+	{name: "proxychains", argOpts: "f"},
+	{name: "proxychains4", argOpts: "f"},
+	{name: "timeout", argOpts: "sk", longArgs: []string{"signal", "kill-after"}, operands: 1},
+	{name: "stdbuf", argOpts: "ioe", longArgs: []string{"input", "output", "error"}},
+	{name: "ionice", argOpts: "cnp", longArgs: []string{"class", "classdata", "pid", "pgid", "uid"}},
+	{name: "chrt", argOpts: "TPD", operands: 1},
+	{name: "taskset", operands: 1},
+	{name: "time", argOpts: "fo", longArgs: []string{"format", "output"}},
+	{name: "busybox"},
+	{name: "xargs", argOpts: "aEeILlnPsd", longArgs: []string{"arg-file", "delimiter", "eof", "replace", "max-lines",
 		"max-args", "max-procs", "max-chars", "process-slot-var"}},
+}
+
+// wrapperFor returns the wrapper named name. wrappers is a slice, not a
+// map, so that the compiler lays it out statically: nothing is built when
+// the package is initialised.
+func wrapperFor(name string) (wrapper, bool) {
+	for _, w := range wrappers {
+		if w.name == name {
+			return w, true
+		}
+	}
+	return wrapper{}, false
 }
 
 // unwrap returns the words of the command a wrapper runs, and false when
 // c is no wrapper or runs nothing.
 func unwrap(c command) ([]word, bool) {
-	spec, ok := wrappers[c.name]
+	spec, ok := wrapperFor(c.name)
 	if !ok {
 		return nil, false
 	}
@@ -510,10 +524,14 @@ func isAssign(s string) bool {
 	return true
 }
 
-// shells are the programs that run a script given with -c.
-var shells = map[string]bool{
-	"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true,
-	"ash": true, "fish": true, "yash": true, "posh": true, "rbash": true,
+// shells reports whether name is a program that runs a script given
+// with -c.
+func shells(name string) bool {
+	switch name {
+	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "yash", "posh", "rbash":
+		return true
+	}
+	return false
 }
 
 // shellArgs reads a shell's arguments: whether -c is given and the first
@@ -557,7 +575,7 @@ func shellArgs(c command) (hasC, hasS bool, operand *word) {
 // shellReadsStdin reports whether c is a shell that reads its script from
 // standard input.
 func shellReadsStdin(c command) bool {
-	if !shells[c.name] {
+	if !shells(c.name) {
 		return false
 	}
 	hasC, hasS, op := shellArgs(c)
@@ -568,7 +586,7 @@ func shellReadsStdin(c command) bool {
 // sh -c SCRIPT, su -c SCRIPT, eval WORDS, watch WORDS, ssh HOST WORDS.
 func nestedScript(c command) (string, bool) {
 	switch {
-	case shells[c.name]:
+	case shells(c.name):
 		if hasC, _, op := shellArgs(c); hasC && op != nil && op.lit {
 			return op.text, true
 		}

@@ -387,7 +387,7 @@ func Load(path string, environ []string) (*Settings, error) {
 	var errs []error
 	if fk != nil {
 		for _, name := range fk.Keys() {
-			if _, ok := byName[name]; ok {
+			if _, ok := byName()[name]; ok {
 				continue
 			}
 			if _, ok := underKey(name); ok {
@@ -463,7 +463,7 @@ func readEnv(environ []string) (*koanf.Koanf, error) {
 		Prefix:      envPrefix,
 		EnvironFunc: func() []string { return environ },
 		TransformFunc: func(name, value string) (string, any) {
-			k, ok := byEnv[name]
+			k, ok := byEnv()[name]
 			if !ok || value == "" {
 				return "", nil
 			}

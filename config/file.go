@@ -39,7 +39,7 @@ func entry(s *Settings, k *Key) Entry {
 	v, _ := s.Value(k.Name)
 	src, where := s.Source(k.Name)
 	e := Entry{Key: k.Name, Value: jsonValue(v), Text: format(v), Source: src, Origin: where, Doc: k.Doc}
-	if secretKeys[k.Name] && e.Text != "" {
+	if secretKey(k.Name) && e.Text != "" {
 		// Shown only as set or not: `config list` output ends up in
 		// terminals, logs and bug reports.
 		e.Value, e.Text = "(set, hidden)", "(set, hidden)"
@@ -47,8 +47,9 @@ func entry(s *Settings, k *Key) Entry {
 	return e
 }
 
-// secretKeys are settings whose values `corral config get/list` never print.
-var secretKeys = map[string]bool{"token": true}
+// secretKey reports whether a setting's value `corral config get/list`
+// never prints.
+func secretKey(name string) bool { return name == "token" }
 
 // Get returns the effective value of key, as [Load] computes it from the
 // file at path ("" as for Load) and the process environment. Errors are an
@@ -149,7 +150,7 @@ func unset(path, key string, environ []string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	_, known := byName[key]
+	_, known := byName()[key]
 	if key == "" {
 		known = false
 	}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	units "github.com/docker/go-units"
@@ -526,8 +527,10 @@ var registry = []Key{
 	},
 }
 
-// byName and byEnv index the registry.
-var byName, byEnv = func() (map[string]*Key, map[string]*Key) {
+// registryIndex indexes the registry by name and by environment variable,
+// built at first use (not at package initialisation, which every start of
+// corral's executable pays).
+var registryIndex = sync.OnceValues(func() (map[string]*Key, map[string]*Key) {
 	n := make(map[string]*Key, len(registry))
 	e := make(map[string]*Key, len(registry))
 	for i := range registry {
@@ -536,7 +539,13 @@ var byName, byEnv = func() (map[string]*Key, map[string]*Key) {
 		e[k.EnvName()] = k
 	}
 	return n, e
-}()
+})
+
+// byName returns the registry's index by setting name.
+func byName() map[string]*Key { n, _ := registryIndex(); return n }
+
+// byEnv returns the registry's index by environment variable name.
+func byEnv() map[string]*Key { _, e := registryIndex(); return e }
 
 func profileNames() []string {
 	out := make([]string, len(sandbox.Profiles))
@@ -565,7 +574,7 @@ func Names() []string {
 
 // Lookup returns the setting called name (exact, lower-case match).
 func Lookup(name string) (Key, bool) {
-	k, ok := byName[name]
+	k, ok := byName()[name]
 	if !ok {
 		return Key{}, false
 	}
@@ -574,7 +583,7 @@ func Lookup(name string) (Key, bool) {
 
 // lookupKey is Lookup returning an *UnknownKeyError for unknown names.
 func lookupKey(name string) (*Key, error) {
-	if k, ok := byName[name]; ok {
+	if k, ok := byName()[name]; ok {
 		return k, nil
 	}
 	return nil, &UnknownKeyError{Key: name}

@@ -23,11 +23,12 @@
 //	CMD's environment: [Env] (http_proxy, HTTPS_PROXY, ALL_PROXY=socks5h://,
 //	NO_PROXY for loopback, npm, pip and yarn settings).
 //
-// Importing the package installs the dispatch of both modes (an init
-// function, as Docker's pkg/reexec does): a process whose first argument is
-// netproxy.ForwarderArg or netproxy.TrampolineArg runs that mode and exits
-// before main. So corral's executable, and every test binary that links a
-// backend, can serve as the helper.
+// Importing the package registers both modes with reexec
+// (through egress/inside, which links no net/http): a process whose first
+// argument is netproxy.ForwarderArg or netproxy.TrampolineArg runs that
+// mode and exits when main, or a test binary's TestMain, calls
+// reexec.Init first thing. So corral's executable, and every test binary
+// that links a backend and dispatches, can serve as the helper.
 //
 // Sources: package netproxy for the proxies, the forwarder and the
 // trampoline; package seccomp for the filter.

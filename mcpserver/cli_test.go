@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/corralhq/corral/reexec"
 	"io"
 	"os"
 	"os/exec"
@@ -58,6 +59,9 @@ func corral(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	// The test binary serves as corral's helpers (the file server), as
+	// corral's main does.
+	reexec.Init()
 	code := m.Run()
 	if corralBin != "" && os.Getenv("CORRAL_TEST_BIN") == "" {
 		os.RemoveAll(filepath.Dir(corralBin))

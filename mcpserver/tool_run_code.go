@@ -39,14 +39,21 @@ type interpreter struct {
 	commands []string // tried in order; the first found on PATH runs the file
 }
 
-// interpreters are run_code's languages.
-var interpreters = map[string]interpreter{
-	"python": {ext: ".py", commands: []string{"python3", "python"}},
-	"bash":   {ext: ".sh", commands: []string{"bash"}},
-	"node":   {ext: ".js", commands: []string{"node", "nodejs"}},
+// interpreterFor returns run_code's interpreter for lang (a switch, not a
+// package-level map: nothing is built at start).
+func interpreterFor(lang string) (interpreter, bool) {
+	switch lang {
+	case "python":
+		return interpreter{ext: ".py", commands: []string{"python3", "python"}}, true
+	case "bash":
+		return interpreter{ext: ".sh", commands: []string{"bash"}}, true
+	case "node":
+		return interpreter{ext: ".js", commands: []string{"node", "nodejs"}}, true
+	}
+	return interpreter{}, false
 }
 
-// languages lists interpreters' keys in the order the schema shows them.
+// languages lists interpreterFor's languages in the order the schema shows them.
 var languages = []string{"python", "bash", "node"}
 
 // noInterpreter starts the line the script wrapper prints when no
@@ -76,7 +83,7 @@ func (s *Server) runCode(ctx context.Context, c *call, in RunCodeInput) (*mcp.Ca
 	if lang == "" {
 		lang = "python"
 	}
-	ip, ok := interpreters[lang]
+	ip, ok := interpreterFor(lang)
 	if !ok {
 		return nil, zero, badInput("language %q is not one of %s", lang, strings.Join(languages, ", "))
 	}

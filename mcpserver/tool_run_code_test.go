@@ -86,7 +86,8 @@ func TestRunCode(t *testing.T) {
 }
 
 func TestScriptCommand(t *testing.T) {
-	got := scriptCommand(interpreters["python"], "/s/it's.py")
+	py, _ := interpreterFor("python")
+	got := scriptCommand(py, "/s/it's.py")
 	want := `if command -v python3 >/dev/null 2>&1; then python3 '/s/it'\''s.py'; elif command -v python >/dev/null 2>&1; then python '/s/it'\''s.py'; else printf '%s\n' 'corral-run_code: no interpreter: python3 python' >&2; exit 127; fi`
 	if got != want {
 		t.Errorf("scriptCommand =\n%s\nwant\n%s", got, want)

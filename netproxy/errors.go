@@ -1,6 +1,10 @@
 package netproxy
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/corralhq/corral/netproxy/forward"
+)
 
 // Sentinel errors of the package, returned wrapped; match them with
 // errors.Is.
@@ -19,6 +23,7 @@ var (
 	ErrLocalTarget = errors.New("host name resolves to a local address of this machine")
 
 	// ErrNotLoopback means a forwarder was asked to listen on an address
-	// that is not a loopback address.
-	ErrNotLoopback = errors.New("forwarder listen address is not loopback")
+	// that is not a loopback address (the same value as
+	// forward.ErrNotLoopback).
+	ErrNotLoopback = forward.ErrNotLoopback
 )

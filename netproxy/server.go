@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/corralhq/corral/netproxy/internal/relay"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -146,7 +147,7 @@ type Server struct {
 
 	ctx    context.Context // canceled by Close; base of every request
 	cancel context.CancelFunc
-	track  tracker
+	track  relay.Tracker
 	served sync.WaitGroup // the two serve loops
 
 	closeOnce sync.Once
@@ -259,7 +260,7 @@ func Start(opts Options) (*Server, error) {
 	}()
 	go func() {
 		defer s.served.Done()
-		acceptLoop(s.socksServe, &s.track, s.serveSOCKS)
+		relay.AcceptLoop(s.socksServe, &s.track, s.serveSOCKS)
 	}()
 	return s, nil
 }
@@ -284,7 +285,7 @@ func (s *Server) Close() error {
 		if errors.Is(errSOCKS, net.ErrClosed) {
 			errSOCKS = nil
 		}
-		s.track.shutdown()
+		s.track.Shutdown()
 		s.served.Wait()
 		s.transport.CloseIdleConnections()
 		s.closeErr = errors.Join(errHTTP, errSOCKS)
@@ -468,11 +469,11 @@ var errDenied = errors.New("blocked by corral network allowlist")
 
 // serveHTTP handles one request of the HTTP proxy.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.track.enter() {
+	if !s.track.Enter() {
 		http.Error(w, "corral proxy: shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	defer s.track.leave()
+	defer s.track.Leave()
 	if r.Method == http.MethodConnect {
 		s.serveConnect(w, r)
 		return
@@ -538,12 +539,12 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "corral proxy: cannot open tunnel", http.StatusInternalServerError)
 		return
 	}
-	if !s.track.add(conn, target) {
+	if !s.track.Add(conn, target) {
 		_ = conn.Close()
 		_ = target.Close()
 		return
 	}
-	defer s.track.remove(conn, target)
+	defer s.track.Remove(conn, target)
 	// The server left its header deadline on the connection.
 	_ = conn.SetDeadline(time.Time{})
 	if _, err := io.WriteString(conn, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
@@ -561,7 +562,7 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	relay(conn, target)
+	relay.Pipe(conn, target)
 }
 
 // serveForward forwards an absolute-form request (RFC 9112 section

@@ -20,6 +20,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"github.com/corralhq/corral/netproxy/internal/relay"
 	"io"
 	"log/slog"
 	"net"
@@ -65,11 +66,11 @@ type socksRequest struct {
 
 // serveSOCKS handles one SOCKS5 client connection.
 func (s *Server) serveSOCKS(c net.Conn) {
-	if !s.track.add(c) {
+	if !s.track.Add(c) {
 		_ = c.Close()
 		return
 	}
-	defer s.track.remove(c)
+	defer s.track.Remove(c)
 	handedOver := false
 	defer func() {
 		if !handedOver {
@@ -108,18 +109,18 @@ func (s *Server) serveSOCKS(c net.Conn) {
 		_ = writeSOCKSReply(c, socksDialReply(err))
 		return
 	}
-	if !s.track.add(target) {
+	if !s.track.Add(target) {
 		_ = target.Close()
 		return
 	}
-	defer s.track.remove(target)
+	defer s.track.Remove(target)
 	if err := writeSOCKSReply(c, socksRepSucceeded); err != nil {
 		_ = target.Close()
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
 	handedOver = true
-	relay(c, target)
+	relay.Pipe(c, target)
 }
 
 // readSOCKSHandshake reads the method negotiation (RFC 1928 section 3),

@@ -3,8 +3,8 @@ package sandbox
 import (
 	"encoding/base64"
 	"encoding/json"
+	"github.com/corralhq/corral/internal/lazyre"
 	"net/url"
-	"regexp"
 	"strings"
 )
 
@@ -107,30 +107,30 @@ func CredentialInValue(value string) (kind string, ok bool) {
 var (
 	// PEM (RFC 7468) private key labels: PRIVATE KEY, RSA/EC/DSA/OPENSSH/
 	// ENCRYPTED PRIVATE KEY; PGP's armor; PuTTY's .ppk header.
-	privateKeyRE = regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File-\d+:`)
+	privateKeyRE = lazyre.New(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File-\d+:`)
 	// Oracle's thin driver puts user/password@ before the host, with no "://".
-	oracleUserPassRE = regexp.MustCompile(`(?i)jdbc:oracle:[a-z0-9]+:[^/@:\s]+/[^@\s]+@`)
+	oracleUserPassRE = lazyre.New(`(?i)jdbc:oracle:[a-z0-9]+:[^/@:\s]+/[^@\s]+@`)
 	// Password in ';'-separated (ADO.NET, ODBC, JDBC SQL Server) or
 	// whitespace-separated (libpq) key=value settings, or a --password= flag;
 	// the value must not be empty.
-	passwordFieldRE = regexp.MustCompile(`(?i)(?:^|[;\s-])password\s*=\s*(?:[^;\s'"]|'[^']|"[^"])`)
+	passwordFieldRE = lazyre.New(`(?i)(?:^|[;\s-])password\s*=\s*(?:[^;\s'"]|'[^']|"[^"])`)
 	// ODBC's PWD keyword, only where keywords start: a shell snippet's
 	// "PWD=/dir" is not a connection string.
-	pwdFieldRE = regexp.MustCompile(`(?i)(?:^|;)\s*pwd\s*=\s*(?:[^;\s'"]|'[^']|"[^"])`)
+	pwdFieldRE = lazyre.New(`(?i)(?:^|;)\s*pwd\s*=\s*(?:[^;\s'"]|'[^']|"[^"])`)
 	// Azure storage and Service Bus connection strings.
-	azureKeyRE = regexp.MustCompile(`(?i)(?:^|;)\s*(?:AccountKey|SharedAccessKey|SharedAccessSignature)\s*=\s*[^;\s]`)
+	azureKeyRE = lazyre.New(`(?i)(?:^|;)\s*(?:AccountKey|SharedAccessKey|SharedAccessSignature)\s*=\s*[^;\s]`)
 	// A header line with credentials, not a reference such as "$TOKEN".
-	authHeaderRE = regexp.MustCompile(`(?i)\bauthorization\s*:\s*(?:basic|bearer|token)\s+[A-Za-z0-9+/=._~-]{8,}`)
+	authHeaderRE = lazyre.New(`(?i)\bauthorization\s*:\s*(?:basic|bearer|token)\s+[A-Za-z0-9+/=._~-]{8,}`)
 	// A header's value alone, the whole variable: "Bearer eyJ...",
 	// "Basic dXNlcjpwYXNz" (RFC 6750, RFC 7617).
-	authValueRE = regexp.MustCompile(`(?i)^\s*(?:basic|bearer|token)\s+[A-Za-z0-9+/=._~-]{12,}\s*$`)
+	authValueRE = lazyre.New(`(?i)^\s*(?:basic|bearer|token)\s+[A-Za-z0-9+/=._~-]{12,}\s*$`)
 	// A registry's credentials as Docker's config.json and
 	// DOCKER_AUTH_CONFIG keep them: "auth": base64(user:password).
-	dockerAuthRE = regexp.MustCompile(`"auth"\s*:\s*"[A-Za-z0-9+/=]{8,}"`)
+	dockerAuthRE = lazyre.New(`"auth"\s*:\s*"[A-Za-z0-9+/=]{8,}"`)
 )
 
 // tokenUserRE is a URL user that looks like a generated key.
-var tokenUserRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+var tokenUserRE = lazyre.New(`^[A-Za-z0-9_-]+$`)
 
 // providerToken is a token format a provider documents as recognisable
 // (most add the prefix so that secret scanners find leaked tokens).
@@ -138,7 +138,7 @@ type providerToken struct {
 	kind string
 	// hints are literal parts of which every match holds one.
 	hints []string
-	re    *regexp.Regexp
+	re    *lazyre.Regexp
 	// check, when set, must accept the match too.
 	check func(match string) bool
 }
@@ -148,46 +148,50 @@ var providerTokens = []providerToken{
 	// GitHub: personal, OAuth, user-to-server, server-to-server, refresh
 	// tokens and fine-grained personal tokens (github.blog, 2021-04-05 and
 	// 2022-10-18).
-	{kind: "github-token", hints: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"}, re: regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})`)},
+	{kind: "github-token", hints: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"}, re: lazyre.New(`\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})`)},
 	// GitLab: personal, deploy, runner, pipeline trigger and CI/CD job
 	// tokens (docs.gitlab.com, "Token prefixes").
-	{kind: "gitlab-token", hints: []string{"glpat-", "gldt-", "glrt-", "glptt-", "glcbt-"}, re: regexp.MustCompile(`\bgl(?:pat|dt|rt|ptt|cbt)-[A-Za-z0-9_.-]{20,}`)},
+	{kind: "gitlab-token", hints: []string{"glpat-", "gldt-", "glrt-", "glptt-", "glcbt-"}, re: lazyre.New(`\bgl(?:pat|dt|rt|ptt|cbt)-[A-Za-z0-9_.-]{20,}`)},
 	// Slack bot, user, app-level and legacy tokens.
-	{kind: "slack-token", hints: []string{"xox", "xapp-"}, re: regexp.MustCompile(`\b(?:xox[abposr]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,})`)},
+	{kind: "slack-token", hints: []string{"xox", "xapp-"}, re: lazyre.New(`\b(?:xox[abposr]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,})`)},
 	// Stripe secret and restricted keys (test keys read test data only, but
 	// are secrets all the same).
-	{kind: "stripe-key", hints: []string{"k_live_", "k_test_"}, re: regexp.MustCompile(`\b[sr]k_(?:live|test)_[A-Za-z0-9]{20,}`)},
+	{kind: "stripe-key", hints: []string{"k_live_", "k_test_"}, re: lazyre.New(`\b[sr]k_(?:live|test)_[A-Za-z0-9]{20,}`)},
 	// AWS access key ids: long-term (AKIA) and temporary (ASIA). The id
 	// alone is not enough to sign, but it always travels with its secret.
-	{kind: "aws-access-key-id", hints: []string{"AKIA", "ASIA"}, re: regexp.MustCompile(`\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`)},
+	{kind: "aws-access-key-id", hints: []string{"AKIA", "ASIA"}, re: lazyre.New(`\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`)},
 	// Google API keys.
-	{kind: "google-api-key", hints: []string{"AIza"}, re: regexp.MustCompile(`\bAIza[A-Za-z0-9_-]{35}`)},
+	{kind: "google-api-key", hints: []string{"AIza"}, re: lazyre.New(`\bAIza[A-Za-z0-9_-]{35}`)},
 	// Anthropic API and admin keys (sk-ant-api03-..., sk-ant-admin01-...).
-	{kind: "anthropic-key", hints: []string{"sk-ant-"}, re: regexp.MustCompile(`\bsk-ant-[A-Za-z0-9_-]{20,}`)},
+	{kind: "anthropic-key", hints: []string{"sk-ant-"}, re: lazyre.New(`\bsk-ant-[A-Za-z0-9_-]{20,}`)},
 	// OpenAI keys: legacy sk- + 48, sk-proj-, sk-svcacct-, sk-admin-. A
 	// digit is required so that a long kebab-case word is not a key.
-	{kind: "openai-key", hints: []string{"sk-"}, re: regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{32,}`), check: hasDigit},
+	{kind: "openai-key", hints: []string{"sk-"}, re: lazyre.New(`\bsk-[A-Za-z0-9_-]{32,}`), check: hasDigit},
 	// npm access tokens.
-	{kind: "npm-token", hints: []string{"npm_"}, re: regexp.MustCompile(`\bnpm_[A-Za-z0-9]{36}\b`)},
+	{kind: "npm-token", hints: []string{"npm_"}, re: lazyre.New(`\bnpm_[A-Za-z0-9]{36}\b`)},
 	// PyPI API tokens: macaroons whose first bytes encode the location
 	// (pypi.org gives AgEI, test.pypi.org AgEN).
-	{kind: "pypi-token", hints: []string{"pypi-AgE"}, re: regexp.MustCompile(`\bpypi-AgE[A-Za-z0-9_-]{50,}`)},
+	{kind: "pypi-token", hints: []string{"pypi-AgE"}, re: lazyre.New(`\bpypi-AgE[A-Za-z0-9_-]{50,}`)},
 	// Hugging Face user access tokens.
-	{kind: "huggingface-token", hints: []string{"hf_"}, re: regexp.MustCompile(`\bhf_[A-Za-z0-9]{30,}\b`)},
+	{kind: "huggingface-token", hints: []string{"hf_"}, re: lazyre.New(`\bhf_[A-Za-z0-9]{30,}\b`)},
 }
 
 func hasDigit(s string) bool { return strings.ContainsAny(s, "0123456789") }
 
-// secretParams are the query and fragment parameter names (lower case)
-// whose value is a credential: API keys and tokens, OAuth tokens in a
-// fragment, Azure SAS and presigned S3 and GCS URLs' signatures.
-var secretParams = map[string]bool{
-	"token": true, "access_token": true, "accesstoken": true, "auth_token": true, "authtoken": true,
-	"refresh_token": true, "id_token": true, "private_token": true, "session_token": true,
-	"security_token": true, "x-amz-security-token": true,
-	"api_key": true, "apikey": true, "api-key": true, "key": true,
-	"sig": true, "signature": true, "x-amz-signature": true, "x-goog-signature": true,
-	"secret": true, "client_secret": true, "password": true, "passwd": true, "pwd": true, "auth": true,
+// secretParams reports whether name (lower case) is a query or fragment
+// parameter whose value is a credential: API keys and tokens, OAuth tokens
+// in a fragment, Azure SAS and presigned S3 and GCS URLs' signatures.
+func secretParams(name string) bool {
+	switch name {
+	case "token", "access_token", "accesstoken", "auth_token", "authtoken",
+		"refresh_token", "id_token", "private_token", "session_token",
+		"security_token", "x-amz-security-token",
+		"api_key", "apikey", "api-key", "key",
+		"sig", "signature", "x-amz-signature", "x-goog-signature",
+		"secret", "client_secret", "password", "passwd", "pwd", "auth":
+		return true
+	}
+	return false
 }
 
 // credentialInURLs looks at every scheme://... in s for secrets in its
@@ -251,7 +255,7 @@ func secretParam(q string) bool {
 		if uk, err := url.QueryUnescape(k); err == nil {
 			k = uk
 		}
-		if v != "" && secretParams[strings.ToLower(k)] {
+		if v != "" && secretParams(strings.ToLower(k)) {
 			return true
 		}
 	}
@@ -259,9 +263,9 @@ func secretParam(q string) bool {
 }
 
 var (
-	discordWebhookRE  = regexp.MustCompile(`^/api/(?:v\d+/)?webhooks/\d+/[A-Za-z0-9_-]+`)
-	telegramBotRE     = regexp.MustCompile(`^/(?:file/)?bot\d+:[A-Za-z0-9_-]{20,}`)
-	generatedHookIDRE = regexp.MustCompile(`/hooks/(?:[A-Za-z0-9]+/)?([A-Za-z0-9]{17,})(?:/|$)`)
+	discordWebhookRE  = lazyre.New(`^/api/(?:v\d+/)?webhooks/\d+/[A-Za-z0-9_-]+`)
+	telegramBotRE     = lazyre.New(`^/(?:file/)?bot\d+:[A-Za-z0-9_-]{20,}`)
+	generatedHookIDRE = lazyre.New(`/hooks/(?:[A-Za-z0-9]+/)?([A-Za-z0-9]{17,})(?:/|$)`)
 )
 
 // webhookKind recognises webhook and bot URLs whose path carries the secret

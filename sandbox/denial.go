@@ -2,9 +2,9 @@ package sandbox
 
 import (
 	"fmt"
+	"github.com/corralhq/corral/internal/lazyre"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 )
@@ -48,20 +48,20 @@ var (
 	// pathIn finds a path in a line of a tool's error: quoted (', ", ‘’,
 	// `') or bare, as coreutils, Python, Node (EROFS: ..., open '...'),
 	// Go (mkdir /x: read-only file system) and git print them.
-	quotedPath = regexp.MustCompile("['\"‘`](/[^'\"’`\n]*)['\"’`]")
-	barePath   = regexp.MustCompile(`(?:^|[\s(=])(/[^\s'"’:,;)]+)`)
+	quotedPath = lazyre.New("['\"‘`](/[^'\"’`\n]*)['\"’`]")
+	barePath   = lazyre.New(`(?:^|[\s(=])(/[^\s'"’:,;)]+)`)
 
-	reReadOnly = regexp.MustCompile(`(?i)read-only file system|\bEROFS\b|errno 30\b`)
-	reMissing  = regexp.MustCompile(`(?i)no such file or directory|\bENOENT\b|errno 2\]`)
-	reNoNet    = regexp.MustCompile(`(?i)network is unreachable|could not resolve host|temporary failure in name resolution|name or service not known|getaddrinfo (?:ENOTFOUND|EAI_AGAIN)|no address associated with hostname|\bENETUNREACH\b|dial tcp: lookup [^ ]+ on .*: (?:dial|no such host)|connection refused.*:53\b`)
-	reBlocked  = regexp.MustCompile(`blocked by corral network allowlist: ([^\s(]+)`)
-	reProxy403 = regexp.MustCompile(`(?i)(?:CONNECT tunnel failed, response 403|Tunnel connection failed: 403|ProxyError.*403|statusCode[=:]\s*403.*proxy|proxy.*\b403 Forbidden)`)
-	reEPERM    = regexp.MustCompile(`(?i)operation not permitted|\bEPERM\b|errno 1\]`)
+	reReadOnly = lazyre.New(`(?i)read-only file system|\bEROFS\b|errno 30\b`)
+	reMissing  = lazyre.New(`(?i)no such file or directory|\bENOENT\b|errno 2\]`)
+	reNoNet    = lazyre.New(`(?i)network is unreachable|could not resolve host|temporary failure in name resolution|name or service not known|getaddrinfo (?:ENOTFOUND|EAI_AGAIN)|no address associated with hostname|\bENETUNREACH\b|dial tcp: lookup [^ ]+ on .*: (?:dial|no such host)|connection refused.*:53\b`)
+	reBlocked  = lazyre.New(`blocked by corral network allowlist: ([^\s(]+)`)
+	reProxy403 = lazyre.New(`(?i)(?:CONNECT tunnel failed, response 403|Tunnel connection failed: 403|ProxyError.*403|statusCode[=:]\s*403.*proxy|proxy.*\b403 Forbidden)`)
+	reEPERM    = lazyre.New(`(?i)operation not permitted|\bEPERM\b|errno 1\]`)
 	// reSockEACCES: EACCES from connect(2) to a Unix socket, as the bwrap
 	// backend's supervisor answers for a host socket (Go's "dial unix
 	// /x.sock: connect: permission denied", ssh-add's "Error connecting to
 	// agent: Permission denied", curl's --unix-socket).
-	reSockEACCES = regexp.MustCompile(`(?i)(?:dial unix|connect|\.sock|\bsocket\b|connecting to agent).*(?:permission denied|\bEACCES\b|errno 13\])`)
+	reSockEACCES = lazyre.New(`(?i)(?:dial unix|connect|\.sock|\bsocket\b|connecting to agent).*(?:permission denied|\bEACCES\b|errno 13\])`)
 )
 
 // ExplainDenials reads a failed command's output (its last bytes are

@@ -8,7 +8,7 @@
 // sandbox, built by the session's backend from the same request a command
 // gets, whose only process is this package's server: corral's own
 // executable, bound read-only into the sandbox and re-executed with
-// CORRAL_SANDBOXFS=serve (the reexec pattern; see init in reexec.go). The
+// CORRAL_SANDBOXFS=serve (registered with reexec in reexec.go). The
 // client talks to it with one JSON object per line on its stdin and stdout.
 // No agent code ever runs in that sandbox. When the session's settings
 // change (profile, working directory, binds), the server is replaced.

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/corralhq/corral/netproxy"
+	"github.com/corralhq/corral/reexec"
 )
 
 // EnvServe, set to "serve" in the environment of corral's own executable,
@@ -27,16 +27,19 @@ type protectSpec struct {
 	Patterns []string `json:"patterns"`
 }
 
+// init registers the file server with reexec: corral's executable started
+// with EnvServe=serve runs serveMain instead of its main. An argv helper
+// (the allowlist profile's forwarder and trampoline, which run in front of
+// the server and see the same environment) takes precedence.
 func init() {
-	if os.Getenv(EnvServe) != "serve" {
-		return
-	}
-	if len(os.Args) > 1 && (os.Args[1] == netproxy.ForwarderArg || os.Args[1] == netproxy.TrampolineArg) {
-		// Under the allowlist profile the server runs behind the proxy
-		// forwarder and its trampoline, which are corral's executable too
-		// and see the same environment: they dispatch in package egress.
-		return
-	}
+	reexec.RegisterEnv(EnvServe, "serve", serveMain)
+}
+
+// serveMain is the file server's entry point: it reads its settings from
+// the environment (and removes them from it), then serves requests on
+// standard input and output until standard input ends. It returns 0, or 1
+// after printing the error on standard error.
+func serveMain([]string) int {
 	var roots []string
 	_ = json.Unmarshal([]byte(os.Getenv(EnvWritable)), &roots)
 	s := &server{}
@@ -48,7 +51,7 @@ func init() {
 	var prot protectSpec
 	if err := json.Unmarshal([]byte(os.Getenv(EnvProtect)), &prot); err != nil && os.Getenv(EnvProtect) != "" {
 		fmt.Fprintln(os.Stderr, "sandboxfs: bad", EnvProtect+":", err)
-		os.Exit(1)
+		return 1
 	}
 	s.protectRoots, s.patterns = resolveRoots(prot.Roots), prot.Patterns
 	os.Unsetenv(EnvServe)
@@ -56,7 +59,7 @@ func init() {
 	os.Unsetenv(EnvProtect)
 	if err := s.serve(os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "sandboxfs:", err)
-		os.Exit(1)
+		return 1
 	}
-	os.Exit(0)
+	return 0
 }

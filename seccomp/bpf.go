@@ -38,19 +38,21 @@ type platform struct {
 	docker string     // libseccomp's name, for Docker profiles
 }
 
-// platforms are the architectures the filter supports. Both are little
-// endian, which argLo relies on.
-var platforms = map[string]platform{
-	"amd64": {goarch: "amd64", info: arch.X86_64, x32: true, docker: "SCMP_ARCH_X86_64"},
-	"arm64": {goarch: "arm64", info: arch.AARCH64, docker: "SCMP_ARCH_AARCH64"},
-}
+// platformNames are the architectures the filter supports (GOARCH
+// names). Both are little endian, which argLo relies on.
+var platformNames = [...]string{"amd64", "arm64"}
 
+// platformFor returns the platform of goarch, or an error wrapping
+// ErrUnsupported. A switch, not a package-level map: nothing is built when
+// the package is initialised.
 func platformFor(goarch string) (platform, error) {
-	p, ok := platforms[goarch]
-	if !ok {
-		return platform{}, fmt.Errorf("%w: no syscall filter for GOARCH %q (corral supports amd64 and arm64)", ErrUnsupported, goarch)
+	switch goarch {
+	case "amd64":
+		return platform{goarch: "amd64", info: arch.X86_64, x32: true, docker: "SCMP_ARCH_X86_64"}, nil
+	case "arm64":
+		return platform{goarch: "arm64", info: arch.AARCH64, docker: "SCMP_ARCH_AARCH64"}, nil
 	}
-	return p, nil
+	return platform{}, fmt.Errorf("%w: no syscall filter for GOARCH %q (corral supports amd64 and arm64)", ErrUnsupported, goarch)
 }
 
 // argLo is the offset of the low 32 bits of args[i] on a little-endian

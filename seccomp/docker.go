@@ -91,8 +91,12 @@ func DockerProfile(opts Options) ([]byte, error) {
 		return nil, fmt.Errorf("seccomp: MediatedUnixSockets needs a connect(2) supervisor, which Docker containers do not have")
 	}
 	p := dockerProfile{DefaultAction: "SCMP_ACT_ALLOW"}
-	for _, goarch := range []string{"amd64", "arm64"} {
-		p.ArchMap = append(p.ArchMap, dockerArch{Architecture: platforms[goarch].docker, SubArchitectures: []string{}})
+	for _, goarch := range platformNames {
+		pl, err := platformFor(goarch)
+		if err != nil {
+			return nil, err
+		}
+		p.ArchMap = append(p.ArchMap, dockerArch{Architecture: pl.docker, SubArchitectures: []string{}})
 	}
 	for _, r := range Rules(opts) {
 		if r.ABI != "" {

@@ -291,7 +291,8 @@ func probes() []probe {
 	// set to all ones: invalid pointers, descriptors, flags and magic
 	// numbers, which the kernel rejects (EFAULT, EBADF, EINVAL, ESRCH, or
 	// EPERM for want of a capability) when no filter stops the call first.
-	info := platforms[runtime.GOARCH].info
+	pl, _ := platformFor(runtime.GOARCH)
+	info := pl.info
 	for _, name := range unconditional(Rules(Options{}), runtime.GOARCH, syscall.EPERM) {
 		nr := uintptr(info.SyscallNames[name])
 		all := ^uintptr(0)
@@ -351,7 +352,7 @@ func requireSandboxTest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping kernel/sandbox test in -short mode")
 	}
-	if _, ok := platforms[runtime.GOARCH]; !ok {
+	if _, err := platformFor(runtime.GOARCH); err != nil {
 		t.Skipf("no corral seccomp filter for %s", runtime.GOARCH)
 	}
 }

@@ -100,7 +100,8 @@ func TestRulesWellFormed(t *testing.T) {
 				t.Errorf("%v: condition on arg%d has no text", r, a.Index)
 			}
 		}
-		for goarch, p := range platforms {
+		for _, goarch := range platformNames {
+			p, _ := platformFor(goarch)
 			if !r.appliesTo(goarch) {
 				continue
 			}
@@ -111,7 +112,7 @@ func TestRulesWellFormed(t *testing.T) {
 			}
 		}
 		for _, a := range r.Arches {
-			if _, ok := platforms[a]; !ok {
+			if _, err := platformFor(a); err != nil {
 				t.Errorf("%v: unsupported arch %q", r, a)
 			}
 		}

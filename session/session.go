@@ -393,8 +393,9 @@ func (s *Session) saveState(st *State, sp *Spec) error {
 	return writeJSON(filepath.Join(s.dir, "meta.json"), meta)
 }
 
-// dropEnv are shell-managed variables that must not carry over.
-var dropEnv = map[string]bool{"_": true, "SHLVL": true, "PWD": true}
+// dropEnv reports whether name is a shell-managed variable that must not
+// carry over.
+func dropEnv(name string) bool { return name == "_" || name == "SHLVL" || name == "PWD" }
 
 // Bounds of the saved environment: larger variables could not be passed to
 // the next command (execve(2) refuses a string over MAX_ARG_STRLEN, 128 KiB)
@@ -435,7 +436,7 @@ func parseState(b []byte) (st State, pipe []int, notes []string, ok bool) {
 	total := 0
 	for _, kv := range fields[4:] {
 		name, _, found := strings.Cut(kv, "=")
-		if !found || dropEnv[name] {
+		if !found || dropEnv(name) {
 			continue
 		}
 		if !validName(name) {

@@ -281,10 +281,18 @@ func openBindFDs(plan *Plan, bin *Binary, first int) ([]*os.File, error) {
 	return files, nil
 }
 
-// gitMembers are the protected members of a git directory that git itself
-// makes (`git init`), and so may be made where missing: whether each is a
-// directory.
-var gitMembers = map[string]bool{"hooks": true, "config": false}
+// gitMembers says whether name is a protected member of a git directory
+// that git itself makes (`git init`), and so may be made where missing, and
+// whether it is a directory.
+func gitMembers(name string) (dir, ok bool) {
+	switch name {
+	case "hooks":
+		return true, true
+	case "config":
+		return false, true
+	}
+	return false, false
+}
 
 // gitMember reports whether f (a missing protected path) is a member of a
 // git directory that corral may make in parent, its resolved parent, and
@@ -295,7 +303,7 @@ var gitMembers = map[string]bool{"hooks": true, "config": false}
 // takes hooks and configuration from the common directory, so what corral
 // made there would only be clutter.
 func gitMember(f sandbox.ProtectedPath, parent string) (dir bool, ok bool) {
-	dir, ok = gitMembers[filepath.Base(f.Rel)]
+	dir, ok = gitMembers(filepath.Base(f.Rel))
 	if !ok || !f.Aliased && !strings.Contains("/"+f.Rel, "/.git/") {
 		return false, false
 	}

@@ -25,35 +25,47 @@ type extraArgs struct {
 	env, label, groupAdd                       []string
 }
 
-// refusedRunFlags name the docker run flags refused, with the reason.
-var refusedRunFlags = map[string]string{
-	"privileged": "it gives the container every capability and device",
-	"cap-add":    "commands run with all capabilities dropped",
-	"pid":        "the container keeps its own process namespace",
-	"ipc":        "the container keeps its own IPC namespace",
-	"uts":        "the container keeps its own UTS namespace",
-	"network":    "use docker.network",
-	"net":        "use docker.network",
-	"volume":     "use docker.binds (the bind rules and the mount check apply there)",
-	"v":          "use docker.binds (the bind rules and the mount check apply there)",
-	"mount":      "use docker.binds (the bind rules and the mount check apply there)",
-	"user":       "use docker.user",
-	"u":          "use docker.user",
-	"workdir":    "use docker.workdir",
-	"w":          "use docker.workdir",
-	"memory":     "use docker.memory",
-	"m":          "use docker.memory",
-	"cpus":       "use docker.cpus",
-	"pids-limit": "use docker.pids_limit",
-	"read-only":  "use docker.read_only",
-	"tmpfs":      "use docker.tmp_size",
-	"entrypoint": "corral runs its own helper as the entrypoint",
+// refusedRunFlag returns why the docker run flag name (without dashes) is
+// refused, and whether it is.
+func refusedRunFlag(name string) (string, bool) {
+	for _, f := range refusedRunFlags {
+		if f.flag == name {
+			return f.why, true
+		}
+	}
+	return "", false
+}
+
+// refusedRunFlags name the docker run flags refused, with the reason: a
+// slice the compiler lays out statically, not a map built at start.
+var refusedRunFlags = []struct{ flag, why string }{
+	{"privileged", "it gives the container every capability and device"},
+	{"cap-add", "commands run with all capabilities dropped"},
+	{"pid", "the container keeps its own process namespace"},
+	{"ipc", "the container keeps its own IPC namespace"},
+	{"uts", "the container keeps its own UTS namespace"},
+	{"network", "use docker.network"},
+	{"net", "use docker.network"},
+	{"volume", "use docker.binds (the bind rules and the mount check apply there)"},
+	{"v", "use docker.binds (the bind rules and the mount check apply there)"},
+	{"mount", "use docker.binds (the bind rules and the mount check apply there)"},
+	{"user", "use docker.user"},
+	{"u", "use docker.user"},
+	{"workdir", "use docker.workdir"},
+	{"w", "use docker.workdir"},
+	{"memory", "use docker.memory"},
+	{"m", "use docker.memory"},
+	{"cpus", "use docker.cpus"},
+	{"pids-limit", "use docker.pids_limit"},
+	{"read-only", "use docker.read_only"},
+	{"tmpfs", "use docker.tmp_size"},
+	{"entrypoint", "corral runs its own helper as the entrypoint"},
 	// A device node reaches the host below the container's restrictions (a
 	// raw disk, /dev/kvm, a GPU's driver); the container gets none (issue
 	// 11, finding 5: --device was accepted).
-	"device":             "the container gets no host devices: a device node reaches the host below the container's restrictions",
-	"device-cgroup-rule": "the container gets no host devices: a device node reaches the host below the container's restrictions",
-	"gpus":               "the container gets no host devices: a device node reaches the host below the container's restrictions",
+	{"device", "the container gets no host devices: a device node reaches the host below the container's restrictions"},
+	{"device-cgroup-rule", "the container gets no host devices: a device node reaches the host below the container's restrictions"},
+	{"gpus", "the container gets no host devices: a device node reaches the host below the container's restrictions"},
 }
 
 // ParseExtraRunArgs parses s (docker.extra_run_args, split like a POSIX shell
@@ -74,7 +86,7 @@ func ParseExtraRunArgs(s string) (*extraArgs, error) {
 	for _, w := range words {
 		name := strings.TrimLeft(w, "-")
 		name, _, _ = strings.Cut(name, "=")
-		if why, ok := refusedRunFlags[name]; ok && strings.HasPrefix(w, "-") {
+		if why, ok := refusedRunFlag(name); ok && strings.HasPrefix(w, "-") {
 			return nil, fmt.Errorf("%w: docker.extra_run_args: %s is refused: %s", sandbox.ErrPolicy, w, why)
 		}
 	}

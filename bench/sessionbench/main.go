@@ -14,6 +14,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/corralhq/corral/reexec"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +29,7 @@ import (
 )
 
 func main() {
+	reexec.Init() // the binary serves as its sandboxes' helpers, as corral does
 	n := flag.Int("n", 200, "iterations of each")
 	flag.Parse()
 	base, err := os.MkdirTemp("/var/tmp", "corral-sessionbench-*")

@@ -20,18 +20,22 @@ func newConfigCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
 		Short: "Show and change corral's settings",
-		Long: `Show and change corral's settings.
-
-Settings come from defaults, then the settings file (YAML), then environment
-variables CORRAL_<KEY> (the key upper-cased, '.' as '_'; lists as JSON).
-
-Keys:
-` + keyHelp(),
+		Long:  configLong, // + keyHelp(), added when the help is shown
 		// NoArgs plus a RunE makes `corral config typo` an error instead of
 		// the help text.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
+	// The key list is built only when this command's help is shown: every
+	// start of corral builds the command tree, and rendering every key's
+	// default and doc is a good share of that.
+	help := cmd.HelpFunc()
+	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
+		if c == cmd && c.Long == configLong {
+			c.Long = configLong + keyHelp()
+		}
+		help(c, args)
+	})
 	cmd.AddCommand(
 		newConfigGetCmd(g),
 		newConfigSetCmd(g),
@@ -41,6 +45,15 @@ Keys:
 	)
 	return cmd
 }
+
+// configLong is the start of `corral config`'s help; keyHelp follows it.
+const configLong = `Show and change corral's settings.
+
+Settings come from defaults, then the settings file (YAML), then environment
+variables CORRAL_<KEY> (the key upper-cased, '.' as '_'; lists as JSON).
+
+Keys:
+`
 
 // keyHelp lists every key with its environment variable, default and doc.
 func keyHelp() string {

@@ -11,15 +11,23 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/corralhq/corral/reexec"
 	"github.com/corralhq/corral/sandbox"
+
+	// The helper modes, registered at init.
+	_ "github.com/corralhq/corral/backend/docker/inside"
+	_ "github.com/corralhq/corral/egress/inside"
+	_ "github.com/corralhq/corral/sandboxfs"
 )
 
 // main runs the CLI. corral's executable also serves as its own helpers,
-// dispatched on os.Args[1] by init functions before main runs: the
-// allowlist forwarder and trampoline (package egress), the file server
+// registered with reexec and dispatched here first thing, before
+// the command line, settings or backends are touched: the allowlist
+// forwarder and trampoline (package egress/inside), the file server
 // (package sandboxfs, on CORRAL_SANDBOXFS) and the docker helpers (package
 // backend/docker/inside).
 func main() {
+	reexec.Init()
 	os.Exit(realMain())
 }
 

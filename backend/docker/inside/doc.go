@@ -1,8 +1,9 @@
 // Package inside is the part of corral that runs inside a Docker container:
 // corral's own (static) executable is bind-mounted read-only into every
 // container the docker backend starts, and re-executed there in one of a
-// few helper modes selected by its first argument (the reexec pattern of
-// Docker's pkg/reexec):
+// few helper modes selected by its first argument, registered with
+// reexec, which corral's main dispatches before anything else (the
+// pattern of Docker's pkg/reexec):
 //
 //	__corral-pause    the container's main process: waits for a signal
 //	__corral-prepare  checks the image's tools and the workspace mount, once per container

@@ -2,6 +2,7 @@ package inside
 
 import (
 	"fmt"
+	"github.com/corralhq/corral/reexec"
 	"os"
 	"sync"
 
@@ -24,30 +25,15 @@ const (
 // container (read-only).
 const Path = "/.corral/corral"
 
+// init registers the helper modes with reexec; main dispatches them
+// through reexec.Init. The long-lived ones (relay, agent) harden first.
 func init() {
-	if len(os.Args) < 2 {
-		return
-	}
-	var code int
-	switch os.Args[1] {
-	case ModePause:
-		code = pauseMain()
-	case ModePrepare:
-		code = prepareMain(os.Args[2:])
-	case ModeRelay:
-		harden()
-		code = relayMain(os.Args[2:])
-	case ModeKill:
-		code = killMain(os.Args[2:])
-	case ModeAgent:
-		harden()
-		code = agentMain(os.Args[2:])
-	case ModeAgents:
-		code = agentsMain(os.Args[2:])
-	default:
-		return
-	}
-	os.Exit(code)
+	reexec.Register(ModePause, func([]string) int { return pauseMain() })
+	reexec.Register(ModePrepare, prepareMain)
+	reexec.Register(ModeRelay, func(args []string) int { harden(); return relayMain(args) })
+	reexec.Register(ModeKill, killMain)
+	reexec.Register(ModeAgent, func(args []string) int { harden(); return agentMain(args) })
+	reexec.Register(ModeAgents, agentsMain)
 }
 
 // harden readies a long-lived helper (the agent, a relay) for the commands

@@ -1,4 +1,4 @@
-package netproxy
+package forward
 
 import (
 	"context"
@@ -29,16 +29,9 @@ const (
 	exitSignalBase     = 128 // plus N for a command killed by signal N
 )
 
-// Mode arguments of corral's own executable. cmd/corral's main must look at
-// os.Args[1] before anything else (before flag parsing, before starting
-// goroutines that matter) and hand over:
-//
-//	switch os.Args[1] {
-//	case netproxy.ForwarderArg:
-//		os.Exit(netproxy.ForwarderMain(os.Args[2:]))
-//	case netproxy.TrampolineArg:
-//		os.Exit(netproxy.TrampolineMain(os.Args[2:], installSeccomp))
-//	}
+// Mode arguments of corral's own executable. Package egress registers both
+// with reexec, which main dispatches before anything else (before
+// flag parsing, before starting goroutines that matter).
 const (
 	// ForwarderArg selects [ForwarderMain]. The sandbox is started with
 	// argv "/path/to/corral ForwarderArg --http ... -- CMD ARGS...".

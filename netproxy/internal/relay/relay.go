@@ -1,4 +1,7 @@
-package netproxy
+// Package relay holds the byte relay and the connection bookkeeping shared
+// by netproxy's proxies (host side) and its forwarder (sandbox side), so
+// that the forwarder's package need not link the proxies' net/http.
+package relay
 
 import (
 	"errors"
@@ -8,13 +11,13 @@ import (
 	"time"
 )
 
-// relay copies bytes both ways between a and b until both directions have
+// Pipe copies bytes both ways between a and b until both directions have
 // ended, then closes both. When one side finishes sending (EOF), the other
 // side's write half is shut (TCP FIN, or shutdown(SHUT_WR) on a Unix
 // socket) and the opposite direction goes on: half-closed connections work
 // as they do without a proxy. A read or write error in either direction
 // closes both connections at once, which also ends the other copy.
-func relay(a, b net.Conn) {
+func Pipe(a, b net.Conn) {
 	var once sync.Once
 	closeBoth := func() {
 		once.Do(func() {
@@ -41,18 +44,18 @@ func relay(a, b net.Conn) {
 	closeBoth()
 }
 
-// tracker keeps the goroutines and connections of a server so that
+// Tracker keeps the goroutines and connections of a server so that
 // shutdown can close every connection and wait for every goroutine.
-type tracker struct {
+type Tracker struct {
 	mu     sync.Mutex
 	closed bool
 	conns  map[net.Conn]struct{}
 	wg     sync.WaitGroup
 }
 
-// enter registers a goroutine that will call leave; it returns false once
+// Enter registers a goroutine that will call Leave; it returns false once
 // shutdown has begun, and the caller must then not start its work.
-func (t *tracker) enter() bool {
+func (t *Tracker) Enter() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -62,11 +65,12 @@ func (t *tracker) enter() bool {
 	return true
 }
 
-func (t *tracker) leave() { t.wg.Done() }
+// Leave ends a goroutine registered with Enter.
+func (t *Tracker) Leave() { t.wg.Done() }
 
-// add records connections to be closed at shutdown. It returns false, and
+// Add records connections to be closed at shutdown. It returns false, and
 // records nothing, once shutdown has begun; the caller then closes them.
-func (t *tracker) add(cs ...net.Conn) bool {
+func (t *Tracker) Add(cs ...net.Conn) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -81,7 +85,9 @@ func (t *tracker) add(cs ...net.Conn) bool {
 	return true
 }
 
-func (t *tracker) remove(cs ...net.Conn) {
+// Remove forgets connections recorded with Add (they are closed by
+// their owner).
+func (t *Tracker) Remove(cs ...net.Conn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, c := range cs {
@@ -89,9 +95,9 @@ func (t *tracker) remove(cs ...net.Conn) {
 	}
 }
 
-// shutdown refuses new work, closes every recorded connection and waits
+// Shutdown refuses new work, closes every recorded connection and waits
 // for every registered goroutine to leave.
-func (t *tracker) shutdown() {
+func (t *Tracker) Shutdown() {
 	t.mu.Lock()
 	t.closed = true
 	conns := t.conns
@@ -103,23 +109,23 @@ func (t *tracker) shutdown() {
 	t.wg.Wait()
 }
 
-// isClosed reports whether shutdown has begun.
-func (t *tracker) isClosed() bool {
+// IsClosed reports whether shutdown has begun.
+func (t *Tracker) IsClosed() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.closed
 }
 
-// acceptLoop accepts connections from ln and runs handle for each in its
+// AcceptLoop accepts connections from ln and runs handle for each in its
 // own goroutine registered with t, until ln is closed. Transient accept
 // errors (such as running out of file descriptors) are retried with a
 // backoff of 5 ms doubling up to 1 s, as net/http does.
-func acceptLoop(ln net.Listener, t *tracker, handle func(net.Conn)) {
+func AcceptLoop(ln net.Listener, t *Tracker, handle func(net.Conn)) {
 	var delay time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) || t.isClosed() {
+			if errors.Is(err, net.ErrClosed) || t.IsClosed() {
 				return
 			}
 			if delay == 0 {
@@ -131,12 +137,12 @@ func acceptLoop(ln net.Listener, t *tracker, handle func(net.Conn)) {
 			continue
 		}
 		delay = 0
-		if !t.enter() {
+		if !t.Enter() {
 			_ = c.Close()
 			return
 		}
 		go func() {
-			defer t.leave()
+			defer t.Leave()
 			handle(c)
 		}()
 	}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// helperPackages are the packages whose code runs when corral's executable
+// is re-executed as a helper (reexec and the packages that
+// register modes with it), and what they may not link.
+var helperPackages = []string{
+	"github.com/corralhq/corral/reexec",
+	"github.com/corralhq/corral/egress/inside",
+	"github.com/corralhq/corral/netproxy/forward",
+	"github.com/corralhq/corral/sandboxfs",
+	"github.com/corralhq/corral/backend/docker/inside",
+}
+
+// badHelperDeps are import path prefixes a helper must not link, with why
+// (issue 13: helpers never import net/http, the moby client or the MCP
+// SDK).
+var badHelperDeps = map[string]string{
+	"net/http":                         "the host-side proxies' HTTP stack; a helper relays bytes",
+	"github.com/moby/":                 "the Docker engine client; helpers run inside sandboxes and containers",
+	"github.com/docker/":               "Docker libraries, pulled by the engine client",
+	"github.com/distribution/":         "image reference parsing, pulled by the engine client (3600 allocations at init)",
+	"github.com/modelcontextprotocol/": "the MCP SDK; only `corral mcp` serves MCP",
+	"github.com/google/jsonschema-go/": "the MCP SDK's schemas",
+}
+
+func TestHelperDependencies(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go tool is not on PATH: cannot list the helpers' dependencies")
+	}
+	for _, pkg := range helperPackages {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for bad, why := range badHelperDeps {
+				if dep == bad || strings.HasSuffix(bad, "/") && strings.HasPrefix(dep, bad) {
+					t.Errorf("helper package %s links %s: %s", pkg, dep, why)
+				}
+			}
+		}
+	}
+}
+
+// initAllocBudget bounds the allocations of package initialisation of the
+// corral binary, summed over GODEBUG=inittrace=1's lines (allocation
+// counts are deterministic, unlike clock times, which are never gated on).
+// Measured 2026-12-01: 6281 in all, of which github.com/distribution/
+// reference 3600 and opencontainers/go-digest 841 (both linked by the moby
+// client), encoding/gob 368 and jsonschema 296 (the MCP SDK), yaml 276;
+// corral's own packages about 20 (from 2030 before their regexps and tables
+// became lazy).
+const (
+	initAllocBudget    = 7000
+	ownInitAllocBudget = 60
+)
+
+func TestInitAllocations(t *testing.T) {
+	cmd := exec.Command(corralBin, "--help")
+	cmd.Env = []string{"GODEBUG=inittrace=1", "PATH=/usr/bin:/bin", "HOME=" + t.TempDir()}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("corral --help: %v\n%s", err, stderr.String())
+	}
+	total, own, lines := 0, 0, 0
+	var ours []string
+	sc := bufio.NewScanner(&stderr)
+	for sc.Scan() {
+		// init PKG @T ms, C ms clock, B bytes, A allocs
+		f := strings.Fields(sc.Text())
+		if len(f) != 11 || f[0] != "init" || f[10] != "allocs" {
+			continue
+		}
+		n, err := strconv.Atoi(f[9])
+		if err != nil {
+			t.Fatalf("unreadable inittrace line %q", sc.Text())
+		}
+		lines++
+		total += n
+		if strings.HasPrefix(f[1], "github.com/corralhq/") {
+			own += n
+			if n > 0 {
+				ours = append(ours, f[1]+" "+f[9])
+			}
+		}
+	}
+	if lines < 50 {
+		t.Fatalf("only %d inittrace lines; is GODEBUG=inittrace=1 honoured?\n%s", lines, stderr.String())
+	}
+	t.Logf("init allocations: %d in all, %d in corral's packages (%s)", total, own, strings.Join(ours, ", "))
+	if total > initAllocBudget {
+		t.Errorf("package initialisation makes %d allocations, over the budget of %d: a heavy package came back into the binary, or a package computes at init (see GODEBUG=inittrace=1 %s --help)", total, initAllocBudget, corralBin)
+	}
+	if own > ownInitAllocBudget {
+		t.Errorf("corral's own packages make %d allocations at init, over %d (%s): build regexps and tables at first use (internal/lazyre, sync.OnceValue)", own, ownInitAllocBudget, strings.Join(ours, ", "))
+	}
+}

@@ -1,0 +1,106 @@
+// Package reexec is the one registry of the helper modes of corral's
+// executable: the same binary, re-executed, serves as the egress
+// forwarder and trampoline, the sandboxed file server and the docker
+// helpers. Helper packages Register their modes from init (a map insert,
+// nothing more), and main calls Init first thing, before the command
+// line, settings or any backend are touched, so a helper starts as soon as
+// the Go runtime and package initialisation are done (the pattern of
+// Docker's pkg/reexec).
+//
+// A program that embeds corral (its backends start sandboxes that
+// re-execute the running binary as their helpers) must call Init first
+// thing in its main, as must a test binary that does so, at the top of its
+// TestMain:
+//
+//	func main() {
+//		reexec.Init()
+//		...
+//	}
+package reexec
+
+import (
+	"fmt"
+	"os"
+)
+
+// Main is a helper's entry point: args are the arguments after the mode
+// (os.Args[2:] for an argv mode, os.Args[1:] for an environment mode); the
+// result is the process's exit status.
+type Main func(args []string) int
+
+type envMode struct {
+	key, value string
+	main       Main
+}
+
+var (
+	argvModes map[string]Main
+	envModes  []envMode
+)
+
+// Register records main as the helper run when os.Args[1] is name. It
+// panics if name is empty or already registered: two helpers answering to
+// one name is a programming error that must not reach a user.
+func Register(name string, main Main) {
+	if name == "" || main == nil {
+		panic("reexec: Register with an empty name or nil main")
+	}
+	if argvModes == nil {
+		argvModes = map[string]Main{}
+	}
+	if _, dup := argvModes[name]; dup {
+		panic(fmt.Sprintf("reexec: helper %q registered twice", name))
+	}
+	argvModes[name] = main
+}
+
+// RegisterEnv records main as the helper run when the environment variable
+// key has exactly value and os.Args[1] names no helper registered with
+// Register (an argv mode wins: the forwarder and trampoline run in front
+// of the file server and see its environment). It panics on an empty key
+// or value, or a key registered twice.
+func RegisterEnv(key, value string, main Main) {
+	if key == "" || value == "" || main == nil {
+		panic("reexec: RegisterEnv with an empty key or value or nil main")
+	}
+	for _, m := range envModes {
+		if m.key == key {
+			panic(fmt.Sprintf("reexec: environment helper %s registered twice", key))
+		}
+	}
+	envModes = append(envModes, envMode{key, value, main})
+}
+
+// Lookup returns the helper that args (a whole argv, program name first)
+// and getenv select, with the arguments to pass it, or ok false when none
+// is selected. Argv modes are looked at first, then environment modes in
+// the order registered. It reads only the registry.
+func Lookup(args []string, getenv func(string) string) (main Main, helperArgs []string, ok bool) {
+	if len(args) > 1 {
+		if m, found := argvModes[args[1]]; found {
+			return m, args[2:], true
+		}
+	}
+	for _, m := range envModes {
+		if getenv(m.key) == m.value {
+			var rest []string
+			if len(args) > 0 {
+				rest = args[1:]
+			}
+			return m.main, rest, true
+		}
+	}
+	return nil, nil, false
+}
+
+// Init runs the helper that os.Args and the environment select and exits
+// the process with its status; it returns false, having done nothing, when
+// none is selected.
+func Init() bool {
+	m, args, ok := Lookup(os.Args, os.Getenv)
+	if !ok {
+		return false
+	}
+	os.Exit(m(args))
+	return true // not reached
+}
