@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -47,8 +48,14 @@ func closedWithin(t *testing.T, c net.Conn, limit time.Duration) []byte {
 func TestHostileClients(t *testing.T) {
 	u := newUpstreams(t)
 	base := runtime.NumGoroutine()
+	// Two servers, so that no verdict rests on how fast a loaded machine
+	// is: s never times a header out within the test (whatever it answers
+	// is the answer to what was sent, and stalled clients on it stay open
+	// for as long as the test runs), short does, and only its closing is
+	// checked (never before the timeout, and at all).
 	const headerTimeout = 300 * time.Millisecond
-	s, rec := startTestServer(t, u, func(o *Options) { o.HeaderTimeout = headerTimeout })
+	s, rec := startTestServer(t, u, func(o *Options) { o.HeaderTimeout = time.Hour })
+	short, _ := startTestServer(t, u, func(o *Options) { o.HeaderTimeout = headerTimeout })
 	dial := func(sock string) net.Conn {
 		c, err := net.Dial("unix", sock)
 		if err != nil {
@@ -59,27 +66,41 @@ func TestHostileClients(t *testing.T) {
 	}
 
 	// Stalled clients on both sockets: a header that never ends, a SOCKS
-	// greeting cut short. They hold a connection each and must not delay
-	// anyone else.
-	var stalled []net.Conn
-	for range 20 {
-		c := dial(s.HTTPSocket())
-		_, _ = io.WriteString(c, "GET http://api.allowed.test/ HTTP/1.1\r\nHost: api.allowed.test\r\nX-Slow: ")
-		stalled = append(stalled, c)
-		c = dial(s.SOCKSSocket())
-		_, _ = c.Write([]byte{5})
-		stalled = append(stalled, c)
+	// greeting cut short. They hold a connection each and must not keep
+	// anyone else waiting: a request next to them is answered while they
+	// are all still open (a server that served clients one at a time would
+	// never answer it).
+	stall := func(srv *Server) []net.Conn {
+		var stalled []net.Conn
+		for range 20 {
+			c := dial(srv.HTTPSocket())
+			_, _ = io.WriteString(c, "GET http://api.allowed.test/ HTTP/1.1\r\nHost: api.allowed.test\r\nX-Slow: ")
+			stalled = append(stalled, c)
+			c = dial(srv.SOCKSSocket())
+			_, _ = c.Write([]byte{5})
+			stalled = append(stalled, c)
+		}
+		return stalled
 	}
-	start := time.Now()
+	stalled := stall(s)
 	client := proxyClient(s.HTTPSocket(), u.ca.pool)
 	if code, _, _ := get(t, client, "http://api.allowed.test/meanwhile"); code != http.StatusOK {
 		t.Fatalf("request next to stalled clients: %d", code)
 	}
-	if d := time.Since(start); d > headerTimeout {
-		t.Errorf("a request next to stalled clients took %v", d)
+	for i, c := range stalled {
+		_ = c.SetReadDeadline(time.Now())
+		if _, err := c.Read(make([]byte, 1)); err == nil || !os.IsTimeout(err) {
+			t.Fatalf("stalled client %d was answered or closed (%v) by a server with no header timeout", i, err)
+		}
 	}
-	for _, c := range stalled {
-		closedWithin(t, c, 10*headerTimeout)
+	// On the server with a header timeout, each stalled client is closed,
+	// and none before its time.
+	start := time.Now()
+	for _, c := range stall(short) {
+		closedWithin(t, c, time.Minute)
+	}
+	if d := time.Since(start); d < headerTimeout/2 {
+		t.Errorf("stalled clients closed after %v, before the header timeout", d)
 	}
 
 	t.Run("1 MB header line", func(t *testing.T) {
@@ -89,7 +110,7 @@ func TestHostileClients(t *testing.T) {
 			line := "GET http://api.allowed.test/ HTTP/1.1\r\nX-Big: " + strings.Repeat("a", 1<<20) + "\r\n\r\n"
 			_, _ = io.WriteString(c, line) // fails once the server gives up
 		})
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_ = c.SetReadDeadline(time.Now().Add(time.Minute))
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
 			t.Errorf("no answer to a 1 MB header: %v", err)
@@ -104,16 +125,16 @@ func TestHostileClients(t *testing.T) {
 		c := dial(s.SOCKSSocket())
 		var wg sync.WaitGroup
 		wg.Go(func() { _, _ = c.Write(bytes.Repeat([]byte{5, 255}, 1<<19)) })
-		closedWithin(t, c, 5*time.Second)
+		closedWithin(t, c, time.Minute)
 		_ = c.Close()
 		wg.Wait()
 	})
 
 	t.Run("header never finished", func(t *testing.T) {
-		c := dial(s.HTTPSocket())
+		c := dial(short.HTTPSocket())
 		_, _ = io.WriteString(c, "CONNECT api.allowed.test:443 HTTP/1.1\r\n")
 		start := time.Now()
-		closedWithin(t, c, 10*headerTimeout)
+		closedWithin(t, c, time.Minute)
 		if d := time.Since(start); d < headerTimeout/2 {
 			t.Errorf("closed after %v, before the header timeout", d)
 		}
@@ -130,7 +151,7 @@ func TestHostileClients(t *testing.T) {
 	t.Run("SOCKS bad version", func(t *testing.T) {
 		c := dial(s.SOCKSSocket())
 		_, _ = c.Write([]byte{4, 1, 0, 80, 10, 0, 0, 1, 'u', 0})
-		if got := closedWithin(t, c, 5*time.Second); len(got) != 0 {
+		if got := closedWithin(t, c, time.Minute); len(got) != 0 {
 			t.Errorf("answer % x to a SOCKS4 request, want none", got)
 		}
 	})
@@ -163,11 +184,14 @@ func TestHostileClients(t *testing.T) {
 		if err != nil {
 			t.Errorf("Close: %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("Close did not return with open tunnels")
 	}
 	for _, c := range []net.Conn{tunnel, socks} {
-		closedWithin(t, c, 2*time.Second)
+		closedWithin(t, c, time.Minute)
+	}
+	if err := short.Close(); err != nil {
+		t.Errorf("Close: %v", err)
 	}
 	client.CloseIdleConnections()
 	waitGoroutines(t, base, 3)
