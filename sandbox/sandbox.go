@@ -204,10 +204,6 @@ type Result struct {
 	// the Limit* names: "cpu", "memory", "command-memory", "procs",
 	// "container-memory") or is empty. See LimitMessage.
 	LimitHit string
-	// Unavailable is set, under degraded_mode "degrade", when no sandbox
-	// could be had: it says why and names the fix, and nothing was run.
-	// ExitCode is then ExitCorralError.
-	Unavailable string
 	// Warnings are things the person should know that did not stop the
 	// command (a skipped bind, a home directory used as working directory).
 	Warnings []string

@@ -41,11 +41,6 @@ type Options struct {
 	// HiddenDirs are more directories that no sandbox may see (corral's
 	// config directory).
 	HiddenDirs []string
-	// Degrade selects what happens when the sandbox is unavailable: true
-	// returns a Result whose Unavailable field says why (degraded_mode:
-	// degrade), false returns an error wrapping sandbox.ErrUnavailable
-	// (degraded_mode: fail). Nothing ever runs outside the sandbox.
-	Degrade bool
 	// RunUserDir replaces /run/user/UID, the directory of agent and bus
 	// sockets that every sandbox sees as an empty tmpfs ("" keeps it).
 	RunUserDir string
@@ -527,12 +522,10 @@ func stderrOf(req *sandbox.Request) io.Writer {
 	return io.Discard
 }
 
-// unavailable applies degraded_mode to an ErrUnavailable error.
+// unavailable logs a failure to build the sandbox and returns it: nothing
+// was run. What degraded_mode means is the front ends' choice.
 func (b *Backend) unavailable(err error) (*sandbox.Result, error) {
 	b.log.Error("bwrap.unavailable", "error", err)
-	if b.opts.Degrade && errors.Is(err, sandbox.ErrUnavailable) {
-		return &sandbox.Result{ExitCode: sandbox.ExitCorralError, Unavailable: err.Error()}, nil
-	}
 	return nil, err
 }
 
