@@ -770,11 +770,8 @@ func rebuild(c *exec.Cmd) *exec.Cmd {
 // turned off). A cgroup that cannot be made is logged and the command gets
 // RLIMIT_AS.
 func (b *Backend) memoryCgroup(lim sandbox.Limits, bin *Binary, root bool) *memCgroup {
-	if lim.MemoryMB <= 0 || b.noGate || bin.Setuid && !root {
-		return nil
-	}
-	p := processMemCgroups.get(b.log)
-	if p.Version == 0 {
+	p, ok := b.memoryCgroupPlace(lim.MemoryMB, bin, root)
+	if !ok {
 		return nil
 	}
 	cg, err := processMemCgroups.newMemCgroup(p, lim.MemoryMB)
@@ -783,6 +780,32 @@ func (b *Backend) memoryCgroup(lim sandbox.Limits, bin *Binary, root bool) *memC
 		return nil
 	}
 	return cg
+}
+
+// memoryCgroupPlace returns where a command's memory cgroup is made, and
+// false where memory_mb is per process instead (see memoryCgroup).
+func (b *Backend) memoryCgroupPlace(memoryMB int, bin *Binary, root bool) (memPlace, bool) {
+	if memoryMB <= 0 || b.noGate || bin.Setuid && !root {
+		return memPlace{}, false
+	}
+	p := processMemCgroups.get(b.log)
+	return p, p.Version != 0
+}
+
+// MemoryPerCommand reports whether memory_mb (MiB; 0 or less: no limit)
+// bounds each of this backend's commands as a whole, all its processes
+// together in a memory cgroup, rather than each process's address space
+// (RLIMIT_AS): the choice Run makes, asked without making a cgroup. It
+// finds bwrap (Binary) and this process's cgroup place (done once per
+// process, as by the first command with a memory limit); where bwrap
+// cannot be had the answer is false.
+func (b *Backend) MemoryPerCommand(ctx context.Context, memoryMB int) bool {
+	bin, err := b.Binary(ctx)
+	if err != nil {
+		return false
+	}
+	_, ok := b.memoryCgroupPlace(memoryMB, bin, os.Getuid() == 0)
+	return ok
 }
 
 // memoryPerProcess is lim as limitHit should judge it: without memory_mb
