@@ -287,7 +287,7 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 		b.joinedBy.Store(joinedBy)
 	}
 	if med != nil && med.listener >= 0 {
-		sup, err := startUnixSupervisor(med.listener, med.diag, b.log)
+		sup, err := startUnixSupervisor(med.listener, med.diag, ra, b.log)
 		if err != nil {
 			// The sandbox must not run with sockets nobody checks.
 			_ = cmd.Process.Kill()
