@@ -88,7 +88,6 @@ type Host struct {
 // bwrapKey is what a bwrap backend is built from, of the settings.
 type bwrapKey struct {
 	path, runAs, secret string
-	degrade             bool
 }
 
 // Open returns a Host over opts. It reads the settings once, so a bad
@@ -324,8 +323,8 @@ func SkillDirs(entries []string) []string {
 }
 
 // Backend returns the Host's backend named by st.Backend ("" is bwrap),
-// built on first use and kept: a bwrap backend per bwrap path, run_as,
-// degraded_mode and settings file; one docker engine for the process (its
+// built on first use and kept: a bwrap backend per bwrap path, run_as
+// and settings file; one docker engine for the process (its
 // containers outlive a command; Close removes them) viewed through st's
 // docker.* settings; one local backend. Errors: an unknown backend name, a
 // closed Host.
@@ -337,7 +336,7 @@ func (h *Host) Backend(st *config.Settings) (sandbox.Backend, error) {
 	}
 	switch st.Backend {
 	case "", config.BackendBwrap:
-		k := bwrapKey{path: st.Bwrap, runAs: st.RunAs, secret: st.Path, degrade: st.DegradedMode != "fail"}
+		k := bwrapKey{path: st.Bwrap, runAs: st.RunAs, secret: st.Path}
 		if b := h.bwraps[k]; b != nil {
 			return b, nil
 		}
@@ -347,7 +346,6 @@ func (h *Host) Backend(st *config.Settings) (sandbox.Backend, error) {
 			HiddenDirs:  []string{config.ConfigDir()},
 			SecretFiles: []string{k.secret},
 			RunAs:       k.runAs,
-			Degrade:     k.degrade,
 			Logger:      h.log,
 			Egress:      h.egressLocked(),
 		})

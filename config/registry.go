@@ -141,8 +141,8 @@ const (
 	ToolCachesSession = "session" // one per session, in its directory; `corral run` alone gets one for the command
 	ToolCachesOff     = "off"     // none: the tools' defaults, read-only in a sandbox
 
-	DegradedDegrade = "degrade" // degraded_mode: an unavailable sandbox is a result that says why (nothing runs)
-	DegradedFail    = "fail"    // degraded_mode: an unavailable sandbox is an error (nothing runs)
+	DegradedDegrade = "degrade" // degraded_mode: an unavailable sandbox is reported with why and the fix (nothing runs)
+	DegradedFail    = "fail"    // degraded_mode: the same report, as an error (nothing runs); kept so settings naming it stay valid
 )
 
 // Defaults of the settings that have no constant elsewhere.
@@ -330,7 +330,7 @@ var registry = []Key{
 		Name: "degraded_mode", Kind: KindEnum, Default: DegradedDegrade,
 		Values:  []string{DegradedDegrade, DegradedFail},
 		Accepts: "one of degrade, fail",
-		Doc:     "when no sandbox can be had: degrade (the command is not run and the result says why, naming the fix) or fail (an error); nothing ever runs unsandboxed",
+		Doc:     "when no sandbox can be had: degrade or fail; either way the command is not run, corral says why and names the fix (exit 125; a tool error over MCP), and nothing ever runs unsandboxed",
 		field:   func(s *Settings) any { return &s.DegradedMode },
 	},
 	{

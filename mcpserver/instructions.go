@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -113,7 +114,7 @@ func Instructions(name string, sp *session.Spec, specErr error) string {
 		p("- Network: none. Only a private loopback exists, so downloads, package installs and git fetches fail; use what is installed or already in the working directory.")
 	}
 	p("- Limits: %s of wall-clock time per command (bash's timeout_s changes it for one call); %s. A command that hits a limit is killed and the result names the setting that raises it. Output beyond %s is cut in the middle (the head and the tail are kept).",
-		human(sp.Timeout), limitsText(sp.Limits), bytesText(sp.OutputLimit))
+		human(sp.Timeout), limitsText(sp.Limits, memoryPerCommand(sp)), bytesText(sp.OutputLimit))
 	p("")
 	usage(p)
 	return strings.TrimRight(b.String(), "\n")
@@ -147,10 +148,26 @@ func usage(p func(string, ...any)) {
 	p("- A failed call says why and what to do; a non-zero exit_code is the command's own result, not a failure of corral.")
 }
 
-// limitsText renders the per-process limits.
-func limitsText(l sandbox.Limits) string {
+// memoryScoper is a backend that says how memory_mb holds for its
+// commands (bwrap.Backend.MemoryPerCommand).
+type memoryScoper interface {
+	MemoryPerCommand(ctx context.Context, memoryMB int) bool
+}
+
+// memoryPerCommand reports whether sp's backend bounds memory_mb for a
+// whole command; backends that do not say bound each process (RLIMIT_AS).
+func memoryPerCommand(sp *session.Spec) bool {
+	m, ok := sp.Backend.(memoryScoper)
+	return ok && m.MemoryPerCommand(context.Background(), sp.Limits.MemoryMB)
+}
+
+// limitsText renders the limits of a command; wholeMemory says memory_mb
+// bounds the whole command rather than each process.
+func limitsText(l sandbox.Limits, wholeMemory bool) string {
 	var parts []string
-	if l.MemoryMB > 0 {
+	if l.MemoryMB > 0 && wholeMemory {
+		parts = append(parts, fmt.Sprintf("%d MiB of memory for the whole command (all its processes together)", l.MemoryMB))
+	} else if l.MemoryMB > 0 {
 		parts = append(parts, fmt.Sprintf("%d MiB of address space per process", l.MemoryMB))
 	} else {
 		parts = append(parts, "no memory limit")

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/backend/bwrap"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
 )
@@ -18,6 +19,34 @@ func (b fakeBackend) Name() string       { return b.name }
 func (b fakeBackend) DefaultCwd() string { return b.cwd }
 func (b fakeBackend) Run(context.Context, *sandbox.Request) (*sandbox.Result, error) {
 	return nil, errors.New("fake")
+}
+
+// memcgBackend is a fakeBackend that says how memory_mb holds.
+type memcgBackend struct {
+	fakeBackend
+	whole bool
+}
+
+func (b memcgBackend) MemoryPerCommand(_ context.Context, memoryMB int) bool {
+	return b.whole && memoryMB > 0
+}
+
+// TestInstructionsMemoryOfBwrap: with a real bwrap backend the instructions
+// say what `corral doctor` says of memory_mb on this machine.
+func TestInstructionsMemoryOfBwrap(t *testing.T) {
+	requireBwrap(t)
+	be := bwrap.New(bwrap.Options{StateDir: t.TempDir()})
+	bin, err := be.Binary(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	doctor := bwrap.MemoryLimit(bin, 256)
+	got := Instructions("s1", &session.Spec{Backend: be, Policy: sandbox.Policy{Workdir: "/src", Limits: sandbox.DefaultLimits}, Timeout: time.Minute}, nil)
+	whole := strings.Contains(doctor, "for the whole command")
+	if whole != strings.Contains(got, "256 MiB of memory for the whole command") || whole == strings.Contains(got, "256 MiB of address space per process") {
+		t.Errorf("doctor says %q, instructions say:\n%s", doctor, got)
+	}
+	t.Logf("doctor: %s", doctor)
 }
 
 func TestInstructions(t *testing.T) {
@@ -75,6 +104,10 @@ func TestInstructions(t *testing.T) {
 			[]string{"Package and build caches: none under the restricted profile"}, nil},
 		{"docker tool cache", with(func(s *session.Spec) { s.CacheDir = "/c"; s.Backend = fakeBackend{name: "docker"} }), nil,
 			[]string{"are in this container's /tmp/.toolcache"}, []string{"/c"}},
+		{"memory for the whole command", with(func(s *session.Spec) { s.Backend = memcgBackend{fakeBackend{name: "bwrap"}, true} }), nil,
+			[]string{"256 MiB of memory for the whole command (all its processes together), 30 s of CPU time per process"}, []string{"address space"}},
+		{"memory per process, said by the backend", with(func(s *session.Spec) { s.Backend = memcgBackend{fakeBackend{name: "bwrap"}, false} }), nil,
+			[]string{"256 MiB of address space per process"}, []string{"whole command"}},
 		{"no limits", with(func(s *session.Spec) { s.Limits = sandbox.Limits{}; s.Timeout = 90 * time.Second }), nil,
 			[]string{"90 s of wall-clock time", "no memory limit, no CPU time limit, no process limit"}, nil},
 		{"default cwd", with(func(s *session.Spec) { s.Workdir = "" }), nil, []string{"Working directory: the directory corral was started in."}, nil},

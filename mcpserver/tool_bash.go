@@ -131,12 +131,10 @@ func (s *Server) bash(ctx context.Context, c *call, in BashInput) (*mcp.CallTool
 }
 
 // commandResult turns a finished foreground command into the tool result:
-// the structured CommandResult and a text rendering of it. A command for
-// which no sandbox could be had is a tool error.
+// the structured CommandResult and a text rendering of it. (A command for
+// which no sandbox could be had never gets here: Exec returned
+// sandbox.ErrUnavailable, a tool error by toolError.)
 func commandResult(r *session.ExecResult) (*mcp.CallToolResult, CommandResult, error) {
-	if r.Unavailable != "" {
-		return nil, CommandResult{}, &ToolError{Msg: "nothing was run: " + r.Unavailable + ". Only the person running corral can fix this (`corral doctor` says how); tell them"}
-	}
 	code := r.ExitCode
 	out := CommandResult{
 		ExitCode: &code, Output: r.Output.Text, Cwd: r.Cwd, TimedOut: r.TimedOut, PipeStatus: r.PipeStatus,

@@ -80,9 +80,12 @@ type Limits struct {
 	// CPUSeconds caps each process's CPU time (RLIMIT_CPU), in seconds. The
 	// kernel sends SIGXCPU at the limit and SIGKILL one second later.
 	CPUSeconds int
-	// MaxProcs caps the processes and threads the command may run
-	// (RLIMIT_NPROC counted inside the sandbox's user namespace, or a pids
-	// cgroup where RLIMIT_NPROC does not hold, as for root).
+	// MaxProcs caps the processes and threads the command may run:
+	// RLIMIT_NPROC (setrlimit(2)), which bwrap's ptrace gate sets once the
+	// sandbox's user namespace exists, so only the sandbox's processes
+	// count (kernel/ucount.c). Root's own uid is exempt (kernel/fork.c),
+	// so a root caller's sandbox runs as its run_as identity. A setuid
+	// bwrap run unprivileged gets no gate, and then no process limit.
 	MaxProcs int
 }
 
@@ -204,10 +207,6 @@ type Result struct {
 	// the Limit* names: "cpu", "memory", "command-memory", "procs",
 	// "container-memory") or is empty. See LimitMessage.
 	LimitHit string
-	// Unavailable is set, under degraded_mode "degrade", when no sandbox
-	// could be had: it says why and names the fix, and nothing was run.
-	// ExitCode is then ExitCorralError.
-	Unavailable string
 	// Warnings are things the person should know that did not stop the
 	// command (a skipped bind, a home directory used as working directory).
 	Warnings []string

@@ -311,13 +311,10 @@ func (c *Client) serverLocked(template *sandbox.Request, sp *session.Spec) (*ser
 	runCtx, cancel := context.WithCancel(context.Background())
 	srv := &serverProc{key: key, stdin: inW, out: bufio.NewReaderSize(outR, 256<<10), cancel: cancel, done: make(chan struct{}), stderr: errTail}
 	go func() {
-		res, err := sp.Backend.Run(runCtx, req)
+		_, err := sp.Backend.Run(runCtx, req)
 		exeFile.Close()
 		inR.Close()
 		outW.Close()
-		if err == nil && res.Unavailable != "" {
-			err = errors.New(res.Unavailable)
-		}
 		if err != nil {
 			_, _ = errTail.Write([]byte(err.Error()))
 		}

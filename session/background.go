@@ -179,9 +179,6 @@ func (s *Session) Output(id string, offset int64) (*Chunk, error) {
 		p.mu.Lock()
 		if p.result != nil {
 			c.ExitCode, c.TimedOut, c.LimitHit = p.result.ExitCode, p.result.TimedOut, p.result.LimitHit
-			if p.result.Unavailable != "" {
-				c.Error = p.result.Unavailable
-			}
 		}
 		if p.err != nil {
 			c.Error, c.ExitCode = p.err.Error(), sandbox.ExitCorralError

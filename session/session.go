@@ -110,9 +110,6 @@ type ExecResult struct {
 	LimitHit, LimitMessage string
 	// Notes are things to tell the caller (a vanished cwd, a skipped bind).
 	Notes []string
-	// Unavailable is set when no sandbox could be had (degraded_mode:
-	// degrade); nothing ran.
-	Unavailable string
 	// Denials say, for a command that failed, how it hit the sandbox's
 	// wall as its output shows (sandbox.ExplainDenials): at most three.
 	Denials []sandbox.Denial
@@ -255,14 +252,11 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	out := &ExecResult{
 		ExitCode: res.ExitCode, Duration: res.Duration, TimedOut: res.TimedOut, Timeout: timeout,
 		LimitHit: res.LimitHit, LimitMessage: sandbox.LimitMessage(res, sp.Limits),
-		Notes: append(moved, res.Warnings...), Unavailable: res.Unavailable, Cwd: st.Cwd,
+		Notes: append(moved, res.Warnings...), Cwd: st.Cwd,
 	}
 	if capt != nil {
 		out.Output = capt.result()
 		last.Write([]byte(out.Output.Text))
-	}
-	if res.Unavailable != "" {
-		return out, nil
 	}
 	if res.ExitCode != 0 && !res.TimedOut {
 		out.Denials = sandbox.ExplainDenials(last.String(), sandbox.DenialContextFor(sreq, sp.Backend.Name() == "bwrap"))

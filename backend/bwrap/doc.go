@@ -11,9 +11,12 @@
 //   - argv.go: Argv turns a plan into bwrap's argument vector (pure);
 //   - gate_linux.go: applies rlimits to bwrap before it
 //     runs a single instruction;
-//   - run.go: Backend, which checks, spawns, waits and reports. Every
-//     sandbox loads corral's syscall filter (package seccomp) through
-//     `bwrap --seccomp FD`;
+//   - run.go: Backend, which checks, plans and runs a command: start.go
+//     starts bwrap (the gate, the prlimit fallback, the memory cgroup,
+//     run_as's thread, the Unix socket supervisor) with the descriptors
+//     fds.go lays out (pure), and wait.go waits (internal/waitloop, shared
+//     with backend/local) and reports. Every sandbox loads corral's
+//     syscall filter (package seccomp) through `bwrap --seccomp FD`;
 //   - egressns.go: the allowlist profile's network namespace, one per
 //     session and policy, held by a long-lived sandbox whose only process
 //     is corral's forwarder to the proxies of package egress; each command's

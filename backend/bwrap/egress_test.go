@@ -428,27 +428,21 @@ func TestAllowlistFailsClosed(t *testing.T) {
 	}
 	marker := filepath.Join(e.work, "ran")
 	for _, tc := range []struct {
-		name    string
-		dir     string
-		degrade bool
-		want    string
+		name string
+		dir  string
+		want string
 	}{
-		{"unwritable directory", filepath.Join(blocker, "net"), false, "allowlist proxy"},
-		{"unwritable directory, degraded mode", filepath.Join(blocker, "net"), true, "allowlist proxy"},
-		{"socket path too long", filepath.Join(e.base, strings.Repeat("x", 100)), false, "longer than"},
+		{"unwritable directory", filepath.Join(blocker, "net"), "allowlist proxy"},
+		{"socket path too long", filepath.Join(e.base, strings.Repeat("x", 100)), "longer than"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pool := egress.NewPool(egress.Options{Dir: tc.dir, Linger: -1})
 			defer pool.Close()
-			b := New(Options{StateDir: e.state, Egress: pool, Degrade: tc.degrade})
+			b := New(Options{StateDir: e.state, Egress: pool})
 			req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", "touch " + marker}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work}, Timeout: time.Minute}
 			allowlist(req)
 			res, err := b.Run(context.Background(), req)
-			if tc.degrade {
-				if err != nil || res == nil || !strings.Contains(res.Unavailable, tc.want) || res.ExitCode != sandbox.ExitCorralError {
-					t.Errorf("Run = %+v, %v; want Unavailable naming %q", res, err, tc.want)
-				}
-			} else if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Run = %+v, %v; want ErrUnavailable naming %q", res, err, tc.want)
 			}
 			if _, err := os.Stat(marker); err == nil {

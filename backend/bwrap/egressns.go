@@ -368,8 +368,6 @@ func (b *Backend) checkRun(ctx context.Context, dir string, profile sandbox.Prof
 	switch {
 	case err != nil:
 		return err
-	case res.Unavailable != "":
-		return fmt.Errorf("%w: %s", sandbox.ErrUnavailable, res.Unavailable)
 	case res.ExitCode != 0:
 		return fmt.Errorf("%w: a %s command exited %d: %s", sandbox.ErrUnavailable, profile, res.ExitCode, strings.TrimSpace(out.String()))
 	}

@@ -491,20 +491,16 @@ func TestWorkdirRules(t *testing.T) {
 	}
 }
 
-// 12. When bwrap is missing nothing runs: degrade returns a result naming
-// the package, fail returns ErrUnavailable.
+// 12. When bwrap is missing nothing runs: Run returns ErrUnavailable naming
+// the package (degraded_mode is the front ends' business).
 func TestUnavailable(t *testing.T) {
 	base := testBase(t)
 	marker := filepath.Join(base, "ran")
 	req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", "touch " + marker}, Policy: sandbox.Policy{Workdir: base}, Env: os.Environ()}
-	deg := New(Options{BwrapPath: "/nonexistent/bwrap", StateDir: filepath.Join(base, "state"), Degrade: true})
-	res, err := deg.Run(context.Background(), req)
-	if err != nil || res.ExitCode != sandbox.ExitCorralError || !strings.Contains(res.Unavailable, "apt install bubblewrap") {
-		t.Errorf("degrade: res=%+v err=%v", res, err)
-	}
-	fail := New(Options{BwrapPath: "/nonexistent/bwrap", StateDir: filepath.Join(base, "state")})
-	if _, err := fail.Run(context.Background(), req); !errors.Is(err, sandbox.ErrUnavailable) {
-		t.Errorf("fail: err=%v", err)
+	b := New(Options{BwrapPath: "/nonexistent/bwrap", StateDir: filepath.Join(base, "state")})
+	res, err := b.Run(context.Background(), req)
+	if res != nil || !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "apt install bubblewrap") {
+		t.Errorf("Run = %+v, %v; want ErrUnavailable naming the package", res, err)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the command ran although no sandbox was available")

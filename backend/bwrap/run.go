@@ -27,7 +27,6 @@ import (
 	"github.com/corralhq/corral/internal/atomicfile"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
-	"github.com/corralhq/corral/seccomp"
 )
 
 // Options configure a Backend.
@@ -41,11 +40,6 @@ type Options struct {
 	// HiddenDirs are more directories that no sandbox may see (corral's
 	// config directory).
 	HiddenDirs []string
-	// Degrade selects what happens when the sandbox is unavailable: true
-	// returns a Result whose Unavailable field says why (degraded_mode:
-	// degrade), false returns an error wrapping sandbox.ErrUnavailable
-	// (degraded_mode: fail). Nothing ever runs outside the sandbox.
-	Degrade bool
 	// RunUserDir replaces /run/user/UID, the directory of agent and bus
 	// sockets that every sandbox sees as an empty tmpfs ("" keeps it).
 	RunUserDir string
@@ -346,7 +340,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	})
 	bin, err := b.Binary(ctx)
 	if err != nil {
-		return b.unavailable(err)
+		return nil, b.unavailable(err)
 	}
 	host, err := b.host()
 	if err != nil {
@@ -358,7 +352,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		lease, err := b.egress(bin, req)
 		if err != nil {
 			if errors.Is(err, sandbox.ErrUnavailable) {
-				return b.unavailable(err)
+				return nil, b.unavailable(err)
 			}
 			return nil, err
 		}
@@ -527,13 +521,11 @@ func stderrOf(req *sandbox.Request) io.Writer {
 	return io.Discard
 }
 
-// unavailable applies degraded_mode to an ErrUnavailable error.
-func (b *Backend) unavailable(err error) (*sandbox.Result, error) {
+// unavailable logs a failure to build the sandbox and returns it: nothing
+// was run. What degraded_mode means is the front ends' choice.
+func (b *Backend) unavailable(err error) error {
 	b.log.Error("bwrap.unavailable", "error", err)
-	if b.opts.Degrade && errors.Is(err, sandbox.ErrUnavailable) {
-		return &sandbox.Result{ExitCode: sandbox.ExitCorralError, Unavailable: err.Error()}, nil
-	}
-	return nil, err
+	return err
 }
 
 type status struct {
@@ -541,421 +533,16 @@ type status struct {
 	exitCode *int
 }
 
+// run starts bwrap for plan (start), waits for it (wait) and releases
+// what the start took. Errors are start's and wait's.
 func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox.Request, ens *egressNS) (*sandbox.Result, error) {
 	markInheritedCloexec()
-	// The caller's extra descriptors come first (3, 4, ... in the sandbox);
-	// bwrap's status and argument descriptors follow and are not passed on;
-	// then the syscall filter and the protected paths' bind descriptors, in
-	// that order.
-	statusFD := 3 + len(req.ExtraFiles)
-	next := statusFD + 2
-	var helpers []*os.File
-	defer func() {
-		for _, f := range helpers {
-			f.Close()
-		}
-	}()
-	command := req.Argv
-	root := os.Getuid() == 0
-	// A root caller's sandbox holds plan.RunAs, never host uid 0: bwrap
-	// starts as that identity from a thread of its own in a mount namespace
-	// prepared for it (enterHostView).
-	ra := plan.RunAs
-	// Under allowlist bwrap must start inside the session's egress
-	// namespace: entered by the gate at bwrap's exec stop (joinNamespaces),
-	// or, where the gate cannot do it, by nsenter(1) in front of bwrap; as
-	// root, by the starting thread itself (setns(2) before the fork).
-	var nsFiles []*os.File
-	var nsenterArgv []string
-	joinedBy := ""
-	if ens != nil && ra != nil {
-		joinedBy = joinedBySetns
-	} else if ens != nil {
-		gated := !bin.Setuid || root
-		if canJoinByInjection && gated && !b.forceNsenter {
-			nsFiles = ens.files()
-			joinedBy = "ptrace gate"
-		} else {
-			joinedBy = "nsenter"
-			var err error
-			if nsenterArgv, err = b.nsenterArgv(ens); err != nil {
-				return b.unavailable(err)
-			}
-		}
-	}
-	// Unix sockets are mediated (unixsock.go) where the gate can inject
-	// calls into bwrap's sandbox child; elsewhere they stay refused.
-	var med *connectMediation
-	if plan.DenyUnixSockets && canJoinByInjection && !b.noFilter && !b.noUnixMediation && !(bin.Setuid && !root) {
-		med = newConnectMediation()
-	}
-	var filter *os.File
-	if !b.noFilter {
-		f, err := seccomp.File(seccomp.Options{DenyUnixSockets: plan.DenyUnixSockets, MediatedUnixSockets: med != nil})
-		if err != nil {
-			return b.unavailable(fmt.Errorf("%w: the syscall filter cannot be built, so the command does not run: %w", sandbox.ErrUnavailable, err))
-		}
-		filter = f
-		helpers = append(helpers, f)
-		plan.SeccompFD = next
-		next++
-	}
-	statusR, statusW, err := os.Pipe()
+	sb, err := b.start(bin, plan, req, ens)
 	if err != nil {
-		return nil, fmt.Errorf("creating status pipe: %w", err)
+		return nil, err
 	}
-	defer statusR.Close()
-	argsR, argsW, err := os.Pipe()
-	if err != nil {
-		statusW.Close()
-		return nil, fmt.Errorf("creating argument pipe: %w", err)
-	}
-	defer argsR.Close()
-	// The arguments go through --args rather than the command line, so the
-	// mount plan (hidden names, symlink targets) is not readable in
-	// /proc/1/cmdline inside the sandbox, and no ARG_MAX limit applies.
-	// Protected paths and their pins are bound from descriptors where bwrap
-	// can, after the others; as root they are opened in the prepared mount
-	// namespace, where the writable ones are idmapped.
-	var bindFiles []*os.File
-	defer func() {
-		for _, f := range bindFiles {
-			f.Close()
-		}
-	}()
-	var cmd *exec.Cmd
-	var tail *tailBuffer
-	lim := req.Limits
-	var start time.Time
-	cg := b.memoryCgroup(lim, bin, root)
-	defer cg.remove(b.log)
-	launch := func() error {
-		bindFiles, err = openBindFDs(plan, bin, next)
-		if err != nil {
-			statusW.Close()
-			argsW.Close()
-			return err
-		}
-		argv := Argv(plan, FeaturesFor(bin.Version), statusFD, command)
-		opts, command := argv[:len(argv)-len(command)-1], argv[len(argv)-len(command)-1:] // command starts at "--"
-		go func() {
-			var buf []byte
-			for _, a := range opts {
-				buf = append(append(buf, a...), 0)
-			}
-			_, _ = argsW.Write(buf)
-			argsW.Close()
-		}()
-		bargs := append(nsenterArgv, bin.Path, "--args", strconv.Itoa(statusFD+1))
-		cmd = exec.Command(bargs[0], append(bargs[1:], command...)...)
-		// bwrap runs on the host: it gets a fixed environment, never the
-		// command's (which Argv sets inside with --setenv).
-		cmd.Env = bwrapProcessEnv()
-		cmd.Stdin, cmd.Stdout = req.Stdin, req.Stdout
-		cmd.Stderr = req.Stderr
-		if req.Limits.MemoryMB > 0 || req.Limits.MaxProcs > 0 {
-			// Keep the end of stderr to tell a limit failure apart. A terminal
-			// is passed through untouched so it stays a terminal.
-			if f, ok := req.Stderr.(*os.File); !ok || !isTerminal(f) {
-				tail = &tailBuffer{max: 8 << 10}
-				if req.Stderr != nil {
-					cmd.Stderr = io.MultiWriter(req.Stderr, tail)
-				} else {
-					cmd.Stderr = tail
-				}
-			}
-		}
-		cmd.ExtraFiles = append(append(append(append([]*os.File{}, req.ExtraFiles...), statusW, argsR), helpers...), bindFiles...)
-		var join *nsJoin
-		if nsFiles != nil {
-			// Last, so that no other descriptor moves; closed in bwrap by the
-			// gate once it has entered the namespaces.
-			join = &nsJoin{UserFD: -1}
-			for _, f := range nsFiles {
-				if f == ens.userns {
-					join.UserFD = 3 + len(cmd.ExtraFiles)
-				} else {
-					join.NetFD = 3 + len(cmd.ExtraFiles)
-				}
-				cmd.ExtraFiles = append(cmd.ExtraFiles, f)
-			}
-		}
-		// Once the sandbox is dead nothing may hold its output pipes open; do
-		// not wait for stray writers beyond this.
-		cmd.WaitDelay = b.opts.KillGrace
-		// Own process group, so a terminal's ^C reaches corral, which forwards
-		// it; Pdeathsig ends bwrap, and with it the sandbox, if corral dies.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if req.TTY {
-			// A new session whose controlling terminal is corral's own pty
-			// (descriptor 0 in the child).
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
-		}
-
-		// RLIMIT_NPROC holds for any uid but root's (kernel/fork.c exempts
-		// INIT_USER), and no sandbox holds root's: a root caller's is held
-		// by its RunAs identity (bwrap is started by a thread that holds
-		// it, see startAs), so the gate sets it for every caller.
-		gateLim := lim
-		start = time.Now()
-		if bin.Setuid && !root {
-			err = b.startWithPrlimit(cmd, gateLim)
-		} else {
-			if b.noGate {
-				err = fmt.Errorf("%w: turned off for a test", errGateUnavailable)
-			} else {
-				err = startGated(cmd, gateLim, join, cg, med, b.log)
-			}
-			if errors.Is(err, errGateUnavailable) {
-				b.log.Warn("bwrap.gate.unavailable", "error", err)
-				if lim.MaxProcs > 0 {
-					// prlimit(1) would count every process of the uid on the
-					// machine (the user namespace does not exist yet):
-					// refuse rather than run without the limit.
-					statusW.Close()
-					return (fmt.Errorf("%w: max_procs=%d cannot be enforced: the ptrace gate that sets it inside the sandbox is refused here (%v: Yama ptrace_scope 3, a seccomp policy, or corral itself being traced); allow ptrace of corral's children, or set max_procs to 0 to run without a process limit", sandbox.ErrUnavailable, lim.MaxProcs, err))
-				}
-				cmd = rebuild(cmd)
-				if med != nil {
-					// No gate, no mediation: the filter that refuses
-					// AF_UNIX sockets outright takes the mediated one's
-					// place.
-					strict, serr := seccomp.File(seccomp.Options{DenyUnixSockets: plan.DenyUnixSockets})
-					if serr != nil {
-						statusW.Close()
-						return fmt.Errorf("%w: the syscall filter cannot be built, so the command does not run: %w", sandbox.ErrUnavailable, serr)
-					}
-					helpers = append(helpers, strict)
-					for i, f := range cmd.ExtraFiles {
-						if f == filter {
-							cmd.ExtraFiles[i] = strict
-						}
-					}
-					filter, med = strict, nil
-				}
-				if filter != nil {
-					_, _ = filter.Seek(0, io.SeekStart) // bwrap reads it from the offset
-				}
-				if join != nil {
-					// No gate to enter the namespaces: nsenter does.
-					cmd.ExtraFiles = cmd.ExtraFiles[:len(cmd.ExtraFiles)-len(nsFiles)]
-					argv, nerr := b.nsenterArgv(ens)
-					if nerr != nil {
-						statusW.Close()
-						return (nerr)
-					}
-					cmd.Path, cmd.Args = argv[0], append(argv, cmd.Args...)
-					joinedBy = "nsenter"
-				}
-				err = b.startWithPrlimit(cmd, gateLim)
-			}
-		}
-		return err
-	}
-	if ra != nil {
-		var release func()
-		release, err = b.startAs(plan, *ra, ens, launch)
-		defer release()
-	} else {
-		err = launch()
-	}
-	if errors.Is(err, sandbox.ErrUnavailable) {
-		statusW.Close()
-		return b.unavailable(err)
-	}
-	statusW.Close()
-	if err != nil {
-		return nil, fmt.Errorf("starting bwrap: %w", err)
-	}
-	if joinedBy != "" {
-		b.joinedBy.Store(joinedBy)
-	}
-	if med != nil && med.listener >= 0 {
-		sup, err := startUnixSupervisor(med.listener, med.diag, b.log)
-		if err != nil {
-			// The sandbox must not run with sockets nobody checks.
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			return b.unavailable(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
-		}
-		// Stopped once the command is over (run's other defers wait for
-		// bwrap); every task holding the filter is gone by then.
-		defer sup.stop()
-	}
-	b.log.Debug("bwrap.sandbox.started", "pid", cmd.Process.Pid, "workdir", plan.Workdir, "writable", plan.Writable, "share_net", plan.ShareNet, "egress", plan.Egress, "seccomp", plan.SeccompFD > 0)
-
-	pidC := make(chan int, 1)
-	stc := make(chan status, 1)
-	go func() { stc <- readStatus(statusR, pidC) }()
-	// exited is set, under reapMu, once bwrap has exited and before it is
-	// reaped: from then on its pid, and the pids it reported, may be
-	// another process's, and kill must not use them.
-	var reapMu sync.Mutex
-	exited := false
-	done := make(chan error, 1)
-	go func() {
-		waitExited(cmd.Process.Pid)
-		reapMu.Lock()
-		exited = true
-		reapMu.Unlock()
-		done <- cmd.Wait()
-	}()
-
-	var timeout <-chan time.Time
-	if req.Timeout > 0 {
-		t := time.NewTimer(req.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	timedOut, cancelled := false, false
-	childPid := 0
-	var waitErr error
-	outer := cmd.Process.Pid
-	// A pidfd of the sandbox's pid 1, opened while bwrap (its parent) is
-	// alive, so it is that process and no other; under reapMu.
-	initFD := -1
-	defer func() {
-		reapMu.Lock()
-		if initFD >= 0 {
-			_ = unix.Close(initFD)
-			initFD = -1
-		}
-		reapMu.Unlock()
-	}()
-	kill := func() {
-		reapMu.Lock()
-		defer reapMu.Unlock()
-		// SIGKILL to the sandbox's pid 1 ends its whole pid namespace
-		// (pid_namespaces(7)). Killing bwrap alone relies on
-		// --die-with-parent, which a sandbox still being set up has not
-		// armed yet; so kill pid 1 directly, every child bwrap has, and
-		// bwrap itself, as long as their pids are theirs.
-		if initFD >= 0 {
-			_ = unix.PidfdSendSignal(initFD, unix.SIGKILL, nil, 0)
-		}
-		if exited {
-			return
-		}
-		for _, c := range childrenOf(outer) {
-			_ = unix.Kill(c, unix.SIGKILL)
-		}
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-	}
-	var graces []*time.Timer // SIGKILL after the SIGTERM of a timeout
-	defer func() {
-		for _, t := range graces {
-			if t != nil {
-				t.Stop()
-			}
-		}
-	}()
-	// live runs f while bwrap has not exited: signals to the pids it
-	// reported then reach the sandbox, not a process that took the pid.
-	live := func(f func()) {
-		reapMu.Lock()
-		defer reapMu.Unlock()
-		if !exited {
-			f()
-		}
-	}
-	ctxDone := ctx.Done()
-	forwarded := 0
-loop:
-	for {
-		select {
-		case waitErr = <-done:
-			break loop
-		case childPid = <-pidC:
-			pidC = nil
-			live(func() {
-				if fd, err := unix.PidfdOpen(childPid, 0); err == nil {
-					initFD = fd
-				}
-			})
-		case <-timeout:
-			timedOut = true
-			graces = append(graces, b.terminate(childPid, kill, live))
-			timeout = nil
-		case <-ctxDone:
-			cancelled = true
-			graces = append(graces, b.terminate(childPid, kill, live))
-			ctxDone = nil
-		case sig := <-req.Signals:
-			// A person's ^C or kill: pass it on to the command the first
-			// time; end the whole sandbox the second time.
-			forwarded++
-			if s, ok := sig.(syscall.Signal); ok && forwarded == 1 && childPid > 0 {
-				live(func() { signalCommand(childPid, s) })
-			} else {
-				kill() // the second one: at once
-			}
-		}
-	}
-	// bwrap is reaped, so everything it wrote to the status pipe is in the
-	// pipe: stop the reader's wait for the end of the stream (which other
-	// holders of the write end could delay: children that concurrent starts
-	// have forked but not yet executed) and let it read what is left. The
-	// status is then complete, whatever the timing.
-	if err := statusR.SetReadDeadline(time.Now()); err != nil {
-		b.log.Warn("bwrap.status.no_deadline", "pid", outer, "error", err)
-	}
-	st := <-stc
-	res := &sandbox.Result{Duration: time.Since(start), TimedOut: timedOut}
-	ps := cmd.ProcessState
-	if ps == nil {
-		return nil, fmt.Errorf("waiting for bwrap: %w", waitErr)
-	}
-	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-		res.CPUTime = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	ws := ps.Sys().(syscall.WaitStatus)
-	switch {
-	case ws.Signaled():
-		res.Signal = int(ws.Signal())
-		res.ExitCode = sandbox.ExitSignalBase + res.Signal
-	default:
-		res.ExitCode = ws.ExitStatus()
-		if res.ExitCode > sandbox.ExitSignalBase && res.ExitCode < sandbox.ExitSignalBase+65 && st.exitCode != nil {
-			res.Signal = res.ExitCode - sandbox.ExitSignalBase
-		}
-	}
-	// Did the command start? Decided from facts, never from timing:
-	// bubblewrap writes child-pid before the sandbox's pid 1 may go on,
-	// and exit-code only when the command has been executed (its setup
-	// finished), just before it exits with the command's status; when it
-	// fails itself, it exits 1 without an exit-code. An exit of bwrap's own
-	// (not a signal from corral), not 0, without exit-code, is a command
-	// that never started.
-	if ws.Exited() && res.ExitCode != 0 && st.exitCode == nil && !timedOut && !cancelled {
-		if line := hostChangedLine(bwrapLinesOf(req)); line != "" {
-			// The machine can sandbox unless a fresh probe says
-			// otherwise (one that fails the same way does not).
-			diag := Diagnose(context.Background(), bin, "")
-			if diag.Ready() || diag.hostChanged() {
-				return nil, &startFailure{line: line}
-			}
-			return b.unavailable(fmt.Errorf("%w: bwrap could not build the sandbox (%s); %s", sandbox.ErrUnavailable, line, diag.Summary()))
-		}
-		if st.childPid == 0 {
-			// bwrap failed before it made the sandbox's pid 1: find out
-			// why and name the fix.
-			diag := Diagnose(context.Background(), bin, "")
-			return b.unavailable(fmt.Errorf("%w: bwrap could not build the sandbox (exit status %d); %s", sandbox.ErrUnavailable, res.ExitCode, diag.Summary()))
-		}
-		// The sandbox's setup failed, or the command could not be
-		// executed ("bwrap: execvp ..."): bwrap's message is on stderr and
-		// its status is the result.
-		b.log.Info("bwrap.sandbox.not_started", "exit_code", res.ExitCode, "child_pid", st.childPid)
-	}
-	res.LimitHit = limitHit(res, memoryPerProcess(lim, cg), tail)
-	if cg.inside() && res.ExitCode != 0 && !timedOut {
-		if n := cg.oomKills(); n > 0 {
-			res.LimitHit = sandbox.LimitCommandMemory
-			b.log.Info("bwrap.memcg.oom_kill", "kills", n, "memory_mb", lim.MemoryMB)
-		}
-	}
-	b.log.Info("bwrap.sandbox.exited", "exit_code", res.ExitCode, "duration_ms", res.Duration.Milliseconds(), "timed_out", timedOut, "limit", res.LimitHit)
-	return res, nil
+	defer sb.close()
+	return b.wait(ctx, bin, req, sb)
 }
 
 // bwrapLinesOf returns bwrap's own messages held back from req.Stderr when
@@ -1183,11 +770,8 @@ func rebuild(c *exec.Cmd) *exec.Cmd {
 // turned off). A cgroup that cannot be made is logged and the command gets
 // RLIMIT_AS.
 func (b *Backend) memoryCgroup(lim sandbox.Limits, bin *Binary, root bool) *memCgroup {
-	if lim.MemoryMB <= 0 || b.noGate || bin.Setuid && !root {
-		return nil
-	}
-	p := processMemCgroups.get(b.log)
-	if p.Version == 0 {
+	p, ok := b.memoryCgroupPlace(lim.MemoryMB, bin, root)
+	if !ok {
 		return nil
 	}
 	cg, err := processMemCgroups.newMemCgroup(p, lim.MemoryMB)
@@ -1196,6 +780,32 @@ func (b *Backend) memoryCgroup(lim sandbox.Limits, bin *Binary, root bool) *memC
 		return nil
 	}
 	return cg
+}
+
+// memoryCgroupPlace returns where a command's memory cgroup is made, and
+// false where memory_mb is per process instead (see memoryCgroup).
+func (b *Backend) memoryCgroupPlace(memoryMB int, bin *Binary, root bool) (memPlace, bool) {
+	if memoryMB <= 0 || b.noGate || bin.Setuid && !root {
+		return memPlace{}, false
+	}
+	p := processMemCgroups.get(b.log)
+	return p, p.Version != 0
+}
+
+// MemoryPerCommand reports whether memory_mb (MiB; 0 or less: no limit)
+// bounds each of this backend's commands as a whole, all its processes
+// together in a memory cgroup, rather than each process's address space
+// (RLIMIT_AS): the choice Run makes, asked without making a cgroup. It
+// finds bwrap (Binary) and this process's cgroup place (done once per
+// process, as by the first command with a memory limit); where bwrap
+// cannot be had the answer is false.
+func (b *Backend) MemoryPerCommand(ctx context.Context, memoryMB int) bool {
+	bin, err := b.Binary(ctx)
+	if err != nil {
+		return false
+	}
+	_, ok := b.memoryCgroupPlace(memoryMB, bin, os.Getuid() == 0)
+	return ok
 }
 
 // memoryPerProcess is lim as limitHit should judge it: without memory_mb

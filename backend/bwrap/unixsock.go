@@ -64,11 +64,13 @@ import (
 // the same session can reach each other's sockets.
 //
 // Costs and limits: two injected calls per command, one round trip to
-// corral per connect(2). The peer of a connection made this way sees
-// corral's credentials in SO_PEERCRED (the kernel takes them from the
-// process that connects: unix_stream_connect), so a server inside that
-// authenticates peers by uid sees corral's uid (the caller's, or root's for
-// a root caller) and pid 0. sock_diag reports only the low 32 bits of the
+// corral per connect(2). The peer of a connection made this way sees the
+// connecting thread's credentials in SO_PEERCRED (the kernel takes them
+// from the task that connects: unix_stream_connect), so a server inside
+// that authenticates peers by uid sees the sandbox's own uid and pid 0:
+// corral's uid, which the sandbox maps, or for a root caller run_as's, as
+// the connect runs on a throwaway thread that drops to it (host root is
+// unmapped inside and would show as 65534). sock_diag reports only the low 32 bits of the
 // inode number. Where the gate cannot inject calls (arm64, ptrace refused,
 // a setuid bwrap) AF_UNIX sockets are refused as before
 // (seccomp.Options.DenyUnixSockets without mediation).

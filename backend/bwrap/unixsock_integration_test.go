@@ -343,3 +343,33 @@ func TestUnixDiagDevices(t *testing.T) {
 		})
 	}
 }
+
+// peerCredScript serves a Unix socket in the sandbox and prints the uid
+// that SO_PEERCRED gives for a client of its own; the connect is mediated.
+const peerCredScript = `
+import os, socket, struct, threading
+p = "/tmp/cred.sock"
+srv = socket.socket(socket.AF_UNIX); srv.bind(p); srv.listen(1)
+c = socket.socket(socket.AF_UNIX); c.settimeout(30)
+t = threading.Thread(target=c.connect, args=(p,)); t.start()
+a, _ = srv.accept(); t.join()
+pid, uid, gid = struct.unpack("3i", a.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+print("me", os.getuid(), os.getgid())
+print("peer", uid, gid)
+`
+
+// TestUnixPeerCred: a server in the sandbox sees its own uid in
+// SO_PEERCRED for a client of its own: for a root caller the supervisor
+// connects with the sandbox's identity (run_as), not as host root, which
+// the sandbox's user namespace does not map and shows as the overflow uid
+// 65534 (user_namespaces(7)); an unprivileged caller's uid is mapped.
+func TestUnixPeerCred(t *testing.T) {
+	e := newEnv(t)
+	requirePython(t)
+	o := e.sh("python3 -c '"+peerCredScript+"'", profile(sandbox.ProfileWorkspace))
+	t.Logf("%s", o.stdout)
+	me, peer, _ := strings.Cut(strings.TrimSpace(o.stdout), "\n")
+	if o.res.ExitCode != 0 || strings.TrimPrefix(me, "me ") != strings.TrimPrefix(peer, "peer ") || strings.Contains(peer, "65534") {
+		t.Errorf("SO_PEERCRED in the sandbox: %s; want the peer's uid and gid to be the sandbox's own", o)
+	}
+}

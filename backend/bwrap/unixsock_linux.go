@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/seccomp"
 )
 
@@ -127,6 +128,13 @@ func closeFDs(fds ...int) {
 type unixSupervisor struct {
 	listener, diag, wake int // wake: an eventfd that stop writes
 	log                  *slog.Logger
+	// as is the sandbox's identity for a root caller (run_as), which the
+	// connects take; nil connects with corral's own, which the sandbox's
+	// user namespace maps already. work hands a connect to an idle thread
+	// holding as (credWorker); workers counts those threads.
+	as      *sandbox.RunAs
+	work    chan func(error)
+	workers sync.WaitGroup
 
 	diagMu sync.Mutex // one dump at a time on the diag socket
 	seq    uint32
@@ -138,8 +146,9 @@ type unixSupervisor struct {
 }
 
 // startUnixSupervisor takes ownership of listener and diag and starts
-// serving. The error (an eventfd that cannot be made) leaves both closed.
-func startUnixSupervisor(listener, diag int, log *slog.Logger) (*unixSupervisor, error) {
+// serving; as is a root caller's run_as identity, or nil. The error (an
+// eventfd that cannot be made) leaves both closed.
+func startUnixSupervisor(listener, diag int, as *sandbox.RunAs, log *slog.Logger) (*unixSupervisor, error) {
 	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	if err != nil {
 		closeFDs(listener, diag)
@@ -148,7 +157,7 @@ func startUnixSupervisor(listener, diag int, log *slog.Logger) (*unixSupervisor,
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &unixSupervisor{listener: listener, diag: diag, wake: wake, log: log, pending: map[int]bool{}}
+	s := &unixSupervisor{listener: listener, diag: diag, wake: wake, log: log, as: as, work: make(chan func(error)), pending: map[int]bool{}}
 	s.wg.Add(1)
 	go s.serve()
 	return s, nil
@@ -171,6 +180,9 @@ func (s *unixSupervisor) stop() {
 		s.pending = nil
 		s.mu.Unlock()
 		s.wg.Wait()
+		// Every connect has been answered: the identity threads end.
+		close(s.work)
+		s.workers.Wait()
 		closeFDs(s.listener, s.diag, s.wake)
 	})
 }
@@ -278,7 +290,7 @@ func (s *unixSupervisor) connect(n seccompNotif) (errno unix.Errno, ok bool) {
 	}
 	action, p := classifyConnect(domain, addr)
 	if action == connectAsGiven {
-		return s.doConnect(dup, addr), true
+		return s.doConnect(dup, addr, domain == unix.AF_UNIX), true
 	}
 	target, v := s.resolve(tid, p)
 	if target >= 0 {
@@ -294,7 +306,7 @@ func (s *unixSupervisor) connect(n seccompNotif) (errno unix.Errno, ok bool) {
 	sa := make([]byte, sunPathOffset+len(via)+1)
 	binary.NativeEndian.PutUint16(sa, unix.AF_UNIX)
 	copy(sa[sunPathOffset:], via)
-	return s.doConnect(dup, sa), true
+	return s.doConnect(dup, sa, true), true
 }
 
 // resolve opens path as thread tid sees it (its root; its working
@@ -370,8 +382,10 @@ func (s *unixSupervisor) boundSockets() (map[vfsID]bool, error) {
 }
 
 // doConnect connects dup to the address bytes sa and returns the errno.
-// dup is registered for stop's shutdown while the call runs.
-func (s *unixSupervisor) doConnect(dup int, sa []byte) unix.Errno {
+// dup is registered for stop's shutdown while the call runs. A Unix socket
+// (unixPeer) is connected with the sandbox's identity where that is not
+// corral's own (s.as), since the server inside sees it.
+func (s *unixSupervisor) doConnect(dup int, sa []byte, unixPeer bool) unix.Errno {
 	s.mu.Lock()
 	if s.pending == nil {
 		s.mu.Unlock()
@@ -384,11 +398,60 @@ func (s *unixSupervisor) doConnect(dup int, sa []byte) unix.Errno {
 		delete(s.pending, dup)
 		s.mu.Unlock()
 	}()
+	if s.as == nil || !unixPeer {
+		return rawConnect(dup, sa)
+	}
+	// The connecting task's credentials become the peer's SO_PEERCRED
+	// (unix_stream_connect): host root is unmapped in the sandbox's user
+	// namespace and would show as the overflow uid 65534, so connect as
+	// the sandbox's own identity, on a thread that holds it. Threads are
+	// kept for the command (a new one per connect tripled its cost) and a
+	// new one is made when none is idle, so a blocking connect holds up
+	// no other.
+	res := make(chan unix.Errno, 1)
+	job := func(err error) {
+		if err != nil {
+			s.log.Warn("bwrap.unixsock.identity_failed", "run_as", s.as.String(), "error", err)
+			res <- unix.EPERM
+			return
+		}
+		res <- rawConnect(dup, sa)
+	}
+	select {
+	case s.work <- job:
+	default:
+		s.workers.Add(1)
+		credWorker(*s.as, s.work, job, s.workers.Done)
+	}
+	return <-res
+}
+
+// credWorker starts an OS thread that takes the identity as and runs first,
+// then each job received from work until work is closed; done is called
+// as it ends. The thread ends with it (onThrowawayThread), so the identity
+// never reaches another goroutine. A job gets the error of taking the
+// identity, after which the thread takes no more.
+func credWorker(as sandbox.RunAs, work <-chan func(error), first func(error), done func()) {
+	onThrowawayThread(func() {
+		defer done()
+		err := dropThreadCreds(as)
+		first(err)
+		if err != nil {
+			return
+		}
+		for job := range work {
+			job(nil)
+		}
+	})
+}
+
+// rawConnect is connect(2) of fd to the address bytes sa.
+func rawConnect(fd int, sa []byte) unix.Errno {
 	var p unsafe.Pointer
 	if len(sa) > 0 {
 		p = unsafe.Pointer(&sa[0])
 	}
-	_, _, e := unix.Syscall(unix.SYS_CONNECT, uintptr(dup), uintptr(p), uintptr(len(sa)))
+	_, _, e := unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(p), uintptr(len(sa)))
 	return e
 }
 

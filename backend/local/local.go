@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corralhq/corral/internal/waitloop"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -74,35 +75,12 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	var timeout <-chan time.Time
-	if req.Timeout > 0 {
-		t := time.NewTimer(req.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	res := &sandbox.Result{Warnings: []string{"backend local: the command ran on the host without a sandbox"}}
 	kill := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-loop:
-	for {
-		select {
-		case <-done:
-			break loop
-		case <-timeout:
-			res.TimedOut = true
-			kill()
-		case <-ctx.Done():
-			kill()
-			ctx = context.Background()
-		}
-	}
+	// req.Signals is not read: this backend does not forward signals.
+	out := waitloop.Wait(ctx, done, req.Timeout, nil, waitloop.Handlers{Timeout: kill, Cancel: kill})
+	res := &sandbox.Result{Warnings: []string{"backend local: the command ran on the host without a sandbox"}, TimedOut: out.TimedOut}
 	res.Duration = time.Since(start)
-	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if ws.Signaled() {
-		res.Signal = int(ws.Signal())
-		res.ExitCode = sandbox.ExitSignalBase + res.Signal
-	} else {
-		res.ExitCode = ws.ExitStatus()
-	}
+	res.ExitCode, res.Signal = waitloop.ExitOf(cmd.ProcessState.Sys().(syscall.WaitStatus))
 	return res, nil
 }
 

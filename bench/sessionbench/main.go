@@ -60,7 +60,7 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		b := bwrap.New(bwrap.Options{StateDir: state, SecretFiles: []string{st.Path}, Degrade: true, HiddenDirs: []string{config.ConfigDir()}})
+		b := bwrap.New(bwrap.Options{StateDir: state, SecretFiles: []string{st.Path}, HiddenDirs: []string{config.ConfigDir()}})
 		return &session.Spec{Backend: b, Policy: pol, Timeout: st.Timeout, OutputLimit: st.OutputLimit, Env: os.Environ()}, nil
 	}})
 	defer perCommand.Close()

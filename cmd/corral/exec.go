@@ -85,5 +85,5 @@ func (o *execOptions) exec(c *cobra.Command, g *globalOptions, argv []string) er
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
-	return finish("warning", res.Warnings, res.Unavailable, res.TimedOut, req.Timeout, sandbox.LimitMessage(res, req.Limits), res.ExitCode)
+	return finish("warning", res.Warnings, res.TimedOut, req.Timeout, sandbox.LimitMessage(res, req.Limits), res.ExitCode)
 }

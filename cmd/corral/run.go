@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -154,7 +153,7 @@ func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) erro
 	if last != nil && res.ExitCode != 0 && !res.TimedOut {
 		denials = sandbox.ExplainDenials(last.String(), sandbox.DenialContextFor(req, be.Name() == config.BackendBwrap))
 	}
-	return finish("warning", res.Warnings, res.Unavailable, res.TimedOut, req.Timeout, sandbox.LimitMessage(res, req.Limits), res.ExitCode, denials...)
+	return finish("warning", res.Warnings, res.TimedOut, req.Timeout, sandbox.LimitMessage(res, req.Limits), res.ExitCode, denials...)
 }
 
 // override applies the flags to the settings of a command (Host
@@ -286,7 +285,7 @@ func (o *runOptions) runSession(c *cobra.Command, g *globalOptions, words []stri
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
-	return finish("note", res.Notes, res.Unavailable, res.TimedOut, res.Timeout, res.LimitMessage, res.ExitCode, res.Denials...)
+	return finish("note", res.Notes, res.TimedOut, res.Timeout, res.LimitMessage, res.ExitCode, res.Denials...)
 }
 
 // progressLine prints a report of slow preparation (an image pull) on
@@ -296,12 +295,9 @@ func progressLine(msg string) { fmt.Fprintf(os.Stderr, "corral: %s\n", msg) }
 // finish tells the person what became of a command (notes, an unavailable
 // sandbox, a timeout, a limit) on stderr and returns corral's exit status:
 // 125 when nothing could run, 124 on timeout, else the command's own.
-func finish(kind string, notes []string, unavailable string, timedOut bool, timeout time.Duration, limitMsg string, code int, denials ...sandbox.Denial) error {
+func finish(kind string, notes []string, timedOut bool, timeout time.Duration, limitMsg string, code int, denials ...sandbox.Denial) error {
 	for _, n := range notes {
 		fmt.Fprintf(os.Stderr, "corral: %s: %s\n", kind, n)
-	}
-	if unavailable != "" {
-		return &exitError{Code: sandbox.ExitCorralError, Err: errors.New(unavailable)}
 	}
 	if timedOut {
 		fmt.Fprintf(os.Stderr, "corral: the command timed out after %s and its whole sandbox was ended; raise the timeout with --timeout or `corral config set timeout 10m`\n", timeout)

@@ -110,9 +110,6 @@ func (o *runOptions) shell(c *cobra.Command, g *globalOptions) error {
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
-	if res.Unavailable != "" {
-		return &exitError{Code: sandbox.ExitCorralError, Err: errors.New(res.Unavailable)}
-	}
 	if res.ExitCode != 0 {
 		return &exitError{Code: res.ExitCode}
 	}
