@@ -18,8 +18,9 @@ const (
 )
 
 // LimitMessage returns one sentence, for a person or a model, that says
-// which limit ended a command and which setting raises it, or "" when
-// r.LimitHit is empty.
+// which limit ended a command (or, with r.MemoryKills, killed some of its
+// processes while it went on) and which setting raises it, or "" when
+// neither happened.
 func LimitMessage(r *Result, l Limits) string {
 	switch r.LimitHit {
 	case LimitCPU:
@@ -32,6 +33,13 @@ func LimitMessage(r *Result, l Limits) string {
 		return "corral: out of memory: the container's memory limit killed the command (the engine reported OOMKilled); raise docker.memory (`corral config set docker.memory 2g`)"
 	case LimitProcs:
 		return fmt.Sprintf("corral: the command hit the process limit (%d processes and threads); raise max_procs (--max-procs, or `corral config set max_procs 1024`; 0 disables)", l.MaxProcs)
+	}
+	if r.MemoryKills > 0 {
+		what, verb := "a process", "was"
+		if r.MemoryKills > 1 {
+			what, verb = fmt.Sprintf("%d processes", r.MemoryKills), "were"
+		}
+		return fmt.Sprintf("corral: %s of the command %s killed by its memory limit (%d MiB for the whole command, all its processes together), though the command itself went on; raise memory_mb (--memory-mb, or `corral config set memory_mb 2048`; 0 disables)", what, verb, l.MemoryMB)
 	}
 	return ""
 }

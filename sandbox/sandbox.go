@@ -207,6 +207,13 @@ type Result struct {
 	// the Limit* names: "cpu", "memory", "command-memory", "procs",
 	// "container-memory") or is empty. See LimitMessage.
 	LimitHit string
+	// MemoryKills is how many of the command's processes the kernel's OOM
+	// killer ended under the whole command's memory limit (the memory
+	// cgroup's oom_kill count: memory.oom_control on cgroup v1,
+	// memory.events on v2), or 0 where no such limit holds. It can be
+	// above 0 while the command itself went on and exited 0 (a parent
+	// whose children were killed): LimitMessage then says so.
+	MemoryKills int
 	// Warnings are things the person should know that did not stop the
 	// command (a skipped bind, a home directory used as working directory).
 	Warnings []string

@@ -372,6 +372,16 @@ func TestMemoryWholeCommand(t *testing.T) {
 	if !strings.Contains(msg, fmt.Sprintf("killed by its memory limit (%d MiB for the whole command", mb)) || !strings.Contains(msg, "memory_mb") {
 		t.Errorf("LimitMessage = %q", msg)
 	}
+	// A command that outlives the processes the limit killed (a parent
+	// that only waits for its children) exits 0, and is still told why
+	// they died (found by a fresh-user trial: nothing said it).
+	went := e.sh(holdScript(4, size)+"; exit 0", lim)
+	if went.res.ExitCode != 0 || went.res.LimitHit != "" || went.res.MemoryKills == 0 {
+		t.Errorf("a command whose children the limit killed: want exit 0, no LimitHit, MemoryKills > 0; got %d %q %d\n%s", went.res.ExitCode, went.res.LimitHit, went.res.MemoryKills, went)
+	}
+	if msg := sandbox.LimitMessage(went.res, sandbox.Limits{MemoryMB: mb}); !strings.Contains(msg, "killed by its memory limit") || !strings.Contains(msg, "the command itself went on") {
+		t.Errorf("LimitMessage for children killed = %q", msg)
+	}
 	// Every cgroup of this process is gone (removal may finish in the
 	// background: wait for it, with a generous deadline).
 	if !waitFor(time.Minute, func() bool { return len(corralCgroups(p.Dir)) == 0 }) {

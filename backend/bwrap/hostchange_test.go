@@ -23,6 +23,7 @@ import (
 type countHandler struct {
 	mu sync.Mutex
 	n  map[string]int
+	kv map[string]int64 // the "count" attribute of each message's last record
 }
 
 func (h *countHandler) Enabled(context.Context, slog.Level) bool { return true }
@@ -30,6 +31,15 @@ func (h *countHandler) Handle(_ context.Context, r slog.Record) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.n[r.Message]++
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "count" {
+			if h.kv == nil {
+				h.kv = map[string]int64{}
+			}
+			h.kv[r.Message] = a.Value.Int64()
+		}
+		return true
+	})
 	return nil
 }
 func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }

@@ -3,6 +3,7 @@ package bwrap
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -372,4 +373,38 @@ func TestUnixPeerCred(t *testing.T) {
 	if o.res.ExitCode != 0 || strings.TrimPrefix(me, "me ") != strings.TrimPrefix(peer, "peer ") || strings.Contains(peer, "65534") {
 		t.Errorf("SO_PEERCRED in the sandbox: %s; want the peer's uid and gid to be the sandbox's own", o)
 	}
+}
+
+// TestUnixDeniedLogBounded: a command that keeps connecting to a host
+// socket gets EACCES every time, but the log holds the first few refusals
+// one by one and the rest as one count (a fresh-user trial's hostile loop
+// wrote 40,000 lines to stderr).
+func TestUnixDeniedLogBounded(t *testing.T) {
+	e := newEnv(t)
+	requirePython(t)
+	host := listenHost(t, filepath.Join(plantDir(t), "host.sock"))
+	h := &countHandler{n: map[string]int{}}
+	old := e.backend.log
+	e.backend.log = slog.New(h)
+	defer func() { e.backend.log = old }()
+	o := e.sh(`python3 -c '
+import errno, socket, sys
+n = 0
+for i in range(25):
+    s = socket.socket(socket.AF_UNIX)
+    try: s.connect(sys.argv[1])
+    except OSError as ex:
+        if ex.errno == errno.EACCES: n += 1
+    s.close()
+print("refused", n)' `+host.path, profile(sandbox.ProfileWorkspace))
+	mustContain(t, o, "refused 25\n")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if got := h.n["bwrap.unixsock.denied"]; got != deniedLogged {
+		t.Errorf("bwrap.unixsock.denied logged %d times, want %d", got, deniedLogged)
+	}
+	if got := h.kv["bwrap.unixsock.denied_more"]; h.n["bwrap.unixsock.denied_more"] != 1 || got != 25-deniedLogged {
+		t.Errorf("bwrap.unixsock.denied_more: %d records, count %d; want 1 with %d", h.n["bwrap.unixsock.denied_more"], got, 25-deniedLogged)
+	}
+	host.quiet(t)
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -120,6 +121,11 @@ func closeFDs(fds ...int) {
 	}
 }
 
+// deniedLogged is how many refused connects of one command are logged one
+// by one (bwrap.unixsock.denied); stop logs how many more there were
+// (bwrap.unixsock.denied_more).
+const deniedLogged = 10
+
 // unixSupervisor answers the connect(2) notifications of one command (see
 // unixsock.go). It owns the listener and the sock_diag socket, serves until
 // every task of the sandbox is gone (the listener reports POLLHUP) or stop
@@ -138,6 +144,10 @@ type unixSupervisor struct {
 
 	diagMu sync.Mutex // one dump at a time on the diag socket
 	seq    uint32
+
+	// denied counts refused connects: the first few are logged one by
+	// one, the rest once at stop (a hostile loop must not flood the log).
+	denied atomic.Int64
 
 	mu      sync.Mutex
 	pending map[int]bool // duplicates in a connect, shut down by stop
@@ -180,6 +190,9 @@ func (s *unixSupervisor) stop() {
 		s.pending = nil
 		s.mu.Unlock()
 		s.wg.Wait()
+		if n := s.denied.Load(); n > deniedLogged {
+			s.log.Warn("bwrap.unixsock.denied_more", "count", n-deniedLogged, "total", n)
+		}
 		// Every connect has been answered: the identity threads end.
 		close(s.work)
 		s.workers.Wait()
@@ -297,7 +310,7 @@ func (s *unixSupervisor) connect(n seccompNotif) (errno unix.Errno, ok bool) {
 		defer unix.Close(target)
 	}
 	if v.Errno != 0 {
-		if v.Denied {
+		if v.Denied && s.denied.Add(1) <= deniedLogged {
 			s.log.Warn("bwrap.unixsock.denied", "path", p, "pid", tid, "reason", "not a socket of the sandbox")
 		}
 		return v.Errno, true

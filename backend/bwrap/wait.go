@@ -180,10 +180,15 @@ func (b *Backend) wait(ctx context.Context, bin *Binary, req *sandbox.Request, s
 	}
 	lim, cg := sb.lim, sb.cg
 	res.LimitHit = limitHit(res, memoryPerProcess(lim, cg), sb.tail)
-	if cg.inside() && res.ExitCode != 0 && !timedOut {
+	if cg.inside() {
+		// Read whatever the status: a parent that outlives its killed
+		// children exits 0, and the agent must still learn why they died.
 		if n := cg.oomKills(); n > 0 {
-			res.LimitHit = sandbox.LimitCommandMemory
-			b.log.Info("bwrap.memcg.oom_kill", "kills", n, "memory_mb", lim.MemoryMB)
+			res.MemoryKills = n
+			if res.ExitCode != 0 && !timedOut {
+				res.LimitHit = sandbox.LimitCommandMemory
+			}
+			b.log.Info("bwrap.memcg.oom_kill", "kills", n, "memory_mb", lim.MemoryMB, "exit_code", res.ExitCode)
 		}
 	}
 	b.log.Info("bwrap.sandbox.exited", "exit_code", res.ExitCode, "duration_ms", res.Duration.Milliseconds(), "timed_out", timedOut, "limit", res.LimitHit)
