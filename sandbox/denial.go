@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"github.com/corralhq/corral/internal/lazyre"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -54,9 +55,15 @@ var (
 	reReadOnly = lazyre.New(`(?i)read-only file system|\bEROFS\b|errno 30\b`)
 	reMissing  = lazyre.New(`(?i)no such file or directory|\bENOENT\b|errno 2\]`)
 	reNoNet    = lazyre.New(`(?i)network is unreachable|could not resolve host|temporary failure in name resolution|name or service not known|getaddrinfo (?:ENOTFOUND|EAI_AGAIN)|no address associated with hostname|\bENETUNREACH\b|dial tcp: lookup [^ ]+ on .*: (?:dial|no such host)|connection refused.*:53\b`)
-	reBlocked  = lazyre.New(`blocked by corral network allowlist: ([^\s(]+)`)
-	reProxy403 = lazyre.New(`(?i)(?:CONNECT tunnel failed, response 403|Tunnel connection failed: 403|ProxyError.*403|statusCode[=:]\s*403.*proxy|proxy.*\b403 Forbidden)`)
-	reEPERM    = lazyre.New(`(?i)operation not permitted|\bEPERM\b|errno 1\]`)
+	// reConnectFailed: a connect that failed without saying why, as curl
+	// prints it for an unreachable address ("Failed to connect to 1.1.1.1
+	// port 80 after 0 ms: Couldn't connect to server"); the host is
+	// matched so that a loopback server that is not running is not
+	// blamed on the sandbox.
+	reConnectFailed = lazyre.New(`(?i)failed to connect to (\S+) port \d+.*couldn't connect to server`)
+	reBlocked       = lazyre.New(`blocked by corral network allowlist: ([^\s(]+)`)
+	reProxy403      = lazyre.New(`(?i)(?:CONNECT tunnel failed, response 403|Tunnel connection failed: 403|ProxyError.*403|statusCode[=:]\s*403.*proxy|proxy.*\b403 Forbidden)`)
+	reEPERM         = lazyre.New(`(?i)operation not permitted|\bEPERM\b|errno 1\]`)
 	// reSockEACCES: EACCES from connect(2) to a Unix socket, as the bwrap
 	// backend's supervisor answers for a host socket (Go's "dial unix
 	// /x.sock: connect: permission denied", ssh-add's "Error connecting to
@@ -119,14 +126,14 @@ func ExplainDenials(output string, c DenialContext) []Denial {
 			add(Denial{Kind: DenialReadOnly, Path: p, Message: fmt.Sprintf("corral: %s is read-only in this sandbox (profile %s); writable: %s%s", what, profile, writable, fix)})
 		case c.Hidden != nil && reMissing.MatchString(line):
 			if p := pathOf(line); p != "" && c.Hidden(p) {
-				add(Denial{Kind: DenialHidden, Path: p, Message: fmt.Sprintf("corral: %s exists on the host but is hidden in this sandbox (a credential store, a dot entry of the home directory, or corral's own files); home_allow shows a dot entry read-only", p)})
+				add(Denial{Kind: DenialHidden, Path: p, Message: fmt.Sprintf("corral: %s exists on the host but is hidden in this sandbox (a credential store, a dot entry of the home directory, or corral's own files); home_allow shows a dot entry read-only, never a credential store", p)})
 			}
 		case reBlocked.MatchString(line):
 			host := reBlocked.FindStringSubmatch(line)[1]
 			add(Denial{Kind: DenialNetwork, Host: host, Message: fmt.Sprintf("corral: %s is not in network.allow (profile allowlist), so corral's proxy refused it; the person can add it (corral config set network.allow ...)", host)})
 		case reProxy403.MatchString(line) && profile == ProfileAllowlist:
 			add(Denial{Kind: DenialNetwork, Message: "corral: a host the command reached for is not in network.allow (profile allowlist), so corral's proxy refused it (403); corral's log names it (network.denied)"})
-		case reNoNet.MatchString(line) && !profile.HostNetwork():
+		case (reNoNet.MatchString(line) || remoteConnectFailed(line)) && !profile.HostNetwork():
 			msg := fmt.Sprintf("corral: this sandbox has no network (profile %s); the allowlist profile reaches the hosts of network.allow through corral's proxy, network reaches any", profile)
 			if profile == ProfileAllowlist {
 				msg = "corral: under the allowlist profile only corral's proxy is reachable (HTTP_PROXY, HTTPS_PROXY and ALL_PROXY point at it); a program that ignores those variables, or a non-HTTP protocol, cannot get out"
@@ -200,4 +207,21 @@ func DenialContextFor(r *Request, hostPaths bool) DenialContext {
 		}
 	}
 	return c
+}
+
+// remoteConnectFailed reports whether line is a connect failure that names
+// a host other than loopback (reConnectFailed).
+func remoteConnectFailed(line string) bool {
+	m := reConnectFailed.FindStringSubmatch(line)
+	if m == nil {
+		return false
+	}
+	host := strings.Trim(m[1], "[]")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return false
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return false
+	}
+	return true
 }

@@ -30,6 +30,7 @@ func TestExplainDenials(t *testing.T) {
 		{"hidden ssh key", "cat: /home/u/.ssh/id_rsa: No such file or directory", ws, DenialHidden, "/home/u/.ssh/id_rsa", "", "exists on the host but is hidden"},
 		{"hidden dir", "ls: cannot access '/home/u/.aws': No such file or directory", ws, DenialHidden, "/home/u/.aws", "", "hidden"},
 		{"curl no network", "curl: (6) Could not resolve host: example.com", ws, DenialNetwork, "", "", "no network (profile workspace)"},
+		{"curl to an address, no network", "curl: (7) Failed to connect to 1.1.1.1 port 80 after 0 ms: Couldn't connect to server", ws, DenialNetwork, "", "", "no network (profile workspace)"},
 		{"python no network", "urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>", ws, DenialNetwork, "", "", "no network"},
 		{"node no network", "Error: getaddrinfo EAI_AGAIN example.com", ws, DenialNetwork, "", "", "no network"},
 		{"git no network", "fatal: unable to access 'https://github.com/x/y/': Could not resolve host: github.com", ws, DenialNetwork, "", "", "no network"},
@@ -62,6 +63,9 @@ func TestExplainDenials(t *testing.T) {
 		{"cat: /home/u/proj/missing: No such file or directory", ws},
 		{"FAIL\tgithub.com/x/y\t0.01s", ws},
 		{"curl: (6) Could not resolve host: example.invalid", DenialContext{Profile: ProfileNetwork}},
+		{"curl: (7) Failed to connect to localhost port 8080 after 0 ms: Couldn't connect to server", ws},
+		{"curl: (7) Failed to connect to 127.0.0.1 port 5432 after 0 ms: Couldn't connect to server", ws},
+		{"curl: (7) Failed to connect to ::1 port 80 after 0 ms: Couldn't connect to server", ws},
 		{"chmod: changing permissions of '/home/u/proj/f': Operation not permitted", ws},
 	} {
 		if got := ExplainDenials(c.output, c.ctx); len(got) != 0 {
