@@ -483,7 +483,8 @@ const CloseLimit = 10 * time.Second
 // Close ends every background process of the Host's sessions (waiting at
 // most CloseLimit: a sandbox that does not end must not keep the program
 // from exiting; it is then logged as host.close.timeout), removes the
-// containers its docker backend made and closes its allowlist proxies.
+// containers its docker backend made, closes its allowlist proxies and
+// what its bwrap backends keep between commands.
 // Session state stays on disk. Calling Close again does nothing.
 func (h *Host) Close() error {
 	h.mu.Lock()
@@ -502,10 +503,13 @@ func (h *Host) Close() error {
 			"detail", "background sandboxes did not end in time; some of their processes may remain")
 	}
 	h.mu.Lock()
-	e, pool := h.engine, h.egress
-	h.engine, h.egress = nil, nil
+	e, pool, bws := h.engine, h.egress, h.bwraps
+	h.engine, h.egress, h.bwraps = nil, nil, nil
 	h.mu.Unlock()
 	var errs []error
+	for _, b := range bws {
+		errs = append(errs, b.Close())
+	}
 	if e != nil {
 		errs = append(errs, e.Close())
 	}

@@ -85,6 +85,9 @@ type Backend struct {
 	poolOnce sync.Once
 	pool     *egress.Pool
 
+	// filters holds the sealed syscall filters, one per seccomp.Options.
+	filters filterCache
+
 	// noFilter leaves bwrap's --seccomp out (the benchmark's baseline
 	// only).
 	noFilter bool
@@ -166,6 +169,11 @@ func New(opts Options) *Backend {
 	}
 	return &Backend{opts: opts, log: l}
 }
+
+// Close releases what the Backend keeps between commands (its sealed
+// syscall-filter memfds). Sandboxes already started are not affected; a
+// later Run builds what it needs again. It returns the first close error.
+func (b *Backend) Close() error { return b.filters.close() }
 
 // Name implements sandbox.Backend.
 func (b *Backend) Name() string { return "bwrap" }

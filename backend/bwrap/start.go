@@ -110,7 +110,7 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 	}
 	var filter *os.File
 	if !b.noFilter {
-		f, err := seccomp.File(seccomp.Options{DenyUnixSockets: plan.DenyUnixSockets, MediatedUnixSockets: med != nil})
+		f, err := b.filters.open(seccomp.Options{DenyUnixSockets: plan.DenyUnixSockets, MediatedUnixSockets: med != nil})
 		if err != nil {
 			return nil, b.unavailable(fmt.Errorf("%w: the syscall filter cannot be built, so the command does not run: %w", sandbox.ErrUnavailable, err))
 		}
@@ -238,7 +238,7 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 		if med != nil {
 			// No gate, no mediation: the filter that refuses AF_UNIX
 			// sockets outright takes the mediated one's place.
-			strict, serr := seccomp.File(seccomp.Options{DenyUnixSockets: plan.DenyUnixSockets})
+			strict, serr := b.filters.open(seccomp.Options{DenyUnixSockets: plan.DenyUnixSockets})
 			if serr != nil {
 				statusW.Close()
 				return fmt.Errorf("%w: the syscall filter cannot be built, so the command does not run: %w", sandbox.ErrUnavailable, serr)
