@@ -61,6 +61,11 @@ type Options struct {
 	// JoinContainers lets the docker backend run commands in another
 	// corral process's live container of the same session (corral exec).
 	JoinContainers bool
+	// SweepEvery is bwrap.Options.SweepEvery: a one-shot CLI command sets
+	// it so that it does not scan /proc for orphaned sandboxes when another
+	// corral of this user did within SweepEvery; zero sweeps once per
+	// process.
+	SweepEvery time.Duration
 }
 
 // Host is corral in one process: the settings, read once and again only
@@ -348,6 +353,7 @@ func (h *Host) Backend(st *config.Settings) (sandbox.Backend, error) {
 			RunAs:       k.runAs,
 			Logger:      h.log,
 			Egress:      h.egressLocked(),
+			SweepEvery:  h.opts.SweepEvery,
 		})
 		h.bwraps[k] = b
 		return b, nil

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -43,6 +45,13 @@ func bwrapProcessEnv() []string {
 // another start time); it is killed through a pidfd opened before its
 // environment is read, so a reused pid is never signalled. Processes this
 // caller may not read are left alone (they are not its sandboxes).
+//
+// Who sweeps: `corral cleanup` always; every other corral process at its
+// first sandbox, a long-lived one (the MCP server) every time, a one-shot
+// CLI command only when Options.SweepEvery has passed since the last
+// sweep of this user (the stamp in the state directory). So a crashed
+// corral's sandboxes end at the next cleanup or MCP server start, or at
+// the first one-shot command SweepEvery or more after the last sweep.
 func SweepOrphans() int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -95,5 +104,44 @@ func orphaned(pid int) bool {
 	return false
 }
 
-// sweepOnce runs SweepOrphans once per process, at its first sandbox.
+// sweepOnce runs SweepOrphans once per process, at its first sandbox
+// (when due: sweepIfDue).
 var sweepOnce sync.Once
+
+// sweepStamp is the file in the state directory whose modification time
+// is when a process of this user last swept (Options.SweepEvery).
+const sweepStamp = "orphan-sweep"
+
+// sweepDue reports whether a sweep is due at now when the last one was at
+// last (ok false: never, or unknown). A stamp from the future (a clock
+// set back) does not postpone the sweep: it is due.
+func sweepDue(last time.Time, ok bool, now time.Time, every time.Duration) bool {
+	if every <= 0 || !ok || last.After(now) {
+		return true
+	}
+	return now.Sub(last) >= every
+}
+
+// sweepIfDue calls sweep when sweepDue says so for stateDir's stamp, and
+// then sets the stamp to now (before sweeping, so that processes starting
+// meanwhile skip; two that race both sweep, which is harmless). It returns
+// sweep's count and whether it ran. A stamp that cannot be written leaves
+// every process sweeping, as without SweepEvery.
+func sweepIfDue(stateDir string, every time.Duration, now time.Time, sweep func() int) (int, bool) {
+	if every > 0 && stateDir != "" {
+		p := filepath.Join(stateDir, sweepStamp)
+		fi, err := os.Stat(p)
+		var last time.Time
+		if err == nil {
+			last = fi.ModTime()
+		}
+		if !sweepDue(last, err == nil, now, every) {
+			return 0, false
+		}
+		if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o600); err == nil {
+			f.Close()
+			_ = os.Chtimes(p, now, now)
+		}
+	}
+	return sweep(), true
+}

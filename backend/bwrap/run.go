@@ -68,6 +68,12 @@ type Options struct {
 	// last command. Share one Pool per process, so that a session's
 	// commands reuse its server, and close it when the process ends.
 	Egress *egress.Pool
+	// SweepEvery spaces out the orphan sweep (SweepOrphans, a read of
+	// every /proc/N/comm) of short-lived processes: the first sandbox of a
+	// process sweeps only when StateDir's stamp file (sweepStamp, whose
+	// mtime is the last sweep) is missing or older than SweepEvery. Zero
+	// sweeps at the first sandbox of every process (a long-lived server).
+	SweepEvery time.Duration
 }
 
 // Backend runs each command in its own bubblewrap sandbox. It is safe for
@@ -341,7 +347,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		// Off the command's path: a /proc scan costs every `corral run`
 		// a few milliseconds, and nothing here depends on it.
 		go func() {
-			if n := SweepOrphans(); n > 0 {
+			if n, _ := sweepIfDue(b.opts.StateDir, b.opts.SweepEvery, time.Now(), SweepOrphans); n > 0 {
 				b.log.Warn("bwrap.orphans.ended", "count", n)
 			}
 		}()

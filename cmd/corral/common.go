@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/corralhq/corral"
 )
@@ -18,6 +19,12 @@ func newLogger(g *globalOptions) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 }
 
+// oneShotSweepEvery spaces out the orphan sweep of the one-shot verbs
+// (run, exec, shell): scanning /proc was about 6% of `corral run`'s CPU,
+// and orphans are rare (a corral killed while starting a sandbox).
+// `corral cleanup` and the MCP server sweep regardless.
+const oneShotSweepEvery = 5 * time.Minute
+
 // openHost opens the corral Host of this process over the --config
 // settings; o's flags, when given, override the settings of every command
 // (and its session's route). Close it before corral exits: it ends the
@@ -26,6 +33,7 @@ func (g *globalOptions) openHost(o *runOptions, logger *slog.Logger) (*corral.Ho
 	opts := corral.Options{ConfigPath: g.configPath, Logger: logger, Command: g.selfCommand(), JoinContainers: g.joinContainers}
 	if o != nil {
 		opts.Override = o.override
+		opts.SweepEvery = oneShotSweepEvery
 	}
 	return corral.Open(opts)
 }
