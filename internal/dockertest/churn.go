@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -97,7 +98,7 @@ func buildChurnImage(cli *client.Client) (string, error) {
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module churn\n\ngo 1.21\n"), 0o644); err != nil {
 		return "", err
 	}
-	build := exec.Command("go", "build", "-trimpath", "-o", "churn", ".")
+	build := exec.Command(goTool(), "build", "-trimpath", "-o", "churn", ".")
 	build.Dir = dir
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -266,4 +267,20 @@ func churnOne(ctx context.Context, cli *client.Client, image, tag string, hold b
 		return fmt.Errorf("wait: %w", err)
 	}
 	return nil
+}
+
+// goTool is the go command: the one on PATH, else the one of the
+// toolchain that built this test binary (CI runs the unprivileged pass with
+// PATH=/usr/local/bin:/usr/bin:/bin, which Go's own installation in
+// /usr/local/go/bin is not on).
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	//lint:ignore SA1019 the toolchain that built this binary is the one wanted
+	p := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	return "go" // the error then names it
 }
