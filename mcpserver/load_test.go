@@ -109,20 +109,6 @@ func holding(s string) []string {
 	return out
 }
 
-// churnAsRoot starts dockertest.Churn when the test runs as root and a
-// Docker engine answers (CORRAL_REQUIRE_DOCKER=1, as in CI, makes a
-// missing engine a failure), and returns it, or nil.
-func churnAsRoot(t *testing.T) *dockertest.Churner {
-	if os.Getuid() != 0 {
-		return nil
-	}
-	cli := dockertest.EngineIfAny(t)
-	if cli == nil {
-		return nil
-	}
-	return dockertest.Churn(t, cli, dockertest.ChurnImage(t, cli))
-}
-
 // pollUntil calls cond every 50 ms until it holds or d passes, and
 // reports whether it held. d only catches hangs: a slow machine takes
 // longer, it does not fail.
@@ -177,7 +163,7 @@ func TestServeUnderLoad(t *testing.T) {
 		return toResult(t, res), nil
 	}
 
-	churn := churnAsRoot(t)
+	churn := dockertest.ChurnAsRoot(t)
 	start := time.Now()
 	// Wave 1: every client in its own subdirectory, with its own variable
 	// and file, checked on every call.

@@ -344,7 +344,7 @@ func TestConcurrentCommandsSerialize(t *testing.T) {
 // (their mounts change the host's mount table under bwrap's starts).
 func TestManySessionsInParallel(t *testing.T) {
 	f := newFixture(t)
-	churn := churnAsRoot(t)
+	churn := dockertest.ChurnAsRoot(t)
 	const sessions, commands = 16, 40
 	// In every command's text, so in the argv of its bwrap and shell.
 	marker := fmt.Sprintf("corral-many-%d", time.Now().UnixNano())
@@ -398,20 +398,6 @@ func TestManySessionsInParallel(t *testing.T) {
 	if len(left) > 0 {
 		t.Errorf("processes of the test's sandboxes left running:\n%s", strings.Join(left, "\n"))
 	}
-}
-
-// churnAsRoot starts dockertest.Churn when the test runs as root and a
-// Docker engine answers (CORRAL_REQUIRE_DOCKER=1, as in CI, makes a
-// missing engine a failure), and returns it, or nil.
-func churnAsRoot(t *testing.T) *dockertest.Churner {
-	if os.Getuid() != 0 {
-		return nil
-	}
-	cli := dockertest.EngineIfAny(t)
-	if cli == nil {
-		return nil
-	}
-	return dockertest.Churn(t, cli, dockertest.ChurnImage(t, cli))
 }
 
 // processesWith lists the live processes (not zombies) other than this one

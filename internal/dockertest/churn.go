@@ -284,3 +284,21 @@ func goTool() string {
 	}
 	return "go" // the error then names it
 }
+
+// ChurnAsRoot starts Churn with ChurnImage when the test runs as root and
+// an engine answers (EngineIfAny: under CORRAL_REQUIRE_DOCKER=1, as in CI,
+// a missing engine fails the test), and returns it; otherwise nil. The
+// load tests use it: containers starting and stopping next to a root
+// caller's sandboxes is the case users met (bwrap copying a mount tree
+// that Docker changed).
+func ChurnAsRoot(t testing.TB) *Churner {
+	t.Helper()
+	if os.Getuid() != 0 {
+		return nil
+	}
+	cli := EngineIfAny(t)
+	if cli == nil {
+		return nil
+	}
+	return Churn(t, cli, ChurnImage(t, cli))
+}
