@@ -232,7 +232,8 @@ func SecretFiles() []string {
 // CredentialTargets returns the credential stores and files (CredentialStores,
 // CredentialFiles) of home that exist, where their symlinks lead, and where
 // the symlinks inside the stores lead, however deep (a store's symlinks to
-// directories are not descended: their targets are hidden whole). At most
+// directories are not descended: their targets are hidden whole), except
+// inside OwnStores, which are not walked. At most
 // StoreBudget entries of one store are examined; warnings name a store
 // that has more. A store corral cannot read yields what it can.
 func CredentialTargets(home string) (targets, warnings []string) {
@@ -280,6 +281,9 @@ func CredentialTargets(home string) (targets, warnings []string) {
 			continue
 		}
 		add(t)
+		if slices.Contains(OwnStores, rel) {
+			continue
+		}
 		if tst, err := os.Stat(t); err == nil && tst.IsDir() && (st.IsDir() || st.Mode()&fs.ModeSymlink != 0) {
 			budget := StoreBudget
 			walk(t, &budget)

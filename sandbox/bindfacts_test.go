@@ -165,3 +165,45 @@ func BenchmarkScanSockets(b *testing.B) {
 		})
 	}
 }
+
+// Symlinks inside a person's credential store hide their targets; those
+// inside corral's own state directory (a sandbox writes its tool cache and
+// scratch there) do not, so one sandbox cannot hide a path from the next.
+func TestCredentialTargetsOwnStoresNotWalked(t *testing.T) {
+	home := t.TempDir()
+	outside := t.TempDir()
+	for _, d := range []string{".aws", ".local/state/corral/cache/go-build", ".cache/corral"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stow := filepath.Join(outside, "stow")
+	planted := filepath.Join(outside, "planted")
+	for _, d := range []string{stow, planted} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Symlink(stow, filepath.Join(home, ".aws", "credentials")))
+	must(os.Symlink(planted, filepath.Join(home, ".local/state/corral/cache/go-build", "evil")))
+	must(os.Symlink(planted, filepath.Join(home, ".cache/corral", "evil")))
+	targets, _ := CredentialTargets(home)
+	if !slices.Contains(targets, stow) {
+		t.Errorf("a symlink in ~/.aws: its target %s not hidden: %q", stow, targets)
+	}
+	if slices.Contains(targets, planted) {
+		t.Errorf("a symlink in corral's own state: its target %s hidden: %q", planted, targets)
+	}
+	for _, own := range OwnStores {
+		if p := filepath.Join(home, own); exists(p) && !slices.Contains(targets, p) {
+			t.Errorf("%s itself not hidden: %q", p, targets)
+		}
+	}
+}
+
+func exists(p string) bool { _, err := os.Lstat(p); return err == nil }

@@ -69,6 +69,16 @@ var CredentialStores = []string{
 	".local/share/corral", ".cache/corral", ".gnome2/keyrings",
 }
 
+// OwnStores are the CredentialStores that are corral's own state, data
+// and cache directories, which sandboxes write into (the tool cache,
+// scratch directories and session homes live under the state directory).
+// They are hidden whole like any store, but CredentialTargets does not walk
+// them for symlinks: a symlink there was made by corral or by a sandbox,
+// never by a person keeping a secret elsewhere, and following it would let
+// one sandbox hide any path it names (/usr) from every later sandbox, and
+// make every command pay for a walk of a tool cache of any size.
+var OwnStores = []string{".local/state/corral", ".local/share/corral", ".cache/corral"}
+
 // CredentialFiles read as empty files inside otherwise visible entries.
 // Paths are relative to a home directory.
 var CredentialFiles = []string{

@@ -632,6 +632,31 @@ func TestSymlinkInsideCredentialStore(t *testing.T) {
 	mustContain(t, o, "done")
 }
 
+// A symlink a sandbox leaves in the tool cache (under corral's own state
+// directory, a credential store hidden whole) does not hide its target
+// from the next sandbox: found by reading the walk, where /usr could have
+// been planted.
+func TestToolCacheSymlinkHidesNothing(t *testing.T) {
+	e := newEnv(t)
+	cache := filepath.Join(e.state, "cache")
+	seen := filepath.Join(e.home, "project", "seen")
+	if err := os.MkdirAll(seen, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(seen, "f"), []byte("VISIBLE"), 0o644)
+	if err := os.MkdirAll(cache, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	withCache := func(r *sandbox.Request) { r.CacheDir = cache }
+	o := e.sh(`mkdir -p "$GOCACHE" && ln -s `+seen+` "$GOCACHE/planted" && ln -s /usr/share "$GOCACHE/usr" && echo planted`, withCache)
+	mustContain(t, o, "planted")
+	o = e.sh(`cat `+seen+`/f; ls /usr/share | wc -l`, withCache)
+	mustContain(t, o, "VISIBLE")
+	if strings.HasPrefix(strings.TrimSpace(strings.SplitN(o.stdout, "\n", 2)[1]), "0") {
+		t.Errorf("/usr/share hidden after a sandbox linked to it from the tool cache:\n%s", o)
+	}
+}
+
 // Secrets by variable name stay out; env_allow lets one through; the
 // sandbox gets a session keyring of its own; /tmp is bounded; the mount plan
 // is not in /proc/1/cmdline.
