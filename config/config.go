@@ -57,6 +57,9 @@ type Settings struct {
 	Timeout time.Duration
 	// HomeMode is HomeModeHost or HomeModeSession (key home_mode).
 	HomeMode string
+	// WorkspaceMode is WorkspaceDirect or WorkspaceReview (key
+	// workspace_mode).
+	WorkspaceMode string
 	// ToolCaches is ToolCachesShared, ToolCachesSession or ToolCachesOff
 	// (key tool_caches).
 	ToolCaches string
@@ -284,6 +287,9 @@ type Route struct {
 	// matter under the allowlist profile only).
 	Allow []string `json:"allow,omitempty" yaml:"allow,omitempty"`
 	Deny  []string `json:"deny,omitempty" yaml:"deny,omitempty"`
+	// WorkspaceMode, when set, replaces the workspace_mode key for the
+	// sessions of the route.
+	WorkspaceMode string `json:"workspace_mode,omitempty" yaml:"workspace_mode,omitempty"`
 }
 
 // Match reports whether the session called name matches r.Sessions. A
@@ -347,6 +353,10 @@ func (s *Settings) ForSession(name string) *Settings {
 	if len(r.Deny) > 0 && out.origins["network.deny"].source != SourceFlag {
 		out.NetworkDeny = slices.Clone(r.Deny)
 		out.origins["network.deny"] = o
+	}
+	if r.WorkspaceMode != "" && out.origins["workspace_mode"].source != SourceFlag {
+		out.WorkspaceMode = r.WorkspaceMode
+		out.origins["workspace_mode"] = o
 	}
 	return &out
 }

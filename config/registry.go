@@ -133,6 +133,9 @@ const (
 	// BackendDocker is the backend value for Docker containers (docker.*).
 	BackendDocker = "docker"
 
+	WorkspaceDirect = "direct" // workspace_mode: commands write the host's working directory
+	WorkspaceReview = "review" // workspace_mode: commands write the session's layer; a person applies it
+
 	HomeModeHost    = "host"    // home_mode: the host's home directory, hidden but for allowed entries
 	HomeModeSession = "session" // home_mode: a fresh home directory per session
 
@@ -320,6 +323,13 @@ var registry = []Key{
 		field:   func(s *Settings) any { return &s.HomeMode },
 	},
 	{
+		Name: "workspace_mode", Kind: KindEnum, Default: WorkspaceDirect,
+		Values:  []string{WorkspaceDirect, WorkspaceReview},
+		Accepts: "one of direct, review",
+		Doc:     "direct: commands change the working directory itself; review: a session's changes land in a layer of its own (bwrap backend), shown by `corral diff` and written to the host by `corral apply`",
+		field:   func(s *Settings) any { return &s.WorkspaceMode },
+	},
+	{
 		Name: "tool_caches", Kind: KindEnum, Default: ToolCachesShared,
 		Values:  []string{ToolCachesShared, ToolCachesSession, ToolCachesOff},
 		Accepts: "one of shared, session, off",
@@ -393,7 +403,7 @@ var registry = []Key{
 	{
 		Name: "routes", Kind: KindRoutes, Default: []Route(nil),
 		Accepts: `a list of {sessions, backend, profile, allow, deny} mappings such as [{sessions: "tg:*", profile: workspace}]`,
-		Doc:     `backend, profile and network allowlist by session name: [{sessions: "tg:*", backend: bwrap, profile: allowlist, allow: ["pypi.org"]}, ...]; sessions is a glob (* also matches / and :), the first matching route wins, every field is optional, and what a route leaves out comes from the backend, profile, network.allow and network.deny keys`,
+		Doc:     `backend, profile, network allowlist and workspace_mode by session name: [{sessions: "tg:*", backend: bwrap, profile: allowlist, allow: ["pypi.org"]}, ...]; sessions is a glob (* also matches / and :), the first matching route wins, every field is optional, and what a route leaves out comes from the backend, profile, network.allow and network.deny keys`,
 		field:   func(s *Settings) any { return &s.Routes },
 	},
 	{

@@ -289,18 +289,18 @@ func parseBind(raw any, home homeFunc) (sandbox.Bind, *problem) {
 }
 
 // routeFields are the fields of a routes entry.
-var routeFields = []string{"sessions", "backend", "profile", "allow", "deny"}
+var routeFields = []string{"sessions", "backend", "profile", "allow", "deny", "workspace_mode"}
 
 // parseRoute checks one routes entry. A field that is null counts as left
 // out.
 func parseRoute(raw any) (Route, *problem) {
 	m, ok := stringMap(raw)
 	if !ok {
-		return Route{}, &problem{value: raw, reason: "is not a {sessions, backend, profile, allow, deny} mapping"}
+		return Route{}, &problem{value: raw, reason: "is not a {" + strings.Join(routeFields, ", ") + "} mapping"}
 	}
 	for f := range m {
 		if !slices.Contains(routeFields, f) {
-			return Route{}, &problem{value: raw, reason: fmt.Sprintf("has unknown field %q (want sessions, backend, profile, allow, deny)", f)}
+			return Route{}, &problem{value: raw, reason: fmt.Sprintf("has unknown field %q (want %s)", f, strings.Join(routeFields, ", "))}
 		}
 	}
 	var r Route
@@ -329,6 +329,13 @@ func parseRoute(raw any) (Route, *problem) {
 	}
 	if r.Backend != "" && r.Backend != BackendBwrap && r.Backend != BackendDocker && r.Backend != BackendLocal {
 		return r, &problem{sub: ".backend", value: m["backend"], reason: "is not one of bwrap, docker, local"}
+	}
+	if r.WorkspaceMode, p = text("workspace_mode"); p != nil {
+		p.reason += " (want direct or review)"
+		return r, p
+	}
+	if r.WorkspaceMode != "" && r.WorkspaceMode != WorkspaceDirect && r.WorkspaceMode != WorkspaceReview {
+		return r, &problem{sub: ".workspace_mode", value: m["workspace_mode"], reason: "is not one of direct, review"}
 	}
 	var prof string
 	if prof, p = text("profile"); p != nil {

@@ -64,6 +64,10 @@ func TestInstructions(t *testing.T) {
 		want    []string
 		notWant []string
 	}{
+		{"review mode", with(func(sp *session.Spec) { sp.Review = true }), nil, []string{
+			"Review mode: what you change in the working directory lands in this session's own layer",
+			"Nothing you do applies them.",
+		}, nil},
 		{"workspace", &base, nil, []string{
 			`inside a bwrap sandbox, in the session "s1", under the workspace profile`,
 			"Working directory: /src/proj. It is writable",

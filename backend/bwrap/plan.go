@@ -72,10 +72,19 @@ type Host struct {
 	// EmptyFile is an empty, read-only regular file bound over files that
 	// must read as empty (credential files, the Docker socket).
 	EmptyFile string
+	// view is the review layer's holder when the request has a LayerDir:
+	// paths in the working directory are read as its mount namespace
+	// shows them (Plan.inView).
+	view *layerHolder
 }
 
 // Plan is everything bwrap needs to build one sandbox.
 type Plan struct {
+	// LayerDir is the session's review layer (sandbox.Request.LayerDir):
+	// bwrap starts in its holder's namespaces (layerhold_linux.go), where
+	// Workdir is the overlay. Empty: the host's own working directory.
+	LayerDir string
+	view     *layerHolder
 	// Mounts in the order bwrap applies them.
 	Mounts []mount
 	// Chdir is the directory the command starts in (absolute, resolved).
@@ -227,7 +236,7 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		req = &r
 	}
 	p := &planner{req: req, host: host, allow: map[string]bool{}, roDevs: map[string]bool{}, bindSrc: map[string]string{}}
-	plan := &Plan{ShareNet: profile.HostNetwork(), TTY: req.TTY, Egress: profile == sandbox.ProfileAllowlist, DenyUnixSockets: profile.DeniesUnixSockets()}
+	plan := &Plan{ShareNet: profile.HostNetwork(), TTY: req.TTY, Egress: profile == sandbox.ProfileAllowlist, DenyUnixSockets: profile.DeniesUnixSockets(), LayerDir: req.LayerDir, view: host.view}
 
 	workdir, writable, err := p.workdir(profile)
 	if err != nil {
@@ -464,6 +473,18 @@ func (p *planner) chdir(workdir string) string {
 	d := p.req.Dir
 	if d == "" || !filepath.IsAbs(d) {
 		return workdir
+	}
+	if v := p.host.view; v.covers(filepath.Clean(d)) {
+		// In the review layer: as it shows the directory (a directory the
+		// session made exists only there); bwrap resolves it inside.
+		r := filepath.Clean(d)
+		for !isDir(v.path(r)) && within(filepath.Dir(r), workdir) {
+			r = filepath.Dir(r)
+		}
+		if r != filepath.Clean(d) {
+			p.warn("directory %s does not exist; starting in %s", d, r)
+		}
+		return r
 	}
 	r, err := filepath.EvalSymlinks(filepath.Clean(d))
 	if err != nil {

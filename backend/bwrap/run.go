@@ -93,6 +93,8 @@ type Backend struct {
 
 	// filters holds the sealed syscall filters, one per seccomp.Options.
 	filters filterCache
+	// layers are the review layers' holders (layerhold_linux.go).
+	layers layerHolders
 
 	// noFilter leaves bwrap's --seccomp out (the benchmark's baseline
 	// only).
@@ -179,7 +181,10 @@ func New(opts Options) *Backend {
 // Close releases what the Backend keeps between commands (its sealed
 // syscall-filter memfds). Sandboxes already started are not affected; a
 // later Run builds what it needs again. It returns the first close error.
-func (b *Backend) Close() error { return b.filters.close() }
+func (b *Backend) Close() error {
+	b.layers.closeAll()
+	return b.filters.close()
+}
 
 // Name implements sandbox.Backend.
 func (b *Backend) Name() string { return "bwrap" }
@@ -285,6 +290,9 @@ func (b *Backend) host() (Host, error) {
 // wrap sandbox.ErrBadRequest (a malformed run_as).
 func (b *Backend) identity(plan *Plan) error {
 	if os.Getuid() != 0 {
+		if plan.LayerDir != "" {
+			plan.InsideUID, plan.InsideGID = os.Getuid(), os.Getgid()
+		}
 		return nil
 	}
 	fixed, isFixed, err := sandbox.ParseRunAs(b.opts.RunAs)
@@ -414,6 +422,28 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 
 // attempt plans req against host and runs it once.
 func (b *Backend) attempt(ctx context.Context, bin *Binary, host Host, req *sandbox.Request, ens *egressNS) (*sandbox.Result, error) {
+	if req.LayerDir != "" {
+		// The plan reads the working directory as the layer shows it. A
+		// root caller's holder is made from the host view of the plan
+		// without it (layerFor).
+		var first *Plan
+		if os.Getuid() == 0 {
+			p, err := BuildPlan(req, host)
+			if err != nil {
+				return nil, err
+			}
+			if err := b.identity(p); err != nil {
+				return nil, err
+			}
+			first = p
+		}
+		h, err := b.layerFor(bin, req, first)
+		if err != nil {
+			return nil, err
+		}
+		defer h.release()
+		host.view = h
+	}
 	plan, err := BuildPlan(req, host)
 	if err != nil {
 		return nil, err
