@@ -100,6 +100,14 @@ func (l *Layer) Ensure() error {
 			return fmt.Errorf("making the layer: %w", err)
 		}
 	}
+	// overlayfs takes the merged root's attributes from upper's root: the
+	// session must see the working directory's own mode, not 0700 (the
+	// layer's directory, 0700, keeps others out).
+	if fi, err := os.Stat(l.Lower); err == nil {
+		if err := os.Chmod(l.Upper(), fi.Mode().Perm()); err != nil {
+			return fmt.Errorf("making the layer: %w", err)
+		}
+	}
 	var a, b syscall.Stat_t
 	if syscall.Stat(l.Upper(), &a) == nil && syscall.Stat(l.Work(), &b) == nil && a.Dev != b.Dev {
 		return fmt.Errorf("making the layer: %s and %s are on different filesystems", l.Upper(), l.Work())

@@ -213,6 +213,9 @@ func (t *tree) removeOverlayXattr(rel, name string) error {
 	defer unix.Close(fd)
 	p := fmt.Sprintf("/proc/self/fd/%d", fd)
 	for _, pre := range xattrPrefixes {
+		if _, err := unix.Getxattr(p, pre+name, nil); err != nil {
+			continue // absent, or trusted.* that only root reads
+		}
 		if err := unix.Removexattr(p, pre+name); err != nil && !errors.Is(err, unix.ENODATA) {
 			return &os.PathError{Op: "removexattr", Path: t.abs(rel), Err: err}
 		}
