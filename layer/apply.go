@@ -24,6 +24,9 @@ type ApplyOptions struct {
 	// Logger receives the events layer.apply and layer.apply.conflict;
 	// nil logs nowhere.
 	Logger *slog.Logger
+	// Overwrite applies over conflicting paths instead of stopping: a
+	// person merged them by hand into the layer's version.
+	Overwrite bool
 }
 
 // ApplyResult is what Apply did.
@@ -125,7 +128,9 @@ func Apply(l *Layer, paths []string, opts ApplyOptions) (ApplyResult, error) {
 			done[ch.Path] = true
 			continue
 		}
-		conflicts[ch.Path] = true
+		if !opts.Overwrite {
+			conflicts[ch.Path] = true
+		}
 	}
 	for _, ch := range chosen {
 		// A directory on the way that Lower turned into something else.
@@ -138,7 +143,7 @@ func Apply(l *Layer, paths []string, opts ApplyOptions) (ApplyResult, error) {
 				return res, err
 			}
 			if cur != nil && cur.Type != "dir" {
-				conflicts[a] = true
+				conflicts[a] = true // even with Overwrite: the layer has no entry there to write
 			}
 		}
 	}

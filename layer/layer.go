@@ -50,6 +50,27 @@ func New(dir, lower string) *Layer {
 	return &Layer{Dir: filepath.Clean(dir), Lower: filepath.Clean(lower)}
 }
 
+// Open returns the layer that Ensure made in dir, over the working
+// directory recorded there. It fails with ErrNoLayer when dir holds no
+// layer (a session whose workspace_mode is direct).
+func Open(dir string) (*Layer, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "lower"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s", ErrNoLayer, dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	l := New(dir, strings.TrimSpace(string(b)))
+	if _, err := os.Stat(l.BasePath()); err != nil {
+		return nil, fmt.Errorf("%w in %s (no base manifest: %v)", ErrNoLayer, dir, err)
+	}
+	return l, nil
+}
+
+// ErrNoLayer means a directory holds no layer.
+var ErrNoLayer = errors.New("no layer")
+
 // Upper returns the overlayfs upper directory.
 func (l *Layer) Upper() string { return filepath.Join(l.Dir, "upper") }
 

@@ -40,6 +40,9 @@ Exit status: the command's own status, 128+N when it died of signal N, and
 		newLogCmd(g),
 		newMCPCmd(g),
 		newServeCmd(g),
+		newDiffCmd(g),
+		newApplyCmd(g),
+		newDiscardCmd(g),
 	)
 	return root
 }
