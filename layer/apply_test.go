@@ -293,3 +293,20 @@ func TestApplyOwnership(t *testing.T) {
 		}
 	}
 }
+
+// Overwrite applies over a conflict (the person merged it by hand).
+func TestApplyOverwrite(t *testing.T) {
+	l := project(t)
+	inOverlay(t, l, `chmod 755 exec.sh`)
+	write(t, filepath.Join(l.Lower, "exec.sh"), "#!/bin/sh\necho host\n", 0o644)
+	if _, err := Apply(l, []string{"exec.sh"}, ApplyOptions{}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("no conflict: %v", err)
+	}
+	if _, err := Apply(l, []string{"exec.sh"}, ApplyOptions{Overwrite: true}); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(l.Lower, "exec.sh"))
+	if err != nil || fi.Mode().Perm() != 0o755 || read(t, filepath.Join(l.Lower, "exec.sh")) != "#!/bin/sh\n" {
+		t.Errorf("exec.sh after overwrite: %v %v", fi.Mode(), err)
+	}
+}
