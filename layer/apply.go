@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -162,6 +163,10 @@ func Apply(l *Layer, paths []string, opts ApplyOptions) (ApplyResult, error) {
 	}
 	if err := l.writePending(pending); err != nil {
 		return res, err
+	}
+	defer s.unstage()
+	if err := s.stage(chosen, done); err != nil {
+		return res, fmt.Errorf("writing the new files beside their targets: %w (nothing was replaced)", err)
 	}
 	for _, ch := range chosen {
 		if done[ch.Path] {
@@ -385,7 +390,7 @@ func (l *Layer) finishPending() error {
 			if err != nil {
 				return err
 			}
-			if cur == nil || cur.Type != "dir" {
+			if was := base[q]; was != nil && was.Type == "dir" && (cur == nil || cur.Type != "dir") {
 				for k := range base {
 					if strings.HasPrefix(k, q+"/") {
 						delete(base, k)
@@ -426,6 +431,116 @@ type trees struct {
 	lo, up *tree
 	root   bool   // the process is root: new entries get their directory's owner
 	prefix string // the overlay xattr prefix the layer's mount uses
+
+	// staged maps a path to the temporary file, already written and
+	// fsynced beside it in Lower, that write renames into place.
+	staged map[string]string
+}
+
+// owner returns the owner a new or replaced entry of Lower gets (-1: the
+// process's): as root, a replaced entry's own, else its directory's.
+func (s *trees) owner(cur *node, pfd int, typ string) (int, int) {
+	if !s.root {
+		return -1, -1
+	}
+	if cur != nil && cur.Type == typ {
+		return int(cur.UID), int(cur.GID)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return -1, -1
+	}
+	return int(st.Uid), int(st.Gid)
+}
+
+// stage writes the new files of changes whose directory Lower already
+// has to temporary files beside them, then fsyncs them all at once:
+// each fsync(2) waits for a journal commit (about 10 ms here), and
+// concurrent ones share commits, which makes applying 100 files ~10x
+// faster than a write, fsync and rename per file.
+func (s *trees) stage(changes []Change, done map[string]bool) error {
+	s.staged = map[string]string{}
+	var tmps [][2]string // path, temporary name
+	for _, ch := range changes {
+		if done[ch.Path] || ch.New == nil || ch.New.Type != "file" {
+			continue
+		}
+		dir, err := s.lo.lstat(path.Dir(ch.Path))
+		if err != nil {
+			return err
+		}
+		if dir == nil || dir.Type != "dir" {
+			continue // write makes the directory, then the file
+		}
+		cur, err := s.lo.lstat(ch.Path)
+		if err != nil {
+			return err
+		}
+		pfd, base, err := s.lo.parentDir(ch.Path)
+		if err != nil {
+			return err
+		}
+		uid, gid := s.owner(cur, pfd, "file")
+		tmp := tempName(base)
+		err = s.copyFile(ch.Path, pfd, tmp, ch.New.Mode, uid, gid, false)
+		if err != nil {
+			unix.Unlinkat(pfd, tmp, 0)
+		}
+		unix.Close(pfd)
+		if err != nil {
+			return err
+		}
+		s.staged[ch.Path] = tmp
+		tmps = append(tmps, [2]string{ch.Path, tmp})
+	}
+	work := make(chan [2]string)
+	errs := make(chan error, len(tmps))
+	var wg sync.WaitGroup
+	for range min(16, len(tmps)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range work {
+				errs <- s.fsyncTemp(t[0], t[1])
+			}
+		}()
+	}
+	for _, t := range tmps {
+		work <- t
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+func (s *trees) fsyncTemp(rel, tmp string) error {
+	pfd, _, err := s.lo.parentDir(rel)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	fd, err := unix.Openat(pfd, tmp, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: tmp, Err: err}
+	}
+	defer unix.Close(fd)
+	return unix.Fsync(fd)
+}
+
+// unstage removes the temporary files write did not rename.
+func (s *trees) unstage() {
+	for rel, tmp := range s.staged {
+		if pfd, _, err := s.lo.parentDir(rel); err == nil {
+			unix.Unlinkat(pfd, tmp, 0)
+			unix.Close(pfd)
+		}
+	}
+	s.staged = nil
 }
 
 func (l *Layer) open() (*trees, error) {
@@ -491,15 +606,7 @@ func (s *trees) write(ch Change) error {
 		return err
 	}
 	defer unix.Close(pfd)
-	uid, gid := -1, -1
-	if s.root {
-		var st unix.Stat_t
-		if cur != nil && cur.Type == ch.New.Type {
-			uid, gid = int(cur.UID), int(cur.GID)
-		} else if err := unix.Fstat(pfd, &st); err == nil {
-			uid, gid = int(st.Uid), int(st.Gid)
-		}
-	}
+	uid, gid := s.owner(cur, pfd, ch.New.Type)
 	if ch.New.Type == "dir" {
 		if cur != nil && cur.Type == "dir" {
 			return s.chmod(s.lo, ch.Path, ch.New.Mode)
@@ -534,7 +641,10 @@ func (s *trees) write(ch Change) error {
 			unix.Fchownat(pfd, tmp, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
 		}
 	case "file":
-		if err := s.copyFile(ch.Path, pfd, tmp, ch.New.Mode, uid, gid); err != nil {
+		if staged, ok := s.staged[ch.Path]; ok {
+			tmp = staged
+			delete(s.staged, ch.Path)
+		} else if err := s.copyFile(ch.Path, pfd, tmp, ch.New.Mode, uid, gid, true); err != nil {
 			unix.Unlinkat(pfd, tmp, 0)
 			return err
 		}
@@ -543,22 +653,22 @@ func (s *trees) write(ch Change) error {
 		unix.Unlinkat(pfd, tmp, 0)
 		return &os.PathError{Op: "rename", Path: s.lo.abs(ch.Path), Err: err}
 	}
-	return unix.Fsync(pfd)
+	return nil
 }
 
 // copyFile copies upper's file rel into a new file tmp of directory pfd
 // in Lower, with mode and (uid >= 0) owner, and fsyncs it.
-func (s *trees) copyFile(rel string, pfd int, tmp string, mode uint32, uid, gid int) error {
+func (s *trees) copyFile(rel string, pfd int, tmp string, mode uint32, uid, gid int, sync bool) error {
 	src, err := s.up.open(rel, unix.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}
 	in := os.NewFile(uintptr(src), s.up.abs(rel))
 	defer in.Close()
-	return copyTo(in, pfd, tmp, mode, uid, gid)
+	return copyTo(in, pfd, tmp, mode, uid, gid, sync)
 }
 
-func copyTo(in io.Reader, pfd int, tmp string, mode uint32, uid, gid int) error {
+func copyTo(in io.Reader, pfd int, tmp string, mode uint32, uid, gid int, sync bool) error {
 	dst, err := unix.Openat(pfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return &os.PathError{Op: "create", Path: tmp, Err: err}
@@ -571,7 +681,7 @@ func copyTo(in io.Reader, pfd int, tmp string, mode uint32, uid, gid int) error 
 	if err == nil {
 		err = unix.Fchmod(dst, mode) // after chown, which clears setuid bits
 	}
-	if err == nil {
+	if err == nil && sync {
 		err = out.Sync()
 	}
 	return errors.Join(err, out.Close())
@@ -735,7 +845,7 @@ func (s *trees) copyIn(rel string) error {
 		}
 		in := os.NewFile(uintptr(fd), s.lo.abs(rel))
 		defer in.Close()
-		return copyTo(in, pfd, base, ln.Mode, -1, -1)
+		return copyTo(in, pfd, base, ln.Mode, -1, -1, false)
 	}
 	return fmt.Errorf("%s: cannot copy a special file into the layer", s.lo.abs(rel))
 }
@@ -762,62 +872,74 @@ func (s *trees) prune(paths []string) error {
 	}
 	sort.Sort(sort.Reverse(sort.StringSlice(order))) // deepest first
 	for {
-		changed := false
+		// Deepest first, a pass removes a directory's emptied entries
+		// before the directory; only a directory that stopped being opaque
+		// can make entries below it removable, and needs another pass.
+		again := false
 		for _, p := range order {
 			c, err := s.pruneOne(p)
 			if err != nil {
 				return err
 			}
-			changed = changed || c
+			again = again || c == unopaqued
 		}
-		if !changed {
+		if !again {
 			return nil
 		}
 	}
 }
 
-func (s *trees) pruneOne(p string) (bool, error) {
+// pruned is what pruneOne did.
+type pruned int
+
+const (
+	kept pruned = iota
+	removed
+	unopaqued
+)
+
+func (s *trees) pruneOne(p string) (pruned, error) {
 	un, err := s.up.lstat(p)
 	if err != nil || un == nil {
-		return false, err
+		return kept, err
 	}
 	ln, err := s.lo.lstat(p)
 	if err != nil {
-		return false, err
+		return kept, err
 	}
 	if un.Type == "whiteout" {
 		if ln != nil {
-			return false, nil
+			return kept, nil
 		}
-		return true, s.up.removeAll(p)
+		return removed, s.up.removeAll(p)
 	}
 	hidden, err := s.hidden(p)
 	if err != nil || ln == nil || ln.Type != un.Type {
-		return false, err
+		return kept, err
 	}
 	switch un.Type {
 	case "file", "symlink":
 		if hidden {
-			return false, nil
+			return kept, nil
 		}
 		same, err := s.holds(Change{Path: p, New: side(un)}, ln)
 		if err != nil || !same {
-			return false, err
+			return kept, err
 		}
-		return true, s.up.removeAll(p)
+		return removed, s.up.removeAll(p)
 	case "dir":
 		op, pre, err := s.up.opaque(p)
 		if err != nil {
-			return false, err
+			return kept, err
 		}
 		unames, err := s.up.names(p)
 		if err != nil {
-			return false, err
+			return kept, err
 		}
 		if op {
 			lnames, err := s.lo.names(p)
 			if err != nil {
-				return false, err
+				return kept, err
 			}
 			have := map[string]bool{}
 			for _, n := range unames {
@@ -825,31 +947,31 @@ func (s *trees) pruneOne(p string) (bool, error) {
 			}
 			for _, n := range lnames {
 				if !have[n] {
-					return false, nil
+					return kept, nil
 				}
 			}
 			for _, n := range unames {
 				c := path.Join(p, n)
 				cu, err := s.up.lstat(c)
 				if err != nil {
-					return false, err
+					return kept, err
 				}
 				cl, err := s.lo.lstat(c)
 				if err != nil {
-					return false, err
+					return kept, err
 				}
 				if cu != nil && cu.Type == "dir" && cl != nil && cl.Type == "dir" {
 					if err := s.up.setOverlayXattr(c, pre, "opaque", "y"); err != nil {
-						return false, fmt.Errorf("marking %s opaque: %w", s.up.abs(c), err)
+						return kept, fmt.Errorf("marking %s opaque: %w", s.up.abs(c), err)
 					}
 				}
 			}
-			return true, s.up.removeOverlayXattr(p, "opaque")
+			return unopaqued, s.up.removeOverlayXattr(p, "opaque")
 		}
 		if hidden || len(unames) > 0 || un.Mode != ln.Mode {
-			return false, nil
+			return kept, nil
 		}
-		return true, s.up.removeAll(p)
+		return removed, s.up.removeAll(p)
 	}
-	return false, nil
+	return kept, nil
 }
