@@ -417,6 +417,9 @@ func (l *Layer) finishPending() error {
 	if err := l.writeBase(base); err != nil {
 		return err
 	}
+	if err := s.sweepTemps(paths); err != nil {
+		return err
+	}
 	if err := s.prune(paths); err != nil {
 		return err
 	}
@@ -687,10 +690,13 @@ func copyTo(in io.Reader, pfd int, tmp string, mode uint32, uid, gid int, sync b
 	return errors.Join(err, out.Close())
 }
 
+// tempPrefix starts the names of Apply's temporary files in Lower.
+const tempPrefix = ".corral-apply-"
+
 func tempName(base string) string {
 	b := make([]byte, 6)
 	rand.Read(b)
-	name := ".corral-apply-" + hex.EncodeToString(b) + "-" + base
+	name := tempPrefix + hex.EncodeToString(b) + "-" + base
 	if len(name) > 255 {
 		name = name[:255]
 	}
@@ -974,4 +980,30 @@ func (s *trees) pruneOne(p string) (pruned, error) {
 		return removed, s.up.removeAll(p)
 	}
 	return kept, nil
+}
+
+// sweepTemps removes the temporary files an Apply killed before renaming
+// them left in the directories of paths.
+func (s *trees) sweepTemps(paths []string) error {
+	dirs := map[string]bool{}
+	for _, p := range paths {
+		dirs[path.Dir(p)] = true
+	}
+	for d := range dirs {
+		if d == "." {
+			d = ""
+		}
+		names, err := s.lo.names(d)
+		if err != nil {
+			continue // gone, or no longer a directory: nothing of ours there
+		}
+		for _, n := range names {
+			if strings.HasPrefix(n, tempPrefix) {
+				if err := s.lo.removeAll(path.Join(d, n)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
