@@ -88,3 +88,44 @@ func TestReviewVerbs(t *testing.T) {
 		t.Errorf("b.txt: %q", b)
 	}
 }
+
+// TestReviewEndToEnd: a session under workspace_mode review changes the
+// project only through corral apply, and its next command sees the
+// applied and discarded state.
+func TestReviewEndToEnd(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	os.WriteFile(filepath.Join(c.work, "a.txt"), []byte("a\nb\n"), 0o644)
+	if code, _, se := c.run(nil, "config", "set", "workspace_mode", "review"); code != 0 {
+		t.Fatalf("config set: %d %s", code, se)
+	}
+	if code, so, se := c.run(nil, "run", "--session", "e2e", "--", "echo hi > notes.txt; echo c >> a.txt; ln -s /etc/passwd pw"); code != 0 {
+		t.Fatalf("a command in review mode: %d %s %s", code, so, se)
+	}
+	if _, err := os.Lstat(filepath.Join(c.work, "notes.txt")); err == nil {
+		t.Fatal("the session wrote the project")
+	}
+	code, so, se := c.run(nil, "diff", "--session", "e2e", "--stat")
+	if want := " a.txt     | 1 +\n notes.txt | 1 +\n pw        | 1 +\n 3 files changed, 3 insertions(+), 0 deletions(-)\n"; code != 0 || so != want {
+		t.Errorf("diff --stat: %d %q %q, want %q", code, so, se, want)
+	}
+	if code, _, se := c.run(nil, "apply", "--session", "e2e", "a.txt", "pw"); code != 0 {
+		t.Fatalf("apply: %d %s", code, se)
+	}
+	if b, _ := os.ReadFile(filepath.Join(c.work, "a.txt")); string(b) != "a\nb\nc\n" {
+		t.Errorf("a.txt: %q", b)
+	}
+	if tg, err := os.Readlink(filepath.Join(c.work, "pw")); err != nil || tg != "/etc/passwd" {
+		t.Errorf("pw: %q %v", tg, err)
+	}
+	if code, _, se := c.run(nil, "discard", "--session", "e2e"); code != 0 {
+		t.Fatalf("discard: %d %s", code, se)
+	}
+	code, so, se = c.run(nil, "run", "--session", "e2e", "--", "cat a.txt; ls")
+	if code != 0 || so != "a\nb\nc\na.txt\npw\n" {
+		t.Errorf("the session after apply and discard: %d %q %q", code, so, se)
+	}
+	if code, so, _ := c.run(nil, "diff", "--session", "e2e"); code != 0 || so != "" {
+		t.Errorf("diff after all: %q", so)
+	}
+}
