@@ -65,7 +65,7 @@ func Instructions(name string, sp *session.Spec, specErr error) string {
 		p("- Working directory: %s. It is read-only under the restricted profile, like the rest of the host's filesystem (writes fail with \"Read-only file system\").", wd)
 	}
 	if sp.Review && profile.Writable() {
-		p("- Review mode: what you change in the working directory lands in this session's own layer, not in the person's project; your commands and file tools see your changes, and the person reviews them (corral diff) and applies them (corral apply). Nothing you do applies them.")
+		p("- Review mode: what you change in the working directory lands in this session's own layer, not in the person's project; your commands and file tools see your changes, and the person reviews them (corral diff) and applies them (corral apply); workspace_diff shows you your pending changes. Nothing you do applies them.")
 	}
 	var writable, readonly []string
 	for _, bd := range sp.Binds {
