@@ -72,6 +72,9 @@ type Host struct {
 	// EmptyFile is an empty, read-only regular file bound over files that
 	// must read as empty (credential files, the Docker socket).
 	EmptyFile string
+	// Secrets are the request's prepared secrets (stand-ins, trust
+	// bundle); nil when it declares none. See SecretFacts.
+	Secrets *SecretFacts
 }
 
 // Plan is everything bwrap needs to build one sandbox.
@@ -304,6 +307,11 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		// directories when this sandbox has no cache.
 		env = toolcache.Strip(env, host.HiddenDirs)
 	}
+	env, secretSet, err := p.planSecrets(env)
+	if err != nil {
+		return nil, err
+	}
+	set = append(set, secretSet...)
 	plan.Env, plan.EnvWithheld = sandbox.FilterEnvPolicy(env, append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...), req.EnvAllow, set...)
 	if cache != "" {
 		// From the filtered environment: MAVEN_OPTS and GOPROXY are built
