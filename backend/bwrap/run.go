@@ -238,14 +238,13 @@ func (b *Backend) Binary(ctx context.Context) (*Binary, error) {
 func (b *Backend) SupportsStreams() bool { return true }
 
 // hostFor is host with the secret facts of the request (nil: none)
-// added: the file sources read as empty in the sandbox.
+// added.
 func (b *Backend) hostFor(facts *SecretFacts) (Host, error) {
 	h, err := b.host()
 	if err != nil || facts == nil {
 		return h, err
 	}
 	h.Secrets = facts
-	h.SecretFiles = append(slices.Clone(h.SecretFiles), facts.Files...)
 	return h, nil
 }
 

@@ -33,7 +33,6 @@ func TestPlanSecrets(t *testing.T) {
 	}
 	host := f.host()
 	host.Secrets = facts
-	host.SecretFiles = facts.Files
 	req := f.req(func(r *sandbox.Request) {
 		r.Profile = sandbox.ProfileAllowlist
 		r.Secrets = specs
@@ -79,5 +78,16 @@ func TestPlanSecrets(t *testing.T) {
 	r := *req
 	if _, err := BuildPlan(&r, f.host()); !errors.Is(err, sandbox.ErrBadRequest) {
 		t.Errorf("secrets without prepared facts: err = %v", err)
+	}
+	inWork := filepath.Join(f.home, "project", "token")
+	if err := os.WriteFile(inWork, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h2 := host
+	f2 := *facts
+	f2.Files = []string{inWork}
+	h2.Secrets = &f2
+	if _, err := BuildPlan(req, h2); !errors.Is(err, sandbox.ErrPolicy) || !strings.Contains(err.Error(), "that a secret is read from lies in") {
+		t.Errorf("a secret's file in the working directory: err = %v", err)
 	}
 }
