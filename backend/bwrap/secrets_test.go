@@ -2,6 +2,7 @@ package bwrap
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -24,13 +25,25 @@ import (
 	"github.com/corralhq/corral/sandbox"
 )
 
-// The real values of the end-to-end secrets test. They live in the
-// caller's environment (GH_REAL) and in a file (the second one), never in
-// a sandbox.
-const (
-	realGH    = "ghp_R3alT0kenOfTheTestHostOnly0123456789"
-	realOther = "sk-ant-R3alOtherKeyOfTheTestHost01"
+// The real values of the end-to-end secrets test, made at random when
+// the test binary starts (so that the binary itself, which a sandbox may
+// be able to read, does not hold them). They live in the caller's
+// environment (GH_REAL) and in a file (the second one), never in a
+// sandbox.
+var (
+	realGH    = "ghp_" + randomAlnum(36)
+	realOther = "sk-ant-" + randomAlnum(28)
 )
+
+func randomAlnum(n int) string {
+	const chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = chars[int(b[i])%len(chars)]
+	}
+	return string(b)
+}
 
 // secretsWorld is an HTTPS server for *.allowed.test that records what
 // arrived, serves git's smart HTTP protocol (git http-backend through
