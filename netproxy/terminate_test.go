@@ -46,7 +46,7 @@ func (w *secretWorld) seen() []string {
 	return slices.Clone(w.arrivals)
 }
 
-func newSecretWorld(t *testing.T) *secretWorld {
+func newSecretWorld(t testing.TB) *secretWorld {
 	t.Helper()
 	w := &secretWorld{
 		gh: secrets.Secret{Name: "GH_TOKEN", Value: "ghp_RealRealRealReal0123", StandIn: "ghp_StndStndStndStnd9876", Hosts: []string{"api.allowed.test"}},
@@ -99,6 +99,11 @@ func newSecretWorld(t *testing.T) *secretWorld {
 
 // client reaches the proxy's HTTP socket and trusts roots.
 func (w *secretWorld) client(roots *x509.CertPool, h2 bool) *http.Client {
+	return w.clientKA(roots, h2, false)
+}
+
+// clientKA is client, keeping connections alive when keepAlive.
+func (w *secretWorld) clientKA(roots *x509.CertPool, h2, keepAlive bool) *http.Client {
 	return &http.Client{
 		Timeout: 10 * time.Second,
 		Transport: &http.Transport{
@@ -109,7 +114,7 @@ func (w *secretWorld) client(roots *x509.CertPool, h2 bool) *http.Client {
 			},
 			TLSClientConfig:   &tls.Config{RootCAs: roots},
 			ForceAttemptHTTP2: h2,
-			DisableKeepAlives: true,
+			DisableKeepAlives: !keepAlive,
 		},
 	}
 }
@@ -287,3 +292,38 @@ type bufConn struct {
 func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
+
+// BenchmarkSecretRequest compares, in one run, an HTTPS GET through the
+// proxy to a host with a secret (TLS terminated, header substituted,
+// forwarded over a second TLS connection) with one to a host without
+// (blind CONNECT tunnel), on kept-alive connections and on a new
+// connection per request.
+func BenchmarkSecretRequest(b *testing.B) {
+	w := newSecretWorld(b)
+	both := x509.NewCertPool()
+	both.AddCert(w.ca.Certificate())
+	both.AddCert(w.upCert.Leaf)
+	for _, ka := range []bool{true, false} {
+		for _, tc := range []struct{ name, url string }{
+			{"blind", "https://plain.allowed.test/b"},
+			{"substituted", "https://api.allowed.test/b"},
+		} {
+			b.Run(fmt.Sprintf("keepalive=%v/%s", ka, tc.name), func(b *testing.B) {
+				c := w.clientKA(both, false, ka)
+				req, _ := http.NewRequest("GET", tc.url, nil)
+				req.Header.Set("Authorization", "Bearer "+w.gh.StandIn)
+				for b.Loop() {
+					resp, err := c.Do(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					_ = resp.Body.Close()
+					if resp.StatusCode != 200 {
+						b.Fatalf("status %d", resp.StatusCode)
+					}
+				}
+			})
+		}
+	}
+}
