@@ -305,7 +305,7 @@ func PolicyOf(st *config.Settings) (sandbox.Policy, error) {
 		Workdir: wd, Profile: st.Profile, Limits: st.Limits(), Binds: st.Binds,
 		HomeAllow: st.HomeAllow, Skills: SkillDirs(st.Skills), EnvDeny: st.EnvDeny, EnvAllow: st.EnvAllow,
 		TmpSizeMB: st.TmpSizeMB, Protected: st.ProtectedPaths,
-		NetworkAllow: st.NetworkAllow, NetworkDeny: st.NetworkDeny,
+		NetworkAllow: st.NetworkAllow, NetworkDeny: st.NetworkDeny, Secrets: st.Secrets,
 	}, nil
 }
 

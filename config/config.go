@@ -106,6 +106,10 @@ type Settings struct {
 	// allow and deny replace them for the sessions it catches (see
 	// [Settings.ForSession]).
 	NetworkAllow, NetworkDeny []string
+	// Secrets are the credentials commands use through stand-ins (key
+	// secrets; see sandbox.Secret), each checked by [parseSecrets]. A
+	// route's secrets replace them for the sessions it catches.
+	Secrets []sandbox.Secret
 	// ProtectedPaths are the protected-path patterns (key protected_paths):
 	// nil when the key is not set (sandbox.DefaultProtected applies), an
 	// empty non-nil list when it is set to [] (nothing is protected).
@@ -181,7 +185,7 @@ func (s *Settings) Source(key string) (Source, string) {
 
 // Value returns the value of key with its Settings field's Go type
 // (string, int, time.Duration, sandbox.Profile, []string, []sandbox.Bind,
-// []Route), or an *UnknownKeyError.
+// []Route, []sandbox.Secret), or an *UnknownKeyError.
 func (s *Settings) Value(key string) (any, error) {
 	k, err := lookupKey(key)
 	if err != nil {
@@ -201,6 +205,8 @@ func (s *Settings) Value(key string) (any, error) {
 	case *[]sandbox.Bind:
 		return *p, nil
 	case *[]Route:
+		return *p, nil
+	case *[]sandbox.Secret:
 		return *p, nil
 	}
 	panic("config: key " + key + " has a field of unsupported type")
@@ -258,6 +264,8 @@ func (s *Settings) assign(k *Key, v any, o origin) {
 		*p = v.([]sandbox.Bind)
 	case *[]Route:
 		*p = v.([]Route)
+	case *[]sandbox.Secret:
+		*p = v.([]sandbox.Secret)
 	default:
 		panic("config: key " + k.Name + " has a field of unsupported type")
 	}
@@ -290,6 +298,9 @@ type Route struct {
 	// WorkspaceMode, when set, replaces the workspace_mode key for the
 	// sessions of the route.
 	WorkspaceMode string `json:"workspace_mode,omitempty" yaml:"workspace_mode,omitempty"`
+	// Secrets, when not empty, replace the secrets key for the sessions of
+	// the route (entries as there).
+	Secrets []sandbox.Secret `json:"secrets,omitempty" yaml:"secrets,omitempty"`
 }
 
 // Match reports whether the session called name matches r.Sessions. A
@@ -326,9 +337,9 @@ func (s *Settings) Clone() *Settings {
 }
 
 // ForSession returns the settings the session called name runs with: a
-// copy of s whose backend, profile, network.allow and network.deny come
-// from the first matching route, where that route sets them (allow and
-// deny when not empty). Their [Settings.Source] is then SourceRoute with
+// copy of s whose backend, profile, network.allow, network.deny and
+// secrets come from the first matching route, where that route sets them
+// (allow, deny and secrets when not empty). Their [Settings.Source] is then SourceRoute with
 // the origin "routes[N]". A value given by [Settings.Apply] (a
 // command-line flag) beats the route. s is not changed.
 func (s *Settings) ForSession(name string) *Settings {
@@ -357,6 +368,10 @@ func (s *Settings) ForSession(name string) *Settings {
 	if r.WorkspaceMode != "" && out.origins["workspace_mode"].source != SourceFlag {
 		out.WorkspaceMode = r.WorkspaceMode
 		out.origins["workspace_mode"] = o
+	}
+	if len(r.Secrets) > 0 && out.origins["secrets"].source != SourceFlag {
+		out.Secrets = slices.Clone(r.Secrets)
+		out.origins["secrets"] = o
 	}
 	return &out
 }

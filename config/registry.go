@@ -46,7 +46,7 @@ const (
 	// boolean that defaults to true. As text it is a JSON or YAML flow
 	// sequence (`[{src: /data}]`) or a single such mapping.
 	KindBinds
-	// KindRoutes is a list of {sessions, backend, profile, allow, deny}
+	// KindRoutes is a list of {sessions, backend, profile, allow, deny, secrets, workspace_mode}
 	// mappings (Go type []Route): sessions is a glob over session names (see
 	// [Route.Match]), backend and profile are words as for the backend and
 	// profile keys, allow and deny lists as for network.allow and
@@ -54,6 +54,13 @@ const (
 	// flow sequence (`[{sessions: "tg:*", profile: workspace}]`) or a single
 	// such mapping.
 	KindRoutes
+	// KindSecrets is a list of {name, from, hosts, headers} mappings (Go
+	// type []sandbox.Secret, see [parseSecrets]): name an environment
+	// variable name, from "env:VAR" or "file:/abs/path", hosts a non-empty
+	// list of host names as for network.allow (no IP addresses), headers
+	// optional HTTP header names. As text it is a JSON or YAML flow
+	// sequence or a single such mapping.
+	KindSecrets
 )
 
 // String returns the kind's name as shown in help text ("int", "binds").
@@ -75,6 +82,8 @@ func (k Kind) String() string {
 		return "binds"
 	case KindRoutes:
 		return "routes"
+	case KindSecrets:
+		return "secrets"
 	}
 	return "unknown"
 }
@@ -402,8 +411,8 @@ var registry = []Key{
 	},
 	{
 		Name: "routes", Kind: KindRoutes, Default: []Route(nil),
-		Accepts: `a list of {sessions, backend, profile, allow, deny} mappings such as [{sessions: "tg:*", profile: workspace}]`,
-		Doc:     `backend, profile, network allowlist and workspace_mode by session name: [{sessions: "tg:*", backend: bwrap, profile: allowlist, allow: ["pypi.org"]}, ...]; sessions is a glob (* also matches / and :), the first matching route wins, every field is optional, and what a route leaves out comes from the backend, profile, network.allow and network.deny keys`,
+		Accepts: `a list of {sessions, backend, profile, allow, deny, secrets, workspace_mode} mappings such as [{sessions: "tg:*", profile: workspace}]`,
+		Doc:     `backend, profile, network allowlist, secrets and workspace_mode by session name: [{sessions: "tg:*", backend: bwrap, profile: allowlist, allow: ["pypi.org"]}, ...]; sessions is a glob (* also matches / and :), the first matching route wins, every field is optional, and what a route leaves out comes from the backend, profile, network.allow, network.deny, secrets and workspace_mode keys`,
 		field:   func(s *Settings) any { return &s.Routes },
 	},
 	{
@@ -426,6 +435,12 @@ var registry = []Key{
 		Doc:     "hosts refused under the allowlist profile even when network.allow matches them (checked first); same syntax as network.allow",
 		item:    netPattern,
 		field:   func(s *Settings) any { return &s.NetworkDeny },
+	},
+	{
+		Name: "secrets", Kind: KindSecrets, Default: []sandbox.Secret(nil),
+		Accepts: `a list of {name, from, hosts, headers} mappings such as [{name: GITHUB_TOKEN, from: "env:GH_TOKEN", hosts: [github.com, api.github.com]}]`,
+		Doc:     `credentials commands use but never see (allowlist profile only): the variable name holds a stand-in of the real value's length and shape, and corral's proxy puts the real value (from env:VAR or file:/abs/path, read on the host) into the Authorization, x-api-key and listed headers of HTTPS requests to hosts only; the hosts are allowed egress`,
+		field:   func(s *Settings) any { return &s.Secrets },
 	},
 	{
 		Name: "docker.scope", Kind: KindEnum, Default: "session",

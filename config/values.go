@@ -41,7 +41,7 @@ func (k *Key) not(value any) *problem {
 // for scalar kinds, a decoded sequence for list kinds.
 func (k *Key) fromText(text string) (any, *problem) {
 	switch k.Kind {
-	case KindStringList, KindBinds, KindRoutes:
+	case KindStringList, KindBinds, KindRoutes, KindSecrets:
 	default:
 		return text, nil
 	}
@@ -50,7 +50,7 @@ func (k *Key) fromText(text string) (any, *problem) {
 		return []any{}, nil
 	}
 	if t[0] != '[' && t[0] != '{' {
-		if k.Kind == KindBinds || k.Kind == KindRoutes {
+		if k.Kind == KindBinds || k.Kind == KindRoutes || k.Kind == KindSecrets {
 			return nil, k.not(text)
 		}
 		var out []any
@@ -63,7 +63,7 @@ func (k *Key) fromText(text string) (any, *problem) {
 	if err := yaml.Unmarshal([]byte(t), &v); err != nil {
 		return nil, &problem{value: text, reason: "is not valid JSON or YAML (" + yamlMessage(err) + "); want " + k.Accepts}
 	}
-	if m, ok := v.(map[string]any); ok && (k.Kind == KindBinds || k.Kind == KindRoutes) {
+	if m, ok := v.(map[string]any); ok && (k.Kind == KindBinds || k.Kind == KindRoutes || k.Kind == KindSecrets) {
 		return []any{m}, nil
 	}
 	return v, nil
@@ -212,6 +212,9 @@ func (k *Key) parse(raw any, home homeFunc) (any, *problem) {
 			out = append(out, r)
 		}
 		return out, nil
+
+	case KindSecrets:
+		return parseSecrets(raw)
 	}
 	return nil, &problem{value: raw, reason: "has a kind corral does not know"}
 }
@@ -289,7 +292,7 @@ func parseBind(raw any, home homeFunc) (sandbox.Bind, *problem) {
 }
 
 // routeFields are the fields of a routes entry.
-var routeFields = []string{"sessions", "backend", "profile", "allow", "deny", "workspace_mode"}
+var routeFields = []string{"sessions", "backend", "profile", "allow", "deny", "secrets", "workspace_mode"}
 
 // parseRoute checks one routes entry. A field that is null counts as left
 // out.
@@ -372,6 +375,14 @@ func parseRoute(raw any) (Route, *problem) {
 			}
 			*f.dst = append(*f.dst, norm)
 		}
+	}
+	if v, ok := m["secrets"]; ok && v != nil {
+		secs, p := parseSecrets(v)
+		if p != nil {
+			p.sub = ".secrets" + p.sub
+			return r, p
+		}
+		r.Secrets = secs
 	}
 	return r, nil
 }
@@ -621,6 +632,10 @@ func jsonValue(v any) any {
 		if v == nil {
 			return []Route{}
 		}
+	case []sandbox.Secret:
+		if v == nil {
+			return []sandbox.Secret{}
+		}
 	}
 	return v
 }
@@ -634,6 +649,8 @@ func clone(v any) any {
 	case []sandbox.Bind:
 		return slices.Clone(v)
 	case []Route:
+		return slices.Clone(v)
+	case []sandbox.Secret:
 		return slices.Clone(v)
 	}
 	return v

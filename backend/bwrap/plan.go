@@ -76,6 +76,9 @@ type Host struct {
 	// paths in the working directory are read as its mount namespace
 	// shows them (Plan.inView).
 	view *layerHolder
+	// Secrets are the request's prepared secrets (stand-ins, trust
+	// bundle); nil when it declares none. See SecretFacts.
+	Secrets *SecretFacts
 }
 
 // Plan is everything bwrap needs to build one sandbox.
@@ -313,6 +316,11 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		// directories when this sandbox has no cache.
 		env = toolcache.Strip(env, host.HiddenDirs)
 	}
+	env, secretSet, err := p.planSecrets(env)
+	if err != nil {
+		return nil, err
+	}
+	set = append(set, secretSet...)
 	plan.Env, plan.EnvWithheld = sandbox.FilterEnvPolicy(env, append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...), req.EnvAllow, set...)
 	if cache != "" {
 		// From the filtered environment: MAVEN_OPTS and GOPROXY are built
@@ -847,7 +855,8 @@ func (p *planner) scratch(writable bool) (string, error) {
 	return r, nil
 }
 
-// protect applies Host.SecretFiles and Host.PinFiles.
+// protect applies Host.SecretFiles (and the file sources of
+// Host.Secrets, alike) and Host.PinFiles.
 func (p *planner) protect(scratch, sessionHome, cache string, writable bool) error {
 	roots := append([]string{}, p.writes...)
 	if writable && scratch != "" {
@@ -876,12 +885,20 @@ func (p *planner) protect(scratch, sessionHome, cache string, writable bool) err
 		}
 		return filepath.Clean(f)
 	}
-	for _, f := range p.host.SecretFiles {
+	settings := len(p.host.SecretFiles)
+	files := slices.Clone(p.host.SecretFiles)
+	if p.host.Secrets != nil {
+		files = append(files, p.host.Secrets.Files...)
+	}
+	for i, f := range files {
 		if f == "" || !filepath.IsAbs(f) {
 			continue
 		}
 		r := resolve(f)
 		if w := inWritable(r); w != "" {
+			if i >= settings {
+				return fmt.Errorf("%w: the file %s that a secret is read from lies in %s, which the sandbox can write: a command could replace the value corral sends to the secret's hosts; keep it outside the writable directories", sandbox.ErrPolicy, r, w)
+			}
 			return fmt.Errorf("%w: the settings file %s lies in %s, which the sandbox can write: a command could change corral's own settings; keep the settings file elsewhere", sandbox.ErrPolicy, r, w)
 		}
 		if st, err := os.Stat(r); err == nil && st.Mode().IsRegular() && p.visible(r) && p.host.EmptyFile != "" {

@@ -27,6 +27,7 @@ import (
 	"github.com/corralhq/corral/internal/atomicfile"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/secrets"
 )
 
 // Options configure a Backend.
@@ -141,17 +142,21 @@ type egressLease struct {
 	release func()
 }
 
-// egress returns the egress namespace of req's session and network policy
+// egress returns the egress namespace of req's session, network policy
+// and secrets (secs, resolved by prepareSecrets)
 // (starting the proxy server and the namespace's holder when there is
 // none), and keeps both up until the lease's release. Errors wrap
 // sandbox.ErrUnavailable (the command must not run) or
 // sandbox.ErrBadRequest (a malformed network.allow or network.deny entry).
-func (b *Backend) egress(bin *Binary, req *sandbox.Request) (*egressLease, error) {
+func (b *Backend) egress(bin *Binary, req *sandbox.Request, secs []secrets.Secret) (*egressLease, error) {
 	if bin.Setuid && os.Geteuid() != 0 {
 		return nil, fmt.Errorf("%w: the allowlist profile needs a bwrap that is not setuid (%s is: unprivileged user namespaces seem blocked here), so the command does not run", sandbox.ErrUnavailable, bin.Path)
 	}
 	pool := b.egressPool()
-	srv, release, err := pool.Get(netproxy.Policy{Allow: req.NetworkAllow, Deny: req.NetworkDeny}, req.Session)
+	// A secret's hosts are allowed egress: the real value goes nowhere
+	// else, and naming them twice would be a trap.
+	allow := append(slices.Clone(req.NetworkAllow), sandbox.SecretHosts(req.Secrets)...)
+	srv, release, err := pool.Get(netproxy.Policy{Allow: allow, Deny: req.NetworkDeny}, req.Session, secs...)
 	if err != nil {
 		return nil, err
 	}
@@ -236,6 +241,17 @@ func (b *Backend) Binary(ctx context.Context) (*Binary, error) {
 // sandbox of its own, so a long-lived process (corral exec) gets one built
 // from the session's settings, as its commands do.
 func (b *Backend) SupportsStreams() bool { return true }
+
+// hostFor is host with the secret facts of the request (nil: none)
+// added.
+func (b *Backend) hostFor(facts *SecretFacts) (Host, error) {
+	h, err := b.host()
+	if err != nil || facts == nil {
+		return h, err
+	}
+	h.Secrets = facts
+	return h, nil
+}
 
 // host gathers the facts a plan depends on.
 func (b *Backend) host() (Host, error) {
@@ -364,14 +380,21 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if err != nil {
 		return nil, b.unavailable(err)
 	}
-	host, err := b.host()
+	secs, facts, err := b.prepareSecrets(req)
+	if err != nil {
+		if errors.Is(err, sandbox.ErrUnavailable) {
+			return nil, b.unavailable(err)
+		}
+		return nil, err
+	}
+	host, err := b.hostFor(facts)
 	if err != nil {
 		return nil, err
 	}
 	var ens *egressNS
 	if req.Profile == sandbox.ProfileAllowlist {
 		// Fail closed: no proxy, no command.
-		lease, err := b.egress(bin, req)
+		lease, err := b.egress(bin, req, secs)
 		if err != nil {
 			if errors.Is(err, sandbox.ErrUnavailable) {
 				return nil, b.unavailable(err)
@@ -386,7 +409,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		// Each attempt plans from the host as it is now: the one before
 		// failed because it changed.
 		if attempt > 1 {
-			if host, err = b.host(); err != nil {
+			if host, err = b.hostFor(facts); err != nil {
 				return nil, err
 			}
 		}
@@ -494,7 +517,11 @@ func (b *Backend) Command(ctx context.Context, req *sandbox.Request) (argv, env,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	host, err := b.host()
+	_, facts, err := b.prepareSecrets(req)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	host, err := b.hostFor(facts)
 	if err != nil {
 		return nil, nil, nil, err
 	}
