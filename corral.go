@@ -397,10 +397,11 @@ func DockerSettings(st *config.Settings) docker.Settings {
 }
 
 // egressLocked returns the process's pool of allowlist proxies, made on
-// first use (socket directories under <state dir>/net). h.mu is held.
+// first use (socket directories under <state dir>/net, the secrets'
+// certificate authority in <state dir>/ca). h.mu is held.
 func (h *Host) egressLocked() *egress.Pool {
 	if h.egress == nil {
-		h.egress = egress.NewPool(egress.Options{Dir: filepath.Join(h.stateDir, "net"), Logger: h.log})
+		h.egress = egress.NewPool(egress.Options{Dir: filepath.Join(h.stateDir, "net"), CADir: filepath.Join(h.stateDir, "ca"), Logger: h.log})
 	}
 	return h.egress
 }

@@ -1,6 +1,7 @@
 package corral_test
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -212,4 +213,35 @@ func BenchmarkSpec(b *testing.B) {
 			_ = bwrap.New(bwrap.Options{StateDir: state, SecretFiles: []string{st.Path}})
 		}
 	})
+}
+
+// Secrets through a Host (the CLI's and the MCP server's way): the
+// variable holds a stand-in of the real value's shape, never the value; the
+// certificate authority is made in the state directory. Found by a fresh
+// user's trial: the Host's proxy pool had no directory for the CA, so every
+// command with a secret was refused.
+func TestHostSecrets(t *testing.T) {
+	project, state, cfg := hostDirs(t)
+	real := "ghp_" + strings.Repeat("Zq9", 12)
+	writeSettings(t, cfg, "cwd: "+project+"\nprofile: allowlist\nsecrets: [{name: GITHUB_TOKEN, from: \"env:CORRAL_TEST_GH\", hosts: [api.github.com]}]\n")
+	h, err := corral.Open(corral.Options{ConfigPath: cfg, StateDir: state, Environ: append(env(), "CORRAL_TEST_GH="+real)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	s, err := h.Session("secrets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Exec(context.Background(), session.ExecRequest{Command: `printf '%s|%s' "$GITHUB_TOKEN" "${CORRAL_TEST_GH-unset}"`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, source, _ := strings.Cut(r.Output.Text, "|")
+	if r.ExitCode != 0 || len(got) != len(real) || !strings.HasPrefix(got, "ghp_") || got == real || source != "unset" {
+		t.Errorf("in the sandbox GITHUB_TOKEN=%q and the source variable %q (exit %d); want a stand-in of %d bytes starting ghp_, and unset", got, source, r.ExitCode, len(real))
+	}
+	if _, err := os.Stat(filepath.Join(state, "ca")); err != nil {
+		t.Errorf("no certificate authority in the state directory: %v", err)
+	}
 }

@@ -40,5 +40,5 @@ func (s *Server) editFile(ctx context.Context, c *call, in EditFileInput) (*mcp.
 	if err != nil {
 		return nil, nil, fileError(err)
 	}
-	return textResult(fmt.Sprintf("Edited %s (%d replacement(s)):\n%s", r.Path, r.Replacements, r.Diff)), r, nil
+	return textResult(fmt.Sprintf("Edited %s (%d replacement(s)):%s\n%s", r.Path, r.Replacements, c.reviewNote(), r.Diff)), r, nil
 }

@@ -49,3 +49,39 @@ func TestWorkspaceDiff(t *testing.T) {
 		t.Errorf("/etc: %q", r.text)
 	}
 }
+
+// Review mode through the tools, with the real mount: write_file and
+// edit_file say the change is in the layer, bash and read_file see it, the
+// project on the host does not change, and workspace_diff shows it.
+func TestReviewModeTools(t *testing.T) {
+	f := newFixture(t)
+	os.WriteFile(filepath.Join(f.work, "a.txt"), []byte("one\n"), 0o644)
+	f.mu.Lock()
+	f.spec.Review = true
+	f.mu.Unlock()
+	cs := f.connect(nil)
+	r := callTool(t, cs, "write_file", map[string]any{"path": "b.txt", "content": "bee\n"})
+	if r.isError || !strings.Contains(r.text, "review layer") {
+		t.Fatalf("write_file: %v %q", r.isError, r.text)
+	}
+	r = callTool(t, cs, "edit_file", map[string]any{"path": "a.txt", "old_string": "one", "new_string": "uno"})
+	if r.isError || !strings.Contains(r.text, "review layer") {
+		t.Fatalf("edit_file: %v %q", r.isError, r.text)
+	}
+	if r = callTool(t, cs, "bash", map[string]any{"command": "cat a.txt b.txt"}); r.isError || !strings.Contains(r.text, "uno\nbee\n") {
+		t.Errorf("bash: %v %q", r.isError, r.text)
+	}
+	if r = callTool(t, cs, "read_file", map[string]any{"path": "b.txt"}); r.isError || !strings.Contains(r.text, "bee") {
+		t.Errorf("read_file: %v %q", r.isError, r.text)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.work, "a.txt")); string(b) != "one\n" {
+		t.Errorf("host a.txt = %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(f.work, "b.txt")); err == nil {
+		t.Error("host b.txt made")
+	}
+	r = callTool(t, cs, "workspace_diff", map[string]any{})
+	if r.isError || !strings.Contains(r.text, "-one\n+uno\n") || !strings.Contains(r.text, "+++ b/b.txt") {
+		t.Errorf("workspace_diff: %v %q", r.isError, r.text)
+	}
+}

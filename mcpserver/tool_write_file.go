@@ -41,5 +41,15 @@ func (s *Server) writeFile(ctx context.Context, c *call, in WriteFileInput) (*mc
 	if r.Created {
 		verb = "Created"
 	}
-	return textResult(fmt.Sprintf("%s %s (%d bytes).", verb, r.Path, r.Bytes)), r, nil
+	return textResult(fmt.Sprintf("%s %s (%d bytes).%s", verb, r.Path, r.Bytes, c.reviewNote())), r, nil
+}
+
+// reviewNote is what a file tool's result adds under workspace_mode
+// review: the change is in the session's layer, not in the person's
+// project. Empty otherwise.
+func (c *call) reviewNote() string {
+	if _, sp, _, err := c.sess.SandboxRequest(nil); err != nil || !sp.Review {
+		return ""
+	}
+	return " The change is in this session's review layer: the person's project is unchanged until they apply it."
 }

@@ -119,7 +119,7 @@ func (b *Backend) egressPool() *egress.Pool {
 	b.poolOnce.Do(func() {
 		b.pool = b.opts.Egress
 		if b.pool == nil {
-			b.pool = egress.NewPool(egress.Options{Dir: filepath.Join(b.opts.StateDir, "net"), Logger: b.log})
+			b.pool = egress.NewPool(egress.Options{Dir: filepath.Join(b.opts.StateDir, "net"), CADir: filepath.Join(b.opts.StateDir, "ca"), Logger: b.log})
 		}
 	})
 	return b.pool
