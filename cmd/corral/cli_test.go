@@ -202,6 +202,13 @@ func TestDoctor(t *testing.T) {
 	if code != 0 || !strings.Contains(so, "ready") {
 		t.Errorf("doctor text: %d %s", code, so)
 	}
+	// The settings file named by $CORRAL_CONFIG is the one reported (a
+	// fresh user's trial saw the default one named instead).
+	other := filepath.Join(c.home, "other-config.yaml")
+	os.WriteFile(other, []byte("profile: workspace\n"), 0o600)
+	if _, so, _ = c.run([]string{"CORRAL_CONFIG=" + other}, "doctor"); !strings.Contains(so, "settings "+other) {
+		t.Errorf("doctor with CORRAL_CONFIG=%s does not name it:\n%s", other, so)
+	}
 	// A broken bwrap is reported with the fix, and a non-zero status.
 	fake := filepath.Join(c.home, "bin")
 	os.MkdirAll(fake, 0o755)

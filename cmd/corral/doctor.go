@@ -105,15 +105,15 @@ type proxyCheck struct {
 
 func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
 	r := &doctorResult{StateDir: config.StateDir(), Root: os.Getuid() == 0}
-	r.ConfigFile = g.configPath
+	// The file in use: --config, else $CORRAL_CONFIG, else the default
+	// (as `corral config path` says).
+	r.ConfigFile, _ = configPath(g)
 	if r.ConfigFile == "" {
 		r.ConfigFile = config.DefaultPath()
 	}
-	if _, err := config.Load(g.configPath, os.Environ()); err != nil {
-		r.ConfigError = err.Error()
-	}
 	st, err := config.Load(g.configPath, os.Environ())
 	if err != nil {
+		r.ConfigError = err.Error()
 		st = config.Defaults()
 	}
 	r.Backend = st.Backend
