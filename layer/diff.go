@@ -34,10 +34,26 @@ const contextLines = 3
 // their mode changes. Contents are read from Lower and the layer now,
 // beneath their roots without following symlinks. It fails on an error
 // of w or of a read.
+//
+// What changed inside a git directory (a path component ".git": objects,
+// refs, the index, logs) is not printed file by file: its files are
+// compressed objects and binary indexes that read as noise, so each
+// repository gets one line saying how many of its files changed (the
+// commits are seen with git log inside the session; corral apply applies
+// them with the rest, or alone by naming the .git directory).
 func Diff(w io.Writer, changes []Change, opts DiffOptions) error {
 	bw := bufio.NewWriter(w)
 	var ps []patch
+	var repos []string
+	inRepo := map[string]int{}
 	for _, ch := range changes {
+		if repo, ok := gitDirOf(ch.Path); ok {
+			if inRepo[repo] == 0 {
+				repos = append(repos, repo)
+			}
+			inRepo[repo]++
+			continue
+		}
 		p, err := patches(ch)
 		if err != nil {
 			return err
@@ -51,7 +67,22 @@ func Diff(w io.Writer, changes []Change, opts DiffOptions) error {
 			p.write(bw, opts.Color)
 		}
 	}
+	for _, r := range repos {
+		fmt.Fprintf(bw, "git directory %s: %d file%s changed (commits, objects, refs; see git log in the session; applied with the rest, or alone with corral apply %s)\n", r, inRepo[r], plural(inRepo[r]), r)
+	}
 	return bw.Flush()
+}
+
+// gitDirOf returns the git directory (a path ending in the component
+// ".git") that rel lies in or is, if any.
+func gitDirOf(rel string) (string, bool) {
+	parts := strings.Split(rel, "/")
+	for i, c := range parts {
+		if c == ".git" {
+			return strings.Join(parts[:i+1], "/"), true
+		}
+	}
+	return "", false
 }
 
 // patch is the diff of one path from one side to the other; a or b nil

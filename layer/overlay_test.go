@@ -286,3 +286,33 @@ func TestDiffText(t *testing.T) {
 		t.Errorf("stat:\n%q\nwant\n%q", b.String(), wantStat)
 	}
 }
+
+// A repository's internals (objects, refs, the index) changed in the
+// layer are one line per git directory, not a patch per object (a fresh
+// user's trial saw compressed objects printed as text).
+func TestDiffSummarizesGitDirectories(t *testing.T) {
+	l := project(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed (apt-get install git); CI installs it")
+	}
+	inOverlay(t, l, `git init -q sub && cd sub && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m one && echo x > ../mod.txt`)
+	cs, err := Changes(l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Diff(&b, cs, DiffOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.Contains(out, "diff --git a/sub/.git/") || !strings.Contains(out, "git directory sub/.git: ") || !strings.Contains(out, "corral apply sub/.git") || !strings.Contains(out, "+++ b/mod.txt") {
+		t.Errorf("diff:\n%s", out)
+	}
+	b.Reset()
+	if err := Diff(&b, cs, DiffOptions{Stat: true}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "sub/.git/") || !strings.Contains(b.String(), "git directory sub/.git: ") {
+		t.Errorf("stat:\n%s", b.String())
+	}
+}
