@@ -178,6 +178,12 @@ type Request struct {
 	// keep one sandbox per session between commands (docker); "" means a
 	// sandbox for this command alone. See SessionBackend.
 	Session string
+	// OnStart, when set, is called once the sandbox has started, with the
+	// host process id of its outermost process (bwrap's: it stays in
+	// corral's namespaces, the sandbox's are its child's). Package
+	// portfwd enters the sandbox's network namespace through it. Backends
+	// without such a process on this host (docker) do not call it.
+	OnStart func(pid int)
 	// Progress, when set, receives one-line reports of slow preparation
 	// (an image pull, a container start) while Run waits for it.
 	Progress func(msg string)

@@ -60,6 +60,7 @@ type Process struct {
 	err      error
 	ended    time.Time
 	readDone time.Time // when the output was first read to the end after exit
+	hostPID  int       // the sandbox's outermost host process, once started (recordSandbox)
 }
 
 // Chunk is what Output returns.
@@ -130,11 +131,13 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 	// Background commands do not change the session's cwd or variables.
 	sreq := s.request(sp, st, dir, bashArgv(`eval "$1"`, req.Command), req.Timeout)
 	sreq.Stdout, sreq.Stderr = p.out, p.out
+	sreq.OnStart = func(pid int) { s.recordSandbox(p, pid) }
 	s.pmu.Lock()
 	s.procs[id] = p
 	s.pmu.Unlock()
 	go func() {
 		res, err := sp.Backend.Run(ctx, sreq)
+		_ = os.Remove(s.sandboxFile(id))
 		p.mu.Lock()
 		p.result, p.err, p.ended = res, err, time.Now()
 		p.mu.Unlock()
@@ -239,7 +242,13 @@ func (s *Session) Close() {
 	}
 	attached := s.attached
 	s.attached = nil
+	forwards := s.forwards
+	s.forwards = nil
 	s.pmu.Unlock()
+	// Forwards first: they end with the session, before their targets.
+	for _, f := range forwards {
+		_ = f.Close()
+	}
 	for _, c := range attached {
 		_ = c.Close()
 	}

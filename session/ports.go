@@ -1,0 +1,166 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/corralhq/corral/internal/procfs"
+	"github.com/corralhq/corral/portfwd"
+	"github.com/corralhq/corral/sandbox"
+)
+
+// sandboxRecord is what a background process's sandbox file in the
+// session's bg directory holds: the host process id of its outermost
+// process (bwrap) and that process's start time, which together name it
+// across pid reuse, so a corral process other than the one holding the
+// process (corral port) can find it.
+type sandboxRecord struct {
+	ID        string `json:"id"`
+	Command   string `json:"command"`
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"`
+}
+
+// sandboxSuffix ends the name of a sandbox file: "<corral pid>-<id>.sandbox".
+const sandboxSuffix = ".sandbox"
+
+// sandboxFile is where process id's sandbox record lives.
+func (s *Session) sandboxFile(id string) string {
+	return filepath.Join(s.dir, "bg", strconv.Itoa(os.Getpid())+"-"+id+sandboxSuffix)
+}
+
+// recordSandbox is the OnStart of background process p: it notes the
+// sandbox's host process for port forwards.
+func (s *Session) recordSandbox(p *Process, pid int) {
+	st, ok := procfs.StartTime(pid)
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	p.hostPID = pid
+	p.mu.Unlock()
+	if err := writeJSON(s.sandboxFile(p.ID), sandboxRecord{ID: p.ID, Command: p.Command, PID: pid, StartTime: st}); err != nil {
+		s.m.log.Warn("session.background.record_failed", "session", s.name, "id", p.ID, "error", err)
+	}
+}
+
+// sandboxes returns the records of the session's background processes
+// that still run, held by this or any other corral process, oldest id
+// first within each holder.
+func (s *Session) sandboxes() []sandboxRecord {
+	ents, err := os.ReadDir(filepath.Join(s.dir, "bg"))
+	if err != nil {
+		return nil
+	}
+	var out []sandboxRecord
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), sandboxSuffix) {
+			continue
+		}
+		var r sandboxRecord
+		if readJSON(filepath.Join(s.dir, "bg", e.Name()), &r) != nil || r.PID <= 0 {
+			continue
+		}
+		if st, ok := procfs.StartTime(r.PID); !ok || st != r.StartTime || procfs.Zombie(r.PID) {
+			continue // ended; its holder removes the file
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// PortTarget is where a forward of a session's port goes.
+type PortTarget struct {
+	// ID and Command name the background process that listens.
+	ID, Command string
+	// NSPID is a host process id inside its network namespace.
+	NSPID int
+	// Addr is the address the relay connects to there.
+	Addr netip.AddrPort
+}
+
+// FindPort returns the running background process of the session (held
+// by this or another corral process) whose sandbox listens on TCP port,
+// with the address to relay to. When none does, the error (wrapping
+// sandbox.ErrBadRequest) names the session and port and lists what does
+// listen (portfwd.NotListening).
+func (s *Session) FindPort(port int) (*PortTarget, error) {
+	if port < 1 || port > 65535 {
+		return nil, fmt.Errorf("%w: port %d is out of range 1-65535", sandbox.ErrBadRequest, port)
+	}
+	recs := s.sandboxes()
+	cands := make([]portfwd.Candidate, len(recs))
+	nsPIDs := make([]int, len(recs))
+	for i, r := range recs {
+		c := portfwd.Candidate{ID: r.ID, Command: r.Command}
+		pid, err := portfwd.NamespacePID(r.PID)
+		switch {
+		case errors.Is(err, portfwd.ErrHostNetwork):
+			c.HostNetwork = true
+		case err != nil:
+			c.Err = err
+		default:
+			nsPIDs[i] = pid
+			c.Listeners, c.Err = portfwd.ListenersOf(pid)
+		}
+		cands[i] = c
+	}
+	i, addr, err := portfwd.Pick(s.name, uint16(port), cands)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", sandbox.ErrBadRequest, err)
+	}
+	return &PortTarget{ID: recs[i].ID, Command: recs[i].Command, NSPID: nsPIDs[i], Addr: addr}, nil
+}
+
+// ForwardPort forwards 127.0.0.1:hostPort on the host (0: a free port) to
+// TCP port inside the sandbox of the session's background process that
+// listens on it (FindPort). The forward ends when that process exits, when
+// the session is closed (Close), or by its own Close; the session keeps
+// it until then. Errors are FindPort's and portfwd.Start's.
+func (s *Session) ForwardPort(port, hostPort int) (*portfwd.Forward, *PortTarget, error) {
+	s.pmu.Lock()
+	closed := s.closed
+	s.pmu.Unlock()
+	if closed {
+		return nil, nil, ErrClosed
+	}
+	t, err := s.FindPort(port)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := portfwd.Start(t.NSPID, t.Addr, portfwd.Options{HostPort: hostPort, Log: s.m.log})
+	if err != nil {
+		return nil, nil, fmt.Errorf("forwarding port %d of session %q: %w", port, s.name, err)
+	}
+	s.pmu.Lock()
+	if s.closed {
+		s.pmu.Unlock()
+		f.Close()
+		return nil, nil, ErrClosed
+	}
+	s.forwards = append(s.forwards, f)
+	s.pmu.Unlock()
+	s.m.log.Info("session.port.forwarded", "session", s.name, "port", port, "id", t.ID, "url", f.URL())
+	return f, t, nil
+}
+
+// Forwards returns the session's forwards that still run.
+func (s *Session) Forwards() []*portfwd.Forward {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	live := s.forwards[:0]
+	for _, f := range s.forwards {
+		select {
+		case <-f.Done():
+		default:
+			live = append(live, f)
+		}
+	}
+	s.forwards = live
+	return append([]*portfwd.Forward(nil), live...)
+}
