@@ -103,6 +103,10 @@ type Settings struct {
 	// allow and deny replace them for the sessions it catches (see
 	// [Settings.ForSession]).
 	NetworkAllow, NetworkDeny []string
+	// Ports are the TCP ports of a session's background servers that the
+	// MCP server forwards to the host's loopback once one listens (key
+	// ports; see package portfwd).
+	Ports []int
 	// ProtectedPaths are the protected-path patterns (key protected_paths):
 	// nil when the key is not set (sandbox.DefaultProtected applies), an
 	// empty non-nil list when it is set to [] (nothing is protected).
@@ -199,6 +203,8 @@ func (s *Settings) Value(key string) (any, error) {
 		return *p, nil
 	case *[]Route:
 		return *p, nil
+	case *[]int:
+		return *p, nil
 	}
 	panic("config: key " + key + " has a field of unsupported type")
 }
@@ -255,6 +261,8 @@ func (s *Settings) assign(k *Key, v any, o origin) {
 		*p = v.([]sandbox.Bind)
 	case *[]Route:
 		*p = v.([]Route)
+	case *[]int:
+		*p = v.([]int)
 	default:
 		panic("config: key " + k.Name + " has a field of unsupported type")
 	}
@@ -284,6 +292,9 @@ type Route struct {
 	// matter under the allowlist profile only).
 	Allow []string `json:"allow,omitempty" yaml:"allow,omitempty"`
 	Deny  []string `json:"deny,omitempty" yaml:"deny,omitempty"`
+	// Ports, when not empty, replaces the ports key for the sessions of
+	// the route.
+	Ports []int `json:"ports,omitempty" yaml:"ports,omitempty"`
 }
 
 // Match reports whether the session called name matches r.Sessions. A
@@ -347,6 +358,10 @@ func (s *Settings) ForSession(name string) *Settings {
 	if len(r.Deny) > 0 && out.origins["network.deny"].source != SourceFlag {
 		out.NetworkDeny = slices.Clone(r.Deny)
 		out.origins["network.deny"] = o
+	}
+	if len(r.Ports) > 0 && out.origins["ports"].source != SourceFlag {
+		out.Ports = slices.Clone(r.Ports)
+		out.origins["ports"] = o
 	}
 	return &out
 }

@@ -197,6 +197,8 @@ func valueNode(k *Key, text string, v any) (*yaml.Node, error) {
 		out = v.([]sandbox.Bind)
 	case KindRoutes:
 		out = v.([]Route)
+	case KindPorts:
+		out = v.([]int)
 	default:
 		return nil, fmt.Errorf("config: key %s has a kind Set does not know", k.Name)
 	}

@@ -41,7 +41,7 @@ func (k *Key) not(value any) *problem {
 // for scalar kinds, a decoded sequence for list kinds.
 func (k *Key) fromText(text string) (any, *problem) {
 	switch k.Kind {
-	case KindStringList, KindBinds, KindRoutes:
+	case KindStringList, KindBinds, KindRoutes, KindPorts:
 	default:
 		return text, nil
 	}
@@ -181,6 +181,9 @@ func (k *Key) parse(raw any, home homeFunc) (any, *problem) {
 		}
 		return out, nil
 
+	case KindPorts:
+		return parsePorts(raw, k.Accepts)
+
 	case KindBinds:
 		items, ok := raw.([]any)
 		if !ok {
@@ -289,18 +292,18 @@ func parseBind(raw any, home homeFunc) (sandbox.Bind, *problem) {
 }
 
 // routeFields are the fields of a routes entry.
-var routeFields = []string{"sessions", "backend", "profile", "allow", "deny"}
+var routeFields = []string{"sessions", "backend", "profile", "allow", "deny", "ports"}
 
 // parseRoute checks one routes entry. A field that is null counts as left
 // out.
 func parseRoute(raw any) (Route, *problem) {
 	m, ok := stringMap(raw)
 	if !ok {
-		return Route{}, &problem{value: raw, reason: "is not a {sessions, backend, profile, allow, deny} mapping"}
+		return Route{}, &problem{value: raw, reason: "is not a {sessions, backend, profile, allow, deny, ports} mapping"}
 	}
 	for f := range m {
 		if !slices.Contains(routeFields, f) {
-			return Route{}, &problem{value: raw, reason: fmt.Sprintf("has unknown field %q (want sessions, backend, profile, allow, deny)", f)}
+			return Route{}, &problem{value: raw, reason: fmt.Sprintf("has unknown field %q (want sessions, backend, profile, allow, deny, ports)", f)}
 		}
 	}
 	var r Route
@@ -366,7 +369,35 @@ func parseRoute(raw any) (Route, *problem) {
 			*f.dst = append(*f.dst, norm)
 		}
 	}
+	if v, ok := m["ports"]; ok && v != nil {
+		ports, p := parsePorts(v, "a list of TCP ports from 1 to 65535 such as [3000, 5173]")
+		if p != nil {
+			p.sub = ".ports" + p.sub
+			return r, p
+		}
+		r.Ports = ports
+	}
 	return r, nil
+}
+
+// parsePorts checks a list of TCP ports (KindPorts, a route's ports):
+// numbers, or text of numbers, from 1 to 65535; duplicates are dropped.
+func parsePorts(raw any, accepts string) ([]int, *problem) {
+	items, ok := raw.([]any)
+	if !ok {
+		return nil, &problem{value: raw, reason: "is not " + accepts}
+	}
+	out := make([]int, 0, len(items))
+	for i, it := range items {
+		n, ok := toInt(it)
+		if !ok || n < 1 || n > 65535 {
+			return nil, &problem{sub: fmt.Sprintf("[%d]", i), value: it, reason: "is not a TCP port from 1 to 65535"}
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
 }
 
 // globs caches the compiled session-name globs, keyed by pattern.
@@ -614,6 +645,10 @@ func jsonValue(v any) any {
 		if v == nil {
 			return []Route{}
 		}
+	case []int:
+		if v == nil {
+			return []int{}
+		}
 	}
 	return v
 }
@@ -627,6 +662,8 @@ func clone(v any) any {
 	case []sandbox.Bind:
 		return slices.Clone(v)
 	case []Route:
+		return slices.Clone(v)
+	case []int:
 		return slices.Clone(v)
 	}
 	return v
