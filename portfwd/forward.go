@@ -39,6 +39,7 @@ const helperExitGrace = 5 * time.Second
 type Forward struct {
 	ln     *net.TCPListener
 	target netip.AddrPort
+	nsPID  int
 	cmd    *exec.Cmd
 	log    *slog.Logger
 
@@ -162,7 +163,7 @@ func Start(nsPID int, target netip.AddrPort, o Options) (_ *Forward, err error) 
 	for _, f := range files[1:] {
 		f.Close()
 	}
-	f := &Forward{ln: ln, target: target, cmd: cmd, log: log, sock: pair[0], pidfd: pidfd,
+	f := &Forward{ln: ln, target: target, nsPID: nsPID, cmd: cmd, log: log, sock: pair[0], pidfd: pidfd,
 		stopWatch: stopW, helperDone: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
@@ -185,6 +186,9 @@ func (f *Forward) URL() string { return "http://" + f.Addr().String() + "/" }
 
 // Target is the address the relay connects to inside the sandbox.
 func (f *Forward) Target() netip.AddrPort { return f.target }
+
+// NSPID is the process whose network namespace the forward entered.
+func (f *Forward) NSPID() int { return f.nsPID }
 
 // RelayPID is the host process id of the relay helper.
 func (f *Forward) RelayPID() int { return f.cmd.Process.Pid }

@@ -149,6 +149,9 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 		s.m.log.Info("session.background.exited", "session", s.name, "id", id, "exit_code", code)
 	}()
 	s.m.log.Info("session.background.started", "session", s.name, "id", id)
+	if len(sp.Ports) > 0 && !sp.Profile.HostNetwork() {
+		go s.autoForward(p, sp.Ports)
+	}
 	return p, nil
 }
 
@@ -193,6 +196,9 @@ func (s *Session) Output(id string, offset int64) (*Chunk, error) {
 	}
 	return c, nil
 }
+
+// Done is closed once the process has ended.
+func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Kill ends background process id and its whole process tree (the
 // sandbox's pid namespace) and waits until it is gone, so a port it held is

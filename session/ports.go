@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/corralhq/corral/internal/procfs"
 	"github.com/corralhq/corral/portfwd"
@@ -133,20 +134,145 @@ func (s *Session) ForwardPort(port, hostPort int) (*portfwd.Forward, *PortTarget
 	if err != nil {
 		return nil, nil, err
 	}
+	f, err := s.startForward(t, port, hostPort)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, t, nil
+}
+
+// startForward starts a forward to t and keeps it with the session.
+func (s *Session) startForward(t *PortTarget, port, hostPort int) (*portfwd.Forward, error) {
 	f, err := portfwd.Start(t.NSPID, t.Addr, portfwd.Options{HostPort: hostPort, Log: s.m.log})
 	if err != nil {
-		return nil, nil, fmt.Errorf("forwarding port %d of session %q: %w", port, s.name, err)
+		return nil, fmt.Errorf("forwarding port %d of session %q: %w", port, s.name, err)
 	}
 	s.pmu.Lock()
 	if s.closed {
 		s.pmu.Unlock()
 		f.Close()
-		return nil, nil, ErrClosed
+		return nil, ErrClosed
 	}
 	s.forwards = append(s.forwards, f)
 	s.pmu.Unlock()
 	s.m.log.Info("session.port.forwarded", "session", s.name, "port", port, "id", t.ID, "url", f.URL())
-	return f, t, nil
+	return f, nil
+}
+
+// Poll intervals of autoForward: it looks often while a server starts,
+// then less often.
+const (
+	autoForwardFirst = 100 * time.Millisecond
+	autoForwardMax   = time.Second
+)
+
+// autoForward forwards each of ports once background process p's sandbox
+// listens on it (Spec.Ports), at the same host port when that is free and
+// else at any free one, until every port is forwarded, p ends or the
+// session closes. The forwards end with p's sandbox (portfwd watches its
+// process) or the session.
+func (s *Session) autoForward(p *Process, ports []int) {
+	wait := autoForwardFirst
+	pending := append([]int(nil), ports...)
+	for len(pending) > 0 {
+		select {
+		case <-p.done:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, autoForwardMax)
+		if s.isClosed() {
+			return
+		}
+		p.mu.Lock()
+		hostPID := p.hostPID
+		p.mu.Unlock()
+		if hostPID == 0 {
+			continue
+		}
+		nsPID, err := portfwd.NamespacePID(hostPID)
+		if err != nil {
+			if errors.Is(err, portfwd.ErrHostNetwork) {
+				return
+			}
+			continue
+		}
+		ls, err := portfwd.ListenersOf(nsPID)
+		if err != nil {
+			continue
+		}
+		var still []int
+		for _, port := range pending {
+			addr, ok := portfwd.DialTarget(ls, uint16(port))
+			if !ok {
+				still = append(still, port)
+				continue
+			}
+			t := &PortTarget{ID: p.ID, Command: p.Command, NSPID: nsPID, Addr: addr}
+			_, err := s.startForward(t, port, port)
+			if err != nil && !errors.Is(err, ErrClosed) {
+				_, err = s.startForward(t, port, 0) // the host port is taken
+			}
+			if err != nil {
+				s.m.log.Warn("session.port.forward_failed", "session", s.name, "id", p.ID, "port", port, "error", err)
+			}
+		}
+		pending = still
+	}
+}
+
+// PortInfo is a listening port of a background process's sandbox.
+type PortInfo struct {
+	// Port is the port inside the sandbox.
+	Port int `json:"port"`
+	// URL is where the host reaches it ("http://127.0.0.1:N/"), or "" when
+	// it is not forwarded.
+	URL string `json:"url,omitempty"`
+}
+
+// Ports returns the TCP ports that background process id's sandbox listens
+// on, with the URL of each one forwarded (by the ports setting or
+// ForwardPort), ordered by port. It returns nil when the process has ended,
+// shares the host's network, or its listeners cannot be read.
+func (s *Session) Ports(id string) []PortInfo {
+	p, err := s.proc(id)
+	if err != nil {
+		return nil
+	}
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	p.mu.Lock()
+	hostPID := p.hostPID
+	p.mu.Unlock()
+	if hostPID == 0 {
+		return nil
+	}
+	nsPID, err := portfwd.NamespacePID(hostPID)
+	if err != nil {
+		return nil
+	}
+	ls, err := portfwd.ListenersOf(nsPID)
+	if err != nil {
+		return nil
+	}
+	// Forwards into this namespace, by target port.
+	urls := map[int]string{}
+	for _, f := range s.Forwards() {
+		if f.NSPID() == nsPID {
+			urls[int(f.Target().Port())] = f.URL()
+		}
+	}
+	var out []PortInfo
+	for _, l := range ls {
+		if len(out) > 0 && out[len(out)-1].Port == int(l.Port) {
+			continue // the same port on IPv4 and IPv6
+		}
+		out = append(out, PortInfo{Port: int(l.Port), URL: urls[int(l.Port)]})
+	}
+	return out
 }
 
 // Forwards returns the session's forwards that still run.
