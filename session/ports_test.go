@@ -16,6 +16,7 @@ import (
 
 	"github.com/corralhq/corral/internal/procfs"
 	"github.com/corralhq/corral/portfwd"
+	"github.com/corralhq/corral/sandbox"
 )
 
 // listenDeadline bounds the wait for a server in a sandbox to listen: a
@@ -213,4 +214,28 @@ func TestPortNotListening(t *testing.T) {
 	if got := s.Forwards(); len(got) != 0 {
 		t.Errorf("a failed forward is kept: %d", len(got))
 	}
+}
+
+// TestPortForwardAllowlist: under allowlist the sandbox's network
+// namespace is the session's egress namespace, owned by a user namespace
+// of its own (not the sandbox's): the forward enters that one.
+func TestPortForwardAllowlist(t *testing.T) {
+	needPython(t)
+	f := newFixture(t)
+	f.spec.Profile = sandbox.ProfileAllowlist
+	f.spec.NetworkAllow = []string{"example.com"}
+	f.spec.Env = append(f.spec.Env, "GORACE=atexit_sleep_ms=0")
+	s := f.open("ports-al")
+	marker := fmt.Sprintf("allowlist page %d", time.Now().UnixNano())
+	startServer(t, f, s, 8126, marker)
+	fw, _, err := s.ForwardPort(8126, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, fw.URL()); got != marker {
+		t.Errorf("GET through the forward = %q, want %q", got, marker)
+	}
+	s.Close()
+	waitDone(t, fw, "the session closed")
+	checkGone(t, fw)
 }
