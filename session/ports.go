@@ -95,6 +95,17 @@ func (s *Session) FindPort(port int) (*PortTarget, error) {
 		return nil, fmt.Errorf("%w: port %d is out of range 1-65535", sandbox.ErrBadRequest, port)
 	}
 	recs := s.sandboxes()
+	if len(recs) == 0 {
+		var meta Meta
+		_ = readJSON(filepath.Join(s.dir, "meta.json"), &meta)
+		switch meta.Backend {
+		case "", "bwrap":
+		case "local":
+			return nil, fmt.Errorf("%w: session %q runs on the local backend, without a sandbox: its servers listen on the host's own network (127.0.0.1:%d)", sandbox.ErrBadRequest, s.name, port)
+		default:
+			return nil, fmt.Errorf("%w: session %q runs on the %s backend; forwarding a port is implemented for bwrap only", sandbox.ErrBadRequest, s.name, meta.Backend)
+		}
+	}
 	cands := make([]portfwd.Candidate, len(recs))
 	nsPIDs := make([]int, len(recs))
 	for i, r := range recs {
