@@ -40,6 +40,7 @@ type Forward struct {
 	ln     *net.TCPListener
 	target netip.AddrPort
 	nsPID  int
+	netNS  string
 	cmd    *exec.Cmd
 	log    *slog.Logger
 
@@ -163,7 +164,7 @@ func Start(nsPID int, target netip.AddrPort, o Options) (_ *Forward, err error) 
 	for _, f := range files[1:] {
 		f.Close()
 	}
-	f := &Forward{ln: ln, target: target, nsPID: nsPID, cmd: cmd, log: log, sock: pair[0], pidfd: pidfd,
+	f := &Forward{ln: ln, target: target, nsPID: nsPID, netNS: NetNS(nsPID), cmd: cmd, log: log, sock: pair[0], pidfd: pidfd,
 		stopWatch: stopW, helperDone: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
@@ -189,6 +190,18 @@ func (f *Forward) Target() netip.AddrPort { return f.target }
 
 // NSPID is the process whose network namespace the forward entered.
 func (f *Forward) NSPID() int { return f.nsPID }
+
+// NetNS names the network namespace the forward goes into, as NetNS does.
+func (f *Forward) NetNS() string { return f.netNS }
+
+// NetNS names the network namespace of process pid ("net:[4026532281]",
+// the link /proc/PID/ns/net, namespaces(7)); two processes are in the
+// same namespace when their names are equal. It returns "" when the link
+// cannot be read (the process ended).
+func NetNS(pid int) string {
+	s, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/net")
+	return s
+}
 
 // RelayPID is the host process id of the relay helper.
 func (f *Forward) RelayPID() int { return f.cmd.Process.Pid }

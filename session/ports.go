@@ -175,6 +175,11 @@ func (s *Session) startForward(t *PortTarget, port, hostPort int) (*portfwd.Forw
 const (
 	autoForwardFirst = 100 * time.Millisecond
 	autoForwardMax   = time.Second
+	// autoForwardNoPID is how long autoForward waits for the backend to
+	// report the sandbox's host process (sandbox.Request.OnStart, called
+	// as the sandbox starts) before it concludes the backend has none
+	// (docker) and stops looking.
+	autoForwardNoPID = 30 * time.Second
 )
 
 // autoForward forwards each of ports once background process p's sandbox
@@ -185,6 +190,7 @@ const (
 func (s *Session) autoForward(p *Process, ports []int) {
 	wait := autoForwardFirst
 	pending := append([]int(nil), ports...)
+	begun := time.Now()
 	for len(pending) > 0 {
 		select {
 		case <-p.done:
@@ -199,6 +205,9 @@ func (s *Session) autoForward(p *Process, ports []int) {
 		hostPID := p.hostPID
 		p.mu.Unlock()
 		if hostPID == 0 {
+			if time.Since(begun) > autoForwardNoPID {
+				return
+			}
 			continue
 		}
 		nsPID, err := portfwd.NamespacePID(hostPID)
@@ -219,17 +228,38 @@ func (s *Session) autoForward(p *Process, ports []int) {
 				still = append(still, port)
 				continue
 			}
+			// One forward per namespace and port: under allowlist the
+			// session's processes share a namespace, and each one's
+			// autoForward sees the same listener.
+			s.fwdMu.Lock()
+			if s.forwarded(nsPID, port) {
+				s.fwdMu.Unlock()
+				continue
+			}
 			t := &PortTarget{ID: p.ID, Command: p.Command, NSPID: nsPID, Addr: addr}
 			_, err := s.startForward(t, port, port)
 			if err != nil && !errors.Is(err, ErrClosed) {
 				_, err = s.startForward(t, port, 0) // the host port is taken
 			}
+			s.fwdMu.Unlock()
 			if err != nil {
 				s.m.log.Warn("session.port.forward_failed", "session", s.name, "id", p.ID, "port", port, "error", err)
 			}
 		}
 		pending = still
 	}
+}
+
+// forwarded reports whether a live forward of the session already goes to
+// port in the network namespace of process nsPID.
+func (s *Session) forwarded(nsPID, port int) bool {
+	ns := portfwd.NetNS(nsPID)
+	for _, f := range s.Forwards() {
+		if int(f.Target().Port()) == port && ns != "" && f.NetNS() == ns {
+			return true
+		}
+	}
+	return false
 }
 
 // PortInfo is a listening port of a background process's sandbox.
@@ -271,8 +301,9 @@ func (s *Session) Ports(id string) []PortInfo {
 	}
 	// Forwards into this namespace, by target port.
 	urls := map[int]string{}
+	ns := portfwd.NetNS(nsPID)
 	for _, f := range s.Forwards() {
-		if f.NSPID() == nsPID {
+		if ns != "" && f.NetNS() == ns {
 			urls[int(f.Target().Port())] = f.URL()
 		}
 	}

@@ -38,6 +38,9 @@ type Session struct {
 	// forwards are the session's port forwards (ForwardPort), closed with
 	// it.
 	forwards []*portfwd.Forward
+	// fwdMu makes autoForward's look for an existing forward and its
+	// start of a new one one step.
+	fwdMu sync.Mutex
 }
 
 // Name returns the session's name.
