@@ -1,8 +1,10 @@
 package portfwd
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -47,8 +49,14 @@ type Forward struct {
 	mu   sync.Mutex // guards sock against a send racing Close
 	sock int        // corral's end of the descriptor-passing socket, -1 once closed
 
-	pidfd      int
-	stopWatch  *os.File // written by Close to end the pidfd watcher
+	pidfd     int
+	stopWatch *os.File // closed by end to stop the watcher
+
+	// dial, set by StartDial, makes each connection instead of a relay
+	// (cmd is nil then); conns are the open ones, closed by end.
+	dial       Dialer
+	connsMu    sync.Mutex
+	conns      map[io.Closer]struct{}
 	helperDone chan struct{}
 	done       chan struct{}
 	once       sync.Once
@@ -203,8 +211,14 @@ func NetNS(pid int) string {
 	return s
 }
 
-// RelayPID is the host process id of the relay helper.
-func (f *Forward) RelayPID() int { return f.cmd.Process.Pid }
+// RelayPID is the host process id of the relay helper, or 0 for a
+// forward made by StartDial.
+func (f *Forward) RelayPID() int {
+	if f.cmd == nil {
+		return 0
+	}
+	return f.cmd.Process.Pid
+}
 
 // Done is closed once the forward has ended and its listener and relay
 // are gone.
@@ -235,15 +249,25 @@ func (f *Forward) end(reason string) {
 			f.reason = reason
 			f.ln.Close()
 			f.mu.Lock()
-			unix.Close(f.sock) // the relay reads end of file and exits
+			if f.sock >= 0 {
+				unix.Close(f.sock) // the relay reads end of file and exits
+			}
 			f.sock = -1
 			f.mu.Unlock()
-			select {
-			case <-f.helperDone:
-			case <-time.After(helperExitGrace):
-				_ = f.cmd.Process.Kill()
-				<-f.helperDone
+			if f.cmd != nil {
+				select {
+				case <-f.helperDone:
+				case <-time.After(helperExitGrace):
+					_ = f.cmd.Process.Kill()
+					<-f.helperDone
+				}
 			}
+			f.connsMu.Lock()
+			for c := range f.conns {
+				c.Close()
+			}
+			f.conns = nil
+			f.connsMu.Unlock()
 			f.stopWatch.Close()
 			f.log.Info("portfwd.forward.ended", "host", f.Addr().String(), "target", f.target.String(), "reason", reason)
 			close(f.done)
@@ -277,6 +301,10 @@ func (f *Forward) accept() {
 		if err != nil {
 			f.end(fmt.Sprintf("accepting: %v", err))
 			return
+		}
+		if f.dial != nil {
+			go f.serveDial(c)
+			continue
 		}
 		if err := f.send(c); err != nil {
 			f.log.Warn("portfwd.conn.failed", "host", f.Addr().String(), "error", err)
@@ -327,4 +355,115 @@ type logWriter struct {
 func (w *logWriter) Write(p []byte) (int, error) {
 	w.log.Warn(w.event, "message", string(p))
 	return len(p), nil
+}
+
+// Dialer makes one connection to the target inside a sandbox, for
+// StartDial (sandbox.PortBackend.DialPort).
+type Dialer func(ctx context.Context) (io.ReadWriteCloser, error)
+
+// dialTimeout bounds one Dialer call (an exec in a container).
+const dialTimeout = time.Minute
+
+// StartDial forwards 127.0.0.1:o.HostPort on the host to the connections
+// dial makes, one per accepted connection: the way into a sandbox that a
+// backend gives itself (docker's exec), where corral cannot enter the
+// sandbox's namespaces. target is what dial connects to, for Target and the
+// logs; ns names the sandbox for NetNS. The forward ends by Close, or when alive (called every
+// pollAlive; nil means never) reports false: the server stopped
+// listening or its sandbox is gone. Errors: the host port is taken.
+func StartDial(dial Dialer, target netip.AddrPort, alive func() bool, ns string, o Options) (*Forward, error) {
+	log := o.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	if o.HostPort < 0 || o.HostPort > 65535 {
+		return nil, fmt.Errorf("host port %d is out of range 0-65535", o.HostPort)
+	}
+	ln, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: o.HostPort})
+	if err != nil {
+		return nil, fmt.Errorf("listening on 127.0.0.1:%d on the host: %w", o.HostPort, err)
+	}
+	stopR, stopW, err := os.Pipe()
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("creating a pipe: %w", err)
+	}
+	f := &Forward{ln: ln, target: target, netNS: ns, log: log, sock: -1, pidfd: -1, stopWatch: stopW,
+		helperDone: make(chan struct{}), done: make(chan struct{}), dial: dial, conns: map[io.Closer]struct{}{}}
+	close(f.helperDone)
+	go f.pollAlive(alive, stopR)
+	go f.accept()
+	log.Info("portfwd.forward.started", "host", f.Addr().String(), "target", target.String(), "via", "backend")
+	return f, nil
+}
+
+// pollAliveEvery is how often StartDial's forward asks whether its target
+// is still there.
+const pollAliveEvery = time.Second
+
+// pollAlive ends the forward once alive reports false, until stop closes.
+func (f *Forward) pollAlive(alive func() bool, stop *os.File) {
+	defer stop.Close()
+	gone := make(chan struct{})
+	go func() {
+		var b [1]byte
+		_, _ = stop.Read(b[:]) // end of file once end closes the write end
+		close(gone)
+	}()
+	t := time.NewTicker(pollAliveEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-gone:
+			return
+		case <-t.C:
+			if alive != nil && !alive() {
+				f.end("the server stopped listening, or its sandbox is gone")
+				return
+			}
+		}
+	}
+}
+
+// serveDial relays c to a connection dial makes.
+func (f *Forward) serveDial(c *net.TCPConn) {
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+	d, err := f.dial(ctx)
+	cancel()
+	if err != nil {
+		f.log.Warn("portfwd.conn.failed", "host", f.Addr().String(), "error", err)
+		return
+	}
+	f.connsMu.Lock()
+	if f.conns == nil { // the forward ended meanwhile
+		f.connsMu.Unlock()
+		d.Close()
+		return
+	}
+	f.conns[d] = struct{}{}
+	f.conns[c] = struct{}{}
+	f.connsMu.Unlock()
+	defer func() {
+		f.connsMu.Lock()
+		delete(f.conns, d)
+		delete(f.conns, c)
+		f.connsMu.Unlock()
+		d.Close()
+	}()
+	done := make(chan struct{}, 2)
+	go func() {
+		_, _ = io.Copy(d, c)
+		if cw, ok := d.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		done <- struct{}{}
+	}()
+	go func() {
+		_, _ = io.Copy(c, d)
+		_ = c.CloseWrite()
+		done <- struct{}{}
+	}()
+	<-done
+	<-done
 }

@@ -29,22 +29,18 @@ type Listener struct {
 func (l Listener) String() string { return netip.AddrPortFrom(l.Addr, l.Port).String() }
 
 // ParseProcNetTCP returns the listening sockets in data, the text of
-// /proc/PID/net/tcp or /proc/PID/net/tcp6 (proc(5)): a heading line, then
-// one line per socket whose second field is the local address as hex
+// /proc/PID/net/tcp or /proc/PID/net/tcp6, or both one after the other
+// (proc(5)): a heading line, then one line per socket whose second field is the local address as hex
 // (each 32-bit word of the address in the kernel's byte order, as %08X)
 // ':' the port as hex, and whose fourth field is the state. Lines of
 // other states are skipped; a malformed line is an error naming it.
 func ParseProcNetTCP(data []byte) ([]Listener, error) {
 	var out []Listener
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	first := true
 	for sc.Scan() {
 		line := sc.Text()
-		if first {
-			first = false
-			if strings.Contains(line, "local_address") {
-				continue
-			}
+		if strings.Contains(line, "local_address") {
+			continue // a heading (tcp and tcp6 may be given one after the other)
 		}
 		f := strings.Fields(line)
 		if len(f) == 0 {

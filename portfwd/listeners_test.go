@@ -55,6 +55,8 @@ func TestParseProcNetTCP(t *testing.T) {
 			want: []Listener{{netip.IPv6Loopback(), 8080}, {netip.IPv6Unspecified(), 80}}},
 		{name: "v4-mapped unmapped", in: heading + "   0: " + mapped + ":0016 " + v6any + ":0000 0A 0\n",
 			want: []Listener{{netip.MustParseAddr("10.1.2.3"), 22}}},
+		{name: "tcp then tcp6", in: heading + "   0: " + lo + ":1F40 " + any4 + ":0000 0A 0\n" + heading + "   0: " + v6any + ":0050 " + v6any + ":0000 0A 0\n",
+			want: []Listener{{netip.MustParseAddr("127.0.0.1"), 8000}, {netip.IPv6Unspecified(), 80}}},
 		{name: "no port", in: heading + "   0: " + lo + " x 0A\n", wantErr: "has no port"},
 		{name: "bad address", in: heading + "   0: 12345:0050 x 0A\n", wantErr: "not 8 or 32 hex digits"},
 		{name: "bad port", in: heading + "   0: " + lo + ":XYZ x 0A\n", wantErr: "local port"},

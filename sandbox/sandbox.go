@@ -261,6 +261,23 @@ type StreamBackend interface {
 	SupportsStreams() bool
 }
 
+// PortBackend is a Backend whose session sandboxes' TCP ports the host
+// reaches through the backend itself, one connection at a time (docker: an
+// exec of corral's helper in the session's container per connection).
+// Package portfwd forwards a host port with it; bwrap needs none (corral
+// enters its network namespaces, see Request.OnStart).
+type PortBackend interface {
+	Backend
+	// PortListeners returns the text of /proc/net/tcp followed by
+	// /proc/net/tcp6 of the network namespace of req's session sandbox
+	// (proc(5)); it starts or joins that sandbox as Run would.
+	PortListeners(ctx context.Context, req *Request) ([]byte, error)
+	// DialPort connects to addr ("127.0.0.1:3000") inside req's session
+	// sandbox. Writes go to the server; CloseWrite, when the result has
+	// it, ends them; Close ends the connection.
+	DialPort(ctx context.Context, req *Request, addr string) (io.ReadWriteCloser, error)
+}
+
 // Layout is implemented by backends whose sandbox does not show host paths
 // as they are, or cannot take descriptors (docker): tools that run corral's
 // own executable in the sandbox (the file server) ask it where things are.

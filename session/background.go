@@ -150,7 +150,11 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 	}()
 	s.m.log.Info("session.background.started", "session", s.name, "id", id)
 	if len(sp.Ports) > 0 && !sp.Profile.HostNetwork() {
-		go s.autoForward(p, sp.Ports)
+		if pb, ok := sp.Backend.(sandbox.PortBackend); ok {
+			go s.autoForwardBackend(p, sp.Ports, pb, sreq)
+		} else {
+			go s.autoForward(p, sp.Ports)
+		}
 	}
 	return p, nil
 }

@@ -1,8 +1,10 @@
 package session
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -83,6 +85,41 @@ type PortTarget struct {
 	NSPID int
 	// Addr is the address the relay connects to there.
 	Addr netip.AddrPort
+
+	// via, when set, is the backend that reaches the port itself
+	// (sandbox.PortBackend; NSPID is 0 then), with the session's request.
+	via sandbox.PortBackend
+	req *sandbox.Request
+}
+
+// backendPortTimeout bounds one listing of a backend's listeners.
+const backendPortTimeout = time.Minute
+
+// portBackend returns the session's backend when it reaches ports itself
+// (sandbox.PortBackend), with the request naming the session's sandbox;
+// nil when the session has no spec (a manager without a resolver, as
+// `corral sessions` uses) or its backend is not one (bwrap).
+func (s *Session) portBackend() (sandbox.PortBackend, *sandbox.Request) {
+	req, sp, _, err := s.SandboxRequest([]string{"true"})
+	if err != nil {
+		return nil, nil
+	}
+	pb, ok := sp.Backend.(sandbox.PortBackend)
+	if !ok {
+		return nil, nil
+	}
+	return pb, req
+}
+
+// backendListeners lists the listeners of the session's sandbox through pb.
+func (s *Session) backendListeners(pb sandbox.PortBackend, req *sandbox.Request) ([]portfwd.Listener, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), backendPortTimeout)
+	defer cancel()
+	b, err := pb.PortListeners(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return portfwd.ParseProcNetTCP(b)
 }
 
 // FindPort returns the running background process of the session (held
@@ -93,6 +130,18 @@ type PortTarget struct {
 func (s *Session) FindPort(port int) (*PortTarget, error) {
 	if port < 1 || port > 65535 {
 		return nil, fmt.Errorf("%w: port %d is out of range 1-65535", sandbox.ErrBadRequest, port)
+	}
+	if pb, req := s.portBackend(); pb != nil {
+		ls, err := s.backendListeners(pb, req)
+		if err != nil {
+			return nil, fmt.Errorf("%w: reading the listening sockets of session %q: %v", sandbox.ErrBadRequest, s.name, err)
+		}
+		addr, ok := portfwd.DialTarget(ls, uint16(port))
+		if !ok {
+			c := portfwd.Candidate{ID: "the session's " + pb.Name() + " sandbox", Listeners: ls}
+			return nil, fmt.Errorf("%w: %v", sandbox.ErrBadRequest, portfwd.NotListening(s.name, uint16(port), []portfwd.Candidate{c}))
+		}
+		return &PortTarget{ID: pb.Name(), Command: "the session's " + pb.Name() + " sandbox", Addr: addr, via: pb, req: req}, nil
 	}
 	recs := s.sandboxes()
 	if len(recs) == 0 {
@@ -154,7 +203,21 @@ func (s *Session) ForwardPort(port, hostPort int) (*portfwd.Forward, *PortTarget
 
 // startForward starts a forward to t and keeps it with the session.
 func (s *Session) startForward(t *PortTarget, port, hostPort int) (*portfwd.Forward, error) {
-	f, err := portfwd.Start(t.NSPID, t.Addr, portfwd.Options{HostPort: hostPort, Log: s.m.log})
+	var f *portfwd.Forward
+	var err error
+	o := portfwd.Options{HostPort: hostPort, Log: s.m.log}
+	if t.via != nil {
+		pb, req, addr := t.via, t.req, t.Addr
+		dial := func(ctx context.Context) (io.ReadWriteCloser, error) { return pb.DialPort(ctx, req, addr.String()) }
+		alive := func() bool {
+			ls, err := s.backendListeners(pb, req)
+			_, ok := portfwd.DialTarget(ls, addr.Port())
+			return err == nil && ok && !s.isClosed()
+		}
+		f, err = portfwd.StartDial(dial, addr, alive, backendNS(pb, s.name), o)
+	} else {
+		f, err = portfwd.Start(t.NSPID, t.Addr, o)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("forwarding port %d of session %q: %w", port, s.name, err)
 	}
@@ -250,10 +313,69 @@ func (s *Session) autoForward(p *Process, ports []int) {
 	}
 }
 
+// backendNS names a session's sandbox on a PortBackend, in the place of a
+// network namespace's name (portfwd.NetNS).
+func backendNS(pb sandbox.PortBackend, session string) string {
+	return pb.Name() + ":" + session
+}
+
+// autoForwardBackend is autoForward on a backend that reaches ports
+// itself: the session's sandbox is one network namespace (docker's
+// container), looked at until each port listens there, p ends or the
+// session closes.
+func (s *Session) autoForwardBackend(p *Process, ports []int, pb sandbox.PortBackend, req *sandbox.Request) {
+	wait := autoForwardFirst
+	pending := append([]int(nil), ports...)
+	ns := backendNS(pb, s.name)
+	for len(pending) > 0 {
+		select {
+		case <-p.done:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, autoForwardMax)
+		if s.isClosed() {
+			return
+		}
+		ls, err := s.backendListeners(pb, req)
+		if err != nil {
+			continue
+		}
+		var still []int
+		for _, port := range pending {
+			addr, ok := portfwd.DialTarget(ls, uint16(port))
+			if !ok {
+				still = append(still, port)
+				continue
+			}
+			s.fwdMu.Lock()
+			if s.forwardedIn(ns, port) {
+				s.fwdMu.Unlock()
+				continue
+			}
+			t := &PortTarget{ID: p.ID, Command: p.Command, Addr: addr, via: pb, req: req}
+			_, err := s.startForward(t, port, port)
+			if err != nil && !errors.Is(err, ErrClosed) {
+				_, err = s.startForward(t, port, 0)
+			}
+			s.fwdMu.Unlock()
+			if err != nil {
+				s.m.log.Warn("session.port.forward_failed", "session", s.name, "id", p.ID, "port", port, "error", err)
+			}
+		}
+		pending = still
+	}
+}
+
 // forwarded reports whether a live forward of the session already goes to
 // port in the network namespace of process nsPID.
 func (s *Session) forwarded(nsPID, port int) bool {
-	ns := portfwd.NetNS(nsPID)
+	return s.forwardedIn(portfwd.NetNS(nsPID), port)
+}
+
+// forwardedIn reports whether a live forward goes to port in the
+// namespace named ns (portfwd.NetNS, backendNS).
+func (s *Session) forwardedIn(ns string, port int) bool {
 	for _, f := range s.Forwards() {
 		if int(f.Target().Port()) == port && ns != "" && f.NetNS() == ns {
 			return true
@@ -285,23 +407,31 @@ func (s *Session) Ports(id string) []PortInfo {
 		return nil
 	default:
 	}
-	p.mu.Lock()
-	hostPID := p.hostPID
-	p.mu.Unlock()
-	if hostPID == 0 {
-		return nil
-	}
-	nsPID, err := portfwd.NamespacePID(hostPID)
-	if err != nil {
-		return nil
-	}
-	ls, err := portfwd.ListenersOf(nsPID)
-	if err != nil {
-		return nil
+	var ls []portfwd.Listener
+	var ns string
+	if pb, req := s.portBackend(); pb != nil {
+		if ls, err = s.backendListeners(pb, req); err != nil {
+			return nil
+		}
+		ns = backendNS(pb, s.name)
+	} else {
+		p.mu.Lock()
+		hostPID := p.hostPID
+		p.mu.Unlock()
+		if hostPID == 0 {
+			return nil
+		}
+		nsPID, err := portfwd.NamespacePID(hostPID)
+		if err != nil {
+			return nil
+		}
+		if ls, err = portfwd.ListenersOf(nsPID); err != nil {
+			return nil
+		}
+		ns = portfwd.NetNS(nsPID)
 	}
 	// Forwards into this namespace, by target port.
 	urls := map[int]string{}
-	ns := portfwd.NetNS(nsPID)
 	for _, f := range s.Forwards() {
 		if ns != "" && f.NetNS() == ns {
 			urls[int(f.Target().Port())] = f.URL()

@@ -26,10 +26,11 @@ func newPortCmd(g *globalOptions) *cobra.Command {
 given) to TCP PORT inside the sandbox of the session's running background
 process that listens on it: a dev server started by the MCP bash tool with
 background: true (npm run dev, python3 -m http.server) under the
-workspace or allowlist profile, whose network namespace is its own. It
-prints the URL and forwards until the session ends, that process exits, or
-^C. Only this host's loopback is opened; nothing inside the sandbox can
-open a host port. bwrap backend only.`,
+workspace or allowlist profile, whose network namespace is its own (on
+docker: the session's container). It prints the URL and forwards until the
+session ends, that process exits (on docker: nothing listens on PORT any
+more), or ^C. Only this host's loopback is opened; nothing inside the
+sandbox can open a host port.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error { return o.run(c, g, args[0]) },
 	}
@@ -44,9 +45,7 @@ func (o *portOptions) run(c *cobra.Command, g *globalOptions, arg string) error 
 	if err != nil || port < 1 || port > 65535 {
 		return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("port %q is not a number from 1 to 65535", arg)}
 	}
-	m := stateManager(g)
-	defer m.Close()
-	infos, err := m.List()
+	infos, err := stateManager(g).List()
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
@@ -57,7 +56,15 @@ func (o *portOptions) run(c *cobra.Command, g *globalOptions, arg string) error 
 	if !found {
 		return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("no session %q (corral sessions list shows them)", o.session)}
 	}
-	s, err := m.Open(o.session)
+	// The Host resolves the session's backend; on docker it joins the
+	// container of the corral mcp or serve that holds the session.
+	g.joinContainers = true
+	h, err := g.openHost(nil, newLogger(g))
+	if err != nil {
+		return &exitError{Code: sandbox.ExitCorralError, Err: err}
+	}
+	defer h.Close()
+	s, err := h.Session(o.session)
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
