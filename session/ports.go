@@ -152,7 +152,7 @@ func (s *Session) FindPort(port int) (*PortTarget, error) {
 		case "local":
 			return nil, fmt.Errorf("%w: session %q runs on the local backend, without a sandbox: its servers listen on the host's own network (127.0.0.1:%d)", sandbox.ErrBadRequest, s.name, port)
 		default:
-			return nil, fmt.Errorf("%w: session %q runs on the %s backend; forwarding a port is implemented for bwrap only", sandbox.ErrBadRequest, s.name, meta.Backend)
+			return nil, fmt.Errorf("%w: session %q last ran on the %s backend, whose sandbox cannot be reached without the session's settings", sandbox.ErrBadRequest, s.name, meta.Backend)
 		}
 	}
 	cands := make([]portfwd.Candidate, len(recs))
