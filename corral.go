@@ -228,7 +228,7 @@ func (h *Host) specOf(st *config.Settings) (*session.Spec, error) {
 	}
 	sp := &session.Spec{
 		Backend: be, Policy: pol, Timeout: st.Timeout, OutputLimit: st.OutputLimit,
-		SessionHome: st.HomeMode == config.HomeModeSession, Env: h.opts.Environ,
+		SessionHome: st.HomeMode == config.HomeModeSession, Review: st.WorkspaceMode == config.WorkspaceReview, Env: h.opts.Environ,
 		Ports: slices.Clone(st.Ports),
 	}
 	switch st.ToolCaches {
@@ -256,7 +256,8 @@ type Command struct {
 
 // Command returns what it takes to run argv in a new sandbox of its own,
 // under the settings (no session route) and Options.Override. Errors are
-// those of Spec.
+// those of Spec, and sandbox.ErrPolicy under workspace_mode review (a layer
+// is a session's: such a command would write the host's files).
 func (h *Host) Command(argv []string) (*Command, error) {
 	st, err := h.settingsFor("", false)
 	if err != nil {
@@ -269,6 +270,11 @@ func (h *Host) Command(argv []string) (*Command, error) {
 	be, err := h.Backend(st)
 	if err != nil {
 		return nil, err
+	}
+	if st.WorkspaceMode == config.WorkspaceReview && pol.Profile != sandbox.ProfileRestricted {
+		// A layer belongs to a session; a command of none would write the
+		// host's files, which review mode promises it does not.
+		return nil, fmt.Errorf("%w: workspace_mode is review, which keeps changes in a session's layer until a person applies them: run the command in a session (corral run --session NAME -- ..., then corral diff --session NAME), or set workspace_mode direct for it (CORRAL_WORKSPACE_MODE=direct)", sandbox.ErrPolicy)
 	}
 	if len(argv) == 0 {
 		argv = nil
@@ -301,7 +307,7 @@ func PolicyOf(st *config.Settings) (sandbox.Policy, error) {
 		Workdir: wd, Profile: st.Profile, Limits: st.Limits(), Binds: st.Binds,
 		HomeAllow: st.HomeAllow, Skills: SkillDirs(st.Skills), EnvDeny: st.EnvDeny, EnvAllow: st.EnvAllow,
 		TmpSizeMB: st.TmpSizeMB, Protected: st.ProtectedPaths,
-		NetworkAllow: st.NetworkAllow, NetworkDeny: st.NetworkDeny,
+		NetworkAllow: st.NetworkAllow, NetworkDeny: st.NetworkDeny, Secrets: st.Secrets,
 	}, nil
 }
 

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Compares `corral run -- true` with the equivalent raw bwrap command (the
 # same mounts, from `corral run --dry-run`) in one hyperfine run, and prints
-# the ratio of medians. Target (issue "corral run"): at most 1.3.
+# the ratio of medians. Target (issue 13): at most 1.3.
+#
+# Two floors are measured in the same run, so the ratio can be read: the
+# start of a Go program that does nothing (any Go CLI pays it before its
+# first line runs), and raw bwrap plus that start, the least a Go command
+# that starts bwrap can cost.
 #   bash bench/run.sh [RUNS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,17 +15,23 @@ command -v hyperfine >/dev/null || { echo "bench: install hyperfine (apt install
 bin=$(mktemp -d /var/tmp/corral-bench.XXXXXX)
 trap 'rm -rf "$bin"' EXIT
 go build -o "$bin/corral" ./cmd/corral
+mkdir -p "$bin/empty"
+printf 'package main\n\nfunc main() {}\n' > "$bin/empty/main.go"
+(cd "$bin/empty" && printf 'module empty\n\ngo 1.26\n' > go.mod && go build -o "$bin/go-empty" .)
 work="$bin/work"; mkdir -p "$work"; cd "$work"
 # The raw command: corral's own argv, quoted for hyperfine's shell-words split.
 raw=$("$bin/corral" run --dry-run -- /bin/true | python3 -c 'import shlex,sys; print(" ".join(shlex.quote(l.rstrip("\n")) for l in sys.stdin))')
 hyperfine -N -w 5 -r "$runs" --export-json "$bin/h.json" \
   -n raw-bwrap "$raw" \
-  -n corral-run "$bin/corral run -- /bin/true" >/dev/null
+  -n corral-run "$bin/corral run -- /bin/true" \
+  -n go-empty "$bin/go-empty" >/dev/null
 python3 - "$bin/h.json" <<'PY'
 import json, sys
 r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
-raw, cor = r["raw-bwrap"]["median"], r["corral-run"]["median"]
-print(f"raw bwrap median   {raw*1000:7.2f} ms")
-print(f"corral run median  {cor*1000:7.2f} ms")
-print(f"ratio (corral/raw) {cor/raw:7.2f}  (target <= 1.30)")
+raw, cor, empty = r["raw-bwrap"]["median"], r["corral-run"]["median"], r["go-empty"]["median"]
+print(f"raw bwrap median          {raw*1000:7.2f} ms")
+print(f"corral run median         {cor*1000:7.2f} ms")
+print(f"empty Go program median   {empty*1000:7.2f} ms")
+print(f"ratio (corral/raw)        {cor/raw:7.2f}  (target <= 1.30)")
+print(f"floor (raw + Go start)    {(raw+empty)/raw:7.2f}  (the least any Go command starting bwrap can cost)")
 PY

@@ -57,6 +57,9 @@ type Settings struct {
 	Timeout time.Duration
 	// HomeMode is HomeModeHost or HomeModeSession (key home_mode).
 	HomeMode string
+	// WorkspaceMode is WorkspaceDirect or WorkspaceReview (key
+	// workspace_mode).
+	WorkspaceMode string
 	// ToolCaches is ToolCachesShared, ToolCachesSession or ToolCachesOff
 	// (key tool_caches).
 	ToolCaches string
@@ -107,6 +110,10 @@ type Settings struct {
 	// MCP server forwards to the host's loopback once one listens (key
 	// ports; see package portfwd).
 	Ports []int
+	// Secrets are the credentials commands use through stand-ins (key
+	// secrets; see sandbox.Secret), each checked by [parseSecrets]. A
+	// route's secrets replace them for the sessions it catches.
+	Secrets []sandbox.Secret
 	// ProtectedPaths are the protected-path patterns (key protected_paths):
 	// nil when the key is not set (sandbox.DefaultProtected applies), an
 	// empty non-nil list when it is set to [] (nothing is protected).
@@ -182,7 +189,7 @@ func (s *Settings) Source(key string) (Source, string) {
 
 // Value returns the value of key with its Settings field's Go type
 // (string, int, time.Duration, sandbox.Profile, []string, []sandbox.Bind,
-// []Route), or an *UnknownKeyError.
+// []Route, []sandbox.Secret), or an *UnknownKeyError.
 func (s *Settings) Value(key string) (any, error) {
 	k, err := lookupKey(key)
 	if err != nil {
@@ -204,6 +211,8 @@ func (s *Settings) Value(key string) (any, error) {
 	case *[]Route:
 		return *p, nil
 	case *[]int:
+		return *p, nil
+	case *[]sandbox.Secret:
 		return *p, nil
 	}
 	panic("config: key " + key + " has a field of unsupported type")
@@ -263,6 +272,8 @@ func (s *Settings) assign(k *Key, v any, o origin) {
 		*p = v.([]Route)
 	case *[]int:
 		*p = v.([]int)
+	case *[]sandbox.Secret:
+		*p = v.([]sandbox.Secret)
 	default:
 		panic("config: key " + k.Name + " has a field of unsupported type")
 	}
@@ -295,6 +306,12 @@ type Route struct {
 	// Ports, when not empty, replaces the ports key for the sessions of
 	// the route.
 	Ports []int `json:"ports,omitempty" yaml:"ports,omitempty"`
+	// WorkspaceMode, when set, replaces the workspace_mode key for the
+	// sessions of the route.
+	WorkspaceMode string `json:"workspace_mode,omitempty" yaml:"workspace_mode,omitempty"`
+	// Secrets, when not empty, replace the secrets key for the sessions of
+	// the route (entries as there).
+	Secrets []sandbox.Secret `json:"secrets,omitempty" yaml:"secrets,omitempty"`
 }
 
 // Match reports whether the session called name matches r.Sessions. A
@@ -331,9 +348,9 @@ func (s *Settings) Clone() *Settings {
 }
 
 // ForSession returns the settings the session called name runs with: a
-// copy of s whose backend, profile, network.allow and network.deny come
-// from the first matching route, where that route sets them (allow and
-// deny when not empty). Their [Settings.Source] is then SourceRoute with
+// copy of s whose backend, profile, network.allow, network.deny and
+// secrets come from the first matching route, where that route sets them
+// (allow, deny and secrets when not empty). Their [Settings.Source] is then SourceRoute with
 // the origin "routes[N]". A value given by [Settings.Apply] (a
 // command-line flag) beats the route. s is not changed.
 func (s *Settings) ForSession(name string) *Settings {
@@ -362,6 +379,14 @@ func (s *Settings) ForSession(name string) *Settings {
 	if len(r.Ports) > 0 && out.origins["ports"].source != SourceFlag {
 		out.Ports = slices.Clone(r.Ports)
 		out.origins["ports"] = o
+	}
+	if r.WorkspaceMode != "" && out.origins["workspace_mode"].source != SourceFlag {
+		out.WorkspaceMode = r.WorkspaceMode
+		out.origins["workspace_mode"] = o
+	}
+	if len(r.Secrets) > 0 && out.origins["secrets"].source != SourceFlag {
+		out.Secrets = slices.Clone(r.Secrets)
+		out.origins["secrets"] = o
 	}
 	return &out
 }

@@ -49,7 +49,7 @@ func TestDefaults(t *testing.T) {
 	want := &Settings{
 		Backend: "bwrap", Profile: sandbox.ProfileNetwork,
 		MemoryMB: 256, CPUSeconds: 30, MaxProcs: 256,
-		Timeout: 180 * time.Second, HomeMode: "host", ToolCaches: "shared", DegradedMode: "degrade",
+		Timeout: 180 * time.Second, HomeMode: "host", WorkspaceMode: "direct", ToolCaches: "shared", DegradedMode: "degrade",
 		TmpSizeMB: 512, OutputLimit: 65536,
 		Approval: "ask", AuditMaxMB: 10, Docker: defaultDocker, Skills: defaultSkills,
 	}
@@ -105,7 +105,7 @@ output_limit: 1000
 		},
 		HomeAllow: []string{".gitconfig", ".config/nvim", ".zz-tool"},
 		Cwd:       "/home/u/src", Timeout: 5 * time.Minute,
-		HomeMode: "session", ToolCaches: "shared", DegradedMode: "fail", OutputLimit: 1000, TmpSizeMB: 512,
+		HomeMode: "session", WorkspaceMode: "direct", ToolCaches: "shared", DegradedMode: "fail", OutputLimit: 1000, TmpSizeMB: 512,
 		Approval: "ask", AuditMaxMB: 10, Docker: defaultDocker, Skills: defaultSkills,
 	}
 	if src, where := s.Source("memory_mb"); src != SourceFile || where != p {

@@ -199,6 +199,8 @@ func valueNode(k *Key, text string, v any) (*yaml.Node, error) {
 		out = v.([]Route)
 	case KindPorts:
 		out = v.([]int)
+	case KindSecrets:
+		out = v.([]sandbox.Secret)
 	default:
 		return nil, fmt.Errorf("config: key %s has a kind Set does not know", k.Name)
 	}

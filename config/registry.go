@@ -46,7 +46,7 @@ const (
 	// boolean that defaults to true. As text it is a JSON or YAML flow
 	// sequence (`[{src: /data}]`) or a single such mapping.
 	KindBinds
-	// KindRoutes is a list of {sessions, backend, profile, allow, deny, ports}
+	// KindRoutes is a list of {sessions, backend, profile, allow, deny, secrets, workspace_mode, ports}
 	// mappings (Go type []Route): sessions is a glob over session names (see
 	// [Route.Match]), backend and profile are words as for the backend and
 	// profile keys, allow and deny lists as for network.allow and
@@ -59,6 +59,13 @@ const (
 	// numbers; as text a JSON or YAML flow sequence (`[3000, 5173]`) or a
 	// comma-separated list.
 	KindPorts
+	// KindSecrets is a list of {name, from, hosts, headers} mappings (Go
+	// type []sandbox.Secret, see [parseSecrets]): name an environment
+	// variable name, from "env:VAR" or "file:/abs/path", hosts a non-empty
+	// list of host names as for network.allow (no IP addresses), headers
+	// optional HTTP header names. As text it is a JSON or YAML flow
+	// sequence or a single such mapping.
+	KindSecrets
 )
 
 // String returns the kind's name as shown in help text ("int", "binds").
@@ -82,6 +89,8 @@ func (k Kind) String() string {
 		return "routes"
 	case KindPorts:
 		return "ports"
+	case KindSecrets:
+		return "secrets"
 	}
 	return "unknown"
 }
@@ -139,6 +148,9 @@ const (
 	BackendLocal = "local" // backend: no sandbox, for debugging
 	// BackendDocker is the backend value for Docker containers (docker.*).
 	BackendDocker = "docker"
+
+	WorkspaceDirect = "direct" // workspace_mode: commands write the host's working directory
+	WorkspaceReview = "review" // workspace_mode: commands write the session's layer; a person applies it
 
 	HomeModeHost    = "host"    // home_mode: the host's home directory, hidden but for allowed entries
 	HomeModeSession = "session" // home_mode: a fresh home directory per session
@@ -327,6 +339,13 @@ var registry = []Key{
 		field:   func(s *Settings) any { return &s.HomeMode },
 	},
 	{
+		Name: "workspace_mode", Kind: KindEnum, Default: WorkspaceDirect,
+		Values:  []string{WorkspaceDirect, WorkspaceReview},
+		Accepts: "one of direct, review",
+		Doc:     "direct: commands change the working directory itself; review: a session's changes land in a layer of its own (bwrap backend), shown by `corral diff` and written to the host by `corral apply`",
+		field:   func(s *Settings) any { return &s.WorkspaceMode },
+	},
+	{
 		Name: "tool_caches", Kind: KindEnum, Default: ToolCachesShared,
 		Values:  []string{ToolCachesShared, ToolCachesSession, ToolCachesOff},
 		Accepts: "one of shared, session, off",
@@ -399,8 +418,8 @@ var registry = []Key{
 	},
 	{
 		Name: "routes", Kind: KindRoutes, Default: []Route(nil),
-		Accepts: `a list of {sessions, backend, profile, allow, deny, ports} mappings such as [{sessions: "tg:*", profile: workspace}]`,
-		Doc:     `backend, profile and network allowlist by session name: [{sessions: "tg:*", backend: bwrap, profile: allowlist, allow: ["pypi.org"]}, ...]; sessions is a glob (* also matches / and :), the first matching route wins, every field is optional, and what a route leaves out comes from the backend, profile, network.allow and network.deny keys`,
+		Accepts: `a list of {sessions, backend, profile, allow, deny, secrets, workspace_mode, ports} mappings such as [{sessions: "tg:*", profile: workspace}]`,
+		Doc:     `backend, profile, network allowlist, secrets, workspace_mode and ports by session name: [{sessions: "tg:*", backend: bwrap, profile: allowlist, allow: ["pypi.org"]}, ...]; sessions is a glob (* also matches / and :), the first matching route wins, every field is optional, and what a route leaves out comes from the backend, profile, network.allow, network.deny, secrets and workspace_mode keys`,
 		field:   func(s *Settings) any { return &s.Routes },
 	},
 	{
@@ -429,6 +448,12 @@ var registry = []Key{
 		Accepts: "a list of TCP ports from 1 to 65535 such as [3000, 5173]",
 		Doc:     "ports of a session's background servers that the MCP server (and corral serve) forwards to 127.0.0.1 on the host once one listens (workspace and allowlist profiles, bwrap); the host port is the same when free, else any free one",
 		field:   func(s *Settings) any { return &s.Ports },
+	},
+	{
+		Name: "secrets", Kind: KindSecrets, Default: []sandbox.Secret(nil),
+		Accepts: `a list of {name, from, hosts, headers} mappings such as [{name: GITHUB_TOKEN, from: "env:GH_TOKEN", hosts: [github.com, api.github.com]}]`,
+		Doc:     `credentials commands use but never see (allowlist profile only): the variable name holds a stand-in of the real value's length and shape, and corral's proxy puts the real value (from env:VAR or file:/abs/path, read on the host) into the Authorization, x-api-key and listed headers of HTTPS requests to hosts only; the hosts are allowed egress`,
+		field:   func(s *Settings) any { return &s.Secrets },
 	},
 	{
 		Name: "docker.scope", Kind: KindEnum, Default: "session",

@@ -29,6 +29,7 @@ func TestRoutesLoad(t *testing.T) {
 			{Profile: sandbox.ProfileNetwork},
 		}},
 		{"null fields count as left out", "routes:\n  - sessions: x\n    backend:\n", nil, []Route{{Sessions: "x"}}},
+		{"workspace_mode", `routes: [{sessions: "agent:*", workspace_mode: review}]`, nil, []Route{{Sessions: "agent:*", WorkspaceMode: "review"}}},
 		{"empty mapping", "routes: [{}]", nil, []Route{{}}},
 		{"env JSON", "", env(`CORRAL_ROUTES=[{"sessions":"a*","profile":"restricted"}]`), []Route{{Sessions: "a*", Profile: sandbox.ProfileRestricted}}},
 		{"env single mapping", "", env(`CORRAL_ROUTES={sessions: "b?", backend: local}`), []Route{{Sessions: "b?", Backend: "local"}}},
@@ -58,12 +59,13 @@ func TestRoutesBadValues(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{"not a list", "routes: tg", nil, `routes: "tg" is not a list of {sessions, backend, profile, allow, deny, ports} mappings`},
-		{"item not a mapping", "routes: [tg]", nil, `routes[0]: "tg" is not a {sessions, backend, profile, allow, deny, ports} mapping`},
+		{"not a list", "routes: tg", nil, `routes: "tg" is not a list of {sessions, backend, profile, allow, deny, secrets, workspace_mode, ports} mappings`},
+		{"item not a mapping", "routes: [tg]", nil, `routes[0]: "tg" is not a {sessions, backend, profile, allow, deny, secrets, workspace_mode, ports} mapping`},
 		{"unknown field", "routes: [{sessions: x, cwd: /a}]", nil, `routes[0]: {"cwd":"/a","sessions":"x"} has unknown field "cwd"`},
 		{"bad backend", "routes: [{backend: podman}]", nil, `routes[0].backend: "podman" is not one of bwrap, docker, local`},
 		{"bad profile", "routes: [{}, {profile: open}]", nil, `routes[1].profile: "open" is not one of restricted, workspace, allowlist, network`},
 		{"sessions not a string", "routes: [{sessions: 5}]", nil, `routes[0].sessions: 5 is not a string`},
+		{"bad workspace_mode", "routes: [{workspace_mode: overlay}]", nil, `routes[0].workspace_mode: "overlay" is not one of direct, review`},
 		{"unterminated set", `routes: [{sessions: "tg[:*"}]`, nil, `routes[0].sessions: "tg[:*" is not a valid glob: has a "[" without its "]"`},
 		{"lone backslash", `routes: [{sessions: 'x\'}]`, nil, `is not a valid glob: ends with a lone "\"`},
 		{"env plain word", "", []string{"CORRAL_ROUTES=tg"}, `routes: "tg" is not a list`},
@@ -118,7 +120,7 @@ func TestForSession(t *testing.T) {
 	p := writeFile(t, `profile: network
 routes:
   - {sessions: "admin:*"}
-  - {sessions: "tg:*", profile: workspace}
+  - {sessions: "tg:*", profile: workspace, workspace_mode: review}
   - {sessions: "dbg:*", backend: local, profile: restricted}
   - {sessions: "*", profile: restricted}
 `)
@@ -142,6 +144,9 @@ routes:
 	for _, tc := range tests {
 		t.Run(tc.session, func(t *testing.T) {
 			got := s.ForSession(tc.session)
+			if want := map[bool]string{true: "review", false: "direct"}[tc.session == "tg:42"]; got.WorkspaceMode != want {
+				t.Errorf("ForSession(%q).WorkspaceMode = %q, want %q", tc.session, got.WorkspaceMode, want)
+			}
 			if got.Backend != tc.backend || got.Profile != tc.profile {
 				t.Errorf("ForSession(%q) = %s/%s, want %s/%s", tc.session, got.Backend, got.Profile, tc.backend, tc.profile)
 			}

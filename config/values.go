@@ -41,7 +41,7 @@ func (k *Key) not(value any) *problem {
 // for scalar kinds, a decoded sequence for list kinds.
 func (k *Key) fromText(text string) (any, *problem) {
 	switch k.Kind {
-	case KindStringList, KindBinds, KindRoutes, KindPorts:
+	case KindStringList, KindBinds, KindRoutes, KindSecrets, KindPorts:
 	default:
 		return text, nil
 	}
@@ -50,7 +50,7 @@ func (k *Key) fromText(text string) (any, *problem) {
 		return []any{}, nil
 	}
 	if t[0] != '[' && t[0] != '{' {
-		if k.Kind == KindBinds || k.Kind == KindRoutes {
+		if k.Kind == KindBinds || k.Kind == KindRoutes || k.Kind == KindSecrets {
 			return nil, k.not(text)
 		}
 		var out []any
@@ -63,7 +63,7 @@ func (k *Key) fromText(text string) (any, *problem) {
 	if err := yaml.Unmarshal([]byte(t), &v); err != nil {
 		return nil, &problem{value: text, reason: "is not valid JSON or YAML (" + yamlMessage(err) + "); want " + k.Accepts}
 	}
-	if m, ok := v.(map[string]any); ok && (k.Kind == KindBinds || k.Kind == KindRoutes) {
+	if m, ok := v.(map[string]any); ok && (k.Kind == KindBinds || k.Kind == KindRoutes || k.Kind == KindSecrets) {
 		return []any{m}, nil
 	}
 	return v, nil
@@ -215,6 +215,9 @@ func (k *Key) parse(raw any, home homeFunc) (any, *problem) {
 			out = append(out, r)
 		}
 		return out, nil
+
+	case KindSecrets:
+		return parseSecrets(raw)
 	}
 	return nil, &problem{value: raw, reason: "has a kind corral does not know"}
 }
@@ -292,18 +295,18 @@ func parseBind(raw any, home homeFunc) (sandbox.Bind, *problem) {
 }
 
 // routeFields are the fields of a routes entry.
-var routeFields = []string{"sessions", "backend", "profile", "allow", "deny", "ports"}
+var routeFields = []string{"sessions", "backend", "profile", "allow", "deny", "secrets", "workspace_mode", "ports"}
 
 // parseRoute checks one routes entry. A field that is null counts as left
 // out.
 func parseRoute(raw any) (Route, *problem) {
 	m, ok := stringMap(raw)
 	if !ok {
-		return Route{}, &problem{value: raw, reason: "is not a {sessions, backend, profile, allow, deny, ports} mapping"}
+		return Route{}, &problem{value: raw, reason: "is not a {" + strings.Join(routeFields, ", ") + "} mapping"}
 	}
 	for f := range m {
 		if !slices.Contains(routeFields, f) {
-			return Route{}, &problem{value: raw, reason: fmt.Sprintf("has unknown field %q (want sessions, backend, profile, allow, deny, ports)", f)}
+			return Route{}, &problem{value: raw, reason: fmt.Sprintf("has unknown field %q (want %s)", f, strings.Join(routeFields, ", "))}
 		}
 	}
 	var r Route
@@ -332,6 +335,13 @@ func parseRoute(raw any) (Route, *problem) {
 	}
 	if r.Backend != "" && r.Backend != BackendBwrap && r.Backend != BackendDocker && r.Backend != BackendLocal {
 		return r, &problem{sub: ".backend", value: m["backend"], reason: "is not one of bwrap, docker, local"}
+	}
+	if r.WorkspaceMode, p = text("workspace_mode"); p != nil {
+		p.reason += " (want direct or review)"
+		return r, p
+	}
+	if r.WorkspaceMode != "" && r.WorkspaceMode != WorkspaceDirect && r.WorkspaceMode != WorkspaceReview {
+		return r, &problem{sub: ".workspace_mode", value: m["workspace_mode"], reason: "is not one of direct, review"}
 	}
 	var prof string
 	if prof, p = text("profile"); p != nil {
@@ -376,6 +386,14 @@ func parseRoute(raw any) (Route, *problem) {
 			return r, p
 		}
 		r.Ports = ports
+	}
+	if v, ok := m["secrets"]; ok && v != nil {
+		secs, p := parseSecrets(v)
+		if p != nil {
+			p.sub = ".secrets" + p.sub
+			return r, p
+		}
+		r.Secrets = secs
 	}
 	return r, nil
 }
@@ -649,6 +667,10 @@ func jsonValue(v any) any {
 		if v == nil {
 			return []int{}
 		}
+	case []sandbox.Secret:
+		if v == nil {
+			return []sandbox.Secret{}
+		}
 	}
 	return v
 }
@@ -664,6 +686,8 @@ func clone(v any) any {
 	case []Route:
 		return slices.Clone(v)
 	case []int:
+		return slices.Clone(v)
+	case []sandbox.Secret:
 		return slices.Clone(v)
 	}
 	return v

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"github.com/corralhq/corral/internal/procfs"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/secrets"
 )
 
 // DefaultLinger is how long a Pool keeps a server that no sandbox uses any
@@ -54,6 +56,15 @@ type Options struct {
 	// command of its session; zero means DefaultLinger, a negative value
 	// closes it at once.
 	Linger time.Duration
+	// CADir is the directory of corral's certificate authority
+	// (secrets.LoadCA), which servers with secrets terminate TLS with:
+	// inside corral's state directory, which every sandbox hides. Empty
+	// makes a Get with secrets fail.
+	CADir string
+	// UpstreamRoots verifies the upstream servers of terminated
+	// connections (netproxy.Options.UpstreamRoots); nil means the
+	// system roots. For tests only.
+	UpstreamRoots *x509.CertPool
 }
 
 // Pool keeps the running proxy servers of one corral process, one per
@@ -63,6 +74,10 @@ type Options struct {
 type Pool struct {
 	opts Options
 	log  *slog.Logger
+
+	caOnce sync.Once
+	ca     *secrets.CA
+	caErr  error
 
 	mu      sync.Mutex
 	servers map[string]*entry
@@ -168,11 +183,23 @@ func NewPool(opts Options) *Pool {
 // cannot be made, a socket path is too long, a socket cannot be bound;
 // the command must then not run), sandbox.ErrBadRequest wrapping
 // netproxy.ErrInvalidPattern (a policy entry is malformed), or [ErrClosed].
-func (p *Pool) Get(policy netproxy.Policy, session string) (*netproxy.Server, func(), error) {
+//
+// secs are the session's secrets (netproxy.Options.Secrets): their hosts
+// must be in policy.Allow (the caller adds them), and the server
+// terminates TLS for them with the pool's CA ([Pool.CA]); a CA that
+// cannot be loaded fails Get with sandbox.ErrUnavailable.
+func (p *Pool) Get(policy netproxy.Policy, session string, secs ...secrets.Secret) (*netproxy.Server, func(), error) {
 	if err := policy.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("%w: network allowlist: %w", sandbox.ErrBadRequest, err)
 	}
-	key := poolKey(policy, session)
+	var ca *secrets.CA
+	if len(secs) > 0 {
+		var err error
+		if ca, err = p.CA(); err != nil {
+			return nil, nil, err
+		}
+	}
+	key := poolKey(policy, session, secs)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -181,7 +208,7 @@ func (p *Pool) Get(policy netproxy.Policy, session string) (*netproxy.Server, fu
 	e := p.servers[key]
 	if e == nil {
 		var err error
-		if e, err = p.startLocked(key, policy, session); err != nil {
+		if e, err = p.startLocked(key, policy, session, secs, ca); err != nil {
 			return nil, nil, err
 		}
 		p.servers[key] = e
@@ -195,13 +222,33 @@ func (p *Pool) Get(policy netproxy.Policy, session string) (*netproxy.Server, fu
 	return e.srv, func() { once.Do(func() { p.release(e) }) }, nil
 }
 
-// poolKey identifies a server: the session and the policy's entries in
-// order.
-func poolKey(policy netproxy.Policy, session string) string {
-	return session + "\x00" + strings.Join(policy.Allow, "\x01") + "\x00" + strings.Join(policy.Deny, "\x01")
+// poolKey identifies a server: the session, the policy's entries in
+// order, and each secret's name, stand-in (which changes with the real
+// value, so a changed value gets a new server), hosts and headers.
+func poolKey(policy netproxy.Policy, session string, secs []secrets.Secret) string {
+	k := session + "\x00" + strings.Join(policy.Allow, "\x01") + "\x00" + strings.Join(policy.Deny, "\x01")
+	for _, s := range secs {
+		k += "\x00" + s.Name + "\x01" + s.StandIn + "\x01" + strings.Join(s.Hosts, "\x02") + "\x01" + strings.Join(s.Headers, "\x02")
+	}
+	return k
 }
 
-func (p *Pool) startLocked(key string, policy netproxy.Policy, session string) (*entry, error) {
+// CA returns corral's certificate authority, loaded (or made) from
+// Options.CADir on first use and kept. Errors wrap sandbox.ErrUnavailable.
+func (p *Pool) CA() (*secrets.CA, error) {
+	p.caOnce.Do(func() {
+		if p.opts.CADir == "" {
+			p.caErr = fmt.Errorf("%w: secrets: no directory for corral's certificate authority configured", sandbox.ErrUnavailable)
+			return
+		}
+		if p.ca, p.caErr = secrets.LoadCA(p.opts.CADir); p.caErr != nil {
+			p.caErr = fmt.Errorf("%w: secrets need corral's certificate authority, which could not be loaded: %v", sandbox.ErrUnavailable, p.caErr)
+		}
+	})
+	return p.ca, p.caErr
+}
+
+func (p *Pool) startLocked(key string, policy netproxy.Policy, session string, secs []secrets.Secret, ca *secrets.CA) (*entry, error) {
 	if p.opts.Dir == "" {
 		return nil, fmt.Errorf("%w: allowlist proxy: no socket directory configured", sandbox.ErrUnavailable)
 	}
@@ -218,18 +265,25 @@ func (p *Pool) startLocked(key string, policy netproxy.Policy, session string) (
 		return nil, fmt.Errorf("%w: allowlist proxy: creating %s: %v", sandbox.ErrUnavailable, dir, err)
 	}
 	srv, err := netproxy.Start(netproxy.Options{
-		Policy:     policy,
-		Dir:        dir,
-		SocketMode: p.opts.SocketMode,
-		Logger:     p.log,
-		Session:    session,
-		Dial:       p.opts.Dial,
+		Policy:        policy,
+		Dir:           dir,
+		SocketMode:    p.opts.SocketMode,
+		Logger:        p.log,
+		Session:       session,
+		Dial:          p.opts.Dial,
+		Secrets:       secs,
+		CA:            ca,
+		UpstreamRoots: p.opts.UpstreamRoots,
 	})
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("%w: allowlist proxy could not start, so the command does not run: %v", sandbox.ErrUnavailable, err)
 	}
-	p.log.Debug("egress.started", "session", session, "dir", dir, "allow", policy.Allow, "deny", policy.Deny)
+	names := make([]string, len(secs))
+	for i, s := range secs {
+		names[i] = s.Name
+	}
+	p.log.Debug("egress.started", "session", session, "dir", dir, "allow", policy.Allow, "deny", policy.Deny, "secrets", names)
 	return &entry{key: key, srv: srv, dir: dir}, nil
 }
 

@@ -64,6 +64,9 @@ func Instructions(name string, sp *session.Spec, specErr error) string {
 	} else {
 		p("- Working directory: %s. It is read-only under the restricted profile, like the rest of the host's filesystem (writes fail with \"Read-only file system\").", wd)
 	}
+	if sp.Review && profile.Writable() {
+		p("- Review mode: what you change in the working directory lands in this session's own layer, not in the person's project; your commands and file tools see your changes, and the person reviews them (corral diff) and applies them (corral apply); workspace_diff shows you your pending changes. Nothing you do applies them.")
+	}
 	var writable, readonly []string
 	for _, bd := range sp.Binds {
 		if bd.ReadOnly {
@@ -110,6 +113,9 @@ func Instructions(name string, sp *session.Spec, specErr error) string {
 			}
 		}
 		p("- Network: only through corral's proxy, to %s. http_proxy, https_proxy and ALL_PROXY are set, and curl, git over https, pip, npm and Go use them; anything else is refused with \"blocked by corral network allowlist: HOST\". There is no DNS and no direct connection, and tools that ignore proxy settings get no network.", allowed)
+		if line := secretsLine(sp.Secrets); line != "" {
+			p("%s", line)
+		}
 	default:
 		p("- Network: none. Only a private loopback exists, so downloads, package installs and git fetches fail; use what is installed or already in the working directory.")
 	}
@@ -118,6 +124,19 @@ func Instructions(name string, sp *session.Spec, specErr error) string {
 	p("")
 	usage(p)
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// secretsLine names the secrets' variables and hosts (never a value: the
+// model sees stand-ins only), or "" when there are none.
+func secretsLine(secs []sandbox.Secret) string {
+	if len(secs) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, s := range secs {
+		parts = append(parts, "$"+s.Name+" (for "+strings.Join(s.Hosts, ", ")+")")
+	}
+	return "- Credentials: " + strings.Join(parts, ", ") + " hold stand-ins, not the real values. Use them as usual in an Authorization header (Bearer, token or Basic), x-api-key or the header the service expects, over https to those hosts, and corral's proxy puts the real value in; sent to any other host, over plain http, in a URL or a request body they are refused or useless. Printing them shows the stand-in only."
 }
 
 // cachesLine says where the toolchains' caches go (the tool_caches

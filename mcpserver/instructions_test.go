@@ -64,6 +64,10 @@ func TestInstructions(t *testing.T) {
 		want    []string
 		notWant []string
 	}{
+		{"review mode", with(func(sp *session.Spec) { sp.Review = true }), nil, []string{
+			"Review mode: what you change in the working directory lands in this session's own layer",
+			"Nothing you do applies them.",
+		}, nil},
 		{"workspace", &base, nil, []string{
 			`inside a bwrap sandbox, in the session "s1", under the workspace profile`,
 			"Working directory: /src/proj. It is writable",
@@ -86,6 +90,12 @@ func TestInstructions(t *testing.T) {
 		}), nil,
 			[]string{"under the allowlist profile", "It is writable", "Network: only through corral's proxy, to pypi.org, *.pythonhosted.org (but not upload.pypi.org)", "blocked by corral network allowlist: HOST"},
 			[]string{"Network: none", "host's network"}},
+		{"allowlist with secrets", with(func(s *session.Spec) {
+			s.Profile = sandbox.ProfileAllowlist
+			s.Secrets = []sandbox.Secret{{Name: "GITHUB_TOKEN", From: "env:GH_REAL_SOURCE", Hosts: []string{"github.com", "api.github.com"}}}
+		}), nil,
+			[]string{"Credentials: $GITHUB_TOKEN (for github.com, api.github.com) hold stand-ins, not the real values"},
+			[]string{"GH_REAL_SOURCE"}},
 		{"allowlist without hosts", with(func(s *session.Spec) { s.Profile = sandbox.ProfileAllowlist }), nil,
 			[]string{"to no host at all (network.allow is empty)"}, nil},
 		{"restricted", with(func(s *session.Spec) { s.Profile = sandbox.ProfileRestricted }), nil,

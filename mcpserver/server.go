@@ -229,6 +229,7 @@ func (s *Server) Tools() []Tool {
 		s.writeFileTool(),
 		s.editFileTool(),
 		s.searchFilesTool(),
+		s.workspaceDiffTool(),
 	}
 }
 

@@ -19,7 +19,7 @@ func TestToolNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"bash", "bash_output", "bash_kill", "run_code", "read_file", "write_file", "edit_file", "search_files"}
+	want := []string{"bash", "bash_output", "bash_kill", "run_code", "read_file", "write_file", "edit_file", "search_files", "workspace_diff"}
 	var got []string
 	for _, tool := range srv.Tools() {
 		got = append(got, tool.Name())

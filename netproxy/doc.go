@@ -30,6 +30,18 @@
 // name the host's resolver; the error is logged as
 // network.upstream_failed.
 //
+// Secrets (issue 14, [Options.Secrets]): a CONNECT to a host that a
+// declared secret names is terminated with a certificate from corral's
+// own CA (only when the TLS server name equals the CONNECT host), and each
+// request inside is forwarded over a new TLS connection, verified against
+// the system roots, with the secret's stand-in replaced by the real value
+// in Authorization, x-api-key and declared headers (package secrets). A
+// stand-in on its way to another host (another secret's terminated host,
+// or any plain-HTTP request) is refused with a 403 and logged as
+// secret.misdirected; each use is logged as secret.used. Other hosts keep
+// their blind tunnel, where a stand-in cannot be seen (it is worthless
+// there).
+//
 // What the filter does not do: it cannot see inside TLS, so a client that
 // tunnels to an allowed host can reach whatever that host serves (domain
 // fronting through a CDN included); it handles TCP only (no UDP, so no

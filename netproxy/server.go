@@ -2,9 +2,9 @@ package netproxy
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/corralhq/corral/netproxy/internal/relay"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -16,6 +16,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/corralhq/corral/netproxy/internal/relay"
+	"github.com/corralhq/corral/secrets"
 )
 
 // Names of the sockets [Start] creates in [Options.Dir].
@@ -112,6 +115,27 @@ type Options struct {
 	// sandbox that floods its proxy cannot take all of corral's file
 	// descriptors from the other sessions.
 	MaxConns int
+
+	// Secrets are the credentials of the sandbox (issue 14): a CONNECT
+	// to a host one of them names (secrets.Secret.Belongs) is terminated
+	// with a certificate from CA, whose name must equal the CONNECT host
+	// (SNI; a mismatch fails the handshake), and each request inside
+	// (HTTP/1.1 or HTTP/2) is forwarded over TLS to that host with
+	// secrets.Substitute applied; a request whose Host differs from the
+	// CONNECT host is refused (403, secret.host_mismatch). A stand-in on
+	// its way to a host it does not belong to, in a terminated
+	// connection or a plain-HTTP request, is refused (403,
+	// secret.misdirected); each use is logged as secret.used. Names and
+	// hosts are logged, never values. Every other CONNECT stays a blind
+	// tunnel; SOCKS5 is never terminated. The secrets' hosts must also
+	// be allowed by Policy (the caller adds them). Non-empty Secrets
+	// need CA.
+	Secrets []secrets.Secret
+	// CA mints the certificates of terminated connections.
+	CA *secrets.CA
+	// UpstreamRoots verifies the upstream servers of terminated
+	// connections; nil means the system roots. Tests set it.
+	UpstreamRoots *x509.CertPool
 }
 
 // DefaultMaxConns is Options.MaxConns when zero: far above what package
@@ -136,6 +160,14 @@ type Server struct {
 	dialFn        func(ctx context.Context, network, addr string) (net.Conn, error)
 	headerTimeout time.Duration
 	dialTimeout   time.Duration
+	secrets       []secrets.Secret
+	ca            *secrets.CA
+
+	// Terminated CONNECTs (terminate.go); nil without secrets.
+	termLn        *chanListener
+	termSrv       *http.Server
+	termTransport *http.Transport
+	termForward   *httputil.ReverseProxy
 
 	httpPath, socksPath string
 	httpLn, socksLn     *unixListener
@@ -165,6 +197,9 @@ func Start(opts Options) (*Server, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("netproxy: Options.Dir is empty")
 	}
+	if len(opts.Secrets) > 0 && opts.CA == nil {
+		return nil, errors.New("netproxy: Options.Secrets needs Options.CA")
+	}
 	s := &Server{
 		policy:        opts.Policy,
 		log:           opts.Logger,
@@ -172,6 +207,8 @@ func Start(opts Options) (*Server, error) {
 		dialFn:        opts.Dial,
 		headerTimeout: opts.HeaderTimeout,
 		dialTimeout:   opts.DialTimeout,
+		secrets:       opts.Secrets,
+		ca:            opts.CA,
 		httpPath:      filepath.Join(opts.Dir, HTTPSocketName),
 		socksPath:     filepath.Join(opts.Dir, SOCKSSocketName),
 	}
@@ -251,6 +288,9 @@ func Start(opts Options) (*Server, error) {
 	if maxConns <= 0 {
 		maxConns = DefaultMaxConns
 	}
+	if len(s.secrets) > 0 {
+		s.startTerminator(opts)
+	}
 	s.httpServe = newLimitListener(s.httpLn, maxConns)
 	s.socksServe = newLimitListener(s.socksLn, maxConns)
 	s.served.Add(2)
@@ -281,6 +321,10 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
 		errHTTP := s.httpSrv.Close()
+		if s.termSrv != nil {
+			_ = s.termSrv.Close()
+			s.termTransport.CloseIdleConnections()
+		}
 		errSOCKS := s.socksServe.Close()
 		if errors.Is(errSOCKS, net.ErrClosed) {
 			errSOCKS = nil
@@ -522,6 +566,10 @@ func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
 		blocked(w, host, "")
 		return
 	}
+	if s.termLn != nil && secrets.Declares(s.secrets, host) {
+		s.serveTerminated(w, host, port)
+		return
+	}
 	target, err := s.dial(r.Context(), host, port)
 	if err != nil {
 		if errors.Is(err, ErrLocalTarget) {
@@ -582,6 +630,9 @@ func (s *Server) serveForward(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.check(r.Context(), "http", host, port) {
 		blocked(w, host, "")
+		return
+	}
+	if !s.substitute(w, r, host, false) {
 		return
 	}
 	s.forward.ServeHTTP(w, r)

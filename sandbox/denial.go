@@ -16,6 +16,7 @@ const (
 	DenialHidden   = "hidden"    // a path that exists on the host but not in the sandbox
 	DenialNetwork  = "network"   // no network, or a host the allowlist refuses
 	DenialSyscall  = "syscall"   // a system call the sandbox's filter refuses
+	DenialLayer    = "layer"     // a change the review layer cannot hold
 )
 
 // Denial is one way a command hit the sandbox's wall, as its output shows:
@@ -39,6 +40,8 @@ type DenialContext struct {
 	// Hidden reports whether a path that the output calls missing exists
 	// on the host but is hidden from the sandbox; nil skips that kind.
 	Hidden func(path string) bool
+	// Review is set under workspace_mode review (Request.LayerDir).
+	Review bool
 }
 
 // maxDenials bounds the lines ExplainDenials returns: a build that fails on
@@ -64,6 +67,10 @@ var (
 	reBlocked       = lazyre.New(`blocked by corral network allowlist: ([^\s(]+)`)
 	reProxy403      = lazyre.New(`(?i)(?:CONNECT tunnel failed, response 403|Tunnel connection failed: 403|ProxyError.*403|statusCode[=:]\s*403.*proxy|proxy.*\b403 Forbidden)`)
 	reEPERM         = lazyre.New(`(?i)operation not permitted|\bEPERM\b|errno 1\]`)
+	// reOverflow: EOVERFLOW, which overlayfs in a user namespace returns
+	// when it cannot copy up a file whose owner or group the namespace
+	// does not map (the review layer).
+	reOverflow = lazyre.New(`(?i)value too large for defined data type|\bEOVERFLOW\b|errno 75\]`)
 	// reSockEACCES: EACCES from connect(2) to a Unix socket, as the bwrap
 	// backend's supervisor answers for a host socket (Go's "dial unix
 	// /x.sock: connect: permission denied", ssh-add's "Error connecting to
@@ -128,6 +135,13 @@ func ExplainDenials(output string, c DenialContext) []Denial {
 			if p := pathOf(line); p != "" && c.Hidden(p) {
 				add(Denial{Kind: DenialHidden, Path: p, Message: fmt.Sprintf("corral: %s exists on the host but is hidden in this sandbox (a credential store, a dot entry of the home directory, or corral's own files); home_allow shows a dot entry read-only, never a credential store", p)})
 			}
+		case c.Review && reOverflow.MatchString(line):
+			p := pathOf(line)
+			what := "a file"
+			if p != "" {
+				what = p
+			}
+			add(Denial{Kind: DenialLayer, Path: p, Message: fmt.Sprintf("corral: %s belongs to another user or group than yours, so the review layer (workspace_mode review) cannot take a changed copy of it (EOVERFLOW); the person can chown or chgrp it to their own on the host, or use workspace_mode direct", what)})
 		case reBlocked.MatchString(line):
 			host := reBlocked.FindStringSubmatch(line)[1]
 			add(Denial{Kind: DenialNetwork, Host: host, Message: fmt.Sprintf("corral: %s is not in network.allow (profile allowlist), so corral's proxy refused it; the person can add it (corral config set network.allow ...)", host)})
@@ -178,7 +192,7 @@ func pathOf(line string) string {
 // takes a path the sandbox calls missing but the host has for a hidden one
 // (outside the sandbox's own /tmp, /dev and /proc).
 func DenialContextFor(r *Request, hostPaths bool) DenialContext {
-	c := DenialContext{Profile: r.Profile}
+	c := DenialContext{Profile: r.Profile, Review: r.LayerDir != ""}
 	if c.Profile == "" {
 		c.Profile = DefaultProfile
 	}

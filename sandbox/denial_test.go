@@ -38,6 +38,7 @@ func TestExplainDenials(t *testing.T) {
 		{"allowlist https refusal", "curl: (56) CONNECT tunnel failed, response 403", DenialContext{Profile: ProfileAllowlist}, DenialNetwork, "", "", "not in network.allow"},
 		{"go host socket", "Cannot connect to the Docker daemon: dial unix /var/run/docker.sock: connect: permission denied", ws, DenialSyscall, "/var/run/docker.sock", "", "/var/run/docker.sock may be a Unix socket of the host"},
 		{"ssh agent", "Error connecting to agent: Permission denied", ws, DenialSyscall, "", "", "connects only to Unix sockets made inside its own sandbox"},
+		{"review layer, another group's file", "sh: 1: cannot create /home/u/proj/f.txt: Value too large for defined data type", DenialContext{Profile: ProfileWorkspace, Review: true}, DenialLayer, "/home/u/proj/f.txt", "", "review layer (workspace_mode review) cannot take a changed copy"},
 		{"python AF_UNIX", "PermissionError: [Errno 1] Operation not permitted", ws, DenialSyscall, "", "", "new Unix sockets (AF_UNIX) are refused"},
 		{"network profile: EPERM is the filter's, no socket note", "PermissionError: [Errno 1] Operation not permitted", DenialContext{Profile: ProfileNetwork}, DenialSyscall, "", "", "syscall filter"},
 	} {
@@ -67,6 +68,7 @@ func TestExplainDenials(t *testing.T) {
 		{"curl: (7) Failed to connect to 127.0.0.1 port 5432 after 0 ms: Couldn't connect to server", ws},
 		{"curl: (7) Failed to connect to ::1 port 80 after 0 ms: Couldn't connect to server", ws},
 		{"chmod: changing permissions of '/home/u/proj/f': Operation not permitted", ws},
+		{"sh: 1: cannot create /home/u/proj/f.txt: Value too large for defined data type", ws}, // not under review
 	} {
 		if got := ExplainDenials(c.output, c.ctx); len(got) != 0 {
 			t.Errorf("ExplainDenials(%q) = %+v, want none", c.output, got)

@@ -40,6 +40,11 @@ type Policy struct {
 	// other host refused. Ignored under the other profiles. Under
 	// allowlist with an empty NetworkAllow every host is refused.
 	NetworkAllow, NetworkDeny []string
+	// Secrets are credentials the command uses through stand-ins (setting
+	// secrets, or a route's secrets; see Secret). Only the allowlist
+	// profile can carry them (CheckSecrets); their hosts are allowed
+	// egress on top of NetworkAllow.
+	Secrets []Secret
 	// Protected lists the protected-path patterns (see DefaultProtected and
 	// MatchProtected): paths relative to the top of each writable directory
 	// (the working directory, read-write binds; not the scratch directory

@@ -152,6 +152,13 @@ type Request struct {
 	// backend keeps the caches in the container's /tmp instead. Empty
 	// means none: the tools keep their defaults, read-only in a sandbox.
 	CacheDir string
+	// LayerDir, when set, is the session's copy-on-write layer (package
+	// layer; the workspace_mode setting's "review"): the command sees
+	// Workdir as usual and may write to it, but what it writes lands in
+	// the layer, and the host's Workdir is left as it is. A backend that
+	// cannot keep that promise refuses the request (ErrPolicy), so that a
+	// command never writes to the host's files instead.
+	LayerDir string
 	// Stdin, Stdout and Stderr are the command's standard streams; nil means
 	// /dev/null. An *os.File is passed to the sandbox as is, so a terminal
 	// stays a terminal.

@@ -37,6 +37,11 @@ type Spec struct {
 	// session). Neither means no cache.
 	CacheDir     string
 	SessionCache bool
+	// Review puts the working directory behind the session's layer
+	// (workspace_mode: review; Session.LayerDir, package layer): the
+	// commands write there, and the host's Workdir stays as it was until a
+	// person applies the changes.
+	Review bool
 	// Env is the environment a new session starts from, usually the
 	// caller's; the backend filters it. Nil means os.Environ().
 	Env []string

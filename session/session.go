@@ -53,6 +53,10 @@ func (s *Session) Dir() string { return s.dir }
 // sandbox; kept between commands).
 func (s *Session) ScratchDir() string { return filepath.Join(s.dir, "scratch") }
 
+// LayerDir returns the session's review layer (package layer), used when
+// its Spec has Review set.
+func (s *Session) LayerDir() string { return filepath.Join(s.dir, "layer") }
+
 // CacheDir returns the session's own tool cache directory (tool_caches:
 // session; Spec.SessionCache), beside the scratch directory rather than in
 // it: a command could replace a directory inside its scratch directory with
@@ -325,6 +329,9 @@ func (s *Session) request(sp *Spec, st *State, dir string, argv []string, timeou
 		home := filepath.Join(s.dir, "home")
 		_ = os.MkdirAll(home, 0o700)
 		r.HomeDir = home
+	}
+	if sp.Review {
+		r.LayerDir = s.LayerDir()
 	}
 	switch {
 	case sp.SessionCache:

@@ -609,3 +609,48 @@ func TestRemoveWithToolCache(t *testing.T) {
 		t.Errorf("the session's directory is still there: %v", err)
 	}
 }
+
+// Review mode: a session's commands and background processes write its
+// layer, carry cwd and variables as usual, and leave the host's working
+// directory as it was; the layer survives the session's manager.
+func TestReviewSession(t *testing.T) {
+	f := newFixture(t)
+	os.WriteFile(filepath.Join(f.work, "f.txt"), []byte("orig\n"), 0o644)
+	f.spec.Review = true
+	s := f.open("r")
+	r := f.exec(s, "echo changed > f.txt && mkdir -p sub && cd sub && export X=1")
+	if r.ExitCode != 0 {
+		t.Fatalf("first command: %+v", r)
+	}
+	r = f.exec(s, `pwd; echo "$X"; cat ../f.txt`)
+	if want := filepath.Join(f.work, "sub") + "\n1\nchanged\n"; r.Output.Text != want {
+		t.Errorf("second command: %q, want %q", r.Output.Text, want)
+	}
+	p, err := s.Start(StartRequest{Command: "echo bg > ../bg.txt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	if r = f.exec(s, "cat ../bg.txt"); r.Output.Text != "bg\n" {
+		t.Errorf("background write not seen: %+v", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.work, "f.txt")); string(b) != "orig\n" {
+		t.Errorf("host f.txt = %q", b)
+	}
+	for _, p := range []string{"sub", "bg.txt"} {
+		if _, err := os.Lstat(filepath.Join(f.work, p)); err == nil {
+			t.Errorf("host %s made", p)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(s.LayerDir(), "upper", "f.txt")); err != nil || string(b) != "changed\n" {
+		t.Errorf("layer f.txt = %q, %v", b, err)
+	}
+	// A new manager (corral restarted) finds the layer as it was.
+	f.m.Close()
+	f.be.Close()
+	f.m = f.manager()
+	s = f.open("r")
+	if r = f.exec(s, "cat ../f.txt ../bg.txt"); r.Output.Text != "changed\nbg\n" {
+		t.Errorf("after a restart: %+v", r)
+	}
+}

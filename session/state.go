@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -109,4 +110,25 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return atomicfile.Write(path, append(b, '\n'), 0o600, false)
+}
+
+// LockDir takes the lock that the foreground commands of the session in
+// directory dir (Session.Dir, Info.Dir) hold while they run: flock(2) on
+// dir/lock, waiting for a running command to end unless wait is false,
+// when held reports false at once. Release it with the returned function.
+// corral apply holds it so that it never changes the session's layer
+// under a command.
+func LockDir(dir string, wait bool) (release func(), held bool, err error) {
+	p := filepath.Join(dir, "lock")
+	if !wait {
+		release, ok := tryLock(p)
+		if !ok {
+			if _, err := os.Stat(dir); err != nil {
+				return nil, false, err
+			}
+		}
+		return release, !ok, nil
+	}
+	release, err = lockFile(p)
+	return release, false, err
 }

@@ -51,9 +51,10 @@ func Argv(plan *Plan, f Features, statusFD int, cmd []string) []string {
 	if !plan.ShareNet && !plan.Egress {
 		a = append(a, "--unshare-net")
 	}
-	if plan.RunAs != nil {
-		// bwrap runs as plan.RunAs; inside, the command keeps the caller's
-		// ids (user_namespaces(7): the new namespace maps them to RunAs).
+	if plan.RunAs != nil || plan.LayerDir != "" {
+		// bwrap runs as plan.RunAs, or as uid 0 of the review layer's user
+		// namespace; inside, the command keeps the caller's ids
+		// (user_namespaces(7): the new namespace maps them to bwrap's).
 		a = append(a, "--uid", strconv.Itoa(plan.InsideUID), "--gid", strconv.Itoa(plan.InsideGID))
 	}
 	a = append(a, "--cap-drop", "ALL")

@@ -25,18 +25,19 @@ type fdLayout struct {
 	// FirstBind is the first of Binds protected paths' descriptors
 	// (--bind-fd), numbered in plan order.
 	FirstBind, Binds int
-	// UserNS and NetNS are the egress namespaces the gate enters at
-	// bwrap's exec stop (nsJoin).
-	UserNS, NetNS int
+	// UserNS, MntNS and NetNS are the namespaces the gate enters at
+	// bwrap's exec stop (nsJoin): the allowlist's egress namespace (user
+	// and network), or the review layer's (user and mount).
+	UserNS, MntNS, NetNS int
 	// Count is the number of ExtraFiles.
 	Count int
 }
 
 // layoutFDs returns the layout for caller descriptors of the caller, a
 // syscall filter or none, binds bind descriptors and the namespaces the
-// gate joins (userNS only with netNS, as egressNS.files gives them).
-func layoutFDs(caller int, seccomp bool, binds int, userNS, netNS bool) fdLayout {
-	l := fdLayout{Caller: caller, Seccomp: -1, UserNS: -1, NetNS: -1}
+// gate joins (userNS with netNS or mntNS, or netNS alone as root).
+func layoutFDs(caller int, seccomp bool, binds int, userNS, mntNS, netNS bool) fdLayout {
+	l := fdLayout{Caller: caller, Seccomp: -1, UserNS: -1, MntNS: -1, NetNS: -1}
 	next := 3 + caller
 	take := func() int { next++; return next - 1 }
 	l.Status, l.Args = take(), take()
@@ -48,6 +49,9 @@ func layoutFDs(caller int, seccomp bool, binds int, userNS, netNS bool) fdLayout
 	if userNS {
 		l.UserNS = take()
 	}
+	if mntNS {
+		l.MntNS = take()
+	}
 	if netNS {
 		l.NetNS = take()
 	}
@@ -56,9 +60,9 @@ func layoutFDs(caller int, seccomp bool, binds int, userNS, netNS bool) fdLayout
 }
 
 // files returns ExtraFiles for l: each file at its descriptor's place.
-// filter, userns and netns are nil where l has none; len(caller) and
-// len(binds) must be l.Caller and l.Binds.
-func (l fdLayout) files(caller []*os.File, status, args, filter *os.File, binds []*os.File, userns, netns *os.File) []*os.File {
+// filter, userns, mntns and netns are nil where l has none; len(caller)
+// and len(binds) must be l.Caller and l.Binds.
+func (l fdLayout) files(caller []*os.File, status, args, filter *os.File, binds []*os.File, userns, mntns, netns *os.File) []*os.File {
 	fs := make([]*os.File, l.Count)
 	put := func(fd int, f *os.File) {
 		if fd >= 0 {
@@ -75,6 +79,7 @@ func (l fdLayout) files(caller []*os.File, status, args, filter *os.File, binds 
 		put(l.FirstBind+i, f)
 	}
 	put(l.UserNS, userns)
+	put(l.MntNS, mntns)
 	put(l.NetNS, netns)
 	return fs
 }

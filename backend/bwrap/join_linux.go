@@ -9,11 +9,19 @@ import (
 )
 
 // nsJoin names the namespaces a sandbox's bwrap must enter before its first
-// instruction (the session's egress namespace of the allowlist profile), as
-// descriptor numbers in bwrap's own table. UserFD is -1 when only the
-// network namespace is entered (corral runs as root).
+// instruction, as descriptor numbers in bwrap's own table, -1 for none: the
+// session's egress namespace of the allowlist profile (NetFD, with UserFD
+// unless corral runs as root), or the review layer's mount namespace
+// (MntFD with UserFD; see layerhold_linux.go).
 type nsJoin struct {
-	UserFD, NetFD int
+	UserFD, MntFD, NetFD int
+	// KeepCaps leaves bwrap the capabilities joining UserFD gave it: in
+	// the review layer's user namespace bwrap is uid 0, and bwrap as uid 0
+	// keeps its capabilities (it drops the command's with --cap-drop ALL)
+	// and needs CAP_SETUID there to write its own namespace's uid map; the
+	// namespace maps the caller's ids alone, so they grant nothing on the
+	// host.
+	KeepCaps bool
 }
 
 // errJoinUnsupported means this architecture has no syscall injection; the
@@ -42,9 +50,14 @@ const (
 //     both by joining the owner, which it may as the user who made it. The
 //     process is single-threaded and shares no fs_struct (Go starts it
 //     with CLONE_VFORK|CLONE_VM only), as user_namespaces(7) requires;
-//  2. setns(NetFD, CLONE_NEWNET);
-//  3. close(UserFD), close(NetFD): nothing of them reaches the sandbox;
-//  4. when it joined a user namespace, capset(2) with empty sets: the join
+//  2. setns(MntFD, CLONE_NEWNS) when MntFD >= 0: the same rights, in the
+//     user namespace that owns the mount namespace (setns(2)); it also
+//     moves the process's root and working directory to the namespace's
+//     root, which bwrap does not mind (every path it is given is absolute);
+//  3. setns(NetFD, CLONE_NEWNET) when NetFD >= 0;
+//  4. close(UserFD), close(MntFD), close(NetFD): nothing of them reaches the
+//     sandbox;
+//  5. when it joined a user namespace, capset(2) with empty sets: the join
 //     gave it every capability there, which a bwrap that is not setuid
 //     refuses to run with ("Unexpected capabilities but not setuid"), and
 //     which the sandbox must not have anyway. nsenter(1) gets the same
@@ -60,7 +73,7 @@ func joinNamespaces(pid int, j nsJoin) error {
 	}
 	call := func(what string, nr uintptr, args ...uintptr) error {
 		if err := in.syscall(nr, args...); err != nil {
-			return fmt.Errorf("entering the session's network namespace: %s: %w", what, err)
+			return fmt.Errorf("entering the session's namespaces: %s: %w", what, err)
 		}
 		return nil
 	}
@@ -70,17 +83,26 @@ func joinNamespaces(pid int, j nsJoin) error {
 				return err
 			}
 		}
-		if err := call("setns(net)", unix.SYS_SETNS, uintptr(j.NetFD), unix.CLONE_NEWNET); err != nil {
-			return err
+		if j.MntFD >= 0 {
+			if err := call("setns(mnt)", unix.SYS_SETNS, uintptr(j.MntFD), unix.CLONE_NEWNS); err != nil {
+				return err
+			}
 		}
-		if err := call("close", unix.SYS_CLOSE, uintptr(j.NetFD)); err != nil {
-			return err
+		if j.NetFD >= 0 {
+			if err := call("setns(net)", unix.SYS_SETNS, uintptr(j.NetFD), unix.CLONE_NEWNET); err != nil {
+				return err
+			}
 		}
-		if j.UserFD < 0 {
+		for _, fd := range []int{j.NetFD, j.MntFD, j.UserFD} {
+			if fd < 0 {
+				continue
+			}
+			if err := call("close", unix.SYS_CLOSE, uintptr(fd)); err != nil {
+				return err
+			}
+		}
+		if j.UserFD < 0 || j.KeepCaps {
 			return nil
-		}
-		if err := call("close", unix.SYS_CLOSE, uintptr(j.UserFD)); err != nil {
-			return err
 		}
 		// The header and empty data go on the stack below the stack
 		// pointer, which nothing uses before the first instruction.
@@ -88,7 +110,7 @@ func joinNamespaces(pid int, j nsJoin) error {
 		binary.NativeEndian.PutUint32(buf, capVersion3)
 		hdr := in.scratch()
 		if err := in.write(hdr, buf); err != nil {
-			return fmt.Errorf("entering the session's network namespace: writing capset's arguments: %w", err)
+			return fmt.Errorf("entering the session's namespaces: writing capset's arguments: %w", err)
 		}
 		return call("capset", unix.SYS_CAPSET, hdr, hdr+capHeaderLen)
 	}()

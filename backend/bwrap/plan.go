@@ -72,10 +72,22 @@ type Host struct {
 	// EmptyFile is an empty, read-only regular file bound over files that
 	// must read as empty (credential files, the Docker socket).
 	EmptyFile string
+	// view is the review layer's holder when the request has a LayerDir:
+	// paths in the working directory are read as its mount namespace
+	// shows them (Plan.inView).
+	view *layerHolder
+	// Secrets are the request's prepared secrets (stand-ins, trust
+	// bundle); nil when it declares none. See SecretFacts.
+	Secrets *SecretFacts
 }
 
 // Plan is everything bwrap needs to build one sandbox.
 type Plan struct {
+	// LayerDir is the session's review layer (sandbox.Request.LayerDir):
+	// bwrap starts in its holder's namespaces (layerhold_linux.go), where
+	// Workdir is the overlay. Empty: the host's own working directory.
+	LayerDir string
+	view     *layerHolder
 	// Mounts in the order bwrap applies them.
 	Mounts []mount
 	// Chdir is the directory the command starts in (absolute, resolved).
@@ -227,7 +239,7 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		req = &r
 	}
 	p := &planner{req: req, host: host, allow: map[string]bool{}, roDevs: map[string]bool{}, bindSrc: map[string]string{}}
-	plan := &Plan{ShareNet: profile.HostNetwork(), TTY: req.TTY, Egress: profile == sandbox.ProfileAllowlist, DenyUnixSockets: profile.DeniesUnixSockets()}
+	plan := &Plan{ShareNet: profile.HostNetwork(), TTY: req.TTY, Egress: profile == sandbox.ProfileAllowlist, DenyUnixSockets: profile.DeniesUnixSockets(), LayerDir: req.LayerDir, view: host.view}
 
 	workdir, writable, err := p.workdir(profile)
 	if err != nil {
@@ -304,6 +316,11 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		// directories when this sandbox has no cache.
 		env = toolcache.Strip(env, host.HiddenDirs)
 	}
+	env, secretSet, err := p.planSecrets(env)
+	if err != nil {
+		return nil, err
+	}
+	set = append(set, secretSet...)
 	plan.Env, plan.EnvWithheld = sandbox.FilterEnvPolicy(env, append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...), req.EnvAllow, set...)
 	if cache != "" {
 		// From the filtered environment: MAVEN_OPTS and GOPROXY are built
@@ -464,6 +481,18 @@ func (p *planner) chdir(workdir string) string {
 	d := p.req.Dir
 	if d == "" || !filepath.IsAbs(d) {
 		return workdir
+	}
+	if v := p.host.view; v.covers(filepath.Clean(d)) {
+		// In the review layer: as it shows the directory (a directory the
+		// session made exists only there); bwrap resolves it inside.
+		r := filepath.Clean(d)
+		for !isDir(v.path(r)) && within(filepath.Dir(r), workdir) {
+			r = filepath.Dir(r)
+		}
+		if r != filepath.Clean(d) {
+			p.warn("directory %s does not exist; starting in %s", d, r)
+		}
+		return r
 	}
 	r, err := filepath.EvalSymlinks(filepath.Clean(d))
 	if err != nil {
@@ -826,7 +855,8 @@ func (p *planner) scratch(writable bool) (string, error) {
 	return r, nil
 }
 
-// protect applies Host.SecretFiles and Host.PinFiles.
+// protect applies Host.SecretFiles (and the file sources of
+// Host.Secrets, alike) and Host.PinFiles.
 func (p *planner) protect(scratch, sessionHome, cache string, writable bool) error {
 	roots := append([]string{}, p.writes...)
 	if writable && scratch != "" {
@@ -855,12 +885,20 @@ func (p *planner) protect(scratch, sessionHome, cache string, writable bool) err
 		}
 		return filepath.Clean(f)
 	}
-	for _, f := range p.host.SecretFiles {
+	settings := len(p.host.SecretFiles)
+	files := slices.Clone(p.host.SecretFiles)
+	if p.host.Secrets != nil {
+		files = append(files, p.host.Secrets.Files...)
+	}
+	for i, f := range files {
 		if f == "" || !filepath.IsAbs(f) {
 			continue
 		}
 		r := resolve(f)
 		if w := inWritable(r); w != "" {
+			if i >= settings {
+				return fmt.Errorf("%w: the file %s that a secret is read from lies in %s, which the sandbox can write: a command could replace the value corral sends to the secret's hosts; keep it outside the writable directories", sandbox.ErrPolicy, r, w)
+			}
 			return fmt.Errorf("%w: the settings file %s lies in %s, which the sandbox can write: a command could change corral's own settings; keep the settings file elsewhere", sandbox.ErrPolicy, r, w)
 		}
 		if st, err := os.Stat(r); err == nil && st.Mode().IsRegular() && p.visible(r) && p.host.EmptyFile != "" {

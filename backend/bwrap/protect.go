@@ -116,11 +116,12 @@ func (p *planner) protected(plan *Plan) error {
 	if len(pats) == 0 {
 		return nil
 	}
+	view := p.host.view
 	dirs := map[string]bool{} // isDir, cached: most missing paths share a parent
 	isDirCached := func(d string) bool {
 		v, ok := dirs[d]
 		if !ok {
-			v = isDir(d)
+			v = isDir(view.path(d))
 			dirs[d] = v
 		}
 		return v
@@ -147,11 +148,17 @@ func (p *planner) protected(plan *Plan) error {
 	}
 	links := map[string]bool{}
 	for _, r := range roots {
-		found, truncated := sandbox.FindProtected(r.src, pats)
+		found, truncated := findProtected(r.src, pats, view)
 		if truncated {
 			plan.ProtectScanCut = append(plan.ProtectScanCut, r.src)
 		}
 		for _, f := range found {
+			if view.covers(f.Path) && len(f.Links) > 0 {
+				// Symlinks on the way inside the layer are not resolved
+				// here (they would resolve on the host, not in the layer);
+				// the check after the command sees what the command made.
+				continue
+			}
 			for _, l := range f.Links {
 				abs := filepath.Join(r.src, filepath.FromSlash(l))
 				if t, err := os.Readlink(abs); err == nil && !links[abs] {
@@ -172,7 +179,7 @@ func (p *planner) protected(plan *Plan) error {
 					}
 				}
 				rr, ok := rootOf(real)
-				if !ok || f.NotDir && isDir(real) {
+				if !ok || f.NotDir && isDir(view.path(real)) {
 					continue // leads out of the writable set, or a .git directory
 				}
 				p.roBindProtected(rr, real)
@@ -192,7 +199,7 @@ func (p *planner) protected(plan *Plan) error {
 			if !ok {
 				continue
 			}
-			if dir, ok := gitMember(f, parent); ok && p.roBindProtected(rr, real) {
+			if dir, ok := gitMember(f, view.path(parent)); ok && p.roBindProtected(rr, real) {
 				plan.Create = append(plan.Create, protectItem{Path: real, Dir: dir})
 				plan.protectBefore[f.Path] = true
 			}
@@ -248,7 +255,7 @@ func (p *planner) roBindProtected(r protectRoot, real string) bool {
 // mounted what the descriptor names, and closes it before the command
 // runs. Without descriptor binds (a bwrap 0.8 without the backport) the
 // binds stay by path, with that race.
-func openBindFDs(plan *Plan, bin *Binary, first int) ([]*os.File, error) {
+func openBindFDs(plan *Plan, bin *Binary, first int, view *layerHolder) ([]*os.File, error) {
 	if !bin.BindFD {
 		return nil, nil
 	}
@@ -258,8 +265,19 @@ func openBindFDs(plan *Plan, bin *Binary, first int) ([]*os.File, error) {
 		if !m.ViaFD {
 			continue
 		}
-		fd, err := unix.Open(m.Src, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err == nil {
+		var fd int
+		var err error
+		if view.covers(m.Src) {
+			// In the layer, through no symlink on the way; a symlink
+			// itself is refused as below.
+			if fd, err = view.openInView(m.Src, unix.O_PATH|unix.O_NOFOLLOW); err == nil {
+				var st unix.Stat_t
+				if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+					unix.Close(fd)
+					err = fmt.Errorf("it changed while the sandbox was prepared")
+				}
+			}
+		} else if fd, err = unix.Open(m.Src, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
 			// O_PATH|O_NOFOLLOW opens a symlink itself: refuse one, and a
 			// path that resolved elsewhere.
 			var st unix.Stat_t
@@ -316,14 +334,19 @@ func gitMember(f sandbox.ProtectedPath, parent string) (dir bool, ok bool) {
 
 // openDirIn opens the directory dir (resolved) for *at system calls and
 // checks, once it is open, that it is still dir and lies inside one of
-// roots, so a symlink swapped in between cannot redirect what follows.
-func openDirIn(dir string, roots []protectRoot) (int, error) {
+// roots, so a symlink swapped in between cannot redirect what follows. A
+// directory of a review layer (view) is opened as the layer shows it,
+// through no symlink.
+func openDirIn(dir string, roots []protectRoot, view *layerHolder) (int, error) {
 	inside := false
 	for _, r := range roots {
 		inside = inside || within(dir, r.src)
 	}
 	if !inside {
 		return -1, fmt.Errorf("%s is outside the writable directories", dir)
+	}
+	if view.covers(dir) {
+		return view.openInView(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
 	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -342,7 +365,7 @@ func openDirIn(dir string, roots []protectRoot) (int, error) {
 func (b *Backend) prepareProtected(plan *Plan) {
 	var keep []protectItem
 	for _, c := range plan.Create {
-		if err := makeMember(c, plan.protectRoots); err != nil {
+		if err := makeMember(c, plan.protectRoots, plan.view); err != nil {
 			plan.Warnings = append(plan.Warnings, fmt.Sprintf("protected path %s could not be made read-only (%v); it is checked after the command instead", c.Path, err))
 			plan.Mounts = dropMount(plan.Mounts, c.Path)
 			continue
@@ -352,8 +375,8 @@ func (b *Backend) prepareProtected(plan *Plan) {
 	plan.Create = keep
 }
 
-func makeMember(c protectItem, roots []protectRoot) error {
-	fd, err := openDirIn(filepath.Dir(c.Path), roots)
+func makeMember(c protectItem, roots []protectRoot, view *layerHolder) error {
+	fd, err := openDirIn(filepath.Dir(c.Path), roots, view)
 	if err != nil {
 		return err
 	}
@@ -408,12 +431,12 @@ func (b *Backend) checkProtected(plan *Plan) []string {
 	defer q.close()
 	var warns []string
 	for _, l := range plan.Links {
-		if w := q.restoreLink(l, plan.protectRoots); w != "" {
+		if w := q.restoreLink(l, plan.protectRoots, plan.view); w != "" {
 			warns = append(warns, w)
 		}
 	}
 	for _, r := range plan.protectRoots {
-		found, truncated := sandbox.FindProtected(r.src, plan.protectPats)
+		found, truncated := findProtected(r.src, plan.protectPats, plan.view)
 		if truncated {
 			// What the scan did not reach is not checked; the next
 			// command is refused (scanCutError).
@@ -421,7 +444,7 @@ func (b *Backend) checkProtected(plan *Plan) []string {
 		}
 		for _, f := range found {
 			if f.Exists && !plan.protectBefore[f.Path] {
-				if w := q.sweep(f, plan.protectRoots); w != "" {
+				if w := q.sweep(f, plan.protectRoots, plan.view); w != "" {
 					warns = append(warns, w)
 				}
 			}
@@ -484,15 +507,18 @@ func (q *quarantine) take(parentFd int, parent, name string) (string, error) {
 }
 
 // sweep moves out the protected path f, which the command made.
-func (q *quarantine) sweep(f sandbox.ProtectedPath, roots []protectRoot) string {
+func (q *quarantine) sweep(f sandbox.ProtectedPath, roots []protectRoot, view *layerHolder) string {
 	parent, err := filepath.Dir(f.Path), error(nil)
+	if len(f.Links) > 0 && view.covers(f.Path) {
+		return fmt.Sprintf("%s was made by the command behind a symlink in the review layer; it is a protected path: look at it before you apply the layer", f.Path)
+	}
 	if len(f.Links) > 0 {
 		parent, err = filepath.EvalSymlinks(parent)
 	}
 	if err != nil {
 		return ""
 	}
-	fd, err := openDirIn(parent, roots)
+	fd, err := openDirIn(parent, roots, view)
 	if err != nil {
 		return "" // it leads out of the writable set, which was read-only
 	}
@@ -510,7 +536,10 @@ func (q *quarantine) sweep(f sandbox.ProtectedPath, roots []protectRoot) string 
 
 // restoreLink puts back the symlink l if the command replaced or removed
 // it.
-func (q *quarantine) restoreLink(l protectItem, roots []protectRoot) string {
+func (q *quarantine) restoreLink(l protectItem, roots []protectRoot, view *layerHolder) string {
+	if view.covers(l.Path) {
+		return "" // planned on the host's files: the layer's are not put back
+	}
 	if t, err := os.Readlink(l.Path); err == nil && t == l.Target {
 		return "" // unchanged, the common case
 	}
@@ -518,7 +547,7 @@ func (q *quarantine) restoreLink(l protectItem, roots []protectRoot) string {
 	if err != nil || parent != filepath.Dir(l.Path) {
 		return "" // a directory on the way is gone or was moved: not ours to rebuild
 	}
-	fd, err := openDirIn(parent, roots)
+	fd, err := openDirIn(parent, roots, view)
 	if err != nil {
 		return ""
 	}

@@ -407,7 +407,7 @@ func TestProtectedBindFDs(t *testing.T) {
 		}}
 	}
 	plan := mk()
-	files, err := openBindFDs(plan, &Binary{BindFD: true}, 7)
+	files, err := openBindFDs(plan, &Binary{BindFD: true}, 7, nil)
 	if err != nil || len(files) != 2 {
 		t.Fatalf("openBindFDs: %v, %d files", err, len(files))
 	}
@@ -419,13 +419,13 @@ func TestProtectedBindFDs(t *testing.T) {
 		t.Errorf("argv: %s", argv)
 	}
 	plan = mk()
-	if files, err := openBindFDs(plan, &Binary{}, 7); err != nil || files != nil || plan.Mounts[1].FD != 0 {
+	if files, err := openBindFDs(plan, &Binary{}, 7, nil); err != nil || files != nil || plan.Mounts[1].FD != 0 {
 		t.Errorf("without bind-fd: %v %v %+v", err, files, plan.Mounts)
 	}
 	// Swapped for a symlink, the source itself or a directory on its way.
 	os.Rename(dir, dir+".real")
 	os.Symlink(dir+".real", dir)
-	if _, err := openBindFDs(mk(), &Binary{BindFD: true}, 7); err == nil || !strings.Contains(err.Error(), "run the command again") {
+	if _, err := openBindFDs(mk(), &Binary{BindFD: true}, 7, nil); err == nil || !strings.Contains(err.Error(), "run the command again") {
 		t.Errorf("a source swapped for a symlink: %v", err)
 	}
 	os.Remove(dir)
@@ -434,7 +434,7 @@ func TestProtectedBindFDs(t *testing.T) {
 	os.MkdirAll(filepath.Join(base, "elsewhere", "file"), 0o755)
 	os.Symlink(filepath.Join(base, "elsewhere"), sub)
 	plan = &Plan{Mounts: []mount{{Kind: mRoBind, Src: filepath.Join(sub, "file"), Dest: "/x", ViaFD: true}}}
-	if _, err := openBindFDs(plan, &Binary{BindFD: true}, 7); err == nil {
+	if _, err := openBindFDs(plan, &Binary{BindFD: true}, 7, nil); err == nil {
 		t.Errorf("a source through a symlinked directory was opened")
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/corralhq/corral/internal/atomicfile"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/secrets"
 )
 
 // Options configure a Backend.
@@ -93,6 +94,8 @@ type Backend struct {
 
 	// filters holds the sealed syscall filters, one per seccomp.Options.
 	filters filterCache
+	// layers are the review layers' holders (layerhold_linux.go).
+	layers layerHolders
 
 	// noFilter leaves bwrap's --seccomp out (the benchmark's baseline
 	// only).
@@ -139,17 +142,21 @@ type egressLease struct {
 	release func()
 }
 
-// egress returns the egress namespace of req's session and network policy
+// egress returns the egress namespace of req's session, network policy
+// and secrets (secs, resolved by prepareSecrets)
 // (starting the proxy server and the namespace's holder when there is
 // none), and keeps both up until the lease's release. Errors wrap
 // sandbox.ErrUnavailable (the command must not run) or
 // sandbox.ErrBadRequest (a malformed network.allow or network.deny entry).
-func (b *Backend) egress(bin *Binary, req *sandbox.Request) (*egressLease, error) {
+func (b *Backend) egress(bin *Binary, req *sandbox.Request, secs []secrets.Secret) (*egressLease, error) {
 	if bin.Setuid && os.Geteuid() != 0 {
 		return nil, fmt.Errorf("%w: the allowlist profile needs a bwrap that is not setuid (%s is: unprivileged user namespaces seem blocked here), so the command does not run", sandbox.ErrUnavailable, bin.Path)
 	}
 	pool := b.egressPool()
-	srv, release, err := pool.Get(netproxy.Policy{Allow: req.NetworkAllow, Deny: req.NetworkDeny}, req.Session)
+	// A secret's hosts are allowed egress: the real value goes nowhere
+	// else, and naming them twice would be a trap.
+	allow := append(slices.Clone(req.NetworkAllow), sandbox.SecretHosts(req.Secrets)...)
+	srv, release, err := pool.Get(netproxy.Policy{Allow: allow, Deny: req.NetworkDeny}, req.Session, secs...)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +186,10 @@ func New(opts Options) *Backend {
 // Close releases what the Backend keeps between commands (its sealed
 // syscall-filter memfds). Sandboxes already started are not affected; a
 // later Run builds what it needs again. It returns the first close error.
-func (b *Backend) Close() error { return b.filters.close() }
+func (b *Backend) Close() error {
+	b.layers.closeAll()
+	return b.filters.close()
+}
 
 // Name implements sandbox.Backend.
 func (b *Backend) Name() string { return "bwrap" }
@@ -231,6 +241,17 @@ func (b *Backend) Binary(ctx context.Context) (*Binary, error) {
 // sandbox of its own, so a long-lived process (corral exec) gets one built
 // from the session's settings, as its commands do.
 func (b *Backend) SupportsStreams() bool { return true }
+
+// hostFor is host with the secret facts of the request (nil: none)
+// added.
+func (b *Backend) hostFor(facts *SecretFacts) (Host, error) {
+	h, err := b.host()
+	if err != nil || facts == nil {
+		return h, err
+	}
+	h.Secrets = facts
+	return h, nil
+}
 
 // host gathers the facts a plan depends on.
 func (b *Backend) host() (Host, error) {
@@ -285,6 +306,9 @@ func (b *Backend) host() (Host, error) {
 // wrap sandbox.ErrBadRequest (a malformed run_as).
 func (b *Backend) identity(plan *Plan) error {
 	if os.Getuid() != 0 {
+		if plan.LayerDir != "" {
+			plan.InsideUID, plan.InsideGID = os.Getuid(), os.Getgid()
+		}
 		return nil
 	}
 	fixed, isFixed, err := sandbox.ParseRunAs(b.opts.RunAs)
@@ -356,14 +380,21 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if err != nil {
 		return nil, b.unavailable(err)
 	}
-	host, err := b.host()
+	secs, facts, err := b.prepareSecrets(req)
+	if err != nil {
+		if errors.Is(err, sandbox.ErrUnavailable) {
+			return nil, b.unavailable(err)
+		}
+		return nil, err
+	}
+	host, err := b.hostFor(facts)
 	if err != nil {
 		return nil, err
 	}
 	var ens *egressNS
 	if req.Profile == sandbox.ProfileAllowlist {
 		// Fail closed: no proxy, no command.
-		lease, err := b.egress(bin, req)
+		lease, err := b.egress(bin, req, secs)
 		if err != nil {
 			if errors.Is(err, sandbox.ErrUnavailable) {
 				return nil, b.unavailable(err)
@@ -378,7 +409,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		// Each attempt plans from the host as it is now: the one before
 		// failed because it changed.
 		if attempt > 1 {
-			if host, err = b.host(); err != nil {
+			if host, err = b.hostFor(facts); err != nil {
 				return nil, err
 			}
 		}
@@ -414,6 +445,28 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 
 // attempt plans req against host and runs it once.
 func (b *Backend) attempt(ctx context.Context, bin *Binary, host Host, req *sandbox.Request, ens *egressNS) (*sandbox.Result, error) {
+	if req.LayerDir != "" {
+		// The plan reads the working directory as the layer shows it. A
+		// root caller's holder is made from the host view of the plan
+		// without it (layerFor).
+		var first *Plan
+		if os.Getuid() == 0 {
+			p, err := BuildPlan(req, host)
+			if err != nil {
+				return nil, err
+			}
+			if err := b.identity(p); err != nil {
+				return nil, err
+			}
+			first = p
+		}
+		h, err := b.layerFor(bin, req, first)
+		if err != nil {
+			return nil, err
+		}
+		defer h.release()
+		host.view = h
+	}
 	plan, err := BuildPlan(req, host)
 	if err != nil {
 		return nil, err
@@ -464,7 +517,11 @@ func (b *Backend) Command(ctx context.Context, req *sandbox.Request) (argv, env,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	host, err := b.host()
+	_, facts, err := b.prepareSecrets(req)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	host, err := b.hostFor(facts)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -102,6 +102,18 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 			}
 		}
 	}
+	// Under workspace_mode review the sandbox starts inside the session
+	// layer's namespaces (layerhold_linux.go), entered by the gate at
+	// bwrap's exec stop; where the gate cannot, the command does not run
+	// (it would write to the host's files).
+	var mntns *os.File
+	holder := plan.view
+	if plan.LayerDir != "" {
+		if holder == nil {
+			return nil, fmt.Errorf("%w: a review layer without its holder", sandbox.ErrUnavailable)
+		}
+		userns, mntns = holder.userns, holder.mntns
+	}
 	// Unix sockets are mediated (unixsock.go) where the gate can inject
 	// calls into bwrap's sandbox child; elsewhere they stay refused.
 	var med *connectMediation
@@ -117,7 +129,7 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 		filter = f
 		helpers = append(helpers, f)
 	}
-	layout := layoutFDs(len(req.ExtraFiles), filter != nil, bindFDCount(plan, bin), userns != nil, netns != nil)
+	layout := layoutFDs(len(req.ExtraFiles), filter != nil, bindFDCount(plan, bin), userns != nil, mntns != nil, netns != nil)
 	if filter != nil {
 		plan.SeccompFD = layout.Seccomp
 	}
@@ -152,7 +164,7 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 	sb.undo = append(sb.undo, func() { cg.remove(b.log) })
 	launch := func() error {
 		var err error
-		bindFiles, err = openBindFDs(plan, bin, layout.FirstBind)
+		bindFiles, err = openBindFDs(plan, bin, layout.FirstBind, holder)
 		if err == nil && len(bindFiles) != layout.Binds {
 			err = fmt.Errorf("opened %d protected paths' descriptors, laid out %d", len(bindFiles), layout.Binds)
 		}
@@ -190,12 +202,12 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 				}
 			}
 		}
-		cmd.ExtraFiles = layout.files(req.ExtraFiles, statusW, argsR, filter, bindFiles, userns, netns)
+		cmd.ExtraFiles = layout.files(req.ExtraFiles, statusW, argsR, filter, bindFiles, userns, mntns, netns)
 		var join *nsJoin
-		if netns != nil {
+		if netns != nil || mntns != nil {
 			// Closed in bwrap by the gate once it has entered the
 			// namespaces.
-			join = &nsJoin{UserFD: layout.UserNS, NetFD: layout.NetNS}
+			join = &nsJoin{UserFD: layout.UserNS, MntFD: layout.MntNS, NetFD: layout.NetNS, KeepCaps: mntns != nil}
 		}
 		// Once the sandbox is dead nothing may hold its output pipes open; do
 		// not wait for stray writers beyond this.
@@ -216,6 +228,10 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 		gateLim := lim
 		sb.begin = time.Now()
 		if bin.Setuid && !root {
+			if mntns != nil {
+				statusW.Close()
+				return fmt.Errorf("%w: workspace_mode review needs a bwrap that is not setuid (%s is), so the command does not run", sandbox.ErrUnavailable, bin.Path)
+			}
 			return b.startWithPrlimit(cmd, gateLim)
 		}
 		if b.noGate {
@@ -227,6 +243,12 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 			return err
 		}
 		b.log.Warn("bwrap.gate.unavailable", "error", err)
+		if mntns != nil {
+			// Without the gate nothing moves bwrap into the layer: it
+			// would build the sandbox over the host's own files.
+			statusW.Close()
+			return fmt.Errorf("%w: workspace_mode review needs the ptrace gate, which is refused here (%v); allow ptrace of corral's children, or use workspace_mode direct", sandbox.ErrUnavailable, err)
+		}
 		if lim.MaxProcs > 0 {
 			// prlimit(1) would count every process of the uid on the
 			// machine (the user namespace does not exist yet): refuse

@@ -37,6 +37,15 @@ var ErrMount = errors.New("the container does not see the workspace")
 // new one the caller removes after the command. warnings are the bind
 // policy's for this command (judgeBinds).
 func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *parsed, warnings []string, err error) {
+	if len(req.Secrets) > 0 {
+		// Not yet: the stand-ins and the trust bundle are planned by the
+		// bwrap backend only (issue 14); running without them would hand
+		// the command neither the variable nor a working TLS path.
+		if err := sandbox.CheckSecrets(req.Policy); err != nil {
+			return nil, nil, nil, err
+		}
+		return nil, nil, nil, fmt.Errorf("%w: secrets are supported by the bwrap backend only so far; route this session to backend: bwrap or remove its secrets", sandbox.ErrBadRequest)
+	}
 	e := b.e
 	st := b.st
 	ws, err := b.workspace(req)

@@ -46,6 +46,14 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
 		return nil, fmt.Errorf("%w: no command given", sandbox.ErrBadRequest)
 	}
+	if req.LayerDir != "" {
+		return nil, fmt.Errorf("%w: workspace_mode review needs a sandbox: the local backend has none, so the command would write to %s itself; use the bwrap backend or workspace_mode direct", sandbox.ErrPolicy, req.Workdir)
+	}
+	if len(req.Secrets) > 0 {
+		// No sandbox, no proxy: nothing could keep the real value from
+		// the command or swap a stand-in for it.
+		return nil, fmt.Errorf("%w: secrets need the bwrap backend with the allowlist profile; the local backend has no egress proxy", sandbox.ErrBadRequest)
+	}
 	dir := req.Dir
 	if dir == "" {
 		dir = req.Workdir

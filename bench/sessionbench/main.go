@@ -7,6 +7,11 @@
 // a resolver that reads the settings and builds a new bwrap backend for
 // every command (what the CLI and the MCP server did before the Host).
 //
+// A session command is a shell command: bash runs it (and saves the cwd
+// and exported variables it leaves), so the same raw bwrap running
+// `bash -c true` is measured too, the floor of any design that gives each
+// command a sandbox of its own and a shell.
+//
 //	go run ./bench/sessionbench [-n 200]
 package main
 
@@ -95,27 +100,35 @@ func main() {
 		}
 		return time.Since(t)
 	}
-	var sess, host, old, raw []time.Duration
-	for i := 0; i < *n; i++ {
-		sess = append(sess, run(s))
-		host = append(host, run(viaHost))
-		old = append(old, run(viaOld))
+	bashArgv := append(append([]string{}, argv[:len(argv)-1]...), "/bin/bash", "--noprofile", "--norc", "-c", "true")
+	timed := func(argv []string) time.Duration {
 		t := time.Now()
 		c := exec.Command(argv[0], argv[1:]...)
 		c.Env = env
 		if err := c.Run(); err != nil {
 			fail(err)
 		}
-		raw = append(raw, time.Since(t))
+		return time.Since(t)
 	}
-	ms, mr, mh, mo := median(sess), median(raw), median(host), median(old)
+	var sess, host, old, raw, rawBash []time.Duration
+	for i := 0; i < *n; i++ {
+		sess = append(sess, run(s))
+		host = append(host, run(viaHost))
+		old = append(old, run(viaOld))
+		raw = append(raw, timed(argv))
+		rawBash = append(rawBash, timed(bashArgv))
+	}
+	ms, mr, mh, mo, mb := median(sess), median(raw), median(host), median(old), median(rawBash)
 	fmt.Printf("raw bwrap true median       %7.2f ms\n", ms2(mr))
+	fmt.Printf("raw bwrap bash -c true      %7.2f ms  (a shell: the floor of a session command)\n", ms2(mb))
 	fmt.Printf("session command median      %7.2f ms  (fixed Spec)\n", ms2(ms))
 	fmt.Printf("  through corral.Host       %7.2f ms\n", ms2(mh))
 	fmt.Printf("  settings+backend per cmd  %7.2f ms  (before the Host)\n", ms2(mo))
-	fmt.Printf("ratio (session/raw)         %7.2f  (target <= 1.50)\n", float64(ms)/float64(mr))
+	fmt.Printf("ratio (session/raw)         %7.2f  (target <= 1.30)\n", float64(ms)/float64(mr))
 	fmt.Printf("ratio (Host/raw)            %7.2f\n", float64(mh)/float64(mr))
 	fmt.Printf("ratio (per command/raw)     %7.2f\n", float64(mo)/float64(mr))
+	fmt.Printf("ratio (session/raw bash)    %7.2f\n", float64(ms)/float64(mb))
+	fmt.Printf("floor (raw bash/raw)        %7.2f\n", float64(mb)/float64(mr))
 }
 
 func median(d []time.Duration) time.Duration {

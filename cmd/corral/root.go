@@ -41,6 +41,9 @@ Exit status: the command's own status, 128+N when it died of signal N, and
 		newMCPCmd(g),
 		newServeCmd(g),
 		newPortCmd(g),
+		newDiffCmd(g),
+		newApplyCmd(g),
+		newDiscardCmd(g),
 	)
 	return root
 }

@@ -1,0 +1,489 @@
+package bwrap
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corralhq/corral/layer"
+	"github.com/corralhq/corral/reexec"
+	"github.com/corralhq/corral/sandbox"
+)
+
+// Review mode (workspace_mode: review) puts a session's working directory
+// behind a copy-on-write layer (package layer). bwrap 0.8 (Debian 12) has
+// no --overlay, so corral mounts the overlay itself:
+//
+//   - One overlay per session, not per command: overlayfs forbids two
+//     mounts sharing an upper directory (Documentation/filesystems/
+//     overlayfs.rst, "Sharing and copying layers"), and a session's
+//     background processes and its next command run at the same time.
+//   - It lives in a mount namespace of its own, held by a small process of
+//     corral's (the holder, layerHoldMain) in a user namespace where the
+//     caller is uid 0: since Linux 5.11 overlayfs can be mounted there
+//     (with the userxattr option: its markers are user.overlay.* xattrs),
+//     so no privilege is needed, and nothing is mounted on the host.
+//   - Every command's bwrap enters the holder's user and mount namespaces
+//     at its exec stop (the ptrace gate's joinNamespaces, as the allowlist's
+//     egress namespace is entered), then builds its sandbox as always: the
+//     working directory it binds is the overlay. In that user namespace the
+//     caller is uid 0, so bwrap is told the command's ids (--uid, --gid).
+//   - A copy of the tree (with reflinks where the filesystem has them) was
+//     the other design: it costs a walk of the project per session and
+//     doubles the disk on ext4; the overlay costs one mount, and only what
+//     the session changes is copied (copy-up).
+//
+// What a command can reach does not change: the holder's mount namespace
+// is a copy of the host's, so every mask, bind and protected path is
+// applied by bwrap as before; the holder runs nothing but corral's code
+// and is in no sandbox's pid namespace. The holder ends when corral closes
+// its standard input (Backend.Close, a new layer generation after apply
+// or discard, the session's release) or dies.
+
+// layerHoldArg is the re-exec mode of the holder: argv is
+// [exe, layerHoldArg, lower, upper, work].
+const layerHoldArg = "__corral-layer-hold"
+
+func init() { reexec.Register(layerHoldArg, layerHoldMain) }
+
+// layerReadyTimeout bounds the holder's start (one exec and one mount).
+const layerReadyTimeout = 15 * time.Second
+
+// layerHoldMain mounts the overlay of args (lower, upper, work) on lower in
+// its own mount namespace, says "ok PID" on standard output (or
+// "error: ..."), and waits for standard input to end. With a first
+// argument "--userns" it first starts itself again in new user and mount
+// namespaces where its ids are 0, and waits for that copy: a root caller's
+// holder is started by a thread holding run_as's identity, whose process
+// is not dumpable (prctl(2) PR_SET_DUMPABLE, reset by the change of
+// credentials), so that thread cannot write a child's uid map
+// (/proc/PID/uid_map is root's then); a freshly executed process is
+// dumpable and can.
+func layerHoldMain(args []string) int {
+	if len(args) == 4 && args[0] == "--userns" {
+		// By /proc/self/exe: run_as may have no way to its path.
+		cmd := exec.Command("/proc/self/exe", append([]string{layerHoldArg}, args[1:]...)...)
+		cmd.Env = []string{}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+			Pdeathsig:   syscall.SIGKILL,
+		}
+		if err := cmd.Run(); err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				return ee.ExitCode()
+			}
+			fmt.Println("error:", err)
+			return 1
+		}
+		return 0
+	}
+	if len(args) != 3 {
+		fmt.Println("error: want [--userns] LOWER UPPER WORK")
+		return 2
+	}
+	if err := mountOverlay(args[0], args[1], args[2]); err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	fmt.Println("ok", os.Getpid())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// mountOverlay mounts an overlay of lower (lower layer), upper and work
+// on lower, with the new mount API so that no character of the paths
+// needs escaping (fsconfig(2) takes each option whole; "lowerdir+" adds
+// one layer, Linux 6.8; older kernels get "lowerdir", refused for a path
+// that holds the separators ':' ',' or '\').
+func mountOverlay(lower, upper, work string) error {
+	fd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("fsopen(overlay): %w (overlayfs in a user namespace needs Linux 5.11)", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.FsconfigSetString(fd, "lowerdir+", lower); err != nil {
+		if strings.ContainsAny(lower, ":,\\") {
+			return fmt.Errorf("the working directory's path %q holds a character overlayfs options cannot carry on this kernel", lower)
+		}
+		if err := unix.FsconfigSetString(fd, "lowerdir", lower); err != nil {
+			return fmt.Errorf("overlay lowerdir %s: %w", lower, err)
+		}
+	}
+	for _, o := range [][2]string{{"upperdir", upper}, {"workdir", work}} {
+		if err := unix.FsconfigSetString(fd, o[0], o[1]); err != nil {
+			return fmt.Errorf("overlay %s %s: %w", o[0], o[1], err)
+		}
+	}
+	if err := unix.FsconfigSetFlag(fd, "userxattr"); err != nil {
+		return fmt.Errorf("overlay userxattr: %w", err)
+	}
+	if err := unix.FsconfigCreate(fd); err != nil {
+		return fmt.Errorf("mounting the overlay of %s: %w", lower, err)
+	}
+	mfd, err := unix.Fsmount(fd, unix.FSMOUNT_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("fsmount: %w", err)
+	}
+	defer unix.Close(mfd)
+	if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, lower, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attaching the overlay at %s: %w", lower, err)
+	}
+	return nil
+}
+
+// layerHolder is one session layer's holder process and its namespaces.
+type layerHolder struct {
+	dir    string // the layer directory
+	gen    int64  // the layer generation it was built at
+	lower  string
+	ra     sandbox.RunAs // a root caller's run_as identity, or the zero value
+	pid    int           // the process in the namespaces
+	cmd    *exec.Cmd
+	life   *os.File // corral's end of the holder's standard input
+	userns *os.File
+	mntns  *os.File
+	// root is the holder's root directory (/proc/PID/root, O_PATH): paths
+	// in the layer's view are opened beneath it (openInView).
+	root *os.File
+	done chan struct{}
+
+	refs  int  // commands starting with it (layerHolders.mu)
+	stale bool // replaced: closed when refs drops to 0
+	hs    *layerHolders
+}
+
+// alive reports whether the holder process still runs.
+func (h *layerHolder) alive() bool {
+	select {
+	case <-h.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// release ends one command's use of h.
+func (h *layerHolder) release() {
+	h.hs.mu.Lock()
+	h.refs--
+	closeNow := h.stale && h.refs == 0
+	h.hs.mu.Unlock()
+	if closeNow {
+		h.close()
+	}
+}
+
+// close ends the holder and closes its descriptors.
+func (h *layerHolder) close() {
+	h.life.Close()
+	select {
+	case <-h.done:
+	case <-time.After(5 * time.Second):
+		_ = h.cmd.Process.Kill()
+		<-h.done
+	}
+	for _, f := range []*os.File{h.userns, h.mntns, h.root} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// layerHolders are a Backend's holders, by layer directory.
+type layerHolders struct {
+	mu sync.Mutex
+	m  map[string]*layerHolder
+}
+
+// closeAll ends every holder (Backend.Close).
+func (hs *layerHolders) closeAll() {
+	hs.mu.Lock()
+	var all []*layerHolder
+	for k, h := range hs.m {
+		delete(hs.m, k)
+		all = append(all, h)
+	}
+	hs.mu.Unlock()
+	for _, h := range all {
+		h.close()
+	}
+}
+
+// layerFor returns the holder of req.LayerDir, with a reference the
+// caller releases (layerHolder.release) once the command is over: the one
+// kept, or a new one when there is none, it died, or the layer's
+// generation moved on (an apply or discard changed the directories under
+// it). Errors wrap sandbox.ErrUnavailable or sandbox.ErrPolicy and say why
+// the command does not run.
+//
+// For a root caller, first is the command's plan without the layer: the
+// holder's mount namespace is made from its host view (enterHostView: the
+// directories run_as cannot enter covered, the writable ones idmapped to
+// it), and the holder holds run_as's identity, so the overlay's files are
+// run_as's, as the working directory's are in its idmapped mount.
+func (b *Backend) layerFor(bin *Binary, req *sandbox.Request, first *Plan) (*layerHolder, error) {
+	var ra sandbox.RunAs
+	if first != nil && first.RunAs != nil {
+		ra = *first.RunAs
+	}
+	if req.Profile == sandbox.ProfileAllowlist {
+		return nil, fmt.Errorf("%w: workspace_mode review cannot be combined with the allowlist profile yet; use the workspace profile, or workspace_mode direct", sandbox.ErrPolicy)
+	}
+	if req.Profile == sandbox.ProfileRestricted {
+		return nil, fmt.Errorf("%w: workspace_mode review has nothing to review under the restricted profile (the working directory is read-only); use workspace", sandbox.ErrPolicy)
+	}
+	if !canJoinByInjection {
+		return nil, fmt.Errorf("%w: workspace_mode review needs system call injection by the ptrace gate, which this architecture lacks", sandbox.ErrUnavailable)
+	}
+	if !bin.BindFD {
+		return nil, fmt.Errorf("%w: workspace_mode review needs a bwrap with --bind-fd (%s has none): protected paths in the layer are bound from descriptors", sandbox.ErrUnavailable, bin.Path)
+	}
+	if bin.Setuid {
+		return nil, fmt.Errorf("%w: workspace_mode review needs a bwrap that is not setuid (%s is), so the command does not run", sandbox.ErrUnavailable, bin.Path)
+	}
+	lower, err := filepath.EvalSymlinks(req.Workdir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the working directory %s: %v", sandbox.ErrPolicy, req.Workdir, err)
+	}
+	l := layer.New(req.LayerDir, lower)
+	if err := l.Ensure(); err != nil {
+		return nil, fmt.Errorf("%w: the session's layer: %v", sandbox.ErrPolicy, err)
+	}
+	// The overlay's root takes its mode from the upper directory: give it
+	// the working directory's.
+	if st, err := os.Stat(lower); err == nil {
+		if err := os.Chmod(l.Upper(), st.Mode().Perm()); err != nil {
+			return nil, fmt.Errorf("%w: the session's layer: %v", sandbox.ErrUnavailable, err)
+		}
+	}
+	gen, err := l.Generation()
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading the layer's generation: %v", sandbox.ErrUnavailable, err)
+	}
+	hs := &b.layers
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if h := hs.m[l.Dir]; h != nil {
+		if h.alive() && h.gen == gen && h.lower == l.Lower && h.ra == ra {
+			h.refs++
+			return h, nil
+		}
+		delete(hs.m, l.Dir)
+		h.stale = true
+		if h.refs == 0 {
+			go h.close()
+		}
+	}
+	var h *layerHolder
+	if first != nil && first.RunAs != nil {
+		h, err = startRootLayerHolder(l, gen, first, ra)
+	} else {
+		h, err = startLayerHolder(l, gen, false)
+	}
+	if err != nil {
+		return nil, err
+	}
+	h.hs = hs
+	h.refs = 1
+	if hs.m == nil {
+		hs.m = map[string]*layerHolder{}
+	}
+	hs.m[l.Dir] = h
+	b.log.Info("bwrap.layer.mounted", "layer", l.Dir, "workdir", l.Lower, "generation", gen, "pid", h.pid)
+	return h, nil
+}
+
+// startRootLayerHolder starts the holder of l for a root caller whose
+// sandboxes hold ra: from a thread in the host view of plan (with the
+// layer's directories reachable), holding ra's identity, in two stages
+// (layerHoldMain's --userns). The layer's directories are given to ra.
+func startRootLayerHolder(l *layer.Layer, gen int64, plan *Plan, ra sandbox.RunAs) (*layerHolder, error) {
+	for _, d := range []string{l.Dir, l.Upper(), l.Work()} {
+		if err := os.Lchown(d, ra.UID, ra.GID); err != nil {
+			return nil, fmt.Errorf("%w: giving the layer to %s: %v", sandbox.ErrUnavailable, ra, err)
+		}
+	}
+	view := *plan
+	view.Reach = append(slices.Clone(plan.Reach), l.Upper(), l.Work())
+	type res struct {
+		h   *layerHolder
+		err error
+	}
+	got := make(chan res, 1)
+	onThrowawayThread(func() {
+		if err := enterHostView(&view, ra, &idmaps); err != nil {
+			got <- res{err: err}
+			return
+		}
+		if err := dropThreadCreds(ra); err != nil {
+			got <- res{err: fmt.Errorf("%w: taking the identity %s: %v", sandbox.ErrUnavailable, ra, err)}
+			return
+		}
+		h, err := startLayerHolder(l, gen, true)
+		got <- res{h, err}
+	})
+	r := <-got
+	if r.h != nil {
+		r.h.ra = ra
+	}
+	return r.h, r.err
+}
+
+// startLayerHolder starts the holder of l: corral's executable in new
+// user and mount namespaces, the caller mapped to uid 0 (user_namespaces(7):
+// an unprivileged process may map its own ids), mounting the overlay. exe,
+// twoStage starts it first without namespaces, from a root caller's thread
+// holding run_as (see layerHoldMain).
+func startLayerHolder(l *layer.Layer, gen int64, twoStage bool) (*layerHolder, error) {
+	unavailable := func(format string, a ...any) error {
+		return fmt.Errorf("%w: the session's review layer could not be mounted, so the command does not run: %s", sandbox.ErrUnavailable, fmt.Sprintf(format, a...))
+	}
+	lifeR, lifeW, err := os.Pipe()
+	if err != nil {
+		return nil, unavailable("%v", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		lifeR.Close()
+		lifeW.Close()
+		return nil, unavailable("%v", err)
+	}
+	defer outR.Close()
+	cmd := exec.Command("/proc/self/exe", layerHoldArg, l.Lower, l.Upper(), l.Work())
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+		Setpgid:     true,
+	}
+	if twoStage {
+		cmd = exec.Command("/proc/self/exe", layerHoldArg, "--userns", l.Lower, l.Upper(), l.Work())
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
+	cmd.Env = []string{}
+	cmd.Stdin, cmd.Stdout = lifeR, outW
+	stderr := &tailBuffer{max: 4 << 10}
+	cmd.Stderr = stderr
+	err = cmd.Start()
+	lifeR.Close()
+	outW.Close()
+	if err != nil {
+		lifeW.Close()
+		return nil, unavailable("starting the holder: %v (unprivileged user namespaces may be disabled)", err)
+	}
+	h := &layerHolder{dir: l.Dir, gen: gen, lower: l.Lower, cmd: cmd, life: lifeW, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(h.done)
+	}()
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(outR).ReadString('\n')
+		line <- strings.TrimSpace(s)
+	}()
+	var got string
+	select {
+	case got = <-line:
+	case <-time.After(layerReadyTimeout):
+		h.close()
+		return nil, unavailable("the holder did not mount the overlay within %s", layerReadyTimeout)
+	}
+	f := strings.Fields(got)
+	if len(f) != 2 || f[0] != "ok" {
+		h.close()
+		if got == "" {
+			got = strings.TrimSpace(stderr.String())
+		}
+		return nil, unavailable("%s", strings.TrimPrefix(got, "error: "))
+	}
+	// The mounting process: the holder itself, or the copy it started.
+	h.pid, err = strconv.Atoi(f[1])
+	if err != nil || !twoStage && h.pid != cmd.Process.Pid {
+		h.close()
+		return nil, unavailable("the holder said %q", got)
+	}
+	pid := strconv.Itoa(h.pid)
+	for _, o := range []struct {
+		dst  **os.File
+		path string
+		flag int
+	}{
+		{&h.userns, "/proc/" + pid + "/ns/user", os.O_RDONLY},
+		{&h.mntns, "/proc/" + pid + "/ns/mnt", os.O_RDONLY},
+		{&h.root, "/proc/" + pid + "/root", unix.O_PATH | unix.O_DIRECTORY},
+	} {
+		f, err := os.OpenFile(o.path, o.flag|unix.O_CLOEXEC, 0)
+		if err != nil {
+			h.close()
+			return nil, unavailable("opening the holder's %s: %v", filepath.Base(o.path), err)
+		}
+		*o.dst = f
+	}
+	return h, nil
+}
+
+// covers reports whether path (absolute, clean) lies in the layer's
+// working directory, where the holder's view differs from the host's; a
+// nil h covers nothing.
+func (h *layerHolder) covers(path string) bool { return h != nil && within(path, h.lower) }
+
+// path returns path as corral reads it from the host to see what the
+// layer shows: through the holder's root (/proc/PID/root, proc(5)) when h
+// covers it, else path itself. Absolute symlinks met on the way still
+// resolve against corral's own root; callers use it for lstat-like reads,
+// and open what they act on with openInView.
+func (h *layerHolder) path(path string) string {
+	if !h.covers(path) {
+		return path
+	}
+	return "/proc/" + strconv.Itoa(h.pid) + "/root" + path
+}
+
+// findProtected is sandbox.FindProtected of root as view shows it, with
+// the paths it reports given as on the host.
+func findProtected(root string, pats []string, view *layerHolder) ([]sandbox.ProtectedPath, bool) {
+	if !view.covers(root) {
+		return sandbox.FindProtected(root, pats)
+	}
+	found, cut := sandbox.FindProtected(view.path(root), pats)
+	for i := range found {
+		found[i].Path = filepath.Join(root, filepath.FromSlash(found[i].Rel))
+	}
+	return found, cut
+}
+
+// openInView opens path (absolute) as the layer's mount namespace shows
+// it, beneath the holder's root, following no symlink on the way
+// (openat2(2) RESOLVE_IN_ROOT|RESOLVE_NO_SYMLINKS, Linux 5.6): the paths a
+// plan binds from descriptors are real ones, so a symlink anywhere on the
+// way means the tree changed under the plan.
+func (h *layerHolder) openInView(path string, flags int) (int, error) {
+	rel := strings.TrimPrefix(filepath.Clean(path), "/")
+	if rel == "" {
+		rel = "."
+	}
+	fd, err := unix.Openat2(int(h.root.Fd()), rel, &unix.OpenHow{
+		Flags:   uint64(flags | unix.O_CLOEXEC),
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ELOOP) {
+		return -1, fmt.Errorf("a symlink appeared on the way to %s", path)
+	}
+	return fd, err
+}

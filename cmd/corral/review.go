@@ -1,0 +1,214 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/corralhq/corral/layer"
+	"github.com/corralhq/corral/mcpserver"
+	"github.com/corralhq/corral/session"
+)
+
+// reviewTarget is the session a review verb works on and its layer.
+type reviewTarget struct {
+	name string
+	dir  string
+	l    *layer.Layer
+}
+
+// sessionLayer finds session name (default: the session the MCP server
+// uses for the current directory, "dir:" + its path) and its layer.
+func sessionLayer(g *globalOptions, name string) (*reviewTarget, error) {
+	if name == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("finding the current directory: %w", err)
+		}
+		name = mcpserver.DirSessionName(wd)
+	}
+	infos, err := stateManager(g).List()
+	if err != nil {
+		return nil, err
+	}
+	for _, in := range infos {
+		if in.Name != name {
+			continue
+		}
+		l, err := layer.Open(filepath.Join(in.Dir, "layer"))
+		if errors.Is(err, layer.ErrNoLayer) {
+			return nil, fmt.Errorf("session %q has no layer: its workspace_mode is direct, so its commands wrote %s itself and there is nothing to review", name, orUnknown(in.Workdir))
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &reviewTarget{name: name, dir: in.Dir, l: l}, nil
+	}
+	return nil, fmt.Errorf("no session %q (corral sessions list shows them; --session names one)", name)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "the working directory"
+	}
+	return s
+}
+
+// lock takes the session's command lock, saying so when a command runs.
+func (t *reviewTarget) lock() (func(), error) {
+	release, held, err := session.LockDir(t.dir, false)
+	if err != nil {
+		return nil, err
+	}
+	if !held {
+		return release, nil
+	}
+	fmt.Fprintf(os.Stderr, "corral: a command of session %q is running; waiting for it to end\n", t.name)
+	release, _, err = session.LockDir(t.dir, true)
+	return release, err
+}
+
+func newDiffCmd(g *globalOptions) *cobra.Command {
+	var name string
+	var stat bool
+	cmd := &cobra.Command{
+		Use:   "diff [--session S] [--stat] [PATH...]",
+		Short: "Show what a review-mode session changed in the working directory",
+		Long: `Show the changes a session (workspace_mode: review) holds in its layer, as
+git diff shows them: unified diffs with 3 lines of context, new, deleted and
+binary files, mode changes, symlinks. PATHs (relative to the working
+directory, or absolute inside it) limit it to themselves and what lies below.
+The default session is the one the MCP server uses for the current directory.`,
+		RunE: func(c *cobra.Command, args []string) error {
+			t, err := sessionLayer(g, name)
+			if err != nil {
+				return corralErr(err)
+			}
+			cs, err := layer.Changes(t.l, args)
+			if err != nil {
+				return corralErr(err)
+			}
+			color := term.IsTerminal(int(os.Stdout.Fd()))
+			return layer.Diff(os.Stdout, cs, layer.DiffOptions{Stat: stat, Color: color})
+		},
+	}
+	cmd.Flags().StringVar(&name, "session", "", "session (default: the MCP server's session of the current directory)")
+	cmd.Flags().BoolVar(&stat, "stat", false, "print changed lines per file and a summary instead of the diff")
+	return cmd
+}
+
+func newApplyCmd(g *globalOptions) *cobra.Command {
+	var name string
+	var overwrite bool
+	cmd := &cobra.Command{
+		Use:   "apply [--session S] [PATH...]",
+		Short: "Write a review-mode session's changes into the working directory",
+		Long: `Write the changes a session (workspace_mode: review) holds into the working
+directory, all of them or those at and below PATHs, and drop them from the
+session's layer. Each file is replaced atomically. When a file changed in
+the working directory since the session first saw it, nothing is applied
+and the files are named: merge them by hand, then apply with --overwrite,
+or discard the session's version. It waits for a running command of the
+session to end.`,
+		RunE: func(c *cobra.Command, args []string) error {
+			t, err := sessionLayer(g, name)
+			if err != nil {
+				return corralErr(err)
+			}
+			release, err := t.lock()
+			if err != nil {
+				return corralErr(err)
+			}
+			defer release()
+			res, err := layer.Apply(t.l, args, layer.ApplyOptions{Logger: newLogger(g), Overwrite: overwrite})
+			if errors.Is(err, layer.ErrConflict) {
+				return corralErr(conflictMessage(t, res.Conflicts))
+			}
+			if err != nil {
+				return corralErr(err)
+			}
+			if len(res.Applied) == 0 {
+				fmt.Fprintln(os.Stderr, "corral: nothing to apply")
+				return nil
+			}
+			fmt.Fprintf(os.Stderr, "corral: applied %d change%s to %s\n", len(res.Applied), plural(len(res.Applied)), t.l.Lower)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&name, "session", "", "session (default: the MCP server's session of the current directory)")
+	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "apply over files changed in the working directory since the session saw them (after merging them by hand)")
+	return cmd
+}
+
+// conflictMessage names the conflicting paths and what a person can do.
+func conflictMessage(t *reviewTarget, paths []string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "nothing applied: %d path%s changed in %s since session %q first saw %s, and the session changed %s too:\n",
+		len(paths), plural(len(paths)), t.l.Lower, t.name, them(len(paths)), them(len(paths)))
+	for _, p := range paths {
+		fmt.Fprintf(&b, "  %s\n", p)
+	}
+	sess := ""
+	if t.name != "" {
+		sess = fmt.Sprintf(" --session %q", t.name)
+	}
+	fmt.Fprintf(&b, "For each: merge by hand (corral diff%s PATH shows the session's change), then corral apply%s --overwrite PATH;\n", sess, sess)
+	fmt.Fprintf(&b, "or keep the working directory's version: corral discard%s PATH", sess)
+	return errors.New(b.String())
+}
+
+func them(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func newDiscardCmd(g *globalOptions) *cobra.Command {
+	var name string
+	cmd := &cobra.Command{
+		Use:   "discard [--session S] [PATH...]",
+		Short: "Drop a review-mode session's changes",
+		Long: `Drop the changes a session (workspace_mode: review) holds, all of them or
+those at and below PATHs: the session sees the working directory's files
+there again. The working directory is not touched.`,
+		RunE: func(c *cobra.Command, args []string) error {
+			t, err := sessionLayer(g, name)
+			if err != nil {
+				return corralErr(err)
+			}
+			release, err := t.lock()
+			if err != nil {
+				return corralErr(err)
+			}
+			defer release()
+			cs, err := layer.Changes(t.l, args)
+			if err != nil {
+				return corralErr(err)
+			}
+			if len(cs) == 0 {
+				fmt.Fprintln(os.Stderr, "corral: nothing to discard")
+				return nil
+			}
+			if err := layer.Discard(t.l, args); err != nil {
+				return corralErr(err)
+			}
+			fmt.Fprintf(os.Stderr, "corral: discarded %d change%s\n", len(cs), plural(len(cs)))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&name, "session", "", "session (default: the MCP server's session of the current directory)")
+	return cmd
+}

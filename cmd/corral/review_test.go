@@ -1,0 +1,131 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/corralhq/corral/layer"
+)
+
+// TestReviewVerbs drives corral diff, apply and discard on a session
+// whose layer holds changes made through a real overlay mount.
+func TestReviewVerbs(t *testing.T) {
+	requireBwrap(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("unshare (util-linux) is missing: cannot make a real overlay mount")
+	}
+	c := newCLI(t)
+	os.WriteFile(filepath.Join(c.work, "a.txt"), []byte("one\ntwo\n"), 0o644)
+	os.WriteFile(filepath.Join(c.work, "b.txt"), []byte("bee\n"), 0o644)
+	if code, _, se := c.run(nil, "run", "--session", "rev", "--", "true"); code != 0 {
+		t.Fatalf("making the session: %d %s", code, se)
+	}
+	code, so, se := c.run(nil, "sessions", "show", "rev")
+	var info struct {
+		Dir string `json:"dir"`
+	}
+	if code != 0 || json.Unmarshal([]byte(so), &info) != nil || info.Dir == "" {
+		t.Fatalf("sessions show: %d %s %s", code, so, se)
+	}
+
+	// A session without a layer, and no session at all.
+	if code, _, se := c.run(nil, "diff", "--session", "rev"); code != 125 || !strings.Contains(se, "workspace_mode is direct") {
+		t.Errorf("diff of a direct session: %d %q", code, se)
+	}
+	if code, _, se := c.run(nil, "apply", "--session", "nope"); code != 125 || !strings.Contains(se, `no session "nope"`) {
+		t.Errorf("apply of no session: %d %q", code, se)
+	}
+
+	l := layer.New(filepath.Join(info.Dir, "layer"), c.work)
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	opts := "lowerdir=" + l.Lower + ",upperdir=" + l.Upper() + ",workdir=" + l.Work() + ",userxattr"
+	out, err := exec.Command("unshare", "--user", "--map-root-user", "--mount", "sh", "-ec",
+		`mount -t overlay overlay -o "$1" "$2"; cd "$2"; echo three >> a.txt; echo bea > b.txt; echo new > c.txt`, "sh", opts, l.Lower).CombinedOutput()
+	if err != nil {
+		t.Fatalf("overlay: %v %s", err, out)
+	}
+
+	code, so, se = c.run(nil, "diff", "--session", "rev")
+	if code != 0 || !strings.Contains(so, "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,3 @@\n one\n two\n+three\n") || !strings.Contains(so, "+++ b/c.txt") || strings.Contains(so, "\x1b[") {
+		t.Errorf("diff: %d\n%s\n%s", code, so, se)
+	}
+	code, so, _ = c.run(nil, "diff", "--session", "rev", "--stat", "a.txt")
+	if want := " a.txt | 1 +\n 1 file changed, 1 insertion(+), 0 deletions(-)\n"; code != 0 || so != want {
+		t.Errorf("diff --stat a.txt = %q, want %q", so, want)
+	}
+
+	// The host changes b.txt meanwhile: apply stops and names it.
+	os.WriteFile(filepath.Join(c.work, "b.txt"), []byte("host\n"), 0o644)
+	code, _, se = c.run(nil, "apply", "--session", "rev")
+	if code != 125 || !strings.Contains(se, "  b.txt\n") || !strings.Contains(se, "--overwrite") || !strings.Contains(se, "corral discard") {
+		t.Errorf("conflicting apply: %d %q", code, se)
+	}
+	if b, _ := os.ReadFile(filepath.Join(c.work, "a.txt")); string(b) != "one\ntwo\n" {
+		t.Errorf("a conflicting apply wrote a.txt: %q", b)
+	}
+	if code, _, se := c.run(nil, "apply", "--session", "rev", "a.txt", "c.txt"); code != 0 || !strings.Contains(se, "applied 2 changes") {
+		t.Errorf("apply a.txt c.txt: %d %q", code, se)
+	}
+	if b, _ := os.ReadFile(filepath.Join(c.work, "a.txt")); string(b) != "one\ntwo\nthree\n" {
+		t.Errorf("a.txt after apply: %q", b)
+	}
+	if code, _, se := c.run(nil, "discard", "--session", "rev", "b.txt"); code != 0 || !strings.Contains(se, "discarded 1 change") {
+		t.Errorf("discard: %d %q", code, se)
+	}
+	if code, so, se := c.run(nil, "diff", "--session", "rev"); code != 0 || so != "" {
+		t.Errorf("diff after all: %d %q %q", code, so, se)
+	}
+	if code, _, se := c.run(nil, "apply", "--session", "rev"); code != 0 || !strings.Contains(se, "nothing to apply") {
+		t.Errorf("empty apply: %d %q", code, se)
+	}
+	if b, _ := os.ReadFile(filepath.Join(c.work, "b.txt")); string(b) != "host\n" {
+		t.Errorf("b.txt: %q", b)
+	}
+}
+
+// TestReviewEndToEnd: a session under workspace_mode review changes the
+// project only through corral apply, and its next command sees the
+// applied and discarded state.
+func TestReviewEndToEnd(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	os.WriteFile(filepath.Join(c.work, "a.txt"), []byte("a\nb\n"), 0o644)
+	if code, _, se := c.run(nil, "config", "set", "workspace_mode", "review"); code != 0 {
+		t.Fatalf("config set: %d %s", code, se)
+	}
+	if code, so, se := c.run(nil, "run", "--session", "e2e", "--", "echo hi > notes.txt; echo c >> a.txt; ln -s /etc/passwd pw"); code != 0 {
+		t.Fatalf("a command in review mode: %d %s %s", code, so, se)
+	}
+	if _, err := os.Lstat(filepath.Join(c.work, "notes.txt")); err == nil {
+		t.Fatal("the session wrote the project")
+	}
+	code, so, se := c.run(nil, "diff", "--session", "e2e", "--stat")
+	if want := " a.txt     | 1 +\n notes.txt | 1 +\n pw        | 1 +\n 3 files changed, 3 insertions(+), 0 deletions(-)\n"; code != 0 || so != want {
+		t.Errorf("diff --stat: %d %q %q, want %q", code, so, se, want)
+	}
+	if code, _, se := c.run(nil, "apply", "--session", "e2e", "a.txt", "pw"); code != 0 {
+		t.Fatalf("apply: %d %s", code, se)
+	}
+	if b, _ := os.ReadFile(filepath.Join(c.work, "a.txt")); string(b) != "a\nb\nc\n" {
+		t.Errorf("a.txt: %q", b)
+	}
+	if tg, err := os.Readlink(filepath.Join(c.work, "pw")); err != nil || tg != "/etc/passwd" {
+		t.Errorf("pw: %q %v", tg, err)
+	}
+	if code, _, se := c.run(nil, "discard", "--session", "e2e"); code != 0 {
+		t.Fatalf("discard: %d %s", code, se)
+	}
+	code, so, se = c.run(nil, "run", "--session", "e2e", "--", "cat a.txt; ls")
+	if code != 0 || so != "a\nb\nc\na.txt\npw\n" {
+		t.Errorf("the session after apply and discard: %d %q %q", code, so, se)
+	}
+	if code, so, _ := c.run(nil, "diff", "--session", "e2e"); code != 0 || so != "" {
+		t.Errorf("diff after all: %q", so)
+	}
+}

@@ -1,0 +1,193 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// secretFields are the fields of a secrets entry.
+var secretFields = []string{"name", "from", "hosts", "headers"}
+
+// reservedSecretNames are variables a secret may not be called: corral
+// sets them itself in a sandbox (proxy and CA bundle variables), so a
+// stand-in there would break the sandbox's egress or hide corral's CA.
+var reservedSecretNames = []string{
+	"PATH", "HOME", "TMPDIR", "TMP", "TEMP", "SHELL", "USER", "PWD",
+	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "NODE_USE_ENV_PROXY", "PIP_PROXY",
+	"SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "PIP_CERT",
+}
+
+// parseSecrets checks the value of the secrets key (or a route's
+// secrets): a list of {name, from, hosts, headers} mappings.
+//
+//   - name: an environment variable name ([A-Za-z_][A-Za-z0-9_]*, not
+//     CORRAL_*, not a variable corral sets itself), unique in the list;
+//   - from: "env:VAR" (VAR a variable name) or "file:/abs/path" (clean
+//     absolute path; "~" is not expanded: the file is read by corral,
+//     and an explicit path says which);
+//   - hosts: a non-empty list of host names or "*.domain" as for
+//     network.allow; IP addresses are refused (corral's certificate
+//     authority mints certificates for names only);
+//   - headers: optional header names (RFC 9110 section 5.1 tokens), not
+//     Host and not hop-by-hop fields a proxy drops anyway.
+//
+// Nothing is read here: from is a reference, resolved when a command
+// starts, so a missing variable or file fails that command, not Load.
+func parseSecrets(raw any) ([]sandbox.Secret, *problem) {
+	if m, ok := stringMap(raw); ok {
+		raw = []any{m}
+	}
+	items, ok := raw.([]any)
+	if !ok {
+		return nil, &problem{value: raw, reason: "is not a list of {name, from, hosts, headers} mappings"}
+	}
+	out := make([]sandbox.Secret, 0, len(items))
+	for i, it := range items {
+		s, p := parseSecret(it)
+		if p != nil {
+			p.sub = fmt.Sprintf("[%d]", i) + p.sub
+			return nil, p
+		}
+		if slices.ContainsFunc(out, func(o sandbox.Secret) bool { return o.Name == s.Name }) {
+			return nil, &problem{sub: fmt.Sprintf("[%d].name", i), value: s.Name, reason: "names a secret declared earlier in the list"}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func parseSecret(raw any) (sandbox.Secret, *problem) {
+	var s sandbox.Secret
+	m, ok := stringMap(raw)
+	if !ok {
+		return s, &problem{value: raw, reason: "is not a {name, from, hosts, headers} mapping"}
+	}
+	for f := range m {
+		if !slices.Contains(secretFields, f) {
+			return s, &problem{value: raw, reason: fmt.Sprintf("has unknown field %q (want name, from, hosts, headers)", f)}
+		}
+	}
+	name, ok := m["name"].(string)
+	if !ok {
+		return s, &problem{sub: ".name", value: m["name"], reason: "is not a variable name such as GITHUB_TOKEN"}
+	}
+	if reason := secretName(name); reason != "" {
+		return s, &problem{sub: ".name", value: name, reason: reason}
+	}
+	s.Name = name
+	from, ok := m["from"].(string)
+	if !ok {
+		return s, &problem{sub: ".from", value: m["from"], reason: `is not "env:VAR" or "file:/abs/path"`}
+	}
+	if reason := secretFrom(from); reason != "" {
+		return s, &problem{sub: ".from", value: from, reason: reason}
+	}
+	s.From = from
+	if p, ok := strings.CutPrefix(from, "file:"); ok {
+		s.From = "file:" + filepath.Clean(p)
+	}
+	hosts, ok := m["hosts"].([]any)
+	if !ok || len(hosts) == 0 {
+		return s, &problem{sub: ".hosts", value: m["hosts"], reason: `is not a non-empty list of host names such as ["github.com", "api.github.com"]`}
+	}
+	for i, h := range hosts {
+		hs, ok := h.(string)
+		if !ok {
+			return s, &problem{sub: fmt.Sprintf(".hosts[%d]", i), value: h, reason: "is not a string"}
+		}
+		norm, reason := netPattern(hs)
+		if reason == "" {
+			if _, err := netip.ParseAddr(strings.Trim(norm, "[]")); err == nil {
+				reason = "is an IP address; a secret's hosts must be names (corral's certificate authority mints certificates for names only)"
+			}
+		}
+		if reason != "" {
+			return s, &problem{sub: fmt.Sprintf(".hosts[%d]", i), value: h, reason: reason}
+		}
+		s.Hosts = append(s.Hosts, strings.ToLower(strings.TrimSuffix(norm, ".")))
+	}
+	if v, ok := m["headers"]; ok && v != nil {
+		hdrs, ok := v.([]any)
+		if !ok {
+			return s, &problem{sub: ".headers", value: v, reason: `is not a list of header names such as ["PRIVATE-TOKEN"]`}
+		}
+		for i, h := range hdrs {
+			hs, ok := h.(string)
+			if !ok {
+				return s, &problem{sub: fmt.Sprintf(".headers[%d]", i), value: h, reason: "is not a string"}
+			}
+			if reason := secretHeader(hs); reason != "" {
+				return s, &problem{sub: fmt.Sprintf(".headers[%d]", i), value: h, reason: reason}
+			}
+			s.Headers = append(s.Headers, strings.TrimSpace(hs))
+		}
+	}
+	return s, nil
+}
+
+// isVarName reports whether s is a shell identifier.
+func isVarName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range []byte(s) {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// secretName returns why name cannot name a secret's variable, or "".
+func secretName(name string) string {
+	switch {
+	case !isVarName(name):
+		return "is not a variable name (letters, digits and _, not starting with a digit)"
+	case strings.HasPrefix(strings.ToUpper(name), envPrefix):
+		return "starts with CORRAL_, which is corral's own"
+	case slices.Contains(reservedSecretNames, strings.ToUpper(name)):
+		return "is a variable corral sets in every sandbox"
+	}
+	return ""
+}
+
+// secretFrom returns why from cannot be a secret's source, or "".
+func secretFrom(from string) string {
+	if v, ok := strings.CutPrefix(from, "env:"); ok {
+		if !isVarName(v) {
+			return `is not "env:VAR" with VAR a variable name`
+		}
+		return ""
+	}
+	if p, ok := strings.CutPrefix(from, "file:"); ok {
+		if !filepath.IsAbs(p) || strings.IndexByte(p, 0) >= 0 {
+			return `is not "file:/abs/path" with an absolute path`
+		}
+		return ""
+	}
+	return `is not "env:VAR" or "file:/abs/path"`
+}
+
+// secretHeader returns why h cannot be a secret's extra header, or "".
+func secretHeader(h string) string {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return "is empty"
+	}
+	for _, c := range []byte(h) {
+		// tchar, RFC 9110 section 5.6.2.
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return "is not an HTTP header name (RFC 9110 section 5.6.2 token)"
+		}
+	}
+	switch strings.ToLower(h) {
+	case "host", "connection", "proxy-authorization", "proxy-connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade", "content-length":
+		return "is a header the proxy must not rewrite"
+	}
+	return ""
+}

@@ -1,0 +1,351 @@
+package layer
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Kind says what a Change does to a path of Lower.
+type Kind string
+
+// The kinds of change.
+const (
+	// Added: Lower has nothing at the path, the layer has something.
+	Added Kind = "added"
+	// Modified: same type on both sides, other content (a file's bytes,
+	// a symlink's target) or only other permission bits.
+	Modified Kind = "modified"
+	// Deleted: Lower has something, the layer deleted it (a whiteout, or
+	// an opaque directory that does not hold it).
+	Deleted Kind = "deleted"
+	// TypeChanged: both sides have the path, with another type (file,
+	// directory, symlink).
+	TypeChanged Kind = "typechange"
+)
+
+// Side is one side of a Change.
+type Side struct {
+	// Type is "file", "dir", "symlink" or "other".
+	Type string
+	// Mode holds the permission bits (0o7777), Size a file's length in
+	// bytes, Target a symlink's target.
+	Mode   uint32
+	Size   int64
+	Target string
+}
+
+// Change is what the layer changes at one path relative to Lower.
+type Change struct {
+	// Path is relative to Lower, slash-separated.
+	Path string
+	Kind Kind
+	// Old is Lower's side (nil when Added), New the layer's (nil when
+	// Deleted).
+	Old, New *Side
+	// ContentChanged and ModeChanged say what a Modified change changes.
+	ContentChanged, ModeChanged bool
+	// Binary: a file side holds a NUL byte in its first 8 KB (git's
+	// test, buffer_is_binary in xdiff-interface.c).
+	Binary bool
+
+	lower, upper string // the trees the sides are read from
+}
+
+// binarySniff is how much of a file the binary test reads, as git does.
+const binarySniff = 8000
+
+// Changes returns what the layer changes relative to Lower, sorted by
+// path. paths filters the result: each is relative to Lower or absolute
+// inside it, and selects itself and everything below; none selects all.
+// A file the layer holds identical to Lower's (same type, bytes, mode) is
+// no change. Directories appear as changes of their own (added, deleted,
+// mode, type) besides the changes below them. It fails on a path outside
+// Lower, and on a layer overlayfs made with redirect_dir (a renamed
+// directory recorded by an overlay.redirect xattr), which this reading
+// does not follow.
+func Changes(l *Layer, paths []string) ([]Change, error) {
+	sel, err := l.selection(paths)
+	if err != nil {
+		return nil, err
+	}
+	up, err := openTree(l.Upper())
+	if err != nil {
+		return nil, fmt.Errorf("reading the layer: %w", err)
+	}
+	defer up.close()
+	lo, err := openTree(l.Lower)
+	if err != nil {
+		return nil, fmt.Errorf("reading the working directory: %w", err)
+	}
+	defer lo.close()
+	c := &collector{l: l, up: up, lo: lo}
+	if err := c.dir("", false); err != nil {
+		return nil, err
+	}
+	out := c.out[:0]
+	for _, ch := range c.out {
+		if sel.match(ch.Path) {
+			out = append(out, ch)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+type collector struct {
+	l      *Layer
+	up, lo *tree
+	out    []Change
+}
+
+// dir collects the changes of upper directory rel; hidden says Lower's
+// directory at rel is not merged in (an opaque directory, or one that
+// replaced a non-directory), so Lower's entries missing from upper are
+// deleted.
+func (c *collector) dir(rel string, hidden bool) error {
+	names, err := c.up.names(rel)
+	if err != nil {
+		return err
+	}
+	inUpper := map[string]bool{}
+	for _, name := range names {
+		inUpper[name] = true
+		if err := c.entry(path.Join(rel, name), hidden); err != nil {
+			return err
+		}
+	}
+	if !hidden {
+		return nil
+	}
+	ln, err := c.lo.lstat(rel)
+	if err != nil || ln == nil || ln.Type != "dir" {
+		return err
+	}
+	lnames, err := c.lo.names(rel)
+	if err != nil {
+		return err
+	}
+	for _, name := range lnames {
+		if !inUpper[name] {
+			if err := c.deleted(path.Join(rel, name)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (c *collector) entry(rel string, parentHidden bool) error {
+	un, err := c.up.lstat(rel)
+	if err != nil || un == nil {
+		return err
+	}
+	ln, err := c.lo.lstat(rel)
+	if err != nil {
+		return err
+	}
+	if un.Type == "file" && un.Size == 0 {
+		if v, _, err := c.up.overlayXattr(rel, "whiteout"); err == nil && v != "" {
+			un.Type = "whiteout" // an xattr whiteout (overlayfs.rst, "whiteouts and opaque directories")
+		}
+	}
+	switch un.Type {
+	case "whiteout":
+		if ln == nil {
+			return nil
+		}
+		return c.deleted(rel)
+	case "dir":
+		if v, _, err := c.up.overlayXattr(rel, "redirect"); err != nil {
+			return err
+		} else if v != "" {
+			return fmt.Errorf("%s: a directory renamed with overlayfs redirect_dir (overlay.redirect %q) is not supported", c.up.abs(rel), v)
+		}
+		op, _, err := c.up.opaque(rel)
+		if err != nil {
+			return err
+		}
+		switch {
+		case ln == nil:
+			c.add(Change{Path: rel, Kind: Added, New: side(un)})
+			return c.dir(rel, false)
+		case ln.Type != "dir":
+			c.add(Change{Path: rel, Kind: TypeChanged, Old: side(ln), New: side(un)})
+			return c.dir(rel, false)
+		}
+		if ln.Mode != un.Mode {
+			c.add(Change{Path: rel, Kind: Modified, Old: side(ln), New: side(un), ModeChanged: true})
+		}
+		return c.dir(rel, op || parentHidden)
+	}
+	if ln == nil {
+		ch := Change{Path: rel, Kind: Added, New: side(un)}
+		if un.Type == "file" {
+			if ch.Binary, err = c.binary(c.up, rel); err != nil {
+				return err
+			}
+		}
+		c.add(ch)
+		return nil
+	}
+	if ln.Type != un.Type {
+		ch := Change{Path: rel, Kind: TypeChanged, Old: side(ln), New: side(un)}
+		for _, s := range []struct {
+			t *tree
+			n *node
+		}{{c.lo, ln}, {c.up, un}} {
+			if s.n.Type == "file" {
+				b, err := c.binary(s.t, rel)
+				if err != nil {
+					return err
+				}
+				ch.Binary = ch.Binary || b
+			}
+		}
+		c.add(ch)
+		if ln.Type == "dir" { // what Lower had below is gone with it
+			return c.deletedBelow(rel)
+		}
+		return nil
+	}
+	ch := Change{Path: rel, Kind: Modified, Old: side(ln), New: side(un), ModeChanged: ln.Mode != un.Mode}
+	switch un.Type {
+	case "symlink":
+		ch.ModeChanged = false // a symlink's mode means nothing (symlink(7))
+		ch.ContentChanged = ln.Target != un.Target
+	case "file":
+		same, bin, err := c.sameFile(rel, ln, un)
+		if err != nil {
+			return err
+		}
+		ch.ContentChanged, ch.Binary = !same, bin
+	}
+	if ch.ContentChanged || ch.ModeChanged {
+		c.add(ch)
+	}
+	return nil
+}
+
+// deleted records Lower's rel and everything below it as deleted.
+func (c *collector) deleted(rel string) error {
+	ln, err := c.lo.lstat(rel)
+	if err != nil || ln == nil {
+		return err
+	}
+	ch := Change{Path: rel, Kind: Deleted, Old: side(ln)}
+	if ln.Type == "file" {
+		if ch.Binary, err = c.binary(c.lo, rel); err != nil {
+			return err
+		}
+	}
+	c.add(ch)
+	if ln.Type == "dir" {
+		return c.deletedBelow(rel)
+	}
+	return nil
+}
+
+func (c *collector) deletedBelow(rel string) error {
+	names, err := c.lo.names(rel)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := c.deleted(path.Join(rel, n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *collector) add(ch Change) {
+	ch.lower, ch.upper = c.l.Lower, c.l.Upper()
+	c.out = append(c.out, ch)
+}
+
+func (c *collector) binary(t *tree, rel string) (bool, error) {
+	b, err := t.readFile(rel)
+	if err != nil {
+		return false, err
+	}
+	return isBinary(b), nil
+}
+
+// sameFile compares two regular files' bytes; bin says either is binary.
+func (c *collector) sameFile(rel string, ln, un *node) (same, bin bool, err error) {
+	a, err := c.lo.readFile(rel)
+	if err != nil {
+		return false, false, err
+	}
+	b, err := c.up.readFile(rel)
+	if err != nil {
+		return false, false, err
+	}
+	return bytes.Equal(a, b), isBinary(a) || isBinary(b), nil
+}
+
+func isBinary(b []byte) bool {
+	if len(b) > binarySniff {
+		b = b[:binarySniff]
+	}
+	return bytes.IndexByte(b, 0) >= 0
+}
+
+func side(n *node) *Side {
+	t := n.Type
+	if t == "whiteout" {
+		t = "other"
+	}
+	return &Side{Type: t, Mode: n.Mode, Size: n.Size, Target: n.Target}
+}
+
+// selection is a set of slash paths relative to Lower; empty selects all.
+type selection []string
+
+func (s selection) match(p string) bool {
+	if len(s) == 0 {
+		return true
+	}
+	for _, q := range s {
+		if q == "" || p == q || strings.HasPrefix(p, q+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// selection turns user paths (relative to Lower, or absolute inside it)
+// into slash paths relative to Lower. The check is lexical: the paths
+// name entries of the layer, which are then only reached beneath Lower
+// and upper by openat2.
+func (l *Layer) selection(paths []string) (selection, error) {
+	var out selection
+	for _, p := range paths {
+		q := filepath.Clean(p)
+		if filepath.IsAbs(q) {
+			r, err := filepath.Rel(l.Lower, q)
+			if err != nil {
+				return nil, err
+			}
+			q = r
+		}
+		if q == ".." || strings.HasPrefix(q, "../") {
+			return nil, fmt.Errorf("%w: %s is outside %s", ErrOutside, p, l.Lower)
+		}
+		if q == "." {
+			q = ""
+		}
+		out = append(out, filepath.ToSlash(q))
+	}
+	return out, nil
+}
+
+// ErrOutside means a path given to select changes is not inside Lower.
+var ErrOutside = errors.New("path outside the working directory")
+
+func sortStrings(s []string) { sort.Strings(s) }

@@ -1,0 +1,346 @@
+package layer
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/pmezard/go-difflib/difflib"
+)
+
+// DiffOptions says how Diff prints.
+type DiffOptions struct {
+	// Stat prints one line per file (path, lines changed, a bar of + and
+	// -) and a summary instead of the patch, as git diff --stat does.
+	Stat bool
+	// Color adds ANSI colours as git does on a terminal (headers bold,
+	// hunk headers cyan, removed lines red, added lines green).
+	Color bool
+}
+
+// contextLines is how many unchanged lines surround a hunk (diff -u's
+// and git's default).
+const contextLines = 3
+
+// Diff writes changes (from Changes) to w in the form of git diff: per
+// file a "diff --git a/P b/P" header, "new file mode", "deleted file
+// mode", "old mode"/"new mode" lines (octal as git prints them: 100644 a
+// file, 120000 a symlink, 040755 a directory), "--- a/P" and "+++ b/P"
+// (/dev/null for an added or deleted side), and hunks with 3 lines of
+// context; "Binary files a/P and b/P differ" for a binary file; a
+// symlink's target as its content without a final newline; a type change
+// as a deletion followed by an addition. Directories are shown only when
+// their mode changes. Contents are read from Lower and the layer now,
+// beneath their roots without following symlinks. It fails on an error
+// of w or of a read.
+func Diff(w io.Writer, changes []Change, opts DiffOptions) error {
+	bw := bufio.NewWriter(w)
+	var ps []patch
+	for _, ch := range changes {
+		p, err := patches(ch)
+		if err != nil {
+			return err
+		}
+		ps = append(ps, p...)
+	}
+	if opts.Stat {
+		writeStat(bw, ps)
+	} else {
+		for _, p := range ps {
+			p.write(bw, opts.Color)
+		}
+	}
+	return bw.Flush()
+}
+
+// patch is the diff of one path from one side to the other; a or b nil
+// means /dev/null.
+type patch struct {
+	path       string
+	a, b       *Side
+	aText      []string // lines with their "\n" (the last may lack it)
+	bText      []string
+	binary     bool
+	modeOnly   bool
+	hunks      []string // printed lines, each with its prefix
+	ins, del   int
+	aSize      int64
+	bSize      int64
+	hasContent bool
+}
+
+func patches(ch Change) ([]patch, error) {
+	switch {
+	case ch.Kind == TypeChanged:
+		d, err := makePatch(ch, ch.Old, nil)
+		if err != nil {
+			return nil, err
+		}
+		a, err := makePatch(ch, nil, ch.New)
+		if err != nil {
+			return nil, err
+		}
+		return append(d, a...), nil
+	default:
+		return makePatch(ch, ch.Old, ch.New)
+	}
+}
+
+func makePatch(ch Change, a, b *Side) ([]patch, error) {
+	p := patch{path: ch.Path, a: a, b: b, binary: ch.Binary}
+	for _, s := range []*Side{a, b} {
+		if s != nil && s.Type == "dir" {
+			if a != nil && b != nil && a.Mode != b.Mode {
+				p.modeOnly = true
+				return []patch{p}, nil
+			}
+			return nil, nil // git shows what is in a directory, not the directory
+		}
+	}
+	var err error
+	if a != nil {
+		if p.aText, p.aSize, err = sideText(ch.lower, ch.Path, a); err != nil {
+			return nil, err
+		}
+	}
+	if b != nil {
+		if p.bText, p.bSize, err = sideText(ch.upper, ch.Path, b); err != nil {
+			return nil, err
+		}
+	}
+	if a != nil && b != nil && !ch.ContentChanged {
+		p.modeOnly = true
+		return []patch{p}, nil
+	}
+	if p.binary && (a == nil || a.Type == "file") && (b == nil || b.Type == "file") {
+		return []patch{p}, nil
+	}
+	p.binary = false
+	p.hunks, p.ins, p.del = unified(p.aText, p.bText)
+	p.hasContent = len(p.hunks) > 0
+	return []patch{p}, nil
+}
+
+// sideText returns a side's content as lines: a file's bytes, a
+// symlink's target (git stores the target as a blob without newline).
+func sideText(root, rel string, s *Side) ([]string, int64, error) {
+	switch s.Type {
+	case "symlink":
+		return splitLines(s.Target), int64(len(s.Target)), nil
+	case "file":
+		t, err := openTree(root)
+		if err != nil {
+			return nil, 0, err
+		}
+		defer t.close()
+		b, err := t.readFile(rel)
+		if err != nil {
+			return nil, 0, err
+		}
+		return splitLines(string(b)), int64(len(b)), nil
+	}
+	return nil, 0, nil
+}
+
+func splitLines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	lines := strings.SplitAfter(s, "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return lines
+}
+
+// unified returns the hunks turning a into b, and the counts of added
+// and removed lines.
+func unified(a, b []string) (out []string, ins, del int) {
+	// No autojunk: difflib's heuristic (from Python's) ignores lines
+	// frequent in files of 200 lines or more, which makes odd hunks.
+	m := difflib.NewMatcherWithJunk(a, b, false, nil)
+	for _, g := range m.GetGroupedOpCodes(contextLines) {
+		first, last := g[0], g[len(g)-1]
+		out = append(out, fmt.Sprintf("@@ -%s +%s @@\n", hunkRange(first.I1, last.I2), hunkRange(first.J1, last.J2)))
+		for _, c := range g {
+			if c.Tag == 'e' {
+				for _, l := range a[c.I1:c.I2] {
+					out = append(out, " "+l)
+				}
+				continue
+			}
+			if c.Tag == 'r' || c.Tag == 'd' {
+				for _, l := range a[c.I1:c.I2] {
+					out = append(out, "-"+l)
+					del++
+				}
+			}
+			if c.Tag == 'r' || c.Tag == 'i' {
+				for _, l := range b[c.J1:c.J2] {
+					out = append(out, "+"+l)
+					ins++
+				}
+			}
+		}
+	}
+	return out, ins, del
+}
+
+// hunkRange formats a hunk's line range as diff -u does (POSIX diff,
+// "Unified Format"): "start,count", "start" alone for one line, and
+// for none the line before.
+func hunkRange(start, stop int) string {
+	n := stop - start
+	switch n {
+	case 1:
+		return fmt.Sprint(start + 1)
+	case 0:
+		return fmt.Sprintf("%d,0", start)
+	}
+	return fmt.Sprintf("%d,%d", start+1, n)
+}
+
+// gitMode is a side's mode as git prints it (S_IFMT bits in octal, then
+// the permission bits).
+func gitMode(s *Side) string {
+	switch s.Type {
+	case "symlink":
+		return "120000"
+	case "dir":
+		return fmt.Sprintf("040%03o", s.Mode&0o777)
+	}
+	return fmt.Sprintf("100%03o", s.Mode&0o777)
+}
+
+const (
+	colorMeta  = "\x1b[1m"
+	colorFrag  = "\x1b[36m"
+	colorOld   = "\x1b[31m"
+	colorNew   = "\x1b[32m"
+	colorReset = "\x1b[m"
+)
+
+func (p patch) write(w *bufio.Writer, color bool) {
+	meta := func(format string, args ...any) {
+		line := fmt.Sprintf(format, args...)
+		if color {
+			line = colorMeta + line + colorReset
+		}
+		w.WriteString(line + "\n")
+	}
+	meta("diff --git a/%s b/%s", p.path, p.path)
+	switch {
+	case p.a == nil:
+		meta("new file mode %s", gitMode(p.b))
+	case p.b == nil:
+		meta("deleted file mode %s", gitMode(p.a))
+	case p.a.Mode != p.b.Mode && p.a.Type != "symlink":
+		meta("old mode %s", gitMode(p.a))
+		meta("new mode %s", gitMode(p.b))
+	}
+	if p.modeOnly {
+		return
+	}
+	aName, bName := "a/"+p.path, "b/"+p.path
+	if p.a == nil {
+		aName = "/dev/null"
+	}
+	if p.b == nil {
+		bName = "/dev/null"
+	}
+	if p.binary {
+		meta("Binary files %s and %s differ", aName, bName)
+		return
+	}
+	if !p.hasContent {
+		return // an empty file added or deleted: git prints only the header
+	}
+	meta("--- %s", aName)
+	meta("+++ %s", bName)
+	for _, l := range p.hunks {
+		noEOL := !strings.HasSuffix(l, "\n")
+		if noEOL {
+			l += "\n"
+		}
+		if color {
+			c := ""
+			switch l[0] {
+			case '@':
+				c = colorFrag
+			case '-':
+				c = colorOld
+			case '+':
+				c = colorNew
+			}
+			if c != "" {
+				l = c + strings.TrimSuffix(l, "\n") + colorReset + "\n"
+			}
+		}
+		w.WriteString(l)
+		if noEOL {
+			w.WriteString("\\ No newline at end of file\n")
+		}
+	}
+}
+
+// writeStat prints git diff --stat's form: " path | N +++--" per file
+// (binary files "Bin A -> B bytes"), the bar scaled to at most 50
+// characters, and " F files changed, I insertions(+), D deletions(-)".
+func writeStat(w *bufio.Writer, ps []patch) {
+	// A type change is two patches of one path: git counts it once.
+	type row struct {
+		path     string
+		ins, del int
+		bin      bool
+		aS, bS   int64
+	}
+	var rows []row
+	for _, p := range ps {
+		if n := len(rows); n > 0 && rows[n-1].path == p.path {
+			r := &rows[n-1]
+			r.ins, r.del, r.bin = r.ins+p.ins, r.del+p.del, r.bin || p.binary
+			r.bS = p.bSize
+			continue
+		}
+		rows = append(rows, row{p.path, p.ins, p.del, p.binary, p.aSize, p.bSize})
+	}
+	width, most := 0, 0
+	for _, r := range rows {
+		width = max(width, len(r.path))
+		most = max(most, r.ins+r.del)
+	}
+	digits := len(fmt.Sprint(most))
+	var ins, del int
+	for _, r := range rows {
+		ins, del = ins+r.ins, del+r.del
+		if r.bin {
+			fmt.Fprintf(w, " %-*s | Bin %d -> %d bytes\n", width, r.path, r.aS, r.bS)
+			continue
+		}
+		plus, minus := r.ins, r.del
+		if most > 50 {
+			plus, minus = scale(r.ins, most), scale(r.del, most)
+		}
+		fmt.Fprintf(w, " %-*s | %*d %s%s\n", width, r.path, digits, r.ins+r.del, strings.Repeat("+", plus), strings.Repeat("-", minus))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, " %d file%s changed, %d insertion%s(+), %d deletion%s(-)\n",
+		len(rows), plural(len(rows)), ins, plural(ins), del, plural(del))
+}
+
+func scale(n, most int) int {
+	if n == 0 {
+		return 0
+	}
+	return max(1, n*50/most)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

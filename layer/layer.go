@@ -1,0 +1,232 @@
+// Package layer is a session's copy-on-write layer over its working
+// directory (the workspace_mode setting's "review"): the session's
+// commands, background processes and file tools see the working directory
+// as usual and may write to it, but every change lands in the layer, and
+// the host's files stay as they were until a person applies them.
+//
+// On disk a layer is a directory of the session's (Dir):
+//
+//	upper/       an overlayfs upper directory (Documentation/filesystems/
+//	             overlayfs.rst): the files the session made or changed,
+//	             whiteouts (character devices 0/0) for what it deleted,
+//	             directories marked opaque (xattr trusted.overlay.opaque or,
+//	             for a mount made in a user namespace, user.overlay.opaque)
+//	             that replaced one of the host's
+//	work/        overlayfs's work directory (same filesystem as upper/)
+//	base.json    what the working directory held when the layer was made
+//	             (path, type, size, mode, mtime), so that apply can tell a
+//	             file the host changed since from one it did not
+//	generation   a counter that apply and discard raise: a mount built at
+//	             an older generation is stale and rebuilt before the next
+//	             command (overlayfs forbids changing layers under a live
+//	             mount)
+//
+// The mount itself is the backends' (backend/bwrap: one overlay per
+// session, held by a process of corral's, which every command's sandbox
+// joins); this package only reads and writes the directories.
+package layer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Layer is one session's layer: Dir holds it, Lower is the host working
+// directory it lies over (absolute, clean).
+type Layer struct {
+	Dir   string
+	Lower string
+}
+
+// New returns the layer in dir over lower; nothing is read or made.
+func New(dir, lower string) *Layer {
+	return &Layer{Dir: filepath.Clean(dir), Lower: filepath.Clean(lower)}
+}
+
+// Open returns the layer that Ensure made in dir, over the working
+// directory recorded there. It fails with ErrNoLayer when dir holds no
+// layer (a session whose workspace_mode is direct).
+func Open(dir string) (*Layer, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "lower"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s", ErrNoLayer, dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	l := New(dir, strings.TrimSpace(string(b)))
+	if _, err := os.Stat(l.BasePath()); err != nil {
+		return nil, fmt.Errorf("%w in %s (no base manifest: %v)", ErrNoLayer, dir, err)
+	}
+	return l, nil
+}
+
+// ErrNoLayer means a directory holds no layer.
+var ErrNoLayer = errors.New("no layer")
+
+// Upper returns the overlayfs upper directory.
+func (l *Layer) Upper() string { return filepath.Join(l.Dir, "upper") }
+
+// Work returns the overlayfs work directory.
+func (l *Layer) Work() string { return filepath.Join(l.Dir, "work") }
+
+// BasePath returns the path of the base manifest.
+func (l *Layer) BasePath() string { return filepath.Join(l.Dir, "base.json") }
+
+func (l *Layer) generationPath() string { return filepath.Join(l.Dir, "generation") }
+
+// lowerPath records which working directory the layer lies over: a layer
+// is never put over another directory than the one it was made for.
+func (l *Layer) lowerPath() string { return filepath.Join(l.Dir, "lower") }
+
+// Entry is what base.json records of one path of the working directory
+// when the layer was made.
+type Entry struct {
+	// Path is relative to Lower, slash-separated.
+	Path string `json:"path"`
+	// Type is "file", "dir", "symlink" or "other".
+	Type string `json:"type"`
+	// Size in bytes, Mode the permission bits, MTime in nanoseconds since
+	// the epoch (lstat(2)); Target a symlink's target.
+	Size   int64  `json:"size,omitempty"`
+	Mode   uint32 `json:"mode"`
+	MTime  int64  `json:"mtime"`
+	Target string `json:"target,omitempty"`
+}
+
+// Ensure makes the layer's directories (0700) and records its base when
+// they do not exist yet; an existing layer is left as it is. It fails when
+// the layer was made over another working directory (ErrOtherLower), and
+// when upper and work cannot be made on one filesystem.
+func (l *Layer) Ensure() error {
+	if b, err := os.ReadFile(l.lowerPath()); err == nil {
+		if got := strings.TrimSpace(string(b)); got != l.Lower {
+			return fmt.Errorf("%w: the layer in %s lies over %s, not %s", ErrOtherLower, l.Dir, got, l.Lower)
+		}
+		if _, err := os.Stat(l.BasePath()); err == nil {
+			return nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, d := range []string{l.Dir, l.Upper(), l.Work()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("making the layer: %w", err)
+		}
+	}
+	// overlayfs takes the merged root's attributes from upper's root: the
+	// session must see the working directory's own mode, not 0700 (the
+	// layer's directory, 0700, keeps others out).
+	if fi, err := os.Stat(l.Lower); err == nil {
+		if err := os.Chmod(l.Upper(), fi.Mode().Perm()); err != nil {
+			return fmt.Errorf("making the layer: %w", err)
+		}
+	}
+	var a, b syscall.Stat_t
+	if syscall.Stat(l.Upper(), &a) == nil && syscall.Stat(l.Work(), &b) == nil && a.Dev != b.Dev {
+		return fmt.Errorf("making the layer: %s and %s are on different filesystems", l.Upper(), l.Work())
+	}
+	base, err := Scan(l.Lower)
+	if err != nil {
+		return fmt.Errorf("recording what %s holds: %w", l.Lower, err)
+	}
+	data, err := json.Marshal(base)
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(l.lowerPath(), []byte(l.Lower+"\n")); err != nil {
+		return err
+	}
+	return writeAtomic(l.BasePath(), data)
+}
+
+// ErrOtherLower means a layer directory belongs to another working
+// directory.
+var ErrOtherLower = errors.New("layer made over another working directory")
+
+// Scan returns what dir holds, every path below it (not following
+// symlinks), sorted
+// by path.
+func Scan(dir string) ([]Entry, error) {
+	var out []Entry
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == dir {
+				return err
+			}
+			return nil // unreadable: not recorded, so apply treats it as new
+		}
+		if p == dir {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		e := Entry{Path: filepath.ToSlash(rel), Mode: uint32(fi.Mode().Perm()), MTime: fi.ModTime().UnixNano()}
+		switch {
+		case fi.Mode().IsRegular():
+			e.Type, e.Size = "file", fi.Size()
+		case fi.IsDir():
+			e.Type = "dir"
+		case fi.Mode()&fs.ModeSymlink != 0:
+			e.Type = "symlink"
+			e.Target, _ = os.Readlink(p)
+		default:
+			e.Type = "other"
+		}
+		out = append(out, e)
+		return nil
+	})
+	return out, err
+}
+
+// Generation returns the layer's generation (0 before the first apply or
+// discard).
+func (l *Layer) Generation() (int64, error) {
+	b, err := os.ReadFile(l.generationPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// Bump raises the generation, so that a mount built before is rebuilt.
+func (l *Layer) Bump() error {
+	g, err := l.Generation()
+	if err != nil {
+		return err
+	}
+	return writeAtomic(l.generationPath(), []byte(strconv.FormatInt(g+1, 10)+"\n"))
+}
+
+// writeAtomic writes data to p through a temporary file renamed over it.
+func writeAtomic(p string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*")
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), p); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return nil
+}

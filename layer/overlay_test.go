@@ -1,0 +1,288 @@
+package layer
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// testRoot returns a fresh directory under $CORRAL_TEST_DIR (else
+// /var/tmp), removed after the test.
+func testRoot(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("CORRAL_TEST_DIR")
+	if base == "" {
+		base = "/var/tmp"
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.MkdirTemp(base, "corral-layer-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+			if err == nil && fi.IsDir() {
+				os.Chmod(p, 0o700) // overlayfs leaves work/work mode 000
+			}
+			return nil
+		})
+		os.RemoveAll(root)
+	})
+	return root
+}
+
+// requireOverlay skips when a user namespace cannot mount an overlay here.
+func requireOverlay(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("unshare (util-linux) is missing: cannot make a real overlay mount")
+	}
+}
+
+// inOverlay runs script with the layer mounted over Lower (in a user and
+// mount namespace of its own, as a session's commands see it), in Lower,
+// and returns its output.
+func inOverlay(t *testing.T, l *Layer, script string) string {
+	t.Helper()
+	opts := "lowerdir=" + l.Lower + ",upperdir=" + l.Upper() + ",workdir=" + l.Work() + ",userxattr"
+	cmd := exec.Command("unshare", "--user", "--map-root-user", "--mount", "sh", "-ec",
+		`mount -t overlay overlay -o "$1" "$2"; cd "$2"; eval "$3"`, "sh", opts, l.Lower, script)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("overlay script: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// view lists a tree (type, mode, symlink target, file hash of each
+// path), to compare what a session sees with Lower.
+const view = `find . -path ./.corral -prune -o -printf '%p %y %m %l\n' | LC_ALL=C sort; find . -type f -exec md5sum {} + | LC_ALL=C sort`
+
+func hostView(t *testing.T, dir string) string {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", view)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return string(out)
+}
+
+func write(t *testing.T, p, s string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(s), mode); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(p, mode)
+}
+
+// project makes a Lower of every kind of entry and a layer over it.
+func project(t *testing.T) *Layer {
+	t.Helper()
+	requireOverlay(t)
+	root := testRoot(t)
+	lower := filepath.Join(root, "lower")
+	write(t, filepath.Join(lower, "keep.txt"), "same\n", 0o644)
+	write(t, filepath.Join(lower, "mod.txt"), "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n", 0o644)
+	write(t, filepath.Join(lower, "del.txt"), "bye\n", 0o644)
+	write(t, filepath.Join(lower, "mv.txt"), "move\n", 0o644)
+	write(t, filepath.Join(lower, "exec.sh"), "#!/bin/sh\n", 0o644)
+	write(t, filepath.Join(lower, "touch.txt"), "t\n", 0o644)
+	write(t, filepath.Join(lower, "dir", "a"), "a\n", 0o644)
+	write(t, filepath.Join(lower, "dir", "b"), "b\n", 0o644)
+	write(t, filepath.Join(lower, "opq", "x"), "x\n", 0o644)
+	write(t, filepath.Join(lower, "opq", "y"), "y\n", 0o644)
+	write(t, filepath.Join(lower, "bin.dat"), "a\x00b", 0o644)
+	write(t, filepath.Join(lower, "tc"), "was a file\n", 0o644)
+	if err := os.Symlink("keep.txt", filepath.Join(lower, "link")); err != nil {
+		t.Fatal(err)
+	}
+	l := New(filepath.Join(root, "layer"), lower)
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// session makes, through a real overlay mount, every kind of change.
+const session = `
+printf 'new\n' > added.txt
+sed -i 's/^3$/three/' mod.txt
+rm del.txt
+mv mv.txt moved.txt
+chmod 755 exec.sh
+touch touch.txt
+mv dir dir2
+rm -rf opq; mkdir opq; echo new > opq/x
+printf 'a\0c' > bin.dat
+ln -sfn mod.txt link
+rm tc; mkdir tc; echo in > tc/in
+ln -s /etc esc
+`
+
+type got struct {
+	Path string
+	Kind Kind
+	Type string
+}
+
+func summary(cs []Change) []got {
+	var out []got
+	for _, c := range cs {
+		s := c.New
+		if s == nil {
+			s = c.Old
+		}
+		out = append(out, got{c.Path, c.Kind, s.Type})
+	}
+	return out
+}
+
+func TestChangesOfARealOverlay(t *testing.T) {
+	l := project(t)
+	inOverlay(t, l, session)
+	cs, err := Changes(l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []got{
+		{"added.txt", Added, "file"},
+		{"bin.dat", Modified, "file"},
+		{"del.txt", Deleted, "file"},
+		{"dir", Deleted, "dir"},
+		{"dir/a", Deleted, "file"},
+		{"dir/b", Deleted, "file"},
+		{"dir2", Added, "dir"},
+		{"dir2/a", Added, "file"},
+		{"dir2/b", Added, "file"},
+		{"esc", Added, "symlink"},
+		{"exec.sh", Modified, "file"},
+		{"link", Modified, "symlink"},
+		{"mod.txt", Modified, "file"},
+		{"moved.txt", Added, "file"},
+		{"mv.txt", Deleted, "file"},
+		{"opq/x", Modified, "file"},
+		{"opq/y", Deleted, "file"},
+		{"tc", TypeChanged, "dir"},
+		{"tc/in", Added, "file"},
+	}
+	if g := summary(cs); !reflect.DeepEqual(g, want) {
+		t.Fatalf("changes:\n got %v\nwant %v", g, want)
+	}
+	byPath := map[string]Change{}
+	for _, c := range cs {
+		byPath[c.Path] = c
+	}
+	if c := byPath["exec.sh"]; c.ContentChanged || !c.ModeChanged || c.New.Mode != 0o755 {
+		t.Errorf("exec.sh: %+v", c)
+	}
+	if c := byPath["bin.dat"]; !c.Binary || !c.ContentChanged {
+		t.Errorf("bin.dat: %+v", c)
+	}
+	if c := byPath["mod.txt"]; c.Binary || c.ModeChanged {
+		t.Errorf("mod.txt: %+v", c)
+	}
+	if c := byPath["link"]; c.Old.Target != "keep.txt" || c.New.Target != "mod.txt" {
+		t.Errorf("link: %+v %+v", c.Old, c.New)
+	}
+
+	for _, tc := range []struct {
+		paths []string
+		want  []string
+	}{
+		{[]string{"opq"}, []string{"opq/x", "opq/y"}},
+		{[]string{filepath.Join(l.Lower, "dir2") + "/"}, []string{"dir2", "dir2/a", "dir2/b"}},
+		{[]string{"./mod.txt", "esc"}, []string{"esc", "mod.txt"}},
+		{[]string{"nothing"}, nil},
+	} {
+		cs, err := Changes(l, tc.paths)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ps []string
+		for _, c := range cs {
+			ps = append(ps, c.Path)
+		}
+		if !reflect.DeepEqual(ps, tc.want) {
+			t.Errorf("Changes(%q) = %q, want %q", tc.paths, ps, tc.want)
+		}
+	}
+	if _, err := Changes(l, []string{"../x"}); !errors.Is(err, ErrOutside) {
+		t.Errorf("../x: %v", err)
+	}
+	if _, err := Changes(l, []string{"/etc"}); !errors.Is(err, ErrOutside) {
+		t.Errorf("/etc: %v", err)
+	}
+}
+
+func TestDiffText(t *testing.T) {
+	l := project(t)
+	inOverlay(t, l, session)
+	cs, err := Changes(l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Diff(&b, cs, DiffOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"diff --git a/mod.txt b/mod.txt\n--- a/mod.txt\n+++ b/mod.txt\n@@ -1,6 +1,6 @@\n 1\n 2\n-3\n+three\n 4\n 5\n 6\n",
+		"diff --git a/added.txt b/added.txt\nnew file mode 100644\n--- /dev/null\n+++ b/added.txt\n@@ -0,0 +1 @@\n+new\n",
+		"diff --git a/del.txt b/del.txt\ndeleted file mode 100644\n--- a/del.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-bye\n",
+		"diff --git a/exec.sh b/exec.sh\nold mode 100644\nnew mode 100755\ndiff --git",
+		"diff --git a/bin.dat b/bin.dat\nBinary files a/bin.dat and b/bin.dat differ\n",
+		"diff --git a/link b/link\n--- a/link\n+++ b/link\n@@ -1 +1 @@\n-keep.txt\n\\ No newline at end of file\n+mod.txt\n\\ No newline at end of file\n",
+		"diff --git a/esc b/esc\nnew file mode 120000\n--- /dev/null\n+++ b/esc\n@@ -0,0 +1 @@\n+/etc\n\\ No newline at end of file\n",
+		"diff --git a/tc b/tc\ndeleted file mode 100644\n--- a/tc\n+++ /dev/null\n@@ -1 +0,0 @@\n-was a file\n",
+		"diff --git a/tc/in b/tc/in\nnew file mode 100644\n",
+		"diff --git a/opq/y b/opq/y\ndeleted file mode 100644\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("diff lacks\n%s\n---- diff:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "touch.txt") || strings.Contains(out, "keep.txt b/") || strings.Contains(out, "\x1b[") {
+		t.Errorf("diff shows an unchanged file or colour:\n%s", out)
+	}
+	if git, err := exec.LookPath("git"); err == nil {
+		// The hunks are git's own for a plain edit.
+		before, after := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+		os.WriteFile(before, []byte("1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n"), 0o644)
+		os.WriteFile(after, []byte("1\n2\nthree\n4\n5\n6\n7\n8\n9\n10\n"), 0o644)
+		g, _ := exec.Command(git, "diff", "--no-index", "--no-color", before, after).Output()
+		if i := bytes.Index(g, []byte("@@")); i < 0 || !strings.Contains(out, string(g[i:])) {
+			t.Errorf("git's hunk\n%s\nnot in ours", g)
+		}
+	}
+
+	b.Reset()
+	if err := Diff(&b, cs, DiffOptions{Color: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "\x1b[31m-3\x1b[m\n\x1b[32m+three\x1b[m\n") || !strings.Contains(b.String(), "\x1b[36m@@ -1,6 +1,6 @@\x1b[m") {
+		t.Errorf("colour diff:\n%q", b.String())
+	}
+
+	b.Reset()
+	mod, _ := Changes(l, []string{"mod.txt", "added.txt", "bin.dat", "exec.sh"})
+	if err := Diff(&b, mod, DiffOptions{Stat: true}); err != nil {
+		t.Fatal(err)
+	}
+	wantStat := " added.txt | 1 +\n bin.dat   | Bin 3 -> 3 bytes\n exec.sh   | 0 \n mod.txt   | 2 +-\n 4 files changed, 2 insertions(+), 1 deletion(-)\n"
+	if b.String() != wantStat {
+		t.Errorf("stat:\n%q\nwant\n%q", b.String(), wantStat)
+	}
+}

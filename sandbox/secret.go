@@ -1,0 +1,75 @@
+package sandbox
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Secret is a credential a sandboxed command may use but never see (the
+// secrets setting, issue 14). Inside the sandbox the variable Name holds a
+// stand-in of the same length and shape as the real value; corral's
+// egress proxy puts the real value, read on the host from From, into the
+// request headers of requests to Hosts only (see package secrets and
+// netproxy). It is data only: reading From and making the stand-in are
+// the backends' business.
+type Secret struct {
+	// Name is the environment variable the sandbox sees ("GITHUB_TOKEN"):
+	// a shell identifier, [A-Za-z_][A-Za-z0-9_]*.
+	Name string `json:"name" yaml:"name"`
+	// From says where the real value is read on the host: "env:VAR" (the
+	// caller's environment; VAR is also removed from the sandbox's
+	// environment, even when env_allow names it) or "file:/abs/path" (the
+	// whole file, one trailing newline dropped).
+	From string `json:"from" yaml:"from"`
+	// Hosts are the host names the real value is sent to: exact names or
+	// "*.example.com" (strict subdomains), as netproxy.Policy matches
+	// them; never IP addresses. They are implicitly allowed egress.
+	Hosts []string `json:"hosts" yaml:"hosts"`
+	// Headers are extra request header names, beside Authorization and
+	// x-api-key, whose whole value may be the stand-in ("PRIVATE-TOKEN").
+	Headers []string `json:"headers,omitempty" yaml:"headers,omitempty"`
+}
+
+// FromEnv returns VAR when s.From is "env:VAR".
+func (s Secret) FromEnv() (string, bool) {
+	return strings.CutPrefix(s.From, "env:")
+}
+
+// FromFile returns the path when s.From is "file:/path".
+func (s Secret) FromFile() (string, bool) {
+	return strings.CutPrefix(s.From, "file:")
+}
+
+// CheckSecrets refuses a policy that declares secrets under a profile
+// other than allowlist: the stand-in is swapped for the real value by
+// corral's egress proxy, which only the allowlist profile has (network
+// gives the host's network directly; restricted and workspace have no
+// egress at all). The error wraps ErrBadRequest and names allowlist.
+func CheckSecrets(p Policy) error {
+	if len(p.Secrets) == 0 {
+		return nil
+	}
+	prof := p.Profile
+	if prof == "" {
+		prof = DefaultProfile
+	}
+	if prof == ProfileAllowlist {
+		return nil
+	}
+	names := make([]string, len(p.Secrets))
+	for i, s := range p.Secrets {
+		names[i] = s.Name
+	}
+	return fmt.Errorf("%w: secrets (%s) need the allowlist profile, whose egress proxy swaps the stand-in for the real value; profile %s has no such proxy (set profile: allowlist and list the hosts, or remove the secrets)",
+		ErrBadRequest, strings.Join(names, ", "), prof)
+}
+
+// SecretHosts returns the hosts of every secret, in order, for the
+// allowlist (a secret's hosts are implicitly allowed egress).
+func SecretHosts(secrets []Secret) []string {
+	var out []string
+	for _, s := range secrets {
+		out = append(out, s.Hosts...)
+	}
+	return out
+}
