@@ -239,3 +239,33 @@ func TestPortForwardAllowlist(t *testing.T) {
 	waitDone(t, fw, "the session closed")
 	checkGone(t, fw)
 }
+
+// TestPortForwardReview: under review mode (the working directory behind
+// the session's layer) a background server is forwarded as well, and
+// serves the file it sees in the layer.
+func TestPortForwardReview(t *testing.T) {
+	needPython(t)
+	f := newFixture(t)
+	f.spec.Review = true
+	s := f.open("ports-review")
+	marker := fmt.Sprintf("layer page %d", time.Now().UnixNano())
+	// Written through the session: it lands in the layer, not the host.
+	f.exec(s, "printf %s '"+marker+"' > index.html")
+	if _, err := os.Stat(filepath.Join(f.work, "index.html")); err == nil {
+		t.Fatal("review mode wrote to the host's working directory")
+	}
+	if _, err := s.Start(StartRequest{Command: "exec python3 -m http.server 8127 --bind 127.0.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	waitListening(t, s, 8127)
+	fw, _, err := s.ForwardPort(8127, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, fw.URL()); got != marker {
+		t.Errorf("GET through the forward = %q, want %q", got, marker)
+	}
+	s.Close()
+	waitDone(t, fw, "the session closed")
+	checkGone(t, fw)
+}
