@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -228,6 +229,7 @@ func (h *Host) specOf(st *config.Settings) (*session.Spec, error) {
 	sp := &session.Spec{
 		Backend: be, Policy: pol, Timeout: st.Timeout, OutputLimit: st.OutputLimit,
 		SessionHome: st.HomeMode == config.HomeModeSession, Review: st.WorkspaceMode == config.WorkspaceReview, Env: h.opts.Environ,
+		Ports: slices.Clone(st.Ports),
 	}
 	switch st.ToolCaches {
 	case config.ToolCachesShared:

@@ -106,6 +106,10 @@ type Settings struct {
 	// allow and deny replace them for the sessions it catches (see
 	// [Settings.ForSession]).
 	NetworkAllow, NetworkDeny []string
+	// Ports are the TCP ports of a session's background servers that the
+	// MCP server forwards to the host's loopback once one listens (key
+	// ports; see package portfwd).
+	Ports []int
 	// Secrets are the credentials commands use through stand-ins (key
 	// secrets; see sandbox.Secret), each checked by [parseSecrets]. A
 	// route's secrets replace them for the sessions it catches.
@@ -206,6 +210,8 @@ func (s *Settings) Value(key string) (any, error) {
 		return *p, nil
 	case *[]Route:
 		return *p, nil
+	case *[]int:
+		return *p, nil
 	case *[]sandbox.Secret:
 		return *p, nil
 	}
@@ -264,6 +270,8 @@ func (s *Settings) assign(k *Key, v any, o origin) {
 		*p = v.([]sandbox.Bind)
 	case *[]Route:
 		*p = v.([]Route)
+	case *[]int:
+		*p = v.([]int)
 	case *[]sandbox.Secret:
 		*p = v.([]sandbox.Secret)
 	default:
@@ -295,6 +303,9 @@ type Route struct {
 	// matter under the allowlist profile only).
 	Allow []string `json:"allow,omitempty" yaml:"allow,omitempty"`
 	Deny  []string `json:"deny,omitempty" yaml:"deny,omitempty"`
+	// Ports, when not empty, replaces the ports key for the sessions of
+	// the route.
+	Ports []int `json:"ports,omitempty" yaml:"ports,omitempty"`
 	// WorkspaceMode, when set, replaces the workspace_mode key for the
 	// sessions of the route.
 	WorkspaceMode string `json:"workspace_mode,omitempty" yaml:"workspace_mode,omitempty"`
@@ -364,6 +375,10 @@ func (s *Settings) ForSession(name string) *Settings {
 	if len(r.Deny) > 0 && out.origins["network.deny"].source != SourceFlag {
 		out.NetworkDeny = slices.Clone(r.Deny)
 		out.origins["network.deny"] = o
+	}
+	if len(r.Ports) > 0 && out.origins["ports"].source != SourceFlag {
+		out.Ports = slices.Clone(r.Ports)
+		out.origins["ports"] = o
 	}
 	if r.WorkspaceMode != "" && out.origins["workspace_mode"].source != SourceFlag {
 		out.WorkspaceMode = r.WorkspaceMode

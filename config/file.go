@@ -197,6 +197,8 @@ func valueNode(k *Key, text string, v any) (*yaml.Node, error) {
 		out = v.([]sandbox.Bind)
 	case KindRoutes:
 		out = v.([]Route)
+	case KindPorts:
+		out = v.([]int)
 	case KindSecrets:
 		out = v.([]sandbox.Secret)
 	default:

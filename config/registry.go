@@ -46,14 +46,19 @@ const (
 	// boolean that defaults to true. As text it is a JSON or YAML flow
 	// sequence (`[{src: /data}]`) or a single such mapping.
 	KindBinds
-	// KindRoutes is a list of {sessions, backend, profile, allow, deny, secrets, workspace_mode}
+	// KindRoutes is a list of {sessions, backend, profile, allow, deny, secrets, workspace_mode, ports}
 	// mappings (Go type []Route): sessions is a glob over session names (see
 	// [Route.Match]), backend and profile are words as for the backend and
 	// profile keys, allow and deny lists as for network.allow and
-	// network.deny; every field is optional. As text it is a JSON or YAML
+	// network.deny, ports as for the ports key; every field is optional. As text it is a JSON or YAML
 	// flow sequence (`[{sessions: "tg:*", profile: workspace}]`) or a single
 	// such mapping.
 	KindRoutes
+	// KindPorts is a list of TCP port numbers from 1 to 65535 (Go type
+	// []int), duplicates dropped. In the file it is a YAML sequence of
+	// numbers; as text a JSON or YAML flow sequence (`[3000, 5173]`) or a
+	// comma-separated list.
+	KindPorts
 	// KindSecrets is a list of {name, from, hosts, headers} mappings (Go
 	// type []sandbox.Secret, see [parseSecrets]): name an environment
 	// variable name, from "env:VAR" or "file:/abs/path", hosts a non-empty
@@ -82,6 +87,8 @@ func (k Kind) String() string {
 		return "binds"
 	case KindRoutes:
 		return "routes"
+	case KindPorts:
+		return "ports"
 	case KindSecrets:
 		return "secrets"
 	}
@@ -411,8 +418,8 @@ var registry = []Key{
 	},
 	{
 		Name: "routes", Kind: KindRoutes, Default: []Route(nil),
-		Accepts: `a list of {sessions, backend, profile, allow, deny, secrets, workspace_mode} mappings such as [{sessions: "tg:*", profile: workspace}]`,
-		Doc:     `backend, profile, network allowlist, secrets and workspace_mode by session name: [{sessions: "tg:*", backend: bwrap, profile: allowlist, allow: ["pypi.org"]}, ...]; sessions is a glob (* also matches / and :), the first matching route wins, every field is optional, and what a route leaves out comes from the backend, profile, network.allow, network.deny, secrets and workspace_mode keys`,
+		Accepts: `a list of {sessions, backend, profile, allow, deny, secrets, workspace_mode, ports} mappings such as [{sessions: "tg:*", profile: workspace}]`,
+		Doc:     `backend, profile, network allowlist, secrets, workspace_mode and ports by session name: [{sessions: "tg:*", backend: bwrap, profile: allowlist, allow: ["pypi.org"]}, ...]; sessions is a glob (* also matches / and :), the first matching route wins, every field is optional, and what a route leaves out comes from the backend, profile, network.allow, network.deny, secrets and workspace_mode keys`,
 		field:   func(s *Settings) any { return &s.Routes },
 	},
 	{
@@ -435,6 +442,12 @@ var registry = []Key{
 		Doc:     "hosts refused under the allowlist profile even when network.allow matches them (checked first); same syntax as network.allow",
 		item:    netPattern,
 		field:   func(s *Settings) any { return &s.NetworkDeny },
+	},
+	{
+		Name: "ports", Kind: KindPorts, Default: []int(nil),
+		Accepts: "a list of TCP ports from 1 to 65535 such as [3000, 5173]",
+		Doc:     "ports of a session's background servers that the MCP server (and corral serve) forwards to 127.0.0.1 on the host once one listens (workspace and allowlist profiles, bwrap); the host port is the same when free, else any free one",
+		field:   func(s *Settings) any { return &s.Ports },
 	},
 	{
 		Name: "secrets", Kind: KindSecrets, Default: []sandbox.Secret(nil),

@@ -59,8 +59,8 @@ func TestRoutesBadValues(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{"not a list", "routes: tg", nil, `routes: "tg" is not a list of {sessions, backend, profile, allow, deny, secrets, workspace_mode} mappings`},
-		{"item not a mapping", "routes: [tg]", nil, `routes[0]: "tg" is not a {sessions, backend, profile, allow, deny, secrets, workspace_mode} mapping`},
+		{"not a list", "routes: tg", nil, `routes: "tg" is not a list of {sessions, backend, profile, allow, deny, secrets, workspace_mode, ports} mappings`},
+		{"item not a mapping", "routes: [tg]", nil, `routes[0]: "tg" is not a {sessions, backend, profile, allow, deny, secrets, workspace_mode, ports} mapping`},
 		{"unknown field", "routes: [{sessions: x, cwd: /a}]", nil, `routes[0]: {"cwd":"/a","sessions":"x"} has unknown field "cwd"`},
 		{"bad backend", "routes: [{backend: podman}]", nil, `routes[0].backend: "podman" is not one of bwrap, docker, local`},
 		{"bad profile", "routes: [{}, {profile: open}]", nil, `routes[1].profile: "open" is not one of restricted, workspace, allowlist, network`},

@@ -41,7 +41,7 @@ func (k *Key) not(value any) *problem {
 // for scalar kinds, a decoded sequence for list kinds.
 func (k *Key) fromText(text string) (any, *problem) {
 	switch k.Kind {
-	case KindStringList, KindBinds, KindRoutes, KindSecrets:
+	case KindStringList, KindBinds, KindRoutes, KindSecrets, KindPorts:
 	default:
 		return text, nil
 	}
@@ -181,6 +181,9 @@ func (k *Key) parse(raw any, home homeFunc) (any, *problem) {
 		}
 		return out, nil
 
+	case KindPorts:
+		return parsePorts(raw, k.Accepts)
+
 	case KindBinds:
 		items, ok := raw.([]any)
 		if !ok {
@@ -292,7 +295,7 @@ func parseBind(raw any, home homeFunc) (sandbox.Bind, *problem) {
 }
 
 // routeFields are the fields of a routes entry.
-var routeFields = []string{"sessions", "backend", "profile", "allow", "deny", "secrets", "workspace_mode"}
+var routeFields = []string{"sessions", "backend", "profile", "allow", "deny", "secrets", "workspace_mode", "ports"}
 
 // parseRoute checks one routes entry. A field that is null counts as left
 // out.
@@ -376,6 +379,14 @@ func parseRoute(raw any) (Route, *problem) {
 			*f.dst = append(*f.dst, norm)
 		}
 	}
+	if v, ok := m["ports"]; ok && v != nil {
+		ports, p := parsePorts(v, "a list of TCP ports from 1 to 65535 such as [3000, 5173]")
+		if p != nil {
+			p.sub = ".ports" + p.sub
+			return r, p
+		}
+		r.Ports = ports
+	}
 	if v, ok := m["secrets"]; ok && v != nil {
 		secs, p := parseSecrets(v)
 		if p != nil {
@@ -385,6 +396,26 @@ func parseRoute(raw any) (Route, *problem) {
 		r.Secrets = secs
 	}
 	return r, nil
+}
+
+// parsePorts checks a list of TCP ports (KindPorts, a route's ports):
+// numbers, or text of numbers, from 1 to 65535; duplicates are dropped.
+func parsePorts(raw any, accepts string) ([]int, *problem) {
+	items, ok := raw.([]any)
+	if !ok {
+		return nil, &problem{value: raw, reason: "is not " + accepts}
+	}
+	out := make([]int, 0, len(items))
+	for i, it := range items {
+		n, ok := toInt(it)
+		if !ok || n < 1 || n > 65535 {
+			return nil, &problem{sub: fmt.Sprintf("[%d]", i), value: it, reason: "is not a TCP port from 1 to 65535"}
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
 }
 
 // globs caches the compiled session-name globs, keyed by pattern.
@@ -632,6 +663,10 @@ func jsonValue(v any) any {
 		if v == nil {
 			return []Route{}
 		}
+	case []int:
+		if v == nil {
+			return []int{}
+		}
 	case []sandbox.Secret:
 		if v == nil {
 			return []sandbox.Secret{}
@@ -649,6 +684,8 @@ func clone(v any) any {
 	case []sandbox.Bind:
 		return slices.Clone(v)
 	case []Route:
+		return slices.Clone(v)
+	case []int:
 		return slices.Clone(v)
 	case []sandbox.Secret:
 		return slices.Clone(v)

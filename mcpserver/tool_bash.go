@@ -118,7 +118,7 @@ func (s *Server) bash(ctx context.Context, c *call, in BashInput) (*mcp.CallTool
 			return nil, zero, err
 		}
 		out := CommandResult{ID: p.ID, Running: true, Output: ""}
-		text := fmt.Sprintf("started %s in the background. Read its output with bash_output {\"id\": %q} (call again for more) and stop it with bash_kill {\"id\": %q}.", p.ID, p.ID, p.ID)
+		text := fmt.Sprintf("started %s in the background. Read its output with bash_output {\"id\": %q} (call again for more) and stop it with bash_kill {\"id\": %q}. If it serves on a port, bash_output says how the host reaches it.", p.ID, p.ID, p.ID)
 		return textResult(text), out, nil
 	}
 	stop := c.progress(ctx, "bash", effectiveTimeout(c, timeout))

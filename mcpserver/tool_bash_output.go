@@ -55,6 +55,9 @@ type BashOutputResult struct {
 	// InvalidUTF8 says that bytes that are not UTF-8 were replaced by
 	// U+FFFD.
 	InvalidUTF8 bool `json:"invalid_utf8,omitempty" jsonschema:"bytes that are not UTF-8 were replaced by U+FFFD"`
+	// Ports are the TCP ports its sandbox listens on while it runs, each
+	// with the host URL when it is forwarded (session.Session.Ports).
+	Ports []session.PortInfo `json:"ports,omitempty" jsonschema:"TCP ports it listens on inside its sandbox, with the URL on the host where one is forwarded"`
 }
 
 func (s *Server) bashOutputTool() Tool {
@@ -102,6 +105,8 @@ func (s *Server) bashOutput(_ context.Context, c *call, in BashOutputInput) (*mc
 	if !ch.Running {
 		code := ch.ExitCode
 		out.ExitCode = &code
+	} else {
+		out.Ports = c.sess.Ports(in.ID)
 	}
 	s.mu.Lock()
 	s.offsets[key] = ch.Next
@@ -125,6 +130,9 @@ func (s *Server) bashOutput(_ context.Context, c *call, in BashOutputInput) (*mc
 	case ch.Error != "":
 		fmt.Fprintf(&b, "[corral: %s could not run: %s]", in.ID, ch.Error)
 	case ch.Running:
+		if note := portsNote(c.sess.Name(), in.ID, out.Ports); note != "" {
+			b.WriteString(note)
+		}
 		fmt.Fprintf(&b, "[corral: %s is still running · next_offset %d", in.ID, ch.Next)
 		if out.More {
 			b.WriteString(" · more output is ready: call again")
@@ -145,6 +153,35 @@ func (s *Server) bashOutput(_ context.Context, c *call, in BashOutputInput) (*mc
 		b.WriteString("]")
 	}
 	return textResult(b.String()), out, nil
+}
+
+// portsNote says, one line per port, where the host reaches the ports a
+// background process listens on: the URL of a forward, or the command a
+// person runs to make one (the model cannot open a host port itself).
+func portsNote(sess, id string, ports []session.PortInfo) string {
+	var b strings.Builder
+	for _, p := range ports {
+		if p.URL != "" {
+			fmt.Fprintf(&b, "[corral: %s listens on port %d; the host reaches it at %s]\n", id, p.Port, p.URL)
+		} else {
+			fmt.Fprintf(&b, "[corral: %s listens on port %d inside its sandbox, which the host cannot reach; a person can forward it with: corral port --session %s %d (or list the port in the ports setting)]\n", id, p.Port, shellWord(sess), p.Port)
+		}
+	}
+	return b.String()
+}
+
+// shellWord returns s as one shell word: as it is when it holds only
+// characters no shell treats specially, else quoted (shellQuote).
+func shellWord(s string) string {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@%+=,", r)) {
+			return shellQuote(s)
+		}
+	}
+	if s == "" {
+		return shellQuote(s)
+	}
+	return s
 }
 
 // checkID refuses an empty or implausible background process id.

@@ -1,7 +1,7 @@
 // Package reexec is the one registry of the helper modes of corral's
 // executable: the same binary, re-executed, serves as the egress
-// forwarder and trampoline, the sandboxed file server and the docker
-// helpers. Helper packages Register their modes from init (a map insert,
+// forwarder and trampoline, the sandboxed file server, the port relay
+// and the docker helpers. Helper packages Register their modes from init (a map insert,
 // nothing more), and main calls Init first thing, before the command
 // line, settings or any backend are touched, so a helper starts as soon as
 // the Go runtime and package initialisation are done (the pattern of

@@ -185,6 +185,12 @@ type Request struct {
 	// keep one sandbox per session between commands (docker); "" means a
 	// sandbox for this command alone. See SessionBackend.
 	Session string
+	// OnStart, when set, is called once the sandbox has started, with the
+	// host process id of its outermost process (bwrap's: it stays in
+	// corral's namespaces, the sandbox's are its child's). Package
+	// portfwd enters the sandbox's network namespace through it. Backends
+	// without such a process on this host (docker) do not call it.
+	OnStart func(pid int)
 	// Progress, when set, receives one-line reports of slow preparation
 	// (an image pull, a container start) while Run waits for it.
 	Progress func(msg string)
@@ -260,6 +266,23 @@ type StreamBackend interface {
 	Backend
 	// SupportsStreams reports whether such processes can run now.
 	SupportsStreams() bool
+}
+
+// PortBackend is a Backend whose session sandboxes' TCP ports the host
+// reaches through the backend itself, one connection at a time (docker: an
+// exec of corral's helper in the session's container per connection).
+// Package portfwd forwards a host port with it; bwrap needs none (corral
+// enters its network namespaces, see Request.OnStart).
+type PortBackend interface {
+	Backend
+	// PortListeners returns the text of /proc/net/tcp followed by
+	// /proc/net/tcp6 of the network namespace of req's session sandbox
+	// (proc(5)); it starts or joins that sandbox as Run would.
+	PortListeners(ctx context.Context, req *Request) ([]byte, error)
+	// DialPort connects to addr ("127.0.0.1:3000") inside req's session
+	// sandbox. Writes go to the server; CloseWrite, when the result has
+	// it, ends them; Close ends the connection.
+	DialPort(ctx context.Context, req *Request, addr string) (io.ReadWriteCloser, error)
 }
 
 // Layout is implemented by backends whose sandbox does not show host paths

@@ -60,6 +60,7 @@ type Process struct {
 	err      error
 	ended    time.Time
 	readDone time.Time // when the output was first read to the end after exit
+	hostPID  int       // the sandbox's outermost host process, once started (recordSandbox)
 }
 
 // Chunk is what Output returns.
@@ -130,11 +131,13 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 	// Background commands do not change the session's cwd or variables.
 	sreq := s.request(sp, st, dir, bashArgv(`eval "$1"`, req.Command), req.Timeout)
 	sreq.Stdout, sreq.Stderr = p.out, p.out
+	sreq.OnStart = func(pid int) { s.recordSandbox(p, pid) }
 	s.pmu.Lock()
 	s.procs[id] = p
 	s.pmu.Unlock()
 	go func() {
 		res, err := sp.Backend.Run(ctx, sreq)
+		_ = os.Remove(s.sandboxFile(id))
 		p.mu.Lock()
 		p.result, p.err, p.ended = res, err, time.Now()
 		p.mu.Unlock()
@@ -146,6 +149,13 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 		s.m.log.Info("session.background.exited", "session", s.name, "id", id, "exit_code", code)
 	}()
 	s.m.log.Info("session.background.started", "session", s.name, "id", id)
+	if len(sp.Ports) > 0 && !sp.Profile.HostNetwork() {
+		if pb, ok := sp.Backend.(sandbox.PortBackend); ok {
+			go s.autoForwardBackend(p, sp.Ports, pb, sreq)
+		} else {
+			go s.autoForward(p, sp.Ports)
+		}
+	}
 	return p, nil
 }
 
@@ -190,6 +200,9 @@ func (s *Session) Output(id string, offset int64) (*Chunk, error) {
 	}
 	return c, nil
 }
+
+// Done is closed once the process has ended.
+func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Kill ends background process id and its whole process tree (the
 // sandbox's pid namespace) and waits until it is gone, so a port it held is
@@ -239,7 +252,13 @@ func (s *Session) Close() {
 	}
 	attached := s.attached
 	s.attached = nil
+	forwards := s.forwards
+	s.forwards = nil
 	s.pmu.Unlock()
+	// Forwards first: they end with the session, before their targets.
+	for _, f := range forwards {
+		_ = f.Close()
+	}
 	for _, c := range attached {
 		_ = c.Close()
 	}

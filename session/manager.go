@@ -45,6 +45,12 @@ type Spec struct {
 	// Env is the environment a new session starts from, usually the
 	// caller's; the backend filters it. Nil means os.Environ().
 	Env []string
+	// Ports are TCP ports forwarded to the host's loopback once a
+	// background process's sandbox listens on one (the ports setting; see
+	// Session.ForwardPort): at the same host port when it is free, else
+	// at any free one. Only sandboxes with a network namespace of their
+	// own and a host process (bwrap) are forwarded.
+	Ports []int
 }
 
 // Resolver returns the Spec of the session called name.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/tail"
+	"github.com/corralhq/corral/portfwd"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -34,6 +35,12 @@ type Session struct {
 	// releasers are the session backends (docker) the session's commands
 	// ran on, told when the session closes (sandbox.SessionBackend).
 	releasers map[string]sandbox.SessionBackend
+	// forwards are the session's port forwards (ForwardPort), closed with
+	// it.
+	forwards []*portfwd.Forward
+	// fwdMu makes autoForward's look for an existing forward and its
+	// start of a new one one step.
+	fwdMu sync.Mutex
 }
 
 // Name returns the session's name.

@@ -613,6 +613,9 @@ func (b *Backend) run(ctx context.Context, bin *Binary, plan *Plan, req *sandbox
 		return nil, err
 	}
 	defer sb.close()
+	if req.OnStart != nil {
+		req.OnStart(sb.cmd.Process.Pid)
+	}
 	return b.wait(ctx, bin, req, sb)
 }
 

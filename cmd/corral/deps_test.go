@@ -18,6 +18,7 @@ var helperPackages = []string{
 	"github.com/corralhq/corral/netproxy/forward",
 	"github.com/corralhq/corral/sandboxfs",
 	"github.com/corralhq/corral/backend/docker/inside",
+	"github.com/corralhq/corral/portfwd",
 }
 
 // badHelperDeps are import path prefixes a helper must not link, with why

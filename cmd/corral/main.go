@@ -17,6 +17,7 @@ import (
 	// The helper modes, registered at init.
 	_ "github.com/corralhq/corral/backend/docker/inside"
 	_ "github.com/corralhq/corral/egress/inside"
+	_ "github.com/corralhq/corral/portfwd"
 	_ "github.com/corralhq/corral/sandboxfs"
 )
 
@@ -24,8 +25,8 @@ import (
 // registered with reexec and dispatched here first thing, before
 // the command line, settings or backends are touched: the allowlist
 // forwarder and trampoline (package egress/inside), the file server
-// (package sandboxfs, on CORRAL_SANDBOXFS) and the docker helpers (package
-// backend/docker/inside).
+// (package sandboxfs, on CORRAL_SANDBOXFS), the port relay (package
+// portfwd) and the docker helpers (package backend/docker/inside).
 func main() {
 	reexec.Init()
 	os.Exit(realMain())

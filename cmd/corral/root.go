@@ -40,6 +40,7 @@ Exit status: the command's own status, 128+N when it died of signal N, and
 		newLogCmd(g),
 		newMCPCmd(g),
 		newServeCmd(g),
+		newPortCmd(g),
 		newDiffCmd(g),
 		newApplyCmd(g),
 		newDiscardCmd(g),

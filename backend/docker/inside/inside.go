@@ -34,6 +34,8 @@ func init() {
 	reexec.Register(ModeKill, killMain)
 	reexec.Register(ModeAgent, func(args []string) int { harden(); return agentMain(args) })
 	reexec.Register(ModeAgents, agentsMain)
+	reexec.Register(ModePortList, portListMain)
+	reexec.Register(ModePortConnect, func(args []string) int { harden(); return portConnectMain(args) })
 }
 
 // harden readies a long-lived helper (the agent, a relay) for the commands
