@@ -284,33 +284,42 @@ func (s *Session) autoForward(p *Process, ports []int) {
 		if err != nil {
 			continue
 		}
-		var still []int
-		for _, port := range pending {
-			addr, ok := portfwd.DialTarget(ls, uint16(port))
-			if !ok {
-				still = append(still, port)
-				continue
-			}
-			// One forward per namespace and port: under allowlist the
-			// session's processes share a namespace, and each one's
-			// autoForward sees the same listener.
-			s.fwdMu.Lock()
-			if s.forwarded(nsPID, port) {
-				s.fwdMu.Unlock()
-				continue
-			}
-			t := &PortTarget{ID: p.ID, Command: p.Command, NSPID: nsPID, Addr: addr}
-			_, err := s.startForward(t, port, port)
-			if err != nil && !errors.Is(err, ErrClosed) {
-				_, err = s.startForward(t, port, 0) // the host port is taken
-			}
-			s.fwdMu.Unlock()
-			if err != nil {
-				s.m.log.Warn("session.port.forward_failed", "session", s.name, "id", p.ID, "port", port, "error", err)
-			}
-		}
-		pending = still
+		pending = s.forwardListening(p, pending, ls, portfwd.NetNS(nsPID), func(addr netip.AddrPort) *PortTarget {
+			return &PortTarget{ID: p.ID, Command: p.Command, NSPID: nsPID, Addr: addr}
+		})
 	}
+}
+
+// forwardListening forwards each of pending that ls shows listening, at
+// the same host port when that is free and else at any free one, and
+// returns the ports that do not listen yet. A port that a live forward of
+// the session already reaches in namespace ns is left alone: under
+// allowlist the session's processes share a namespace, and each one's
+// autoForward sees the same listener.
+func (s *Session) forwardListening(p *Process, pending []int, ls []portfwd.Listener, ns string, target func(netip.AddrPort) *PortTarget) []int {
+	var still []int
+	for _, port := range pending {
+		addr, ok := portfwd.DialTarget(ls, uint16(port))
+		if !ok {
+			still = append(still, port)
+			continue
+		}
+		s.fwdMu.Lock()
+		if s.forwardedIn(ns, port) {
+			s.fwdMu.Unlock()
+			continue
+		}
+		t := target(addr)
+		_, err := s.startForward(t, port, port)
+		if err != nil && !errors.Is(err, ErrClosed) {
+			_, err = s.startForward(t, port, 0) // the host port is taken
+		}
+		s.fwdMu.Unlock()
+		if err != nil {
+			s.m.log.Warn("session.port.forward_failed", "session", s.name, "id", p.ID, "port", port, "error", err)
+		}
+	}
+	return still
 }
 
 // backendNS names a session's sandbox on a PortBackend, in the place of a
@@ -341,36 +350,10 @@ func (s *Session) autoForwardBackend(p *Process, ports []int, pb sandbox.PortBac
 		if err != nil {
 			continue
 		}
-		var still []int
-		for _, port := range pending {
-			addr, ok := portfwd.DialTarget(ls, uint16(port))
-			if !ok {
-				still = append(still, port)
-				continue
-			}
-			s.fwdMu.Lock()
-			if s.forwardedIn(ns, port) {
-				s.fwdMu.Unlock()
-				continue
-			}
-			t := &PortTarget{ID: p.ID, Command: p.Command, Addr: addr, via: pb, req: req}
-			_, err := s.startForward(t, port, port)
-			if err != nil && !errors.Is(err, ErrClosed) {
-				_, err = s.startForward(t, port, 0)
-			}
-			s.fwdMu.Unlock()
-			if err != nil {
-				s.m.log.Warn("session.port.forward_failed", "session", s.name, "id", p.ID, "port", port, "error", err)
-			}
-		}
-		pending = still
+		pending = s.forwardListening(p, pending, ls, ns, func(addr netip.AddrPort) *PortTarget {
+			return &PortTarget{ID: p.ID, Command: p.Command, Addr: addr, via: pb, req: req}
+		})
 	}
-}
-
-// forwarded reports whether a live forward of the session already goes to
-// port in the network namespace of process nsPID.
-func (s *Session) forwarded(nsPID, port int) bool {
-	return s.forwardedIn(portfwd.NetNS(nsPID), port)
 }
 
 // forwardedIn reports whether a live forward goes to port in the
