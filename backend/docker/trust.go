@@ -157,7 +157,7 @@ func (e *Engine) imageBundle(ctx context.Context, cli *client.Client, image stri
 	}
 	e.mu.Unlock()
 	res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config: &container.Config{Image: image, Entrypoint: []string{"/nonexistent"}, Labels: map[string]string{LabelEnv: "1", LabelKey: "trust-probe", LabelOwner: e.self.String()}},
+		Config:     &container.Config{Image: image, Entrypoint: []string{"/nonexistent"}, Labels: map[string]string{LabelEnv: "1", LabelKey: "trust-probe", LabelOwner: e.self.String()}},
 		HostConfig: &container.HostConfig{NetworkMode: "none"},
 		Name:       randomName(),
 	})
