@@ -296,7 +296,9 @@ func TestImageBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	start := time.Now()
 	dests, data, err := f.e.imageBundle(context.Background(), cli, ref)
+	t.Logf("reading an image's trust bundles: %v (once per image and corral process)", time.Since(start))
 	if err != nil || !slices.Equal(dests, []string{"/etc/ssl/certs/ca-certificates.crt"}) || !bytes.Equal(data, pem) {
 		t.Errorf("imageBundle = %q, %q, %v", dests, data, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
@@ -156,6 +157,7 @@ func (e *Engine) imageBundle(ctx context.Context, cli *client.Client, image stri
 		return c.dests, c.system, nil
 	}
 	e.mu.Unlock()
+	start := time.Now()
 	res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Config:     &container.Config{Image: image, Entrypoint: []string{"/nonexistent"}, Labels: map[string]string{LabelEnv: "1", LabelKey: "trust-probe", LabelOwner: e.self.String()}},
 		HostConfig: &container.HostConfig{NetworkMode: "none"},
@@ -187,7 +189,7 @@ func (e *Engine) imageBundle(ctx context.Context, cli *client.Client, image stri
 	}
 	e.bundles[ins.ID] = imageTrust{dests, system}
 	e.mu.Unlock()
-	e.log.Info("docker.trust.image", "image", image, "bundles", strings.Join(dests, ","))
+	e.log.Info("docker.trust.image", "image", image, "bundles", strings.Join(dests, ","), "ms", time.Since(start).Milliseconds())
 	return dests, system, nil
 }
 
