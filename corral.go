@@ -370,6 +370,7 @@ func (h *Host) Backend(st *config.Settings) (sandbox.Backend, error) {
 			h.engine = docker.NewEngine(docker.Options{
 				Logger: h.log, Egress: h.egressLocked(), Join: h.opts.JoinContainers,
 				QuarantineDir: filepath.Join(h.stateDir, "quarantine"),
+				TrustDir:      filepath.Join(h.stateDir, "trust"),
 				// The bind policy's: corral's own directories are never
 				// bound, and files a bind must show as empty get the same
 				// empty file as the bwrap backend's masks.

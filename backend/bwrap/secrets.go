@@ -1,11 +1,7 @@
 package bwrap
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -13,24 +9,12 @@ import (
 	"github.com/corralhq/corral/secrets"
 )
 
-// SystemCABundles are the places distributions keep the system's PEM
-// trust bundle (Debian and Ubuntu, Fedora and RHEL, openSUSE, Alpine and
-// the BSD layout, RHEL's extracted bundle). Under secrets, each that
-// exists in the sandbox gets the combined bundle bound over it.
-var SystemCABundles = []string{
-	"/etc/ssl/certs/ca-certificates.crt",
-	"/etc/pki/tls/certs/ca-bundle.crt",
-	"/etc/ssl/ca-bundle.pem",
-	"/etc/ssl/cert.pem",
-	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
-}
-
-// CABundleVars are the variables set, under secrets, to the combined
-// bundle's path: OpenSSL and Go (SSL_CERT_FILE), Node (NODE_EXTRA_CA_CERTS,
-// added to its built-in roots), Python requests (REQUESTS_CA_BUNDLE, which
-// otherwise uses certifi's own bundle), curl (CURL_CA_BUNDLE), git
-// (GIT_SSL_CAINFO) and pip (PIP_CERT).
-var CABundleVars = []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "PIP_CERT"}
+// SystemCABundles and CABundleVars are package secrets' lists (shared
+// with the docker backend).
+var (
+	SystemCABundles = secrets.SystemCABundles
+	CABundleVars    = secrets.CABundleVars
+)
 
 // SecretFacts are what a plan with secrets needs, prepared by the backend
 // (Backend.prepareSecrets): nil in Host when the request has none.
@@ -83,82 +67,27 @@ func (p *planner) planSecrets(env []string) ([]string, []string, error) {
 	return env, set, nil
 }
 
-// prepareSecrets resolves req's secrets (reading the real values from the
-// caller's environment or files) and writes the trust bundle. Errors wrap
-// sandbox.ErrBadRequest (a value cannot be read or used: the message names
-// the secret, never the value) or sandbox.ErrUnavailable (no CA).
+// prepareSecrets resolves req's secrets (secrets.Prepare: reading the
+// real values from the caller's environment or files) and writes the
+// trust bundle. Errors wrap sandbox.ErrBadRequest (a value cannot be read
+// or used: the message names the secret, never the value) or
+// sandbox.ErrUnavailable (no CA).
 func (b *Backend) prepareSecrets(req *sandbox.Request) ([]secrets.Secret, *SecretFacts, error) {
-	if len(req.Secrets) == 0 {
-		return nil, nil, nil
-	}
-	if err := sandbox.CheckSecrets(req.Policy); err != nil {
-		return nil, nil, err
-	}
-	penv := req.PolicyEnv
-	if penv == nil {
-		penv = req.Env
-	}
-	secs, err := secrets.Resolve(req.Secrets, func(k string) (string, bool) { return sandbox.LookupEnv(penv, k) }, secrets.ProcessKey())
-	if err != nil {
+	prep, err := secrets.Prepare(req)
+	if err != nil || prep == nil {
 		return nil, nil, err
 	}
 	ca, err := b.egressPool().CA()
 	if err != nil {
 		return nil, nil, err
 	}
-	f := &SecretFacts{Env: secrets.Env(secs)}
-	f.Strip = append(secrets.SourceVars(req.Secrets), func() []string {
-		n := make([]string, len(secs))
-		for i, s := range secs {
-			n[i] = s.Name
-		}
-		return n
-	}()...)
-	for _, sp := range req.Secrets {
-		if p, ok := sp.FromFile(); ok {
-			f.Files = append(f.Files, p)
-		}
-	}
+	f := &SecretFacts{Env: prep.Env, Strip: prep.Strip, Files: prep.Files}
 	var system []byte
-	for _, c := range SystemCABundles {
-		r, err := filepath.EvalSymlinks(c)
-		if err != nil {
-			continue
-		}
-		if st, err := os.Stat(r); err != nil || !st.Mode().IsRegular() || slices.Contains(f.BundleDests, r) {
-			continue
-		}
-		if system == nil {
-			if system, err = os.ReadFile(r); err != nil {
-				continue
-			}
-		}
-		f.BundleDests = append(f.BundleDests, r)
-	}
+	f.BundleDests, system = secrets.HostBundles()
 	if len(f.BundleDests) > 0 {
-		if f.Bundle, err = writeBundle(filepath.Join(b.opts.StateDir, "trust"), system, ca.CertPEM()); err != nil {
+		if f.Bundle, err = secrets.WriteBundle(filepath.Join(b.opts.StateDir, "trust"), system, ca.CertPEM()); err != nil {
 			return nil, nil, fmt.Errorf("%w: secrets: writing the trust bundle: %v", sandbox.ErrUnavailable, err)
 		}
 	}
-	return secs, f, nil
-}
-
-// writeBundle writes system followed by caPEM to dir/bundle-HASH.pem
-// (0644: bwrap reads it as the sandbox's identity; it holds public
-// certificates only), named by its content so a written bundle never
-// changes under a running sandbox, and returns its path.
-func writeBundle(dir string, system, caPEM []byte) (string, error) {
-	data := bytes.Join([][]byte{bytes.TrimRight(system, "\n"), []byte("\n# corral sandbox CA (terminates TLS for hosts of declared secrets)\n"), caPEM}, nil)
-	sum := sha256.Sum256(data)
-	path := filepath.Join(dir, "bundle-"+hex.EncodeToString(sum[:8])+".pem")
-	if b, err := os.ReadFile(path); err == nil && bytes.Equal(b, data) {
-		return path, nil
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	if err := writeFileAtomic(path, data, 0o644); err != nil {
-		return "", err
-	}
-	return path, nil
+	return prep.Secrets, f, nil
 }

@@ -177,7 +177,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if req.LayerDir != "" {
 		return nil, fmt.Errorf("%w: workspace_mode review is not available on the docker backend yet (the container would write to %s itself); use the bwrap backend or workspace_mode direct", sandbox.ErrPolicy, req.Workdir)
 	}
-	c, _, bindWarnings, err := b.ensure(ctx, req)
+	c, _, bindWarnings, sec, err := b.ensure(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +192,11 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		return nil, err
 	}
 	env, withheld := b.env(req)
+	if sec != nil {
+		// Per command, never in the container's Env: the stand-ins and
+		// the bundle variables set, the real values' sources removed.
+		env = sandbox.FilterEnv(env, sec.Strip, sec.Set...)
+	}
 	for _, d := range withheld {
 		b.e.log.Info("docker.env.withheld", "container", c.name, "name", d.Name, "kind", d.Kind)
 	}

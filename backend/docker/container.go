@@ -35,69 +35,85 @@ var ErrMount = errors.New("the container does not see the workspace")
 // ensure returns a ready container for req under st: the session's (or the
 // shared one), created and checked on first use; for req.Session == "" a
 // new one the caller removes after the command. warnings are the bind
-// policy's for this command (judgeBinds).
-func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *parsed, warnings []string, err error) {
-	if len(req.Secrets) > 0 {
-		// Not yet: the stand-ins and the trust bundle are planned by the
-		// bwrap backend only (issue 14); running without them would hand
-		// the command neither the variable nor a working TLS path.
-		if err := sandbox.CheckSecrets(req.Policy); err != nil {
-			return nil, nil, nil, err
-		}
-		return nil, nil, nil, fmt.Errorf("%w: secrets are supported by the bwrap backend only so far; route this session to backend: bwrap or remove its secrets", sandbox.ErrBadRequest)
+// policy's for this command (judgeBinds); sec is what req's secrets
+// change in the command's environment (nil: none).
+func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *parsed, warnings []string, sec *secretSpec, err error) {
+	// Secrets are refused before anything else under profiles without
+	// corral's proxy (sandbox.CheckSecrets, as on bwrap).
+	if err := sandbox.CheckSecrets(req.Policy); err != nil {
+		return nil, nil, nil, nil, err
 	}
 	e := b.e
 	st := b.st
 	ws, err := b.workspace(req)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	uid, gid := containerIDs(os.Getuid(), os.Getgid(), ws.Host)
 	p, err = st.check(uid, gid)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	extra, err := ParseExtraRunArgs(st.ExtraRunArgs)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	helper, err := e.helperPath()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	filter, err := e.filter(req.Profile)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	var eg *egressSpec
 	if req.Profile == sandbox.ProfileAllowlist {
 		if e.opts.Egress == nil {
-			return nil, nil, nil, fmt.Errorf("%w: docker backend: the allowlist profile needs corral's proxies, and none were configured", sandbox.ErrUnavailable)
+			return nil, nil, nil, nil, fmt.Errorf("%w: docker backend: the allowlist profile needs corral's proxies, and none were configured", sandbox.ErrUnavailable)
 		}
 		if st.User != "" && st.User != fmt.Sprintf("%d:%d", uid, gid) {
-			return nil, nil, nil, fmt.Errorf("%w: docker backend: the allowlist profile needs docker.user \"\" (the proxy's sockets are yours alone)", sandbox.ErrBadRequest)
+			return nil, nil, nil, nil, fmt.Errorf("%w: docker backend: the allowlist profile needs docker.user \"\" (the proxy's sockets are yours alone)", sandbox.ErrBadRequest)
 		}
-		pol := netproxy.Policy{Allow: req.NetworkAllow, Deny: req.NetworkDeny}
+		// A secret's hosts are allowed egress, as on bwrap.
+		pol := netproxy.Policy{Allow: append(slices.Clone(req.NetworkAllow), sandbox.SecretHosts(req.Secrets)...), Deny: req.NetworkDeny}
 		if err := pol.Validate(); err != nil {
-			return nil, nil, nil, fmt.Errorf("%w: network allowlist: %w", sandbox.ErrBadRequest, err)
+			return nil, nil, nil, nil, fmt.Errorf("%w: network allowlist: %w", sandbox.ErrBadRequest, err)
 		}
 		eg = &egressSpec{policy: pol, key: strings.Join(pol.Allow, ",") + "|" + strings.Join(pol.Deny, ",")}
 	}
 	binds, warnings, err := b.judgeBinds(req, ws, p)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
+	}
+	var trust *trustSpec
+	if len(req.Secrets) > 0 {
+		if eg == nil {
+			return nil, nil, nil, nil, fmt.Errorf("%w: secrets need the allowlist profile (set profile: allowlist)", sandbox.ErrBadRequest)
+		}
+		roots := []string{ws.Host}
+		for _, d := range binds {
+			roots = append(roots, d.Src)
+		}
+		if sec, err = b.prepareSecrets(ctx, req, roots); err != nil {
+			return nil, nil, nil, nil, err
+		}
+		// The container's proxy holds these secrets: other secrets (or
+		// other real values, whose stand-ins differ) make another one.
+		trust = sec.trust
+		eg.secs = sec.prep.Secrets
+		eg.key += "|secrets:" + sec.key
 	}
 	var empty string
 	if slices.ContainsFunc(binds, func(d sandbox.BindDecision) bool { return len(d.EmptyFiles) > 0 }) {
 		if empty, err = e.emptyFile(); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
 	// The protected paths do not enter the hash: they are found (a walk of
 	// the workspace) only when a container is made, below.
-	spec, err := buildSpec(&st, p, ws, helper, extra, binds, empty, nil, filter, eg)
+	spec, err := buildSpec(&st, p, ws, helper, extra, binds, empty, nil, filter, eg, trust)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	key := req.Session
 	var scopeKey string
@@ -117,7 +133,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		return nil, nil, nil, ErrClosed
+		return nil, nil, nil, nil, ErrClosed
 	}
 	c, found := e.containers[scopeKey]
 	var stale []*ctr
@@ -150,7 +166,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 			// Fail closed: the mounts would leave out what the scan missed.
 			c.err = sandbox.ScanCutError(ws.Host, true)
 		} else if len(c.protected) > 0 {
-			spec, c.err = buildSpec(&st, p, ws, helper, extra, binds, empty, c.protected, filter, eg)
+			spec, c.err = buildSpec(&st, p, ws, helper, extra, binds, empty, c.protected, filter, eg, trust)
 		}
 		if c.err == nil {
 			c.err = b.start(ctx, c, spec, req)
@@ -171,21 +187,21 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 		select {
 		case <-c.ready:
 		case <-ctx.Done():
-			return nil, nil, nil, ctx.Err()
+			return nil, nil, nil, nil, ctx.Err()
 		}
 		if c.err == nil {
 			// The container's mounts were fixed at its start; a command
 			// since may have made the workspace wider than the scan
 			// after each command looks (quarantine): refuse until it fits.
 			if err := e.scanCut(c); err != nil {
-				return nil, nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 		}
 	}
 	if c.err != nil {
-		return nil, nil, nil, c.err
+		return nil, nil, nil, nil, c.err
 	}
-	return c, p, warnings, nil
+	return c, p, warnings, sec, nil
 }
 
 // workspace maps req's working directory to the container.
@@ -235,7 +251,7 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	}
 	if c.egress != nil {
 		// The proxy lives as long as the container (released in remove).
-		srv, release, err := e.opts.Egress.Get(c.egress.policy, c.key)
+		srv, release, err := e.opts.Egress.Get(c.egress.policy, c.key, c.egress.secs...)
 		if err != nil {
 			return err
 		}

@@ -27,4 +27,9 @@
 // agent: a docker exec costs a runc start (about 90 ms on Docker 20.10 on
 // the 2-core test machine), a fork about a millisecond. Only a command for
 // another user (corral exec --user) takes a docker exec of its own.
+//
+// Secrets (issue 14) work as on bwrap, through the same egress pool and
+// the preparation in package secrets: stand-ins and the CA variables go
+// into each command's environment, never the container's Env, and a trust
+// bundle is bound read-only at the image's system bundle paths (trust.go).
 package docker

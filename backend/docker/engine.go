@@ -61,6 +61,11 @@ type Options struct {
 	// /dev/null, which every daemon's host has (it reads as empty, a
 	// character device).
 	EmptyFile string
+	// TrustDir is where the trust bundles of containers with secrets are
+	// written (<state dir>/trust, as the bwrap backend's): files of public
+	// certificates only, bound read-only into containers, so a directory
+	// on the daemon's host. "" refuses secrets.
+	TrustDir string
 }
 
 // Engine is the process-wide part of the docker backend: the Engine API
@@ -84,6 +89,9 @@ type Engine struct {
 	peopleHomes func(exclude string) []string
 	emptyOnce   sync.Once
 	emptyErr    error
+	// bundles are the images' system trust bundles, by image ID
+	// (imageBundle); under mu.
+	bundles map[string]imageTrust
 }
 
 // ctr is a container this process uses.

@@ -17,6 +17,7 @@ import (
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/secrets"
 )
 
 // Labels every corral container carries. LabelEnv and LabelKey follow the
@@ -60,6 +61,9 @@ const EgressDir = "/run/corral-net"
 type egressSpec struct {
 	policy netproxy.Policy
 	key    string // the entries, for the label and the hash
+	// secs are the secrets the proxy puts in requests to their hosts
+	// (real values: never in the container's configuration).
+	secs []secrets.Secret
 }
 
 // NamePrefix starts every container's name: corral-<12 hex>.
@@ -118,8 +122,9 @@ type containerSpec struct {
 // files by empty, a read-only empty file (emptyFile) bound over them; the
 // engine mounts a parent before what lies below it. protected are the
 // protected paths (relative to the workspace, existing, reached without
-// symlinks) bound read-only over the writable workspace.
-func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extraArgs, binds []sandbox.BindDecision, empty string, protected []string, filter *filterSpec, eg *egressSpec) (*containerSpec, error) {
+// symlinks) bound read-only over the writable workspace. trust, when not
+// nil (secrets), is the trust bundle bound read-only at its destinations.
+func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extraArgs, binds []sandbox.BindDecision, empty string, protected []string, filter *filterSpec, eg *egressSpec, trust *trustSpec) (*containerSpec, error) {
 	if !filepath.IsAbs(ws.Host) || !filepath.IsAbs(ws.Target) || !filepath.IsAbs(ws.Source) {
 		return nil, fmt.Errorf("%w: the workspace must be an absolute path", sandbox.ErrBadRequest)
 	}
@@ -194,6 +199,14 @@ func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extr
 			hc.Binds = append(hc.Binds, b.src+":"+b.dst+":"+mode+","+st.MountOptions)
 		}
 		return nil
+	}
+	if trust != nil {
+		if eg == nil {
+			return nil, fmt.Errorf("%w: secrets need the allowlist profile's proxy", sandbox.ErrBadRequest)
+		}
+		for _, d := range trust.Dests {
+			specs = append(specs, bindSpec{trust.Bundle, d, true})
+		}
 	}
 	if err := addBinds(append(specs, covers...)); err != nil {
 		return nil, err

@@ -2,7 +2,7 @@
 // this machine's own Debian files, and a statically linked corral to mount
 // in containers. No registry is reachable where the tests run, so nothing
 // is pulled: the image is a `docker import` of a root filesystem assembled
-// here (bash, coreutils, util-linux's setsid, git, python3 and the shared
+// here (bash, coreutils, util-linux's setsid, git, curl, python3 and the shared
 // libraries they need, found with ldd).
 //
 // Tests call Engine first: it skips with a message naming what is missing
@@ -60,6 +60,7 @@ var tools = []string{
 	"id", "touch", "rm", "rmdir", "stat", "wc", "head", "tail", "yes", "true", "false",
 	"grep", "sed", "cp", "mv", "chmod", "ln", "readlink", "basename", "sort", "tr", "cut",
 	"date", "tee", "timeout", "dd", "find", "xargs", "git", "python3", "uname", "nproc", "printf", "test",
+	"curl",
 }
 
 // trees are directories copied whole (git's helpers and templates,

@@ -1,0 +1,241 @@
+package docker
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/secrets"
+)
+
+// maxBundle bounds a system trust bundle read from an image (Debian's is
+// about 200 KiB).
+const maxBundle = 16 << 20
+
+// trustSpec is the trust bundle of a container with secrets: the host
+// file Bundle (the image's system bundle, else the host's, followed by
+// corral's CA certificate; never its key) bound read-only at each of
+// Dests.
+type trustSpec struct {
+	Bundle string
+	Dests  []string
+}
+
+// secretSpec is what a request's secrets change: the proxy's secrets and
+// allowlist (egressSpec), the trust bundle's mounts, and each command's
+// environment (Strip removed, Set set).
+type secretSpec struct {
+	prep  *secrets.Prepared
+	trust *trustSpec
+	// Strip and Set are applied to each command's environment
+	// (sandbox.FilterEnv); the container's own Env never holds either.
+	Strip, Set []string
+	// key identifies the secrets in the container's hash and egress
+	// label: names, hosts and stand-ins (never a real value).
+	key string
+}
+
+// chooseTrust picks the bundle content and the paths it is bound at: the
+// image's own bundles (imageDests, content imageSystem) when it has any,
+// else the host's content at SystemCABundles[0], a path the engine makes
+// as a mount point (CABundleVars point there as well).
+func chooseTrust(imageDests []string, imageSystem, hostSystem []byte) (dests []string, system []byte) {
+	if len(imageDests) > 0 {
+		return imageDests, imageSystem
+	}
+	return []string{secrets.SystemCABundles[0]}, hostSystem
+}
+
+// secretsKey is a short hash of secs' names, hosts and stand-ins: equal
+// for the same secrets and real values within one corral process.
+func secretsKey(prep *secrets.Prepared) string {
+	h := sha256.New()
+	for _, s := range prep.Secrets {
+		fmt.Fprintf(h, "%s|%q|%q|%s\n", s.Name, s.Hosts, s.Headers, s.StandIn)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// exposedSecretFile returns the first file source of a secret that lies
+// in one of roots (the workspace and the binds' sources, as the
+// container sees them), where a command could read the real value; "" if
+// none. Paths are compared lexically after resolving symlinks on the
+// caller's side.
+func exposedSecretFile(files, roots []string) (file, root string) {
+	for _, f := range files {
+		if r, err := filepath.EvalSymlinks(f); err == nil {
+			f = r
+		}
+		for _, d := range roots {
+			if f == d || strings.HasPrefix(f, strings.TrimSuffix(d, "/")+"/") {
+				return f, d
+			}
+		}
+	}
+	return "", ""
+}
+
+// prepareSecrets resolves req's secrets (secrets.Prepare, which refuses
+// profiles other than allowlist) and writes the container's trust bundle
+// into Options.TrustDir. It returns nil when req declares none. Errors
+// wrap sandbox.ErrBadRequest (a value cannot be read; a file source the
+// container could read) or sandbox.ErrUnavailable (no CA, no trust
+// directory, the image's bundle cannot be read).
+func (b *Backend) prepareSecrets(ctx context.Context, req *sandbox.Request, roots []string) (*secretSpec, error) {
+	prep, err := secrets.Prepare(req)
+	if err != nil || prep == nil {
+		return nil, err
+	}
+	e := b.e
+	if f, d := exposedSecretFile(prep.Files, roots); f != "" {
+		return nil, fmt.Errorf("%w: the file %s that a secret is read from lies in %s, which the container sees: a command could read the real value; keep it outside the workspace and docker.binds", sandbox.ErrPolicy, f, d)
+	}
+	if e.opts.Egress == nil {
+		return nil, fmt.Errorf("%w: docker backend: secrets need corral's proxies, and none were configured", sandbox.ErrUnavailable)
+	}
+	if e.opts.TrustDir == "" {
+		return nil, fmt.Errorf("%w: docker backend: secrets need a directory for the trust bundle (Options.TrustDir), and none was configured", sandbox.ErrUnavailable)
+	}
+	ca, err := e.opts.Egress.CA()
+	if err != nil {
+		return nil, err
+	}
+	cli, err := e.client()
+	if err != nil {
+		return nil, err
+	}
+	if err := b.ensureImage(ctx, cli, req.Progress); err != nil {
+		return nil, err
+	}
+	imgDests, imgSystem, err := e.imageBundle(ctx, cli, b.st.Image)
+	if err != nil {
+		return nil, err
+	}
+	var hostSystem []byte
+	if len(imgDests) == 0 {
+		_, hostSystem = secrets.HostBundles()
+	}
+	dests, system := chooseTrust(imgDests, imgSystem, hostSystem)
+	bundle, err := secrets.WriteBundle(e.opts.TrustDir, system, ca.CertPEM())
+	if err != nil {
+		return nil, fmt.Errorf("%w: secrets: writing the trust bundle: %v", sandbox.ErrUnavailable, err)
+	}
+	return &secretSpec{
+		prep:  prep,
+		trust: &trustSpec{Bundle: bundle, Dests: dests},
+		Strip: prep.Strip,
+		Set:   append(slices.Clone(prep.Env), secrets.BundleEnv(dests[0])...),
+		key:   secretsKey(prep),
+	}, nil
+}
+
+// imageBundle returns the system trust bundles (secrets.SystemCABundles)
+// that image holds as regular files, symlinks resolved in the image, and
+// the content of the first; nothing when it has none. It reads them from
+// a container created (never started) for the purpose and removed at
+// once; the answer is kept per image ID for the engine's life.
+func (e *Engine) imageBundle(ctx context.Context, cli *client.Client, image string) ([]string, []byte, error) {
+	ins, err := cli.ImageInspect(ctx, image)
+	if err != nil {
+		return nil, nil, e.engineErr("inspecting image "+image, err)
+	}
+	e.mu.Lock()
+	if c, ok := e.bundles[ins.ID]; ok {
+		e.mu.Unlock()
+		return c.dests, c.system, nil
+	}
+	e.mu.Unlock()
+	start := time.Now()
+	res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config:     &container.Config{Image: image, Entrypoint: []string{"/nonexistent"}, Labels: map[string]string{LabelEnv: "1", LabelKey: "trust-probe", LabelOwner: e.self.String()}},
+		HostConfig: &container.HostConfig{NetworkMode: "none"},
+		Name:       randomName(),
+	})
+	if err != nil {
+		return nil, nil, e.engineErr("creating a container to read the image's trust bundle", err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 30e9)
+		defer cancel()
+		_, _ = cli.ContainerRemove(rctx, res.ID, client.ContainerRemoveOptions{Force: true})
+	}()
+	var dests []string
+	var system []byte
+	for _, p := range secrets.SystemCABundles {
+		path, data, ok := readImageFile(ctx, cli, res.ID, p, system == nil)
+		if !ok || slices.Contains(dests, path) {
+			continue
+		}
+		if system == nil {
+			system = data
+		}
+		dests = append(dests, path)
+	}
+	e.mu.Lock()
+	if e.bundles == nil {
+		e.bundles = map[string]imageTrust{}
+	}
+	e.bundles[ins.ID] = imageTrust{dests, system}
+	e.mu.Unlock()
+	e.log.Info("docker.trust.image", "image", image, "bundles", strings.Join(dests, ","), "ms", time.Since(start).Milliseconds())
+	return dests, system, nil
+}
+
+// imageTrust is an image's system trust bundles (Engine.imageBundle).
+type imageTrust struct {
+	dests  []string
+	system []byte
+}
+
+// readImageFile reads path in the (created) container id, following a
+// few symlinks (the engine resolves them in the container's root); ok is
+// false unless it ends at a regular file. data is read only when want.
+func readImageFile(ctx context.Context, cli *client.Client, id, path string, want bool) (string, []byte, bool) {
+	for range 8 {
+		st, err := cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: path})
+		if err != nil {
+			return "", nil, false
+		}
+		if st.Stat.Mode&os.ModeSymlink != 0 {
+			if st.Stat.LinkTarget == "" || st.Stat.LinkTarget == path {
+				return "", nil, false
+			}
+			path = st.Stat.LinkTarget
+			continue
+		}
+		if !st.Stat.Mode.IsRegular() {
+			return "", nil, false
+		}
+		if !want {
+			return path, nil, true
+		}
+		cp, err := cli.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: path})
+		if err != nil {
+			return "", nil, false
+		}
+		defer cp.Content.Close()
+		tr := tar.NewReader(cp.Content)
+		h, err := tr.Next()
+		if err != nil || h.Typeflag != tar.TypeReg || h.Size > maxBundle {
+			return "", nil, false
+		}
+		data, err := io.ReadAll(io.LimitReader(tr, maxBundle))
+		if err != nil {
+			return "", nil, false
+		}
+		return path, data, true
+	}
+	return "", nil, false
+}

@@ -1,0 +1,85 @@
+package docker
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/moby/moby/api/types/mount"
+
+	"github.com/corralhq/corral/netproxy"
+	"github.com/corralhq/corral/secrets"
+)
+
+func TestChooseTrust(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		imgDests   []string
+		img, host  string
+		wantDests  []string
+		wantSystem string
+	}{
+		{"image's own", []string{"/etc/pki/tls/certs/ca-bundle.crt"}, "IMG", "HOST", []string{"/etc/pki/tls/certs/ca-bundle.crt"}, "IMG"},
+		{"host's when the image has none", nil, "", "HOST", []string{secrets.SystemCABundles[0]}, "HOST"},
+		{"neither", nil, "", "", []string{secrets.SystemCABundles[0]}, ""},
+	} {
+		d, s := chooseTrust(c.imgDests, []byte(c.img), []byte(c.host))
+		if !slices.Equal(d, c.wantDests) || string(s) != c.wantSystem {
+			t.Errorf("%s: chooseTrust = %q, %q", c.name, d, s)
+		}
+	}
+}
+
+func TestExposedSecretFile(t *testing.T) {
+	for _, c := range []struct {
+		files, roots []string
+		want         string
+	}{
+		{[]string{"/home/u/proj/.token"}, []string{"/home/u/proj"}, "/home/u/proj/.token"},
+		{[]string{"/home/u/project-keys/t"}, []string{"/home/u/proj"}, ""},
+		{[]string{"/keys/t"}, []string{"/home/u/proj", "/keys"}, "/keys/t"},
+		{[]string{"/keys/t"}, []string{"/home/u/proj", "/"}, "/keys/t"},
+		{nil, []string{"/"}, ""},
+	} {
+		if got, _ := exposedSecretFile(c.files, c.roots); got != c.want {
+			t.Errorf("exposedSecretFile(%q, %q) = %q, want %q", c.files, c.roots, got, c.want)
+		}
+	}
+}
+
+// TestSpecTrust: the bundle is bound read-only at each destination and
+// changes the container's hash; secrets without the proxy are refused;
+// the container's Env holds no stand-in (they go per command).
+func TestSpecTrust(t *testing.T) {
+	st := DefaultSettings
+	p, err := st.check(1000, 1001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filter := &filterSpec{profile: "{}", denyUnix: true}
+	eg := &egressSpec{policy: netproxy.Policy{Allow: []string{"api.example.com"}}, key: "api.example.com|"}
+	trust := &trustSpec{Bundle: "/state/trust/bundle-1.pem", Dests: []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/ssl/cert.pem"}}
+	plain, err := buildSpec(&st, p, testWS, "/opt/corral", nil, nil, "", nil, filter, eg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := buildSpec(&st, p, testWS, "/opt/corral", nil, nil, "", nil, filter, eg, trust)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range trust.Dests {
+		if !slices.ContainsFunc(s.Host.Mounts, func(m mount.Mount) bool { return m.Source == trust.Bundle && m.Target == d && m.ReadOnly }) {
+			t.Errorf("no read-only bundle mount at %s: %+v", d, s.Host.Mounts)
+		}
+	}
+	if s.Hash == plain.Hash {
+		t.Error("the bundle mount does not change the hash")
+	}
+	for _, kv := range s.Config.Env {
+		if slices.ContainsFunc(secrets.CABundleVars, func(v string) bool { return len(kv) > len(v) && kv[:len(v)+1] == v+"=" }) {
+			t.Errorf("container Env holds %s: it is set per command", kv)
+		}
+	}
+	if _, err := buildSpec(&st, p, testWS, "/opt/corral", nil, nil, "", nil, filter, nil, trust); err == nil {
+		t.Error("a trust bundle without the allowlist proxy was accepted")
+	}
+}
