@@ -17,7 +17,7 @@ import (
 // PortListeners implements sandbox.PortBackend: the listening sockets of
 // the session's container, printed by corral's helper inside it.
 func (b *Backend) PortListeners(ctx context.Context, req *sandbox.Request) ([]byte, error) {
-	c, _, _, err := b.ensure(ctx, req)
+	c, _, _, _, err := b.ensure(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +41,7 @@ func (b *Backend) PortListeners(ctx context.Context, req *sandbox.Request) ([]by
 // and relays the exec's stdin and stdout. The exec runs as the
 // container's user, and in the container's network namespace only.
 func (b *Backend) DialPort(ctx context.Context, req *sandbox.Request, addr string) (io.ReadWriteCloser, error) {
-	c, _, _, err := b.ensure(ctx, req)
+	c, _, _, _, err := b.ensure(ctx, req)
 	if err != nil {
 		return nil, err
 	}
