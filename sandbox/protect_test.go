@@ -650,3 +650,15 @@ func submoduleSources(t *testing.T) string {
 	gitT(t, filepath.Join(base, "lib-src"), "commit", "-q", "-m", "inner")
 	return base
 }
+
+// The refusal names the bound a wide working directory meets first: the
+// listings of its top levels (a trial found 300 top-level directories
+// refused by a message that spoke of 1024).
+func TestScanCutTextNamesTheBounds(t *testing.T) {
+	msg := ScanCutError("/w", true).Error()
+	for _, want := range []string{fmt.Sprintf("at most %d directories in its top %d levels", ScanLists, ScanDepth), fmt.Sprintf("%d in all", ScanDirs), "protected_paths"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q lacks %q", msg, want)
+		}
+	}
+}
