@@ -149,8 +149,7 @@ func mountOverlay(lower, upper, work string) error {
 
 // layerHolder is one session layer's holder process and its namespaces.
 type layerHolder struct {
-	dir    string // the layer directory
-	gen    int64  // the layer generation it was built at
+	gen    int64 // the layer generation it was built at
 	lower  string
 	ra     sandbox.RunAs // a root caller's run_as identity, or the zero value
 	pid    int           // the process in the namespaces
@@ -232,16 +231,13 @@ func (hs *layerHolders) closeAll() {
 // it). Errors wrap sandbox.ErrUnavailable or sandbox.ErrPolicy and say why
 // the command does not run.
 //
-// For a root caller, first is the command's plan without the layer: the
-// holder's mount namespace is made from its host view (enterHostView: the
-// directories run_as cannot enter covered, the writable ones idmapped to
-// it), and the holder holds run_as's identity, so the overlay's files are
-// run_as's, as the working directory's are in its idmapped mount.
-func (b *Backend) layerFor(bin *Binary, req *sandbox.Request, first *Plan) (*layerHolder, error) {
-	var ra sandbox.RunAs
-	if first != nil && first.RunAs != nil {
-		ra = *first.RunAs
-	}
+// For a root caller, a new holder's mount namespace is made from the host
+// view (enterHostView: the directories run_as cannot enter covered, the
+// writable ones idmapped to it) of first, the command's plan without the
+// layer, and the holder holds run_as's identity, so the overlay's files are
+// run_as's, as the working directory's are in its idmapped mount. first is
+// called only when a holder is started.
+func (b *Backend) layerFor(bin *Binary, req *sandbox.Request, first func() (*Plan, error)) (*layerHolder, error) {
 	if req.Profile == sandbox.ProfileAllowlist {
 		return nil, fmt.Errorf("%w: workspace_mode review cannot be combined with the allowlist profile yet; use the workspace profile, or workspace_mode direct", sandbox.ErrPolicy)
 	}
@@ -261,17 +257,14 @@ func (b *Backend) layerFor(bin *Binary, req *sandbox.Request, first *Plan) (*lay
 	if err != nil {
 		return nil, fmt.Errorf("%w: the working directory %s: %v", sandbox.ErrPolicy, req.Workdir, err)
 	}
-	l := layer.New(req.LayerDir, lower)
-	if err := l.Ensure(); err != nil {
-		return nil, fmt.Errorf("%w: the session's layer: %v", sandbox.ErrPolicy, err)
-	}
-	// The overlay's root takes its mode from the upper directory: give it
-	// the working directory's.
-	if st, err := os.Stat(lower); err == nil {
-		if err := os.Chmod(l.Upper(), st.Mode().Perm()); err != nil {
-			return nil, fmt.Errorf("%w: the session's layer: %v", sandbox.ErrUnavailable, err)
+	var ra sandbox.RunAs // the zero value: not root
+	if os.Getuid() == 0 {
+		if ra, err = b.runAs(lower); err != nil {
+			return nil, err
 		}
 	}
+	l := layer.New(req.LayerDir, lower)
+	// Read every command: an apply or discard in another process raises it.
 	gen, err := l.Generation()
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading the layer's generation: %v", sandbox.ErrUnavailable, err)
@@ -290,9 +283,17 @@ func (b *Backend) layerFor(bin *Binary, req *sandbox.Request, first *Plan) (*lay
 			go h.close()
 		}
 	}
+	// A new holder: the layer made (or checked to lie over lower) first.
+	if err := l.Ensure(); err != nil {
+		return nil, fmt.Errorf("%w: the session's layer: %v", sandbox.ErrPolicy, err)
+	}
 	var h *layerHolder
-	if first != nil && first.RunAs != nil {
-		h, err = startRootLayerHolder(l, gen, first, ra)
+	if os.Getuid() == 0 {
+		plan, perr := first()
+		if perr != nil {
+			return nil, perr
+		}
+		h, err = startRootLayerHolder(l, gen, plan, ra)
 	} else {
 		h, err = startLayerHolder(l, gen, false)
 	}
@@ -387,7 +388,7 @@ func startLayerHolder(l *layer.Layer, gen int64, twoStage bool) (*layerHolder, e
 		lifeW.Close()
 		return nil, unavailable("starting the holder: %v (unprivileged user namespaces may be disabled)", err)
 	}
-	h := &layerHolder{dir: l.Dir, gen: gen, lower: l.Lower, cmd: cmd, life: lifeW, done: make(chan struct{})}
+	h := &layerHolder{gen: gen, lower: l.Lower, cmd: cmd, life: lifeW, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		close(h.done)

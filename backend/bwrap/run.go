@@ -311,19 +311,29 @@ func (b *Backend) identity(plan *Plan) error {
 		}
 		return nil
 	}
-	fixed, isFixed, err := sandbox.ParseRunAs(b.opts.RunAs)
+	ra, err := b.runAs(plan.Workdir)
 	if err != nil {
 		return err
 	}
-	ownerUID, ownerGID := 0, 0
-	var st unix.Stat_t
-	if unix.Stat(plan.Workdir, &st) == nil {
-		ownerUID, ownerGID = int(st.Uid), int(st.Gid)
-	}
-	ra := sandbox.ResolveRunAs(fixed, isFixed, ownerUID, ownerGID)
 	plan.RunAs = &ra
 	plan.InsideUID, plan.InsideGID = os.Getuid(), os.Getgid()
 	return nil
+}
+
+// runAs returns the identity a root caller's sandbox over workdir holds:
+// Options.RunAs, or workdir's owner, or nobody (sandbox.ResolveRunAs).
+// Errors wrap sandbox.ErrBadRequest (a malformed run_as).
+func (b *Backend) runAs(workdir string) (sandbox.RunAs, error) {
+	fixed, isFixed, err := sandbox.ParseRunAs(b.opts.RunAs)
+	if err != nil {
+		return sandbox.RunAs{}, err
+	}
+	ownerUID, ownerGID := 0, 0
+	var st unix.Stat_t
+	if unix.Stat(workdir, &st) == nil {
+		ownerUID, ownerGID = int(st.Uid), int(st.Gid)
+	}
+	return sandbox.ResolveRunAs(fixed, isFixed, ownerUID, ownerGID), nil
 }
 
 // passwdHome returns the home directory of the real uid from the passwd
@@ -447,18 +457,14 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 func (b *Backend) attempt(ctx context.Context, bin *Binary, host Host, req *sandbox.Request, ens *egressNS) (*sandbox.Result, error) {
 	if req.LayerDir != "" {
 		// The plan reads the working directory as the layer shows it. A
-		// root caller's holder is made from the host view of the plan
-		// without it (layerFor).
-		var first *Plan
-		if os.Getuid() == 0 {
+		// root caller's new holder is made from the host view of the plan
+		// without it (layerFor), planned only then.
+		first := func() (*Plan, error) {
 			p, err := BuildPlan(req, host)
 			if err != nil {
 				return nil, err
 			}
-			if err := b.identity(p); err != nil {
-				return nil, err
-			}
-			first = p
+			return p, b.identity(p)
 		}
 		h, err := b.layerFor(bin, req, first)
 		if err != nil {
