@@ -48,7 +48,7 @@ func (s *Server) writeFile(ctx context.Context, c *call, in WriteFileInput) (*mc
 // review: the change is in the session's layer, not in the person's
 // project. Empty otherwise.
 func (c *call) reviewNote() string {
-	if _, sp, _, err := c.sess.SandboxRequest(nil); err != nil || !sp.Review {
+	if sp, err := c.sess.Spec(); err != nil || !sp.Review {
 		return ""
 	}
 	return " The change is in this session's review layer: the person's project is unchanged until they apply it."

@@ -53,6 +53,11 @@ func (s *Session) Dir() string { return s.dir }
 // sandbox; kept between commands).
 func (s *Session) ScratchDir() string { return filepath.Join(s.dir, "scratch") }
 
+// Spec returns how the session's commands run now (the resolver's answer,
+// as each command gets it), without reading the session's state. Errors
+// are the resolver's.
+func (s *Session) Spec() (*Spec, error) { return s.m.spec(s.name) }
+
 // LayerDir returns the session's review layer (package layer), used when
 // its Spec has Review set.
 func (s *Session) LayerDir() string { return filepath.Join(s.dir, "layer") }
