@@ -30,6 +30,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/corralhq/corral/internal/atomicfile"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -211,22 +212,6 @@ func (l *Layer) Bump() error {
 	return writeAtomic(l.generationPath(), []byte(strconv.FormatInt(g+1, 10)+"\n"))
 }
 
-// writeAtomic writes data to p through a temporary file renamed over it.
-func writeAtomic(p string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*")
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(data)
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), p); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
-}
+// writeAtomic writes data to p (0600) through a synced temporary file
+// renamed over it (atomicfile.Write).
+func writeAtomic(p string, data []byte) error { return atomicfile.Write(p, data, 0o600, false) }

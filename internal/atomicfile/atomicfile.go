@@ -40,6 +40,12 @@ func Write(path string, data []byte, perm fs.FileMode, keepMode bool) error {
 	if err := f.Chmod(mode); err != nil {
 		return fail(err)
 	}
+	// On disk before the rename: a crash then leaves the old file or the
+	// new one, never an empty one (ext4 and xfs may commit the rename
+	// first).
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
 	if err := f.Close(); err != nil {
 		os.Remove(tmp)
 		return err
