@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -420,13 +421,23 @@ func (s *Session) Ports(id string) []PortInfo {
 			urls[int(f.Target().Port())] = f.URL()
 		}
 	}
+	return portInfos(ls, urls)
+}
+
+// portInfos returns one PortInfo per port of ls (a port listening on IPv4
+// and IPv6 is one; the lists come in any order: docker's are tcp then
+// tcp6), ordered by port, with urls[port] as its URL.
+func portInfos(ls []portfwd.Listener, urls map[int]string) []PortInfo {
 	var out []PortInfo
+	seen := map[int]bool{}
 	for _, l := range ls {
-		if len(out) > 0 && out[len(out)-1].Port == int(l.Port) {
-			continue // the same port on IPv4 and IPv6
+		if seen[int(l.Port)] {
+			continue
 		}
+		seen[int(l.Port)] = true
 		out = append(out, PortInfo{Port: int(l.Port), URL: urls[int(l.Port)]})
 	}
+	slices.SortFunc(out, func(a, b PortInfo) int { return a.Port - b.Port })
 	return out
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -268,4 +269,17 @@ func TestPortForwardReview(t *testing.T) {
 	s.Close()
 	waitDone(t, fw, "the session closed")
 	checkGone(t, fw)
+}
+
+// A port on IPv4 and IPv6 is listed once, whatever the order of the lists
+// (docker's come tcp then tcp6, unsorted: a review found 8000 listed
+// twice there), ordered by port.
+func TestPortInfosOncePerPort(t *testing.T) {
+	v4, v6 := netip.MustParseAddr("0.0.0.0"), netip.MustParseAddr("::")
+	ls := []portfwd.Listener{{Addr: v4, Port: 8000}, {Addr: v4, Port: 3000}, {Addr: v6, Port: 8000}, {Addr: v6, Port: 3000}}
+	got := portInfos(ls, map[int]string{3000: "http://127.0.0.1:3000/"})
+	want := []PortInfo{{Port: 3000, URL: "http://127.0.0.1:3000/"}, {Port: 8000}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("portInfos = %v, want %v", got, want)
+	}
 }
