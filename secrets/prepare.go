@@ -8,6 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
+	"syscall"
 
 	"github.com/corralhq/corral/internal/atomicfile"
 	"github.com/corralhq/corral/sandbox"
@@ -122,6 +125,55 @@ func HostBundles() (dests []string, system []byte) {
 		dests = append(dests, r)
 	}
 	return dests, system
+}
+
+// HostTrustBundle is HostBundles and WriteBundle(dir, system, caPEM) with
+// their answer kept, for a command's hot path: it is given again while the
+// host's bundles (path, size, mtime, inode as stat(2) sees them after
+// their symlinks), dir, caPEM and the written file stay as they were, so
+// a command costs a few stat(2) calls instead of reading and hashing the
+// bundle (about 200 KiB). path is "" when the host has no bundle. Errors
+// are WriteBundle's.
+func HostTrustBundle(dir string, caPEM []byte) (dests []string, path string, err error) {
+	key := dir + "\x00" + string(caPEM) + "\x00" + hostBundlesStamp()
+	hostTrust.mu.Lock()
+	defer hostTrust.mu.Unlock()
+	if hostTrust.key == key {
+		if _, err := os.Stat(hostTrust.path); err == nil || hostTrust.path == "" {
+			return slices.Clone(hostTrust.dests), hostTrust.path, nil
+		}
+	}
+	dests, system := HostBundles()
+	if len(dests) > 0 {
+		if path, err = WriteBundle(dir, system, caPEM); err != nil {
+			return nil, "", err
+		}
+	}
+	hostTrust.key, hostTrust.dests, hostTrust.path = key, dests, path
+	return slices.Clone(dests), path, nil
+}
+
+// hostTrust is HostTrustBundle's kept answer.
+var hostTrust struct {
+	mu        sync.Mutex
+	key, path string
+	dests     []string
+}
+
+// hostBundlesStamp says what stat(2) sees of SystemCABundles now.
+func hostBundlesStamp() string {
+	var b strings.Builder
+	for _, c := range SystemCABundles {
+		r, err := filepath.EvalSymlinks(c)
+		if err != nil {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat(r, &st) == nil {
+			fmt.Fprintf(&b, "%s:%d:%d:%d.%d:%d;", r, st.Size, st.Ino, st.Mtim.Sec, st.Mtim.Nsec, st.Dev)
+		}
+	}
+	return b.String()
 }
 
 // WriteBundle writes Bundle(system, caPEM) to dir/bundle-HASH.pem (0644:

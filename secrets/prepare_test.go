@@ -79,3 +79,33 @@ func TestBundle(t *testing.T) {
 		t.Errorf("bundle mode: %v %v", st.Mode(), err)
 	}
 }
+
+// HostTrustBundle gives the kept bundle while nothing changed, writes it
+// again when its file is gone, and another one for another CA.
+func TestHostTrustBundleKept(t *testing.T) {
+	dir := t.TempDir()
+	ca := []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+	dests, path, err := HostTrustBundle(dir, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dests) == 0 {
+		if path != "" {
+			t.Fatalf("no host bundle, yet a bundle %s", path)
+		}
+		return // a host without a CA bundle: nothing is written
+	}
+	if _, p2, _ := HostTrustBundle(dir, ca); p2 != path {
+		t.Errorf("second call: %s, want the kept %s", p2, path)
+	}
+	os.Remove(path)
+	if _, p3, err := HostTrustBundle(dir, ca); err != nil || p3 != path {
+		t.Errorf("after its file was removed: %s %v", p3, err)
+	} else if b, err := os.ReadFile(p3); err != nil || !bytes.Contains(b, ca) {
+		t.Errorf("rewritten bundle lacks the CA: %v", err)
+	}
+	other := []byte("-----BEGIN CERTIFICATE-----\nBBBB\n-----END CERTIFICATE-----\n")
+	if _, p4, _ := HostTrustBundle(dir, other); p4 == path {
+		t.Errorf("another CA got the same bundle %s", p4)
+	}
+}

@@ -82,12 +82,8 @@ func (b *Backend) prepareSecrets(req *sandbox.Request) ([]secrets.Secret, *Secre
 		return nil, nil, err
 	}
 	f := &SecretFacts{Env: prep.Env, Strip: prep.Strip, Files: prep.Files}
-	var system []byte
-	f.BundleDests, system = secrets.HostBundles()
-	if len(f.BundleDests) > 0 {
-		if f.Bundle, err = secrets.WriteBundle(filepath.Join(b.opts.StateDir, "trust"), system, ca.CertPEM()); err != nil {
-			return nil, nil, fmt.Errorf("%w: secrets: writing the trust bundle: %v", sandbox.ErrUnavailable, err)
-		}
+	if f.BundleDests, f.Bundle, err = secrets.HostTrustBundle(filepath.Join(b.opts.StateDir, "trust"), ca.CertPEM()); err != nil {
+		return nil, nil, fmt.Errorf("%w: secrets: writing the trust bundle: %v", sandbox.ErrUnavailable, err)
 	}
 	return prep.Secrets, f, nil
 }
