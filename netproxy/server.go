@@ -644,17 +644,26 @@ func (s *Server) forwardError(w http.ResponseWriter, r *http.Request, err error)
 	if port == "" {
 		port = "80"
 	}
+	s.upstreamError(w, r, "http", host, port, err)
+}
+
+// upstreamError answers a request (proto "http" or "connect", as logged)
+// to host:port whose upstream failed: a policy refusal (ErrLocalTarget,
+// errDenied) is logged as network.denied and answered 403, any other
+// failure logged as network.upstream_failed and answered 502 unless the
+// client is gone.
+func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, proto, host, port string, err error) {
 	switch {
 	case errors.Is(err, ErrLocalTarget):
-		s.logDenied(r.Context(), "http", host, port, err.Error())
+		s.logDenied(r.Context(), proto, host, port, err.Error())
 		blocked(w, host, reasonLocalTarget)
 		return
 	case errors.Is(err, errDenied):
-		s.logDenied(r.Context(), "http", host, port, err.Error())
+		s.logDenied(r.Context(), proto, host, port, err.Error())
 		blocked(w, host, "")
 		return
 	}
-	s.logUpstreamFailed(r.Context(), "http", host, port, err)
+	s.logUpstreamFailed(r.Context(), proto, host, port, err)
 	if r.Context().Err() != nil {
 		// The client went away or the server is closing: nothing to tell.
 		return

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -255,21 +254,7 @@ func (s *Server) terminatedError(w http.ResponseWriter, r *http.Request, err err
 	if tc != nil {
 		host, port = tc.host, tc.port
 	}
-	switch {
-	case errors.Is(err, ErrLocalTarget):
-		s.logDenied(r.Context(), "connect", host, port, err.Error())
-		blocked(w, host, reasonLocalTarget)
-		return
-	case errors.Is(err, errDenied):
-		s.logDenied(r.Context(), "connect", host, port, err.Error())
-		blocked(w, host, "")
-		return
-	}
-	s.logUpstreamFailed(r.Context(), "connect", host, port, err)
-	if r.Context().Err() != nil {
-		return
-	}
-	unreachable(w, host, port, err)
+	s.upstreamError(w, r, "connect", host, port, err)
 }
 
 // hostOnly strips a port from a Host header value.

@@ -86,10 +86,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 		return nil, nil, nil, nil, err
 	}
 	var trust *trustSpec
-	if len(req.Secrets) > 0 {
-		if eg == nil {
-			return nil, nil, nil, nil, fmt.Errorf("%w: secrets need the allowlist profile (set profile: allowlist)", sandbox.ErrBadRequest)
-		}
+	if len(req.Secrets) > 0 { // only under allowlist (CheckSecrets above), so eg is set
 		roots := []string{ws.Host}
 		for _, d := range binds {
 			roots = append(roots, d.Src)
