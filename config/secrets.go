@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"github.com/corralhq/corral/netproxy"
+	"github.com/corralhq/corral/secrets"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -13,13 +15,19 @@ import (
 // secretFields are the fields of a secrets entry.
 var secretFields = []string{"name", "from", "hosts", "headers"}
 
-// reservedSecretNames are variables a secret may not be called: corral
-// sets them itself in a sandbox (proxy and CA bundle variables), so a
-// stand-in there would break the sandbox's egress or hide corral's CA.
-var reservedSecretNames = []string{
-	"PATH", "HOME", "TMPDIR", "TMP", "TEMP", "SHELL", "USER", "PWD",
-	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "NODE_USE_ENV_PROXY", "PIP_PROXY",
-	"SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "PIP_CERT",
+// reservedSecretNames returns, upper-cased, the variables a secret may not
+// be called: the basics of a process's environment and those corral sets
+// itself in a sandbox (every proxy variable of netproxy.ProxyEnv, the CA
+// bundle variables of secrets.CABundleVars), so a stand-in there would
+// break the sandbox's egress or hide corral's CA. Taken from where they
+// are set, so the list cannot drift from them.
+func reservedSecretNames() []string {
+	out := []string{"PATH", "HOME", "TMPDIR", "TMP", "TEMP", "SHELL", "USER", "PWD", "SSL_CERT_DIR", "NODE_USE_ENV_PROXY"}
+	for _, kv := range netproxy.ProxyEnv(1, 1) {
+		k, _, _ := strings.Cut(kv, "=")
+		out = append(out, strings.ToUpper(k))
+	}
+	return append(out, secrets.CABundleVars...)
 }
 
 // parseSecrets checks the value of the secrets key (or a route's
@@ -150,7 +158,7 @@ func secretName(name string) string {
 		return "is not a variable name (letters, digits and _, not starting with a digit)"
 	case strings.HasPrefix(strings.ToUpper(name), envPrefix):
 		return "starts with CORRAL_, which is corral's own"
-	case slices.Contains(reservedSecretNames, strings.ToUpper(name)):
+	case slices.Contains(reservedSecretNames(), strings.ToUpper(name)):
 		return "is a variable corral sets in every sandbox"
 	}
 	return ""

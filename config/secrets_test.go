@@ -56,6 +56,8 @@ func TestSecretsBadValues(t *testing.T) {
 		{"no name", `[{from: "env:V", hosts: [a.example]}]`, `secrets[0].name: null is not a variable name`},
 		{"bad name", `[{name: 1TOKEN, from: "env:V", hosts: [a.example]}]`, `secrets[0].name: "1TOKEN" is not a variable name`},
 		{"name with dash", `[{name: MY-TOKEN, from: "env:V", hosts: [a.example]}]`, `secrets[0].name: "MY-TOKEN" is not a variable name`},
+		{"a proxy variable corral sets", `[{name: npm_config_https_proxy, from: "env:V", hosts: [a.example]}]`, `secrets[0].name: "npm_config_https_proxy"`},
+		{"a CA variable corral sets", `[{name: NODE_EXTRA_CA_CERTS, from: "env:V", hosts: [a.example]}]`, `secrets[0].name: "NODE_EXTRA_CA_CERTS"`},
 		{"corral's name", `[{name: CORRAL_TOKEN, from: "env:V", hosts: [a.example]}]`, `starts with CORRAL_`},
 		{"proxy variable", `[{name: https_proxy, from: "env:V", hosts: [a.example]}]`, `secrets[0].name: "https_proxy" is a variable corral sets`},
 		{"duplicate", `[` + ok + `, ` + ok + `]`, `secrets[1].name: "T" names a secret declared earlier`},
