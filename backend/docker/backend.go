@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/corralhq/corral/backend/docker/inside"
+	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/toolcache"

@@ -16,7 +16,7 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
-	"github.com/corralhq/corral/backend/docker/inside"
+	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/sandbox"
 )
 

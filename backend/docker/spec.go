@@ -13,7 +13,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 
-	"github.com/corralhq/corral/backend/docker/inside"
+	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"

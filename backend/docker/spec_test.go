@@ -8,7 +8,7 @@ import (
 
 	"github.com/moby/moby/api/types/mount"
 
-	"github.com/corralhq/corral/backend/docker/inside"
+	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/sandbox"
 )
 

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
-	"github.com/corralhq/corral/backend/docker/inside"
+	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/sandbox"
 )
 

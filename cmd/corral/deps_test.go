@@ -17,7 +17,7 @@ var helperPackages = []string{
 	"github.com/corralhq/corral/egress/inside",
 	"github.com/corralhq/corral/netproxy/forward",
 	"github.com/corralhq/corral/sandboxfs",
-	"github.com/corralhq/corral/backend/docker/inside",
+	"github.com/corralhq/corral/inside",
 	"github.com/corralhq/corral/portfwd",
 }
 

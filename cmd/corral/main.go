@@ -15,7 +15,7 @@ import (
 	"github.com/corralhq/corral/sandbox"
 
 	// The helper modes, registered at init.
-	_ "github.com/corralhq/corral/backend/docker/inside"
+	_ "github.com/corralhq/corral/inside"
 	_ "github.com/corralhq/corral/egress/inside"
 	_ "github.com/corralhq/corral/portfwd"
 	_ "github.com/corralhq/corral/sandboxfs"
@@ -26,7 +26,7 @@ import (
 // the command line, settings or backends are touched: the allowlist
 // forwarder and trampoline (package egress/inside), the file server
 // (package sandboxfs, on CORRAL_SANDBOXFS), the port relay (package
-// portfwd) and the docker helpers (package backend/docker/inside).
+// portfwd) and the docker helpers (package inside).
 func main() {
 	reexec.Init()
 	os.Exit(realMain())

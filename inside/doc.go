@@ -1,4 +1,5 @@
-// Package inside is the part of corral that runs inside a Docker container:
+// Package inside is the part of corral that runs inside a container (the
+// docker backend's, and the kubernetes backend's pods):
 // corral's own (static) executable is bind-mounted read-only into every
 // container the docker backend starts, and re-executed there in one of a
 // few helper modes selected by its first argument, registered with
