@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/toolcache"
 )

@@ -19,8 +19,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
-	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/seccomp"
 )

@@ -13,8 +13,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 
-	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/secrets"

@@ -15,8 +15,8 @@ import (
 	"github.com/corralhq/corral/sandbox"
 
 	// The helper modes, registered at init.
-	_ "github.com/corralhq/corral/inside"
 	_ "github.com/corralhq/corral/egress/inside"
+	_ "github.com/corralhq/corral/inside"
 	_ "github.com/corralhq/corral/portfwd"
 	_ "github.com/corralhq/corral/sandboxfs"
 )
