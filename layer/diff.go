@@ -30,7 +30,10 @@ const contextLines = 3
 // (/dev/null for an added or deleted side), and hunks with 3 lines of
 // context; "Binary files a/P and b/P differ" for a binary file; a
 // symlink's target as its content without a final newline; a type change
-// as a deletion followed by an addition. Directories are shown only when
+// as a deletion followed by an addition; a deleted path and an added one
+// whose contents are alike as one rename ("similarity index", "rename
+// from", "rename to", then the hunks of what else changed), as git diff
+// does by default (see pairRenames). Directories are shown only when
 // their mode changes. Contents are read from Lower and the layer now,
 // beneath their roots without following symlinks. It fails on an error
 // of w or of a read.
@@ -60,6 +63,7 @@ func Diff(w io.Writer, changes []Change, opts DiffOptions) error {
 		}
 		ps = append(ps, p...)
 	}
+	ps = pairRenames(ps)
 	if opts.Stat {
 		writeStat(bw, ps)
 	} else {
@@ -99,6 +103,8 @@ type patch struct {
 	aSize      int64
 	bSize      int64
 	hasContent bool
+	from       string // a rename's source path (pairRenames), else ""
+	similarity int    // a rename's similarity index, in percent
 }
 
 func patches(ch Change) ([]patch, error) {
@@ -260,8 +266,21 @@ func (p patch) write(w *bufio.Writer, color bool) {
 		}
 		w.WriteString(line + "\n")
 	}
-	meta("diff --git a/%s b/%s", p.path, p.path)
+	aPath := p.path
+	if p.from != "" {
+		aPath = p.from
+	}
+	meta("diff --git a/%s b/%s", aPath, p.path)
 	switch {
+	case p.from != "":
+		// git's order: mode lines, then the similarity and the rename.
+		if p.a.Mode != p.b.Mode && p.a.Type != "symlink" {
+			meta("old mode %s", gitMode(p.a))
+			meta("new mode %s", gitMode(p.b))
+		}
+		meta("similarity index %d%%", p.similarity)
+		meta("rename from %s", p.from)
+		meta("rename to %s", p.path)
 	case p.a == nil:
 		meta("new file mode %s", gitMode(p.b))
 	case p.b == nil:
@@ -273,7 +292,7 @@ func (p patch) write(w *bufio.Writer, color bool) {
 	if p.modeOnly {
 		return
 	}
-	aName, bName := "a/"+p.path, "b/"+p.path
+	aName, bName := "a/"+aPath, "b/"+p.path
 	if p.a == nil {
 		aName = "/dev/null"
 	}
@@ -334,7 +353,11 @@ func writeStat(w *bufio.Writer, ps []patch) {
 			r.bS = p.bSize
 			continue
 		}
-		rows = append(rows, row{p.path, p.ins, p.del, p.binary, p.aSize, p.bSize})
+		name := p.path
+		if p.from != "" {
+			name = p.from + " => " + p.path
+		}
+		rows = append(rows, row{name, p.ins, p.del, p.binary, p.aSize, p.bSize})
 	}
 	width, most := 0, 0
 	for _, r := range rows {

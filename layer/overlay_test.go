@@ -3,6 +3,7 @@ package layer
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -314,5 +315,85 @@ func TestDiffSummarizesGitDirectories(t *testing.T) {
 	}
 	if strings.Contains(b.String(), "sub/.git/") || !strings.Contains(b.String(), "git directory sub/.git: ") {
 		t.Errorf("stat:\n%s", b.String())
+	}
+}
+
+// TestDiffRenames: a moved file reads as a rename, as git diff shows it:
+// exact (100%), with edits (the hunks follow), with a mode change, in
+// --stat; two identical files deleted and one added pair once; a file
+// too unlike the deleted one stays an addition.
+func TestDiffRenames(t *testing.T) {
+	l := project(t)
+	var long strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&long, "line %d\n", i)
+	}
+	write(t, filepath.Join(l.Lower, "long.txt"), long.String(), 0o644)
+	write(t, filepath.Join(l.Lower, "twin1"), "twin\n", 0o644)
+	write(t, filepath.Join(l.Lower, "twin2"), "twin\n", 0o644)
+	write(t, filepath.Join(l.Lower, "other.txt"), "alpha\nbeta\ngamma\ndelta\n", 0o644)
+	// The base must know them: record it again.
+	if err := os.Remove(l.BasePath()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	inOverlay(t, l, `mv mv.txt moved.txt
+mv long.txt sub-long.txt; sed -i 's/^line 7$/line seven/' sub-long.txt
+mv exec.sh run.sh; chmod 755 run.sh
+rm twin1 twin2; echo twin > twin3
+mv dir dir2
+mv other.txt new.txt; printf 'one\ntwo\nthree\nfour\n' > new.txt`)
+	cs, err := Changes(l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Diff(&b, cs, DiffOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"diff --git a/mv.txt b/moved.txt\nsimilarity index 100%\nrename from mv.txt\nrename to moved.txt\ndiff --git",
+		"diff --git a/long.txt b/sub-long.txt\nsimilarity index 9", // 97%: one line of 40 changed
+		"rename from long.txt\nrename to sub-long.txt\n--- a/long.txt\n+++ b/sub-long.txt\n@@ -5,7 +5,7 @@\n line 4\n line 5\n line 6\n-line 7\n+line seven\n",
+		"diff --git a/exec.sh b/run.sh\nold mode 100644\nnew mode 100755\nsimilarity index 100%\nrename from exec.sh\nrename to run.sh\n",
+		"diff --git a/dir/a b/dir2/a\nsimilarity index 100%\nrename from dir/a\nrename to dir2/a\n",
+		"diff --git a/other.txt b/other.txt\ndeleted file mode 100644\n",
+		"diff --git a/new.txt b/new.txt\nnew file mode 100644\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("diff lacks\n%s\n---- diff:\n%s", want, out)
+		}
+	}
+	// One of the twins is renamed, the other deleted.
+	if n := strings.Count(out, "rename to twin3\n"); n != 1 {
+		t.Errorf("twin3 renamed %d times:\n%s", n, out)
+	}
+	if n := strings.Count(out, "deleted file mode 100644\n--- a/twin"); n != 1 {
+		t.Errorf("want one twin deleted:\n%s", out)
+	}
+	if strings.Contains(out, "deleted file mode 100644\n--- a/mv.txt") || strings.Contains(out, "+++ b/moved.txt") {
+		t.Errorf("an exact rename shows content:\n%s", out)
+	}
+	b.Reset()
+	if err := Diff(&b, cs, DiffOptions{Stat: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{" mv.txt => moved.txt ", " long.txt => sub-long.txt ", "| 2 +-\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("stat lacks %q:\n%s", want, b.String())
+		}
+	}
+	// Apply still sees a deletion and an addition: the rename lands whole.
+	if _, err := Apply(l, []string{"mv.txt", "moved.txt"}, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(l.Lower, "mv.txt")); !os.IsNotExist(err) {
+		t.Errorf("mv.txt still on the host after apply: %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(l.Lower, "moved.txt")); err != nil || string(got) != "move\n" {
+		t.Errorf("moved.txt on the host: %q, %v", got, err)
 	}
 }
