@@ -21,6 +21,9 @@ const (
 	// past deleted x added = renameMaxPairs only exact renames are found,
 	// as git falls back when diff.renameLimit is exceeded.
 	renameMaxPairs = 2500
+	// renameMaxSize bounds the files compared inexactly, in bytes (a line
+	// diff of two large files costs far more than the rest of a diff).
+	renameMaxSize = 256 << 10
 )
 
 // pairRenames turns each deleted patch and added patch of the same type
@@ -122,7 +125,7 @@ func similarity(del, add patch) int {
 	if big == 0 {
 		return 100
 	}
-	if min(del.aSize, add.bSize)*100 < big*renameMinScore {
+	if min(del.aSize, add.bSize)*100 < big*renameMinScore || big > renameMaxSize {
 		return 0
 	}
 	m := difflib.NewMatcherWithJunk(del.aText, add.bText, false, nil)
