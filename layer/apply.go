@@ -28,6 +28,12 @@ type ApplyOptions struct {
 	// Overwrite applies over conflicting paths instead of stopping: a
 	// person merged them by hand into the layer's version.
 	Overwrite bool
+	// Merge resolves a conflicting file that both sides modified with a
+	// three-way merge (git merge-file) over the base git's index still
+	// holds (see mergeFile): the merged file is applied. Conflicts it
+	// cannot merge stop the apply as without it, with their reasons in
+	// ApplyResult.Unmerged.
+	Merge bool
 }
 
 // ApplyResult is what Apply did.
@@ -38,6 +44,12 @@ type ApplyResult struct {
 	// Conflicts lists the paths Lower changed since the layer was made
 	// (with ErrConflict; then nothing was applied), sorted.
 	Conflicts []string
+	// Merged lists the conflicting paths ApplyOptions.Merge merged (and
+	// applied, unless other conflicts stopped the apply), sorted.
+	Merged []string
+	// Unmerged says, for each conflict Merge tried and could not merge,
+	// why (ErrNoMergeBase, ErrMergeConflict).
+	Unmerged map[string]string
 }
 
 // ErrConflict means Lower changed, since the layer's base was recorded,
@@ -64,6 +76,10 @@ var testHookAfterWrite func() error
 // holds what the layer has, is a conflict: Apply returns ErrConflict,
 // with every such path in ApplyResult.Conflicts, and writes nothing. A
 // special file (fifo, socket, device) made in the layer is an error too.
+// With ApplyOptions.Merge, a conflicting file both sides modified is
+// merged with git where git still holds its base (mergeFile), and the
+// merge is written to Lower and the layer; only what cannot be merged
+// remains a conflict.
 //
 // Each file is written to a temporary file in its directory, fsynced and
 // renamed over the old one, with the layer's mode; when the process is
@@ -110,6 +126,7 @@ func Apply(l *Layer, paths []string, opts ApplyOptions) (ApplyResult, error) {
 	// Check everything before writing anything.
 	done := map[string]bool{} // already in Lower: an earlier run wrote it
 	conflicts := map[string]bool{}
+	s.merged = map[string]mergedFile{}
 	for _, ch := range chosen {
 		if ch.New != nil && ch.New.Type == "other" {
 			return res, fmt.Errorf("%s is a special file (fifo, socket or device): it cannot be applied; discard it", ch.Path)
@@ -129,10 +146,27 @@ func Apply(l *Layer, paths []string, opts ApplyOptions) (ApplyResult, error) {
 			done[ch.Path] = true
 			continue
 		}
-		if !opts.Overwrite {
-			conflicts[ch.Path] = true
+		if opts.Overwrite {
+			continue
 		}
+		if opts.Merge && mergeable(ch, cur) {
+			m, err := s.merge(l.Lower, ch, cur, base[ch.Path])
+			if err == nil {
+				s.merged[ch.Path] = m
+				res.Merged = append(res.Merged, ch.Path)
+				continue
+			}
+			if !errors.Is(err, ErrNoMergeBase) && !errors.Is(err, ErrMergeConflict) {
+				return res, fmt.Errorf("merging %s: %w", ch.Path, err)
+			}
+			if res.Unmerged == nil {
+				res.Unmerged = map[string]string{}
+			}
+			res.Unmerged[ch.Path] = err.Error()
+		}
+		conflicts[ch.Path] = true
 	}
+	sort.Strings(res.Merged)
 	for _, ch := range chosen {
 		// A directory on the way that Lower turned into something else.
 		for a := path.Dir(ch.Path); a != "."; a = path.Dir(a) {
@@ -167,6 +201,14 @@ func Apply(l *Layer, paths []string, opts ApplyOptions) (ApplyResult, error) {
 	defer s.unstage()
 	if err := s.stage(chosen, done); err != nil {
 		return res, fmt.Errorf("writing the new files beside their targets: %w (nothing was replaced)", err)
+	}
+	// A merged file goes into the layer too, so that the layer and Lower
+	// agree and the journal's pruning drops it (an interrupted apply
+	// leaves the merge in the layer, and a rerun merges it again cleanly).
+	for _, p := range res.Merged {
+		if err := s.writeUpper(p, s.merged[p]); err != nil {
+			return res, fmt.Errorf("recording the merge of %s in the layer: %w (nothing was replaced)", p, err)
+		}
 	}
 	for _, ch := range chosen {
 		if done[ch.Path] {
@@ -438,6 +480,76 @@ type trees struct {
 	// staged maps a path to the temporary file, already written and
 	// fsynced beside it in Lower, that write renames into place.
 	staged map[string]string
+	// merged maps a path to the file ApplyOptions.Merge made of it, which
+	// is written instead of the layer's.
+	merged map[string]mergedFile
+}
+
+// mergedFile is a merge's result: the bytes and the permission bits.
+type mergedFile struct {
+	data []byte
+	mode uint32
+}
+
+// writeUpper replaces the layer's file rel by m, atomically, keeping its
+// owner.
+func (s *trees) writeUpper(rel string, m mergedFile) error {
+	cur, err := s.up.lstat(rel)
+	if err != nil {
+		return err
+	}
+	if cur == nil || cur.Type != "file" {
+		return fmt.Errorf("%s is no longer a file in the layer", rel)
+	}
+	pfd, base, err := s.up.parentDir(rel)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	uid, gid := -1, -1
+	if s.root {
+		uid, gid = int(cur.UID), int(cur.GID)
+	}
+	tmp := tempName(base)
+	if err := copyTo(bytes.NewReader(m.data), pfd, tmp, m.mode, uid, gid, true); err != nil {
+		unix.Unlinkat(pfd, tmp, 0)
+		return err
+	}
+	if err := unix.Renameat(pfd, tmp, pfd, base); err != nil {
+		unix.Unlinkat(pfd, tmp, 0)
+		return &os.PathError{Op: "rename", Path: s.up.abs(rel), Err: err}
+	}
+	return nil
+}
+
+// mergeable says whether a conflict can be merged: a file both sides
+// modified (a type change, an addition or a deletion cannot).
+func mergeable(ch Change, cur *node) bool {
+	return ch.Kind == Modified && ch.ContentChanged && ch.Old != nil && ch.New != nil &&
+		ch.Old.Type == "file" && ch.New.Type == "file" && cur != nil && cur.Type == "file"
+}
+
+// merge merges Lower's file cur and the layer's at ch.Path over the base
+// e (mergeFile). The result keeps the host's permission bits unless the
+// session changed them.
+func (s *trees) merge(lower string, ch Change, cur *node, e *Entry) (mergedFile, error) {
+	ours, err := s.lo.readFile(ch.Path)
+	if err != nil {
+		return mergedFile{}, err
+	}
+	theirs, err := s.up.readFile(ch.Path)
+	if err != nil {
+		return mergedFile{}, err
+	}
+	data, err := mergeFile(lower, ch.Path, e, ours, theirs)
+	if err != nil {
+		return mergedFile{}, err
+	}
+	mode := cur.Mode & 0o7777
+	if ch.ModeChanged {
+		mode = ch.New.Mode
+	}
+	return mergedFile{data, mode}, nil
 }
 
 // owner returns the owner a new or replaced entry of Lower gets (-1: the
@@ -485,7 +597,11 @@ func (s *trees) stage(changes []Change, done map[string]bool) error {
 		}
 		uid, gid := s.owner(cur, pfd, "file")
 		tmp := tempName(base)
-		err = s.copyFile(ch.Path, pfd, tmp, ch.New.Mode, uid, gid, false)
+		if m, ok := s.merged[ch.Path]; ok {
+			err = copyTo(bytes.NewReader(m.data), pfd, tmp, m.mode, uid, gid, false)
+		} else {
+			err = s.copyFile(ch.Path, pfd, tmp, ch.New.Mode, uid, gid, false)
+		}
 		if err != nil {
 			unix.Unlinkat(pfd, tmp, 0)
 		}
@@ -647,6 +763,11 @@ func (s *trees) write(ch Change) error {
 		if staged, ok := s.staged[ch.Path]; ok {
 			tmp = staged
 			delete(s.staged, ch.Path)
+		} else if m, ok := s.merged[ch.Path]; ok {
+			if err := copyTo(bytes.NewReader(m.data), pfd, tmp, m.mode, uid, gid, true); err != nil {
+				unix.Unlinkat(pfd, tmp, 0)
+				return err
+			}
 		} else if err := s.copyFile(ch.Path, pfd, tmp, ch.New.Mode, uid, gid, true); err != nil {
 			unix.Unlinkat(pfd, tmp, 0)
 			return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/corralhq/corral/layer"
 	"github.com/corralhq/corral/mcpserver"
+	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
 )
 
@@ -104,17 +105,19 @@ The default session is the one the MCP server uses for the current directory.`,
 
 func newApplyCmd(g *globalOptions) *cobra.Command {
 	var name string
-	var overwrite bool
+	var overwrite, merge bool
 	cmd := &cobra.Command{
-		Use:   "apply [--session S] [PATH...]",
+		Use:   "apply [--session S] [--merge | --overwrite] [PATH...]",
 		Short: "Write a review-mode session's changes into the working directory",
 		Long: `Write the changes a session (workspace_mode: review) holds into the working
 directory, all of them or those at and below PATHs, and drop them from the
 session's layer. Each file is replaced atomically. When a file changed in
 the working directory since the session first saw it, nothing is applied
-and the files are named: merge them by hand, then apply with --overwrite,
-or discard the session's version. It waits for a running command of the
-session to end.`,
+and the files are named. --merge merges such a file when both sides edited
+it in different places (git merge-file, over the version git's index still
+holds of it as the session first saw it) and applies the result; otherwise
+merge by hand, then apply with --overwrite, or discard the session's version.
+It waits for a running command of the session to end.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			t, err := sessionLayer(g, name)
 			if err != nil {
@@ -125,9 +128,12 @@ session to end.`,
 				return corralErr(err)
 			}
 			defer release()
-			res, err := layer.Apply(t.l, args, layer.ApplyOptions{Logger: newLogger(g), Overwrite: overwrite})
+			if merge && overwrite {
+				return corralErr(fmt.Errorf("%w: --merge and --overwrite: choose one", sandbox.ErrBadRequest))
+			}
+			res, err := layer.Apply(t.l, args, layer.ApplyOptions{Logger: newLogger(g), Overwrite: overwrite, Merge: merge})
 			if errors.Is(err, layer.ErrConflict) {
-				return corralErr(conflictMessage(t, res.Conflicts))
+				return corralErr(conflictMessage(t, res, merge))
 			}
 			if err != nil {
 				return corralErr(err)
@@ -136,26 +142,42 @@ session to end.`,
 				fmt.Fprintln(os.Stderr, "corral: nothing to apply")
 				return nil
 			}
+			for _, p := range res.Merged {
+				fmt.Fprintf(os.Stderr, "corral: merged %s (the working directory's and the session's changes)\n", p)
+			}
 			fmt.Fprintf(os.Stderr, "corral: applied %d change%s to %s\n", len(res.Applied), plural(len(res.Applied)), t.l.Lower)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&name, "session", "", "session (default: the MCP server's session of the current directory)")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "apply over files changed in the working directory since the session saw them (after merging them by hand)")
+	cmd.Flags().BoolVar(&merge, "merge", false, "merge files changed both in the working directory and in the session, where git can (three-way, git merge-file)")
 	return cmd
 }
 
-// conflictMessage names the conflicting paths and what a person can do.
-func conflictMessage(t *reviewTarget, paths []string) error {
+// conflictMessage names the conflicting paths and what a person can do;
+// after --merge (merged), why each could not be merged.
+func conflictMessage(t *reviewTarget, res layer.ApplyResult, merged bool) error {
+	paths := res.Conflicts
 	var b strings.Builder
 	fmt.Fprintf(&b, "nothing applied: %d path%s changed in %s since session %q first saw %s, and the session changed %s too:\n",
 		len(paths), plural(len(paths)), t.l.Lower, t.name, them(len(paths)), them(len(paths)))
 	for _, p := range paths {
+		if why, ok := res.Unmerged[p]; ok {
+			fmt.Fprintf(&b, "  %s (no merge: %s)\n", p, why)
+			continue
+		}
 		fmt.Fprintf(&b, "  %s\n", p)
 	}
 	sess := ""
 	if t.name != "" {
 		sess = fmt.Sprintf(" --session %q", t.name)
+	}
+	if len(res.Merged) > 0 {
+		fmt.Fprintf(&b, "(%s would merge cleanly.)\n", strings.Join(res.Merged, ", "))
+	}
+	if !merged {
+		fmt.Fprintf(&b, "Where both sides edited a file in different places, corral apply%s --merge merges it (git merge-file).\n", sess)
 	}
 	fmt.Fprintf(&b, "For each: merge by hand (corral diff%s PATH shows the session's change), then corral apply%s --overwrite PATH;\n", sess, sess)
 	fmt.Fprintf(&b, "or keep the working directory's version: corral discard%s PATH", sess)

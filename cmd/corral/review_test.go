@@ -69,6 +69,20 @@ func TestReviewVerbs(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(c.work, "a.txt")); string(b) != "one\ntwo\n" {
 		t.Errorf("a conflicting apply wrote a.txt: %q", b)
 	}
+	if !strings.Contains(se, `corral apply --session "rev" --merge`) {
+		t.Errorf("the conflict does not offer --merge: %q", se)
+	}
+	// --merge cannot merge b.txt (no git here): it says why, writes nothing.
+	code, _, se = c.run(nil, "apply", "--session", "rev", "--merge")
+	if code != 125 || !strings.Contains(se, "  b.txt (no merge: git has no copy of the file as the session first saw it") {
+		t.Errorf("apply --merge of an untracked file: %d %q", code, se)
+	}
+	if b, _ := os.ReadFile(filepath.Join(c.work, "a.txt")); string(b) != "one\ntwo\n" {
+		t.Errorf("a stopped apply --merge wrote a.txt: %q", b)
+	}
+	if code, _, se := c.run(nil, "apply", "--session", "rev", "--merge", "--overwrite"); code != 125 || !strings.Contains(se, "choose one") {
+		t.Errorf("--merge --overwrite: %d %q", code, se)
+	}
 	if code, _, se := c.run(nil, "apply", "--session", "rev", "a.txt", "c.txt"); code != 0 || !strings.Contains(se, "applied 2 changes") {
 		t.Errorf("apply a.txt c.txt: %d %q", code, se)
 	}

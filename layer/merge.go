@@ -1,0 +1,162 @@
+package layer
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Merging a conflict (ApplyOptions.Merge). A three-way merge needs the
+// file as it was when the layer was made, which the layer does not keep
+// (overlayfs copies a file up in the kernel, with no hook to save the
+// original). git often still has it: the index records, beside each
+// path's blob, the size and mtime of the file it was made from
+// (Documentation/gitformat-index.txt). When those equal what base.json
+// recorded, that blob is the base's content, so a file the person edited
+// on the host without staging it since, or staged before the session
+// began, can be merged; a file committed again after the session began no
+// longer has its old entry, and stays a conflict. Nothing of this runs
+// inside a sandbox: git reads the host's own repository, with
+// core.fsmonitor off so that no configured program runs.
+
+// gitTimeout bounds each git invocation a merge makes.
+const gitTimeout = 30 * time.Second
+
+// ErrNoMergeBase means git has no copy of a conflicting file as the
+// layer's base recorded it (not in a repository, not in the index, or the
+// index entry was made from another version), so no merge is possible.
+var ErrNoMergeBase = errors.New("git has no copy of the file as the session first saw it")
+
+// ErrMergeConflict means git merge-file found overlapping changes.
+var ErrMergeConflict = errors.New("the changes overlap")
+
+// mergeFile merges the host's file rel (ours, now in Lower) and the
+// layer's version (theirs) over the base git holds for e, with git
+// merge-file; it returns the merged bytes, ErrNoMergeBase or
+// ErrMergeConflict (wrapped, naming the count of conflicts).
+func mergeFile(lower, rel string, e *Entry, ours, theirs []byte) ([]byte, error) {
+	if e == nil || e.Type != "file" {
+		return nil, ErrNoMergeBase
+	}
+	base, err := gitBase(lower, rel, e)
+	if err != nil {
+		return nil, err
+	}
+	if isBinary(base) || isBinary(ours) || isBinary(theirs) {
+		return nil, fmt.Errorf("%w (a binary file)", ErrMergeConflict)
+	}
+	dir, err := os.MkdirTemp("", "corral-merge-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	names := []string{"host", "base", "session"}
+	for i, b := range [][]byte{ours, base, theirs} {
+		if err := os.WriteFile(filepath.Join(dir, names[i]), b, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
+	defer cancel()
+	// -p prints the result; the exit status is the number of conflicts
+	// (git-merge-file(1)), negative (255) on an error.
+	cmd := exec.CommandContext(ctx, "git", "merge-file", "-p", "-L", "host", "-L", "base", "-L", "session", "host", "base", "session")
+	cmd.Dir = dir
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return out.Bytes(), nil
+	case errors.As(err, &ee) && ee.ExitCode() > 0 && ee.ExitCode() < 128:
+		return nil, fmt.Errorf("%w (%d conflicting hunk%s)", ErrMergeConflict, ee.ExitCode(), plural(ee.ExitCode()))
+	}
+	return nil, fmt.Errorf("git merge-file: %v: %s", err, strings.TrimSpace(stderr.String()))
+}
+
+// gitBase returns the blob git's index holds for rel (relative to lower,
+// which lies in a work tree) when the index entry was made from the file
+// base.json recorded: same size and mtime (to the nanosecond), stage 0.
+func gitBase(lower, rel string, e *Entry) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
+	defer cancel()
+	git := func(args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "core.fsmonitor=false", "-C", lower}, args...)...)
+		// No lock on the index: a read must not block the person's git.
+		cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0")
+		return cmd.Output()
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		return nil, fmt.Errorf("%w (git is not installed)", ErrNoMergeBase)
+	}
+	out, err := git("ls-files", "-s", "--debug", "-z", "--", ":(literal)"+rel)
+	if err != nil || len(out) == 0 {
+		return nil, fmt.Errorf("%w (not tracked by git)", ErrNoMergeBase)
+	}
+	blob, size, mtime, ok := parseIndexEntry(out)
+	if !ok {
+		return nil, fmt.Errorf("%w (an unmerged or unreadable index entry)", ErrNoMergeBase)
+	}
+	// The index keeps the low 32 bits of the size (gitformat-index).
+	if size != uint32(e.Size) || mtime != e.MTime {
+		return nil, fmt.Errorf("%w (the index holds another version of it)", ErrNoMergeBase)
+	}
+	data, err := git("cat-file", "blob", blob)
+	if err != nil || int64(len(data)) != e.Size {
+		return nil, fmt.Errorf("%w (the index entry's object is unreadable or of another size)", ErrNoMergeBase)
+	}
+	return data, nil
+}
+
+// parseIndexEntry reads the one entry of git ls-files -s --debug -z:
+// "MODE OBJECT STAGE\tPATH\x00" then lines "  ctime: S:NS", "  mtime:
+// S:NS", "  dev: ..", "  uid: ..", "  size: N\tflags: F" (the format of
+// builtin/ls-files.c, print_debug). It returns the object, size and mtime
+// in nanoseconds, and false unless there is exactly one entry at stage 0.
+func parseIndexEntry(out []byte) (blob string, size uint32, mtime int64, ok bool) {
+	head, rest, found := bytes.Cut(out, []byte{0})
+	if !found {
+		return "", 0, 0, false
+	}
+	meta, _, _ := strings.Cut(string(head), "\t")
+	f := strings.Fields(meta)
+	if len(f) != 3 || f[2] != "0" {
+		return "", 0, 0, false
+	}
+	blob = f[1]
+	var haveSize, haveMtime bool
+	sc := bufio.NewScanner(bytes.NewReader(rest))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.Contains(line, "\t") && !strings.HasPrefix(line, "size:") && !strings.HasPrefix(line, "dev:") && !strings.HasPrefix(line, "uid:") {
+			return "", 0, 0, false // a second entry
+		}
+		switch {
+		case strings.HasPrefix(line, "mtime:"):
+			s, ns, found := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, "mtime:")), ":")
+			sec, err1 := strconv.ParseInt(s, 10, 64)
+			nsec, err2 := strconv.ParseInt(ns, 10, 64)
+			if !found || err1 != nil || err2 != nil {
+				return "", 0, 0, false
+			}
+			mtime, haveMtime = sec*1e9+nsec, true
+		case strings.HasPrefix(line, "size:"):
+			v, _, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, "size:")), "\t")
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+			if err != nil {
+				return "", 0, 0, false
+			}
+			size, haveSize = uint32(n), true
+		}
+	}
+	return blob, size, mtime, haveSize && haveMtime
+}
