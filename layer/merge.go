@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -93,6 +95,14 @@ func gitBase(lower, rel string, e *Entry) ([]byte, error) {
 		cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "core.fsmonitor=false", "-C", lower}, args...)...)
 		// No lock on the index: a read must not block the person's git.
 		cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0")
+		if cmd.SysProcAttr = asOwner(lower); cmd.SysProcAttr != nil {
+			// The owner's git reads the owner's configuration, not root's.
+			home := "/"
+			if u, err := user.LookupId(strconv.Itoa(int(cmd.SysProcAttr.Credential.Uid))); err == nil && u.HomeDir != "" {
+				home = u.HomeDir
+			}
+			cmd.Env = append(cmd.Env, "HOME="+home)
+		}
 		return cmd.Output()
 	}
 	if _, err := exec.LookPath("git"); err != nil {
@@ -159,4 +169,17 @@ func parseIndexEntry(out []byte) (blob string, size uint32, mtime int64, ok bool
 		}
 	}
 	return blob, size, mtime, haveSize && haveMtime
+}
+
+// asOwner runs git as the owner of the work tree when corral is root and
+// the tree is another user's: git refuses a repository of another owner
+// ("dubious ownership", safe.directory in git-config(1)) because its
+// configuration could run programs, and as its owner it runs nothing the
+// owner could not run anyway.
+func asOwner(dir string) *syscall.SysProcAttr {
+	var st syscall.Stat_t
+	if os.Geteuid() != 0 || syscall.Stat(dir, &st) != nil || st.Uid == 0 {
+		return nil
+	}
+	return &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: st.Uid, Gid: st.Gid}}
 }

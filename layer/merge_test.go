@@ -145,3 +145,32 @@ func TestParseIndexEntry(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyMergeAsRootInAnotherUsersTree: corral as root merges in a work
+// tree another user owns (git would refuse it to root: "dubious
+// ownership"), running git as that user.
+func TestApplyMergeAsRootInAnotherUsersTree(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (a tree of another owner); CI runs it as root")
+	}
+	l := gitProject(t)
+	// The owner must reach its tree (MkdirTemp makes the test root 0700).
+	if err := os.Chmod(filepath.Dir(l.Lower), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("chown", "-R", "65534:65534", l.Lower).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v %s", err, out)
+	}
+	// The layer's base must see the new owner's tree as it is (chown
+	// changes no mtime, so the index entries still match).
+	inOverlay(t, l, `sed -i 's/^line 3$/session 3/' notes.txt`)
+	edit(t, filepath.Join(l.Lower, "notes.txt"), 17, "host 17")
+	res, err := Apply(l, nil, ApplyOptions{Merge: true})
+	if err != nil {
+		t.Fatalf("apply --merge as root: %v (%+v)", err, res.Unmerged)
+	}
+	got := read(t, filepath.Join(l.Lower, "notes.txt"))
+	if !strings.Contains(got, "\nsession 3\n") || !strings.Contains(got, "\nhost 17\n") {
+		t.Errorf("merged notes.txt:\n%s", got)
+	}
+}
