@@ -84,4 +84,31 @@ func TestReviewModeTools(t *testing.T) {
 	if r.isError || !strings.Contains(r.text, "-one\n+uno\n") || !strings.Contains(r.text, "+++ b/b.txt") {
 		t.Errorf("workspace_diff: %v %q", r.isError, r.text)
 	}
+
+	// A person discards it all (as corral discard does): the file tools
+	// see the working directory again, not the discarded layer through the
+	// mount they had, and a new write lands in the layer as it is now.
+	infos, err := f.m.List()
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("sessions: %v %v", infos, err)
+	}
+	l, err := layer.Open(filepath.Join(infos[0].Dir, "layer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := layer.Discard(l, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r = callTool(t, cs, "read_file", map[string]any{"path": "b.txt"}); !r.isError {
+		t.Errorf("read_file of a discarded file: %q", r.text)
+	}
+	if r = callTool(t, cs, "read_file", map[string]any{"path": "a.txt"}); r.isError || !strings.Contains(r.text, "one") || strings.Contains(r.text, "uno") {
+		t.Errorf("read_file a.txt after discard: %v %q", r.isError, r.text)
+	}
+	if r = callTool(t, cs, "write_file", map[string]any{"path": "c.txt", "content": "sea\n"}); r.isError {
+		t.Fatalf("write_file after discard: %q", r.text)
+	}
+	if cs, err := layer.Changes(l, nil); err != nil || len(cs) != 1 || cs[0].Path != "c.txt" {
+		t.Errorf("the layer after a write following discard: %+v %v", cs, err)
+	}
 }

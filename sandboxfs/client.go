@@ -10,12 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/corralhq/corral/internal/tail"
+	"github.com/corralhq/corral/layer"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
 )
@@ -271,7 +273,10 @@ func (c *Client) serverLocked(template *sandbox.Request, sp *session.Spec) (*ser
 	// The sandbox is rebuilt when the settings change, and when the home
 	// directory (or .config, .local, .local/share) gains or loses entries,
 	// which the sandbox's rebuilt home would not show.
-	key := fmt.Sprintf("%s|%s|%s|%v|%v|%v|%v|%v|%s|%s|%s", sp.Backend.Name(), req.Profile, req.Workdir, req.Binds, req.HomeAllow, req.Skills, req.HomeDir, req.EnvDeny, wj, pj, homeStamp())
+	// Under review mode, also when the layer's generation moves on: an
+	// apply or discard changed the layer under the server's mount, which
+	// overlayfs leaves undefined, and the backend mounts a new one.
+	key := fmt.Sprintf("%s|%s|%s|%v|%v|%v|%v|%v|%s|%s|%s|%s", sp.Backend.Name(), req.Profile, req.Workdir, req.Binds, req.HomeAllow, req.Skills, req.HomeDir, req.EnvDeny, wj, pj, homeStamp(), layerStamp(req.LayerDir))
 	if c.srv != nil && c.srv.key == key {
 		select {
 		case <-c.srv.done:
@@ -402,4 +407,18 @@ func note(t *tail.Buffer) string {
 		return " (" + s + ")"
 	}
 	return ""
+}
+
+// layerStamp names the generation of the review layer in dir ("" when
+// the session has none, or it cannot be read: then the next command's
+// backend reports it).
+func layerStamp(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	g, err := layer.New(dir, "").Generation()
+	if err != nil {
+		return ""
+	}
+	return strconv.FormatInt(g, 10)
 }
