@@ -39,3 +39,28 @@ func TestEnsureRecordsBaseOnce(t *testing.T) {
 		t.Errorf("generation %d %v", g, err)
 	}
 }
+
+func TestEscapeOption(t *testing.T) {
+	for in, want := range map[string]string{
+		"/var/tmp/s/layer/upper":  "/var/tmp/s/layer/upper",
+		"/a b/c,d/e\\f\tg\nh=i#j": `/a\040b/c\054d/e\134f\011g\012h=i#j`,
+	} {
+		if got := escapeOption(in); got != want {
+			t.Errorf("escapeOption(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestMountsLayer(t *testing.T) {
+	info := "36 35 98:0 / /mnt rw,noatime master:1 - ext3 /dev/root rw,errors=continue\n" +
+		"40 36 0:50 / /work/p rw,relatime - overlay overlay rw,lowerdir=/work/p,upperdir=/s/a\\054b/upper,workdir=/s/a\\054b/work,userxattr\n"
+	if !mountsLayer([]byte(info), "upperdir="+escapeOption("/s/a,b/upper")) {
+		t.Error("the overlay of /s/a,b/upper not found")
+	}
+	if mountsLayer([]byte(info), "upperdir="+escapeOption("/s/a")) {
+		t.Error("a prefix of another layer's upper matched")
+	}
+	if mountsLayer([]byte("36 35 98:0 / /mnt rw - ext4 upperdir=/s/a/upper rw\n"), "upperdir=/s/a/upper") {
+		t.Error("a non-overlay mount matched")
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // testRoot returns a fresh directory under $CORRAL_TEST_DIR (else
@@ -395,5 +396,43 @@ mv other.txt new.txt; printf 'one\ntwo\nthree\nfour\n' > new.txt`)
 	}
 	if got, err := os.ReadFile(filepath.Join(l.Lower, "moved.txt")); err != nil || string(got) != "move\n" {
 		t.Errorf("moved.txt on the host: %q, %v", got, err)
+	}
+}
+
+// TestUsers: a process in a mount namespace that holds the layer's
+// overlay is found, and is gone from the list once it ends.
+func TestUsers(t *testing.T) {
+	l := project(t)
+	opts := "lowerdir=" + l.Lower + ",upperdir=" + l.Upper() + ",workdir=" + l.Work() + ",userxattr"
+	cmd := exec.Command("unshare", "--user", "--map-root-user", "--mount", "sh", "-ec",
+		`mount -t overlay overlay -o "$1" "$2"; cd "$2"; exec sleep 600`, "sh", opts, l.Lower)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	found := false
+	for deadline := time.Now().Add(time.Minute); !found && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		ps, err := Users(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			found = found || p.PID == cmd.Process.Pid && len(p.Args) > 0 && p.Args[0] == "sleep"
+		}
+	}
+	if !found {
+		t.Fatalf("the process holding the overlay (pid %d) is not among the layer's users", cmd.Process.Pid)
+	}
+	other := New(l.Dir+"-other", l.Lower)
+	if ps, _ := Users(other); len(ps) != 0 {
+		t.Errorf("another layer has users: %+v", ps)
+	}
+	cmd.Process.Kill()
+	<-done
+	done <- nil
+	if ps, _ := Users(l); len(ps) != 0 {
+		t.Errorf("users after the process ended: %+v", ps)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/corralhq/corral/layer"
 	"github.com/corralhq/corral/mcpserver"
+	"github.com/corralhq/corral/reexec"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
 )
@@ -128,6 +129,9 @@ It waits for a running command of the session to end.`,
 				return corralErr(err)
 			}
 			defer release()
+			if err := t.checkUsers("apply"); err != nil {
+				return corralErr(err)
+			}
 			if merge && overwrite {
 				return corralErr(fmt.Errorf("%w: --merge and --overwrite: choose one", sandbox.ErrBadRequest))
 			}
@@ -216,6 +220,9 @@ there again. The working directory is not touched.`,
 				return corralErr(err)
 			}
 			defer release()
+			if err := t.checkUsers("discard"); err != nil {
+				return corralErr(err)
+			}
 			cs, err := layer.Changes(t.l, args)
 			if err != nil {
 				return corralErr(err)
@@ -233,4 +240,56 @@ there again. The working directory is not touched.`,
 	}
 	cmd.Flags().StringVar(&name, "session", "", "session (default: the MCP server's session of the current directory)")
 	return cmd
+}
+
+// supervisors are programs that hold a sandbox's namespaces without
+// writing its files (bwrap's monitor, a container's init).
+var supervisors = map[string]bool{"bwrap": true, "docker-init": true, "tini": true}
+
+// checkUsers refuses verb while a process other than corral's own helpers
+// still has the session's layer mounted: a background process of the
+// session (the MCP server's), which would go on writing through a mount
+// whose layer apply or discard changes beneath it (overlayfs leaves that
+// undefined, and such writes can be lost). corral's helpers (the layer's
+// holder, the file server) are replaced at the next command.
+func (t *reviewTarget) checkUsers(verb string) error {
+	ps, err := layer.Users(t.l)
+	if err != nil {
+		return fmt.Errorf("finding the processes that use the session's layer: %w", err)
+	}
+	var busy []string
+	for _, p := range ps {
+		if len(p.Args) == 0 || supervisors[filepath.Base(p.Args[0])] {
+			continue
+		}
+		if _, _, helper := reexec.Lookup(p.Args, environOf(p.PID)); helper {
+			continue
+		}
+		line := strings.Join(p.Args, " ")
+		if len(line) > 80 {
+			line = line[:77] + "..."
+		}
+		busy = append(busy, fmt.Sprintf("  pid %d: %s", p.PID, line))
+	}
+	if len(busy) == 0 {
+		return nil
+	}
+	if len(busy) > 10 {
+		busy = append(busy[:10], fmt.Sprintf("  and %d more", len(busy)-10))
+	}
+	return fmt.Errorf("nothing done: session %q has processes running that still see its layer, and would go on writing through it while %s changes it (what they write could be lost):\n%s\nStop them first (the agent's bash_kill, or end the session's MCP server), then %s again",
+		t.name, verb, strings.Join(busy, "\n"), verb)
+}
+
+// environOf returns a getenv over /proc/PID/environ (empty when it
+// cannot be read).
+func environOf(pid int) func(string) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	env := map[string]string{}
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return func(k string) string { return env[k] }
 }

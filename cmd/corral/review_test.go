@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/corralhq/corral/layer"
 )
@@ -141,5 +145,72 @@ func TestReviewEndToEnd(t *testing.T) {
 	}
 	if code, so, _ := c.run(nil, "diff", "--session", "e2e"); code != 0 || so != "" {
 		t.Errorf("diff after all: %q", so)
+	}
+}
+
+// TestApplyWhileBackgroundRuns: the MCP server's session has a background
+// process that still sees its layer: corral apply and discard refuse,
+// naming it, and write nothing; once it is killed they go ahead while the
+// server (its layer holder, its file server) still runs.
+func TestApplyWhileBackgroundRuns(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	os.WriteFile(filepath.Join(c.work, "a.txt"), []byte("one\n"), 0o644)
+	cmd := exec.Command(corralBin, "mcp", "--session", "bgrev")
+	cmd.Dir = c.work
+	cmd.Env = append(append([]string{}, c.env...), "CORRAL_WORKSPACE_MODE=review")
+	cmd.Stderr = os.Stderr
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "review-test", Version: "v0"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 10 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	call := func(name string, args map[string]any) (string, map[string]any) {
+		t.Helper()
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var text string
+		for _, c := range r.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				text += tc.Text
+			}
+		}
+		if r.IsError {
+			t.Fatalf("%s: %s", name, text)
+		}
+		m, _ := r.StructuredContent.(map[string]any)
+		return text, m
+	}
+	call("bash", map[string]any{"command": "echo two >> a.txt"})
+	_, bg := call("bash", map[string]any{"command": "while :; do date > clock.txt; sleep 0.2; done", "background": true})
+	id, _ := bg["id"].(string)
+	if id == "" {
+		t.Fatalf("no background id: %v", bg)
+	}
+	call("read_file", map[string]any{"path": "a.txt"}) // the file server is up too
+
+	for _, verb := range []string{"apply", "discard"} {
+		code, _, se := c.run(nil, verb, "--session", "bgrev")
+		if code != 125 || !strings.Contains(se, "processes running that still see its layer") || !strings.Contains(se, "sleep") && !strings.Contains(se, "while") && !strings.Contains(se, "bash") {
+			t.Errorf("%s with a background process: %d %q", verb, code, se)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(c.work, "a.txt")); string(b) != "one\n" {
+		t.Errorf("a refused apply wrote a.txt: %q", b)
+	}
+	call("bash_kill", map[string]any{"id": id})
+	if code, _, se := c.run(nil, "apply", "--session", "bgrev", "a.txt"); code != 0 {
+		t.Fatalf("apply after the kill, the server still up: %d %s", code, se)
+	}
+	if b, _ := os.ReadFile(filepath.Join(c.work, "a.txt")); string(b) != "one\ntwo\n" {
+		t.Errorf("a.txt after apply: %q", b)
+	}
+	// The session goes on, on the new layer.
+	if text, _ := call("bash", map[string]any{"command": "cat a.txt; test -f clock.txt && echo clock"}); !strings.Contains(text, "one\ntwo\nclock") {
+		t.Errorf("the session after apply: %q", text)
 	}
 }
