@@ -144,17 +144,20 @@ func overlayOptions(lowers []string, upper, work string) (string, error) {
 		ls = append(ls, filepath.Clean(p))
 	}
 	o := "lowerdir=" + strings.Join(ls, ":")
-	if upper != "" {
-		o += ",upperdir=" + filepath.Clean(upper) + ",workdir=" + filepath.Clean(work)
+	if upper == "" {
+		// Without an upper directory overlayfs is read-only anyway; "ro"
+		// (a mount flag the driver takes out of the options) says so.
+		return "ro," + o + ",userxattr", nil
 	}
-	return o + ",userxattr", nil
+	return o + ",upperdir=" + filepath.Clean(upper) + ",workdir=" + filepath.Clean(work) + ",userxattr", nil
 }
 
 // overlayVolume is a mount of an anonymous overlay volume of the local
-// driver at target (read-only without an upper directory). labels go on
-// the volume.
-func overlayVolume(target, o string, readOnly bool, labels map[string]string) mount.Mount {
-	return mount.Mount{Type: mount.TypeVolume, Target: target, ReadOnly: readOnly, VolumeOptions: &mount.VolumeOptions{
+// driver at target, with mount options o (overlayOptions: read-only
+// without an upper directory; Docker refuses ReadOnly on an anonymous
+// volume). labels go on the volume.
+func overlayVolume(target, o string, labels map[string]string) mount.Mount {
+	return mount.Mount{Type: mount.TypeVolume, Target: target, VolumeOptions: &mount.VolumeOptions{
 		// NoCopy: the engine must not copy the image's files at target
 		// into the volume (it would write them to the layer).
 		NoCopy: true,

@@ -31,7 +31,7 @@ func TestOverlayOptions(t *testing.T) {
 		want, errHas string
 	}{
 		{"rw", []string{"/w/p"}, "/s/l/upper", "/s/l/work", "lowerdir=/w/p,upperdir=/s/l/upper,workdir=/s/l/work,userxattr", ""},
-		{"ro two lowers", []string{"/s/l/upper/.git/hooks", "/w/p/.git/hooks/"}, "", "", "lowerdir=/s/l/upper/.git/hooks:/w/p/.git/hooks,userxattr", ""},
+		{"ro two lowers", []string{"/s/l/upper/.git/hooks", "/w/p/.git/hooks/"}, "", "", "ro,lowerdir=/s/l/upper/.git/hooks:/w/p/.git/hooks,userxattr", ""},
 		{"comma", []string{"/w/a,b"}, "/u", "/k", "", "cannot carry"},
 		{"colon", []string{"/w/p"}, "/s:x/upper", "/s:x/work", "", "cannot carry"},
 		{"backslash", []string{`/w/a\b`}, "/u", "/k", "", "cannot carry"},
@@ -334,5 +334,47 @@ func TestReviewRefusals(t *testing.T) {
 	}
 	if got := f.containers(""); len(got) != 0 {
 		t.Errorf("containers left: %v", got)
+	}
+}
+
+// Protected paths keep their rules in the layer: what the layer holds of
+// one when the container is made is read-only (here .git/hooks, both in
+// the host's tree and in the layer: a read-only overlay of the two), and
+// one a command makes in the layer is removed after it.
+func TestReviewProtected(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed on the host (apt install git)")
+	}
+	f := newFixture(t, nil)
+	git(t, f.ws, "init", "-q", ".")
+	layerDir := filepath.Join(dockertest.TestDir(t), "layer")
+	l := layer.New(layerDir, f.ws)
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	// A hook the layer already holds (as a layer made before could).
+	if err := os.MkdirAll(filepath.Join(l.Upper(), ".git/hooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(l.Upper(), ".git/hooks/pre-commit"), []byte("layer hook\n"), 0o755)
+	review := func(r *sandbox.Request) { r.LayerDir = layerDir }
+	res, out := f.run("prot", `cat .git/hooks/pre-commit; ls .git/hooks | grep -c sample
+{ echo x >> .git/hooks/pre-commit; } 2>/dev/null && echo HOOK-WRITTEN || echo hook-refused
+{ echo x > .git/hooks/post-commit; } 2>/dev/null && echo HOOK-MADE || echo hook-not-made
+mkdir nested && cd nested && git init -q . && echo evil > .git/hooks/pre-push && echo nested-made`, review)
+	if res.ExitCode != 0 || !strings.HasPrefix(out, "layer hook\n") || !strings.Contains(out, "hook-refused\nhook-not-made\nnested-made\n") || strings.Contains(out, "\n0\n") {
+		t.Fatalf("exit %d:\n%s", res.ExitCode, out)
+	}
+	if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "nested/.git/hooks") && strings.Contains(w, "removed") }) {
+		t.Errorf("no warning about the removed nested/.git/hooks: %q", res.Warnings)
+	}
+	if _, err := os.Lstat(filepath.Join(l.Upper(), "nested/.git/hooks")); err == nil {
+		t.Error("nested/.git/hooks stayed in the layer")
+	}
+	if _, err := os.Lstat(filepath.Join(f.ws, "nested")); err == nil {
+		t.Error("nested was made on the host")
+	}
+	if _, out := f.run("prot", `ls nested/.git/hooks 2>&1 | head -1; cat nested/.git/hooks/pre-push 2>&1 | head -1`, review); strings.Contains(out, "evil") {
+		t.Errorf("the nested hook survived: %q", out)
 	}
 }

@@ -176,7 +176,7 @@ func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extr
 			return nil, fmt.Errorf("%w: workspace_mode review needs a writable workspace that the daemon sees at corral's path", sandbox.ErrPolicy)
 		}
 		specs = specs[1:]
-		hc.Mounts = append(hc.Mounts, overlayVolume(ws.Target, o, false, map[string]string{
+		hc.Mounts = append(hc.Mounts, overlayVolume(ws.Target, o, map[string]string{
 			LabelEnv: "1", LabelLayer: rv.l.Dir, LabelGeneration: strconv.FormatInt(rv.gen, 10)}))
 	}
 	var covers []bindSpec
@@ -283,7 +283,7 @@ func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extr
 			if err != nil {
 				return nil, fmt.Errorf("%w: workspace_mode review: protected path %s: %v", sandbox.ErrPolicy, ps.Rel, err)
 			}
-			hc.Mounts = append(hc.Mounts, overlayVolume(dst, o, true, map[string]string{LabelEnv: "1", LabelLayer: rv.l.Dir}))
+			hc.Mounts = append(hc.Mounts, overlayVolume(dst, o, map[string]string{LabelEnv: "1", LabelLayer: rv.l.Dir}))
 		}
 		if err := addBinds(prot); err != nil {
 			return nil, err
