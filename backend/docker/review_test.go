@@ -378,3 +378,24 @@ mkdir nested && cd nested && git init -q . && echo evil > .git/hooks/pre-push &&
 		t.Errorf("the nested hook survived: %q", out)
 	}
 }
+
+// Review mode combines with the allowlist profile on docker (the overlay
+// volume and the proxy are independent parts of the container).
+func TestReviewAllowlist(t *testing.T) {
+	f := newFixture(t, nil)
+	layerDir := filepath.Join(dockertest.TestDir(t), "layer")
+	res, out := f.run("revallow", `echo made > made.txt && echo "$HTTPS_PROXY"`, func(r *sandbox.Request) {
+		r.LayerDir = layerDir
+		r.Profile = sandbox.ProfileAllowlist
+		r.NetworkAllow = []string{"example.com"}
+	})
+	if res.ExitCode != 0 || !strings.Contains(out, "127.0.0.1") {
+		t.Fatalf("exit %d: %q", res.ExitCode, out)
+	}
+	if _, err := os.Lstat(filepath.Join(f.ws, "made.txt")); err == nil {
+		t.Error("made.txt reached the host")
+	}
+	if b, err := os.ReadFile(filepath.Join(layer.New(layerDir, f.ws).Upper(), "made.txt")); err != nil || string(b) != "made\n" {
+		t.Errorf("made.txt in the layer: %q %v", b, err)
+	}
+}
