@@ -260,6 +260,11 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 			return err
 		}
 	}
+	if c.review != nil {
+		if err := b.claimLayer(ctx, cli, c); err != nil {
+			return err
+		}
+	}
 	if err := b.ensureImage(ctx, cli, req.Progress); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
@@ -390,4 +391,42 @@ func mergedNames(l *layer.Layer, lower []string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// claimLayer makes sure no other container mounts c's layer before c's
+// is made: two overlays sharing an upper directory give undefined results
+// (overlayfs.rst, "Sharing and copying layers"; the kernel only warns
+// without index=on). A container of the layer (LabelLayer) whose corral is
+// gone, or that is not running, is removed with its volume; a running one
+// of a live corral (another process's session, or this process's old one
+// kept because corral exec runs in it) makes the command fail until it
+// ends.
+func (b *Backend) claimLayer(ctx context.Context, cli *client.Client, c *ctr) error {
+	e := b.e
+	f := client.Filters{}.Add("label", LabelEnv+"=1", LabelLayer+"="+c.review.l.Dir)
+	res, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return e.engineErr("listing the containers of the session's layer", err)
+	}
+	for _, s := range res.Items {
+		name := s.ID[:12]
+		if len(s.Names) > 0 {
+			name = strings.TrimPrefix(s.Names[0], "/")
+		}
+		o, ok := parseOwner(s.Labels[LabelOwner])
+		if s.State == "running" && (!ok || o.state(e.self) != ownerDead) {
+			who := "this corral"
+			if !ok {
+				who = "an unknown owner"
+			} else if o != e.self {
+				who = fmt.Sprintf("corral pid %d on %s", o.PID, o.Host)
+			}
+			return fmt.Errorf("%w: docker backend: the session's review layer %s is still mounted by container %s (%s; an older layer generation, or corral exec runs in it), and overlayfs forbids two mounts of one layer: end that session or its programs, or run `corral cleanup`, then retry", sandbox.ErrUnavailable, c.review.l.Dir, name, who)
+		}
+		if _, err := cli.ContainerRemove(ctx, s.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return e.engineErr("removing the stale container "+name+" of the session's layer", err)
+		}
+		e.log.Info("docker.container.removed", "container", name, "key", s.Labels[LabelKey], "reason", "stale mount of the session's layer")
+	}
+	return nil
 }

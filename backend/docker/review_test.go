@@ -399,3 +399,32 @@ func TestReviewAllowlist(t *testing.T) {
 		t.Errorf("made.txt in the layer: %q %v", b, err)
 	}
 }
+
+// Two containers never mount one layer: a session's container of another
+// engine (another corral) still holding the layer at an older generation
+// makes the command fail, naming it, until it is gone.
+func TestReviewOneMount(t *testing.T) {
+	f := newFixture(t, nil)
+	layerDir := filepath.Join(dockertest.TestDir(t), "layer")
+	review := func(r *sandbox.Request) { r.LayerDir = layerDir }
+	if res, out := f.run("one", "echo a > a", review); res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s", res.ExitCode, out)
+	}
+	if err := layer.New(layerDir, f.ws).Bump(); err != nil {
+		t.Fatal(err)
+	}
+	e2 := NewEngine(f.e.opts)
+	defer e2.Close()
+	b2 := e2.Backend(f.b.Settings())
+	req := &sandbox.Request{Argv: []string{"cat", "a"}, Policy: sandbox.Policy{Workdir: f.ws, Profile: sandbox.ProfileWorkspace}, Session: "one", LayerDir: layerDir}
+	_, err := b2.Run(context.Background(), req)
+	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "still mounted by container") {
+		t.Fatalf("a second mount of the layer: %v", err)
+	}
+	f.b.Release("one")
+	var out bytes.Buffer
+	req.Stdout = &out
+	if res, err := b2.Run(context.Background(), req); err != nil || res.ExitCode != 0 || out.String() != "a\n" {
+		t.Fatalf("after the first container went: %v %v %q", err, res, out.String())
+	}
+}

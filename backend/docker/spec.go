@@ -257,6 +257,9 @@ func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extr
 		cfg.Env = append(cfg.Env, egress.Env()...)
 		cfg.Labels[LabelEgress] = eg.key
 	}
+	if rv != nil {
+		cfg.Labels[LabelLayer] = rv.l.Dir
+	}
 	// The hash leaves out the protected paths: they are found when the
 	// container is made, and a path that appears later must not replace a
 	// session's container (and end its background processes).
