@@ -342,7 +342,7 @@ var registry = []Key{
 		Name: "workspace_mode", Kind: KindEnum, Default: WorkspaceDirect,
 		Values:  []string{WorkspaceDirect, WorkspaceReview},
 		Accepts: "one of direct, review",
-		Doc:     "direct: commands change the working directory itself; review: a session's changes land in a layer of its own (bwrap backend), shown by `corral diff` and written to the host by `corral apply`",
+		Doc:     "direct: commands change the working directory itself; review: a session's changes land in a layer of its own (bwrap and docker backends), shown by `corral diff` and written to the host by `corral apply`",
 		field:   func(s *Settings) any { return &s.WorkspaceMode },
 	},
 	{

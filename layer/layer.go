@@ -23,7 +23,9 @@
 //
 // The mount itself is the backends' (backend/bwrap: one overlay per
 // session, held by a process of corral's, which every command's sandbox
-// joins); this package only reads and writes the directories.
+// joins; backend/docker: an overlay volume the engine mounts as the
+// session's container's workspace); this package only reads and writes
+// the directories.
 package layer
 
 import (

@@ -174,9 +174,6 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if len(req.ExtraFiles) > 8 {
 		return nil, fmt.Errorf("%w: at most 8 extra descriptors", sandbox.ErrBadRequest)
 	}
-	if req.LayerDir != "" {
-		return nil, fmt.Errorf("%w: workspace_mode review is not available on the docker backend yet (the container would write to %s itself); use the bwrap backend or workspace_mode direct", sandbox.ErrPolicy, req.Workdir)
-	}
 	c, _, bindWarnings, sec, err := b.ensure(ctx, req)
 	if err != nil {
 		return nil, err

@@ -3,8 +3,12 @@ package docker
 import (
 	"context"
 	"os/exec"
+	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/corralhq/corral/internal/dockertest"
+	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
 )
 
@@ -48,4 +52,40 @@ func BenchmarkDocker(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkDockerReview compares, in one run, a session command that
+// writes a file under workspace_mode direct and under review (the overlay
+// volume), in containers of the same settings.
+func BenchmarkDockerReview(b *testing.B) {
+	f := newFixture(b, nil)
+	for _, review := range []bool{false, true} {
+		name := "direct"
+		if review {
+			name = "review"
+		}
+		m := session.NewManager(session.Options{StateDir: filepath.Join(dockertest.TestDir(b), "state"), Resolve: func(string) (*session.Spec, error) {
+			return &session.Spec{Backend: f.b, Policy: sandbox.Policy{Profile: sandbox.ProfileWorkspace, Workdir: f.ws}, Timeout: time.Minute,
+				OutputLimit: 1 << 20, Env: []string{"PATH=/usr/bin:/bin"}, Review: review}, nil
+		}})
+		b.Cleanup(m.Close)
+		s, err := m.Open("bench-" + name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		start := time.Now()
+		if _, err := s.Exec(ctx, session.ExecRequest{Command: "true"}); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("%s: first command (container start) %v", name, time.Since(start))
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				r, err := s.Exec(ctx, session.ExecRequest{Command: "echo x > written"})
+				if err != nil || r.ExitCode != 0 {
+					b.Fatal(err, r)
+				}
+			}
+		})
+	}
 }

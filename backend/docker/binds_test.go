@@ -129,7 +129,7 @@ func TestSpecBindCovers(t *testing.T) {
 	filter := &filterSpec{profile: "{}", denyUnix: true}
 	d := sandbox.BindDecision{Mount: true, Src: "/home", Dest: "/home", ReadOnly: true,
 		HideDirs: []string{"/home/bob/.ssh"}, EmptyFiles: []string{"/home/bob/.secret"}}
-	s, err := buildSpec(&st, p, testWS, "/opt/corral", nil, []sandbox.BindDecision{d}, "/state/empty", nil, filter, nil, nil)
+	s, err := buildSpec(&st, p, testWS, "/opt/corral", nil, []sandbox.BindDecision{d}, "/state/empty", nil, filter, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,15 +147,15 @@ func TestSpecBindCovers(t *testing.T) {
 	}
 	plain := d
 	plain.HideDirs, plain.EmptyFiles = nil, nil
-	s2, err := buildSpec(&st, p, testWS, "/opt/corral", nil, []sandbox.BindDecision{plain}, "", nil, filter, nil, nil)
+	s2, err := buildSpec(&st, p, testWS, "/opt/corral", nil, []sandbox.BindDecision{plain}, "", nil, filter, nil, nil, nil)
 	if err != nil || s2.Hash == s.Hash {
 		t.Errorf("the covers do not change the hash (%v)", err)
 	}
-	if _, err := buildSpec(&st, p, testWS, "/opt/corral", nil, []sandbox.BindDecision{d}, "", nil, filter, nil, nil); err == nil {
+	if _, err := buildSpec(&st, p, testWS, "/opt/corral", nil, []sandbox.BindDecision{d}, "", nil, filter, nil, nil, nil); err == nil {
 		t.Error("a file to cover and no empty file: no error")
 	}
 	st.MountOptions = "z"
-	s3, err := buildSpec(&st, p, testWS, "/opt/corral", nil, []sandbox.BindDecision{d}, "/state/empty", nil, filter, nil, nil)
+	s3, err := buildSpec(&st, p, testWS, "/opt/corral", nil, []sandbox.BindDecision{d}, "/state/empty", nil, filter, nil, nil, nil)
 	if err != nil || !slices.Contains(s3.Host.Binds, "/state/empty:/home/bob/.secret:ro,z") || len(s3.Host.Mounts) != 1 || s3.Host.Mounts[0].Type != mount.TypeTmpfs {
 		t.Errorf("with mount_options: binds %q mounts %+v (%v)", s3.Host.Binds, s3.Host.Mounts, err)
 	}

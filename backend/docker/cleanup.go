@@ -28,7 +28,8 @@ type Leftover struct {
 // (a crash, kill -9): those whose owner ran on this machine and has exited,
 // and those that are not running. A container whose owner still runs is
 // kept, and so is one owned by a process on another machine unless all is
-// set; all removes every corral container, in use or not.
+// set; all removes every corral container, in use or not. Review overlay
+// volumes that no container uses are removed too (cleanupVolumes).
 func (e *Engine) Cleanup(ctx context.Context, all bool) ([]Leftover, error) {
 	cli, err := e.client()
 	if err != nil {
@@ -79,5 +80,34 @@ func (e *Engine) Cleanup(ctx context.Context, all bool) ([]Leftover, error) {
 		}
 		out = append(out, lo)
 	}
-	return out, nil
+	return append(out, e.cleanupVolumes(ctx, cli)...), nil
+}
+
+// cleanupVolumes removes the review overlay volumes (label corral.env=1)
+// that no container uses: each is anonymous and goes with its container,
+// so one is left only when its container was removed without its volumes
+// (docker rm without -v). A volume holds nothing of its own (the layer is
+// in the session's directory); removing it unmounts the overlay. They are
+// reported as Leftovers with State "volume" and Key the layer directory.
+func (e *Engine) cleanupVolumes(ctx context.Context, cli *client.Client) []Leftover {
+	res, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: client.Filters{}.Add("label", LabelEnv+"=1").Add("dangling", "true")})
+	if err != nil {
+		e.log.Warn("docker.volume.list_failed", "error", err)
+		return nil
+	}
+	var out []Leftover
+	for _, v := range res.Items {
+		if v.Labels[LabelEnv] != "1" {
+			continue
+		}
+		lo := Leftover{Name: v.Name, Key: v.Labels[LabelLayer], State: "volume"}
+		if _, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+			lo.Kept = "removal failed: " + err.Error()
+		} else {
+			lo.Removed = true
+			e.log.Info("docker.volume.removed", "volume", v.Name, "layer", lo.Key, "reason", "cleanup")
+		}
+		out = append(out, lo)
+	}
+	return out
 }

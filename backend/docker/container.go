@@ -54,6 +54,12 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
+	var rv *reviewSpec
+	if req.LayerDir != "" {
+		if rv, err = b.review(req, ws, uid, gid); err != nil {
+			return nil, nil, nil, nil, err
+		}
+	}
 	extra, err := ParseExtraRunArgs(st.ExtraRunArgs)
 	if err != nil {
 		return nil, nil, nil, nil, err
@@ -108,7 +114,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 	}
 	// The protected paths do not enter the hash: they are found (a walk of
 	// the workspace) only when a container is made, below.
-	spec, err := buildSpec(&st, p, ws, helper, extra, binds, empty, nil, filter, eg, trust)
+	spec, err := buildSpec(&st, p, ws, helper, extra, binds, empty, nil, filter, eg, trust, rv)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -147,7 +153,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 				}
 			}
 		}
-		c = &ctr{scopeKey: scopeKey, key: labelKey, hash: spec.Hash, ws: ws, user: p.user, ready: make(chan struct{}), sessions: map[string]bool{}, ephemeral: key == "", denyUnix: filter.denyUnix, egress: eg, patterns: req.ProtectedPatterns()}
+		c = &ctr{scopeKey: scopeKey, key: labelKey, hash: spec.Hash, ws: ws, user: p.user, ready: make(chan struct{}), sessions: map[string]bool{}, ephemeral: key == "", denyUnix: filter.denyUnix, egress: eg, patterns: req.ProtectedPatterns(), review: rv}
 		e.containers[scopeKey] = c
 	}
 	if key != "" {
@@ -159,11 +165,19 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 	}
 	if !found {
 		var cut bool
-		if c.protected, cut = protectedIn(ws, req); cut {
+		if rv != nil {
+			// The merged view's protected paths (the layer's own
+			// included), found before the overlay is mounted.
+			if rv.prot, cut = mergedSources(rv.l, req.ProtectedPatterns()); cut {
+				c.err = sandbox.ScanCutError(ws.Host, true)
+			} else if len(rv.prot) > 0 {
+				spec, c.err = buildSpec(&st, p, ws, helper, extra, binds, empty, nil, filter, eg, trust, rv)
+			}
+		} else if c.protected, cut = protectedIn(ws, req); cut {
 			// Fail closed: the mounts would leave out what the scan missed.
 			c.err = sandbox.ScanCutError(ws.Host, true)
 		} else if len(c.protected) > 0 {
-			spec, c.err = buildSpec(&st, p, ws, helper, extra, binds, empty, c.protected, filter, eg, trust)
+			spec, c.err = buildSpec(&st, p, ws, helper, extra, binds, empty, c.protected, filter, eg, trust, nil)
 		}
 		if c.err == nil {
 			c.err = b.start(ctx, c, spec, req)
@@ -240,7 +254,15 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 		if id, name, ok := b.findLive(ctx, cli, c); ok {
 			c.id, c.name, c.owned = id, name, false
 			e.log.Info("docker.session", "session", req.Session, "container", name, "scope", b.st.Scope, "joined", true)
-			return nil
+			if c.review != nil {
+				c.view, err = e.viewRoot(ctx, c)
+			}
+			return err
+		}
+	}
+	if c.review != nil {
+		if err := b.claimLayer(ctx, cli, c); err != nil {
+			return err
 		}
 	}
 	if err := b.ensureImage(ctx, cli, req.Progress); err != nil {
@@ -277,6 +299,12 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	e.log.Info("docker.container.started", "container", c.name, "image", b.st.Image, "network", b.st.Network, "key", c.key)
 	if err := b.prepare(ctx, cli, c); err != nil {
 		return fail(err)
+	}
+	if c.review != nil {
+		if c.view, err = e.viewRoot(ctx, c); err != nil {
+			return fail(err)
+		}
+		e.log.Info("docker.layer.mounted", "container", c.name, "layer", c.review.l.Dir, "workdir", c.review.l.Lower, "generation", c.review.gen, "protected", len(c.review.prot))
 	}
 	if !c.ephemeral {
 		e.log.Info("docker.session", "session", req.Session, "container", c.name, "scope", b.st.Scope)
@@ -376,6 +404,11 @@ func (b *Backend) prepare(ctx context.Context, cli *client.Client, c *ctr) error
 // the container sees.
 func (b *Backend) checkMount(c *ctr, pr *inside.Prepared) error {
 	hostNames, err := listNames(c.ws.Host, inside.MaxEntries)
+	if err == nil && c.review != nil {
+		// The container sees the overlay: what the layer deleted is
+		// not there, what it made is.
+		hostNames, err = mergedNames(c.review.l, hostNames)
+	}
 	if err != nil {
 		return fmt.Errorf("%w: docker backend: listing the workspace %s: %v", sandbox.ErrBadRequest, c.ws.Host, err)
 	}

@@ -32,4 +32,9 @@
 // the preparation in package secrets: stand-ins and the CA variables go
 // into each command's environment, never the container's Env, and a trust
 // bundle is bound read-only at the image's system bundle paths (trust.go).
+//
+// Review mode (workspace_mode review, package layer) makes the workspace an
+// overlay volume that the engine mounts over the session's layer, so the
+// host's files stay as they were until a person applies the changes
+// (review.go says how and why).
 package docker

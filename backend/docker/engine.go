@@ -120,6 +120,12 @@ type ctr struct {
 	// denied on top of the container's profile (workspace and allowlist).
 	denyUnix bool
 
+	// review is the session's layer (workspace_mode review), or nil;
+	// view is then /proc/PID of the container's init process, through
+	// which corral sees the overlay (viewRoot).
+	review *reviewSpec
+	view   string
+
 	agentMu sync.Mutex
 	agent   *agent // this process's helper in the container (agent.go)
 }

@@ -25,6 +25,9 @@ func (e *Engine) quarantine(c *ctr) []string {
 	if !c.ws.Writable || len(c.patterns) == 0 {
 		return nil
 	}
+	if c.review != nil {
+		return e.quarantineReview(c)
+	}
 	found, truncated := sandbox.FindProtected(c.ws.Host, c.patterns)
 	var notes []string
 	if truncated {
@@ -83,8 +86,74 @@ func (e *Engine) scanCut(c *ctr) error {
 	if !c.ws.Writable || len(c.patterns) == 0 {
 		return nil
 	}
-	if _, truncated := sandbox.FindProtected(c.ws.Host, c.patterns); truncated {
+	root := c.ws.Host
+	if c.review != nil {
+		// The overlay, as the container sees it.
+		root = c.view + "/root" + c.ws.Target
+	}
+	if _, truncated := sandbox.FindProtected(root, c.patterns); truncated {
 		return sandbox.ScanCutError(c.ws.Host, true)
 	}
 	return nil
+}
+
+// quarantineReview is quarantine for a review container (review.go): the
+// scan is of the overlay, seen through the container's root, and a
+// protected path is covered when it is a mount point in the container
+// (each one the merged view held when the container was made is mounted
+// read-only; one a command moved away from its mount, or made since, is
+// not). Uncovered ones are removed from the layer through the overlay
+// (beneath the container's root, following no symlink out of it: os.Root);
+// a move to QuarantineDir would cross file systems.
+func (e *Engine) quarantineReview(c *ctr) []string {
+	if c.view == "" {
+		return nil // never started
+	}
+	root := c.view + "/root" + c.ws.Target
+	mounts, err := mountPoints(c.view)
+	if err != nil {
+		if _, serr := os.Stat(c.view); serr != nil {
+			return nil // the container is gone: nothing of it can run later
+		}
+		e.log.Warn("docker.protected.unchecked", "container", c.name, "error", err)
+		return []string{fmt.Sprintf("the protected paths of the review layer could not be checked after the command: %v", err)}
+	}
+	found, truncated := sandbox.FindProtected(root, c.patterns)
+	var notes []string
+	if truncated {
+		notes = append(notes, sandbox.ScanCutWarning(c.ws.Host, true))
+	}
+	var croot *os.Root
+	defer func() {
+		if croot != nil {
+			croot.Close()
+		}
+	}()
+	for _, p := range found {
+		if !p.Exists || mounts[filepath.Join(c.ws.Target, filepath.FromSlash(p.Rel))] {
+			continue
+		}
+		st, err := os.Lstat(p.Path)
+		if err != nil || (p.NotDir && st.IsDir()) {
+			continue
+		}
+		if len(p.Links) > 0 {
+			notes = append(notes, fmt.Sprintf("%s appeared in the workspace's review layer through a symlink; it is a protected path (programs on the host run it once applied): check it before corral apply", p.Rel))
+			continue
+		}
+		if croot == nil {
+			if croot, err = os.OpenRoot(c.view + "/root"); err != nil {
+				notes = append(notes, fmt.Sprintf("%s is a protected path the command made in the review layer and it could not be removed: %v", p.Rel, err))
+				continue
+			}
+		}
+		rel := filepath.Join(strings.TrimPrefix(c.ws.Target, "/"), filepath.FromSlash(p.Rel))
+		if err := croot.RemoveAll(rel); err != nil {
+			notes = append(notes, fmt.Sprintf("%s is a protected path the command made in the review layer and it could not be removed: %v", p.Rel, err))
+			continue
+		}
+		e.log.Warn("docker.protected.quarantined", "container", c.name, "path", p.Rel, "to", "removed", "layer", c.review.l.Dir)
+		notes = append(notes, fmt.Sprintf("%s is a protected path (programs on the host run it later) that the command made in the review layer; it was removed", p.Rel))
+	}
+	return notes
 }

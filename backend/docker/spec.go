@@ -124,7 +124,11 @@ type containerSpec struct {
 // protected paths (relative to the workspace, existing, reached without
 // symlinks) bound read-only over the writable workspace. trust, when not
 // nil (secrets), is the trust bundle bound read-only at its destinations.
-func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extraArgs, binds []sandbox.BindDecision, empty string, protected []string, filter *filterSpec, eg *egressSpec, trust *trustSpec) (*containerSpec, error) {
+// rv, when not nil (workspace_mode review, review.go), makes the
+// workspace an overlay volume of the host's directory and the session's
+// layer, and its protected paths (rv.prot) are mounted read-only from the
+// merged view's sources; protected is then unused.
+func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extraArgs, binds []sandbox.BindDecision, empty string, protected []string, filter *filterSpec, eg *egressSpec, trust *trustSpec, rv *reviewSpec) (*containerSpec, error) {
 	if !filepath.IsAbs(ws.Host) || !filepath.IsAbs(ws.Target) || !filepath.IsAbs(ws.Source) {
 		return nil, fmt.Errorf("%w: the workspace must be an absolute path", sandbox.ErrBadRequest)
 	}
@@ -160,6 +164,20 @@ func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extr
 	specs := []bindSpec{
 		{ws.Source, ws.Target, !ws.Writable},
 		{helper, inside.Path, true},
+	}
+	if rv != nil {
+		// The workspace is the overlay volume below, never the host's
+		// directory itself.
+		o, err := overlayOptions([]string{rv.l.Lower}, rv.l.Upper(), rv.l.Work())
+		if err != nil {
+			return nil, fmt.Errorf("%w: workspace_mode review: %v", sandbox.ErrPolicy, err)
+		}
+		if !ws.Writable || ws.Source != ws.Host {
+			return nil, fmt.Errorf("%w: workspace_mode review needs a writable workspace that the daemon sees at corral's path", sandbox.ErrPolicy)
+		}
+		specs = specs[1:]
+		hc.Mounts = append(hc.Mounts, overlayVolume(ws.Target, o, map[string]string{
+			LabelEnv: "1", LabelLayer: rv.l.Dir, LabelGeneration: strconv.FormatInt(rv.gen, 10)}))
 	}
 	var covers []bindSpec
 	var tmpfs []mount.Mount
@@ -239,6 +257,9 @@ func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extr
 		cfg.Env = append(cfg.Env, egress.Env()...)
 		cfg.Labels[LabelEgress] = eg.key
 	}
+	if rv != nil {
+		cfg.Labels[LabelLayer] = rv.l.Dir
+	}
 	// The hash leaves out the protected paths: they are found when the
 	// container is made, and a path that appears later must not replace a
 	// session's container (and end its background processes).
@@ -248,7 +269,29 @@ func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extr
 	// onto themselves: a mount point cannot be renamed or removed (EBUSY),
 	// so `mv .git .g && mkdir .git` cannot put a configuration of the
 	// command's in the place of the protected one.
-	if ws.Writable {
+	if rv != nil {
+		// Review: each protected path of the merged view read-only from
+		// where the overlay takes it; nothing on the way is pinned (a
+		// read-write bind of the host's directory would write the host),
+		// so one moved away from its mount is found after the command
+		// (quarantine: not a mount point) and removed.
+		var prot []bindSpec
+		for _, ps := range rv.prot {
+			dst := filepath.Join(ws.Target, filepath.FromSlash(ps.Rel))
+			if ps.Src != "" {
+				prot = append(prot, bindSpec{ps.Src, dst, true})
+				continue
+			}
+			o, err := overlayOptions(ps.Lowers, "", "")
+			if err != nil {
+				return nil, fmt.Errorf("%w: workspace_mode review: protected path %s: %v", sandbox.ErrPolicy, ps.Rel, err)
+			}
+			hc.Mounts = append(hc.Mounts, overlayVolume(dst, o, map[string]string{LabelEnv: "1", LabelLayer: rv.l.Dir}))
+		}
+		if err := addBinds(prot); err != nil {
+			return nil, err
+		}
+	} else if ws.Writable {
 		var prot []bindSpec
 		pinned := map[string]bool{}
 		for _, rel := range protected {
@@ -276,6 +319,13 @@ func specHash(cfg *container.Config, hc *container.HostConfig) string {
 	fmt.Fprintf(h, "|ro:%q|mask:%q", hc.ReadonlyPaths, hc.MaskedPaths)
 	for _, m := range hc.Mounts {
 		fmt.Fprintf(h, "|m:%s:%s:%v", m.Source, m.Target, m.ReadOnly)
+		if v := m.VolumeOptions; v != nil {
+			// An overlay volume: its layers and the layer's generation.
+			fmt.Fprintf(h, ":%q", sortedMap(v.Labels))
+			if v.DriverConfig != nil {
+				fmt.Fprintf(h, ":%s:%q", v.DriverConfig.Name, sortedMap(v.DriverConfig.Options))
+			}
+		}
 	}
 	for _, d := range hc.Devices {
 		fmt.Fprintf(h, "|d:%s:%s:%s", d.PathOnHost, d.PathInContainer, d.CgroupPermissions)

@@ -81,7 +81,7 @@ func specFor(t *testing.T, mutate func(*Settings), ws workspace, protected []str
 	for _, b := range st.Binds {
 		binds = append(binds, sandbox.BindDecision{Mount: true, Src: b.Src, Dest: b.Target(), ReadOnly: b.ReadOnly})
 	}
-	return buildSpec(&st, p, ws, "/opt/corral", x, binds, "", protected, &filterSpec{profile: "{}", denyUnix: true}, nil, nil)
+	return buildSpec(&st, p, ws, "/opt/corral", x, binds, "", protected, &filterSpec{profile: "{}", denyUnix: true}, nil, nil, nil)
 }
 
 var testWS = workspace{Host: "/home/u/proj", Source: "/home/u/proj", Target: "/home/u/proj", Writable: true}

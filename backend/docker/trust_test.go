@@ -58,11 +58,11 @@ func TestSpecTrust(t *testing.T) {
 	filter := &filterSpec{profile: "{}", denyUnix: true}
 	eg := &egressSpec{policy: netproxy.Policy{Allow: []string{"api.example.com"}}, key: "api.example.com|"}
 	trust := &trustSpec{Bundle: "/state/trust/bundle-1.pem", Dests: []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/ssl/cert.pem"}}
-	plain, err := buildSpec(&st, p, testWS, "/opt/corral", nil, nil, "", nil, filter, eg, nil)
+	plain, err := buildSpec(&st, p, testWS, "/opt/corral", nil, nil, "", nil, filter, eg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := buildSpec(&st, p, testWS, "/opt/corral", nil, nil, "", nil, filter, eg, trust)
+	s, err := buildSpec(&st, p, testWS, "/opt/corral", nil, nil, "", nil, filter, eg, trust, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestSpecTrust(t *testing.T) {
 			t.Errorf("container Env holds %s: it is set per command", kv)
 		}
 	}
-	if _, err := buildSpec(&st, p, testWS, "/opt/corral", nil, nil, "", nil, filter, nil, trust); err == nil {
+	if _, err := buildSpec(&st, p, testWS, "/opt/corral", nil, nil, "", nil, filter, nil, trust, nil); err == nil {
 		t.Error("a trust bundle without the allowlist proxy was accepted")
 	}
 }
