@@ -188,6 +188,23 @@ print(requests.get("https://api.allowed.test/requests", headers={"Authorization"
 			t.Errorf("the server did not get the real token from requests:\n%s", w.seen())
 		}
 	})
+	t.Run("node fetch and https.request", func(t *testing.T) {
+		requireTool(t, "node", "apt-get install nodejs")
+		// Node 20 ignores HTTPS_PROXY and NODE_USE_ENV_PROXY; corral's
+		// preload (NODE_OPTIONS) routes both through the proxy.
+		o := e.sh(`node -e '
+const https = require("https");
+fetch("https://api.allowed.test/node-fetch", {headers: {authorization: "Bearer " + process.env.GITHUB_TOKEN}})
+  .then(r => r.text()).then(t => { console.log("fetch:", t);
+    https.get("https://other.allowed.test/node-https", {headers: {"x-api-key": process.env.OTHER_KEY}}, r => {
+      let b = ""; r.on("data", d => b += d); r.on("end", () => console.log("https:", b)); });
+  }).catch(e => { console.log("failed:", e, e.cause); process.exit(3); });'; node --version`, secretsOn, func(r *sandbox.Request) { r.Limits.MemoryMB = 0 })
+		mustContain(t, o, "fetch: hello host=api.allowed.test path=/node-fetch", "https: hello host=other.allowed.test path=/node-https")
+		seen := w.seen()
+		if !strings.Contains(seen, "api.allowed.test GET /node-fetch auth=Bearer "+realGH) || !strings.Contains(seen, "other.allowed.test GET /node-https auth= key="+realOther) {
+			t.Errorf("the server did not get the real values from Node:\n%s", seen)
+		}
+	})
 	t.Run("git push", func(t *testing.T) {
 		gitInit := exec.Command("git", "init", "-q", "--bare", "-b", "main", w.repo)
 		if out, err := gitInit.CombinedOutput(); err != nil {
