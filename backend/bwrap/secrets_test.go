@@ -33,6 +33,7 @@ import (
 var (
 	realGH    = "ghp_" + randomAlnum(36)
 	realOther = "sk-ant-" + randomAlnum(28)
+	realNPM   = "npm_" + randomAlnum(36)
 )
 
 func randomAlnum(n int) string {
@@ -86,6 +87,12 @@ func newSecretsWorld(t *testing.T, e *env) *secretsWorld {
 		w.mu.Lock()
 		w.arrivals = append(w.arrivals, fmt.Sprintf("%s %s %s auth=%s key=%s body=%s", hostOnly(r.Host), r.Method, r.URL.Path, auth, r.Header.Get("X-Api-Key"), body))
 		w.mu.Unlock()
+		if hostOnly(r.Host) == "npm.allowed.test" {
+			// A registry that takes any publish.
+			rw.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(rw, `{"ok":true}`)
+			return
+		}
 		if hostOnly(r.Host) == "git.allowed.test" {
 			_, pass, _ := r.BasicAuth()
 			if r.Header.Get("Authorization") != "Bearer "+realGH && pass != realGH {
@@ -203,6 +210,29 @@ fetch("https://api.allowed.test/node-fetch", {headers: {authorization: "Bearer "
 		seen := w.seen()
 		if !strings.Contains(seen, "api.allowed.test GET /node-fetch auth=Bearer "+realGH) || !strings.Contains(seen, "other.allowed.test GET /node-https auth= key="+realOther) {
 			t.Errorf("the server did not get the real values from Node:\n%s", seen)
+		}
+	})
+	t.Run("npm publish", func(t *testing.T) {
+		requireTool(t, "npm", "apt-get install npm")
+		e.envv = append(e.envv, "NPM_REAL="+realNPM)
+		// The .npmrc names the variable, as a project's would; npm reads
+		// the stand-in from the environment and sends it as a Bearer token.
+		o := e.sh(`set -e
+mkdir -p "$TMPDIR/pkg" && cd "$TMPDIR/pkg"
+printf '%s\n' '{"name":"corral-secret-test","version":"1.0.0"}' > package.json
+echo 'module.exports = 1' > index.js
+printf '%s\n' 'registry=https://npm.allowed.test/' '//npm.allowed.test/:_authToken=${NPM_TOKEN}' > .npmrc
+npm publish --cache "$TMPDIR/npm-cache" --no-update-notifier --loglevel=warn --no-audit --no-fund --ignore-scripts 2>&1
+echo PUBLISHED`, secretsOn, func(r *sandbox.Request) {
+			r.Limits.MemoryMB = 0
+			r.ScratchDir = filepath.Join(e.base, "scratch")
+			_ = os.MkdirAll(r.ScratchDir, 0o755)
+			r.Secrets = append(r.Secrets, sandbox.Secret{Name: "NPM_TOKEN", From: "env:NPM_REAL", Hosts: []string{"npm.allowed.test"}})
+		})
+		mustContain(t, o, "PUBLISHED")
+		mustNotContain(t, o, realNPM)
+		if seen := w.seen(); !strings.Contains(seen, "npm.allowed.test PUT /corral-secret-test auth=Bearer "+realNPM) {
+			t.Errorf("the registry did not get the real token in the publish:\n%s", seen)
 		}
 	})
 	t.Run("git push", func(t *testing.T) {
