@@ -13,7 +13,7 @@ import (
 )
 
 // secretFields are the fields of a secrets entry.
-var secretFields = []string{"name", "from", "hosts", "headers"}
+var secretFields = []string{"name", "from", "hosts", "headers", "username"}
 
 // reservedSecretNames returns, upper-cased, the variables a secret may not
 // be called: the basics of a process's environment and those corral sets
@@ -77,7 +77,7 @@ func parseSecret(raw any) (sandbox.Secret, *problem) {
 	}
 	for f := range m {
 		if !slices.Contains(secretFields, f) {
-			return s, &problem{value: raw, reason: fmt.Sprintf("has unknown field %q (want name, from, hosts, headers)", f)}
+			return s, &problem{value: raw, reason: fmt.Sprintf("has unknown field %q (want name, from, hosts, headers, username)", f)}
 		}
 	}
 	name, ok := m["name"].(string)
@@ -134,6 +134,13 @@ func parseSecret(raw any) (sandbox.Secret, *problem) {
 			}
 			s.Headers = append(s.Headers, strings.TrimSpace(hs))
 		}
+	}
+	if v, ok := m["username"]; ok && v != nil {
+		u, ok := v.(string)
+		if !ok || u == "" || len(u) > 128 || strings.IndexFunc(u, func(r rune) bool { return r <= ' ' || r == ':' || r >= 0x7f }) >= 0 {
+			return s, &problem{sub: ".username", value: v, reason: "is not a user name for git's credential helper (printable ASCII, no space or colon, at most 128 bytes)"}
+		}
+		s.Username = u
 	}
 	return s, nil
 }

@@ -28,6 +28,11 @@ type Secret struct {
 	// Headers are extra request header names, beside Authorization and
 	// x-api-key, whose whole value may be the stand-in ("PRIVATE-TOKEN").
 	Headers []string `json:"headers,omitempty" yaml:"headers,omitempty"`
+	// Username is the user name corral's git credential helper gives
+	// with the stand-in for the secret's hosts ("" means x-access-token,
+	// GitHub's; see package secrets/gitcred). No colon, space or control
+	// character (RFC 7617: the Basic user-id holds no colon).
+	Username string `json:"username,omitempty" yaml:"username,omitempty"`
 }
 
 // FromEnv returns VAR when s.From is "env:VAR".

@@ -60,10 +60,20 @@ type secretsWorld struct {
 	arrivals []string
 }
 
-func (w *secretsWorld) seen() string {
+func (w *secretsWorld) seen() string { return w.seenSince(0) }
+
+// mark is where seenSince starts: the number of arrivals so far.
+func (w *secretsWorld) mark() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return strings.Join(w.arrivals, "\n")
+	return len(w.arrivals)
+}
+
+// seenSince is what arrived after mark.
+func (w *secretsWorld) seenSince(mark int) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.arrivals[mark:], "\n")
 }
 
 func newSecretsWorld(t *testing.T, e *env) *secretsWorld {
@@ -259,6 +269,32 @@ echo PUSHED`, secretsOn, func(r *sandbox.Request) {
 		seen := w.seen()
 		if !strings.Contains(seen, "(basic x-access-token:"+realGH+")") || !strings.Contains(seen, "git-receive-pack auth=Bearer "+realGH) {
 			t.Errorf("the git server did not see the real token both ways:\n%s", seen)
+		}
+	})
+	t.Run("git clone and push through corral's credential helper", func(t *testing.T) {
+		// Runs after "git push", which made the bare repository. No token
+		// in the URL, no helper configured by the command: corral's own
+		// (GIT_CONFIG_* in the environment) answers with the stand-in.
+		mark := w.mark()
+		o := e.sh(`set -e
+export GIT_TERMINAL_PROMPT=0
+echo "helper=$(git config --get-all credential.helper)"
+rm -rf "$TMPDIR/clone" && git clone -q https://git.allowed.test/repo.git "$TMPDIR/clone" && cd "$TMPDIR/clone"
+git config --get remote.origin.url
+printf 'protocol=https\nhost=git.allowed.test\nusername=someone\npassword=x\n' | git credential approve
+git -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m three
+git push -q origin HEAD:refs/heads/via-helper
+echo PUSHED`, secretsOn, func(r *sandbox.Request) {
+			r.ScratchDir = filepath.Join(e.base, "scratch")
+			_ = os.MkdirAll(r.ScratchDir, 0o755)
+		})
+		mustContain(t, o, "PUSHED", "\nhttps://git.allowed.test/repo.git\n", "__corral-git-credential")
+		refs, err := exec.Command("git", "--git-dir", w.repo, "for-each-ref", "--format=%(refname)").CombinedOutput()
+		if err != nil || !strings.Contains(string(refs), "refs/heads/via-helper") {
+			t.Errorf("the bare repository's refs after the push: %v %s", err, refs)
+		}
+		if seen := w.seenSince(mark); !strings.Contains(seen, "git-upload-pack auth=Basic ") || !strings.Contains(seen, "git-receive-pack auth=Basic ") || !strings.Contains(seen, "(basic x-access-token:"+realGH+")") {
+			t.Errorf("the git server did not see the real token from the helper's Basic credential:\n%s", seen)
 		}
 	})
 	t.Run("the real value is nowhere in the sandbox", func(t *testing.T) {

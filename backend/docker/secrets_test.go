@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -148,6 +149,11 @@ echo "curl2=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer 
 echo "py=$(python3 -c 'import urllib.request,os; print(urllib.request.urlopen(urllib.request.Request("https://api.allowed.test/py", headers={"Authorization": "token "+os.environ["GITHUB_TOKEN"]}), timeout=20).read().decode())')"
 echo "curl3=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $GITHUB_TOKEN" http://plain.allowed.test/x)"
 echo "otherkey=${#OTHER_KEY}"
+# corral's git credential helper, run as git runs it (the image has no git).
+echo "gitcount=$GIT_CONFIG_COUNT key=$GIT_CONFIG_KEY_0"
+cred=$(printf 'protocol=https\nhost=api.allowed.test\n\n' | sh -c "${GIT_CONFIG_VALUE_0#!} get")
+echo "cred=$(echo "$cred" | head -n 1)"
+echo "curl4=$(curl -sS -u "x-access-token:$(echo "$cred" | sed -n 's/^password=//p')" https://api.allowed.test/basic)"
 cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | sort -u
 `
 	// A second secret, read from a file outside the workspace, whose host
@@ -187,12 +193,18 @@ cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | sort 
 		fmt.Sprintf("otherkey=%d\n", len(realToken)-1),
 		"GITHUB_TOKEN=" + standIn + "\n",
 		"py=hello api.allowed.test\n",
+		"gitcount=1 key=credential.helper\n",
+		"cred=username=x-access-token\n",
+		"curl4=hello api.allowed.test\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 	seen := f.seen()
+	if !strings.Contains(seen, "api.allowed.test auth=Basic "+base64.StdEncoding.EncodeToString([]byte("x-access-token:"+realToken))) {
+		t.Errorf("the credential helper's stand-in did not reach the server as the real token:\n%s", seen)
+	}
 	if !strings.Contains(seen, "api.allowed.test auth=Bearer "+realToken) || !strings.Contains(seen, "api.allowed.test auth=token "+realToken) {
 		t.Errorf("the secret's host did not get the real token:\n%s", seen)
 	}

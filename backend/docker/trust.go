@@ -16,8 +16,10 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/secrets"
+	"github.com/corralhq/corral/secrets/gitcred"
 )
 
 // maxBundle bounds a system trust bundle read from an image (Debian's is
@@ -136,7 +138,7 @@ func (b *Backend) prepareSecrets(ctx context.Context, req *sandbox.Request, root
 		prep:  prep,
 		trust: &trustSpec{Bundle: bundle, Dests: dests},
 		Strip: prep.Strip,
-		Set:   append(slices.Clone(prep.Env), secrets.BundleEnv(dests[0])...),
+		Set:   slices.Concat(prep.Env, secrets.BundleEnv(dests[0]), gitcred.Env(inside.Path, req.Secrets)),
 		key:   secretsKey(prep),
 	}, nil
 }
