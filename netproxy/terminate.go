@@ -233,6 +233,14 @@ func (s *Server) substitute(w http.ResponseWriter, r *http.Request, host string,
 		refuse(w, msg)
 		return false
 	}
+	if name, err := secrets.ResignAWS(r, host, s.secrets); err != nil {
+		s.log.LogAttrs(r.Context(), slog.LevelWarn, "secret.resign_failed",
+			slog.String("session", s.session), slog.String("host", host), slog.String("error", err.Error()))
+		refuse(w, "corral proxy: refused: "+err.Error())
+		return false
+	} else if name != "" {
+		res.Used = append(res.Used, name)
+	}
 	for _, name := range res.Used {
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "secret.used",
 			slog.String("session", s.session), slog.String("name", name),

@@ -26,6 +26,12 @@ type Secret struct {
 	// Headers are extra header names whose whole value may be the
 	// stand-in, beside Authorization and x-api-key.
 	Headers []string
+	// Kind is "" for a token, or KindAWS for an AWS key pair: then Value
+	// and StandIn are the access key ids, and the secret access key's
+	// real value and stand-in (the variable SecretName) follow; the proxy
+	// re-signs SigV4 requests ([ResignAWS]) instead of replacing headers.
+	Kind                                   string
+	SecretName, SecretValue, SecretStandIn string
 }
 
 // String implements fmt.Stringer: the name only.
@@ -115,7 +121,7 @@ type Result struct {
 func Substitute(h http.Header, target, host string, overTLS bool, secs []Secret) Result {
 	var res Result
 	for _, s := range secs {
-		if s.StandIn == "" || !carries(h, target, s.StandIn) {
+		if s.StandIn == "" || !carries(h, target, s.StandIn) && (s.SecretStandIn == "" || !carries(h, target, s.SecretStandIn)) {
 			continue
 		}
 		if !overTLS || !s.Belongs(host) {

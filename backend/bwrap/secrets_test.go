@@ -23,6 +23,7 @@ import (
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/testcert"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/secrets"
 )
 
 // The real values of the end-to-end secrets test, made at random when
@@ -34,6 +35,10 @@ var (
 	realGH    = "ghp_" + randomAlnum(36)
 	realOther = "sk-ant-" + randomAlnum(28)
 	realNPM   = "npm_" + randomAlnum(36)
+	// An AWS key pair of the real shapes: AKIA and 16 upper-case letters
+	// and digits; 40 characters of base64's alphabet.
+	realAWSID     = "AKIA" + strings.ToUpper(randomAlnum(16))
+	realAWSSecret = randomAlnum(18) + "/" + randomAlnum(10) + "+" + randomAlnum(10)
 )
 
 func randomAlnum(n int) string {
@@ -97,6 +102,23 @@ func newSecretsWorld(t *testing.T, e *env) *secretsWorld {
 		w.mu.Lock()
 		w.arrivals = append(w.arrivals, fmt.Sprintf("%s %s %s auth=%s key=%s body=%s", hostOnly(r.Host), r.Method, r.URL.Path, auth, r.Header.Get("X-Api-Key"), body))
 		w.mu.Unlock()
+		if h := hostOnly(r.Host); h == "s3.allowed.test" || h == "sts.allowed.test" {
+			// A service that checks the signature with the real pair
+			// (the stand-in's "re-signing" to a throwaway pair fails
+			// unless the real pair signed it).
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+			verify := secrets.Secret{Name: "verify", Kind: secrets.KindAWS, Hosts: []string{h}, StandIn: realAWSID, SecretStandIn: realAWSSecret, Value: "AKIAXXXXXXXXXXXXXXXX", SecretValue: "x"}
+			name, err := secrets.ResignAWS(r, h, []secrets.Secret{verify})
+			w.mu.Lock()
+			w.arrivals = append(w.arrivals, fmt.Sprintf("%s aws-check %s name=%q err=%v", h, r.URL.Path, name, err))
+			w.mu.Unlock()
+			if err != nil || name == "" {
+				http.Error(rw, "SignatureDoesNotMatch", http.StatusForbidden)
+				return
+			}
+			fmt.Fprintf(rw, "aws ok host=%s", h)
+			return
+		}
 		if hostOnly(r.Host) == "npm.allowed.test" {
 			// A registry that takes any publish.
 			rw.Header().Set("Content-Type", "application/json")
@@ -287,6 +309,10 @@ git push -q origin HEAD:refs/heads/via-helper
 echo PUSHED`, secretsOn, func(r *sandbox.Request) {
 			r.ScratchDir = filepath.Join(e.base, "scratch")
 			_ = os.MkdirAll(r.ScratchDir, 0o755)
+			// The helper is this test binary: built with -race, it cannot
+			// start under the address-space limit that stands in for a
+			// memory cgroup when the tests run unprivileged.
+			r.Limits.MemoryMB = 0
 		})
 		mustContain(t, o, "PUSHED", "\nhttps://git.allowed.test/repo.git\n", "__corral-git-credential")
 		refs, err := exec.Command("git", "--git-dir", w.repo, "for-each-ref", "--format=%(refname)").CombinedOutput()
@@ -296,6 +322,38 @@ echo PUSHED`, secretsOn, func(r *sandbox.Request) {
 		if seen := w.seenSince(mark); !strings.Contains(seen, "git-upload-pack auth=Basic ") || !strings.Contains(seen, "git-receive-pack auth=Basic ") || !strings.Contains(seen, "(basic x-access-token:"+realGH+")") {
 			t.Errorf("the git server did not see the real token from the helper's Basic credential:\n%s", seen)
 		}
+	})
+	t.Run("aws sigv4 re-signed", func(t *testing.T) {
+		e.envv = append(e.envv, "AWS_REAL_ID="+realAWSID, "AWS_REAL_SECRET="+realAWSSecret)
+		mark := w.mark()
+		// curl signs with the stand-in pair (its own SigV4 code): an S3
+		// GET, and a POST to another service whose payload hash is the
+		// body's (no x-amz-content-sha256 header).
+		o := e.sh(`echo "id=$AWS_ACCESS_KEY_ID secret=$AWS_SECRET_ACCESS_KEY"
+`+curl+`--aws-sigv4 "aws:amz:us-east-1:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" https://s3.allowed.test/bucket/a%20key.txt; echo
+`+curl+`--aws-sigv4 "aws:amz:us-east-1:sts" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -d 'Action=GetCallerIdentity&Version=2011-06-15' https://sts.allowed.test/; echo
+`+curl+`-w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" --user "$AWS_ACCESS_KEY_ID:wrongwrongwrongwrongwrongwrongwrongwrong" https://s3.allowed.test/bucket/forged; echo`, secretsOn, func(r *sandbox.Request) {
+			r.Secrets = append(r.Secrets, sandbox.Secret{Name: "AWS_ACCESS_KEY_ID", Kind: secrets.KindAWS, From: "env:AWS_REAL_ID", SecretFrom: "env:AWS_REAL_SECRET", Hosts: []string{"s3.allowed.test", "sts.allowed.test"}})
+		})
+		mustContain(t, o, "aws ok host=s3.allowed.test\n", "aws ok host=sts.allowed.test\n", "does not verify with AWS_ACCESS_KEY_ID's stand-in pair", "403")
+		mustNotContain(t, o, realAWSID, realAWSSecret)
+		var id, sec string
+		for _, l := range strings.Split(o.stdout, "\n") {
+			if rest, ok := strings.CutPrefix(l, "id="); ok {
+				id, sec, _ = strings.Cut(rest, " secret=")
+			}
+		}
+		if len(id) != 20 || !strings.HasPrefix(id, "AKIA") || strings.ToUpper(id) != id || len(sec) != 40 || id == realAWSID || sec == realAWSSecret {
+			t.Errorf("stand-in pair %q %q: want AKIA and 16 upper-case letters and digits, and 40 characters", id, sec)
+		}
+		seen := w.seenSince(mark)
+		if !strings.Contains(seen, `s3.allowed.test aws-check /bucket/a key.txt name="verify" err=<nil>`) || !strings.Contains(seen, `sts.allowed.test aws-check / name="verify" err=<nil>`) {
+			t.Errorf("the service did not verify the real pair's signatures:\n%s", seen)
+		}
+		if strings.Contains(seen, "/bucket/forged") {
+			t.Errorf("a request whose stand-in signature does not verify reached the service:\n%s", seen)
+		}
+		w.log.waitFor(t, "secret.resign_failed", "s3.allowed.test")
 	})
 	t.Run("the real value is nowhere in the sandbox", func(t *testing.T) {
 		// The values are spelled in two halves so that this script itself
@@ -307,7 +365,7 @@ env > "$TMPDIR/env.txt"
 cat /proc/self/environ /proc/1/environ /proc/*/environ /proc/*/cmdline 2>/dev/null | tr '\0' '\n' > "$TMPDIR/proc.txt"
 echo "env-hits=$(grep -c -F -e "$a$b" -e "$c$d" "$TMPDIR/env.txt") proc-hits=$(grep -c -F -e "$a$b" -e "$c$d" "$TMPDIR/proc.txt") proc-lines=$(wc -l < "$TMPDIR/proc.txt")"
 echo other-file-bytes=$(wc -c < `+otherFile+`)
-grep -r -l -s -F -e "$a$b" -e "$c$d" /etc /run /tmp /var/tmp "$HOME" "$PWD" `+e.base+` 2>/dev/null | grep -v -e "$TMPDIR/env.txt" -e "$TMPDIR/proc.txt"; echo grep-rc=$?
+grep -r -l -s -F -e "$a$b" -e "$c$d" /etc /run /tmp "$TMPDIR" "$HOME" "$PWD" `+e.base+` 2>/dev/null | grep -v -e "$TMPDIR/env.txt" -e "$TMPDIR/proc.txt"; echo grep-rc=$?
 echo DONE`, secretsOn, func(r *sandbox.Request) {
 			r.ScratchDir = filepath.Join(e.base, "scratch")
 			_ = os.MkdirAll(r.ScratchDir, 0o755)

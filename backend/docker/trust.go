@@ -65,7 +65,7 @@ func chooseTrust(imageDests []string, imageSystem, hostSystem []byte) (dests []s
 func secretsKey(prep *secrets.Prepared) string {
 	h := sha256.New()
 	for _, s := range prep.Secrets {
-		fmt.Fprintf(h, "%s|%q|%q|%s\n", s.Name, s.Hosts, s.Headers, s.StandIn)
+		fmt.Fprintf(h, "%s|%q|%q|%s|%s|%s\n", s.Name, s.Hosts, s.Headers, s.StandIn, s.SecretName, s.SecretStandIn)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
