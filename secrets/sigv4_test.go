@@ -1,7 +1,10 @@
 package secrets
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -109,5 +112,34 @@ func TestResignAWSRefusals(t *testing.T) {
 				t.Errorf("Authorization changed to %q", got)
 			}
 		})
+	}
+}
+
+// TestResignAWSBody: a signed POST without x-amz-content-sha256 is hashed
+// from its body, which must reach the server byte for byte; a body larger
+// than MaxSignedBody is refused.
+func TestResignAWSBody(t *testing.T) {
+	s := Secret{Name: "AK", Kind: KindAWS, Hosts: []string{"sts.amazonaws.com"}, StandIn: vecKeyID, SecretStandIn: vecSecret, Value: "AKIAREALREALREAL0000", SecretValue: "real"}
+	sign := func(body string) *http.Request {
+		r, _ := http.NewRequest("POST", "https://sts.amazonaws.com/", strings.NewReader(body))
+		r.Header.Set("X-Amz-Date", "20150830T123600Z")
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		a := sigV4Auth{keyID: vecKeyID, date: "20150830", region: "us-east-1", service: "sts", signedHeaders: []string{"content-type", "host", "x-amz-date"}}
+		sum := sha256.Sum256([]byte(body))
+		a.signature = sigV4Signature(vecSecret, a, sigV4StringToSign(r, a, "20150830T123600Z", hex.EncodeToString(sum[:]), true))
+		r.Header.Set("Authorization", a.header())
+		return r
+	}
+	body := "Action=GetCallerIdentity&Version=2011-06-15&k=" + vecKeyID
+	r := sign(body)
+	if name, err := ResignAWS(r, "sts.amazonaws.com", []Secret{s}); err != nil || name != "AK" {
+		t.Fatalf("ResignAWS = %q, %v", name, err)
+	}
+	if got, _ := io.ReadAll(r.Body); string(got) != body {
+		t.Errorf("body after re-signing = %q, want %q", got, body)
+	}
+	big := sign(strings.Repeat("x", MaxSignedBody+1))
+	if _, err := ResignAWS(big, "sts.amazonaws.com", []Secret{s}); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("a body over MaxSignedBody: err = %v", err)
 	}
 }
