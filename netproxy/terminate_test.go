@@ -157,8 +157,8 @@ func TestTerminatedSubstitution(t *testing.T) {
 		t.Fatalf("upstream saw %q, want the real token twice", arr)
 	}
 	a := w.rec.waitFor(t, "secret.used", "api.allowed.test")
-	if a["name"] != "GH_TOKEN" || a["session"] != "sess-1" {
-		t.Errorf("secret.used record %v", a)
+	if a["name"] != "GH_TOKEN" || a["session"] != "sess-1" || a["level"] != "INFO" {
+		t.Errorf("secret.used record %v, want GH_TOKEN, session sess-1, at INFO", a)
 	}
 	w.rec.mu.Lock()
 	for _, r := range w.rec.records {

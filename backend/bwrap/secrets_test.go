@@ -202,8 +202,8 @@ func TestSecretsEndToEnd(t *testing.T) {
 			t.Errorf("the server did not get the real token from curl:\n%s", w.seen())
 		}
 		a := w.log.waitFor(t, "secret.used", "api.allowed.test")
-		if a["name"] != "GITHUB_TOKEN" || a["session"] != "egress-test" {
-			t.Errorf("secret.used record %v", a)
+		if a["name"] != "GITHUB_TOKEN" || a["session"] != "egress-test" || a["level"] != "INFO" {
+			t.Errorf("secret.used record %v, want GITHUB_TOKEN, session egress-test, at INFO", a)
 		}
 	})
 	t.Run("python urllib", func(t *testing.T) {
