@@ -17,13 +17,16 @@ var nodeShim []byte
 // base64 data: URL so that no file has to be placed in the sandbox or the
 // image, that makes Node versions which ignore NODE_USE_ENV_PROXY (before
 // 22.21 and 24.5) send fetch and https.request through HTTPS_PROXY
-// anyway: fetch's global dispatcher (undici's Agent, found through its
-// global symbol Symbol.for("undici.globalDispatcher.1"), which Node's
-// bundled undici sets when it loads) is replaced by an Agent of the same
-// class whose connector opens a CONNECT tunnel, and https.globalAgent by
-// an Agent whose createConnection does the same. Hosts NO_PROXY names
-// connect directly. On Node versions that honour NODE_USE_ENV_PROXY the
-// module does nothing. Node before 18.19 refuses --import in NODE_OPTIONS
+// anyway: at fetch's first call, its global dispatcher (undici's Agent,
+// found through its global symbol Symbol.for("undici.globalDispatcher.1"),
+// which Node's bundled undici sets when it loads) is replaced by an Agent
+// of the same class whose connector opens a CONNECT tunnel, and
+// https.globalAgent by an Agent whose createConnection does the same.
+// Hosts NO_PROXY names connect directly. On Node versions that honour
+// NODE_USE_ENV_PROXY the module loads nothing and does nothing. Measured
+// on Node 20 here: node -e 0 costs about 30-50 ms more CPU with it
+// (swapping the dispatcher at start instead, which loads undici, cost
+// about 100 ms). Node before 18.19 refuses --import in NODE_OPTIONS
 // and does not start: those versions ended their support in 2023.
 var NodeOptions = "--import=data:text/javascript;base64," + base64.StdEncoding.EncodeToString(nodeShim)
 

@@ -1,8 +1,6 @@
 // corral: route Node's fetch and https through HTTPS_PROXY on Node
 // versions that ignore NODE_USE_ENV_PROXY (before 22.21 and 24.5).
-import net from "node:net";
-import tls from "node:tls";
-import https from "node:https";
+let net, tls, https;
 const V = process.versions.node.split(".").map(Number);
 const P = process.env.HTTPS_PROXY || process.env.https_proxy;
 const N = (process.env.NO_PROXY || process.env.no_proxy || "").split(",").map(s => s.trim().toLowerCase()).filter(Boolean);
@@ -33,19 +31,29 @@ function wrap(s, o, https, cb) {
   t.once("error", e => { if (!done) { done = true; cb(e); } });
 }
 if (P && !own) {
-  try {
-    // Loads Node's bundled undici, which makes its global Agent.
-    fetch("data:,").catch(() => {});
-    const K = Symbol.for("undici.globalDispatcher.1"), A = globalThis[K] && globalThis[K].constructor;
-    if (A) globalThis[K] = new A({
-      connect(o, cb) {
-        const h = o.hostname.replace(/^\[|\]$/g, ""), s = o.protocol === "https:", port = +o.port || (s ? 443 : 80);
-        const x = { hostname: h, servername: o.servername, ALPNProtocols: ["http/1.1"] };
-        if (direct(h.toLowerCase())) return wrap(net.connect(port, h), x, s, cb);
-        tunnel(h, port, (e, c) => e ? cb(e) : wrap(c, x, s, cb));
-      },
-    });
-  } catch {}
+  // Imported here, not statically, so a Node that needs none of this
+  // loads nothing.
+  [{ default: net }, { default: tls }, { default: https }] = await Promise.all([import("node:net"), import("node:tls"), import("node:https")]);
+  // fetch loads Node's bundled undici, which makes its global Agent, on
+  // its first call: swap the Agent then, so a node that never fetches
+  // pays nothing.
+  const f = globalThis.fetch;
+  if (typeof f === "function") globalThis.fetch = function fetch(...a) {
+    globalThis.fetch = f;
+    try {
+      f("data:,").catch(() => {});
+      const K = Symbol.for("undici.globalDispatcher.1"), A = globalThis[K] && globalThis[K].constructor;
+      if (A) globalThis[K] = new A({
+        connect(o, cb) {
+          const h = o.hostname.replace(/^\[|\]$/g, ""), s = o.protocol === "https:", port = +o.port || (s ? 443 : 80);
+          const x = { hostname: h, servername: o.servername, ALPNProtocols: ["http/1.1"] };
+          if (direct(h.toLowerCase())) return wrap(net.connect(port, h), x, s, cb);
+          tunnel(h, port, (e, c) => e ? cb(e) : wrap(c, x, s, cb));
+        },
+      });
+    } catch {}
+    return f.apply(this, a);
+  };
   const g = new https.Agent({ keepAlive: true });
   g.createConnection = function (o, cb) {
     const h = o.host || o.hostname || "localhost";
