@@ -63,8 +63,10 @@ const (
 	// type []sandbox.Secret, see [parseSecrets]): name an environment
 	// variable name, from "env:VAR" or "file:/abs/path", hosts a non-empty
 	// list of host names as for network.allow (no IP addresses), headers
-	// optional HTTP header names. As text it is a JSON or YAML flow
-	// sequence or a single such mapping.
+	// optional HTTP header names, username optional (git's credential
+	// helper), kind "token" or "aws" (then secret_from, and optional
+	// secret_name, give the secret access key). As text it is a JSON or
+	// YAML flow sequence or a single such mapping.
 	KindSecrets
 )
 
@@ -452,7 +454,7 @@ var registry = []Key{
 	{
 		Name: "secrets", Kind: KindSecrets, Default: []sandbox.Secret(nil),
 		Accepts: `a list of {name, from, hosts, headers} mappings such as [{name: GITHUB_TOKEN, from: "env:GH_TOKEN", hosts: [github.com, api.github.com]}]`,
-		Doc:     `credentials commands use but never see (allowlist profile only): the variable name holds a stand-in of the real value's length and shape, and corral's proxy puts the real value (from env:VAR or file:/abs/path, read on the host) into the Authorization, x-api-key and listed headers of HTTPS requests to hosts only; the hosts are allowed egress`,
+		Doc:     `credentials commands use but never see (allowlist profile only): the variable name holds a stand-in of the real value's length and shape, and corral's proxy puts the real value (from env:VAR or file:/abs/path, read on the host) into the Authorization, x-api-key and listed headers of HTTPS requests to hosts only (kind: aws pairs, with secret_from, are re-signed with SigV4; git gets corral as credential helper, username optional); the hosts are allowed egress`,
 		field:   func(s *Settings) any { return &s.Secrets },
 	},
 	{

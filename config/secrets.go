@@ -13,7 +13,7 @@ import (
 )
 
 // secretFields are the fields of a secrets entry.
-var secretFields = []string{"name", "from", "hosts", "headers"}
+var secretFields = []string{"name", "from", "hosts", "headers", "username", "kind", "secret_from", "secret_name"}
 
 // reservedSecretNames returns, upper-cased, the variables a secret may not
 // be called: the basics of a process's environment and those corral sets
@@ -77,7 +77,7 @@ func parseSecret(raw any) (sandbox.Secret, *problem) {
 	}
 	for f := range m {
 		if !slices.Contains(secretFields, f) {
-			return s, &problem{value: raw, reason: fmt.Sprintf("has unknown field %q (want name, from, hosts, headers)", f)}
+			return s, &problem{value: raw, reason: fmt.Sprintf("has unknown field %q (want name, from, hosts, headers, username, kind, secret_from, secret_name)", f)}
 		}
 	}
 	name, ok := m["name"].(string)
@@ -134,6 +134,54 @@ func parseSecret(raw any) (sandbox.Secret, *problem) {
 			}
 			s.Headers = append(s.Headers, strings.TrimSpace(hs))
 		}
+	}
+	if v, ok := m["username"]; ok && v != nil {
+		u, ok := v.(string)
+		if !ok || u == "" || len(u) > 128 || strings.IndexFunc(u, func(r rune) bool { return r <= ' ' || r == ':' || r >= 0x7f }) >= 0 {
+			return s, &problem{sub: ".username", value: v, reason: "is not a user name for git's credential helper (printable ASCII, no space or colon, at most 128 bytes)"}
+		}
+		s.Username = u
+	}
+	return parseSecretKind(s, m)
+}
+
+// parseSecretKind reads kind, secret_from and secret_name: kind aws (an
+// AWS key pair, see sandbox.Secret.Kind) needs secret_from; the other
+// two belong to aws only.
+func parseSecretKind(s sandbox.Secret, m map[string]any) (sandbox.Secret, *problem) {
+	kind, _ := m["kind"].(string)
+	if v, ok := m["kind"]; ok && v != nil && kind != "aws" && kind != "token" {
+		return s, &problem{sub: ".kind", value: v, reason: `is not "token" (the default) or "aws" (an AWS key pair)`}
+	}
+	if kind != "aws" {
+		for _, f := range []string{"secret_from", "secret_name"} {
+			if v, ok := m[f]; ok && v != nil {
+				return s, &problem{sub: "." + f, value: v, reason: "belongs to kind: aws only"}
+			}
+		}
+		return s, nil
+	}
+	s.Kind = "aws"
+	from, ok := m["secret_from"].(string)
+	if !ok {
+		return s, &problem{sub: ".secret_from", value: m["secret_from"], reason: `is not "env:VAR" or "file:/abs/path" (kind aws needs the secret access key's source)`}
+	}
+	if reason := secretFrom(from); reason != "" {
+		return s, &problem{sub: ".secret_from", value: from, reason: reason}
+	}
+	s.SecretFrom = from
+	if p, ok := strings.CutPrefix(from, "file:"); ok {
+		s.SecretFrom = "file:" + filepath.Clean(p)
+	}
+	if v, ok := m["secret_name"]; ok && v != nil {
+		name, _ := v.(string)
+		if reason := secretName(name); reason != "" {
+			return s, &problem{sub: ".secret_name", value: v, reason: reason}
+		}
+		if name == s.Name {
+			return s, &problem{sub: ".secret_name", value: v, reason: "is the key id's variable too"}
+		}
+		s.SecretName = name
 	}
 	return s, nil
 }

@@ -24,7 +24,10 @@ func TestSecretsLoad(t *testing.T) {
     from: "file:/run/keys//gitlab/"
     hosts: ["*.GitLab.example.", gitlab.example]
     headers: [PRIVATE-TOKEN]
-`, nil, []sandbox.Secret{gh, {Name: "GITLAB_TOKEN", From: "file:/run/keys/gitlab", Hosts: []string{"*.gitlab.example", "gitlab.example"}, Headers: []string{"PRIVATE-TOKEN"}}}},
+    username: oauth2
+`, nil, []sandbox.Secret{gh, {Name: "GITLAB_TOKEN", From: "file:/run/keys/gitlab", Hosts: []string{"*.gitlab.example", "gitlab.example"}, Headers: []string{"PRIVATE-TOKEN"}, Username: "oauth2"}}},
+		{"aws", `secrets: [{name: AWS_ACCESS_KEY_ID, kind: aws, from: "env:AK", secret_from: "file:/k//sk", hosts: ["*.amazonaws.com"]}]`, nil,
+			[]sandbox.Secret{{Name: "AWS_ACCESS_KEY_ID", Kind: "aws", From: "env:AK", SecretFrom: "file:/k/sk", Hosts: []string{"*.amazonaws.com"}}}},
 		{"env JSON", "", env(`CORRAL_SECRETS=[{"name":"GITHUB_TOKEN","from":"env:GH_TOKEN","hosts":["github.com","api.github.com"]}]`), []sandbox.Secret{gh}},
 		{"env single mapping", "", env(`CORRAL_SECRETS={name: GITHUB_TOKEN, from: "env:GH_TOKEN", hosts: [github.com, api.github.com]}`), []sandbox.Secret{gh}},
 		{"env empty list clears the file", "secrets: [{name: A, from: 'env:B', hosts: [a.example]}]", env("CORRAL_SECRETS=[]"), []sandbox.Secret{}},
@@ -72,6 +75,10 @@ func TestSecretsBadValues(t *testing.T) {
 		{"ip host", `[{name: T, from: "env:V", hosts: [a.example, 192.0.2.7]}]`, `secrets[0].hosts[1]: "192.0.2.7" is an IP address`},
 		{"bad header", `[{name: T, from: "env:V", hosts: [a.example], headers: ["X Token"]}]`, `secrets[0].headers[0]: "X Token" is not an HTTP header name`},
 		{"host header", `[{name: T, from: "env:V", hosts: [a.example], headers: [Host]}]`, `secrets[0].headers[0]: "Host" is a header the proxy must not rewrite`},
+		{"username with a colon", `[{name: T, from: "env:V", hosts: [a.example], username: "a:b"}]`, `secrets[0].username: "a:b" is not a user name`},
+		{"aws without secret_from", `[{name: T, kind: aws, from: "env:V", hosts: [a.example]}]`, `secrets[0].secret_from: null is not "env:VAR"`},
+		{"secret_from of a token", `[{name: T, from: "env:V", secret_from: "env:W", hosts: [a.example]}]`, `secrets[0].secret_from: "env:W" belongs to kind: aws only`},
+		{"unknown kind", `[{name: T, kind: gcp, from: "env:V", hosts: [a.example]}]`, `secrets[0].kind: "gcp" is not "token"`},
 		{"route", `[]`, ``},
 	}
 	for _, tc := range tests {

@@ -1,9 +1,34 @@
 package netproxy
 
 import (
+	_ "embed"
+	"encoding/base64"
 	"net"
 	"strconv"
 )
+
+// nodeShim is the preload [NodeOptions] gives Node.js.
+//
+//go:embed nodeshim.js
+var nodeShim []byte
+
+// NodeOptions is the NODE_OPTIONS value [ProxyEnv] sets: it preloads
+// (--import, Node 18.19 and 20.6 on) a small module, given inline as a
+// base64 data: URL so that no file has to be placed in the sandbox or the
+// image, that makes Node versions which ignore NODE_USE_ENV_PROXY (before
+// 22.21 and 24.5) send fetch and https.request through HTTPS_PROXY
+// anyway: at fetch's first call, its global dispatcher (undici's Agent,
+// found through its global symbol Symbol.for("undici.globalDispatcher.1"),
+// which Node's bundled undici sets when it loads) is replaced by an Agent
+// of the same class whose connector opens a CONNECT tunnel, and
+// https.globalAgent by an Agent whose createConnection does the same.
+// Hosts NO_PROXY names connect directly. On Node versions that honour
+// NODE_USE_ENV_PROXY the module loads nothing and does nothing. Measured
+// on Node 20 here: node -e 0 costs about 30-50 ms more CPU with it
+// (swapping the dispatcher at start instead, which loads undici, cost
+// about 100 ms). Node before 18.19 refuses --import in NODE_OPTIONS
+// and does not start: those versions ended their support in 2023.
+var NodeOptions = "--import=data:text/javascript;base64," + base64.StdEncoding.EncodeToString(nodeShim)
 
 // NoProxy is the NO_PROXY value [ProxyEnv] sets: loopback, where the
 // forwarders themselves and the command's own local servers live.
@@ -27,6 +52,9 @@ const NoProxy = "localhost,127.0.0.1,::1"
 //     releases that got the backport) honour HTTP_PROXY, HTTPS_PROXY and
 //     NO_PROXY in fetch and the http/https modules, which it otherwise
 //     ignores; older versions ignore the variable.
+//   - NODE_OPTIONS = [NodeOptions]: the same for older Node versions
+//     (20.x, early 22.x and 24.x); a command that sets NODE_OPTIONS
+//     itself must keep this value in it for fetch to work there.
 //   - npm_config_proxy, npm_config_https_proxy: npm's own settings, for
 //     npm versions and configurations that do not fall back to the
 //     variables above.
@@ -54,7 +82,7 @@ func ProxyEnv(httpPort, socksPort int) []string {
 		env = append(env,
 			"http_proxy="+u, "HTTP_PROXY="+u,
 			"https_proxy="+u, "HTTPS_PROXY="+u,
-			"NODE_USE_ENV_PROXY=1",
+			"NODE_USE_ENV_PROXY=1", "NODE_OPTIONS="+NodeOptions,
 			"npm_config_proxy="+u, "npm_config_https_proxy="+u,
 			"PIP_PROXY="+u,
 			"YARN_HTTP_PROXY="+u, "YARN_HTTPS_PROXY="+u,

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/corralhq/corral/internal/hostmatch"
 )
 
 // Policy is the host allowlist of one sandbox. It is a value: the zero
@@ -132,10 +134,7 @@ func (p pattern) matches(h host) bool {
 	case p.isIP || h.isIP:
 		return p.isIP && h.isIP && p.ip == h.ip
 	case p.wildcard:
-		// A strict subdomain: at least one more label before ".suffix".
-		return len(h.name) > len(p.name)+1 &&
-			strings.HasSuffix(h.name, p.name) &&
-			h.name[len(h.name)-len(p.name)-1] == '.'
+		return hostmatch.Subdomain(h.name, p.name)
 	default:
 		return h.name == p.name
 	}

@@ -201,6 +201,7 @@ func TestProxyEnv(t *testing.T) {
 		"no_proxy":               "localhost,127.0.0.1,::1",
 		"NO_PROXY":               "localhost,127.0.0.1,::1",
 		"NODE_USE_ENV_PROXY":     "1",
+		"NODE_OPTIONS":           NodeOptions,
 		"npm_config_proxy":       "http://127.0.0.1:3128",
 		"npm_config_https_proxy": "http://127.0.0.1:3128",
 		"PIP_PROXY":              "http://127.0.0.1:3128",
@@ -214,6 +215,11 @@ func TestProxyEnv(t *testing.T) {
 	}
 	if len(env) != len(want) {
 		t.Errorf("got %d entries, want %d: %v", len(env), len(want), env)
+	}
+	if !strings.HasPrefix(NodeOptions, "--import=data:text/javascript;base64,") || strings.ContainsAny(NodeOptions, " \t\n\"'\\") || len(NodeOptions) > 8192 {
+		// Node splits NODE_OPTIONS at white space and reads quotes and
+		// backslashes: the value must hold none.
+		t.Errorf("NodeOptions (%d bytes) is not one --import of a base64 data: URL", len(NodeOptions))
 	}
 	if got := ProxyEnv(0, 0); got != nil {
 		t.Errorf("ProxyEnv(0, 0) = %v, want nil", got)

@@ -2,6 +2,7 @@ package netproxy
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -166,6 +167,8 @@ type Server struct {
 	// Terminated CONNECTs (terminate.go); nil without secrets.
 	termLn        *chanListener
 	termSrv       *http.Server
+	termTLSMu     sync.Mutex
+	termTLS       map[string]*tls.Config // see tlsConfig
 	termTransport *http.Transport
 	termForward   *httputil.ReverseProxy
 

@@ -131,25 +131,44 @@ func (s *Server) startTerminator(opts Options) {
 	}()
 }
 
-// tlsConfig is the server side of a terminated connection: the leaf for
-// the CONNECT host, only when the client's SNI names that host.
-func (s *Server) tlsConfig(tc *terminatedConn) *tls.Config {
-	return &tls.Config{
+// maxTLSConfigs bounds the kept TLS configs: a wildcard secret host
+// ("*.example.com") lets a command CONNECT to any number of names.
+const maxTLSConfigs = 256
+
+// tlsConfig is the server side of a terminated connection to host: the
+// leaf for host, only when the client's SNI names that host. One config
+// per host is kept for the server's life, up to maxTLSConfigs (a config is
+// safe for concurrent use; building one per CONNECT cost its closures and
+// crypto/tls's per-config session ticket keys, so no session resumed).
+func (s *Server) tlsConfig(host string) *tls.Config {
+	s.termTLSMu.Lock()
+	defer s.termTLSMu.Unlock()
+	if c := s.termTLS[host]; c != nil {
+		return c
+	}
+	c := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			sni := strings.TrimSuffix(hello.ServerName, ".")
-			if !strings.EqualFold(sni, tc.host) {
+			if !strings.EqualFold(sni, host) {
 				// A client that asks for another name than it CONNECTed to
 				// must not get a certificate for either.
 				s.log.LogAttrs(hello.Context(), slog.LevelWarn, "secret.sni_mismatch",
-					slog.String("session", s.session), slog.String("host", tc.host),
+					slog.String("session", s.session), slog.String("host", host),
 					slog.String("sni", hello.ServerName))
-				return nil, fmt.Errorf("corral proxy: TLS server name %q is not the CONNECT host %q", hello.ServerName, tc.host)
+				return nil, fmt.Errorf("corral proxy: TLS server name %q is not the CONNECT host %q", hello.ServerName, host)
 			}
-			return s.ca.Leaf(tc.host)
+			return s.ca.Leaf(host)
 		},
 	}
+	if s.termTLS == nil {
+		s.termTLS = map[string]*tls.Config{}
+	}
+	if len(s.termTLS) < maxTLSConfigs {
+		s.termTLS[host] = c
+	}
+	return c
 }
 
 // serveTerminated answers a CONNECT to a host that a declared secret
@@ -172,7 +191,7 @@ func (s *Server) serveTerminated(w http.ResponseWriter, host, port string) {
 		r = io.MultiReader(bytes.NewReader(bytes.Clone(early)), conn)
 	}
 	tc := &terminatedConn{Conn: conn, r: r, host: strings.ToLower(strings.TrimSuffix(host, ".")), port: port}
-	if !s.termLn.push(tls.Server(tc, s.tlsConfig(tc))) {
+	if !s.termLn.push(tls.Server(tc, s.tlsConfig(tc.host))) {
 		_ = conn.Close()
 	}
 }
@@ -232,6 +251,14 @@ func (s *Server) substitute(w http.ResponseWriter, r *http.Request, host string,
 		}
 		refuse(w, msg)
 		return false
+	}
+	if name, err := secrets.ResignAWS(r, host, s.secrets); err != nil {
+		s.log.LogAttrs(r.Context(), slog.LevelWarn, "secret.resign_failed",
+			slog.String("session", s.session), slog.String("host", host), slog.String("error", err.Error()))
+		refuse(w, "corral proxy: refused: "+err.Error())
+		return false
+	} else if name != "" {
+		res.Used = append(res.Used, name)
 	}
 	for _, name := range res.Used {
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "secret.used",

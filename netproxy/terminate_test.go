@@ -157,8 +157,8 @@ func TestTerminatedSubstitution(t *testing.T) {
 		t.Fatalf("upstream saw %q, want the real token twice", arr)
 	}
 	a := w.rec.waitFor(t, "secret.used", "api.allowed.test")
-	if a["name"] != "GH_TOKEN" || a["session"] != "sess-1" {
-		t.Errorf("secret.used record %v", a)
+	if a["name"] != "GH_TOKEN" || a["session"] != "sess-1" || a["level"] != "INFO" {
+		t.Errorf("secret.used record %v, want GH_TOKEN, session sess-1, at INFO", a)
 	}
 	w.rec.mu.Lock()
 	for _, r := range w.rec.records {
@@ -325,5 +325,42 @@ func BenchmarkSecretRequest(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// TestTerminatedTLSResumes: the terminator keeps one TLS config per host,
+// so a client that reconnects resumes its TLS session (with a config made
+// per CONNECT, each has its own session ticket keys and none resumes); a
+// second host gets a config of its own, and its SNI rule still holds.
+func TestTerminatedTLSResumes(t *testing.T) {
+	w := newSecretWorld(t)
+	c := w.client(w.caPool, false)
+	c.Transport.(*http.Transport).TLSClientConfig.ClientSessionCache = tls.NewLRUClientSessionCache(8)
+	var resumed []bool
+	for range 3 {
+		req, _ := http.NewRequest("GET", "https://api.allowed.test/user", nil)
+		req.Header.Set("Authorization", "Bearer "+w.gh.StandIn)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.TLS == nil {
+			t.Fatalf("status %d, TLS %v", resp.StatusCode, resp.TLS)
+		}
+		resumed = append(resumed, resp.TLS.DidResume)
+	}
+	if !slices.Equal(resumed, []bool{false, true, true}) {
+		t.Errorf("sessions resumed: %v, want [false true true]", resumed)
+	}
+	if a, b := w.srv.tlsConfig("api.allowed.test"), w.srv.tlsConfig("ai.allowed.test"); a == b || a != w.srv.tlsConfig("api.allowed.test") {
+		t.Error("tlsConfig is not one config per host")
+	}
+	for i := range maxTLSConfigs + 10 {
+		w.srv.tlsConfig(fmt.Sprintf("h%d.allowed.test", i))
+	}
+	if n := len(w.srv.termTLS); n != maxTLSConfigs {
+		t.Errorf("%d configs kept, want at most %d", n, maxTLSConfigs)
 	}
 }

@@ -28,6 +28,43 @@ type Secret struct {
 	// Headers are extra request header names, beside Authorization and
 	// x-api-key, whose whole value may be the stand-in ("PRIVATE-TOKEN").
 	Headers []string `json:"headers,omitempty" yaml:"headers,omitempty"`
+	// Username is the user name corral's git credential helper gives
+	// with the stand-in for the secret's hosts ("" means x-access-token,
+	// GitHub's; see package secrets/gitcred). No colon, space or control
+	// character (RFC 7617: the Basic user-id holds no colon).
+	Username string `json:"username,omitempty" yaml:"username,omitempty"`
+	// Kind is "" (a token) or "aws": an AWS key pair, Name and From being
+	// the access key id's variable and source, SecretName (default
+	// AWS_SECRET_ACCESS_KEY) and SecretFrom the secret access key's; the
+	// proxy signs requests again with the real pair (AWS Signature
+	// Version 4) instead of replacing a header.
+	Kind       string `json:"kind,omitempty" yaml:"kind,omitempty"`
+	SecretName string `json:"secret_name,omitempty" yaml:"secret_name,omitempty"`
+	SecretFrom string `json:"secret_from,omitempty" yaml:"secret_from,omitempty"`
+}
+
+// DefaultAWSSecretName is the variable of an aws secret's secret access
+// key when SecretName is empty: the one AWS SDKs and the CLI read.
+const DefaultAWSSecretName = "AWS_SECRET_ACCESS_KEY"
+
+// SecretVar returns the variable that holds the secret access key of an
+// aws secret ("" for other kinds).
+func (s Secret) SecretVar() string {
+	if s.Kind != "aws" {
+		return ""
+	}
+	if s.SecretName != "" {
+		return s.SecretName
+	}
+	return DefaultAWSSecretName
+}
+
+// Sources returns s.From and, for an aws secret, s.SecretFrom.
+func (s Secret) Sources() []string {
+	if s.Kind == "aws" {
+		return []string{s.From, s.SecretFrom}
+	}
+	return []string{s.From}
 }
 
 // FromEnv returns VAR when s.From is "env:VAR".
@@ -39,6 +76,12 @@ func (s Secret) FromEnv() (string, bool) {
 func (s Secret) FromFile() (string, bool) {
 	return strings.CutPrefix(s.From, "file:")
 }
+
+// SourceEnv returns VAR when the source src is "env:VAR".
+func SourceEnv(src string) (string, bool) { return strings.CutPrefix(src, "env:") }
+
+// SourceFile returns the path when the source src is "file:/path".
+func SourceFile(src string) (string, bool) { return strings.CutPrefix(src, "file:") }
 
 // CheckSecrets refuses a policy that declares secrets under a profile
 // other than allowlist: the stand-in is swapped for the real value by

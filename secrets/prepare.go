@@ -80,10 +80,15 @@ func planEnv(specs []sandbox.Secret, secs []Secret) *Prepared {
 	p := &Prepared{Secrets: secs, Env: Env(secs), Strip: SourceVars(specs)}
 	for _, s := range secs {
 		p.Strip = append(p.Strip, s.Name)
+		if s.SecretName != "" {
+			p.Strip = append(p.Strip, s.SecretName)
+		}
 	}
 	for _, sp := range specs {
-		if f, ok := sp.FromFile(); ok {
-			p.Files = append(p.Files, f)
+		for _, src := range sp.Sources() {
+			if f, ok := sandbox.SourceFile(src); ok {
+				p.Files = append(p.Files, f)
+			}
 		}
 	}
 	return p

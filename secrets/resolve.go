@@ -29,35 +29,52 @@ var ErrUnusable = fmt.Errorf("%w: secret", sandbox.ErrBadRequest)
 func Resolve(specs []sandbox.Secret, getenv func(string) (string, bool), key []byte) ([]Secret, error) {
 	out := make([]Secret, 0, len(specs))
 	for _, sp := range specs {
-		v, err := readValue(sp, getenv)
+		v, si, err := resolveOne(sp.Name, sp.From, getenv, key)
 		if err != nil {
-			return nil, fmt.Errorf("%w %s (from %s): %v", ErrUnusable, sp.Name, sp.From, err)
-		}
-		if why := checkValue(v); why != "" {
-			return nil, fmt.Errorf("%w %s (from %s): the value %s", ErrUnusable, sp.Name, sp.From, why)
-		}
-		si, ok := StandIn(key, sp.Name, v)
-		if !ok {
-			return nil, fmt.Errorf("%w %s (from %s): the value has too few letters and digits for a stand-in that differs from it", ErrUnusable, sp.Name, sp.From)
+			return nil, err
 		}
 		hosts := make([]string, len(sp.Hosts))
 		for i, h := range sp.Hosts {
 			hosts[i] = strings.ToLower(strings.TrimSuffix(h, "."))
 		}
-		out = append(out, Secret{Name: sp.Name, Value: v, StandIn: si, Hosts: hosts, Headers: sp.Headers})
+		sec := Secret{Name: sp.Name, Value: v, StandIn: si, Hosts: hosts, Headers: sp.Headers}
+		if sp.Kind == KindAWS {
+			sec.Kind, sec.SecretName = KindAWS, sp.SecretVar()
+			if sec.SecretValue, sec.SecretStandIn, err = resolveOne(sec.SecretName, sp.SecretFrom, getenv, key); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, sec)
 	}
 	return out, nil
 }
 
-func readValue(sp sandbox.Secret, getenv func(string) (string, bool)) (string, error) {
-	if name, ok := sp.FromEnv(); ok {
+// resolveOne reads the value of the variable name from src and makes its
+// stand-in.
+func resolveOne(name, src string, getenv func(string) (string, bool), key []byte) (value, standIn string, err error) {
+	v, err := readValue(src, getenv)
+	if err != nil {
+		return "", "", fmt.Errorf("%w %s (from %s): %v", ErrUnusable, name, src, err)
+	}
+	if why := checkValue(v); why != "" {
+		return "", "", fmt.Errorf("%w %s (from %s): the value %s", ErrUnusable, name, src, why)
+	}
+	si, ok := StandIn(key, name, v)
+	if !ok {
+		return "", "", fmt.Errorf("%w %s (from %s): the value has too few letters and digits for a stand-in that differs from it", ErrUnusable, name, src)
+	}
+	return v, si, nil
+}
+
+func readValue(src string, getenv func(string) (string, bool)) (string, error) {
+	if name, ok := sandbox.SourceEnv(src); ok {
 		v, ok := getenv(name)
 		if !ok || v == "" {
 			return "", fmt.Errorf("the variable %s is not set in corral's environment", name)
 		}
 		return v, nil
 	}
-	path, ok := sp.FromFile()
+	path, ok := sandbox.SourceFile(src)
 	if !ok {
 		return "", errors.New(`from is neither "env:VAR" nor "file:/abs/path"`)
 	}
@@ -98,9 +115,12 @@ func checkValue(v string) string {
 // Env returns "NAME=STANDIN" entries for secs, in order: what the sandbox's
 // environment holds in place of the real values.
 func Env(secs []Secret) []string {
-	out := make([]string, len(secs))
-	for i, s := range secs {
-		out[i] = s.Name + "=" + s.StandIn
+	out := make([]string, 0, len(secs))
+	for _, s := range secs {
+		out = append(out, s.Name+"="+s.StandIn)
+		if s.Kind == KindAWS {
+			out = append(out, s.SecretName+"="+s.SecretStandIn)
+		}
 	}
 	return out
 }
@@ -111,8 +131,10 @@ func Env(secs []Secret) []string {
 func SourceVars(specs []sandbox.Secret) []string {
 	var out []string
 	for _, sp := range specs {
-		if v, ok := sp.FromEnv(); ok {
-			out = append(out, v)
+		for _, src := range sp.Sources() {
+			if v, ok := sandbox.SourceEnv(src); ok {
+				out = append(out, v)
+			}
 		}
 	}
 	return out

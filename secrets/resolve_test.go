@@ -10,8 +10,6 @@ import (
 	"github.com/corralhq/corral/sandbox"
 )
 
-func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
-
 func TestResolve(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "tok")

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/corralhq/corral/internal/hostmatch"
 )
 
 // Secret is one resolved secret: the real value and its stand-in, with
@@ -26,6 +28,12 @@ type Secret struct {
 	// Headers are extra header names whose whole value may be the
 	// stand-in, beside Authorization and x-api-key.
 	Headers []string
+	// Kind is "" for a token, or KindAWS for an AWS key pair: then Value
+	// and StandIn are the access key ids, and the secret access key's
+	// real value and stand-in (the variable SecretName) follow; the proxy
+	// re-signs SigV4 requests ([ResignAWS]) instead of replacing headers.
+	Kind                                   string
+	SecretName, SecretValue, SecretStandIn string
 }
 
 // String implements fmt.Stringer: the name only.
@@ -52,22 +60,13 @@ func (s Secret) Belongs(host string) bool {
 	return slices.ContainsFunc(s.Hosts, func(p string) bool { return MatchHost(p, host) })
 }
 
-// MatchHost reports whether host matches pattern, by the rule of
-// netproxy.Policy: names compare without regard to ASCII case and one
-// trailing dot is ignored; "*.example.com" matches strict subdomains
-// ("a.example.com", "a.b.example.com"), never example.com itself; any
-// other pattern matches that name only. host may carry no port.
-func MatchHost(pattern, host string) bool {
-	pattern = strings.ToLower(strings.TrimSuffix(pattern, "."))
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	if host == "" {
-		return false
-	}
-	if suffix, ok := strings.CutPrefix(pattern, "*."); ok {
-		return len(host) > len(suffix)+1 && strings.HasSuffix(host, "."+suffix)
-	}
-	return host == pattern
-}
+// MatchHost reports whether host matches pattern by the rule of
+// netproxy.Policy (the one function both use, internal/hostmatch): names
+// compare without regard to ASCII case and one trailing dot is ignored;
+// "*.example.com" matches strict subdomains ("a.example.com",
+// "a.b.example.com"), never example.com itself; any other pattern matches
+// that name only. host may carry no port.
+func MatchHost(pattern, host string) bool { return hostmatch.Match(pattern, host) }
 
 // Declares reports whether some secret of secs belongs to host: the hosts
 // for which the egress proxy terminates TLS.
@@ -115,7 +114,7 @@ type Result struct {
 func Substitute(h http.Header, target, host string, overTLS bool, secs []Secret) Result {
 	var res Result
 	for _, s := range secs {
-		if s.StandIn == "" || !carries(h, target, s.StandIn) {
+		if s.StandIn == "" || !carries(h, target, s.StandIn) && (s.SecretStandIn == "" || !carries(h, target, s.SecretStandIn)) {
 			continue
 		}
 		if !overTLS || !s.Belongs(host) {

@@ -2,11 +2,13 @@ package bwrap
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/secrets"
+	"github.com/corralhq/corral/secrets/gitcred"
 )
 
 // SystemCABundles and CABundleVars are package secrets' lists (shared
@@ -35,6 +37,11 @@ type SecretFacts struct {
 	// resolved, without repeats) that exist: Bundle is bound read-only
 	// over each, and CABundleVars name the first.
 	BundleDests []string
+	// Helper is corral's executable on the host (symlinks resolved): it is
+	// bound read-only at the same path in the sandbox and serves as git's
+	// credential helper there (package secrets/gitcred); "" leaves git
+	// without it.
+	Helper string
 }
 
 // planSecrets applies f to a plan: it returns the environment with the
@@ -61,7 +68,15 @@ func (p *planner) planSecrets(env []string) ([]string, []string, error) {
 		for _, v := range CABundleVars {
 			set = append(set, v+"="+f.BundleDests[0])
 		}
-	} else {
+	}
+	if f.Helper != "" && filepath.IsAbs(f.Helper) {
+		// Bound even where the path is visible already: the executable
+		// may live under /tmp or a hidden directory (a test binary does),
+		// and one more read-only bind costs nothing.
+		p.add(phaseReveal, mount{Kind: mRoBind, Src: f.Helper, Dest: f.Helper})
+		set = append(set, gitcred.Env(f.Helper, p.req.Secrets)...)
+	}
+	if f.Bundle == "" || len(f.BundleDests) == 0 {
 		p.warn("secrets: no system CA bundle found (%v); clients in the sandbox will not trust corral's certificate authority", SystemCABundles)
 	}
 	return env, set, nil
@@ -84,6 +99,11 @@ func (b *Backend) prepareSecrets(req *sandbox.Request) ([]secrets.Secret, *Secre
 	f := &SecretFacts{Env: prep.Env, Strip: prep.Strip, Files: prep.Files}
 	if f.BundleDests, f.Bundle, err = secrets.HostTrustBundle(filepath.Join(b.opts.StateDir, "trust"), ca.CertPEM()); err != nil {
 		return nil, nil, fmt.Errorf("%w: secrets: writing the trust bundle: %v", sandbox.ErrUnavailable, err)
+	}
+	if exe, err := os.Executable(); err == nil {
+		if r, err := filepath.EvalSymlinks(exe); err == nil {
+			f.Helper = r
+		}
 	}
 	return prep.Secrets, f, nil
 }

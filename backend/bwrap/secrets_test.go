@@ -23,6 +23,7 @@ import (
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/testcert"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/secrets"
 )
 
 // The real values of the end-to-end secrets test, made at random when
@@ -33,6 +34,11 @@ import (
 var (
 	realGH    = "ghp_" + randomAlnum(36)
 	realOther = "sk-ant-" + randomAlnum(28)
+	realNPM   = "npm_" + randomAlnum(36)
+	// An AWS key pair of the real shapes: AKIA and 16 upper-case letters
+	// and digits; 40 characters of base64's alphabet.
+	realAWSID     = "AKIA" + strings.ToUpper(randomAlnum(16))
+	realAWSSecret = randomAlnum(18) + "/" + randomAlnum(10) + "+" + randomAlnum(10)
 )
 
 func randomAlnum(n int) string {
@@ -59,10 +65,20 @@ type secretsWorld struct {
 	arrivals []string
 }
 
-func (w *secretsWorld) seen() string {
+func (w *secretsWorld) seen() string { return w.seenSince(0) }
+
+// mark is where seenSince starts: the number of arrivals so far.
+func (w *secretsWorld) mark() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return strings.Join(w.arrivals, "\n")
+	return len(w.arrivals)
+}
+
+// seenSince is what arrived after mark.
+func (w *secretsWorld) seenSince(mark int) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.arrivals[mark:], "\n")
 }
 
 func newSecretsWorld(t *testing.T, e *env) *secretsWorld {
@@ -86,6 +102,29 @@ func newSecretsWorld(t *testing.T, e *env) *secretsWorld {
 		w.mu.Lock()
 		w.arrivals = append(w.arrivals, fmt.Sprintf("%s %s %s auth=%s key=%s body=%s", hostOnly(r.Host), r.Method, r.URL.Path, auth, r.Header.Get("X-Api-Key"), body))
 		w.mu.Unlock()
+		if h := hostOnly(r.Host); h == "s3.allowed.test" || h == "sts.allowed.test" {
+			// A service that checks the signature with the real pair
+			// (the stand-in's "re-signing" to a throwaway pair fails
+			// unless the real pair signed it).
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+			verify := secrets.Secret{Name: "verify", Kind: secrets.KindAWS, Hosts: []string{h}, StandIn: realAWSID, SecretStandIn: realAWSSecret, Value: "AKIAXXXXXXXXXXXXXXXX", SecretValue: "x"}
+			name, err := secrets.ResignAWS(r, h, []secrets.Secret{verify})
+			w.mu.Lock()
+			w.arrivals = append(w.arrivals, fmt.Sprintf("%s aws-check %s name=%q err=%v", h, r.URL.Path, name, err))
+			w.mu.Unlock()
+			if err != nil || name == "" {
+				http.Error(rw, "SignatureDoesNotMatch", http.StatusForbidden)
+				return
+			}
+			fmt.Fprintf(rw, "aws ok host=%s", h)
+			return
+		}
+		if hostOnly(r.Host) == "npm.allowed.test" {
+			// A registry that takes any publish.
+			rw.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(rw, `{"ok":true}`)
+			return
+		}
 		if hostOnly(r.Host) == "git.allowed.test" {
 			_, pass, _ := r.BasicAuth()
 			if r.Header.Get("Authorization") != "Bearer "+realGH && pass != realGH {
@@ -163,8 +202,8 @@ func TestSecretsEndToEnd(t *testing.T) {
 			t.Errorf("the server did not get the real token from curl:\n%s", w.seen())
 		}
 		a := w.log.waitFor(t, "secret.used", "api.allowed.test")
-		if a["name"] != "GITHUB_TOKEN" || a["session"] != "egress-test" {
-			t.Errorf("secret.used record %v", a)
+		if a["name"] != "GITHUB_TOKEN" || a["session"] != "egress-test" || a["level"] != "INFO" {
+			t.Errorf("secret.used record %v, want GITHUB_TOKEN, session egress-test, at INFO", a)
 		}
 	})
 	t.Run("python urllib", func(t *testing.T) {
@@ -186,6 +225,46 @@ print(requests.get("https://api.allowed.test/requests", headers={"Authorization"
 		mustContain(t, o, "hello host=api.allowed.test path=/requests")
 		if !strings.Contains(w.seen(), "api.allowed.test GET /requests auth=token "+realGH) {
 			t.Errorf("the server did not get the real token from requests:\n%s", w.seen())
+		}
+	})
+	t.Run("node fetch and https.request", func(t *testing.T) {
+		requireTool(t, "node", "apt-get install nodejs")
+		// Node 20 ignores HTTPS_PROXY and NODE_USE_ENV_PROXY; corral's
+		// preload (NODE_OPTIONS) routes both through the proxy.
+		o := e.sh(`node -e '
+const https = require("https");
+fetch("https://api.allowed.test/node-fetch", {headers: {authorization: "Bearer " + process.env.GITHUB_TOKEN}})
+  .then(r => r.text()).then(t => { console.log("fetch:", t);
+    https.get("https://other.allowed.test/node-https", {headers: {"x-api-key": process.env.OTHER_KEY}}, r => {
+      let b = ""; r.on("data", d => b += d); r.on("end", () => console.log("https:", b)); });
+  }).catch(e => { console.log("failed:", e, e.cause); process.exit(3); });'; node --version`, secretsOn, func(r *sandbox.Request) { r.Limits.MemoryMB = 0 })
+		mustContain(t, o, "fetch: hello host=api.allowed.test path=/node-fetch", "https: hello host=other.allowed.test path=/node-https")
+		seen := w.seen()
+		if !strings.Contains(seen, "api.allowed.test GET /node-fetch auth=Bearer "+realGH) || !strings.Contains(seen, "other.allowed.test GET /node-https auth= key="+realOther) {
+			t.Errorf("the server did not get the real values from Node:\n%s", seen)
+		}
+	})
+	t.Run("npm publish", func(t *testing.T) {
+		requireTool(t, "npm", "apt-get install npm")
+		e.envv = append(e.envv, "NPM_REAL="+realNPM)
+		// The .npmrc names the variable, as a project's would; npm reads
+		// the stand-in from the environment and sends it as a Bearer token.
+		o := e.sh(`set -e
+mkdir -p "$TMPDIR/pkg" && cd "$TMPDIR/pkg"
+printf '%s\n' '{"name":"corral-secret-test","version":"1.0.0"}' > package.json
+echo 'module.exports = 1' > index.js
+printf '%s\n' 'registry=https://npm.allowed.test/' '//npm.allowed.test/:_authToken=${NPM_TOKEN}' > .npmrc
+npm publish --cache "$TMPDIR/npm-cache" --no-update-notifier --loglevel=warn --no-audit --no-fund --ignore-scripts 2>&1
+echo PUBLISHED`, secretsOn, func(r *sandbox.Request) {
+			r.Limits.MemoryMB = 0
+			r.ScratchDir = filepath.Join(e.base, "scratch")
+			_ = os.MkdirAll(r.ScratchDir, 0o755)
+			r.Secrets = append(r.Secrets, sandbox.Secret{Name: "NPM_TOKEN", From: "env:NPM_REAL", Hosts: []string{"npm.allowed.test"}})
+		})
+		mustContain(t, o, "PUBLISHED")
+		mustNotContain(t, o, realNPM)
+		if seen := w.seen(); !strings.Contains(seen, "npm.allowed.test PUT /corral-secret-test auth=Bearer "+realNPM) {
+			t.Errorf("the registry did not get the real token in the publish:\n%s", seen)
 		}
 	})
 	t.Run("git push", func(t *testing.T) {
@@ -214,6 +293,68 @@ echo PUSHED`, secretsOn, func(r *sandbox.Request) {
 			t.Errorf("the git server did not see the real token both ways:\n%s", seen)
 		}
 	})
+	t.Run("git clone and push through corral's credential helper", func(t *testing.T) {
+		// Runs after "git push", which made the bare repository. No token
+		// in the URL, no helper configured by the command: corral's own
+		// (GIT_CONFIG_* in the environment) answers with the stand-in.
+		mark := w.mark()
+		o := e.sh(`set -e
+export GIT_TERMINAL_PROMPT=0
+echo "helper=$(git config --get-all credential.helper)"
+rm -rf "$TMPDIR/clone" && git clone -q https://git.allowed.test/repo.git "$TMPDIR/clone" && cd "$TMPDIR/clone"
+git config --get remote.origin.url
+printf 'protocol=https\nhost=git.allowed.test\nusername=someone\npassword=x\n' | git credential approve
+git -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m three
+git push -q origin HEAD:refs/heads/via-helper
+echo PUSHED`, secretsOn, func(r *sandbox.Request) {
+			r.ScratchDir = filepath.Join(e.base, "scratch")
+			_ = os.MkdirAll(r.ScratchDir, 0o755)
+			// The helper is this test binary: built with -race, it cannot
+			// start under the address-space limit that stands in for a
+			// memory cgroup when the tests run unprivileged.
+			r.Limits.MemoryMB = 0
+		})
+		mustContain(t, o, "PUSHED", "\nhttps://git.allowed.test/repo.git\n", "__corral-git-credential")
+		refs, err := exec.Command("git", "--git-dir", w.repo, "for-each-ref", "--format=%(refname)").CombinedOutput()
+		if err != nil || !strings.Contains(string(refs), "refs/heads/via-helper") {
+			t.Errorf("the bare repository's refs after the push: %v %s", err, refs)
+		}
+		if seen := w.seenSince(mark); !strings.Contains(seen, "git-upload-pack auth=Basic ") || !strings.Contains(seen, "git-receive-pack auth=Basic ") || !strings.Contains(seen, "(basic x-access-token:"+realGH+")") {
+			t.Errorf("the git server did not see the real token from the helper's Basic credential:\n%s", seen)
+		}
+	})
+	t.Run("aws sigv4 re-signed", func(t *testing.T) {
+		e.envv = append(e.envv, "AWS_REAL_ID="+realAWSID, "AWS_REAL_SECRET="+realAWSSecret)
+		mark := w.mark()
+		// curl signs with the stand-in pair (its own SigV4 code): an S3
+		// GET, and a POST to another service whose payload hash is the
+		// body's (no x-amz-content-sha256 header).
+		o := e.sh(`echo "id=$AWS_ACCESS_KEY_ID secret=$AWS_SECRET_ACCESS_KEY"
+`+curl+`--aws-sigv4 "aws:amz:us-east-1:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" https://s3.allowed.test/bucket/a%20key.txt; echo
+`+curl+`--aws-sigv4 "aws:amz:us-east-1:sts" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -d 'Action=GetCallerIdentity&Version=2011-06-15' https://sts.allowed.test/; echo
+`+curl+`-w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" --user "$AWS_ACCESS_KEY_ID:wrongwrongwrongwrongwrongwrongwrongwrong" https://s3.allowed.test/bucket/forged; echo`, secretsOn, func(r *sandbox.Request) {
+			r.Secrets = append(r.Secrets, sandbox.Secret{Name: "AWS_ACCESS_KEY_ID", Kind: secrets.KindAWS, From: "env:AWS_REAL_ID", SecretFrom: "env:AWS_REAL_SECRET", Hosts: []string{"s3.allowed.test", "sts.allowed.test"}})
+		})
+		mustContain(t, o, "aws ok host=s3.allowed.test\n", "aws ok host=sts.allowed.test\n", "does not verify with AWS_ACCESS_KEY_ID's stand-in pair", "403")
+		mustNotContain(t, o, realAWSID, realAWSSecret)
+		var id, sec string
+		for _, l := range strings.Split(o.stdout, "\n") {
+			if rest, ok := strings.CutPrefix(l, "id="); ok {
+				id, sec, _ = strings.Cut(rest, " secret=")
+			}
+		}
+		if len(id) != 20 || !strings.HasPrefix(id, "AKIA") || strings.ToUpper(id) != id || len(sec) != 40 || id == realAWSID || sec == realAWSSecret {
+			t.Errorf("stand-in pair %q %q: want AKIA and 16 upper-case letters and digits, and 40 characters", id, sec)
+		}
+		seen := w.seenSince(mark)
+		if !strings.Contains(seen, `s3.allowed.test aws-check /bucket/a key.txt name="verify" err=<nil>`) || !strings.Contains(seen, `sts.allowed.test aws-check / name="verify" err=<nil>`) {
+			t.Errorf("the service did not verify the real pair's signatures:\n%s", seen)
+		}
+		if strings.Contains(seen, "/bucket/forged") {
+			t.Errorf("a request whose stand-in signature does not verify reached the service:\n%s", seen)
+		}
+		w.log.waitFor(t, "secret.resign_failed", "s3.allowed.test")
+	})
 	t.Run("the real value is nowhere in the sandbox", func(t *testing.T) {
 		// The values are spelled in two halves so that this script itself
 		// (in /proc/self/cmdline) does not hold them.
@@ -224,7 +365,7 @@ env > "$TMPDIR/env.txt"
 cat /proc/self/environ /proc/1/environ /proc/*/environ /proc/*/cmdline 2>/dev/null | tr '\0' '\n' > "$TMPDIR/proc.txt"
 echo "env-hits=$(grep -c -F -e "$a$b" -e "$c$d" "$TMPDIR/env.txt") proc-hits=$(grep -c -F -e "$a$b" -e "$c$d" "$TMPDIR/proc.txt") proc-lines=$(wc -l < "$TMPDIR/proc.txt")"
 echo other-file-bytes=$(wc -c < `+otherFile+`)
-grep -r -l -s -F -e "$a$b" -e "$c$d" /etc /run /tmp /var/tmp "$HOME" "$PWD" `+e.base+` 2>/dev/null | grep -v -e "$TMPDIR/env.txt" -e "$TMPDIR/proc.txt"; echo grep-rc=$?
+grep -r -l -s -F -e "$a$b" -e "$c$d" /etc /run /tmp "$TMPDIR" "$HOME" "$PWD" `+e.base+` 2>/dev/null | grep -v -e "$TMPDIR/env.txt" -e "$TMPDIR/proc.txt"; echo grep-rc=$?
 echo DONE`, secretsOn, func(r *sandbox.Request) {
 			r.ScratchDir = filepath.Join(e.base, "scratch")
 			_ = os.MkdirAll(r.ScratchDir, 0o755)

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,6 +44,13 @@ var realToken = "ghp_" + func() string {
 	}
 	return string(b)
 }()
+
+// The AWS key pair of the secrets test: the key id of the real shape,
+// the secret access key 40 characters.
+var (
+	realAWSID     = "AKIA" + strings.ToUpper(realToken[4:20])
+	realAWSSecret = realToken[4:] + "/x+y"
+)
 
 // secretsFixture is a docker backend whose egress pool terminates TLS
 // with a CA of the test's and forwards every name to one loopback HTTPS
@@ -148,6 +156,12 @@ echo "curl2=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer 
 echo "py=$(python3 -c 'import urllib.request,os; print(urllib.request.urlopen(urllib.request.Request("https://api.allowed.test/py", headers={"Authorization": "token "+os.environ["GITHUB_TOKEN"]}), timeout=20).read().decode())')"
 echo "curl3=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $GITHUB_TOKEN" http://plain.allowed.test/x)"
 echo "otherkey=${#OTHER_KEY}"
+# corral's git credential helper, run as git runs it (the image has no git).
+echo "gitcount=$GIT_CONFIG_COUNT key=$GIT_CONFIG_KEY_0"
+cred=$(printf 'protocol=https\nhost=api.allowed.test\n\n' | sh -c "${GIT_CONFIG_VALUE_0#!} get")
+echo "cred=$(echo "$cred" | head -n 1)"
+echo "curl4=$(curl -sS -u "x-access-token:$(echo "$cred" | sed -n 's/^password=//p')" https://api.allowed.test/basic)"
+echo "aws=${#AWS_ACCESS_KEY_ID} ${#AWS_SECRET_ACCESS_KEY} $(curl -sS --aws-sigv4 "aws:amz:us-east-1:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" https://s3.allowed.test/b/k)"
 cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | sort -u
 `
 	// A second secret, read from a file outside the workspace, whose host
@@ -160,6 +174,10 @@ cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | sort 
 	withSecret := func(r *sandbox.Request) {
 		withSecret(r)
 		r.Secrets = append(r.Secrets, sandbox.Secret{Name: "OTHER_KEY", From: "file:" + keyFile, Hosts: []string{"other.allowed.test"}})
+		// An AWS key pair: the proxy signs curl's SigV4 request again.
+		r.Secrets = append(r.Secrets, sandbox.Secret{Name: "AWS_ACCESS_KEY_ID", Kind: "aws", From: "env:AK_REAL", SecretFrom: "env:SK_REAL", Hosts: []string{"s3.allowed.test"}})
+		r.Env = append(r.Env, "AK_REAL="+realAWSID, "SK_REAL="+realAWSSecret)
+		r.PolicyEnv = append(r.PolicyEnv, "AK_REAL="+realAWSID, "SK_REAL="+realAWSSecret)
 	}
 	res, out := f.run("sec", script, withSecret)
 	if res.ExitCode != 0 {
@@ -187,12 +205,22 @@ cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | sort 
 		fmt.Sprintf("otherkey=%d\n", len(realToken)-1),
 		"GITHUB_TOKEN=" + standIn + "\n",
 		"py=hello api.allowed.test\n",
+		"gitcount=1 key=credential.helper\n",
+		"cred=username=x-access-token\n",
+		"curl4=hello api.allowed.test\n",
+		"aws=20 40 hello s3.allowed.test\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 	seen := f.seen()
+	if !strings.Contains(seen, "s3.allowed.test auth=AWS4-HMAC-SHA256 Credential="+realAWSID+"/") || strings.Contains(out, realAWSID) {
+		t.Errorf("the AWS request was not signed again with the real key id (or the container saw it):\n%s", seen)
+	}
+	if !strings.Contains(seen, "api.allowed.test auth=Basic "+base64.StdEncoding.EncodeToString([]byte("x-access-token:"+realToken))) {
+		t.Errorf("the credential helper's stand-in did not reach the server as the real token:\n%s", seen)
+	}
 	if !strings.Contains(seen, "api.allowed.test auth=Bearer "+realToken) || !strings.Contains(seen, "api.allowed.test auth=token "+realToken) {
 		t.Errorf("the secret's host did not get the real token:\n%s", seen)
 	}

@@ -16,8 +16,10 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/secrets"
+	"github.com/corralhq/corral/secrets/gitcred"
 )
 
 // maxBundle bounds a system trust bundle read from an image (Debian's is
@@ -63,7 +65,7 @@ func chooseTrust(imageDests []string, imageSystem, hostSystem []byte) (dests []s
 func secretsKey(prep *secrets.Prepared) string {
 	h := sha256.New()
 	for _, s := range prep.Secrets {
-		fmt.Fprintf(h, "%s|%q|%q|%s\n", s.Name, s.Hosts, s.Headers, s.StandIn)
+		fmt.Fprintf(h, "%s|%q|%q|%s|%s|%s\n", s.Name, s.Hosts, s.Headers, s.StandIn, s.SecretName, s.SecretStandIn)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
@@ -136,7 +138,7 @@ func (b *Backend) prepareSecrets(ctx context.Context, req *sandbox.Request, root
 		prep:  prep,
 		trust: &trustSpec{Bundle: bundle, Dests: dests},
 		Strip: prep.Strip,
-		Set:   append(slices.Clone(prep.Env), secrets.BundleEnv(dests[0])...),
+		Set:   slices.Concat(prep.Env, secrets.BundleEnv(dests[0]), gitcred.Env(inside.Path, req.Secrets)),
 		key:   secretsKey(prep),
 	}, nil
 }
