@@ -109,6 +109,9 @@ type Entry struct {
 // the layer was made over another working directory (ErrOtherLower), and
 // when upper and work cannot be made on one filesystem.
 func (l *Layer) Ensure() error {
+	if err := l.checkApart(); err != nil {
+		return err
+	}
 	if b, err := os.ReadFile(l.lowerPath()); err == nil {
 		if got := strings.TrimSpace(string(b)); got != l.Lower {
 			return fmt.Errorf("%w: the layer in %s lies over %s, not %s", ErrOtherLower, l.Dir, got, l.Lower)
@@ -148,6 +151,33 @@ func (l *Layer) Ensure() error {
 		return err
 	}
 	return writeAtomic(l.BasePath(), data)
+}
+
+// ErrInsideLower means the layer's directory lies inside the working
+// directory it would lie over (corral's state directory is in the
+// working directory, as with a working directory of $HOME): overlayfs
+// refuses layers that overlap (ELOOP, "overlapping upperdir path";
+// Documentation/filesystems/overlayfs.rst), and the layer would review
+// itself.
+var ErrInsideLower = errors.New("the session's layer lies inside the working directory")
+
+// checkApart fails with ErrInsideLower, naming the fix, when Dir is Lower
+// or below it (symlinks resolved where they exist).
+func (l *Layer) checkApart() error {
+	real := func(p string) string {
+		// The layer's directory may not exist yet: resolve its parent.
+		for q, rest := p, ""; q != "/" && q != "."; q, rest = filepath.Dir(q), filepath.Join(filepath.Base(q), rest) {
+			if r, err := filepath.EvalSymlinks(q); err == nil {
+				return filepath.Join(r, rest)
+			}
+		}
+		return p
+	}
+	dir, lower := real(l.Dir), real(l.Lower)
+	if dir == lower || strings.HasPrefix(dir, lower+"/") || lower == "/" {
+		return fmt.Errorf("%w: the layer %s is in %s, whose changes it would hold: give corral a state directory outside the working directory (XDG_STATE_HOME), or work in a narrower directory", ErrInsideLower, l.Dir, l.Lower)
+	}
+	return nil
 }
 
 // ErrOtherLower means a layer directory belongs to another working

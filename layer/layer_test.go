@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -62,5 +63,32 @@ func TestMountsLayer(t *testing.T) {
 	}
 	if mountsLayer([]byte("36 35 98:0 / /mnt rw - ext4 upperdir=/s/a/upper rw\n"), "upperdir=/s/a/upper") {
 		t.Error("a non-overlay mount matched")
+	}
+}
+
+// TestEnsureRefusesLayerInsideLower: a layer inside its own working
+// directory (state directory under a $HOME working directory) is refused
+// with the fix, before anything is made.
+func TestEnsureRefusesLayerInsideLower(t *testing.T) {
+	lower := t.TempDir()
+	link := filepath.Join(t.TempDir(), "ln")
+	if err := os.Symlink(lower, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{
+		filepath.Join(lower, ".local", "state", "corral", "sessions", "s", "layer"),
+		filepath.Join(link, "state", "layer"), // through a symlink
+		lower,
+	} {
+		err := New(dir, lower).Ensure()
+		if !errors.Is(err, ErrInsideLower) || !strings.Contains(err.Error(), "XDG_STATE_HOME") {
+			t.Errorf("Ensure of %s: %v", dir, err)
+		}
+		if _, serr := os.Stat(filepath.Join(dir, "upper")); serr == nil {
+			t.Errorf("%s: upper made", dir)
+		}
+	}
+	if err := New(filepath.Join(t.TempDir(), "layer"), lower).Ensure(); err != nil {
+		t.Errorf("a layer beside the working directory: %v", err)
 	}
 }
