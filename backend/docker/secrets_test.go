@@ -165,9 +165,9 @@ echo "aws=${#AWS_ACCESS_KEY_ID} ${#AWS_SECRET_ACCESS_KEY} $(curl -sS --aws-sigv4
 # corral's Node preload (the image has no node): named by NODE_OPTIONS,
 # readable, and neither removable, writable nor movable.
 echo "nodeopts=$NODE_OPTIONS"
-echo "shim=$(grep -c 'corral: route' `+egress.NodeShimPath+`)"
-{ rm -f `+egress.NodeShimPath+`; echo x >> `+egress.NodeShimPath+`; mv `+egress.NodeShimDir+` /tmp/moved; } 2>/dev/null
-echo "shimafter=$(tail -n 1 `+egress.NodeShimPath+`)"
+echo "shim=$(grep -c 'corral: route' ` + egress.NodeShimPath + `)"
+{ rm -f ` + egress.NodeShimPath + `; echo x >> ` + egress.NodeShimPath + `; mv ` + egress.NodeShimDir + ` /tmp/moved; } 2>/dev/null
+echo "shimafter=$(tail -n 1 ` + egress.NodeShimPath + `)"
 cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | sort -u
 `
 	// A second secret, read from a file outside the workspace, whose host
