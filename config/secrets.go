@@ -23,7 +23,7 @@ var secretFields = []string{"name", "from", "hosts", "headers", "username", "kin
 // are set, so the list cannot drift from them.
 func reservedSecretNames() []string {
 	out := []string{"PATH", "HOME", "TMPDIR", "TMP", "TEMP", "SHELL", "USER", "PWD", "SSL_CERT_DIR", "NODE_USE_ENV_PROXY"}
-	for _, kv := range netproxy.ProxyEnv(1, 1) {
+	for _, kv := range netproxy.ProxyEnv(1, 1, "/nodeshim.cjs") {
 		k, _, _ := strings.Cut(kv, "=")
 		out = append(out, strings.ToUpper(k))
 	}

@@ -21,7 +21,8 @@
 //	         pause process, with the socket directory bound; each command
 //	         is started in the container by corral's agent
 //	CMD's environment: [Env] (http_proxy, HTTPS_PROXY, ALL_PROXY=socks5h://,
-//	NO_PROXY for loopback, npm, pip and yarn settings).
+//	NO_PROXY for loopback, npm, pip and yarn settings, NODE_OPTIONS
+//	preloading the Node shim each backend binds at [NodeShimDir]).
 //
 // Importing the package registers both modes with reexec
 // (through egress/inside, which links no net/http): a process whose first

@@ -361,7 +361,7 @@ func TestForwarderArgv(t *testing.T) {
 
 func TestEnvAndWithoutEnv(t *testing.T) {
 	env := Env()
-	for _, want := range []string{"http_proxy=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128", "ALL_PROXY=socks5h://127.0.0.1:1080", "NO_PROXY=localhost,127.0.0.1,::1"} {
+	for _, want := range []string{"http_proxy=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128", "ALL_PROXY=socks5h://127.0.0.1:1080", "NO_PROXY=localhost,127.0.0.1,::1", "NODE_OPTIONS=--require=/dev/.corral/nodeshim.cjs"} {
 		if !slices.Contains(env, want) {
 			t.Errorf("Env lacks %q: %q", want, env)
 		}
@@ -372,6 +372,42 @@ func TestEnvAndWithoutEnv(t *testing.T) {
 	}
 	if len(saved) != 2+len(env) {
 		t.Error("WithoutEnv changed its argument")
+	}
+}
+
+// TestWriteNodeShim: the directory holds the shim, public (0755, 0644)
+// under a private parent; a stale file is replaced; a second call finds
+// it written.
+func TestWriteNodeShim(t *testing.T) {
+	dir := filepath.Join(testDir(t), "state", "trust", "node")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, netproxy.NodeShimName)
+	if err := os.WriteFile(path, []byte("stale"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		got, err := WriteNodeShim(dir)
+		if err != nil || got != dir {
+			t.Fatalf("WriteNodeShim(%s) = %q, %v", dir, got, err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil || !bytes.Equal(b, netproxy.NodeShim()) {
+			t.Errorf("call %d: %s holds %d bytes (%v), want the shim's %d", i, path, len(b), err, len(netproxy.NodeShim()))
+		}
+		for p, want := range map[string]os.FileMode{dir: 0o755 | os.ModeDir, path: 0o644} {
+			if st, err := os.Stat(p); err != nil {
+				t.Error(err)
+			} else if st.Mode() != want {
+				t.Errorf("call %d: %s: mode %v, want %v", i, p, st.Mode(), want)
+			}
+		}
+	}
+	if st, err := os.Stat(filepath.Dir(filepath.Dir(dir))); err != nil {
+		t.Error(err)
+	} else if st.Mode().Perm() != 0o700 {
+		t.Errorf("the state directory's mode changed: %v", st.Mode())
 	}
 }
 

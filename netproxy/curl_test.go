@@ -125,7 +125,7 @@ func TestCurlThroughForwarderAndServer(t *testing.T) {
 		fmt.Sscanf(httpAddr[strings.LastIndexByte(httpAddr, ':')+1:], "%d", &hp)
 		fmt.Sscanf(socksAddr[strings.LastIndexByte(socksAddr, ':')+1:], "%d", &sp)
 		cmd := exec.Command("curl", "-q", "-sS", "--max-time", "10", "--cacert", u.ca.pemPath, "https://env.allowed.test/env")
-		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + testDir(t)}, ProxyEnv(hp, sp)...)
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + testDir(t)}, ProxyEnv(hp, sp, "")...)
 		out, err := cmd.CombinedOutput()
 		if err != nil || string(out) != "hello host=env.allowed.test path=/env tls=true" {
 			t.Errorf("curl with ProxyEnv: %v, %q", err, out)

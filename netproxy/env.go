@@ -2,33 +2,51 @@ package netproxy
 
 import (
 	_ "embed"
-	"encoding/base64"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 )
 
-// nodeShim is the preload [NodeOptions] gives Node.js.
+// nodeShim is the file [NodeOptions] names.
 //
-//go:embed nodeshim.js
+//go:embed nodeshim.cjs
 var nodeShim []byte
 
-// NodeOptions is the NODE_OPTIONS value [ProxyEnv] sets: it preloads
-// (--import, Node 18.19 and 20.6 on) a small module, given inline as a
-// base64 data: URL so that no file has to be placed in the sandbox or the
-// image, that makes Node versions which ignore NODE_USE_ENV_PROXY (before
-// 22.21 and 24.5) send fetch and https.request through HTTPS_PROXY
-// anyway: at fetch's first call, its global dispatcher (undici's Agent,
-// found through its global symbol Symbol.for("undici.globalDispatcher.1"),
-// which Node's bundled undici sets when it loads) is replaced by an Agent
-// of the same class whose connector opens a CONNECT tunnel, and
-// https.globalAgent by an Agent whose createConnection does the same.
-// Hosts NO_PROXY names connect directly. On Node versions that honour
-// NODE_USE_ENV_PROXY the module loads nothing and does nothing. Measured
-// on Node 20 here: node -e 0 costs about 30-50 ms more CPU with it
+// NodeShimName is the file name backends give [NodeShim] in a sandbox.
+const NodeShimName = "nodeshim.cjs"
+
+// NodeShim returns (a copy of) a small CommonJS module that makes Node.js
+// versions which ignore NODE_USE_ENV_PROXY (before 22.21 and 24.5) send
+// fetch and https.request through HTTPS_PROXY anyway: at fetch's first
+// call (Node 18 on; older versions have no fetch), its global dispatcher
+// (undici's Agent, found through its global symbol
+// Symbol.for("undici.globalDispatcher.1"), which Node's bundled undici
+// sets when it loads) is replaced by an Agent of the same class whose
+// connector opens a CONNECT tunnel; and https.globalAgent by an Agent
+// whose createConnection does the same. Hosts NO_PROXY names connect
+// directly. On Node versions that honour NODE_USE_ENV_PROXY, or without
+// HTTPS_PROXY, it loads nothing and does nothing. It is written in the
+// syntax Node 12 parses. A backend places it read-only in every
+// allowlist sandbox and names it in [NodeOptions].
+func NodeShim() []byte { return slices.Clone(nodeShim) }
+
+// NodeOptions returns the NODE_OPTIONS value that preloads the file shim
+// (an absolute path in the sandbox where [NodeShim] lies):
+// "--require=" + shim. --require is accepted in NODE_OPTIONS by every
+// Node version (--import, which a data: URL needs, only from 18.19 and
+// 20.6: older ones refuse to start at all). Node splits NODE_OPTIONS at
+// white space and reads quotes and backslashes, so shim must hold none;
+// "" is returned for a path that does, or for a relative one. Measured
+// on Node 20 here: node -e 0 costs about 30-50 ms more CPU with the shim
 // (swapping the dispatcher at start instead, which loads undici, cost
-// about 100 ms). Node before 18.19 refuses --import in NODE_OPTIONS
-// and does not start: those versions ended their support in 2023.
-var NodeOptions = "--import=data:text/javascript;base64," + base64.StdEncoding.EncodeToString(nodeShim)
+// about 100 ms).
+func NodeOptions(shim string) string {
+	if shim == "" || shim[0] != '/' || strings.ContainsAny(shim, " \t\n\r\v\f\"'\\") {
+		return ""
+	}
+	return "--require=" + shim
+}
 
 // NoProxy is the NO_PROXY value [ProxyEnv] sets: loopback, where the
 // forwarders themselves and the command's own local servers live.
@@ -52,9 +70,11 @@ const NoProxy = "localhost,127.0.0.1,::1"
 //     releases that got the backport) honour HTTP_PROXY, HTTPS_PROXY and
 //     NO_PROXY in fetch and the http/https modules, which it otherwise
 //     ignores; older versions ignore the variable.
-//   - NODE_OPTIONS = [NodeOptions]: the same for older Node versions
-//     (20.x, early 22.x and 24.x); a command that sets NODE_OPTIONS
-//     itself must keep this value in it for fetch to work there.
+//   - NODE_OPTIONS = NodeOptions(nodeShim), when nodeShim is not "" (a
+//     path the shim lies at in the sandbox, see [NodeShim]): the same
+//     for older Node versions (12 to 20, early 22.x and 24.x); a command
+//     that sets NODE_OPTIONS itself must keep this value in it for
+//     fetch to work there.
 //   - npm_config_proxy, npm_config_https_proxy: npm's own settings, for
 //     npm versions and configurations that do not fall back to the
 //     variables above.
@@ -75,14 +95,18 @@ const NoProxy = "localhost,127.0.0.1,::1"
 // remotes), git:// remotes, and JVMs, which read -Dhttp.proxyHost style
 // properties rather than variables (setting JAVA_TOOL_OPTIONS would make
 // every JVM print a notice, so that is left to the caller).
-func ProxyEnv(httpPort, socksPort int) []string {
+func ProxyEnv(httpPort, socksPort int, nodeShim string) []string {
 	var env []string
 	if httpPort > 0 {
 		u := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(httpPort))
 		env = append(env,
 			"http_proxy="+u, "HTTP_PROXY="+u,
 			"https_proxy="+u, "HTTPS_PROXY="+u,
-			"NODE_USE_ENV_PROXY=1", "NODE_OPTIONS="+NodeOptions,
+			"NODE_USE_ENV_PROXY=1")
+		if o := NodeOptions(nodeShim); o != "" {
+			env = append(env, "NODE_OPTIONS="+o)
+		}
+		env = append(env,
 			"npm_config_proxy="+u, "npm_config_https_proxy="+u,
 			"PIP_PROXY="+u,
 			"YARN_HTTP_PROXY="+u, "YARN_HTTPS_PROXY="+u,

@@ -42,7 +42,7 @@ func Example() {
 		"--http", "127.0.0.1:3128=/run/corral-net/http.sock",
 		"--socks", "127.0.0.1:1080=/run/corral-net/socks.sock",
 		"--", "bash", "-c", "curl -s https://github.com/"}
-	env := netproxy.ProxyEnv(3128, 1080)
+	env := netproxy.ProxyEnv(3128, 1080, "/dev/.corral/nodeshim.cjs")
 	fmt.Println(filepath.Base(srv.HTTPSocket()), filepath.Base(srv.SOCKSSocket()))
 	fmt.Println(argv[1], env[0])
 

@@ -179,9 +179,28 @@ func TestPolicyValidate(t *testing.T) {
 	}
 }
 
+func TestNodeOptions(t *testing.T) {
+	for _, tc := range []struct{ shim, want string }{
+		{"/dev/.corral/nodeshim.cjs", "--require=/dev/.corral/nodeshim.cjs"},
+		{"", ""},
+		{"nodeshim.cjs", ""}, // relative: Node would look it up from the command's cwd
+		// Node splits NODE_OPTIONS at white space and reads quotes and
+		// backslashes (node_options.cc, ParseNodeOptionsEnvVar).
+		{"/a b/nodeshim.cjs", ""},
+		{"/a\tb/nodeshim.cjs", ""},
+		{"/a\"b/nodeshim.cjs", ""},
+		{"/a'b/nodeshim.cjs", ""},
+		{"/a\\b/nodeshim.cjs", ""},
+	} {
+		if got := NodeOptions(tc.shim); got != tc.want {
+			t.Errorf("NodeOptions(%q) = %q, want %q", tc.shim, got, tc.want)
+		}
+	}
+}
+
 func TestProxyEnv(t *testing.T) {
 	env := map[string]string{}
-	for _, kv := range ProxyEnv(3128, 1080) {
+	for _, kv := range ProxyEnv(3128, 1080, "/x/nodeshim.cjs") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
 			t.Fatalf("entry %q has no '='", kv)
@@ -201,7 +220,7 @@ func TestProxyEnv(t *testing.T) {
 		"no_proxy":               "localhost,127.0.0.1,::1",
 		"NO_PROXY":               "localhost,127.0.0.1,::1",
 		"NODE_USE_ENV_PROXY":     "1",
-		"NODE_OPTIONS":           NodeOptions,
+		"NODE_OPTIONS":           "--require=/x/nodeshim.cjs",
 		"npm_config_proxy":       "http://127.0.0.1:3128",
 		"npm_config_https_proxy": "http://127.0.0.1:3128",
 		"PIP_PROXY":              "http://127.0.0.1:3128",
@@ -216,16 +235,20 @@ func TestProxyEnv(t *testing.T) {
 	if len(env) != len(want) {
 		t.Errorf("got %d entries, want %d: %v", len(env), len(want), env)
 	}
-	if !strings.HasPrefix(NodeOptions, "--import=data:text/javascript;base64,") || strings.ContainsAny(NodeOptions, " \t\n\"'\\") || len(NodeOptions) > 8192 {
-		// Node splits NODE_OPTIONS at white space and reads quotes and
-		// backslashes: the value must hold none.
-		t.Errorf("NodeOptions (%d bytes) is not one --import of a base64 data: URL", len(NodeOptions))
+	// Without a shim path NODE_OPTIONS is left out, nothing else changes.
+	for _, kv := range ProxyEnv(3128, 1080, "") {
+		if strings.HasPrefix(kv, "NODE_OPTIONS=") {
+			t.Errorf("ProxyEnv without a shim has %q", kv)
+		}
 	}
-	if got := ProxyEnv(0, 0); got != nil {
+	if n := len(ProxyEnv(3128, 1080, "")); n != len(want)-1 {
+		t.Errorf("ProxyEnv without a shim has %d entries, want %d", n, len(want)-1)
+	}
+	if got := ProxyEnv(0, 0, "/x/nodeshim.cjs"); got != nil {
 		t.Errorf("ProxyEnv(0, 0) = %v, want nil", got)
 	}
-	for _, kv := range ProxyEnv(0, 1080) {
-		if strings.HasPrefix(strings.ToLower(kv), "http") {
+	for _, kv := range ProxyEnv(0, 1080, "/x/nodeshim.cjs") {
+		if strings.HasPrefix(strings.ToLower(kv), "http") || strings.HasPrefix(kv, "NODE_") {
 			t.Errorf("ProxyEnv(0, 1080) has %q", kv)
 		}
 	}

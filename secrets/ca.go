@@ -1,6 +1,7 @@
 package secrets
 
 import (
+	"container/list"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -36,6 +37,13 @@ const (
 	LeafValidity = 7 * 24 * time.Hour
 )
 
+// MaxLeaves bounds the leaf certificates a CA keeps in memory (about 1 KiB
+// each): past it, the least recently used one is dropped (and minted again
+// if asked for). Without a bound a command could grow corral's memory
+// without end through a wildcard secret host (*.example.com), making the
+// proxy mint one certificate per subdomain it tries.
+const MaxLeaves = 256
+
 // CA is corral's own certificate authority: one ECDSA P-256 key and a
 // self-signed certificate, made once and kept in corral's state directory
 // (which every sandbox hides), used by the egress proxy to mint leaf
@@ -59,8 +67,17 @@ type CA struct {
 
 	mu      sync.Mutex
 	leafKey *ecdsa.PrivateKey
-	leaves  map[string]*tls.Certificate
-	now     func() time.Time
+	// leaves maps a host to its element of lru, whose Value is a
+	// *cachedLeaf; lru's front is the most recently used.
+	leaves map[string]*list.Element
+	lru    list.List
+	now    func() time.Time
+}
+
+// cachedLeaf is one entry of CA's leaf cache.
+type cachedLeaf struct {
+	host string
+	cert *tls.Certificate
 }
 
 // LoadCA returns the CA kept in dir/[CAFileName], making it (and dir, mode
@@ -140,7 +157,7 @@ func readCA(path string) (*CA, error) {
 	if ca.cert == nil || ca.key == nil || !ca.cert.IsCA || !ca.key.PublicKey.Equal(ca.cert.PublicKey) {
 		return nil, fmt.Errorf("%w: %s", errBadCA, path)
 	}
-	ca.leaves = map[string]*tls.Certificate{}
+	ca.leaves = map[string]*list.Element{}
 	ca.now = time.Now
 	return &ca, nil
 }
@@ -216,7 +233,8 @@ func (c *CA) Certificate() *x509.Certificate { return c.cert }
 
 // Leaf returns a certificate for host (a DNS name, lower-cased), signed by
 // the CA, with the chain [leaf, CA]: minted on first use and kept in
-// memory until it has less than an hour left. The caller decides which
+// memory until it has less than an hour left, or until MaxLeaves more
+// recently used hosts have pushed it out. The caller decides which
 // hosts get one (the egress proxy: only hosts some declared secret names,
 // and only the host of the CONNECT). IP addresses and empty names are
 // refused.
@@ -228,8 +246,13 @@ func (c *CA) Leaf(host string) (*tls.Certificate, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
-	if l := c.leaves[host]; l != nil && l.Leaf.NotAfter.Sub(now) > time.Hour {
-		return l, nil
+	if e := c.leaves[host]; e != nil {
+		if l := e.Value.(*cachedLeaf).cert; l.Leaf.NotAfter.Sub(now) > time.Hour {
+			c.lru.MoveToFront(e)
+			return l, nil
+		}
+		c.lru.Remove(e)
+		delete(c.leaves, host)
 	}
 	if c.leafKey == nil {
 		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -260,18 +283,23 @@ func (c *CA) Leaf(host string) (*tls.Certificate, error) {
 		return nil, err
 	}
 	l := &tls.Certificate{Certificate: [][]byte{der, c.cert.Raw}, PrivateKey: c.leafKey, Leaf: leaf}
-	c.leaves[host] = l
+	c.leaves[host] = c.lru.PushFront(&cachedLeaf{host, l})
+	for c.lru.Len() > MaxLeaves {
+		old := c.lru.Remove(c.lru.Back()).(*cachedLeaf)
+		delete(c.leaves, old.host)
+	}
 	return l, nil
 }
 
-// Minted returns the hosts the CA has minted a certificate for in this
-// process, for tests and diagnostics.
+// Minted returns the hosts whose certificates the CA keeps now (minted in
+// this process and not yet pushed out, at most MaxLeaves), most recently
+// used first, for tests and diagnostics.
 func (c *CA) Minted() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]string, 0, len(c.leaves))
-	for h := range c.leaves {
-		out = append(out, h)
+	out := make([]string, 0, c.lru.Len())
+	for e := c.lru.Front(); e != nil; e = e.Next() {
+		out = append(out, e.Value.(*cachedLeaf).host)
 	}
 	return out
 }

@@ -2,8 +2,10 @@ package secrets
 
 import (
 	"crypto/x509"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -96,5 +98,57 @@ func TestCALeaf(t *testing.T) {
 	}
 	if m := ca.Minted(); len(m) != 1 || m[0] != "api.github.com" {
 		t.Errorf("Minted = %v", m)
+	}
+}
+
+// TestCALeafBound: the leaf cache keeps at most MaxLeaves certificates,
+// dropping the least recently used: a command trying one subdomain after
+// another of a wildcard secret host cannot grow it without end. A dropped
+// host is minted again when asked for; a recently used one stays.
+func TestCALeafBound(t *testing.T) {
+	ca, err := LoadCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := func(i int) string { return fmt.Sprintf("h%d.example.com", i) }
+	first, err := ca.Leaf(host(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := ca.Leaf(host(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 2*MaxLeaves + 10
+	for i := 2; i < n; i++ {
+		if _, err := ca.Leaf(host(i)); err != nil {
+			t.Fatal(err)
+		}
+		if i%(MaxLeaves/2) == 0 {
+			// Used now and then: never the least recently used.
+			if l, _ := ca.Leaf(host(1)); l != kept {
+				t.Fatalf("after %d hosts the recently used %s was minted again", i, host(1))
+			}
+		}
+	}
+	m := ca.Minted()
+	if len(m) != MaxLeaves {
+		t.Fatalf("the CA keeps %d certificates after %d hosts, want %d", len(m), n, MaxLeaves)
+	}
+	if m[0] != host(n-1) {
+		t.Errorf("most recently used = %s, want %s", m[0], host(n-1))
+	}
+	if !slices.Contains(m, host(1)) || slices.Contains(m, host(0)) || slices.Contains(m, host(2)) {
+		t.Errorf("kept %s: %v, %s: %v, %s: %v; want only the recently used %[5]s", host(0), slices.Contains(m, host(0)), host(2), slices.Contains(m, host(2)), host(1), slices.Contains(m, host(1)))
+	}
+	again, err := ca.Leaf(host(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again == first || again.Leaf.SerialNumber.Cmp(first.Leaf.SerialNumber) == 0 {
+		t.Error("a dropped host's certificate came back from the cache")
+	}
+	if len(ca.Minted()) != MaxLeaves {
+		t.Errorf("the CA keeps %d certificates, want %d", len(ca.Minted()), MaxLeaves)
 	}
 }

@@ -79,6 +79,11 @@ type Host struct {
 	// Secrets are the request's prepared secrets (stand-ins, trust
 	// bundle); nil when it declares none. See SecretFacts.
 	Secrets *SecretFacts
+	// NodeShim is a host directory (egress.WriteNodeShim) bound read-only
+	// at egress.NodeShimDir in allowlist sandboxes; "" leaves
+	// NODE_OPTIONS out of their environment, which would otherwise name
+	// a missing file and stop every node.
+	NodeShim string
 }
 
 // Plan is everything bwrap needs to build one sandbox.
@@ -306,7 +311,7 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 	}
 	env := req.Env
 	if plan.Egress {
-		set = append(set, egress.Env()...)
+		set = append(set, p.egressEnv()...)
 	} else {
 		// Proxy variables a session saved under allowlist lead nowhere here.
 		env = egress.WithoutEnv(env)
@@ -418,6 +423,20 @@ func (p *planner) base() {
 	if run := p.host.RunUserDir; run != "" && isDir(run) {
 		p.add(phaseBase, mount{Kind: mTmpfs, Dest: run, Perms: 0o700, Size: maskSize})
 	}
+}
+
+// egressEnv returns egress.Env for an allowlist sandbox and binds the
+// Node preload's directory at egress.NodeShimDir, inside the sandbox's own
+// /dev (see there why). Without the directory NODE_OPTIONS is left out:
+// naming a missing file would stop every node from starting.
+func (p *planner) egressEnv() []string {
+	env := egress.Env()
+	if d := p.host.NodeShim; d != "" && filepath.IsAbs(d) {
+		p.add(phaseReveal, mount{Kind: mRoBind, Src: d, Dest: egress.NodeShimDir})
+		return env
+	}
+	p.warn("allowlist: corral's Node preload is missing; Node before 22.21 and 24.5 will not send fetch and https through the proxy")
+	return slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "NODE_OPTIONS=") })
 }
 
 // procCovers are the parts of /proc bound read-only over the sandbox's own:

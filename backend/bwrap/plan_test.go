@@ -771,6 +771,65 @@ func TestPlanAllowlist(t *testing.T) {
 	})
 }
 
+// TestPlanNodeShim: an allowlist sandbox gets the Node preload's host
+// directory bound read-only at egress.NodeShimDir, after the sandbox's own
+// /dev, and NODE_OPTIONS naming it; without the directory NODE_OPTIONS is
+// left out (it would stop every node) with a warning; other profiles get
+// neither.
+func TestPlanNodeShim(t *testing.T) {
+	f := newPlanFix(t)
+	shim := filepath.Join(f.state, "trust", "node")
+	host := f.host()
+	host.NodeShim = shim
+	allow := func(r *sandbox.Request) { r.Profile = sandbox.ProfileAllowlist }
+	plan, err := BuildPlan(f.req(allow), host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, bind := -1, -1
+	for i, m := range plan.Mounts {
+		switch {
+		case m.Kind == mDev && m.Dest == "/dev":
+			dev = i
+		case m.Dest == egress.NodeShimDir:
+			if m.Kind != mRoBind || m.Src != shim || bind >= 0 {
+				t.Errorf("mount at %s: %+v, want one read-only bind of %s", egress.NodeShimDir, m, shim)
+			}
+			bind = i
+		}
+	}
+	if dev < 0 || bind < dev {
+		t.Errorf("/dev at step %d, the preload's bind at %d: want the bind after /dev", dev, bind)
+	}
+	if want := "NODE_OPTIONS=--require=" + egress.NodeShimPath; !slices.Contains(plan.Env, want) {
+		t.Errorf("Env lacks %q: %q", want, plan.Env)
+	}
+
+	plan, err = BuildPlan(f.req(allow), f.host())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(plan.Env, func(kv string) bool { return strings.HasPrefix(kv, "NODE_OPTIONS=") }) {
+		t.Errorf("without the preload's directory Env has NODE_OPTIONS: %q", plan.Env)
+	}
+	if !slices.ContainsFunc(plan.Warnings, func(w string) bool { return strings.Contains(w, "Node preload") }) {
+		t.Errorf("without the preload's directory no warning: %q", plan.Warnings)
+	}
+	if !slices.Contains(plan.Env, "NODE_USE_ENV_PROXY=1") {
+		t.Errorf("without the preload's directory the other proxy variables went too: %q", plan.Env)
+	}
+
+	plan, err = BuildPlan(f.req(nil), host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range plan.Mounts {
+		if m.Dest == egress.NodeShimDir {
+			t.Errorf("workspace profile: the preload is mounted: %+v", m)
+		}
+	}
+}
+
 // TestPlanBindElsewhereOfMaskedFiles: a bind to another path of a directory
 // that holds an engine socket (MaskFiles) or a system secret is ignored with
 // a warning, since the masks cover those files only at their own paths; at

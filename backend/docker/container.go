@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
+	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
@@ -86,6 +87,13 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 			return nil, nil, nil, nil, fmt.Errorf("%w: network allowlist: %w", sandbox.ErrBadRequest, err)
 		}
 		eg = &egressSpec{policy: pol, key: strings.Join(pol.Allow, ",") + "|" + strings.Join(pol.Deny, ",")}
+		if e.opts.TrustDir != "" {
+			// Beside the trust bundles: public files on the daemon's host.
+			if eg.nodeShim, err = egress.WriteNodeShim(filepath.Join(e.opts.TrustDir, "node")); err != nil {
+				e.log.Warn("docker.nodeshim.failed", "err", err)
+				eg.nodeShim = ""
+			}
+		}
 	}
 	binds, warnings, err := b.judgeBinds(req, ws, p)
 	if err != nil {

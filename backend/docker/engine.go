@@ -64,7 +64,9 @@ type Options struct {
 	// TrustDir is where the trust bundles of containers with secrets are
 	// written (<state dir>/trust, as the bwrap backend's): files of public
 	// certificates only, bound read-only into containers, so a directory
-	// on the daemon's host. "" refuses secrets.
+	// on the daemon's host; its subdirectory node holds the Node preload
+	// of allowlist containers (egress.WriteNodeShim). "" refuses secrets
+	// and leaves allowlist containers without the preload.
 	TrustDir string
 }
 

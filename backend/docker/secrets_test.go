@@ -162,6 +162,12 @@ cred=$(printf 'protocol=https\nhost=api.allowed.test\n\n' | sh -c "${GIT_CONFIG_
 echo "cred=$(echo "$cred" | head -n 1)"
 echo "curl4=$(curl -sS -u "x-access-token:$(echo "$cred" | sed -n 's/^password=//p')" https://api.allowed.test/basic)"
 echo "aws=${#AWS_ACCESS_KEY_ID} ${#AWS_SECRET_ACCESS_KEY} $(curl -sS --aws-sigv4 "aws:amz:us-east-1:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" https://s3.allowed.test/b/k)"
+# corral's Node preload (the image has no node): named by NODE_OPTIONS,
+# readable, and neither removable, writable nor movable.
+echo "nodeopts=$NODE_OPTIONS"
+echo "shim=$(grep -c 'corral: route' ` + egress.NodeShimPath + `)"
+{ rm -f ` + egress.NodeShimPath + `; echo x >> ` + egress.NodeShimPath + `; mv ` + egress.NodeShimDir + ` /tmp/moved; } 2>/dev/null
+echo "shimafter=$(tail -n 1 ` + egress.NodeShimPath + `)"
 cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | sort -u
 `
 	// A second secret, read from a file outside the workspace, whose host
@@ -209,6 +215,9 @@ cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | sort 
 		"cred=username=x-access-token\n",
 		"curl4=hello api.allowed.test\n",
 		"aws=20 40 hello s3.allowed.test\n",
+		"nodeopts=--require=" + egress.NodeShimPath + "\n",
+		"shim=1\n",
+		"shimafter=})();\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -64,6 +64,11 @@ type egressSpec struct {
 	// secs are the secrets the proxy puts in requests to their hosts
 	// (real values: never in the container's configuration).
 	secs []secrets.Secret
+	// nodeShim is the host directory holding the Node preload
+	// (egress.WriteNodeShim), bound read-only at egress.NodeShimDir; ""
+	// leaves NODE_OPTIONS out, which would otherwise name a missing file
+	// and stop every node.
+	nodeShim string
 }
 
 // NamePrefix starts every container's name: corral-<12 hex>.
@@ -218,6 +223,9 @@ func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extr
 		}
 		return nil
 	}
+	if eg != nil && eg.nodeShim != "" {
+		specs = append(specs, bindSpec{eg.nodeShim, egress.NodeShimDir, true})
+	}
 	if trust != nil {
 		if eg == nil {
 			return nil, fmt.Errorf("%w: secrets need the allowlist profile's proxy", sandbox.ErrBadRequest)
@@ -254,7 +262,11 @@ func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extr
 		hc.NetworkMode = "none"
 		argv := egress.ForwarderArgv(inside.Path, EgressDir, 0, []string{inside.Path, inside.ModePause})
 		cfg.Entrypoint, cfg.Cmd = argv[:1], argv[1:]
-		cfg.Env = append(cfg.Env, egress.Env()...)
+		env := egress.Env()
+		if eg.nodeShim == "" {
+			env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "NODE_OPTIONS=") })
+		}
+		cfg.Env = append(cfg.Env, env...)
 		cfg.Labels[LabelEgress] = eg.key
 	}
 	if rv != nil {

@@ -2,10 +2,12 @@ package docker
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/moby/moby/api/types/mount"
 
+	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/secrets"
 )
@@ -81,5 +83,50 @@ func TestSpecTrust(t *testing.T) {
 	}
 	if _, err := buildSpec(&st, p, testWS, "/opt/corral", nil, nil, "", nil, filter, nil, trust, nil); err == nil {
 		t.Error("a trust bundle without the allowlist proxy was accepted")
+	}
+}
+
+// TestSpecNodeShim: an allowlist container gets the Node preload's host
+// directory bound read-only at egress.NodeShimDir and NODE_OPTIONS naming
+// it; without the directory it gets neither (NODE_OPTIONS naming a missing
+// file would stop every node), and other profiles get neither.
+func TestSpecNodeShim(t *testing.T) {
+	st := DefaultSettings
+	p, err := st.check(1000, 1001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filter := &filterSpec{profile: "{}", denyUnix: true}
+	opts := "NODE_OPTIONS=--require=" + egress.NodeShimPath
+	hasMount := func(s *containerSpec) bool {
+		return slices.ContainsFunc(s.Host.Mounts, func(m mount.Mount) bool { return m.Target == egress.NodeShimDir })
+	}
+	for _, tc := range []struct {
+		name string
+		eg   *egressSpec
+		want bool
+	}{
+		{"allowlist", &egressSpec{key: "|", nodeShim: "/state/trust/node"}, true},
+		{"allowlist without the directory", &egressSpec{key: "|"}, false},
+		{"no proxy", nil, false},
+	} {
+		s, err := buildSpec(&st, p, testWS, "/opt/corral", nil, nil, "", nil, filter, tc.eg, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := slices.Contains(s.Config.Env, opts); got != tc.want {
+			t.Errorf("%s: Env has %q: %v, want %v (%q)", tc.name, opts, got, tc.want, s.Config.Env)
+		}
+		if slices.ContainsFunc(s.Config.Env, func(kv string) bool { return strings.HasPrefix(kv, "NODE_OPTIONS=") && kv != opts }) {
+			t.Errorf("%s: another NODE_OPTIONS in Env: %q", tc.name, s.Config.Env)
+		}
+		if got := hasMount(s); got != tc.want {
+			t.Errorf("%s: mount at %s: %v, want %v", tc.name, egress.NodeShimDir, got, tc.want)
+		}
+		if tc.want && !slices.ContainsFunc(s.Host.Mounts, func(m mount.Mount) bool {
+			return m.Source == tc.eg.nodeShim && m.Target == egress.NodeShimDir && m.ReadOnly && m.Type == mount.TypeBind
+		}) {
+			t.Errorf("%s: no read-only bind of %s at %s: %+v", tc.name, tc.eg.nodeShim, egress.NodeShimDir, s.Host.Mounts)
+		}
 	}
 }
