@@ -8,6 +8,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -177,5 +180,29 @@ func TestUpload8MiB(t *testing.T) {
 	t.Logf("8 MiB out over exec stdout: %v", time.Since(t0).Round(time.Millisecond))
 	if !bytes.Equal(back.Bytes(), data) {
 		t.Fatalf("downloaded %d bytes, not the %d sent", back.Len(), len(data))
+	}
+}
+
+// TestPodReachesHost: a pod reaches a port the host listens on at
+// CORRAL_TEST_KUBE_HOST_ADDR (where corral's egress proxy will listen).
+func TestPodReachesHost(t *testing.T) {
+	c := Require(t)
+	addr := os.Getenv("CORRAL_TEST_KUBE_HOST_ADDR")
+	if addr == "" {
+		t.Skip("CORRAL_TEST_KUBE_HOST_ADDR is not set (.ci/k8s-cluster up writes it to /var/tmp/k8s-ready)")
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
+	if err != nil {
+		t.Fatalf("listening on the host side %s: %v", addr, err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "hello from the host")
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	pod := runPod(t, c)
+	out, err := c.Output(context.Background(), pod, "main", "curl", "-sS", "--max-time", "60", "http://"+ln.Addr().String()+"/")
+	if err != nil || out != "hello from the host" {
+		t.Fatalf("pod -> host %s: %q, %v", ln.Addr(), out, err)
 	}
 }
