@@ -93,20 +93,46 @@ func Image(t testing.TB, cli *client.Client) string {
 	return imageRef
 }
 
-func buildImage(cli *client.Client) (string, error) {
+// Rootfs is the test image's root filesystem: the host files that go in.
+// The kubernetes tests' image (internal/k8stest/mkimage) is the same.
+type Rootfs struct {
+	files []string
+	// Tag names the content: 12 hex digits of a hash of every file's path,
+	// size and modification time, so an image is built once per machine
+	// and again when a package upgrade changes a file.
+	Tag string
+}
+
+// CollectRootfs lists the image's files on this machine (the programs in
+// tools, the trees, and the shared libraries ldd names for them). It fails
+// when python3 or git is missing.
+func CollectRootfs() (*Rootfs, error) {
 	files, err := collect()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	h := sha256.New()
 	for _, f := range files {
 		st, err := os.Lstat(f)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		fmt.Fprintf(h, "%s %d %d\n", f, st.Size(), st.ModTime().Unix())
 	}
-	ref := "corral-test:" + hex.EncodeToString(h.Sum(nil))[:12]
+	return &Rootfs{files: files, Tag: hex.EncodeToString(h.Sum(nil))[:12]}, nil
+}
+
+// WriteTar writes the root filesystem as an uncompressed tar (a layer:
+// merged /usr, /tmp 1777, an /etc with root and nobody).
+func (r *Rootfs) WriteTar(w io.Writer) error { return writeRootfs(w, r.files) }
+
+func buildImage(cli *client.Client) (string, error) {
+	rootfs, err := CollectRootfs()
+	if err != nil {
+		return "", err
+	}
+	files := rootfs.files
+	ref := "corral-test:" + rootfs.Tag
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if _, err := cli.ImageInspect(ctx, ref); err == nil {
