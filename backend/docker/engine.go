@@ -21,6 +21,7 @@ import (
 
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/inside"
+	"github.com/corralhq/corral/internal/owner"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/seccomp"
 )
@@ -74,7 +75,7 @@ type Options struct {
 type Engine struct {
 	opts Options
 	log  *slog.Logger
-	self ownerID
+	self owner.ID
 
 	cliOnce sync.Once
 	cli     *client.Client
@@ -133,7 +134,7 @@ func NewEngine(opts Options) *Engine {
 	if opts.KillGrace == 0 {
 		opts.KillGrace = 2 * time.Second
 	}
-	return &Engine{opts: opts, log: l, self: selfOwner(), containers: map[string]*ctr{}, peopleHomes: sandbox.PeopleHomes}
+	return &Engine{opts: opts, log: l, self: owner.Self(), containers: map[string]*ctr{}, peopleHomes: sandbox.PeopleHomes}
 }
 
 // ErrClosed is returned for commands after Engine.Close.
@@ -339,7 +340,7 @@ func (e *Engine) remove(c *ctr, why string) {
 		if err != nil || r.Container.Config == nil {
 			return
 		}
-		if o, ok := parseOwner(r.Container.Config.Labels[LabelOwner]); !ok || o.state(e.self) != ownerDead {
+		if o, ok := owner.Parse(r.Container.Config.Labels[LabelOwner]); !ok || o.State(e.self) != owner.Dead {
 			return
 		}
 	}
