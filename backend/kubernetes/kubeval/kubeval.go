@@ -154,6 +154,9 @@ func ParseToleration(s string) (Toleration, string) {
 	return t, ""
 }
 
+// ReasonRoot is RunAs's reason for uid 0: a policy refusal, not a typo.
+const ReasonRoot = "would run commands as root (uid 0); pick a non-root uid such as 1000:1000"
+
 // RunAs parses "uid:gid" for the pod's user; uid 0 is refused (the pod
 // must not run as root: runAsNonRoot would stop it anyway, and root in a
 // pod is root on the node's files). It returns uid, gid, or the reason.
@@ -165,7 +168,7 @@ func RunAs(s string) (uid, gid int64, reason string) {
 		return 0, 0, "is not uid:gid in numbers"
 	}
 	if uu == 0 {
-		return 0, 0, "would run commands as root (uid 0); pick a non-root uid such as 1000:1000"
+		return 0, 0, ReasonRoot
 	}
 	return uu, gg, ""
 }
