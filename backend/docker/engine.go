@@ -19,6 +19,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
+	"github.com/corralhq/corral/agentclient"
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/internal/owner"
@@ -122,7 +123,7 @@ type ctr struct {
 	denyUnix bool
 
 	agentMu sync.Mutex
-	agent   *agent // this process's helper in the container (agent.go)
+	agent   *agentclient.Conn // this process's helper in the container (agent.go)
 }
 
 // NewEngine returns an engine; nothing is contacted until the first command.
@@ -365,10 +366,8 @@ func (e *Engine) othersInside(ctx context.Context, cli *client.Client, c *ctr) b
 	c.agentMu.Unlock()
 	argv := []string{inside.Path, inside.ModeAgents}
 	if a != nil {
-		a.mu.Lock()
-		pid := a.pid
-		a.mu.Unlock()
-		a.conn.Close()
+		pid := a.PID()
+		a.Close()
 		if pid > 0 {
 			argv = append(argv, "--except", strconv.Itoa(pid))
 		}
