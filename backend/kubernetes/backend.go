@@ -9,9 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/corralhq/corral/agentclient"
 	"github.com/corralhq/corral/egress"
@@ -188,8 +187,8 @@ func (e *Engine) forget(p *podRef) {
 func (e *Engine) oomKilled(p *podRef) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	pod, err := p.cl.cs.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{})
-	if err != nil {
+	var pod corev1.Pod
+	if err := p.cl.cs.get(ctx, p.namespace, resPods, p.name, &pod); err != nil {
 		return false
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
@@ -312,19 +311,19 @@ func (b *Backend) start(ctx context.Context, ref *podRef, st *Settings, p *parse
 		req.Progress("starting a pod in namespace " + pl.namespace)
 	}
 	if np := buildPolicy(pl, req.Profile); np != nil {
-		if _, err := cs.NetworkingV1().NetworkPolicies(pl.namespace).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		if err := cs.create(ctx, pl.namespace, resPolicies, np, &networkingv1.NetworkPolicy{}); err != nil {
 			return apiErr("creating the NetworkPolicy", err)
 		}
 		ref.policy = true
 	}
 	if st.Storage == StoragePVC {
-		if _, err := cs.CoreV1().PersistentVolumeClaims(pl.namespace).Create(ctx, buildClaim(st, p, pl), metav1.CreateOptions{}); err != nil {
+		if err := cs.create(ctx, pl.namespace, resClaims, buildClaim(st, p, pl), &corev1.PersistentVolumeClaim{}); err != nil {
 			return apiErr("creating the workspace PVC", err)
 		}
 		ref.claim = true
 	}
 	pod := buildPod(st, p, pl)
-	if _, err := cs.CoreV1().Pods(pl.namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if err := cs.create(ctx, pl.namespace, resPods, pod, &corev1.Pod{}); err != nil {
 		return apiErr("creating the pod", err)
 	}
 	if st.SeccompProfile == "" {
@@ -347,11 +346,11 @@ func (b *Backend) start(ctx context.Context, ref *podRef, st *Settings, p *parse
 // loop with ctx as its deadline), failing at once on a state it cannot
 // leave: Failed or Succeeded, an image that cannot be pulled, a
 // configuration the kubelet refuses.
-func waitReady(ctx context.Context, cs kubernetes.Interface, ns, name string) error {
+func waitReady(ctx context.Context, cs *api, ns, name string) error {
 	delay := 50 * time.Millisecond
 	for {
-		pod, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
+		pod := &corev1.Pod{}
+		if err := cs.get(ctx, ns, resPods, name, pod); err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("%w: kubernetes backend: pod %s was not ready in time: %v", sandbox.ErrUnavailable, name, ctx.Err())
 			}

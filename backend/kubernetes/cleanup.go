@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/corralhq/corral/internal/owner"
@@ -59,9 +61,7 @@ func (e *Engine) Cleanup(ctx context.Context, st Settings, all bool) ([]Leftover
 	if ns == "" {
 		ns = cl.namespace
 	}
-	sel := metav1.ListOptions{LabelSelector: LabelManaged + "=true"}
-	zero := int64(0)
-	del := metav1.DeleteOptions{GracePeriodSeconds: &zero}
+	sel := LabelManaged + "=true"
 	var out []Leftover
 	visit := func(kind string, m metav1.ObjectMeta, remove func() error) {
 		if m.Labels[LabelManaged] != "true" {
@@ -79,30 +79,26 @@ func (e *Engine) Cleanup(ctx context.Context, st Settings, all bool) ([]Leftover
 		}
 		out = append(out, lo)
 	}
-	pods, err := cl.cs.CoreV1().Pods(ns).List(ctx, sel)
-	if err != nil {
+	var pods corev1.PodList
+	if err := cl.cs.list(ctx, ns, resPods, sel, &pods); err != nil {
 		return nil, apiErr("listing pods", err)
 	}
 	for _, p := range pods.Items {
-		visit("pod", p.ObjectMeta, func() error { return ignoreNotFound(cl.cs.CoreV1().Pods(ns).Delete(ctx, p.Name, del)) })
+		visit("pod", p.ObjectMeta, func() error { return ignoreNotFound(cl.cs.remove(ctx, ns, resPods, p.Name)) })
 	}
-	pvcs, err := cl.cs.CoreV1().PersistentVolumeClaims(ns).List(ctx, sel)
-	if err != nil {
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := cl.cs.list(ctx, ns, resClaims, sel, &pvcs); err != nil {
 		return out, apiErr("listing PVCs", err)
 	}
 	for _, c := range pvcs.Items {
-		visit("pvc", c.ObjectMeta, func() error {
-			return ignoreNotFound(cl.cs.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, c.Name, del))
-		})
+		visit("pvc", c.ObjectMeta, func() error { return ignoreNotFound(cl.cs.remove(ctx, ns, resClaims, c.Name)) })
 	}
-	nps, err := cl.cs.NetworkingV1().NetworkPolicies(ns).List(ctx, sel)
-	if err != nil {
+	var nps networkingv1.NetworkPolicyList
+	if err := cl.cs.list(ctx, ns, resPolicies, sel, &nps); err != nil {
 		return out, apiErr("listing NetworkPolicies", err)
 	}
 	for _, np := range nps.Items {
-		visit("networkpolicy", np.ObjectMeta, func() error {
-			return ignoreNotFound(cl.cs.NetworkingV1().NetworkPolicies(ns).Delete(ctx, np.Name, del))
-		})
+		visit("networkpolicy", np.ObjectMeta, func() error { return ignoreNotFound(cl.cs.remove(ctx, ns, resPolicies, np.Name)) })
 	}
 	return out, nil
 }

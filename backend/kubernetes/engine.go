@@ -14,8 +14,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -58,7 +56,7 @@ type Engine struct {
 // cluster is one kubeconfig's client.
 type cluster struct {
 	cfg       *rest.Config
-	cs        kubernetes.Interface
+	cs        *api
 	namespace string // the context's namespace, or "default"
 	err       error
 }
@@ -130,7 +128,7 @@ func (e *Engine) clusterFor(path, ctxName string) (*cluster, error) {
 	}
 	cfg.QPS, cfg.Burst = 50, 100
 	cfg.UserAgent = "corral"
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := newAPI(cfg)
 	if err != nil {
 		c.err = fmt.Errorf("%w: kubernetes backend: %v", sandbox.ErrUnavailable, err)
 		return c, c.err
@@ -228,21 +226,18 @@ func (e *Engine) remove(p *podRef, why string) {
 
 // deleteObjects deletes pod name and, when set, its NetworkPolicy and PVC
 // of the same name family; objects already gone are no error.
-func deleteObjects(ctx context.Context, cs kubernetes.Interface, ns, name string, policy, claim bool) error {
-	zero := int64(0)
-	bg := metav1.DeletePropagationBackground
-	opts := metav1.DeleteOptions{GracePeriodSeconds: &zero, PropagationPolicy: &bg}
+func deleteObjects(ctx context.Context, cs *api, ns, name string, policy, claim bool) error {
 	var errs []error
-	if err := cs.CoreV1().Pods(ns).Delete(ctx, name, opts); err != nil && !apierrors.IsNotFound(err) {
+	if err := cs.remove(ctx, ns, resPods, name); err != nil && !apierrors.IsNotFound(err) {
 		errs = append(errs, err)
 	}
 	if claim {
-		if err := cs.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, claimName(name), opts); err != nil && !apierrors.IsNotFound(err) {
+		if err := cs.remove(ctx, ns, resClaims, claimName(name)); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)
 		}
 	}
 	if policy {
-		if err := cs.NetworkingV1().NetworkPolicies(ns).Delete(ctx, name, opts); err != nil && !apierrors.IsNotFound(err) {
+		if err := cs.remove(ctx, ns, resPolicies, name); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)
 		}
 	}

@@ -17,7 +17,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
@@ -32,16 +31,15 @@ import (
 // itself failed. It speaks WebSocket and falls back to SPDY for API
 // servers without it (client-go's NewFallbackExecutor, as kubectl does).
 func execStream(ctx context.Context, cl *cluster, ns, pod string, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	req := cl.cs.CoreV1().RESTClient().Post().Resource("pods").Name(pod).Namespace(ns).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{
-			Container: ContainerName, Command: argv,
-			Stdin: stdin != nil, Stdout: stdout != nil, Stderr: stderr != nil,
-		}, scheme.ParameterCodec)
-	ws, err := remotecommand.NewWebSocketExecutor(cl.cfg, "GET", req.URL().String())
+	u := cl.cs.execURL(ns, pod, &corev1.PodExecOptions{
+		Container: ContainerName, Command: argv,
+		Stdin: stdin != nil, Stdout: stdout != nil, Stderr: stderr != nil,
+	})
+	ws, err := remotecommand.NewWebSocketExecutor(cl.cfg, "GET", u.String())
 	if err != nil {
 		return 0, err
 	}
-	spdy, err := remotecommand.NewSPDYExecutor(cl.cfg, "POST", req.URL())
+	spdy, err := remotecommand.NewSPDYExecutor(cl.cfg, "POST", u)
 	if err != nil {
 		return 0, err
 	}

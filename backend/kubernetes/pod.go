@@ -52,7 +52,7 @@ var HelperDir = filepath.Dir(inside.Path)
 
 // helperDirSize bounds the helper's emptyDir: corral's static executable
 // is some tens of MiB.
-var helperDirSize = resource.MustParse("256Mi")
+var helperDirSize = *resource.NewQuantity(256<<20, resource.BinarySI)
 
 // podPlan is what one pod is made of besides the settings.
 type podPlan struct {

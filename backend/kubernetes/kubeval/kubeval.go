@@ -7,25 +7,26 @@ package kubeval
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/corralhq/corral/internal/lazyre"
 )
 
 // dns1123Label is RFC 1123 label syntax as Kubernetes validates it
 // (apimachinery validation.IsDNS1123Label): lower-case alphanumerics and
 // '-', starting and ending alphanumeric, at most 63 characters.
-var dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+var dns1123Label = lazyre.New(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 // dns1123Subdomain is RFC 1123 subdomain syntax (IsDNS1123Subdomain):
 // labels joined by '.', at most 253 characters.
-var dns1123Subdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+var dns1123Subdomain = lazyre.New(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 
 // qualifiedName is a label key's name part (IsQualifiedName): at most 63
 // alphanumerics, '-', '_' or '.', starting and ending alphanumeric.
-var qualifiedName = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
+var qualifiedName = lazyre.New(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
 
 // DNSLabel returns "" when s is a valid DNS-1123 label (namespace names),
 // else the reason.
@@ -85,12 +86,14 @@ func Quantity(s string, min resource.Quantity) (resource.Quantity, string) {
 	return q, ""
 }
 
-// MinMemory is the smallest memory limit accepted: below it the helpers
-// and a shell cannot start (docker's floor, 6 MiB, rounded up).
-var MinMemory = resource.MustParse("8Mi")
+// MinMemory is the smallest memory limit accepted, 8 MiB: below it the
+// helpers and a shell cannot start (docker's floor, 6 MiB, rounded up).
+// (Made with NewQuantity, not MustParse: nothing is parsed at package
+// initialisation.)
+var MinMemory = *resource.NewQuantity(8<<20, resource.BinarySI)
 
 // MinCPU is the smallest CPU limit accepted (10 millicores).
-var MinCPU = resource.MustParse("10m")
+var MinCPU = *resource.NewMilliQuantity(10, resource.DecimalSI)
 
 // Selector parses a node_selector entry "key=value" (a node label the pod
 // requires); it returns key, value and "" or the reason it is refused.
