@@ -140,7 +140,10 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		return nil, err
 	}
 	if p.ephemeral {
-		defer b.e.remove(p, "command done")
+		defer func() {
+			b.e.drop(p)
+			b.e.remove(p, "command done")
+		}()
 	}
 	a, err := b.e.agentFor(p)
 	if err != nil {
@@ -173,12 +176,17 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 // forget drops p from the engine's table and removes it: its agent is
 // gone, so its pod is of no more use to this process.
 func (e *Engine) forget(p *podRef) {
+	e.drop(p)
+	go e.remove(p, "agent lost")
+}
+
+// drop removes p from the engine's table.
+func (e *Engine) drop(p *podRef) {
 	e.mu.Lock()
 	if e.pods[p.scopeKey] == p {
 		delete(e.pods, p.scopeKey)
 	}
 	e.mu.Unlock()
-	go e.remove(p, "agent lost")
 }
 
 // oomKilled asks the API server whether the pod's container was killed
