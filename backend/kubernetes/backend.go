@@ -56,8 +56,7 @@ func (b *Backend) SupportsStreams() bool { return true }
 func (b *Backend) HelperPath() string { return inside.Path }
 
 // WritableRoots implements sandbox.Layout: the workspace (unless the
-// profile is restricted: the volume is then still writable in the pod,
-// see README) and /tmp.
+// profile is restricted: it is then mounted read-only) and /tmp.
 func (b *Backend) WritableRoots(req *sandbox.Request) []string {
 	var out []string
 	if req.Profile.Writable() || req.Profile == "" {
@@ -165,6 +164,9 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		OOM:       func() bool { return b.e.oomKilled(p) },
 		OOMLimit:  sandbox.LimitContainerMemory,
 	})
+	if res != nil {
+		res.Warnings = append(res.Warnings, p.takeNotes()...)
+	}
 	if err != nil && !a.Alive() {
 		// The pod may be gone (deleted, evicted): the next command makes
 		// a new one.
@@ -236,7 +238,8 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*podRef, er
 	}
 	denyNet := !req.Profile.HostNetwork() && req.Profile != ""
 	denyUnix := req.Profile.DeniesUnixSockets()
-	hash := settingsHash(&st, ws, denyNet, denyUnix) + "-" + ns
+	readOnly := !req.Profile.Writable()
+	hash := settingsHash(&st, ws, denyNet, denyUnix, readOnly) + "-" + ns
 	key := req.Session
 	var scopeKey, annot string
 	switch {
@@ -291,7 +294,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*podRef, er
 		tmp = *resource.NewQuantity(int64(req.TmpSizeMB)<<20, resource.BinarySI)
 	}
 	pl := podPlan{name: ref.name, namespace: ns, session: annot, owner: e.self.String(), hash: hash,
-		workspace: ws, claim: claimName(ref.name), tmp: tmp}
+		workspace: ws, claim: claimName(ref.name), tmp: tmp, readOnly: readOnly}
 	ref.err = b.start(ctx, ref, &st, p, pl, req, helper)
 	close(ref.ready)
 	if ref.err != nil {
@@ -335,6 +338,7 @@ func (b *Backend) start(ctx context.Context, ref *podRef, st *Settings, p *parse
 		return apiErr("creating the pod", err)
 	}
 	if st.SeccompProfile == "" {
+		ref.notes = append(ref.notes, "corral: this pod runs under the container runtime's default seccomp profile (RuntimeDefault), not corral's own: install corral's profile on the nodes and set kubernetes.seccomp_profile")
 		e.log.Warn("kubernetes.seccomp.runtime_default", "pod", pl.name,
 			"detail", "the pod runs under the container runtime's default seccomp profile; corral's own filter is added by its helper only for AF_UNIX sockets (workspace, restricted); install corral's profile on the nodes and set kubernetes.seccomp_profile")
 	}

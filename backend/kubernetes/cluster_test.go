@@ -184,12 +184,23 @@ echo data > ./f && cat ./f; pwd; echo "$HOME"; touch /tmp/t && echo tmp-ok`, nil
 	if out != want {
 		t.Errorf("in the pod:\n%s\nwant:\n%s", out, want)
 	}
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "RuntimeDefault") {
+		t.Errorf("warnings %q, want the RuntimeDefault note", res.Warnings)
+	}
 	pods, policies := k.objects(sess)
 	if len(pods) != 1 || len(policies) != 1 || pods[0] != policies[0] {
 		t.Fatalf("pods %v policies %v", pods, policies)
 	}
+	// Under restricted the workspace is read-only.
+	ro := sess + "-ro"
+	out, _, _ = k.run(ro, `touch ./x 2>/dev/null && echo ws-writable || echo ws-ro`, func(r *sandbox.Request) { r.Profile = sandbox.ProfileRestricted })
+	if out != "ws-ro\n" {
+		t.Errorf("restricted workspace: %q", out)
+	}
 	k.b.Release(sess)
+	k.b.Release(ro)
 	k.waitGone(sess)
+	k.waitGone(ro)
 }
 
 // TestSessionOnKubernetes: cwd and variables carry over, stdin reaches the

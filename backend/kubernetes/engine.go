@@ -73,10 +73,21 @@ type podRef struct {
 	err             error
 	sessions        map[string]bool
 	ephemeral       bool
+	notes           []string // for the first command's result (under notesMu)
+	notesMu         sync.Mutex
 
 	agentMu sync.Mutex
 	agent   *agentclient.Conn
 	stop    context.CancelFunc // ends the agent's exec
+}
+
+// takeNotes returns the pod's notes once.
+func (p *podRef) takeNotes() []string {
+	p.notesMu.Lock()
+	defer p.notesMu.Unlock()
+	n := p.notes
+	p.notes = nil
+	return n
 }
 
 // NewEngine returns an engine; nothing is contacted until the first command.
@@ -263,14 +274,15 @@ func randomName() string {
 }
 
 // settingsHash identifies what a pod is made of: the settings, the
-// workspace path and the profile's network policy.
-func settingsHash(st *Settings, workspace string, denyNet, denyUnix bool) string {
+// workspace path, and what the profile decides (network policy, AF_UNIX
+// filter, read-only workspace).
+func settingsHash(st *Settings, workspace string, denyNet, denyUnix, readOnly bool) string {
 	b, _ := json.Marshal(struct {
-		S                 *Settings
-		W                 string
-		DenyNet, DenyUnix bool
-		Helper            string
-	}{st, workspace, denyNet, denyUnix, helperID()})
+		S                           *Settings
+		W                           string
+		DenyNet, DenyUnix, ReadOnly bool
+		Helper                      string
+	}{st, workspace, denyNet, denyUnix, readOnly, helperID()})
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:8])
 }

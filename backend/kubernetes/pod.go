@@ -66,6 +66,8 @@ type podPlan struct {
 	workspace, claim string
 	// tmp is the size of /tmp.
 	tmp resource.Quantity
+	// readOnly mounts the workspace read-only (profile restricted).
+	readOnly bool
 }
 
 // systemTrees are paths a workspace may not be mounted at or below: the
@@ -109,7 +111,7 @@ func seccompName(sp *corev1.SeccompProfile) string {
 // buildPod returns the locked-down pod of plan pl (pure): one container
 // running the image's sleep as a non-root uid, all capabilities dropped,
 // no privilege escalation, a read-only root filesystem, writable volumes
-// only at the workspace, /tmp and HelperDir, the seccomp profile of
+// only at the workspace (read-only under pl.readOnly), /tmp and HelperDir, the seccomp profile of
 // seccompOf, no service-account token, no host namespaces or paths, no
 // service links, the pod's own process namespace shared with the pause
 // container (which reaps orphans, as docker's --init does), resources from
@@ -171,7 +173,7 @@ func buildPod(st *Settings, p *parsed, pl podPlan) *corev1.Pod {
 				Resources:       res,
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				VolumeMounts: []corev1.VolumeMount{
-					{Name: "workspace", MountPath: pl.workspace},
+					{Name: "workspace", MountPath: pl.workspace, ReadOnly: pl.readOnly},
 					{Name: "tmp", MountPath: "/tmp"},
 					{Name: "corral", MountPath: HelperDir},
 				},

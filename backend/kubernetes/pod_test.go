@@ -100,6 +100,14 @@ func TestBuildPodLockdown(t *testing.T) {
 	if want := []string{"workspace:/work/p", "tmp:/tmp", "corral:/.corral"}; !reflect.DeepEqual(mounts, want) {
 		t.Errorf("mounts %v, want %v", mounts, want)
 	}
+	if c.VolumeMounts[0].ReadOnly {
+		t.Error("the workspace is read-only under a writable profile")
+	}
+	ro := testPlan()
+	ro.readOnly = true
+	if m := buildPod(&st, p, ro).Spec.Containers[0].VolumeMounts[0]; m.Name != "workspace" || !m.ReadOnly {
+		t.Errorf("restricted: workspace mount %+v", m)
+	}
 	if m, cpu := c.Resources.Limits[corev1.ResourceMemory], c.Resources.Limits[corev1.ResourceCPU]; m.String() != "1Gi" || cpu.String() != "1" {
 		t.Errorf("limits %v", c.Resources.Limits)
 	}
