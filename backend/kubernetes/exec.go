@@ -86,16 +86,18 @@ func (e *Engine) helperPath() (string, error) {
 	return p, nil
 }
 
-// uploadScript receives the helper on stdin and prints its SHA-256. The
-// hash is printed only after cat has read all of stdin, so stdout stays
-// open for the whole upload: containerd's CRI exec closes stdin as soon as
-// stdout ends, which cuts a plain `cat > file` short without an error.
-// The file is made read-only and renamed into place only when the host
-// says the hash matches (second step, finishUpload).
-const uploadScript = `set -e; umask 022; cat > "$1.part"; sha256sum "$1.part"`
+// uploadScript receives the helper on stdin and prints its SHA-256,
+// computed by the copy itself (inside.ModeSHA256: images need not have
+// sha256sum; a copy cut short does not run, or hashes to another value).
+// The hash is printed only after cat has read all of stdin, so stdout
+// stays open for the whole upload: containerd's CRI exec closes stdin as
+// soon as stdout ends, which cuts a plain `cat > file` short without an
+// error. The file is renamed into place only when the host says the hash
+// matches (second step, finishScript).
+const uploadScript = `set -e; umask 022; cat > "$1.part"; chmod 0555 "$1.part"; "$1.part" ` + inside.ModeSHA256 + ` "$1.part"`
 
 // finishScript makes the upload the helper: read-only, then renamed.
-const finishScript = `set -e; chmod 0555 "$1.part"; mv -f "$1.part" "$1"`
+const finishScript = `set -e; mv -f "$1.part" "$1"`
 
 // uploadHelper copies the helper at path into p's HelperDir, verified by
 // its SHA-256 computed in the pod; a mismatch or a broken stream is tried
@@ -112,7 +114,7 @@ func (e *Engine) uploadHelper(ctx context.Context, p *podRef, path string) error
 		start := time.Now()
 		var out, errb bytes.Buffer
 		code, err := execStream(ctx, p.cl, p.namespace, p.name, []string{"sh", "-c", uploadScript, "sh", inside.Path}, bytes.NewReader(data), &out, &errb)
-		got, _, _ := strings.Cut(out.String(), " ")
+		got := strings.TrimSpace(out.String())
 		switch {
 		case err != nil:
 			last = fmt.Errorf("exec: %v", err)
