@@ -626,7 +626,7 @@ var registry = []Key{
 	{
 		Name: "kubernetes.image", Kind: KindString, Default: "python:3.12-slim",
 		Accepts: "an image reference",
-		Doc:     "kubernetes: image of the pods; it must provide bash, sh, setsid, cat, mkdir, dirname and ls (python3 for run_code); corral's own executable is copied in",
+		Doc:     "kubernetes: image of the pods; it must provide bash, sh, setsid, cat, mkdir, dirname, ls, chmod, mv and sleep (python3 for run_code); corral's own executable is copied in",
 		item:    nonEmpty,
 		field:   func(s *Settings) any { return &s.Kubernetes.Image },
 	},

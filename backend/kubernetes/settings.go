@@ -41,7 +41,7 @@ type Settings struct {
 	// kubeconfig context's namespace, else "default".
 	Namespace string
 	// Image is the pods' image; it must provide bash, sh, setsid, cat,
-	// mkdir, dirname, ls and sha256sum (python3 for run_code).
+	// mkdir, dirname, ls, chmod, mv and sleep (python3 for run_code).
 	Image string
 	// RuntimeClass is the pods' runtimeClassName ("" for the cluster's
 	// default; gvisor, kata where installed).
