@@ -17,6 +17,7 @@ import (
 	"github.com/corralhq/corral/audit"
 	"github.com/corralhq/corral/backend/bwrap"
 	"github.com/corralhq/corral/backend/docker"
+	"github.com/corralhq/corral/backend/kubernetes"
 	"github.com/corralhq/corral/backend/local"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/egress"
@@ -87,6 +88,7 @@ type Host struct {
 	bwraps map[bwrapKey]*bwrap.Backend
 	local  sandbox.Backend
 	engine *docker.Engine
+	kube   *kubernetes.Engine
 	egress *egress.Pool
 	closed bool
 }
@@ -339,7 +341,8 @@ func SkillDirs(entries []string) []string {
 // built on first use and kept: a bwrap backend per bwrap path, run_as
 // and settings file; one docker engine for the process (its
 // containers outlive a command; Close removes them) viewed through st's
-// docker.* settings; one local backend. Errors: an unknown backend name, a
+// docker.* settings; one kubernetes engine likewise (its pods, through
+// kubernetes.*); one local backend. Errors: an unknown backend name, a
 // closed Host.
 func (h *Host) Backend(st *config.Settings) (sandbox.Backend, error) {
 	h.mu.Lock()
@@ -379,13 +382,30 @@ func (h *Host) Backend(st *config.Settings) (sandbox.Backend, error) {
 			})
 		}
 		return h.engine.Backend(DockerSettings(st)), nil
+	case config.BackendKubernetes:
+		if h.kube == nil {
+			h.kube = kubernetes.NewEngine(kubernetes.Options{Logger: h.log})
+		}
+		return h.kube.Backend(KubernetesSettings(st)), nil
 	case config.BackendLocal:
 		if h.local == nil {
 			h.local = local.New(h.log)
 		}
 		return h.local, nil
 	}
-	return nil, fmt.Errorf("unknown backend %q (want bwrap, docker or local)", st.Backend)
+	return nil, fmt.Errorf("unknown backend %q (want bwrap, docker, kubernetes or local)", st.Backend)
+}
+
+// KubernetesSettings converts the kubernetes.* settings of st.
+func KubernetesSettings(st *config.Settings) kubernetes.Settings {
+	k := st.Kubernetes
+	return kubernetes.Settings{
+		Namespace: k.Namespace, Image: k.Image, RuntimeClass: k.RuntimeClass, Memory: k.Memory, CPUs: k.CPUs,
+		Pids: k.Pids, NodeSelector: k.NodeSelector, Tolerations: k.Tolerations, Storage: k.Storage,
+		StorageSize: k.StorageSize, StorageClass: k.StorageClass, WarmPool: k.WarmPool, IdleTimeout: k.IdleTimeout,
+		Scope: k.Scope, ServiceAccount: k.ServiceAccount, User: k.User, SeccompProfile: k.Seccomp,
+		Kubeconfig: k.Kubeconfig, Context: k.Context,
+	}
 }
 
 // DockerSettings converts the docker.* settings of st.
@@ -499,7 +519,7 @@ const CloseLimit = 10 * time.Second
 // Close ends every background process of the Host's sessions (waiting at
 // most CloseLimit: a sandbox that does not end must not keep the program
 // from exiting; it is then logged as host.close.timeout), removes the
-// containers its docker backend made, closes its allowlist proxies and
+// containers its docker backend made and the pods of its kubernetes backend, closes its allowlist proxies and
 // what its bwrap backends keep between commands.
 // Session state stays on disk. Calling Close again does nothing.
 func (h *Host) Close() error {
@@ -519,8 +539,8 @@ func (h *Host) Close() error {
 			"detail", "background sandboxes did not end in time; some of their processes may remain")
 	}
 	h.mu.Lock()
-	e, pool, bws := h.engine, h.egress, h.bwraps
-	h.engine, h.egress, h.bwraps = nil, nil, nil
+	e, kube, pool, bws := h.engine, h.kube, h.egress, h.bwraps
+	h.engine, h.kube, h.egress, h.bwraps = nil, nil, nil, nil
 	h.mu.Unlock()
 	var errs []error
 	for _, b := range bws {
@@ -528,6 +548,9 @@ func (h *Host) Close() error {
 	}
 	if e != nil {
 		errs = append(errs, e.Close())
+	}
+	if kube != nil {
+		errs = append(errs, kube.Close())
 	}
 	if pool != nil {
 		errs = append(errs, pool.Close())

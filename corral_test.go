@@ -14,6 +14,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/backend/bwrap"
+	"github.com/corralhq/corral/backend/kubernetes"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/reexec"
 	"github.com/corralhq/corral/sandbox"
@@ -243,5 +244,38 @@ func TestHostSecrets(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(state, "ca")); err != nil {
 		t.Errorf("no certificate authority in the state directory: %v", err)
+	}
+}
+
+// TestHostKubernetes: backend kubernetes gives the kubernetes backend with
+// the kubernetes.* settings (a route to it too), without contacting a
+// cluster; a command that would run as root is refused naming the key,
+// before any cluster is looked for.
+func TestHostKubernetes(t *testing.T) {
+	project, state, cfg := hostDirs(t)
+	writeSettings(t, cfg, "cwd: "+project+"\nroutes:\n  - {sessions: \"k8s:*\", backend: kubernetes}\nkubernetes:\n  namespace: agents\n  memory: 512Mi\n  tolerations: [\"pool=agents:NoSchedule\"]\n  user: \"0:0\"\n")
+	_, err := corral.Open(corral.Options{ConfigPath: cfg, StateDir: state, Environ: env()})
+	if err == nil || !strings.Contains(err.Error(), "kubernetes.user") {
+		t.Fatalf("Open with kubernetes.user 0:0: %v; want an error naming the key", err)
+	}
+	writeSettings(t, cfg, "cwd: "+project+"\nroutes:\n  - {sessions: \"k8s:*\", backend: kubernetes}\nkubernetes:\n  namespace: agents\n  memory: 512Mi\n  tolerations: [\"pool=agents:NoSchedule\"]\n")
+	h, err := corral.Open(corral.Options{ConfigPath: cfg, StateDir: state, Environ: env()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	sp, err := h.Spec("k8s:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, ok := sp.Backend.(*kubernetes.Backend)
+	if !ok || kb.Name() != "kubernetes" {
+		t.Fatalf("backend %T, want *kubernetes.Backend", sp.Backend)
+	}
+	if st := kb.Settings(); st.Namespace != "agents" || st.Memory != "512Mi" || len(st.Tolerations) != 1 || st.User != "1000:1000" {
+		t.Errorf("settings %+v", st)
+	}
+	if sp, _ := h.Spec("other"); sp.Backend.Name() != "bwrap" {
+		t.Errorf("unrouted session on %s", sp.Backend.Name())
 	}
 }

@@ -120,6 +120,9 @@ type Settings struct {
 	ProtectedPaths []string
 	// Docker are the docker backend's settings (keys docker.*).
 	Docker Docker
+	// Kubernetes are the kubernetes backend's settings (keys
+	// kubernetes.*).
+	Kubernetes Kubernetes
 
 	// Path is the settings file Load consulted, whether or not it exists;
 	// empty for Defaults.
@@ -147,6 +150,31 @@ type Docker struct {
 	HostWorkspace string         // docker.host_workspace: "" or absolute
 	MountOptions  string         // docker.mount_options
 	ExtraRunArgs  string         // docker.extra_run_args
+}
+
+// Kubernetes are the settings of the kubernetes backend (keys
+// kubernetes.*), each checked in form here (package kubeval); see
+// backend/kubernetes.Settings for the meaning of each.
+type Kubernetes struct {
+	Namespace      string   // kubernetes.namespace: "" (the kubeconfig context's) or a DNS-1123 label
+	Image          string   // kubernetes.image
+	RuntimeClass   string   // kubernetes.runtime_class: "" or a RuntimeClass name
+	Memory         string   // kubernetes.memory: a quantity (1Gi)
+	CPUs           string   // kubernetes.cpus: a quantity (1, 500m)
+	Pids           int      // kubernetes.pids: 0 or >= 16
+	NodeSelector   []string // kubernetes.node_selector: key=value entries
+	Tolerations    []string // kubernetes.tolerations: key[=value][:Effect] entries
+	Storage        string   // kubernetes.storage: emptyDir or pvc
+	StorageSize    string   // kubernetes.storage_size: a quantity
+	StorageClass   string   // kubernetes.storage_class: "" or a StorageClass name
+	WarmPool       int      // kubernetes.warm_pool: pods kept ready (0: none)
+	IdleTimeout    string   // kubernetes.idle_timeout: "" or a Go duration
+	Scope          string   // kubernetes.scope: session or shared
+	ServiceAccount string   // kubernetes.service_account: "" or a ServiceAccount name
+	User           string   // kubernetes.user: uid:gid, never uid 0
+	Seccomp        string   // kubernetes.seccomp_profile: "" (RuntimeDefault) or a Localhost profile path
+	Kubeconfig     string   // kubernetes.kubeconfig: "" or an absolute path
+	Context        string   // kubernetes.context: "" or a kubeconfig context name
 }
 
 // origin records where one key's value came from.

@@ -41,6 +41,12 @@ var defaultDocker = Docker{
 	PidsLimit: 256, ReadOnly: "true", TmpSize: "512m",
 }
 
+// defaultKubernetes are the kubernetes.* defaults.
+var defaultKubernetes = Kubernetes{
+	Image: "python:3.12-slim", Memory: "1Gi", CPUs: "1", Storage: "emptyDir", StorageSize: "1Gi",
+	Scope: "session", User: "1000:1000",
+}
+
 func TestDefaults(t *testing.T) {
 	s, err := Load(missing(t), testEnv)
 	if err != nil {
@@ -51,7 +57,7 @@ func TestDefaults(t *testing.T) {
 		MemoryMB: 256, CPUSeconds: 30, MaxProcs: 256,
 		Timeout: 180 * time.Second, HomeMode: "host", WorkspaceMode: "direct", ToolCaches: "shared", DegradedMode: "degrade",
 		TmpSizeMB: 512, OutputLimit: 65536,
-		Approval: "ask", AuditMaxMB: 10, Docker: defaultDocker, Skills: defaultSkills,
+		Approval: "ask", AuditMaxMB: 10, Docker: defaultDocker, Kubernetes: defaultKubernetes, Skills: defaultSkills,
 	}
 	s.Path, s.origins = "", nil
 	if !reflect.DeepEqual(s, want) {
@@ -106,7 +112,7 @@ output_limit: 1000
 		HomeAllow: []string{".gitconfig", ".config/nvim", ".zz-tool"},
 		Cwd:       "/home/u/src", Timeout: 5 * time.Minute,
 		HomeMode: "session", WorkspaceMode: "direct", ToolCaches: "shared", DegradedMode: "fail", OutputLimit: 1000, TmpSizeMB: 512,
-		Approval: "ask", AuditMaxMB: 10, Docker: defaultDocker, Skills: defaultSkills,
+		Approval: "ask", AuditMaxMB: 10, Docker: defaultDocker, Kubernetes: defaultKubernetes, Skills: defaultSkills,
 	}
 	if src, where := s.Source("memory_mb"); src != SourceFile || where != p {
 		t.Errorf("Source(memory_mb) = %q, %q; want file, %q", src, where, p)
@@ -279,11 +285,18 @@ func TestBadValues(t *testing.T) {
 		{"int list", "memory_mb: [1]", nil, []string{"memory_mb: [1] is not"}},
 		{"int zero where > 0", "output_limit: 0", nil, []string{"output_limit: 0 is not a whole number of bytes greater than 0"}},
 		{"int null", "memory_mb:", nil, []string{"memory_mb: null is not"}},
-		{"enum backend", "backend: podman", nil, []string{`backend: "podman" is not one of bwrap, docker, local`}},
+		{"enum backend", "backend: podman", nil, []string{`backend: "podman" is not one of bwrap, docker, kubernetes, local`}},
 		{"docker pids below 16", "docker:\n  pids_limit: 8", nil, []string{"docker.pids_limit: 8 is not a whole number of at least 16"}},
 		{"docker memory", "docker:\n  memory: lots", nil, []string{`docker.memory: "lots" is not a size`}},
 		{"docker user", "docker:\n  user: alice", nil, []string{`docker.user: "alice" is not uid:gid in numbers`}},
 		{"docker read_only", "docker:\n  read_only: maybe", nil, []string{`docker.read_only: "maybe" is not true or false`}},
+		{"kubernetes memory", "kubernetes:\n  memory: 1g", nil, []string{`kubernetes.memory: "1g" is not a Kubernetes quantity`}},
+		{"kubernetes root", "kubernetes:\n  user: \"0:0\"", nil, []string{`kubernetes.user: "0:0" would run commands as root`}},
+		{"kubernetes namespace", "kubernetes:\n  namespace: Corral", nil, []string{`kubernetes.namespace: "Corral" is not a DNS-1123 label`}},
+		{"kubernetes toleration", "kubernetes:\n  tolerations: [\"gpu=1:Often\"]", nil, []string{`kubernetes.tolerations[0]: "gpu=1:Often" has effect "Often"`}},
+		{"kubernetes selector", "kubernetes:\n  node_selector: [pool]", nil, []string{`kubernetes.node_selector[0]: "pool" is not key=value`}},
+		{"kubernetes storage", "kubernetes:\n  storage: hostPath", nil, []string{`kubernetes.storage: "hostPath" is not emptyDir or pvc`}},
+		{"kubernetes env seccomp", "", []string{"CORRAL_KUBERNETES_SECCOMP_PROFILE=/etc/x.json"}, []string{`CORRAL_KUBERNETES_SECCOMP_PROFILE`, `is not a path relative`}},
 		{"enum profile", "", []string{"CORRAL_PROFILE=open"}, []string{`profile: "open" is not one of restricted, workspace, allowlist, network`, "CORRAL_PROFILE"}},
 		{"enum case", "home_mode: Host", nil, []string{`home_mode: "Host" is not one of host, session`}},
 		{"enum degraded", "degraded_mode: warn", nil, []string{`degraded_mode: "warn" is not one of degrade, fail`}},

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	units "github.com/docker/go-units"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/corralhq/corral/approval"
+	"github.com/corralhq/corral/backend/kubernetes/kubeval"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -150,6 +152,9 @@ const (
 	BackendLocal = "local" // backend: no sandbox, for debugging
 	// BackendDocker is the backend value for Docker containers (docker.*).
 	BackendDocker = "docker"
+	// BackendKubernetes is the backend value for pods on a cluster
+	// (kubernetes.*).
+	BackendKubernetes = "kubernetes"
 
 	WorkspaceDirect = "direct" // workspace_mode: commands write the host's working directory
 	WorkspaceReview = "review" // workspace_mode: commands write the session's layer; a person applies it
@@ -254,6 +259,68 @@ func dockerUser(s string) (string, string) {
 	return s, ""
 }
 
+// kubeQuantity returns an item check for a Kubernetes quantity of at
+// least min.
+func kubeQuantity(min resource.Quantity) func(string) (string, string) {
+	return func(s string) (string, string) {
+		if _, reason := kubeval.Quantity(s, min); reason != "" {
+			return "", reason
+		}
+		return strings.TrimSpace(s), ""
+	}
+}
+
+// kubeName returns an item check for "" or a name that check accepts.
+func kubeName(check func(string) string) func(string) (string, string) {
+	return func(s string) (string, string) {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return "", ""
+		}
+		if r := check(s); r != "" {
+			return "", r
+		}
+		return s, ""
+	}
+}
+
+// kubeSelector checks one kubernetes.node_selector entry.
+func kubeSelector(s string) (string, string) {
+	k, v, reason := kubeval.Selector(s)
+	if reason != "" {
+		return "", reason
+	}
+	return k + "=" + v, ""
+}
+
+// kubeToleration checks one kubernetes.tolerations entry.
+func kubeToleration(s string) (string, string) {
+	if _, reason := kubeval.ParseToleration(s); reason != "" {
+		return "", reason
+	}
+	return strings.TrimSpace(s), ""
+}
+
+// kubeUser checks kubernetes.user.
+func kubeUser(s string) (string, string) {
+	if _, _, reason := kubeval.RunAs(s); reason != "" {
+		return "", reason
+	}
+	return strings.TrimSpace(s), ""
+}
+
+// durationOrEmpty checks "" or a positive Go duration.
+func durationOrEmpty(s string) (string, string) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", ""
+	}
+	if d, err := time.ParseDuration(s); err != nil || d <= 0 {
+		return "", "is not a duration such as 30m or 2h"
+	}
+	return s, ""
+}
+
 // absOrEmpty checks an absolute path (cleaned) or "".
 func absOrEmpty(s string) (string, string) {
 	s = strings.TrimSpace(s)
@@ -271,9 +338,9 @@ func absOrEmpty(s string) (string, string) {
 var registry = []Key{
 	{
 		Name: "backend", Kind: KindEnum, Default: BackendBwrap,
-		Values:  []string{BackendBwrap, BackendDocker, BackendLocal},
-		Accepts: "one of bwrap, docker, local",
-		Doc:     "sandbox backend: bwrap (bubblewrap), docker (a container per session, see docker.*) or local (no sandbox, for debugging)",
+		Values:  []string{BackendBwrap, BackendDocker, BackendKubernetes, BackendLocal},
+		Accepts: "one of bwrap, docker, kubernetes, local",
+		Doc:     "sandbox backend: bwrap (bubblewrap), docker (a container per session, see docker.*), kubernetes (a pod per session, see kubernetes.*; preview) or local (no sandbox, for debugging)",
 		field:   func(s *Settings) any { return &s.Backend },
 	},
 	{
@@ -550,6 +617,135 @@ var registry = []Key{
 		Accepts: `docker run flags such as "--runtime=runsc"`,
 		Doc:     "docker: extra docker run flags, split like a shell line: --runtime, --userns, --security-opt, --add-host, --dns, --ulimit, --shm-size, --cpuset-cpus, -e, --label, --group-add, --hostname (--privileged, --cap-add, --device and the like are refused)",
 		field:   func(s *Settings) any { return &s.Docker.ExtraRunArgs },
+	},
+	{
+		Name: "kubernetes.namespace", Kind: KindString, Default: "",
+		Accepts: "a namespace name (DNS-1123 label), or empty for the kubeconfig context's (else default)",
+		Doc:     "kubernetes: namespace of the pods and NetworkPolicies corral makes",
+		item:    kubeName(kubeval.DNSLabel),
+		field:   func(s *Settings) any { return &s.Kubernetes.Namespace },
+	},
+	{
+		Name: "kubernetes.image", Kind: KindString, Default: "python:3.12-slim",
+		Accepts: "an image reference",
+		Doc:     "kubernetes: image of the pods; it must provide bash, sh, setsid, cat, mkdir, dirname, ls, chmod, mv and sleep (python3 for run_code); corral's own executable is copied in",
+		item:    nonEmpty,
+		field:   func(s *Settings) any { return &s.Kubernetes.Image },
+	},
+	{
+		Name: "kubernetes.runtime_class", Kind: KindString, Default: "",
+		Accepts: "a RuntimeClass name (gvisor, kata), or empty for the cluster's default",
+		Doc:     "kubernetes: runtimeClassName of the pods (gVisor or Kata where the cluster has them)",
+		item:    kubeName(kubeval.DNSSubdomain),
+		field:   func(s *Settings) any { return &s.Kubernetes.RuntimeClass },
+	},
+	{
+		Name: "kubernetes.memory", Kind: KindString, Default: "1Gi",
+		Accepts: "a Kubernetes quantity of at least 8Mi such as 512Mi or 1Gi",
+		Doc:     "kubernetes: memory of the pod (requests and limits); a command killed by it is reported as out of memory",
+		item:    kubeQuantity(kubeval.MinMemory),
+		field:   func(s *Settings) any { return &s.Kubernetes.Memory },
+	},
+	{
+		Name: "kubernetes.cpus", Kind: KindString, Default: "1",
+		Accepts: "a Kubernetes CPU quantity of at least 10m such as 500m or 2",
+		Doc:     "kubernetes: CPU limit of the pod (the request is a tenth of it)",
+		item:    kubeQuantity(kubeval.MinCPU),
+		field:   func(s *Settings) any { return &s.Kubernetes.CPUs },
+	},
+	{
+		Name: "kubernetes.pids", Kind: KindInt, Default: 0,
+		Accepts: "0, or a whole number of at least 16",
+		Doc:     "kubernetes: processes and threads of the pod; 0 leaves the node's podPidsLimit (Kubernetes has no per-pod field: corral checks the node's limit covers it; preview: not checked yet)",
+		field:   func(s *Settings) any { return &s.Kubernetes.Pids },
+	},
+	{
+		Name: "kubernetes.node_selector", Kind: KindStringList, Default: []string(nil),
+		Accepts: "a list of node labels key=value",
+		Doc:     "kubernetes: node labels the pods require (nodeSelector), as key=value",
+		item:    kubeSelector,
+		field:   func(s *Settings) any { return &s.Kubernetes.NodeSelector },
+	},
+	{
+		Name: "kubernetes.tolerations", Kind: KindStringList, Default: []string(nil),
+		Accepts: "a list of taints to tolerate, as kubectl taint writes them: key=value:Effect, key:Effect, key=value or key",
+		Doc:     "kubernetes: taints the pods tolerate (a missing value tolerates any value, a missing effect any effect)",
+		item:    kubeToleration,
+		field:   func(s *Settings) any { return &s.Kubernetes.Tolerations },
+	},
+	{
+		Name: "kubernetes.storage", Kind: KindEnum, Default: "emptyDir",
+		Values:  []string{"emptyDir", "pvc"},
+		Accepts: "emptyDir or pvc",
+		Doc:     "kubernetes: the workspace volume: emptyDir (gone with the pod) or pvc (a PersistentVolumeClaim per session, removed with it)",
+		field:   func(s *Settings) any { return &s.Kubernetes.Storage },
+	},
+	{
+		Name: "kubernetes.storage_size", Kind: KindString, Default: "1Gi",
+		Accepts: "a Kubernetes quantity of at least 8Mi such as 1Gi",
+		Doc:     "kubernetes: size of the workspace volume (the emptyDir's sizeLimit, or the PVC's request)",
+		item:    kubeQuantity(kubeval.MinMemory),
+		field:   func(s *Settings) any { return &s.Kubernetes.StorageSize },
+	},
+	{
+		Name: "kubernetes.storage_class", Kind: KindString, Default: "",
+		Accepts: "a StorageClass name, or empty for the cluster's default",
+		Doc:     "kubernetes: storageClassName of the workspace PVC (storage pvc)",
+		item:    kubeName(kubeval.DNSSubdomain),
+		field:   func(s *Settings) any { return &s.Kubernetes.StorageClass },
+	},
+	{
+		Name: "kubernetes.warm_pool", Kind: KindInt, Default: 0,
+		Accepts: "a whole number of pods (0 for none)",
+		Doc:     "kubernetes: locked-down pods kept ready to claim (preview: not built yet; values above 0 are refused when a command runs)",
+		field:   func(s *Settings) any { return &s.Kubernetes.WarmPool },
+	},
+	{
+		Name: "kubernetes.idle_timeout", Kind: KindString, Default: "",
+		Accepts: "a duration such as 30m, or empty for none",
+		Doc:     "kubernetes: remove a session's pod after this long without a command (preview: not applied yet)",
+		item:    durationOrEmpty,
+		field:   func(s *Settings) any { return &s.Kubernetes.IdleTimeout },
+	},
+	{
+		Name: "kubernetes.scope", Kind: KindEnum, Default: "session",
+		Values:  []string{"session", "shared"},
+		Accepts: "session or shared",
+		Doc:     "kubernetes: session (a pod per session) or shared (one pod for every session with the same settings)",
+		field:   func(s *Settings) any { return &s.Kubernetes.Scope },
+	},
+	{
+		Name: "kubernetes.service_account", Kind: KindString, Default: "",
+		Accepts: "a ServiceAccount name, or empty for the namespace's default",
+		Doc:     "kubernetes: serviceAccountName of the pods; its token is never mounted",
+		item:    kubeName(kubeval.DNSSubdomain),
+		field:   func(s *Settings) any { return &s.Kubernetes.ServiceAccount },
+	},
+	{
+		Name: "kubernetes.user", Kind: KindString, Default: "1000:1000",
+		Accepts: "uid:gid in numbers, uid not 0",
+		Doc:     "kubernetes: uid:gid commands run as (runAsUser, runAsGroup, fsGroup); root is refused",
+		item:    kubeUser,
+		field:   func(s *Settings) any { return &s.Kubernetes.User },
+	},
+	{
+		Name: "kubernetes.seccomp_profile", Kind: KindString, Default: "",
+		Accepts: "a path relative to the kubelet's seccomp directory ending in .json, or empty for RuntimeDefault",
+		Doc:     "kubernetes: a Localhost seccomp profile the nodes have (corral's, installed by the cluster's admin); empty uses the runtime's default profile, which corral reports",
+		item:    kubeName(kubeval.LocalhostProfile),
+		field:   func(s *Settings) any { return &s.Kubernetes.Seccomp },
+	},
+	{
+		Name: "kubernetes.kubeconfig", Kind: KindPath, Default: "",
+		Accepts: "an absolute path, or empty for KUBECONFIG, ~/.kube/config or the in-cluster config",
+		Doc:     "kubernetes: the kubeconfig file corral uses",
+		field:   func(s *Settings) any { return &s.Kubernetes.Kubeconfig },
+	},
+	{
+		Name: "kubernetes.context", Kind: KindString, Default: "",
+		Accepts: "a context of the kubeconfig, or empty for its current context",
+		Doc:     "kubernetes: the kubeconfig context corral uses",
+		field:   func(s *Settings) any { return &s.Kubernetes.Context },
 	},
 	{
 		Name: "listen", Kind: KindString, Default: "",

@@ -62,7 +62,7 @@ func TestRoutesBadValues(t *testing.T) {
 		{"not a list", "routes: tg", nil, `routes: "tg" is not a list of {sessions, backend, profile, allow, deny, secrets, workspace_mode, ports} mappings`},
 		{"item not a mapping", "routes: [tg]", nil, `routes[0]: "tg" is not a {sessions, backend, profile, allow, deny, secrets, workspace_mode, ports} mapping`},
 		{"unknown field", "routes: [{sessions: x, cwd: /a}]", nil, `routes[0]: {"cwd":"/a","sessions":"x"} has unknown field "cwd"`},
-		{"bad backend", "routes: [{backend: podman}]", nil, `routes[0].backend: "podman" is not one of bwrap, docker, local`},
+		{"bad backend", "routes: [{backend: podman}]", nil, `routes[0].backend: "podman" is not one of bwrap, docker, kubernetes, local`},
 		{"bad profile", "routes: [{}, {profile: open}]", nil, `routes[1].profile: "open" is not one of restricted, workspace, allowlist, network`},
 		{"sessions not a string", "routes: [{sessions: 5}]", nil, `routes[0].sessions: 5 is not a string`},
 		{"bad workspace_mode", "routes: [{workspace_mode: overlay}]", nil, `routes[0].workspace_mode: "overlay" is not one of direct, review`},

@@ -10,6 +10,7 @@
 //	__corral-prepare  checks the image's tools and the workspace mount, once per container
 //	__corral-relay    runs one command in a new session and relays its output in frames
 //	__corral-kill     signals a command's process group
+//	__corral-sha256   prints a file's SHA-256 (the kubernetes backend checks its copy with it)
 //
 // The Docker exec API carries only stdin, stdout and stderr and cannot
 // signal an exec'd process, so the relay does what a local fork would: it

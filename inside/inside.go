@@ -34,6 +34,7 @@ func init() {
 	reexec.Register(ModeKill, killMain)
 	reexec.Register(ModeAgent, func(args []string) int { harden(); return agentMain(args) })
 	reexec.Register(ModeAgents, agentsMain)
+	reexec.Register(ModeSHA256, sha256Main)
 	reexec.Register(ModePortList, portListMain)
 	reexec.Register(ModePortConnect, func(args []string) int { harden(); return portConnectMain(args) })
 }

@@ -7,6 +7,8 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+
+	"github.com/corralhq/corral/internal/owner"
 )
 
 // Leftover is a corral container that Cleanup looked at.
@@ -48,15 +50,15 @@ func (e *Engine) Cleanup(ctx context.Context, all bool) ([]Leftover, error) {
 		if len(c.Names) > 0 {
 			lo.Name = strings.TrimPrefix(c.Names[0], "/")
 		}
-		o, ok := parseOwner(lo.Owner)
-		st := ownerUnknown
+		o, ok := owner.Parse(lo.Owner)
+		st := owner.Unknown
 		if ok {
-			st = o.state(e.self)
+			st = o.State(e.self)
 		}
 		switch {
 		case all:
-		case st == ownerDead:
-		case st == ownerAlive:
+		case st == owner.Dead:
+		case st == owner.Alive:
 			// Also while it is being created or checked.
 			lo.Kept = fmt.Sprintf("in use by corral (pid %d)", o.PID)
 		case lo.State != "running":

@@ -18,6 +18,7 @@ import (
 
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/inside"
+	"github.com/corralhq/corral/internal/owner"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -329,8 +330,8 @@ func (b *Backend) findLive(ctx context.Context, cli *client.Client, c *ctr) (str
 		return "", "", false
 	}
 	for _, s := range res.Items {
-		o, ok := parseOwner(s.Labels[LabelOwner])
-		if !ok || o.state(b.e.self) != ownerAlive {
+		o, ok := owner.Parse(s.Labels[LabelOwner])
+		if !ok || o.State(b.e.self) != owner.Alive {
 			continue
 		}
 		name := s.ID[:12]

@@ -19,8 +19,10 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
+	"github.com/corralhq/corral/agentclient"
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/inside"
+	"github.com/corralhq/corral/internal/owner"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/seccomp"
 )
@@ -76,7 +78,7 @@ type Options struct {
 type Engine struct {
 	opts Options
 	log  *slog.Logger
-	self ownerID
+	self owner.ID
 
 	cliOnce sync.Once
 	cli     *client.Client
@@ -129,7 +131,7 @@ type ctr struct {
 	view   string
 
 	agentMu sync.Mutex
-	agent   *agent // this process's helper in the container (agent.go)
+	agent   *agentclient.Conn // this process's helper in the container (agent.go)
 }
 
 // NewEngine returns an engine; nothing is contacted until the first command.
@@ -141,7 +143,7 @@ func NewEngine(opts Options) *Engine {
 	if opts.KillGrace == 0 {
 		opts.KillGrace = 2 * time.Second
 	}
-	return &Engine{opts: opts, log: l, self: selfOwner(), containers: map[string]*ctr{}, peopleHomes: sandbox.PeopleHomes}
+	return &Engine{opts: opts, log: l, self: owner.Self(), containers: map[string]*ctr{}, peopleHomes: sandbox.PeopleHomes}
 }
 
 // ErrClosed is returned for commands after Engine.Close.
@@ -347,7 +349,7 @@ func (e *Engine) remove(c *ctr, why string) {
 		if err != nil || r.Container.Config == nil {
 			return
 		}
-		if o, ok := parseOwner(r.Container.Config.Labels[LabelOwner]); !ok || o.state(e.self) != ownerDead {
+		if o, ok := owner.Parse(r.Container.Config.Labels[LabelOwner]); !ok || o.State(e.self) != owner.Dead {
 			return
 		}
 	}
@@ -372,10 +374,8 @@ func (e *Engine) othersInside(ctx context.Context, cli *client.Client, c *ctr) b
 	c.agentMu.Unlock()
 	argv := []string{inside.Path, inside.ModeAgents}
 	if a != nil {
-		a.mu.Lock()
-		pid := a.pid
-		a.mu.Unlock()
-		a.conn.Close()
+		pid := a.PID()
+		a.Close()
 		if pid > 0 {
 			argv = append(argv, "--except", strconv.Itoa(pid))
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
+	"github.com/corralhq/corral/agentclient"
 	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -99,24 +100,11 @@ func (e *Engine) signalTarget(c *ctr, target string, sig syscall.Signal) error {
 	return err
 }
 
-// cmdStream is a running command: on the agent, or a docker exec of its
-// own through inside.ModeRelay.
-type cmdStream interface {
-	// startedC delivers the command's process group once it runs.
-	startedC() <-chan int
-	// finishedC is closed when the command's output and report are in.
-	finishedC() <-chan struct{}
-	// signal signals the command's session.
-	signal(sig syscall.Signal) error
-	// result is the exit report, or why there is none.
-	result() (*inside.Exit, error)
-}
-
 // runCmd runs req in c: on the container's agent, or, for another user
 // (req.User), in a docker exec of its own.
 func (b *Backend) runCmd(ctx context.Context, cli *client.Client, c *ctr, req *sandbox.Request, env []string, dir string) (*sandbox.Result, error) {
 	start := time.Now()
-	var s cmdStream
+	var s agentclient.Command
 	if req.User != "" && req.User != c.user {
 		rs, err := b.startRelay(ctx, cli, c, req, env, dir)
 		if err != nil {
@@ -129,7 +117,7 @@ func (b *Backend) runCmd(ctx context.Context, cli *client.Client, c *ctr, req *s
 		if err != nil {
 			return nil, err
 		}
-		as, err := a.start(req, env, dir)
+		as, err := a.Start(req, env, dir)
 		if err != nil {
 			return nil, err
 		}
@@ -138,78 +126,16 @@ func (b *Backend) runCmd(ctx context.Context, cli *client.Client, c *ctr, req *s
 	return b.wait(ctx, c, req, s, start)
 }
 
-// wait waits for s, ending its process group on ctx cancellation, the
-// timeout or a second signal: SIGTERM, then SIGKILL after the grace time.
-// Signals travel on the command's stream (so ending a command needs no new
-// process in the container: a fork bomb that holds every pid cannot stop
-// it); when that stream is stuck, a helper process sends them.
-func (b *Backend) wait(ctx context.Context, c *ctr, req *sandbox.Request, s cmdStream, start time.Time) (*sandbox.Result, error) {
-	e := b.e
-	var timeoutC <-chan time.Time
-	if req.Timeout > 0 {
-		t := time.NewTimer(req.Timeout)
-		defer t.Stop()
-		timeoutC = t.C
-	}
-	var (
-		timedOut, killing bool
-		pgid              int
-		graceC            <-chan time.Time
-	)
-	started := s.startedC()
-	send := func(sig syscall.Signal) {
-		if s.signal(sig) != nil && pgid != 0 {
-			_ = e.signal(c, pgid, sig)
-		}
-	}
-	kill := func() {
-		if !killing {
-			killing = true
-			send(syscall.SIGTERM)
-			graceC = time.After(e.opts.KillGrace)
-		}
-	}
-	sigs := req.Signals
-	ctxDone := ctx.Done()
-	signalled := 0
-wait:
-	for {
-		select {
-		case <-s.finishedC():
-			break wait
-		case pgid = <-started:
-			started = nil
-		case <-timeoutC:
-			timedOut = true
-			timeoutC = nil
-			kill()
-		case <-ctxDone:
-			ctxDone = nil
-			kill()
-		case <-graceC:
-			graceC = nil
-			send(syscall.SIGKILL)
-		case sg := <-sigs:
-			signalled++
-			if ss, ok := sg.(syscall.Signal); ok && signalled == 1 {
-				send(ss)
-				continue
-			}
-			sigs = nil
-			kill()
-		}
-	}
-	ex, err := s.result()
-	if err != nil {
-		return nil, err
-	}
-	res := &sandbox.Result{Duration: time.Since(start), TimedOut: timedOut, ExitCode: ex.Code, Signal: ex.Signal}
-	if ex.Signal == int(syscall.SIGKILL) && !killing {
-		if ex.OOM || (!ex.OOMKnown && b.oomKilled(c)) {
-			res.LimitHit = sandbox.LimitContainerMemory
-		}
-	}
-	return res, nil
+// wait waits for s (agentclient.Wait), signalling through a helper
+// process when its stream is stuck, and asking the engine whether the
+// container's memory limit killed a process.
+func (b *Backend) wait(ctx context.Context, c *ctr, req *sandbox.Request, s agentclient.Command, start time.Time) (*sandbox.Result, error) {
+	return agentclient.Wait(ctx, req, s, start, agentclient.WaitOptions{
+		KillGrace: b.e.opts.KillGrace,
+		Fallback:  func(pgid int, sig syscall.Signal) { _ = b.e.signal(c, pgid, sig) },
+		OOM:       func() bool { return b.oomKilled(c) },
+		OOMLimit:  sandbox.LimitContainerMemory,
+	})
 }
 
 // relayStream is a command in a docker exec of its own (inside.ModeRelay
@@ -313,15 +239,15 @@ func (b *Backend) startRelay(ctx context.Context, cli *client.Client, c *ctr, re
 	return rs, nil
 }
 
-func (r *relayStream) startedC() <-chan int       { return r.started }
-func (r *relayStream) finishedC() <-chan struct{} { return r.finished }
-func (r *relayStream) signal(sig syscall.Signal) error {
+func (r *relayStream) StartedC() <-chan int       { return r.started }
+func (r *relayStream) FinishedC() <-chan struct{} { return r.finished }
+func (r *relayStream) Signal(sig syscall.Signal) error {
 	return r.ctl.frameTimeout(inside.KindSignal, []byte(strconv.Itoa(int(sig))), time.Second)
 }
 
-// result is the relay's report, or what the engine says of the exec when
+// Result is the relay's report, or what the engine says of the exec when
 // the relay died without one (the container was removed).
-func (r *relayStream) result() (*inside.Exit, error) {
+func (r *relayStream) Result() (*inside.Exit, error) {
 	r.mu.Lock()
 	ex, ferr := r.exit, r.ferr
 	r.mu.Unlock()
@@ -361,33 +287,11 @@ func (w *controlWriter) frame(kind byte, p []byte) error {
 // session at the end of its control stream, which is what a signal sent
 // this way is for.
 func (w *controlWriter) frameTimeout(kind byte, p []byte, d time.Duration) error {
-	return writeTimeout(&w.mu, w.conn, d, func() error { return inside.WriteFrame(w.conn, kind, p) }, func() {
+	return agentclient.WriteTimeout(&w.mu, w.conn, d, func() error { return inside.WriteFrame(w.conn, kind, p) }, func() {
 		if cw, ok := w.conn.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()
 		}
 	})
-}
-
-// writeTimeout runs write (a frame to conn) holding mu, giving up when mu
-// is not free within d or the write does not finish within d; broken runs
-// when the write failed part way.
-func writeTimeout(mu *sync.Mutex, conn net.Conn, d time.Duration, write func() error, broken func()) error {
-	locked := make(chan struct{})
-	go func() { mu.Lock(); close(locked) }()
-	select {
-	case <-locked:
-	case <-time.After(d):
-		go func() { <-locked; mu.Unlock() }()
-		return errors.New("stream busy")
-	}
-	defer mu.Unlock()
-	_ = conn.SetWriteDeadline(time.Now().Add(d))
-	err := write()
-	_ = conn.SetWriteDeadline(time.Time{})
-	if err != nil {
-		broken()
-	}
-	return err
 }
 
 // oomKilled asks the engine whether the container's memory cgroup has

@@ -22,6 +22,7 @@ import (
 
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/dockertest"
+	"github.com/corralhq/corral/internal/owner"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -114,7 +115,7 @@ func (f *fixture) containers(key string) []string {
 	}
 	var names []string
 	for _, c := range res.Items {
-		o, _ := parseOwner(c.Labels[LabelOwner])
+		o, _ := owner.Parse(c.Labels[LabelOwner])
 		if o.PID != os.Getpid() {
 			continue // another test process's
 		}

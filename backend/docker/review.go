@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
+	"github.com/corralhq/corral/internal/owner"
 	"github.com/corralhq/corral/layer"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -413,8 +414,8 @@ func (b *Backend) claimLayer(ctx context.Context, cli *client.Client, c *ctr) er
 		if len(s.Names) > 0 {
 			name = strings.TrimPrefix(s.Names[0], "/")
 		}
-		o, ok := parseOwner(s.Labels[LabelOwner])
-		if s.State == "running" && (!ok || o.state(e.self) != ownerDead) {
+		o, ok := owner.Parse(s.Labels[LabelOwner])
+		if s.State == "running" && (!ok || o.State(e.self) != owner.Dead) {
 			who := "this corral"
 			if !ok {
 				who = "an unknown owner"

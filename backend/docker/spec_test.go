@@ -9,6 +9,7 @@ import (
 	"github.com/moby/moby/api/types/mount"
 
 	"github.com/corralhq/corral/inside"
+	"github.com/corralhq/corral/internal/owner"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -265,22 +266,22 @@ func TestEnvAndDirs(t *testing.T) {
 }
 
 func TestOwnerLabel(t *testing.T) {
-	self := selfOwner()
-	o, ok := parseOwner(self.String())
-	if !ok || o != self || o.state(self) != ownerAlive {
+	self := owner.Self()
+	o, ok := owner.Parse(self.String())
+	if !ok || o != self || o.State(self) != owner.Alive {
 		t.Fatalf("self %v parsed %v %v", self, o, ok)
 	}
 	dead := self
 	dead.Start++
-	if dead.state(self) != ownerDead {
+	if dead.State(self) != owner.Dead {
 		t.Error("a pid with another start time is alive")
 	}
 	other := self
 	other.Host = "elsewhere"
-	if other.state(self) != ownerUnknown {
+	if other.State(self) != owner.Unknown {
 		t.Error("another machine's owner is known")
 	}
-	if _, ok := parseOwner("garbage"); ok {
+	if _, ok := owner.Parse("garbage"); ok {
 		t.Error("garbage parsed")
 	}
 }

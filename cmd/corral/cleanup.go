@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,8 +13,10 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
 
+	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/backend/bwrap"
 	"github.com/corralhq/corral/backend/docker"
+	"github.com/corralhq/corral/backend/kubernetes"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/procfs"
@@ -45,6 +48,11 @@ with -9 while it started one; every corral does this at its first sandbox
 too), and removes the empty memory cgroups (corral-*, older than a minute)
 such corral processes left below this process's own cgroup.
 
+Where the settings use the kubernetes backend (backend: kubernetes, or a
+route to it), it also deletes the pods, NetworkPolicies and PVCs labelled
+corral.io/managed=true in the settings' namespace whose corral is gone, with
+the same rules (--all: every one); no other object is touched.
+
 Sessions on disk (cwd, variables, scratch) are not touched: see
 "corral sessions prune"; nor are the tool caches: see "corral cache prune".`,
 		Args: cobra.NoArgs,
@@ -64,6 +72,10 @@ Sessions on disk (cwd, variables, scratch) are not touched: see
 				skipped = fmt.Sprintf("docker: skipped, no Docker engine answers at %s (DOCKER_HOST); no container was looked at", dockerHost())
 				err = nil
 			}
+			var klos []kubernetes.Leftover
+			if err == nil {
+				klos, err = cleanupKubernetes(c, g, logger, all)
+			}
 			if err != nil {
 				for _, d := range dirs {
 					fmt.Printf("removed %s\n", d)
@@ -76,10 +88,21 @@ Sessions on disk (cwd, variables, scratch) are not touched: see
 				}
 				enc := json.NewEncoder(os.Stdout)
 				enc.SetIndent("", "  ")
-				if los == nil {
-					los = []docker.Leftover{}
+				out := []any{}
+				for _, lo := range los {
+					out = append(out, lo)
 				}
-				return enc.Encode(los)
+				for _, lo := range klos {
+					out = append(out, lo)
+				}
+				return enc.Encode(out)
+			}
+			for _, lo := range klos {
+				if lo.Removed {
+					fmt.Printf("removed %s %s/%s (session %s)\n", lo.Kind, lo.Namespace, lo.Name, lo.Session)
+				} else {
+					fmt.Printf("kept    %s %s/%s (session %s): %s\n", lo.Kind, lo.Namespace, lo.Name, lo.Session, lo.Kept)
+				}
 			}
 			if skipped != "" {
 				fmt.Println(skipped)
@@ -107,6 +130,30 @@ Sessions on disk (cwd, variables, scratch) are not touched: see
 	cmd.Flags().BoolVar(&all, "all", false, "remove every corral container, including those in use")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was removed and kept as JSON")
 	return cmd
+}
+
+// cleanupKubernetes runs the kubernetes backend's cleanup in the
+// namespace of the settings when the settings use that backend (backend
+// kubernetes, or a route to it); otherwise no cluster is contacted.
+func cleanupKubernetes(c *cobra.Command, g *globalOptions, logger *slog.Logger, all bool) ([]kubernetes.Leftover, error) {
+	p, err := configPath(g)
+	if err != nil {
+		return nil, err
+	}
+	st, err := config.Load(p, os.Environ())
+	if err != nil {
+		return nil, err
+	}
+	uses := st.Backend == config.BackendKubernetes
+	for _, r := range st.Routes {
+		uses = uses || r.Backend == config.BackendKubernetes
+	}
+	if !uses {
+		return nil, nil
+	}
+	e := kubernetes.NewEngine(kubernetes.Options{Logger: logger})
+	defer e.Close()
+	return e.Cleanup(c.Context(), corral.KubernetesSettings(st), all)
 }
 
 // dockerHost is the engine address the docker client uses: DOCKER_HOST, or

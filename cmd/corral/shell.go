@@ -36,7 +36,7 @@ session. Limits default to none for a person (--memory-mb etc. set them).`,
 	f.StringVar(&o.session, "session", "", "session whose sandbox and state to use (default: a fresh sandbox)")
 	f.StringVar(&o.profile, "profile", "", "restricted, workspace, allowlist or network")
 	f.StringVar(&o.cwd, "cwd", "", "working directory")
-	f.StringVar(&o.backend, "backend", "", "backend: bwrap, docker or local")
+	f.StringVar(&o.backend, "backend", "", "backend: bwrap, docker, kubernetes or local")
 	f.IntVar(&o.memoryMB, "memory-mb", 0, "address space per process in MiB (0: no limit)")
 	f.IntVar(&o.cpuSeconds, "cpu-seconds", 0, "CPU seconds per process (0: no limit)")
 	f.IntVar(&o.maxProcs, "max-procs", -1, "processes and threads (default: the max_procs setting)")

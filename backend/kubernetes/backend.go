@@ -1,0 +1,417 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/corralhq/corral/agentclient"
+	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/inside"
+	"github.com/corralhq/corral/sandbox"
+)
+
+// Name is the backend's configuration name.
+const Name = "kubernetes"
+
+// Backend runs commands in pods with one set of Settings. It is a view of
+// an Engine (Engine.Backend); it implements sandbox.Backend,
+// sandbox.SessionBackend, sandbox.StreamBackend and sandbox.Layout.
+type Backend struct {
+	e  *Engine
+	st Settings
+}
+
+var (
+	_ sandbox.SessionBackend = (*Backend)(nil)
+	_ sandbox.StreamBackend  = (*Backend)(nil)
+	_ sandbox.Layout         = (*Backend)(nil)
+)
+
+// Name implements sandbox.Backend: "kubernetes".
+func (b *Backend) Name() string { return Name }
+
+// DefaultCwd implements sandbox.Backend: no preference (the workspace
+// appears at the session's working directory).
+func (b *Backend) DefaultCwd() string { return "" }
+
+// Settings returns the settings of this view.
+func (b *Backend) Settings() Settings { return b.st }
+
+// Release implements sandbox.SessionBackend.
+func (b *Backend) Release(name string) { b.e.Release(name) }
+
+// SupportsStreams implements sandbox.StreamBackend.
+func (b *Backend) SupportsStreams() bool { return true }
+
+// HelperPath implements sandbox.Layout: corral's executable is copied to
+// inside.Path.
+func (b *Backend) HelperPath() string { return inside.Path }
+
+// WritableRoots implements sandbox.Layout: the workspace (unless the
+// profile is restricted: it is then mounted read-only) and /tmp.
+func (b *Backend) WritableRoots(req *sandbox.Request) []string {
+	var out []string
+	if req.Profile.Writable() || req.Profile == "" {
+		out = append(out, req.Workdir)
+	}
+	return append(out, "/tmp")
+}
+
+// keepFromHost are the host's variables passed on although they are the
+// host's own (as on docker).
+var keepFromHost = []string{"LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "COLORTERM", "NO_COLOR"}
+
+// env is the command's environment in the pod: req.Env without the
+// variables that are the host's own (same name and value as in
+// req.PolicyEnv) unless keepFromHost or env_allow names them, filtered by
+// the environment policy of every backend (sandbox.FilterEnvPolicy), with
+// HOME and TMPDIR the pod's /tmp. The image's variables (PATH) apply
+// where none is given.
+func env(req *sandbox.Request) []string {
+	host := map[string]bool{}
+	policy := req.PolicyEnv
+	if policy == nil {
+		policy = req.Env
+	}
+	for _, kv := range policy {
+		host[kv] = true
+	}
+	var keep []string
+	for _, kv := range req.Env {
+		name, _, _ := strings.Cut(kv, "=")
+		if host[kv] && !sandbox.EnvDenied(name, keepFromHost) && !sandbox.EnvDenied(name, req.EnvAllow) {
+			continue
+		}
+		if name == "HOSTNAME" {
+			continue
+		}
+		keep = append(keep, kv)
+	}
+	keep = egress.WithoutEnv(keep)
+	deny := append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...)
+	out, _ := sandbox.FilterEnvPolicy(keep, deny, req.EnvAllow, "HOME="+Home, "TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp")
+	return out
+}
+
+// refuse returns why req cannot run on this backend yet, or nil. Each
+// refusal is fail-closed: what the backend cannot promise is not run.
+func (b *Backend) refuse(req *sandbox.Request) error {
+	switch {
+	case len(req.Argv) == 0 || req.Argv[0] == "":
+		return fmt.Errorf("%w: empty command", sandbox.ErrBadRequest)
+	case slices.ContainsFunc(req.Argv, func(a string) bool { return strings.IndexByte(a, 0) >= 0 }):
+		return fmt.Errorf("%w: an argument contains a NUL byte", sandbox.ErrBadRequest)
+	case len(req.ExtraFiles) > 8:
+		return fmt.Errorf("%w: at most 8 extra descriptors", sandbox.ErrBadRequest)
+	case req.LayerDir != "":
+		return fmt.Errorf("%w: workspace_mode review is not available on the kubernetes backend; use workspace_mode direct", sandbox.ErrPolicy)
+	case req.Profile == sandbox.ProfileAllowlist || len(req.Secrets) > 0:
+		return fmt.Errorf("%w: kubernetes backend (preview): the allowlist profile and secrets need corral's egress proxy reachable from the pod, which is not built yet; use restricted, workspace or network", sandbox.ErrPolicy)
+	case req.TTY:
+		return fmt.Errorf("%w: kubernetes backend (preview): interactive shells (corral shell) are not built yet", sandbox.ErrUnavailable)
+	case req.User != "":
+		return fmt.Errorf("%w: kubernetes backend: every command runs as kubernetes.user; --user is not available", sandbox.ErrBadRequest)
+	case b.st.WarmPool > 0:
+		return fmt.Errorf("%w: kubernetes.warm_pool %d: the warm pool is not built yet (preview); set it to 0", sandbox.ErrBadRequest, b.st.WarmPool)
+	}
+	return nil
+}
+
+// Run implements sandbox.Backend: req runs in the session's pod
+// (req.Session), made on its first command, or in a pod of its own that is
+// removed afterwards. req.ScratchDir, req.HomeDir and req.CacheDir are not
+// mounted: /tmp (TMPDIR, HOME) is the pod's, kept between the commands of
+// a session. Commands never get a terminal.
+func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Result, error) {
+	if err := b.refuse(req); err != nil {
+		return nil, err
+	}
+	p, err := b.ensure(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if p.ephemeral {
+		defer func() {
+			b.e.drop(p)
+			b.e.remove(p, "command done")
+		}()
+	}
+	a, err := b.e.agentFor(p)
+	if err != nil {
+		return nil, err
+	}
+	dir := req.Dir
+	if dir == "" {
+		dir = p.workspace
+	}
+	start := time.Now()
+	s, err := a.Start(req, env(req), dir)
+	if err != nil {
+		b.e.forget(p)
+		return nil, err
+	}
+	res, err := agentclient.Wait(ctx, req, s, start, agentclient.WaitOptions{
+		KillGrace: b.e.opts.KillGrace,
+		Fallback:  func(pgid int, sig syscall.Signal) { b.e.signalFallback(p, pgid, sig) },
+		OOM:       func() bool { return b.e.oomKilled(p) },
+		OOMLimit:  sandbox.LimitContainerMemory,
+	})
+	if res != nil {
+		res.Warnings = append(res.Warnings, p.takeNotes()...)
+	}
+	if err != nil && !a.Alive() {
+		// The pod may be gone (deleted, evicted): the next command makes
+		// a new one.
+		b.e.forget(p)
+	}
+	return res, err
+}
+
+// forget drops p from the engine's table and removes it: its agent is
+// gone, so its pod is of no more use to this process.
+func (e *Engine) forget(p *podRef) {
+	e.drop(p)
+	go e.remove(p, "agent lost")
+}
+
+// drop removes p from the engine's table.
+func (e *Engine) drop(p *podRef) {
+	e.mu.Lock()
+	if e.pods[p.scopeKey] == p {
+		delete(e.pods, p.scopeKey)
+	}
+	e.mu.Unlock()
+}
+
+// oomKilled asks the API server whether the pod's container was killed
+// for memory (its last state says OOMKilled): the helper reads the
+// cgroup's count first (inside.Exit.OOMKnown), this is the fallback.
+func (e *Engine) oomKilled(p *podRef) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var pod corev1.Pod
+	if err := p.cl.cs.get(ctx, p.namespace, resPods, p.name, &pod); err != nil {
+		return false
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		for _, st := range []corev1.ContainerState{cs.State, cs.LastTerminationState} {
+			if st.Terminated != nil && st.Terminated.Reason == "OOMKilled" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ensure returns the ready pod of req: the session's (or the shared one),
+// made on first use; for req.Session == "" a new one the caller removes.
+func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*podRef, error) {
+	e := b.e
+	st := b.st
+	p, err := st.check()
+	if err != nil {
+		return nil, err
+	}
+	ws, err := workspacePath(req.Workdir)
+	if err != nil {
+		return nil, err
+	}
+	helper, err := e.helperPath()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := e.clusterFor(st.Kubeconfig, st.Context)
+	if err != nil {
+		return nil, err
+	}
+	ns := st.Namespace
+	if ns == "" {
+		ns = cl.namespace
+	}
+	denyNet := !req.Profile.HostNetwork() && req.Profile != ""
+	denyUnix := req.Profile.DeniesUnixSockets()
+	readOnly := !req.Profile.Writable()
+	hash := settingsHash(&st, ws, denyNet, denyUnix, readOnly) + "-" + ns
+	key := req.Session
+	var scopeKey, annot string
+	switch {
+	case key == "":
+		scopeKey = "once:" + randomName()
+	case st.Scope == ScopeShared:
+		scopeKey, annot = "shared|"+hash, "shared"
+	default:
+		scopeKey, annot = "s:"+key+"|"+hash, key
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, ErrClosed
+	}
+	ref, found := e.pods[scopeKey]
+	var stale []*podRef
+	if !found {
+		if key != "" && st.Scope == ScopeSession {
+			// The session's pod of other settings goes: settings changed.
+			for k, o := range e.pods {
+				if strings.HasPrefix(k, "s:"+key+"|") {
+					delete(o.sessions, key)
+					if len(o.sessions) == 0 {
+						delete(e.pods, k)
+						stale = append(stale, o)
+					}
+				}
+			}
+		}
+		ref = &podRef{name: randomName(), namespace: ns, scopeKey: scopeKey, cl: cl, workspace: ws, denyUnix: denyUnix,
+			ready: make(chan struct{}), sessions: map[string]bool{}, ephemeral: key == ""}
+		e.pods[scopeKey] = ref
+	}
+	if key != "" {
+		ref.sessions[key] = true
+	}
+	e.mu.Unlock()
+	for _, o := range stale {
+		e.remove(o, "settings changed")
+	}
+	if found {
+		select {
+		case <-ref.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return ref, ref.err
+	}
+	tmp := resource.MustParse("512Mi")
+	if req.TmpSizeMB > 0 {
+		tmp = *resource.NewQuantity(int64(req.TmpSizeMB)<<20, resource.BinarySI)
+	}
+	pl := podPlan{name: ref.name, namespace: ns, session: annot, owner: e.self.String(), hash: hash,
+		workspace: ws, claim: claimName(ref.name), tmp: tmp, readOnly: readOnly}
+	ref.err = b.start(ctx, ref, &st, p, pl, req, helper)
+	close(ref.ready)
+	if ref.err != nil {
+		e.mu.Lock()
+		if e.pods[scopeKey] == ref {
+			delete(e.pods, scopeKey)
+		}
+		e.mu.Unlock()
+		go e.remove(ref, "start failed")
+		return nil, ref.err
+	}
+	return ref, nil
+}
+
+// start makes pl's NetworkPolicy (first, so the pod never runs without
+// it), PVC and pod, waits for the pod to be Ready and copies the helper
+// in. On error the caller removes what was made.
+func (b *Backend) start(ctx context.Context, ref *podRef, st *Settings, p *parsed, pl podPlan, req *sandbox.Request, helper string) error {
+	e := b.e
+	cs := ref.cl.cs
+	ctx, cancel := context.WithTimeout(ctx, e.opts.StartTimeout)
+	defer cancel()
+	t0 := time.Now()
+	if req.Progress != nil {
+		req.Progress("starting a pod in namespace " + pl.namespace)
+	}
+	if np := buildPolicy(pl, req.Profile); np != nil {
+		if err := cs.create(ctx, pl.namespace, resPolicies, np, &networkingv1.NetworkPolicy{}); err != nil {
+			return apiErr("creating the NetworkPolicy", err)
+		}
+		ref.policy = true
+	}
+	if st.Storage == StoragePVC {
+		if err := cs.create(ctx, pl.namespace, resClaims, buildClaim(st, p, pl), &corev1.PersistentVolumeClaim{}); err != nil {
+			return apiErr("creating the workspace PVC", err)
+		}
+		ref.claim = true
+	}
+	pod := buildPod(st, p, pl)
+	if err := cs.create(ctx, pl.namespace, resPods, pod, &corev1.Pod{}); err != nil {
+		return apiErr("creating the pod", err)
+	}
+	if st.SeccompProfile == "" {
+		ref.notes = append(ref.notes, "corral: this pod runs under the container runtime's default seccomp profile (RuntimeDefault), not corral's own: install corral's profile on the nodes and set kubernetes.seccomp_profile")
+		e.log.Warn("kubernetes.seccomp.runtime_default", "pod", pl.name,
+			"detail", "the pod runs under the container runtime's default seccomp profile; corral's own filter is added by its helper only for AF_UNIX sockets (workspace, restricted); install corral's profile on the nodes and set kubernetes.seccomp_profile")
+	}
+	if err := waitReady(ctx, cs, pl.namespace, pl.name); err != nil {
+		return err
+	}
+	ready := time.Since(t0)
+	if err := e.uploadHelper(ctx, ref, helper); err != nil {
+		return err
+	}
+	e.log.Info("kubernetes.pod.started", "pod", pl.name, "namespace", pl.namespace, "session", pl.session,
+		"ready", ready.String(), "total", time.Since(t0).String(), "policy", ref.policy)
+	return nil
+}
+
+// waitReady polls the pod until its Ready condition is true (a condition
+// loop with ctx as its deadline), failing at once on a state it cannot
+// leave: Failed or Succeeded, an image that cannot be pulled, a
+// configuration the kubelet refuses.
+func waitReady(ctx context.Context, cs *api, ns, name string) error {
+	delay := 50 * time.Millisecond
+	for {
+		pod := &corev1.Pod{}
+		if err := cs.get(ctx, ns, resPods, name, pod); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%w: kubernetes backend: pod %s was not ready in time: %v", sandbox.ErrUnavailable, name, ctx.Err())
+			}
+			return apiErr("reading the pod", err)
+		}
+		if msg := podStuck(pod); msg != "" {
+			return fmt.Errorf("%w: kubernetes backend: pod %s cannot start: %s", sandbox.ErrUnavailable, name, msg)
+		}
+		if podReady(pod) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: kubernetes backend: pod %s was not ready in time (phase %s): %v", sandbox.ErrUnavailable, name, pod.Status.Phase, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, time.Second)
+	}
+}
+
+// podReady reports whether the pod's Ready condition is true.
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// stuckReasons are container waiting reasons a pod does not leave by
+// itself (kubelet's images and kuberuntime packages).
+var stuckReasons = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
+
+// podStuck returns why the pod will not become ready, or "". An
+// unschedulable pod is waited for (the cluster may scale up) until the
+// start deadline.
+func podStuck(pod *corev1.Pod) string {
+	switch pod.Status.Phase {
+	case corev1.PodFailed, corev1.PodSucceeded:
+		return fmt.Sprintf("phase %s: %s %s", pod.Status.Phase, pod.Status.Reason, pod.Status.Message)
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && slices.Contains(stuckReasons, w.Reason) {
+			return w.Reason + ": " + w.Message
+		}
+		if t := cs.State.Terminated; t != nil {
+			return fmt.Sprintf("the container ended (%s, exit %d): %s", t.Reason, t.ExitCode, t.Message)
+		}
+	}
+	return ""
+}

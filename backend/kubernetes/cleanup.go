@@ -1,0 +1,104 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/corralhq/corral/internal/owner"
+)
+
+// Leftover is a corral object (pod, NetworkPolicy or PVC) Cleanup looked
+// at.
+type Leftover struct {
+	// Kind is "pod", "networkpolicy" or "pvc"; Name and Namespace the
+	// object's.
+	Kind      string `json:"kind"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	// Session is AnnotationSession; Owner AnnotationOwner.
+	Session string `json:"session"`
+	Owner   string `json:"owner"`
+	// Removed is set when Cleanup deleted it; Kept says why it did not.
+	Removed bool   `json:"removed"`
+	Kept    string `json:"kept,omitempty"`
+}
+
+// decide returns "" when an object whose owner annotation is o may go,
+// else why it is kept (pure): a dead owner's go; a live one's stay; one
+// owned on another machine (or with no valid owner) stays unless all.
+func decide(o string, self owner.ID, all bool) string {
+	if all {
+		return ""
+	}
+	id, ok := owner.Parse(o)
+	if !ok {
+		return "no valid owner annotation; --all removes it"
+	}
+	switch id.State(self) {
+	case owner.Dead:
+		return ""
+	case owner.Alive:
+		return fmt.Sprintf("in use by corral (pid %d)", id.PID)
+	}
+	return "owned by a corral process on another machine (" + id.Host + "); --all removes it"
+}
+
+// Cleanup deletes the pods, NetworkPolicies and PVCs labelled LabelManaged
+// in the namespace of st (never any other object) whose corral process is
+// gone (a crash, kill -9): owned on this machine by a process that has
+// exited. all deletes every one, in use or not. A pod goes before its
+// policy, so no pod runs without its policy.
+func (e *Engine) Cleanup(ctx context.Context, st Settings, all bool) ([]Leftover, error) {
+	cl, err := e.clusterFor(st.Kubeconfig, st.Context)
+	if err != nil {
+		return nil, err
+	}
+	ns := st.Namespace
+	if ns == "" {
+		ns = cl.namespace
+	}
+	sel := LabelManaged + "=true"
+	var out []Leftover
+	visit := func(kind string, m metav1.ObjectMeta, remove func() error) {
+		if m.Labels[LabelManaged] != "true" {
+			return
+		}
+		lo := Leftover{Kind: kind, Name: m.Name, Namespace: m.Namespace, Session: m.Annotations[AnnotationSession], Owner: m.Annotations[AnnotationOwner]}
+		lo.Kept = decide(lo.Owner, e.self, all)
+		if lo.Kept == "" {
+			if err := remove(); err != nil {
+				lo.Kept = "removal failed: " + err.Error()
+			} else {
+				lo.Removed = true
+				e.log.Info("kubernetes.object.removed", "kind", kind, "name", m.Name, "namespace", m.Namespace, "reason", "cleanup")
+			}
+		}
+		out = append(out, lo)
+	}
+	var pods corev1.PodList
+	if err := cl.cs.list(ctx, ns, resPods, sel, &pods); err != nil {
+		return nil, apiErr("listing pods", err)
+	}
+	for _, p := range pods.Items {
+		visit("pod", p.ObjectMeta, func() error { return ignoreNotFound(cl.cs.remove(ctx, ns, resPods, p.Name)) })
+	}
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := cl.cs.list(ctx, ns, resClaims, sel, &pvcs); err != nil {
+		return out, apiErr("listing PVCs", err)
+	}
+	for _, c := range pvcs.Items {
+		visit("pvc", c.ObjectMeta, func() error { return ignoreNotFound(cl.cs.remove(ctx, ns, resClaims, c.Name)) })
+	}
+	var nps networkingv1.NetworkPolicyList
+	if err := cl.cs.list(ctx, ns, resPolicies, sel, &nps); err != nil {
+		return out, apiErr("listing NetworkPolicies", err)
+	}
+	for _, np := range nps.Items {
+		visit("networkpolicy", np.ObjectMeta, func() error { return ignoreNotFound(cl.cs.remove(ctx, ns, resPolicies, np.Name)) })
+	}
+	return out, nil
+}

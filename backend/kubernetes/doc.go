@@ -1,0 +1,32 @@
+// Package kubernetes is corral's Kubernetes backend (preview): a session's
+// commands, background processes and file tools run in a locked-down pod
+// of its own that the session starts on its first command and removes
+// when it ends (scope "session"), or in one pod that every session with
+// the same settings shares (scope "shared").
+//
+// It talks to the cluster through client-go: the kubeconfig named by the
+// settings, else KUBECONFIG or ~/.kube/config, else the in-cluster config.
+// Each pod runs the image's sleep as a non-root uid with all capabilities
+// dropped, no privilege escalation, a read-only root filesystem with
+// writable volumes only at the workspace (at the session's working
+// directory, so paths match the host's), /tmp (HOME) and /.corral, the
+// seccomp profile the settings name (Localhost) or the runtime's default,
+// no service-account token, no host namespaces or paths, and, under the
+// restricted and workspace profiles, a NetworkPolicy that denies all
+// ingress and egress (enforced where the cluster's network plugin enforces
+// NetworkPolicy). See buildPod.
+//
+// corral's static executable reaches the pod without a custom image: it is
+// copied into the /.corral emptyDir over an exec stream, its SHA-256
+// checked in the pod (containerd's CRI exec closes stdin as soon as stdout
+// ends, so a plain `cat > file` upload can be cut short silently; the
+// upload keeps stdout open until stdin ends, and a mismatch is retried).
+// Then one exec per corral process and pod runs inside.ModeAgent, and
+// every command runs as a child of it over the frame protocol of package
+// agentclient, as on the docker backend: a command costs a round trip on
+// an open stream, not a new exec.
+//
+// Pods, their NetworkPolicies and PVCs carry LabelManaged and the owning
+// corral process (AnnotationOwner), so `corral cleanup` (Engine.Cleanup)
+// removes those of a corral that is gone, and never anything else.
+package kubernetes

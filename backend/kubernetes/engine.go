@@ -1,0 +1,295 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/corralhq/corral/agentclient"
+	"github.com/corralhq/corral/internal/owner"
+	"github.com/corralhq/corral/sandbox"
+)
+
+// Options configure an Engine.
+type Options struct {
+	// Helper is a statically linked corral executable on this machine,
+	// copied into every pod; "" means corral's own executable, which must
+	// then be static (CGO_ENABLED=0).
+	Helper string
+	// Logger receives the kubernetes.* events; nil discards them.
+	Logger *slog.Logger
+	// KillGrace is the time between SIGTERM and SIGKILL when a command is
+	// cancelled or times out; zero means 2 s.
+	KillGrace time.Duration
+	// StartTimeout bounds a pod's start (scheduling, image pull, Ready);
+	// zero means 3 minutes.
+	StartTimeout time.Duration
+}
+
+// Engine is the process-wide part of the kubernetes backend: the clients
+// (one per kubeconfig and context) and the pods this process made.
+// Backends for given settings are views of it (Engine.Backend). Safe for
+// concurrent use.
+type Engine struct {
+	opts Options
+	log  *slog.Logger
+	self owner.ID
+
+	mu      sync.Mutex
+	clients map[string]*cluster
+	pods    map[string]*podRef // by scope key
+	closed  bool
+}
+
+// cluster is one kubeconfig's client.
+type cluster struct {
+	cfg       *rest.Config
+	cs        *api
+	namespace string // the context's namespace, or "default"
+	err       error
+}
+
+// podRef is a pod this process made.
+type podRef struct {
+	name, namespace string
+	scopeKey        string
+	cl              *cluster
+	policy, claim   bool // a NetworkPolicy / PVC of the same name was made
+	workspace       string
+	denyUnix        bool
+	ready           chan struct{}
+	err             error
+	sessions        map[string]bool
+	ephemeral       bool
+	notes           []string // for the first command's result (under notesMu)
+	notesMu         sync.Mutex
+
+	agentMu sync.Mutex
+	agent   *agentclient.Conn
+	stop    context.CancelFunc // ends the agent's exec
+}
+
+// takeNotes returns the pod's notes once.
+func (p *podRef) takeNotes() []string {
+	p.notesMu.Lock()
+	defer p.notesMu.Unlock()
+	n := p.notes
+	p.notes = nil
+	return n
+}
+
+// NewEngine returns an engine; nothing is contacted until the first command.
+func NewEngine(opts Options) *Engine {
+	l := opts.Logger
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	if opts.KillGrace == 0 {
+		opts.KillGrace = 2 * time.Second
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 3 * time.Minute
+	}
+	return &Engine{opts: opts, log: l, self: owner.Self(), clients: map[string]*cluster{}, pods: map[string]*podRef{}}
+}
+
+// ErrClosed is returned for commands after Engine.Close.
+var ErrClosed = errors.New("kubernetes backend closed")
+
+// Backend returns the backend that runs commands with settings st. Views
+// share the engine's pods; a change of settings makes a new pod for the
+// session's next command.
+func (e *Engine) Backend(st Settings) *Backend {
+	return &Backend{e: e, st: st}
+}
+
+// clusterFor returns the client of kubeconfig path and context ctxName:
+// path "" means KUBECONFIG, else ~/.kube/config, else the in-cluster
+// config (client-go's loading rules, clientcmd).
+func (e *Engine) clusterFor(path, ctxName string) (*cluster, error) {
+	key := path + "\x00" + ctxName
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c := e.clients[key]; c != nil {
+		return c, c.err
+	}
+	c := &cluster{}
+	e.clients[key] = c
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path != "" {
+		rules.ExplicitPath = path
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: ctxName})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		c.err = fmt.Errorf("%w: kubernetes backend: no cluster configuration (%v); set kubernetes.kubeconfig or KUBECONFIG, or run corral in a pod", sandbox.ErrUnavailable, err)
+		return c, c.err
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	cfg.UserAgent = "corral"
+	cs, err := newAPI(cfg)
+	if err != nil {
+		c.err = fmt.Errorf("%w: kubernetes backend: %v", sandbox.ErrUnavailable, err)
+		return c, c.err
+	}
+	c.cfg, c.cs = cfg, cs
+	c.namespace = "default"
+	if ns, _, err := cc.Namespace(); err == nil && ns != "" {
+		c.namespace = ns
+	}
+	return c, nil
+}
+
+// apiErr classifies an error of an API call: an unreachable API server
+// means the backend is unavailable (nothing was run).
+func apiErr(what string, err error) error {
+	var se *apierrors.StatusError
+	if errors.As(err, &se) {
+		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			return fmt.Errorf("%w: kubernetes backend: %s: %v (corral needs to create, get, list and delete pods, pods/exec, networkpolicies and persistentvolumeclaims in the namespace)", sandbox.ErrUnavailable, what, err)
+		}
+		return fmt.Errorf("kubernetes backend: %s: %w", what, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return fmt.Errorf("kubernetes backend: %s: the cluster had not answered when the command's time ran out or it was cancelled, so nothing was run: %w", what, err)
+	}
+	return fmt.Errorf("%w: kubernetes backend: %s: the API server is not reachable (%v); nothing was run", sandbox.ErrUnavailable, what, err)
+}
+
+// Release ends the session called name's use of its pod: a session pod is
+// removed, a shared one when no session uses it any more.
+func (e *Engine) Release(name string) {
+	var drop []*podRef
+	e.mu.Lock()
+	for k, p := range e.pods {
+		if !p.sessions[name] {
+			continue
+		}
+		delete(p.sessions, name)
+		if len(p.sessions) == 0 {
+			delete(e.pods, k)
+			drop = append(drop, p)
+		}
+	}
+	e.mu.Unlock()
+	for _, p := range drop {
+		e.remove(p, "session ended")
+	}
+}
+
+// Close removes every pod (with its NetworkPolicy and PVC) this process
+// made and refuses further commands.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	e.closed = true
+	var all []*podRef
+	for k, p := range e.pods {
+		all = append(all, p)
+		delete(e.pods, k)
+	}
+	e.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range all {
+		wg.Add(1)
+		go func() { defer wg.Done(); e.remove(p, "corral stopped") }()
+	}
+	wg.Wait()
+	return nil
+}
+
+// remove deletes p's pod, NetworkPolicy and PVC once p is ready (made or
+// failed), ending this process's agent first. Deletion is immediate
+// (grace 0): the pod's processes are the session's, and the session is
+// over. A policy is deleted after its pod, so the pod never runs without.
+func (e *Engine) remove(p *podRef, why string) {
+	<-p.ready
+	p.agentMu.Lock()
+	if p.agent != nil {
+		p.agent.Close()
+	}
+	if p.stop != nil {
+		p.stop()
+	}
+	p.agentMu.Unlock()
+	if p.cl == nil || p.cl.cs == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := deleteObjects(ctx, p.cl.cs, p.namespace, p.name, p.policy, p.claim); err != nil {
+		e.log.Warn("kubernetes.pod.remove_failed", "pod", p.name, "namespace", p.namespace, "error", err)
+		return
+	}
+	e.log.Info("kubernetes.pod.removed", "pod", p.name, "namespace", p.namespace, "reason", why)
+}
+
+// deleteObjects deletes pod name and, when set, its NetworkPolicy and PVC
+// of the same name family; objects already gone are no error.
+func deleteObjects(ctx context.Context, cs *api, ns, name string, policy, claim bool) error {
+	var errs []error
+	if err := cs.remove(ctx, ns, resPods, name); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, err)
+	}
+	if claim {
+		if err := cs.remove(ctx, ns, resClaims, claimName(name)); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	if policy {
+		if err := cs.remove(ctx, ns, resPolicies, name); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ignoreNotFound is err, or nil when it says the object is gone.
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// claimName is the workspace PVC's name of pod name.
+func claimName(pod string) string { return pod + "-ws" }
+
+// randomName returns corral-<12 hex>.
+func randomName() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return NamePrefix + hex.EncodeToString(b[:])
+}
+
+// settingsHash identifies what a pod is made of: the settings, the
+// workspace path, and what the profile decides (network policy, AF_UNIX
+// filter, read-only workspace).
+func settingsHash(st *Settings, workspace string, denyNet, denyUnix, readOnly bool) string {
+	b, _ := json.Marshal(struct {
+		S                           *Settings
+		W                           string
+		DenyNet, DenyUnix, ReadOnly bool
+		Helper                      string
+	}{st, workspace, denyNet, denyUnix, readOnly, helperID()})
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:8])
+}
+
+// helperID is this executable's identity (its path), so a new corral
+// build does not reuse a pod holding another's helper.
+func helperID() string {
+	p, _ := os.Executable()
+	return p
+}

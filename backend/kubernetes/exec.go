@@ -1,0 +1,186 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
+
+	"github.com/corralhq/corral/agentclient"
+	"github.com/corralhq/corral/inside"
+	"github.com/corralhq/corral/internal/tail"
+	"github.com/corralhq/corral/sandbox"
+)
+
+// execStream runs argv in p's container with the given streams (stdin nil:
+// none) and waits for it: the exit status, or an error when the exec
+// itself failed. It speaks WebSocket and falls back to SPDY for API
+// servers without it (client-go's NewFallbackExecutor, as kubectl does).
+func execStream(ctx context.Context, cl *cluster, ns, pod string, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	u := cl.cs.execURL(ns, pod, &corev1.PodExecOptions{
+		Container: ContainerName, Command: argv,
+		Stdin: stdin != nil, Stdout: stdout != nil, Stderr: stderr != nil,
+	})
+	ws, err := remotecommand.NewWebSocketExecutor(cl.cfg, "GET", u.String())
+	if err != nil {
+		return 0, err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(cl.cfg, "POST", u)
+	if err != nil {
+		return 0, err
+	}
+	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return 0, err
+	}
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	var ce utilexec.CodeExitError
+	if errors.As(err, &ce) {
+		return ce.Code, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return 0, nil
+}
+
+// helperPath returns corral's static executable to copy into pods.
+func (e *Engine) helperPath() (string, error) {
+	p := e.opts.Helper
+	if p == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("%w: kubernetes backend: finding corral's executable: %v", sandbox.ErrUnavailable, err)
+		}
+		if r, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = r
+		}
+		p = exe
+	}
+	f, err := elf.Open(p)
+	if err != nil {
+		return "", fmt.Errorf("%w: kubernetes backend: corral's helper %s is not an ELF executable: %v", sandbox.ErrUnavailable, p, err)
+	}
+	defer f.Close()
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			return "", fmt.Errorf("%w: kubernetes backend: %s is dynamically linked, and the image may lack its C library; build corral statically: CGO_ENABLED=0 go build -o corral ./cmd/corral", sandbox.ErrUnavailable, p)
+		}
+	}
+	return p, nil
+}
+
+// uploadScript receives the helper on stdin and prints its SHA-256,
+// computed by the copy itself (inside.ModeSHA256: images need not have
+// sha256sum; a copy cut short does not run, or hashes to another value).
+// The hash is printed only after cat has read all of stdin, so stdout
+// stays open for the whole upload: containerd's CRI exec closes stdin as
+// soon as stdout ends, which cuts a plain `cat > file` short without an
+// error. The file is renamed into place only when the host says the hash
+// matches (second step, finishScript).
+const uploadScript = `set -e; umask 022; cat > "$1.part"; chmod 0555 "$1.part"; "$1.part" ` + inside.ModeSHA256 + ` "$1.part"`
+
+// finishScript makes the upload the helper: read-only, then renamed.
+const finishScript = `set -e; mv -f "$1.part" "$1"`
+
+// uploadHelper copies the helper at path into p's HelperDir, verified by
+// its SHA-256 computed in the pod; a mismatch or a broken stream is tried
+// again, three times in all.
+func (e *Engine) uploadHelper(ctx context.Context, p *podRef, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%w: kubernetes backend: reading corral's helper: %v", sandbox.ErrUnavailable, err)
+	}
+	sum := sha256.Sum256(data)
+	want := hex.EncodeToString(sum[:])
+	var last error
+	for try := 1; try <= 3; try++ {
+		start := time.Now()
+		var out, errb bytes.Buffer
+		code, err := execStream(ctx, p.cl, p.namespace, p.name, []string{"sh", "-c", uploadScript, "sh", inside.Path}, bytes.NewReader(data), &out, &errb)
+		got := strings.TrimSpace(out.String())
+		switch {
+		case err != nil:
+			last = fmt.Errorf("exec: %v", err)
+		case code != 0:
+			last = fmt.Errorf("exit status %d: %s", code, strings.TrimSpace(errb.String()))
+		case got != want:
+			last = fmt.Errorf("the pod received %q, want sha256 %s (a cut-short upload)", got, want)
+		default:
+			code, err = execStream(ctx, p.cl, p.namespace, p.name, []string{"sh", "-c", finishScript, "sh", inside.Path}, nil, io.Discard, &errb)
+			if err == nil && code == 0 {
+				e.log.Info("kubernetes.helper.uploaded", "pod", p.name, "bytes", len(data), "duration", time.Since(start).String(), "try", try)
+				return nil
+			}
+			last = fmt.Errorf("installing it: %v %d %s", err, code, strings.TrimSpace(errb.String()))
+		}
+		e.log.Warn("kubernetes.helper.upload_failed", "pod", p.name, "try", try, "error", last)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return fmt.Errorf("%w: kubernetes backend: copying corral's helper into pod %s failed: %v", sandbox.ErrUnavailable, p.name, last)
+}
+
+// agentFor returns p's agent, starting it (one exec of inside.ModeAgent,
+// kept open) when there is none or the last one ended.
+func (e *Engine) agentFor(p *podRef) (*agentclient.Conn, error) {
+	p.agentMu.Lock()
+	defer p.agentMu.Unlock()
+	if p.agent != nil && p.agent.Alive() {
+		return p.agent, nil
+	}
+	argv := []string{inside.Path, inside.ModeAgent}
+	if p.denyUnix {
+		argv = append(argv, "--deny-unix")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	stderr := &tail.Buffer{}
+	a := agentclient.New(inW, outR, stderr, "kubernetes backend", p.name)
+	go func() {
+		code, err := execStream(ctx, p.cl, p.namespace, p.name, argv, inR, outW, stderr)
+		if err == nil {
+			err = fmt.Errorf("the agent exited with status %d", code)
+		}
+		outW.CloseWithError(err)
+		inR.CloseWithError(err)
+		e.log.Debug("kubernetes.agent.ended", "pod", p.name, "error", err)
+	}()
+	if p.stop != nil {
+		p.stop()
+	}
+	p.agent, p.stop = a, cancel
+	return a, nil
+}
+
+// signalFallback signals pgid through an exec of inside.ModeKill, for a
+// command whose agent stream is stuck.
+func (e *Engine) signalFallback(p *podRef, pgid int, sig syscall.Signal) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	code, err := execStream(ctx, p.cl, p.namespace, p.name, []string{inside.Path, inside.ModeKill, fmt.Sprint(int(sig)), fmt.Sprint(pgid)}, nil, io.Discard, io.Discard)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit status %d", code)
+	}
+	if err != nil {
+		e.log.Warn("kubernetes.signal_failed", "pod", p.name, "pgid", pgid, "signal", int(sig), "error", err)
+	}
+}
