@@ -22,17 +22,9 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/corralhq/corral/internal/dockertest"
+	"github.com/corralhq/corral/internal/k8stest"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
-)
-
-// The test cluster is named by these variables (written to
-// /var/tmp/k8s-ready by the machine's cluster set-up); without them the
-// cluster tests skip, unless CORRAL_REQUIRE_KUBERNETES=1 makes them fail.
-const (
-	envKubeconfig = "CORRAL_TEST_KUBECONFIG"
-	envImage      = "CORRAL_TEST_KUBE_IMAGE"
-	envNamespace  = "CORRAL_TEST_KUBE_NAMESPACE"
 )
 
 // kube is a kubernetes backend on the real test cluster.
@@ -69,13 +61,8 @@ func newKube(t testing.TB) *kube {
 	if testing.Short() {
 		t.Skip("kubernetes cluster test (-short)")
 	}
-	kc, img, ns := os.Getenv(envKubeconfig), os.Getenv(envImage), os.Getenv(envNamespace)
-	if kc == "" || img == "" {
-		if os.Getenv("CORRAL_REQUIRE_KUBERNETES") == "1" {
-			t.Fatalf("CORRAL_REQUIRE_KUBERNETES=1 but %s or %s is unset (source /var/tmp/k8s-ready)", envKubeconfig, envImage)
-		}
-		t.Skipf("no test cluster: %s and %s are unset (source /var/tmp/k8s-ready)", envKubeconfig, envImage)
-	}
+	c := k8stest.Require(t) // skips (fails under CORRAL_REQUIRE_KUBERNETES=1) without a cluster
+	kc, img, ns := os.Getenv(k8stest.EnvKubeconfig), c.Image, c.Namespace
 	st := DefaultSettings
 	st.Image, st.Namespace, st.Kubeconfig = img, ns, kc
 	st.Memory, st.CPUs = "256Mi", "500m"
