@@ -140,6 +140,27 @@ for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; done`, ra)
 	if n := forwarderSandboxes(); n != 1 {
 		t.Errorf("%d forwarder sandboxes (%v), want the holder's one", n, forwarderPids())
 	}
+	// The forwarder holds no capability and runs under the filter, as the
+	// pool's does.
+	checked := 0
+	for _, p := range forwarderPids() {
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); strings.TrimSpace(string(comm)) == "bwrap" {
+			continue
+		}
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"} {
+			if !strings.Contains(string(st), want) {
+				t.Errorf("forwarder %d: status lacks %q", p, want)
+			}
+		}
+		checked++
+	}
+	if checked != 1 {
+		t.Errorf("%d forwarder processes, want 1", checked)
+	}
 	e.backend.Close()
 	waitNoForwarder(t)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
@@ -177,6 +198,14 @@ func TestReviewAllowlistSecrets(t *testing.T) {
 	e := newEnv(t)
 	requireTool(t, "curl", "apt-get install curl")
 	w := newSecretsWorld(t, e)
+	// A state directory off the way to the working directory, as root's
+	// (/root/.local/state/corral) is for a project elsewhere: a root
+	// caller's layer view must reach its trust bundles all the same.
+	state := filepath.Join(e.base, "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.backend = New(Options{StateDir: state, HiddenDirs: []string{filepath.Join(e.home, ".config", "corral")}, Egress: w.pool})
 	layerDir := filepath.Join(e.base, "layer")
 	ra := reviewAllowlist(layerDir)
 	// The holder and its first forwarder are made without secrets.
