@@ -81,10 +81,12 @@ func init() { reexec.Register(layerHoldArg, layerHoldMain) }
 const layerReadyTimeout = 15 * time.Second
 
 // layerHoldMain mounts the overlay of args (lower, upper, work) on lower in
-// its own mount namespace, says "ok PID" on standard output (or
-// "error: ..."), and waits for standard input to end. With a first
-// argument "--userns" it first starts itself again in new user, mount and
-// network namespaces (holderCloneflags) where its ids are 0, and waits for that copy: a root caller's
+// its own mount namespace, brings up loopback, says "ok PID" on standard
+// output ("ok PID MESSAGE" when loopback stays down, "error: ..." when the
+// overlay cannot be mounted), and waits for standard input to end. With a
+// first argument "--userns" it first starts itself again in new user,
+// mount and network namespaces (holderCloneflags) where its ids are 0, and
+// waits for that copy: a root caller's
 // holder is started by a thread holding run_as's identity, whose process
 // is not dumpable (prctl(2) PR_SET_DUMPABLE, reset by the change of
 // credentials), so that thread cannot write a child's uid map
@@ -120,11 +122,14 @@ func layerHoldMain(args []string) int {
 		fmt.Println("error:", err)
 		return 1
 	}
+	// Only the allowlist needs loopback: a failure is told, not fatal, so
+	// review mode under other profiles works where lo cannot be brought
+	// up (nested in some containers bwrap itself fails to).
 	if err := loopbackUp(); err != nil {
-		fmt.Println("error:", err)
-		return 1
+		fmt.Println("ok", os.Getpid(), err)
+	} else {
+		fmt.Println("ok", os.Getpid())
 	}
-	fmt.Println("ok", os.Getpid())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return 0
 }
@@ -211,6 +216,7 @@ type layerHolder struct {
 	userns *os.File
 	mntns  *os.File
 	netns  *os.File // the session's network namespace under allowlist
+	netErr string   // why its loopback is down, or ""
 	// root is the holder's root directory (/proc/PID/root, O_PATH): paths
 	// in the layer's view are opened beneath it (openInView).
 	root *os.File
@@ -498,8 +504,8 @@ func startLayerHolder(l *layer.Layer, gen int64, twoStage bool) (*layerHolder, e
 		h.close()
 		return nil, unavailable("the holder did not mount the overlay within %s", layerReadyTimeout)
 	}
-	f := strings.Fields(got)
-	if len(f) != 2 || f[0] != "ok" {
+	f := strings.SplitN(got, " ", 3)
+	if len(f) < 2 || f[0] != "ok" {
 		h.close()
 		if got == "" {
 			got = strings.TrimSpace(stderr.String())
@@ -507,6 +513,9 @@ func startLayerHolder(l *layer.Layer, gen int64, twoStage bool) (*layerHolder, e
 		return nil, unavailable("%s", strings.TrimPrefix(got, "error: "))
 	}
 	// The mounting process: the holder itself, or the copy it started.
+	if len(f) == 3 {
+		h.netErr = f[2]
+	}
 	h.pid, err = strconv.Atoi(f[1])
 	if err != nil || !twoStage && h.pid != cmd.Process.Pid {
 		h.close()
@@ -599,6 +608,9 @@ func (h *layerHolder) forwardTo(b *Backend, bin *Binary, srv *netproxy.Server, s
 	}
 	if h.fwd != nil && h.fwdSrv == srv && h.fwd.Alive() {
 		return nil
+	}
+	if h.netErr != "" {
+		return fmt.Errorf("%w: the allowlist profile's network namespace (the review layer's) has no loopback, so the command does not run: %s", sandbox.ErrUnavailable, h.netErr)
 	}
 	if h.fwd != nil {
 		_ = h.fwd.Close()
