@@ -364,7 +364,7 @@ func (b *Backend) layerFor(bin *Binary, req *sandbox.Request, first func() (*Pla
 		if perr != nil {
 			return nil, perr
 		}
-		reach, rerr := b.trustReach()
+		reach, rerr := b.secretsReach()
 		if rerr != nil {
 			return nil, rerr
 		}
@@ -385,18 +385,22 @@ func (b *Backend) layerFor(bin *Binary, req *sandbox.Request, first func() (*Pla
 	return h, nil
 }
 
-// trustReach returns what a root caller's holder view must reach beyond
-// the first command's plan: the directory of the secrets' trust bundles
-// (Backend.prepareSecrets), made here, so that a later command of the
-// session that declares secrets finds its bundle in the layer's view (the
-// view is a copy of the host's mounts made once per holder; a bound
-// directory shows files written into it later). The directory becomes
-// 0711: run_as, whose bwrap binds the bundle from it, enters it by the
-// bundle's name without being able to list it; a bundle holds public
-// certificates only.
-func (b *Backend) trustReach() ([]string, error) {
+// secretsReach returns what a root caller's holder view must reach beyond
+// the first command's plan, so that a later command of the session that
+// declares secrets finds what its plan binds (planSecrets) in the layer's
+// view, which is a copy of the host's mounts made once per holder: corral's
+// executable (the git credential helper) and the directory of the trust
+// bundles (Backend.prepareSecrets), made here (a bound directory shows
+// files written into it later). The directory becomes 0711: run_as, whose
+// bwrap binds the bundle from it, enters it by the bundle's name without
+// being able to list it; a bundle holds public certificates only.
+func (b *Backend) secretsReach() ([]string, error) {
+	var reach []string
+	if exe := helperExecutable(); exe != "" {
+		reach = append(reach, exe)
+	}
 	if b.opts.StateDir == "" {
-		return nil, nil
+		return reach, nil
 	}
 	d := filepath.Join(b.opts.StateDir, "trust")
 	if err := os.MkdirAll(d, 0o700); err != nil {
@@ -405,7 +409,7 @@ func (b *Backend) trustReach() ([]string, error) {
 	if err := os.Chmod(d, 0o711); err != nil {
 		return nil, fmt.Errorf("%w: the secrets' trust bundle directory: %v", sandbox.ErrUnavailable, err)
 	}
-	return []string{d}, nil
+	return append(reach, d), nil
 }
 
 // startRootLayerHolder starts the holder of l for a root caller whose
