@@ -21,6 +21,8 @@
 //     session and policy, held by a long-lived sandbox whose only process
 //     is corral's forwarder to the proxies of package egress; each command's
 //     bwrap starts inside it (nsenter(1)) instead of unsharing its own;
+//     under workspace_mode review the layer's holder (layerhold_linux.go)
+//     holds the namespace instead, and the forwarder is started into it;
 //   - runas.go (pure) and hostview_linux.go: a root caller's sandbox is
 //     held by an unprivileged identity (run_as), started from a thread in a
 //     private mount namespace with the session's directories idmapped;

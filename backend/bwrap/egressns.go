@@ -74,9 +74,15 @@ type egressNS struct {
 }
 
 // startEgressNS starts the holder for srv's sockets with bwrap bin and
-// waits until the forwarder listens. Errors wrap sandbox.ErrUnavailable
-// and say why (so the command does not run: the profile fails closed).
-func (b *Backend) startEgressNS(bin *Binary, srv *netproxy.Server, session string) (*egressNS, error) {
+// waits until the forwarder listens. With into (a review layer's holder,
+// see layerhold_linux.go) the sandbox makes no network namespace: the
+// limits gate moves bwrap into into's at its exec stop (joinNamespaces;
+// into's user namespace first unless corral runs as root, as for a
+// command), and the forwarder listens there; the result's netns and
+// userns are then nil (the commands enter into's). Errors wrap
+// sandbox.ErrUnavailable and say why (so the command does not run: the
+// profile fails closed).
+func (b *Backend) startEgressNS(bin *Binary, srv *netproxy.Server, session string, into *layerHolder) (*egressNS, error) {
 	unavailable := func(format string, a ...any) error {
 		return fmt.Errorf("%w: the allowlist profile's network namespace could not be set up, so the command does not run: %s", sandbox.ErrUnavailable, fmt.Sprintf(format, a...))
 	}
@@ -111,7 +117,7 @@ func (b *Backend) startEgressNS(bin *Binary, srv *netproxy.Server, session strin
 	sockDir := filepath.Dir(srv.HTTPSocket())
 	argv := []string{
 		"--die-with-parent", "--new-session",
-		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net",
+		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--cap-drop", "ALL",
 		"--clearenv", "--setenv", "PATH", "/usr/sbin:/usr/bin:/sbin:/bin",
 		"--info-fd", "3",
@@ -124,6 +130,9 @@ func (b *Backend) startEgressNS(bin *Binary, srv *netproxy.Server, session strin
 		// enter the network namespace (setns(2)).
 		"--ro-bind", "/", "/",
 		"--proc", "/proc",
+	}
+	if into == nil {
+		argv = append(argv, "--unshare-net")
 	}
 	// As every sandbox's: the kernel's settings read-only (the holder runs
 	// as corral's own user, root included; see procCovers).
@@ -141,7 +150,23 @@ func (b *Backend) startEgressNS(bin *Binary, srv *netproxy.Server, session strin
 	cmd.Stderr = stderr
 	cmd.ExtraFiles = []*os.File{infoW, filter, exe, readyW}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	err = cmd.Start()
+	if into != nil {
+		// 7 the user namespace (not as root), then the network namespace;
+		// the gate closes both in bwrap once it has entered them. bwrap
+		// keeps the capabilities the join gave it, as a review command's
+		// does (nsJoin.KeepCaps): without CAP_SETUID there, bwrap as uid 0
+		// cannot write its sandbox's uid map (EPERM, measured); the
+		// forwarder gets none (--cap-drop ALL).
+		join := nsJoin{UserFD: -1, MntFD: -1, NetFD: 7}
+		if os.Geteuid() != 0 {
+			join.UserFD, join.NetFD, join.KeepCaps = 7, 8, true
+			cmd.ExtraFiles = append(cmd.ExtraFiles, into.userns)
+		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, into.netns)
+		err = startGated(cmd, sandbox.Limits{}, &join, nil, nil, b.log)
+	} else {
+		err = cmd.Start()
+	}
 	infoW.Close()
 	readyW.Close()
 	lifeR.Close()
@@ -197,15 +222,17 @@ func (b *Backend) startEgressNS(bin *Binary, srv *netproxy.Server, session strin
 	if fd, err := unix.PidfdOpen(r.pid, 0); err == nil {
 		e.pidfd = fd
 	}
-	if err := e.openNamespaces(r.pid); err != nil {
-		return fail(unavailable("%v", err))
+	if into == nil {
+		if err := e.openNamespaces(r.pid); err != nil {
+			return fail(unavailable("%v", err))
+		}
 	}
 	select {
 	case <-e.done:
 		return fail(unavailable("the sandbox ended while it was being set up"))
 	default:
 	}
-	b.log.Debug("bwrap.egress.started", "session", session, "pid", cmd.Process.Pid, "sandbox_pid", r.pid, "dir", sockDir)
+	b.log.Debug("bwrap.egress.started", "session", session, "pid", cmd.Process.Pid, "sandbox_pid", r.pid, "dir", sockDir, "layer", into != nil)
 	return e, nil
 }
 

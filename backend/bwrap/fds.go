@@ -27,7 +27,8 @@ type fdLayout struct {
 	FirstBind, Binds int
 	// UserNS, MntNS and NetNS are the namespaces the gate enters at
 	// bwrap's exec stop (nsJoin): the allowlist's egress namespace (user
-	// and network), or the review layer's (user and mount).
+	// and network), or the review layer's (user and mount, and network
+	// under allowlist).
 	UserNS, MntNS, NetNS int
 	// Count is the number of ExtraFiles.
 	Count int

@@ -12,7 +12,9 @@ import (
 // instruction, as descriptor numbers in bwrap's own table, -1 for none: the
 // session's egress namespace of the allowlist profile (NetFD, with UserFD
 // unless corral runs as root), or the review layer's mount namespace
-// (MntFD with UserFD; see layerhold_linux.go).
+// (MntFD with UserFD; see layerhold_linux.go), with its network namespace
+// under allowlist (all three), or the layer's network namespace alone for
+// its forwarder (UserFD and NetFD, NetFD alone as root).
 type nsJoin struct {
 	UserFD, MntFD, NetFD int
 	// KeepCaps leaves bwrap the capabilities joining UserFD gave it: in

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/layer"
+	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/reexec"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -45,6 +46,24 @@ import (
 //     doubles the disk on ext4; the overlay costs one mount, and only what
 //     the session changes is copied (copy-up).
 //
+// Under the allowlist profile the session's network namespace is the
+// holder's too: the holder is started in a new network namespace as well
+// (CLONE_NEWNET beside CLONE_NEWUSER|CLONE_NEWNS, so its own user namespace
+// owns it), brings its loopback up, and corral's forwarder is started into
+// it (startEgressNS with the holder, the one place that starts forwarders).
+// A command's bwrap then enters user, mount and network namespaces of one
+// owner at its exec stop. The other way, giving the egress pool's network
+// namespace to the holder's user namespace, cannot work as they are made:
+// setns(2) into a network namespace needs CAP_SYS_ADMIN in the user
+// namespace that owns it, a process gets that only by joining that owner
+// (user_namespaces(7)), and a process is in one user namespace at a time;
+// the pool's namespace is owned by its bwrap's, which also depends on the
+// session's proxy server (policy, secrets), not on the layer. Every holder
+// makes its network namespace, allowlist or not: a later command of the
+// session may change the profile, and a holder cannot be replaced while
+// background processes hold its overlay (overlayfs forbids a second mount
+// on the same upper directory). Commands of other profiles do not enter it.
+//
 // What a command can reach does not change: the holder's mount namespace
 // is a copy of the host's, so every mask, bind and protected path is
 // applied by bwrap as before; the holder runs nothing but corral's code
@@ -62,10 +81,12 @@ func init() { reexec.Register(layerHoldArg, layerHoldMain) }
 const layerReadyTimeout = 15 * time.Second
 
 // layerHoldMain mounts the overlay of args (lower, upper, work) on lower in
-// its own mount namespace, says "ok PID" on standard output (or
-// "error: ..."), and waits for standard input to end. With a first
-// argument "--userns" it first starts itself again in new user and mount
-// namespaces where its ids are 0, and waits for that copy: a root caller's
+// its own mount namespace, brings up loopback, says "ok PID" on standard
+// output ("ok PID MESSAGE" when loopback stays down, "error: ..." when the
+// overlay cannot be mounted), and waits for standard input to end. With a
+// first argument "--userns" it first starts itself again in new user,
+// mount and network namespaces (holderCloneflags) where its ids are 0, and
+// waits for that copy: a root caller's
 // holder is started by a thread holding run_as's identity, whose process
 // is not dumpable (prctl(2) PR_SET_DUMPABLE, reset by the change of
 // credentials), so that thread cannot write a child's uid map
@@ -78,7 +99,7 @@ func layerHoldMain(args []string) int {
 		cmd.Env = []string{}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+			Cloneflags:  holderCloneflags,
 			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
 			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
 			Pdeathsig:   syscall.SIGKILL,
@@ -101,9 +122,46 @@ func layerHoldMain(args []string) int {
 		fmt.Println("error:", err)
 		return 1
 	}
-	fmt.Println("ok", os.Getpid())
+	// Only the allowlist needs loopback: a failure is told, not fatal, so
+	// review mode under other profiles works where lo cannot be brought
+	// up (nested in some containers bwrap itself fails to).
+	if err := loopbackUp(); err != nil {
+		fmt.Println("ok", os.Getpid(), err)
+	} else {
+		fmt.Println("ok", os.Getpid())
+	}
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return 0
+}
+
+// holderCloneflags are the namespaces a holder is started in: user (the
+// caller is uid 0 there), mount (the overlay) and network (the allowlist's,
+// see the comment at the top).
+const holderCloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWNET
+
+// loopbackUp brings up lo, the only interface of a new network namespace,
+// which starts down (network_namespaces(7)); the forwarder listens on
+// 127.0.0.1 there. SIOCSIFFLAGS takes CAP_NET_ADMIN in the user namespace
+// that owns the network namespace (netdevice(7)), which the holder, uid 0
+// of that namespace, has.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("bringing up loopback: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("bringing up loopback: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bringing up loopback: SIOCGIFFLAGS: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bringing up loopback: SIOCSIFFLAGS: %w", err)
+	}
+	return nil
 }
 
 // mountOverlay mounts an overlay of lower (lower layer), upper and work
@@ -157,6 +215,8 @@ type layerHolder struct {
 	life   *os.File // corral's end of the holder's standard input
 	userns *os.File
 	mntns  *os.File
+	netns  *os.File // the session's network namespace under allowlist
+	netErr string   // why its loopback is down, or ""
 	// root is the holder's root directory (/proc/PID/root, O_PATH): paths
 	// in the layer's view are opened beneath it (openInView).
 	root *os.File
@@ -165,6 +225,13 @@ type layerHolder struct {
 	refs  int  // commands starting with it (layerHolders.mu)
 	stale bool // replaced: closed when refs drops to 0
 	hs    *layerHolders
+
+	// fwdMu guards fwd and fwdSrv: the forwarder in netns and the proxy
+	// server it relays to (forwardTo).
+	fwdMu  sync.Mutex
+	fwd    *egressNS
+	fwdSrv *netproxy.Server
+	closed bool
 }
 
 // alive reports whether the holder process still runs.
@@ -188,8 +255,15 @@ func (h *layerHolder) release() {
 	}
 }
 
-// close ends the holder and closes its descriptors.
+// close ends the holder and its forwarder and closes its descriptors.
 func (h *layerHolder) close() {
+	h.fwdMu.Lock()
+	h.closed = true
+	if h.fwd != nil {
+		_ = h.fwd.Close()
+		h.fwd, h.fwdSrv = nil, nil
+	}
+	h.fwdMu.Unlock()
 	h.life.Close()
 	select {
 	case <-h.done:
@@ -197,7 +271,7 @@ func (h *layerHolder) close() {
 		_ = h.cmd.Process.Kill()
 		<-h.done
 	}
-	for _, f := range []*os.File{h.userns, h.mntns, h.root} {
+	for _, f := range []*os.File{h.userns, h.mntns, h.netns, h.root} {
 		if f != nil {
 			f.Close()
 		}
@@ -238,9 +312,6 @@ func (hs *layerHolders) closeAll() {
 // run_as's, as the working directory's are in its idmapped mount. first is
 // called only when a holder is started.
 func (b *Backend) layerFor(bin *Binary, req *sandbox.Request, first func() (*Plan, error)) (*layerHolder, error) {
-	if req.Profile == sandbox.ProfileAllowlist {
-		return nil, fmt.Errorf("%w: workspace_mode review cannot be combined with the allowlist profile yet; use the workspace profile, or workspace_mode direct", sandbox.ErrPolicy)
-	}
 	if req.Profile == sandbox.ProfileRestricted {
 		return nil, fmt.Errorf("%w: workspace_mode review has nothing to review under the restricted profile (the working directory is read-only); use workspace", sandbox.ErrPolicy)
 	}
@@ -293,7 +364,11 @@ func (b *Backend) layerFor(bin *Binary, req *sandbox.Request, first func() (*Pla
 		if perr != nil {
 			return nil, perr
 		}
-		h, err = startRootLayerHolder(l, gen, plan, ra)
+		reach, rerr := b.secretsReach()
+		if rerr != nil {
+			return nil, rerr
+		}
+		h, err = startRootLayerHolder(l, gen, plan, ra, reach...)
 	} else {
 		h, err = startLayerHolder(l, gen, false)
 	}
@@ -310,18 +385,46 @@ func (b *Backend) layerFor(bin *Binary, req *sandbox.Request, first func() (*Pla
 	return h, nil
 }
 
+// secretsReach returns what a root caller's holder view must reach beyond
+// the first command's plan, so that a later command of the session that
+// declares secrets finds what its plan binds (planSecrets) in the layer's
+// view, which is a copy of the host's mounts made once per holder: corral's
+// executable (the git credential helper) and the directory of the trust
+// bundles (Backend.prepareSecrets), made here (a bound directory shows
+// files written into it later). The directory becomes 0711: run_as, whose
+// bwrap binds the bundle from it, enters it by the bundle's name without
+// being able to list it; a bundle holds public certificates only.
+func (b *Backend) secretsReach() ([]string, error) {
+	var reach []string
+	if exe := helperExecutable(); exe != "" {
+		reach = append(reach, exe)
+	}
+	if b.opts.StateDir == "" {
+		return reach, nil
+	}
+	d := filepath.Join(b.opts.StateDir, "trust")
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return nil, fmt.Errorf("%w: the secrets' trust bundle directory: %v", sandbox.ErrUnavailable, err)
+	}
+	if err := os.Chmod(d, 0o711); err != nil {
+		return nil, fmt.Errorf("%w: the secrets' trust bundle directory: %v", sandbox.ErrUnavailable, err)
+	}
+	return append(reach, d), nil
+}
+
 // startRootLayerHolder starts the holder of l for a root caller whose
 // sandboxes hold ra: from a thread in the host view of plan (with the
-// layer's directories reachable), holding ra's identity, in two stages
-// (layerHoldMain's --userns). The layer's directories are given to ra.
-func startRootLayerHolder(l *layer.Layer, gen int64, plan *Plan, ra sandbox.RunAs) (*layerHolder, error) {
+// layer's directories and the paths of reach reachable), holding ra's
+// identity, in two stages (layerHoldMain's --userns). The layer's
+// directories are given to ra.
+func startRootLayerHolder(l *layer.Layer, gen int64, plan *Plan, ra sandbox.RunAs, reach ...string) (*layerHolder, error) {
 	for _, d := range []string{l.Dir, l.Upper(), l.Work()} {
 		if err := os.Lchown(d, ra.UID, ra.GID); err != nil {
 			return nil, fmt.Errorf("%w: giving the layer to %s: %v", sandbox.ErrUnavailable, ra, err)
 		}
 	}
 	view := *plan
-	view.Reach = append(slices.Clone(plan.Reach), l.Upper(), l.Work())
+	view.Reach = append(append(slices.Clone(plan.Reach), l.Upper(), l.Work()), reach...)
 	type res struct {
 		h   *layerHolder
 		err error
@@ -368,7 +471,7 @@ func startLayerHolder(l *layer.Layer, gen int64, twoStage bool) (*layerHolder, e
 	defer outR.Close()
 	cmd := exec.Command("/proc/self/exe", layerHoldArg, l.Lower, l.Upper(), l.Work())
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+		Cloneflags:  holderCloneflags,
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
 		Setpgid:     true,
@@ -405,8 +508,8 @@ func startLayerHolder(l *layer.Layer, gen int64, twoStage bool) (*layerHolder, e
 		h.close()
 		return nil, unavailable("the holder did not mount the overlay within %s", layerReadyTimeout)
 	}
-	f := strings.Fields(got)
-	if len(f) != 2 || f[0] != "ok" {
+	f := strings.SplitN(got, " ", 3)
+	if len(f) < 2 || f[0] != "ok" {
 		h.close()
 		if got == "" {
 			got = strings.TrimSpace(stderr.String())
@@ -414,6 +517,9 @@ func startLayerHolder(l *layer.Layer, gen int64, twoStage bool) (*layerHolder, e
 		return nil, unavailable("%s", strings.TrimPrefix(got, "error: "))
 	}
 	// The mounting process: the holder itself, or the copy it started.
+	if len(f) == 3 {
+		h.netErr = f[2]
+	}
 	h.pid, err = strconv.Atoi(f[1])
 	if err != nil || !twoStage && h.pid != cmd.Process.Pid {
 		h.close()
@@ -427,6 +533,7 @@ func startLayerHolder(l *layer.Layer, gen int64, twoStage bool) (*layerHolder, e
 	}{
 		{&h.userns, "/proc/" + pid + "/ns/user", os.O_RDONLY},
 		{&h.mntns, "/proc/" + pid + "/ns/mnt", os.O_RDONLY},
+		{&h.netns, "/proc/" + pid + "/ns/net", os.O_RDONLY},
 		{&h.root, "/proc/" + pid + "/root", unix.O_PATH | unix.O_DIRECTORY},
 	} {
 		f, err := os.OpenFile(o.path, o.flag|unix.O_CLOEXEC, 0)
@@ -487,4 +594,36 @@ func (h *layerHolder) openInView(path string, flags int) (int, error) {
 		return -1, fmt.Errorf("a symlink appeared on the way to %s", path)
 	}
 	return fd, err
+}
+
+// forwardTo makes sure corral's forwarder runs in h's network namespace,
+// relaying to srv (the session's proxy server, leased by the caller for
+// the command): the one running is kept while it lives and serves srv;
+// one that serves another server (the session's policy or secrets
+// changed; the namespace has one pair of ports) or died is ended, and a
+// new one started (Backend.startEgressNS). Commands of the session still
+// running then reach the proxy through the new one. Errors wrap
+// sandbox.ErrUnavailable: the command must not run.
+func (h *layerHolder) forwardTo(b *Backend, bin *Binary, srv *netproxy.Server, session string) error {
+	h.fwdMu.Lock()
+	defer h.fwdMu.Unlock()
+	if h.closed {
+		return fmt.Errorf("%w: the session's review layer was closed while the command started", sandbox.ErrUnavailable)
+	}
+	if h.fwd != nil && h.fwdSrv == srv && h.fwd.Alive() {
+		return nil
+	}
+	if h.netErr != "" {
+		return fmt.Errorf("%w: the allowlist profile's network namespace (the review layer's) has no loopback, so the command does not run: %s", sandbox.ErrUnavailable, h.netErr)
+	}
+	if h.fwd != nil {
+		_ = h.fwd.Close()
+		h.fwd, h.fwdSrv = nil, nil
+	}
+	e, err := b.startEgressNS(bin, srv, session, h)
+	if err != nil {
+		return err
+	}
+	h.fwd, h.fwdSrv = e, srv
+	return nil
 }

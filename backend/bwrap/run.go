@@ -138,8 +138,9 @@ func (b *Backend) nsenterArgv(ens *egressNS) ([]string, error) {
 
 // egressLease is a command's hold on its session's egress namespace.
 type egressLease struct {
-	*egressNS
-	release func()
+	*egressNS // nil under workspace_mode review
+	srv       *netproxy.Server
+	release   func()
 }
 
 // egress returns the egress namespace of req's session, network policy
@@ -148,6 +149,10 @@ type egressLease struct {
 // none), and keeps both up until the lease's release. Errors wrap
 // sandbox.ErrUnavailable (the command must not run) or
 // sandbox.ErrBadRequest (a malformed network.allow or network.deny entry).
+//
+// Under workspace_mode review the namespace is the layer holder's, not
+// the pool's (see layerhold_linux.go): the lease then holds only the
+// server (srv), and attempt starts the holder's forwarder for it.
 func (b *Backend) egress(bin *Binary, req *sandbox.Request, secs []secrets.Secret) (*egressLease, error) {
 	if bin.Setuid && os.Geteuid() != 0 {
 		return nil, fmt.Errorf("%w: the allowlist profile needs a bwrap that is not setuid (%s is: unprivileged user namespaces seem blocked here), so the command does not run", sandbox.ErrUnavailable, bin.Path)
@@ -160,14 +165,17 @@ func (b *Backend) egress(bin *Binary, req *sandbox.Request, secs []secrets.Secre
 	if err != nil {
 		return nil, err
 	}
+	if req.LayerDir != "" {
+		return &egressLease{srv: srv, release: release}, nil
+	}
 	v, err := pool.Attach(srv, egressAttachment, func() (io.Closer, error) {
-		return b.startEgressNS(bin, srv, req.Session)
+		return b.startEgressNS(bin, srv, req.Session, nil)
 	})
 	if err != nil {
 		release()
 		return nil, err
 	}
-	return &egressLease{egressNS: v.(*egressNS), release: release}, nil
+	return &egressLease{egressNS: v.(*egressNS), srv: srv, release: release}, nil
 }
 
 // New returns a bwrap backend. It does not look for bwrap yet: the first
@@ -409,6 +417,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		return nil, err
 	}
 	var ens *egressNS
+	var srv *netproxy.Server // under allowlist: the session's proxy server
 	if req.Profile == sandbox.ProfileAllowlist {
 		// Fail closed: no proxy, no command.
 		lease, err := b.egress(bin, req, secs)
@@ -419,7 +428,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 			return nil, err
 		}
 		defer lease.release()
-		ens = lease.egressNS
+		ens, srv = lease.egressNS, lease.srv
 	}
 	rewind := stdinRewinder(req)
 	for attempt := 1; ; attempt++ {
@@ -442,7 +451,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 			}
 			areq = &r
 		}
-		res, err := b.attempt(ctx, bin, host, areq, ens)
+		res, err := b.attempt(ctx, bin, host, areq, ens, srv)
 		var sf *startFailure
 		if !errors.As(err, &sf) {
 			hold.release(true)
@@ -460,8 +469,10 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	}
 }
 
-// attempt plans req against host and runs it once.
-func (b *Backend) attempt(ctx context.Context, bin *Binary, host Host, req *sandbox.Request, ens *egressNS) (*sandbox.Result, error) {
+// attempt plans req against host and runs it once. Under review with
+// allowlist (ens nil, srv the session's proxy server) the layer holder's
+// forwarder is made to relay to srv first.
+func (b *Backend) attempt(ctx context.Context, bin *Binary, host Host, req *sandbox.Request, ens *egressNS, srv *netproxy.Server) (*sandbox.Result, error) {
 	if req.LayerDir != "" {
 		// The plan reads the working directory as the layer shows it. A
 		// root caller's new holder is made from the host view of the plan
@@ -479,6 +490,11 @@ func (b *Backend) attempt(ctx context.Context, bin *Binary, host Host, req *sand
 		}
 		defer h.release()
 		host.view = h
+		if srv != nil {
+			if err := h.forwardTo(b, bin, srv, req.Session); err != nil {
+				return nil, err
+			}
+		}
 	}
 	plan, err := BuildPlan(req, host)
 	if err != nil {

@@ -100,10 +100,20 @@ func (b *Backend) prepareSecrets(req *sandbox.Request) ([]secrets.Secret, *Secre
 	if f.BundleDests, f.Bundle, err = secrets.HostTrustBundle(filepath.Join(b.opts.StateDir, "trust"), ca.CertPEM()); err != nil {
 		return nil, nil, fmt.Errorf("%w: secrets: writing the trust bundle: %v", sandbox.ErrUnavailable, err)
 	}
-	if exe, err := os.Executable(); err == nil {
-		if r, err := filepath.EvalSymlinks(exe); err == nil {
-			f.Helper = r
-		}
-	}
+	f.Helper = helperExecutable()
 	return prep.Secrets, f, nil
+}
+
+// helperExecutable returns corral's executable on the host, symlinks
+// resolved (SecretFacts.Helper), or "" when it cannot be found.
+func helperExecutable() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	r, err := filepath.EvalSymlinks(exe)
+	if err != nil {
+		return ""
+	}
+	return r
 }

@@ -105,14 +105,20 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 	// Under workspace_mode review the sandbox starts inside the session
 	// layer's namespaces (layerhold_linux.go), entered by the gate at
 	// bwrap's exec stop; where the gate cannot, the command does not run
-	// (it would write to the host's files).
+	// (it would write to the host's files). Under allowlist too, the
+	// network namespace is the holder's (ens is nil then): one user
+	// namespace owns all three, so one join enters them.
 	var mntns *os.File
 	holder := plan.view
 	if plan.LayerDir != "" {
-		if holder == nil {
-			return nil, fmt.Errorf("%w: a review layer without its holder", sandbox.ErrUnavailable)
+		if holder == nil || ens != nil {
+			return nil, fmt.Errorf("%w: a review layer without its holder, or with another network namespace", sandbox.ErrUnavailable)
 		}
 		userns, mntns = holder.userns, holder.mntns
+		if plan.Egress {
+			netns = holder.netns
+			joinedBy = "ptrace gate"
+		}
 	}
 	// Unix sockets are mediated (unixsock.go) where the gate can inject
 	// calls into bwrap's sandbox child; elsewhere they stay refused.
