@@ -2,7 +2,6 @@ package secrets
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
@@ -31,12 +30,6 @@ var JavaTrustStores = []string{
 	"/etc/pki/ca-trust/extracted/java/cacerts",
 }
 
-// JavaStorePassword is the trust store's password: "changeit", the one
-// every JDK uses for its cacerts when javax.net.ssl.trustStorePassword is
-// unset. A trust store holds public certificates only; the password only
-// guards its integrity check.
-const JavaStorePassword = "changeit"
-
 // ErrNoCertificates is TrustStore's error for inputs holding no
 // certificate at all.
 var ErrNoCertificates = errors.New("no certificate in the trust store's inputs")
@@ -45,15 +38,19 @@ var ErrNoCertificates = errors.New("no certificate in the trust store's inputs")
 // certificate of system (a PEM bundle, possibly empty; blocks that are
 // not certificates or do not parse are skipped, as OpenSSL does) and of
 // caPEM, corral's CA certificate, without repeats, each marked with
-// Java's trusted-certificate attribute (OID 2.16.840.1.113894.746875.1.1)
-// and protected with password (PBES2 with AES-256 and a SHA-256 MAC,
-// go-pkcs12's Modern2023). Java 9 and later read it through their
-// JKS/PKCS12 dual-format loader (keystore.type.compat, on by default)
-// even where the file's name says JKS; reading AES-protected PKCS#12
-// takes Java 11.0.12, 8u301 or later. The encoding is salted at random,
-// so two calls give different bytes for the same certificates. Errors:
-// [ErrNoCertificates] when caPEM holds none; encoding errors.
-func TrustStore(system, caPEM []byte, password string) ([]byte, error) {
+// Java's trusted-certificate attribute (OID 2.16.840.1.113894.746875.1.1).
+// The store has no password, neither encryption nor MAC (go-pkcs12's
+// Passwordless, the form JDK 18+ ship their own cacerts in): a JVM loads
+// its default trust store without a password when
+// javax.net.ssl.trustStorePassword is unset, and then skips encrypted
+// certificates, so a store protected with "changeit" reads as empty
+// ("the trustAnchors parameter must be non-empty", measured on Java 17
+// and 25). Any password given (keytool -storepass changeit) is accepted.
+// Java 9 and later read it through their JKS/PKCS12 dual-format loader
+// (keystore.type.compat, on by default) even where the file's name says
+// JKS. Errors: [ErrNoCertificates] when caPEM holds none; encoding
+// errors.
+func TrustStore(system, caPEM []byte) ([]byte, error) {
 	ca := pemCerts(caPEM)
 	if len(ca) == 0 {
 		return nil, fmt.Errorf("corral's CA: %w", ErrNoCertificates)
@@ -66,7 +63,7 @@ func TrustStore(system, caPEM []byte, password string) ([]byte, error) {
 		}
 		entries = append(entries, pkcs12.TrustStoreEntry{Cert: c, FriendlyName: storeAlias(c, i, aliases)})
 	}
-	return pkcs12.Modern2023.WithRand(rand.Reader).EncodeTrustStoreEntries(entries, password)
+	return pkcs12.Passwordless.EncodeTrustStoreEntries(entries, "")
 }
 
 // storeAlias is c's alias in the store: its subject, lower-cased as
@@ -101,12 +98,11 @@ func pemCerts(data []byte) []*x509.Certificate {
 	}
 }
 
-// WriteTrustStore writes TrustStore(system, caPEM, JavaStorePassword) to
+// WriteTrustStore writes TrustStore(system, caPEM) to
 // dir/truststore-HASH.p12 (0644: a sandbox reads it under its own
 // identity; it holds public certificates only), HASH naming the inputs,
 // so a written store never changes under a running sandbox, and returns
-// its path. A store already there is kept (the encoding is salted, so
-// writing it again would only change its bytes). dir is made 0700 when
+// its path. A store already there is kept. dir is made 0700 when
 // missing.
 func WriteTrustStore(dir string, system, caPEM []byte) (string, error) {
 	sum := sha256.Sum256(Bundle(system, caPEM))
@@ -114,7 +110,7 @@ func WriteTrustStore(dir string, system, caPEM []byte) (string, error) {
 	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && st.Size() > 0 {
 		return path, nil
 	}
-	data, err := TrustStore(system, caPEM, JavaStorePassword)
+	data, err := TrustStore(system, caPEM)
 	if err != nil {
 		return "", err
 	}
