@@ -52,6 +52,45 @@ func NodeOptions(shim string) string {
 // forwarders themselves and the command's own local servers live.
 const NoProxy = "localhost,127.0.0.1,::1"
 
+// JavaNonProxyHosts is [NoProxy] in the syntax of Java's
+// http.nonProxyHosts property (java.net's networking properties: host
+// names separated by "|", an IPv6 address in brackets): loopback goes
+// direct.
+var JavaNonProxyHosts = javaNonProxy(NoProxy)
+
+// javaNonProxy turns a NO_PROXY list (comma-separated) into Java's
+// nonProxyHosts syntax.
+func javaNonProxy(noProxy string) string {
+	var hs []string
+	for h := range strings.SplitSeq(noProxy, ",") {
+		if h = strings.TrimSpace(h); h == "" {
+			continue
+		}
+		if strings.Contains(h, ":") {
+			h = "[" + h + "]"
+		}
+		hs = append(hs, h)
+	}
+	return strings.Join(hs, "|")
+}
+
+// JavaToolOptions returns the JAVA_TOOL_OPTIONS value that points a JVM's
+// HTTP and HTTPS clients at the HTTP proxy on 127.0.0.1:httpPort:
+// -Dhttp.proxyHost, -Dhttp.proxyPort, -Dhttps.proxyHost,
+// -Dhttps.proxyPort and -Dhttp.nonProxyHosts=[JavaNonProxyHosts] (the
+// https scheme reads the http one). Java reads these properties, never
+// the proxy variables; java.net.HttpURLConnection and
+// java.net.http.HttpClient (through ProxySelector.getDefault()) honour
+// them. Every JVM reads JAVA_TOOL_OPTIONS (JVM TI specification) and
+// prints "Picked up JAVA_TOOL_OPTIONS: ..." on stderr when it is set.
+// The JVM splits the value at white space, which none of these hold.
+func JavaToolOptions(httpPort int) string {
+	p := strconv.Itoa(httpPort)
+	return "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=" + p +
+		" -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort=" + p +
+		" -Dhttp.nonProxyHosts=" + JavaNonProxyHosts
+}
+
 // ProxyEnv returns "NAME=value" entries that point the usual tools of a
 // sandboxed command at the forwarders listening on 127.0.0.1:httpPort
 // (HTTP proxy) and 127.0.0.1:socksPort (SOCKS5). A port of 0 leaves out the
@@ -81,6 +120,10 @@ const NoProxy = "localhost,127.0.0.1,::1"
 //   - PIP_PROXY: pip's --proxy option, used for every index request.
 //   - YARN_HTTP_PROXY, YARN_HTTPS_PROXY: Yarn 2+ reads only its own
 //     settings.
+//   - JAVA_TOOL_OPTIONS = JavaToolOptions(httpPort): JVMs read
+//     properties, not variables. Every JVM then prints "Picked up
+//     JAVA_TOOL_OPTIONS: ..." on stderr (Java's documented behaviour), and
+//     a command that sets JAVA_TOOL_OPTIONS itself replaces this value.
 //
 // With socksPort:
 //
@@ -92,9 +135,7 @@ const NoProxy = "localhost,127.0.0.1,::1"
 // Always (when any port is set): no_proxy, NO_PROXY = [NoProxy].
 //
 // Not covered: git over ssh (the sandbox cannot reach port 22; use https
-// remotes), git:// remotes, and JVMs, which read -Dhttp.proxyHost style
-// properties rather than variables (setting JAVA_TOOL_OPTIONS would make
-// every JVM print a notice, so that is left to the caller).
+// remotes) and git:// remotes.
 func ProxyEnv(httpPort, socksPort int, nodeShim string) []string {
 	var env []string
 	if httpPort > 0 {
@@ -110,6 +151,7 @@ func ProxyEnv(httpPort, socksPort int, nodeShim string) []string {
 			"npm_config_proxy="+u, "npm_config_https_proxy="+u,
 			"PIP_PROXY="+u,
 			"YARN_HTTP_PROXY="+u, "YARN_HTTPS_PROXY="+u,
+			"JAVA_TOOL_OPTIONS="+JavaToolOptions(httpPort),
 		)
 	}
 	if socksPort > 0 {

@@ -198,6 +198,18 @@ func TestNodeOptions(t *testing.T) {
 	}
 }
 
+func TestJavaNonProxy(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{NoProxy, "localhost|127.0.0.1|[::1]"},
+		{"", ""},
+		{" a.example , ,fe80::1,10.0.0.1", "a.example|[fe80::1]|10.0.0.1"},
+	} {
+		if got := javaNonProxy(tc.in); got != tc.want {
+			t.Errorf("javaNonProxy(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 func TestProxyEnv(t *testing.T) {
 	env := map[string]string{}
 	for _, kv := range ProxyEnv(3128, 1080, "/x/nodeshim.cjs") {
@@ -226,6 +238,7 @@ func TestProxyEnv(t *testing.T) {
 		"PIP_PROXY":              "http://127.0.0.1:3128",
 		"YARN_HTTP_PROXY":        "http://127.0.0.1:3128",
 		"YARN_HTTPS_PROXY":       "http://127.0.0.1:3128",
+		"JAVA_TOOL_OPTIONS":      "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=3128 -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort=3128 -Dhttp.nonProxyHosts=localhost|127.0.0.1|[::1]",
 	}
 	for k, v := range want {
 		if env[k] != v {
@@ -248,7 +261,7 @@ func TestProxyEnv(t *testing.T) {
 		t.Errorf("ProxyEnv(0, 0) = %v, want nil", got)
 	}
 	for _, kv := range ProxyEnv(0, 1080, "/x/nodeshim.cjs") {
-		if strings.HasPrefix(strings.ToLower(kv), "http") || strings.HasPrefix(kv, "NODE_") {
+		if strings.HasPrefix(strings.ToLower(kv), "http") || strings.HasPrefix(kv, "NODE_") || strings.HasPrefix(kv, "JAVA_") {
 			t.Errorf("ProxyEnv(0, 1080) has %q", kv)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -167,18 +166,21 @@ var hostTrust struct {
 
 // hostBundlesStamp says what stat(2) sees of SystemCABundles now.
 func hostBundlesStamp() string {
-	var b strings.Builder
-	for _, c := range SystemCABundles {
-		r, err := filepath.EvalSymlinks(c)
-		if err != nil {
-			continue
-		}
-		var st syscall.Stat_t
-		if syscall.Stat(r, &st) == nil {
-			fmt.Fprintf(&b, "%s:%d:%d:%d.%d:%d;", r, st.Size, st.Ino, st.Mtim.Sec, st.Mtim.Nsec, st.Dev)
-		}
+	return stamp(SystemCABundles)
+}
+
+// statStamp is path (symlinks resolved) with its size, inode, mtime and
+// device as stat(2) sees them; "" when it cannot be resolved.
+func statStamp(path string) string {
+	r, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return ""
 	}
-	return b.String()
+	var st syscall.Stat_t
+	if syscall.Stat(r, &st) != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d:%d:%d.%d:%d;", r, st.Size, st.Ino, st.Mtim.Sec, st.Mtim.Nsec, st.Dev)
 }
 
 // WriteBundle writes Bundle(system, caPEM) to dir/bundle-HASH.pem (0644:

@@ -37,6 +37,15 @@ type SecretFacts struct {
 	// resolved, without repeats) that exist: Bundle is bound read-only
 	// over each, and CABundleVars name the first.
 	BundleDests []string
+	// JavaStore is a host file (0644) holding a PKCS#12 trust store of
+	// the system bundle's certificates and corral's CA
+	// (secrets.TrustStore); "" when the host has no Java trust store.
+	JavaStore string
+	// JavaStoreDests are the Java trust stores (secrets.JavaTrustStores,
+	// symlinks resolved, without repeats) that exist: JavaStore is bound
+	// read-only over each, so JVMs whose cacerts lead there trust
+	// corral's CA.
+	JavaStoreDests []string
 	// Helper is corral's executable on the host (symlinks resolved): it is
 	// bound read-only at the same path in the sandbox and serves as git's
 	// credential helper there (package secrets/gitcred); "" leaves git
@@ -69,6 +78,12 @@ func (p *planner) planSecrets(env []string) ([]string, []string, error) {
 			set = append(set, v+"="+f.BundleDests[0])
 		}
 	}
+	if f.JavaStore != "" {
+		for _, d := range f.JavaStoreDests {
+			p.add(phaseReveal, mount{Kind: mRoBind, Src: f.JavaStore, Dest: d})
+		}
+		p.reach = append(p.reach, f.JavaStore)
+	}
 	if f.Helper != "" && filepath.IsAbs(f.Helper) {
 		// Bound even where the path is visible already: the executable
 		// may live under /tmp or a hidden directory (a test binary does),
@@ -84,9 +99,10 @@ func (p *planner) planSecrets(env []string) ([]string, []string, error) {
 
 // prepareSecrets resolves req's secrets (secrets.Prepare: reading the
 // real values from the caller's environment or files) and writes the
-// trust bundle. Errors wrap sandbox.ErrBadRequest (a value cannot be read
-// or used: the message names the secret, never the value) or
-// sandbox.ErrUnavailable (no CA).
+// trust bundle and, where the host has a Java trust store, a trust store
+// for JVMs (secrets.HostJavaTrust). Errors wrap sandbox.ErrBadRequest (a
+// value cannot be read or used: the message names the secret, never the
+// value) or sandbox.ErrUnavailable (no CA).
 func (b *Backend) prepareSecrets(req *sandbox.Request) ([]secrets.Secret, *SecretFacts, error) {
 	prep, err := secrets.Prepare(req)
 	if err != nil || prep == nil {
@@ -99,6 +115,9 @@ func (b *Backend) prepareSecrets(req *sandbox.Request) ([]secrets.Secret, *Secre
 	f := &SecretFacts{Env: prep.Env, Strip: prep.Strip, Files: prep.Files}
 	if f.BundleDests, f.Bundle, err = secrets.HostTrustBundle(filepath.Join(b.opts.StateDir, "trust"), ca.CertPEM()); err != nil {
 		return nil, nil, fmt.Errorf("%w: secrets: writing the trust bundle: %v", sandbox.ErrUnavailable, err)
+	}
+	if f.JavaStoreDests, f.JavaStore, err = secrets.HostJavaTrust(filepath.Join(b.opts.StateDir, "trust"), ca.CertPEM()); err != nil {
+		return nil, nil, fmt.Errorf("%w: secrets: writing the Java trust store: %v", sandbox.ErrUnavailable, err)
 	}
 	f.Helper = helperExecutable()
 	return prep.Secrets, f, nil

@@ -14,8 +14,9 @@ import (
 func TestPlanSecrets(t *testing.T) {
 	f := newPlanFix(t)
 	bundle := filepath.Join(f.base, "bundle.pem")
+	store := filepath.Join(f.base, "truststore.p12")
 	tokenFile := filepath.Join(f.data, "token")
-	for _, p := range []string{bundle, tokenFile} {
+	for _, p := range []string{bundle, store, tokenFile} {
 		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -30,6 +31,9 @@ func TestPlanSecrets(t *testing.T) {
 		Files:       []string{tokenFile},
 		Bundle:      bundle,
 		BundleDests: []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"},
+		JavaStore:   store,
+		// A path the host need not have: the plan binds over it as told.
+		JavaStoreDests: []string{"/etc/ssl/certs/java/cacerts"},
 	}
 	host := f.host()
 	host.Secrets = facts
@@ -58,13 +62,13 @@ func TestPlanSecrets(t *testing.T) {
 	for _, m := range plan.Mounts {
 		got = append(got, planM(m))
 	}
-	for _, want := range []string{"ro-bind " + bundle + " /etc/ssl/certs/ca-certificates.crt", "ro-bind " + bundle + " /etc/pki/tls/certs/ca-bundle.crt", "ro-bind " + f.empty + " " + tokenFile} {
+	for _, want := range []string{"ro-bind " + bundle + " /etc/ssl/certs/ca-certificates.crt", "ro-bind " + bundle + " /etc/pki/tls/certs/ca-bundle.crt", "ro-bind " + store + " /etc/ssl/certs/java/cacerts", "ro-bind " + f.empty + " " + tokenFile} {
 		if !slices.Contains(got, want) {
 			t.Errorf("no mount %q in%s", want, planDump(plan.Mounts))
 		}
 	}
-	if !slices.Contains(plan.Reach, bundle) {
-		t.Errorf("Reach %v lacks the bundle", plan.Reach)
+	if !slices.Contains(plan.Reach, bundle) || !slices.Contains(plan.Reach, store) {
+		t.Errorf("Reach %v lacks the bundle or the Java trust store", plan.Reach)
 	}
 
 	for _, prof := range []sandbox.Profile{sandbox.ProfileNetwork, sandbox.ProfileWorkspace, sandbox.ProfileRestricted} {

@@ -315,12 +315,16 @@ func TestImageBundle(t *testing.T) {
 	pem := []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	for _, d := range []string{"etc/", "etc/ssl/", "etc/ssl/certs/"} {
+	for _, d := range []string{"etc/", "etc/ssl/", "etc/ssl/certs/", "etc/ssl/certs/java/", "etc/pki/", "etc/pki/ca-trust/", "etc/pki/ca-trust/extracted/", "etc/pki/ca-trust/extracted/java/"} {
 		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755})
 	}
 	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/ssl/certs/ca-certificates.crt", Mode: 0o644, Size: int64(len(pem))})
 	tw.Write(pem)
 	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "etc/ssl/cert.pem", Linkname: "certs/ca-certificates.crt"})
+	// A Java trust store, and Fedora's path a symlink to it: one store.
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/ssl/certs/java/cacerts", Mode: 0o644, Size: 4})
+	tw.Write([]byte("JKS?"))
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "etc/pki/ca-trust/extracted/java/cacerts", Linkname: "/etc/ssl/certs/java/cacerts"})
 	tw.Close()
 	ref := "corral-test-trust:1"
 	res, err := f.cli.ImageImport(context.Background(), client.ImageImportSource{Source: &buf, SourceName: "-"}, ref, client.ImageImportOptions{})
@@ -334,14 +338,15 @@ func TestImageBundle(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	dests, data, err := f.e.imageBundle(context.Background(), cli, ref)
+	it, err := f.e.imageBundle(context.Background(), cli, ref)
 	t.Logf("reading an image's trust bundles: %v (once per image and corral process)", time.Since(start))
-	if err != nil || !slices.Equal(dests, []string{"/etc/ssl/certs/ca-certificates.crt"}) || !bytes.Equal(data, pem) {
-		t.Errorf("imageBundle = %q, %q, %v", dests, data, err)
+	if err != nil || !slices.Equal(it.dests, []string{"/etc/ssl/certs/ca-certificates.crt"}) || !bytes.Equal(it.system, pem) ||
+		!slices.Equal(it.javaDests, []string{"/etc/ssl/certs/java/cacerts"}) {
+		t.Errorf("imageBundle = %q, %q, Java %q, %v", it.dests, it.system, it.javaDests, err)
 	}
-	dests, data, err = f.e.imageBundle(context.Background(), cli, dockertest.Image(t, f.cli))
-	if err != nil || len(dests) != 0 || data != nil {
-		t.Errorf("test image: imageBundle = %q, %d bytes, %v", dests, len(data), err)
+	it, err = f.e.imageBundle(context.Background(), cli, dockertest.Image(t, f.cli))
+	if err != nil || len(it.dests) != 0 || it.system != nil || len(it.javaDests) != 0 {
+		t.Errorf("test image: imageBundle = %q, %d bytes, Java %q, %v", it.dests, len(it.system), it.javaDests, err)
 	}
 	if n := f.containers("trust-probe"); len(n) != 0 {
 		t.Errorf("probe containers left: %v", n)

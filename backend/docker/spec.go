@@ -233,6 +233,9 @@ func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extr
 		for _, d := range trust.Dests {
 			specs = append(specs, bindSpec{trust.Bundle, d, true})
 		}
+		for _, d := range trust.JavaDests {
+			specs = append(specs, bindSpec{trust.JavaStore, d, true})
+		}
 	}
 	if err := addBinds(append(specs, covers...)); err != nil {
 		return nil, err

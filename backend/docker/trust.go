@@ -29,10 +29,15 @@ const maxBundle = 16 << 20
 // trustSpec is the trust bundle of a container with secrets: the host
 // file Bundle (the image's system bundle, else the host's, followed by
 // corral's CA certificate; never its key) bound read-only at each of
-// Dests.
+// Dests; and, when the image has a Java trust store
+// (secrets.JavaTrustStores), the host file JavaStore (the same
+// certificates as a PKCS#12 trust store, secrets.TrustStore) bound
+// read-only at each of JavaDests.
 type trustSpec struct {
-	Bundle string
-	Dests  []string
+	Bundle    string
+	Dests     []string
+	JavaStore string
+	JavaDests []string
 }
 
 // secretSpec is what a request's secrets change: the proxy's secrets and
@@ -91,7 +96,7 @@ func exposedSecretFile(files, roots []string) (file, root string) {
 
 // prepareSecrets resolves req's secrets (secrets.Prepare, which refuses
 // profiles other than allowlist) and writes the container's trust bundle
-// into Options.TrustDir. It returns nil when req declares none. Errors
+// (and Java trust store, when the image has one) into Options.TrustDir. It returns nil when req declares none. Errors
 // wrap sandbox.ErrBadRequest (a value cannot be read; a file source the
 // container could read) or sandbox.ErrUnavailable (no CA, no trust
 // directory, the image's bundle cannot be read).
@@ -121,22 +126,29 @@ func (b *Backend) prepareSecrets(ctx context.Context, req *sandbox.Request, root
 	if err := b.ensureImage(ctx, cli, req.Progress); err != nil {
 		return nil, err
 	}
-	imgDests, imgSystem, err := e.imageBundle(ctx, cli, b.st.Image)
+	img, err := e.imageBundle(ctx, cli, b.st.Image)
 	if err != nil {
 		return nil, err
 	}
 	var hostSystem []byte
-	if len(imgDests) == 0 {
+	if len(img.dests) == 0 {
 		_, hostSystem = secrets.HostBundles()
 	}
-	dests, system := chooseTrust(imgDests, imgSystem, hostSystem)
+	dests, system := chooseTrust(img.dests, img.system, hostSystem)
 	bundle, err := secrets.WriteBundle(e.opts.TrustDir, system, ca.CertPEM())
 	if err != nil {
 		return nil, fmt.Errorf("%w: secrets: writing the trust bundle: %v", sandbox.ErrUnavailable, err)
 	}
+	trust := &trustSpec{Bundle: bundle, Dests: dests}
+	if len(img.javaDests) > 0 {
+		if trust.JavaStore, err = secrets.WriteTrustStore(e.opts.TrustDir, system, ca.CertPEM()); err != nil {
+			return nil, fmt.Errorf("%w: secrets: writing the Java trust store: %v", sandbox.ErrUnavailable, err)
+		}
+		trust.JavaDests = img.javaDests
+	}
 	return &secretSpec{
 		prep:  prep,
-		trust: &trustSpec{Bundle: bundle, Dests: dests},
+		trust: trust,
 		Strip: prep.Strip,
 		Set:   slices.Concat(prep.Env, secrets.BundleEnv(dests[0]), gitcred.Env(inside.Path, req.Secrets)),
 		key:   secretsKey(prep),
@@ -145,18 +157,20 @@ func (b *Backend) prepareSecrets(ctx context.Context, req *sandbox.Request, root
 
 // imageBundle returns the system trust bundles (secrets.SystemCABundles)
 // that image holds as regular files, symlinks resolved in the image, and
-// the content of the first; nothing when it has none. It reads them from
+// the content of the first, and its Java trust stores
+// (secrets.JavaTrustStores, found the same way; not read); nothing when
+// it has none. It reads them from
 // a container created (never started) for the purpose and removed at
 // once; the answer is kept per image ID for the engine's life.
-func (e *Engine) imageBundle(ctx context.Context, cli *client.Client, image string) ([]string, []byte, error) {
+func (e *Engine) imageBundle(ctx context.Context, cli *client.Client, image string) (imageTrust, error) {
 	ins, err := cli.ImageInspect(ctx, image)
 	if err != nil {
-		return nil, nil, e.engineErr("inspecting image "+image, err)
+		return imageTrust{}, e.engineErr("inspecting image "+image, err)
 	}
 	e.mu.Lock()
 	if c, ok := e.bundles[ins.ID]; ok {
 		e.mu.Unlock()
-		return c.dests, c.system, nil
+		return c, nil
 	}
 	e.mu.Unlock()
 	start := time.Now()
@@ -166,7 +180,7 @@ func (e *Engine) imageBundle(ctx context.Context, cli *client.Client, image stri
 		Name:       randomName(),
 	})
 	if err != nil {
-		return nil, nil, e.engineErr("creating a container to read the image's trust bundle", err)
+		return imageTrust{}, e.engineErr("creating a container to read the image's trust bundle", err)
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.Background(), 30e9)
@@ -185,20 +199,29 @@ func (e *Engine) imageBundle(ctx context.Context, cli *client.Client, image stri
 		}
 		dests = append(dests, path)
 	}
+	var javaDests []string
+	for _, p := range secrets.JavaTrustStores {
+		if path, _, ok := readImageFile(ctx, cli, res.ID, p, false); ok && !slices.Contains(javaDests, path) {
+			javaDests = append(javaDests, path)
+		}
+	}
+	it := imageTrust{dests, system, javaDests}
 	e.mu.Lock()
 	if e.bundles == nil {
 		e.bundles = map[string]imageTrust{}
 	}
-	e.bundles[ins.ID] = imageTrust{dests, system}
+	e.bundles[ins.ID] = it
 	e.mu.Unlock()
-	e.log.Info("docker.trust.image", "image", image, "bundles", strings.Join(dests, ","), "ms", time.Since(start).Milliseconds())
-	return dests, system, nil
+	e.log.Info("docker.trust.image", "image", image, "bundles", strings.Join(dests, ","), "java_stores", strings.Join(javaDests, ","), "ms", time.Since(start).Milliseconds())
+	return it, nil
 }
 
-// imageTrust is an image's system trust bundles (Engine.imageBundle).
+// imageTrust is an image's system trust bundles and Java trust stores
+// (Engine.imageBundle).
 type imageTrust struct {
-	dests  []string
-	system []byte
+	dests     []string
+	system    []byte
+	javaDests []string
 }
 
 // readImageFile reads path in the (created) container id, following a

@@ -59,7 +59,8 @@ func TestSpecTrust(t *testing.T) {
 	}
 	filter := &filterSpec{profile: "{}", denyUnix: true}
 	eg := &egressSpec{policy: netproxy.Policy{Allow: []string{"api.example.com"}}, key: "api.example.com|"}
-	trust := &trustSpec{Bundle: "/state/trust/bundle-1.pem", Dests: []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/ssl/cert.pem"}}
+	trust := &trustSpec{Bundle: "/state/trust/bundle-1.pem", Dests: []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/ssl/cert.pem"},
+		JavaStore: "/state/trust/truststore-1.p12", JavaDests: []string{"/etc/ssl/certs/java/cacerts"}}
 	plain, err := buildSpec(&st, p, testWS, "/opt/corral", nil, nil, "", nil, filter, eg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +73,11 @@ func TestSpecTrust(t *testing.T) {
 		if !slices.ContainsFunc(s.Host.Mounts, func(m mount.Mount) bool { return m.Source == trust.Bundle && m.Target == d && m.ReadOnly }) {
 			t.Errorf("no read-only bundle mount at %s: %+v", d, s.Host.Mounts)
 		}
+	}
+	if !slices.ContainsFunc(s.Host.Mounts, func(m mount.Mount) bool {
+		return m.Source == trust.JavaStore && m.Target == "/etc/ssl/certs/java/cacerts" && m.ReadOnly
+	}) {
+		t.Errorf("no read-only Java trust store mount: %+v", s.Host.Mounts)
 	}
 	if s.Hash == plain.Hash {
 		t.Error("the bundle mount does not change the hash")

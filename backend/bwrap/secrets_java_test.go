@@ -1,0 +1,120 @@
+package bwrap
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/corralhq/corral/internal/testcert"
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/secrets"
+)
+
+// fetchJava fetches its first argument with java.net.http.HttpClient and
+// its second with HttpsURLConnection, each sending the stand-in of
+// GITHUB_TOKEN in Authorization. Neither names a proxy or a trust store:
+// both come from what corral sets up (JAVA_TOOL_OPTIONS, the trust store
+// bound over the system's).
+const fetchJava = `import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+
+public class Fetch {
+    public static void main(String[] args) throws Exception {
+        String auth = "Bearer " + System.getenv("GITHUB_TOKEN");
+        HttpResponse<String> r = HttpClient.newHttpClient().send(
+            HttpRequest.newBuilder(URI.create(args[0])).header("Authorization", auth).build(),
+            HttpResponse.BodyHandlers.ofString());
+        System.out.println("httpclient: " + r.statusCode() + " " + r.body());
+        if (args.length < 2) return;
+        javax.net.ssl.HttpsURLConnection c = (javax.net.ssl.HttpsURLConnection) URI.create(args[1]).toURL().openConnection();
+        c.setRequestProperty("Authorization", auth);
+        System.out.println("urlconnection: " + c.getResponseCode() + " " + new String(c.getInputStream().readAllBytes()));
+    }
+}
+`
+
+// javaHomes are the JDKs the test runs, where installed: Debian's 17 (its
+// cacerts a symlink to /etc/ssl/certs/java/cacerts) and a Temurin 25.
+var javaHomes = []string{"/usr/lib/jvm/java-17-openjdk-amd64", "/usr/lib/jvm/temurin-25-jdk-amd64"}
+
+// TestSecretsJava runs a Java program (the single-file source launcher,
+// no javac step) in a bwrap sandbox of the allowlist profile with a
+// secret: the JVM finds corral's proxy through JAVA_TOOL_OPTIONS and
+// trusts corral's CA through the trust store bound over the system's;
+// the server sees the real token. With a trust store that lacks corral's
+// CA the handshake fails, so the trust comes from corral's store.
+func TestSecretsJava(t *testing.T) {
+	e := newEnv(t)
+	if len(secrets.HostJavaStores()) == 0 {
+		t.Skipf("no Java trust store on this host (%v; apt-get install ca-certificates-java)", secrets.JavaTrustStores)
+	}
+	var homes []string
+	for _, h := range javaHomes {
+		if _, err := os.Stat(filepath.Join(h, "bin", "java")); err == nil {
+			homes = append(homes, h)
+		}
+	}
+	if len(homes) == 0 {
+		t.Skipf("no JDK at %v (apt-get install openjdk-17-jdk-headless)", javaHomes)
+	}
+	w := newSecretsWorld(t, e)
+	if err := os.WriteFile(filepath.Join(e.work, "Fetch.java"), []byte(fetchJava), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A trust store of the host's bundle and another CA: Java given it
+	// must refuse corral's certificates.
+	_, system := secrets.HostBundles()
+	_, otherCA := testcert.New(t, "other-ca.test")
+	foreign, err := secrets.TrustStore(system, otherCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.work, "foreign.p12"), foreign, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	secretsOn := func(r *sandbox.Request) {
+		allowlist(r)
+		r.Secrets = []sandbox.Secret{{Name: "GITHUB_TOKEN", From: "env:GH_REAL", Hosts: []string{"api.allowed.test"}}}
+		r.Timeout = 120e9
+		// Where memory_mb is an address-space limit (RLIMIT_AS: no
+		// memory cgroup, as for an unprivileged caller here) the JVM
+		// cannot start under the default 256 MiB: it reserves
+		// gigabytes it never touches (see javaMemoryMB). The source
+		// launcher compiles the program first: a few CPU seconds.
+		r.Limits.MemoryMB = javaMemoryMB
+		r.Limits.CPUSeconds = 60
+	}
+	for _, home := range homes {
+		t.Run(filepath.Base(home), func(t *testing.T) {
+			java := filepath.Join(home, "bin", "java")
+			m := w.mark()
+			o := e.sh(java+` Fetch.java https://api.allowed.test/java-client https://api.allowed.test/java-urlconnection`, secretsOn)
+			mustContain(t, o, "httpclient: 200 hello host=api.allowed.test path=/java-client",
+				"urlconnection: 200 hello host=api.allowed.test path=/java-urlconnection",
+				"Picked up JAVA_TOOL_OPTIONS: -Dhttp.proxyHost=127.0.0.1")
+			mustNotContain(t, o, realGH)
+			seen := w.seenSince(m)
+			for _, p := range []string{"/java-client", "/java-urlconnection"} {
+				if !strings.Contains(seen, "api.allowed.test GET "+p+" auth=Bearer "+realGH) {
+					t.Errorf("the server did not get the real token at %s:\n%s\nsandbox:\n%s", p, seen, o)
+				}
+			}
+			o = e.sh(java+` -Djavax.net.ssl.trustStore=foreign.p12 -Djavax.net.ssl.trustStorePassword=changeit Fetch.java https://api.allowed.test/java-foreign`, secretsOn)
+			if o.res.ExitCode == 0 || !strings.Contains(o.stderr, "PKIX path building failed") {
+				t.Errorf("with a trust store lacking corral's CA the fetch did not fail at the handshake:\n%s", o)
+			}
+		})
+	}
+}
+
+// javaMemoryMB is the memory limit the Java test gives its sandboxes,
+// in MiB. Measured here (24 GiB of RAM) under ulimit -v: Java 17 starts
+// from 4096, Temurin 25 from 6144 (the JVM reserves its maximum heap, a
+// quarter of the machine's memory capped by the limit, plus 1 GiB of
+// compressed class space and 240 MiB of code cache, and glibc reserves
+// up to 64 MiB per thread for malloc). Under a memory cgroup (bwrap run
+// by root here) the default 256 suffices for this program.
+const javaMemoryMB = 8192

@@ -1,0 +1,111 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/moby/moby/client"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// javaHome is the JDK the docker Java test binds into its container (a
+// self-contained JDK: only libc besides its own libraries).
+const javaHome = "/usr/lib/jvm/temurin-25-jdk-amd64"
+
+// fetchJavaDocker fetches its argument with java.net.http.HttpClient,
+// sending the stand-in of GITHUB_TOKEN; it names no proxy and no trust
+// store.
+const fetchJavaDocker = `public class Fetch {
+    public static void main(String[] args) throws Exception {
+        var r = java.net.http.HttpClient.newHttpClient().send(
+            java.net.http.HttpRequest.newBuilder(java.net.URI.create(args[0]))
+                .header("Authorization", "Bearer " + System.getenv("GITHUB_TOKEN")).build(),
+            java.net.http.HttpResponse.BodyHandlers.ofString());
+        System.out.println("java: " + r.statusCode() + " " + r.body());
+    }
+}
+`
+
+// TestSecretsDockerJava: in an image with a Java trust store (the test
+// image plus a placeholder at /etc/ssl/certs/java/cacerts), a JVM (the
+// host's Temurin, bound read-only; its lib/security/cacerts links to that
+// path) reaches a secret's host through the proxy (JAVA_TOOL_OPTIONS) and
+// trusts corral's CA (the trust store bound over the placeholder); the
+// server sees the real token.
+func TestSecretsDockerJava(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(javaHome, "bin", "java")); err != nil {
+		t.Skipf("no JDK at %s (Temurin 25)", javaHome)
+	}
+	f := newSecretsFixture(t)
+	ref := javaImage(t, f.cli, f.b.Settings().Image)
+	st := f.b.Settings()
+	st.Image = ref
+	st.Binds = []sandbox.Bind{{Src: javaHome, ReadOnly: true}}
+	f.b = f.e.Backend(st)
+	if err := os.WriteFile(filepath.Join(f.ws, "Fetch.java"), []byte(fetchJavaDocker), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, out := f.run("java", javaHome+"/bin/java Fetch.java https://api.allowed.test/java", withSecret, func(r *sandbox.Request) {
+		r.Timeout = 3 * 60e9
+		// The defaults are enough here: the container's memory limit is
+		// a cgroup, not an address-space limit.
+		r.Limits = sandbox.DefaultLimits
+	})
+	if res.ExitCode != 0 || !strings.Contains(out, "java: 200 hello api.allowed.test") || !strings.Contains(out, "Picked up JAVA_TOOL_OPTIONS") {
+		t.Fatalf("exit %d:\n%s", res.ExitCode, out)
+	}
+	if strings.Contains(out, realToken) {
+		t.Errorf("the container saw the real value:\n%s", out)
+	}
+	if !strings.Contains(f.seen(), "api.allowed.test auth=Bearer "+realToken) {
+		t.Errorf("the server did not get the real token:\n%s", f.seen())
+	}
+}
+
+// javaImage builds (once per base) base plus a placeholder Java trust
+// store at /etc/ssl/certs/java/cacerts, which holds no certificate: a
+// JVM that trusts corral's CA got it from corral's store.
+func javaImage(t *testing.T, cli *client.Client, base string) string {
+	t.Helper()
+	ref := "corral-test-java:2-" + strings.ReplaceAll(strings.TrimPrefix(base, "corral-test:"), ":", "-")
+	if _, err := cli.ImageInspect(context.Background(), ref); err == nil {
+		return ref
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(name, data string) {
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(data))})
+		tw.Write([]byte(data))
+	}
+	// The JDK's libraries need these besides libc, which the test image
+	// lacks (their symlinks resolved; copied from the host).
+	dockerfile := "FROM " + base + "\nCOPY cacerts /etc/ssl/certs/java/cacerts\n"
+	for _, l := range []string{"libdl.so.2", "libpthread.so.0", "libm.so.6", "librt.so.1", "libz.so.1"} {
+		data, err := os.ReadFile(filepath.Join("/lib/x86_64-linux-gnu", l))
+		if err != nil {
+			t.Skipf("the JDK's library %s is not on this host: %v", l, err)
+		}
+		add(l, string(data))
+		dockerfile += "COPY " + l + " /lib/x86_64-linux-gnu/" + l + "\n"
+	}
+	add("Dockerfile", dockerfile)
+	add("cacerts", "not a trust store\n")
+	tw.Close()
+	res, err := cli.ImageBuild(context.Background(), &buf, client.ImageBuildOptions{Tags: []string{ref}, Remove: true, ForceRemove: true})
+	if err != nil {
+		t.Fatalf("building %s: %v", ref, err)
+	}
+	msg, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if _, err := cli.ImageInspect(context.Background(), ref); err != nil {
+		t.Fatalf("building %s: %v\n%s", ref, err, msg)
+	}
+	return ref
+}
