@@ -239,8 +239,14 @@ func (b *Backend) startRelay(ctx context.Context, cli *client.Client, c *ctr, re
 	return rs, nil
 }
 
-func (r *relayStream) StartedC() <-chan int       { return r.started }
+// StartedC delivers the command's process group once the relay reports
+// it (agentclient's stream of a command).
+func (r *relayStream) StartedC() <-chan int { return r.started }
+
+// FinishedC is closed when the relay has reported the command's end.
 func (r *relayStream) FinishedC() <-chan struct{} { return r.finished }
+
+// Signal sends sig to the command's process group through the container.
 func (r *relayStream) Signal(sig syscall.Signal) error {
 	return r.ctl.frameTimeout(inside.KindSignal, []byte(strconv.Itoa(int(sig))), time.Second)
 }
