@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -152,5 +153,26 @@ func TestAgentLost(t *testing.T) {
 	<-c.Done()
 	if _, err := c.Start(req, nil, "/"); !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "test backend: lost corral's helper in local") {
 		t.Errorf("after the loss: %v", err)
+	}
+}
+
+// TestAgentVanishedDir: a command whose directory is gone (made in an
+// earlier pod's workspace) starts in the nearest directory above it that
+// exists, and says so, instead of failing to start.
+func TestAgentVanishedDir(t *testing.T) {
+	c, _ := localAgent(t)
+	base := t.TempDir()
+	var out, errb bytes.Buffer
+	req := &sandbox.Request{Argv: []string{"sh", "-c", "pwd"}, Stdout: &out, Stderr: &errb}
+	s, err := c.Start(req, []string{"PATH=/usr/bin:/bin"}, filepath.Join(base, "gone", "deeper"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Wait(context.Background(), req, s, time.Now(), WaitOptions{KillGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || strings.TrimSpace(out.String()) != base || !strings.Contains(errb.String(), "no longer exists; starting in "+base) {
+		t.Errorf("exit %d, stdout %q, stderr %q; want it to start in %s and say so", res.ExitCode, out.String(), errb.String(), base)
 	}
 }

@@ -143,11 +143,19 @@ func runCommand(c command, emit func(kind byte, p []byte) error, started func(pg
 		}
 		readers[i], writers[i] = r, w
 	}
+	dir, moved := existingDir(c.Dir)
+	if moved {
+		// The session's directory is gone (deleted, or made in an earlier
+		// pod or container whose workspace did not outlive it): start in
+		// the nearest directory above it that exists, as bwrap does, and
+		// say so; the session then records where the command ended.
+		_ = emit(KindStderr, []byte(fmt.Sprintf("corral: %s no longer exists; starting in %s\n", c.Dir, dir)))
+	}
 	cmd := &exec.Cmd{
 		Path:        path,
 		Args:        c.Argv,
 		Env:         c.Env,
-		Dir:         c.Dir,
+		Dir:         dir,
 		Stdout:      writers[0],
 		Stderr:      writers[1],
 		ExtraFiles:  writers[2:],
@@ -359,6 +367,22 @@ func readControl(r io.Reader, stdinW *os.File, pgid int) {
 			if n, err := strconv.Atoi(string(p)); err == nil && n > 0 && n < 65 {
 				KillSession(pgid, syscall.Signal(n))
 			}
+		}
+	}
+}
+
+// existingDir returns dir when it is a directory, else its nearest
+// ancestor that is one (moved true); "" stays "" (the helper's own).
+func existingDir(dir string) (string, bool) {
+	if dir == "" {
+		return "", false
+	}
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			return d, d != filepath.Clean(dir)
+		}
+		if d == "/" {
+			return "/", true
 		}
 	}
 }
