@@ -55,14 +55,23 @@ func TestEscapeOption(t *testing.T) {
 func TestMountsLayer(t *testing.T) {
 	info := "36 35 98:0 / /mnt rw,noatime master:1 - ext3 /dev/root rw,errors=continue\n" +
 		"40 36 0:50 / /work/p rw,relatime - overlay overlay rw,lowerdir=/work/p,upperdir=/s/a\\054b/upper,workdir=/s/a\\054b/work,userxattr\n"
-	if !mountsLayer([]byte(info), "upperdir="+escapeOption("/s/a,b/upper")) {
+	if !mountsLayer([]byte(info), "upperdir="+escapeOption("/s/a,b/upper"), "/work/p") {
 		t.Error("the overlay of /s/a,b/upper not found")
 	}
-	if mountsLayer([]byte(info), "upperdir="+escapeOption("/s/a")) {
+	if mountsLayer([]byte(info), "upperdir="+escapeOption("/s/a"), "/work/p") {
 		t.Error("a prefix of another layer's upper matched")
 	}
-	if mountsLayer([]byte("36 35 98:0 / /mnt rw - ext4 upperdir=/s/a/upper rw\n"), "upperdir=/s/a/upper") {
+	if mountsLayer([]byte("36 35 98:0 / /mnt rw - ext4 upperdir=/s/a/upper rw\n"), "upperdir=/s/a/upper", "/mnt") {
 		t.Error("a non-overlay mount matched")
+	}
+	// The same mount where propagation carried it into a host namespace
+	// (the engine's volume directory) is not a session's view.
+	engine := "50 36 0:50 / /var/lib/docker/volumes/x/_data rw - overlay overlay rw,lowerdir=/work/p,upperdir=/s/a\\054b/upper,userxattr\n"
+	if mountsLayer([]byte(engine), "upperdir="+escapeOption("/s/a,b/upper"), "/work/p") {
+		t.Error("the engine's volume mount counted as a session's view")
+	}
+	if got := escapeMountPoint("/a b\\c"); got != `/a\040b\134c` {
+		t.Errorf("escapeMountPoint = %q", got)
 	}
 }
 

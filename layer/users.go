@@ -37,6 +37,7 @@ func Users(l *Layer) ([]Process, error) {
 		return nil, err
 	}
 	want := "upperdir=" + escapeOption(l.Upper())
+	at := escapeMountPoint(l.Lower)
 	self, _ := os.Stat("/proc/self/ns/mnt")
 	var out []Process
 	for _, e := range ents {
@@ -51,7 +52,7 @@ func Users(l *Layer) ([]Process, error) {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "mountinfo"))
-		if err != nil || !bytes.Contains(b, []byte(want)) || !mountsLayer(b, want) {
+		if err != nil || !bytes.Contains(b, []byte(want)) || !mountsLayer(b, want, at) {
 			continue
 		}
 		p := Process{PID: pid}
@@ -65,14 +66,21 @@ func Users(l *Layer) ([]Process, error) {
 }
 
 // mountsLayer says whether mountinfo has an overlay mount whose super
-// options hold opt (a whole option). A line is "ID PARENT M:N ROOT POINT
-// OPTS [TAGS...] - FSTYPE SOURCE SUPEROPTS" (proc(5)).
-func mountsLayer(mountinfo []byte, opt string) bool {
+// options hold opt (a whole option) mounted at the point at (escaped as
+// mountinfo shows it): where a session's sandbox sees its working
+// directory. The same mount seen elsewhere (a host namespace that mount
+// propagation reached: the engine's volume under /var/lib/docker) is no
+// session's view. A line is "ID PARENT M:N ROOT POINT OPTS [TAGS...] -
+// FSTYPE SOURCE SUPEROPTS" (proc(5)).
+func mountsLayer(mountinfo []byte, opt, at string) bool {
 	sc := bufio.NewScanner(bytes.NewReader(mountinfo))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
-		_, after, ok := strings.Cut(sc.Text(), " - ")
+		before, after, ok := strings.Cut(sc.Text(), " - ")
 		if !ok {
+			continue
+		}
+		if pf := strings.Fields(before); len(pf) < 5 || pf[4] != at {
 			continue
 		}
 		f := strings.Fields(after)
@@ -97,6 +105,22 @@ func escapeOption(p string) string {
 	for _, r := range []byte(p) {
 		switch r {
 		case ' ', '\t', '\n', '\\', ',':
+			b.WriteString("\\" + strconv.FormatInt(int64(r)|0o1000, 8)[1:])
+		default:
+			b.WriteByte(r)
+		}
+	}
+	return b.String()
+}
+
+// escapeMountPoint escapes a path as mountinfo's mount point field shows
+// it: space, tab, newline and backslash in octal (fs/proc_namespace.c,
+// show_mountinfo, mangle " \t\n\\").
+func escapeMountPoint(p string) string {
+	var b strings.Builder
+	for _, r := range []byte(p) {
+		switch r {
+		case ' ', '\t', '\n', '\\':
 			b.WriteString("\\" + strconv.FormatInt(int64(r)|0o1000, 8)[1:])
 		default:
 			b.WriteByte(r)

@@ -154,7 +154,18 @@ func TestReviewEndToEnd(t *testing.T) {
 // server (its layer holder, its file server) still runs.
 func TestApplyWhileBackgroundRuns(t *testing.T) {
 	requireBwrap(t)
-	c := newCLI(t)
+	applyWhileBackgroundRuns(t, newCLI(t))
+}
+
+// TestApplyWhileBackgroundRunsDocker: the same on docker, where the
+// engine's mount of the layer also shows in host mount namespaces (mount
+// propagation) and must not count as a process of the session.
+func TestApplyWhileBackgroundRunsDocker(t *testing.T) {
+	c, _ := dockerCLI(t)
+	applyWhileBackgroundRuns(t, c)
+}
+
+func applyWhileBackgroundRuns(t *testing.T, c *cli) {
 	os.WriteFile(filepath.Join(c.work, "a.txt"), []byte("one\n"), 0o644)
 	cmd := exec.Command(corralBin, "mcp", "--session", "bgrev")
 	cmd.Dir = c.work
