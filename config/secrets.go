@@ -13,7 +13,7 @@ import (
 )
 
 // secretFields are the fields of a secrets entry.
-var secretFields = []string{"name", "from", "hosts", "headers", "username", "kind", "secret_from", "secret_name"}
+var secretFields = []string{"name", "from", "hosts", "headers", "username", "kind", "secret_from", "secret_name", "files"}
 
 // reservedSecretNames returns, upper-cased, the variables a secret may not
 // be called: the basics of a process's environment and those corral sets
@@ -42,7 +42,10 @@ func reservedSecretNames() []string {
 //     network.allow; IP addresses are refused (corral's certificate
 //     authority mints certificates for names only);
 //   - headers: optional header names (RFC 9110 section 5.1 tokens), not
-//     Host and not hop-by-hop fields a proxy drops anyway.
+//     Host and not hop-by-hop fields a proxy drops anyway;
+//   - files: optional credential files ("~/.netrc", "/abs/path"), kept
+//     as written ("~/" is expanded against the caller's home when a
+//     command starts, by secrets.CredentialFiles), unique in the list.
 //
 // Nothing is read here: from is a reference, resolved when a command
 // starts, so a missing variable or file fails that command, not Load.
@@ -77,7 +80,7 @@ func parseSecret(raw any) (sandbox.Secret, *problem) {
 	}
 	for f := range m {
 		if !slices.Contains(secretFields, f) {
-			return s, &problem{value: raw, reason: fmt.Sprintf("has unknown field %q (want name, from, hosts, headers, username, kind, secret_from, secret_name)", f)}
+			return s, &problem{value: raw, reason: fmt.Sprintf("has unknown field %q (want name, from, hosts, headers, username, kind, secret_from, secret_name, files)", f)}
 		}
 	}
 	name, ok := m["name"].(string)
@@ -142,7 +145,57 @@ func parseSecret(raw any) (sandbox.Secret, *problem) {
 		}
 		s.Username = u
 	}
+	if v, ok := m["files"]; ok && v != nil {
+		files, ok := v.([]any)
+		if !ok {
+			return s, &problem{sub: ".files", value: v, reason: `is not a list of credential files such as ["~/.netrc"]`}
+		}
+		for i, f := range files {
+			fs, ok := f.(string)
+			reason := "is not a string"
+			if ok {
+				reason = secretFile(fs)
+			}
+			if reason == "" && slices.Contains(s.Files, secretFileClean(fs)) {
+				reason = "names a file listed earlier"
+			}
+			if reason != "" {
+				return s, &problem{sub: fmt.Sprintf(".files[%d]", i), value: f, reason: reason}
+			}
+			s.Files = append(s.Files, secretFileClean(fs))
+		}
+	}
 	return parseSecretKind(s, m)
+}
+
+// secretFile returns why f cannot be a secret's credential file, or "":
+// it must be absolute or start with "~/" (a relative path would depend on
+// where corral runs), name a file below "/" or the home, and hold no NUL.
+// Whether it exists, is regular and small enough is checked when a
+// command starts (secrets.CredentialFiles).
+func secretFile(f string) string {
+	switch {
+	case strings.IndexByte(f, 0) >= 0:
+		return "contains a NUL byte"
+	case strings.HasPrefix(f, "~/"):
+		if secretFileClean(f) == "~/" {
+			return "is the home directory, not a credential file"
+		}
+		return ""
+	case !filepath.IsAbs(f):
+		return "is not an absolute path or ~/path (a relative path would depend on where corral runs)"
+	case filepath.Clean(f) == "/":
+		return "is the root directory, not a credential file"
+	}
+	return ""
+}
+
+// secretFileClean cleans a files entry, keeping a leading "~/".
+func secretFileClean(f string) string {
+	if rest, ok := strings.CutPrefix(f, "~/"); ok {
+		return "~/" + strings.TrimPrefix(filepath.Clean("/"+rest), "/")
+	}
+	return filepath.Clean(f)
 }
 
 // parseSecretKind reads kind, secret_from and secret_name: kind aws (an

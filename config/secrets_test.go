@@ -28,6 +28,8 @@ func TestSecretsLoad(t *testing.T) {
 `, nil, []sandbox.Secret{gh, {Name: "GITLAB_TOKEN", From: "file:/run/keys/gitlab", Hosts: []string{"*.gitlab.example", "gitlab.example"}, Headers: []string{"PRIVATE-TOKEN"}, Username: "oauth2"}}},
 		{"aws", `secrets: [{name: AWS_ACCESS_KEY_ID, kind: aws, from: "env:AK", secret_from: "file:/k//sk", hosts: ["*.amazonaws.com"]}]`, nil,
 			[]sandbox.Secret{{Name: "AWS_ACCESS_KEY_ID", Kind: "aws", From: "env:AK", SecretFrom: "file:/k/sk", Hosts: []string{"*.amazonaws.com"}}}},
+		{"files", `secrets: [{name: T, from: "env:V", hosts: [a.example], files: ["~/.netrc", "~//x/../.npmrc", "/etc//docker/config.json"]}]`, nil,
+			[]sandbox.Secret{{Name: "T", From: "env:V", Hosts: []string{"a.example"}, Files: []string{"~/.netrc", "~/.npmrc", "/etc/docker/config.json"}}}},
 		{"env JSON", "", env(`CORRAL_SECRETS=[{"name":"GITHUB_TOKEN","from":"env:GH_TOKEN","hosts":["github.com","api.github.com"]}]`), []sandbox.Secret{gh}},
 		{"env single mapping", "", env(`CORRAL_SECRETS={name: GITHUB_TOKEN, from: "env:GH_TOKEN", hosts: [github.com, api.github.com]}`), []sandbox.Secret{gh}},
 		{"env empty list clears the file", "secrets: [{name: A, from: 'env:B', hosts: [a.example]}]", env("CORRAL_SECRETS=[]"), []sandbox.Secret{}},
@@ -79,6 +81,12 @@ func TestSecretsBadValues(t *testing.T) {
 		{"aws without secret_from", `[{name: T, kind: aws, from: "env:V", hosts: [a.example]}]`, `secrets[0].secret_from: null is not "env:VAR"`},
 		{"secret_from of a token", `[{name: T, from: "env:V", secret_from: "env:W", hosts: [a.example]}]`, `secrets[0].secret_from: "env:W" belongs to kind: aws only`},
 		{"unknown kind", `[{name: T, kind: gcp, from: "env:V", hosts: [a.example]}]`, `secrets[0].kind: "gcp" is not "token"`},
+		{"relative credential file", `[{name: T, from: "env:V", hosts: [a.example], files: [.netrc]}]`, `secrets[0].files[0]: ".netrc" is not an absolute path or ~/path`},
+		{"tilde user", `[{name: T, from: "env:V", hosts: [a.example], files: ["~bob/.netrc"]}]`, `secrets[0].files[0]: "~bob/.netrc" is not an absolute path or ~/path`},
+		{"home as a file", `[{name: T, from: "env:V", hosts: [a.example], files: ["~/"]}]`, `secrets[0].files[0]: "~/" is the home directory`},
+		{"root as a file", `[{name: T, from: "env:V", hosts: [a.example], files: ["/"]}]`, `secrets[0].files[0]: "/" is the root directory`},
+		{"files not a list", `[{name: T, from: "env:V", hosts: [a.example], files: "~/.netrc"}]`, `secrets[0].files: "~/.netrc" is not a list of credential files`},
+		{"file twice", `[{name: T, from: "env:V", hosts: [a.example], files: ["~/.netrc", "~/./.netrc"]}]`, `secrets[0].files[1]: "~/./.netrc" names a file listed earlier`},
 		{"route", `[]`, ``},
 	}
 	for _, tc := range tests {

@@ -41,6 +41,13 @@ type Secret struct {
 	Kind       string `json:"kind,omitempty" yaml:"kind,omitempty"`
 	SecretName string `json:"secret_name,omitempty" yaml:"secret_name,omitempty"`
 	SecretFrom string `json:"secret_from,omitempty" yaml:"secret_from,omitempty"`
+	// Files are credential files ("~/.netrc", "/abs/path"; "~/" is the
+	// caller's home) that appear read-only in the sandbox at their own
+	// path with every occurrence of the real value (for kind aws, of the
+	// secret access key too) replaced by the stand-in, so tools that read
+	// credentials from files work through the proxy (issue 14). Each must
+	// be a regular file of at most 1 MiB when a command starts.
+	Files []string `json:"files,omitempty" yaml:"files,omitempty"`
 }
 
 // DefaultAWSSecretName is the variable of an aws secret's secret access

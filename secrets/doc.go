@@ -22,6 +22,9 @@
 //     uses to terminate TLS for the hosts some secret names (and for no
 //     other host), so that it can see and rewrite those requests.
 //   - [Resolve] reads the real values on the host (env:VAR, file:/path).
+//   - [CredentialFiles] writes a secret's credential files (a .netrc, an
+//     .npmrc) as copies with every real value replaced by its stand-in
+//     ([ReplaceValues], pure), for a backend to bind over the originals.
 //
 // Everything but CA's files and Resolve is pure and table-tested. No
 // function of the package puts a real value in an error message.

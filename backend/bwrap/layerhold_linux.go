@@ -409,7 +409,17 @@ func (b *Backend) secretsReach() ([]string, error) {
 	if err := os.Chmod(d, 0o711); err != nil {
 		return nil, fmt.Errorf("%w: the secrets' trust bundle directory: %v", sandbox.ErrUnavailable, err)
 	}
-	return append(reach, d), nil
+	// The credential files' copies (Secret.Files): 0711 for the same
+	// reason; each copy in it is 0600 and owned by the identity that
+	// binds it (ownSecretCopies).
+	f := b.secretFilesDir()
+	if err := os.MkdirAll(f, 0o700); err != nil {
+		return nil, fmt.Errorf("%w: the secrets' credential file directory: %v", sandbox.ErrUnavailable, err)
+	}
+	if err := os.Chmod(f, 0o711); err != nil {
+		return nil, fmt.Errorf("%w: the secrets' credential file directory: %v", sandbox.ErrUnavailable, err)
+	}
+	return append(reach, d, f), nil
 }
 
 // startRootLayerHolder starts the holder of l for a root caller whose

@@ -332,7 +332,7 @@ func (b *Backend) identity(plan *Plan) error {
 	}
 	plan.RunAs = &ra
 	plan.InsideUID, plan.InsideGID = os.Getuid(), os.Getgid()
-	return nil
+	return b.ownSecretCopies(plan, ra)
 }
 
 // runAs returns the identity a root caller's sandbox over workdir holds:

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/secrets"
@@ -51,6 +52,9 @@ type SecretFacts struct {
 	// credential helper there (package secrets/gitcred); "" leaves git
 	// without it.
 	Helper string
+	// Copies are the secrets' credential files (sandbox.Secret.Files),
+	// each substituted copy bound read-only over its path.
+	Copies []secrets.FileCopy
 }
 
 // planSecrets applies f to a plan: it returns the environment with the
@@ -91,10 +95,84 @@ func (p *planner) planSecrets(env []string) ([]string, []string, error) {
 		p.add(phaseReveal, mount{Kind: mRoBind, Src: f.Helper, Dest: f.Helper})
 		set = append(set, gitcred.Env(f.Helper, p.req.Secrets)...)
 	}
+	for _, c := range f.Copies {
+		if why := p.credentialFileDest(c.Path); why != "" {
+			return nil, nil, fmt.Errorf("%w: secret %s: files entry %s %s; name a file the sandbox sees (for example ~/.netrc), or drop it from files", sandbox.ErrBadRequest, c.Secret, c.Path, why)
+		}
+		// Bound in the reveal phase, after the masks: the copy wins over
+		// the default hiding of credential files such as ~/.netrc.
+		p.add(phaseReveal, mount{Kind: mRoBind, Src: c.Copy, Dest: c.Path})
+	}
 	if f.Bundle == "" || len(f.BundleDests) == 0 {
 		p.warn("secrets: no system CA bundle found (%v); clients in the sandbox will not trust corral's certificate authority", SystemCABundles)
 	}
 	return env, set, nil
+}
+
+// credentialFileDest returns why a secret's credential file cannot appear
+// at path r in this sandbox, or "": not in corral's own directories
+// (hidden whole, and holding the real state), not in the kernel's
+// filesystems (/proc, /sys, /dev, made fresh), and not in a directory the
+// sandbox can write, where a command could move the bound copy aside and
+// put its own file in its place.
+func (p *planner) credentialFileDest(r string) string {
+	for _, h := range p.host.HiddenDirs {
+		if within(r, h) {
+			return "lies in corral's own directory " + h
+		}
+	}
+	for _, k := range []string{"/proc", "/sys", "/dev"} {
+		if within(r, k) {
+			return "lies in " + k + ", which a sandbox gets fresh from the kernel"
+		}
+	}
+	for _, w := range p.writes {
+		if within(r, w) {
+			return "lies in " + w + ", which the sandbox can write"
+		}
+	}
+	return ""
+}
+
+// secretFilesDir is where the substituted credential files are written
+// (secrets.CredentialFiles): in corral's state directory, hidden from
+// every sandbox.
+func (b *Backend) secretFilesDir() string { return filepath.Join(b.opts.StateDir, "secretfiles") }
+
+// ownSecretCopies gives a RunAs identity its own copy of each credential
+// file the plan binds (Src in secretFilesDir): NAME-uUID, 0600 and owned
+// by ra, so that bwrap, holding ra, can open it and no other identity can
+// read it. A copy per identity, so that giving it to one sandbox never
+// takes it from another.
+func (b *Backend) ownSecretCopies(plan *Plan, ra sandbox.RunAs) error {
+	dir := b.secretFilesDir()
+	for i, m := range plan.Mounts {
+		if m.Kind != mRoBind || filepath.Dir(m.Src) != dir {
+			continue
+		}
+		own := fmt.Sprintf("%s-u%d", m.Src, ra.UID)
+		if st, err := os.Stat(own); err != nil || !ownedBy(st, ra.UID) {
+			data, err := os.ReadFile(m.Src)
+			if err != nil {
+				return fmt.Errorf("%w: secrets: reading %s: %v", sandbox.ErrUnavailable, m.Src, err)
+			}
+			tmp := own + ".tmp"
+			_ = os.Remove(tmp)
+			if err := os.WriteFile(tmp, data, 0o600); err != nil {
+				return fmt.Errorf("%w: secrets: writing %s: %v", sandbox.ErrUnavailable, own, err)
+			}
+			if err := os.Chown(tmp, ra.UID, ra.GID); err != nil {
+				_ = os.Remove(tmp)
+				return fmt.Errorf("%w: secrets: giving %s to %s: %v", sandbox.ErrUnavailable, own, ra, err)
+			}
+			if err := os.Rename(tmp, own); err != nil {
+				_ = os.Remove(tmp)
+				return fmt.Errorf("%w: secrets: writing %s: %v", sandbox.ErrUnavailable, own, err)
+			}
+		}
+		plan.Mounts[i].Src = own
+	}
+	return nil
 }
 
 // prepareSecrets resolves req's secrets (secrets.Prepare: reading the
@@ -120,6 +198,15 @@ func (b *Backend) prepareSecrets(req *sandbox.Request) ([]secrets.Secret, *Secre
 		return nil, nil, fmt.Errorf("%w: secrets: writing the Java trust store: %v", sandbox.ErrUnavailable, err)
 	}
 	f.Helper = helperExecutable()
+	if slices.ContainsFunc(req.Secrets, func(s sandbox.Secret) bool { return len(s.Files) > 0 }) {
+		home, _ := os.UserHomeDir()
+		if r, err := filepath.EvalSymlinks(home); err == nil {
+			home = r
+		}
+		if f.Copies, err = secrets.CredentialFiles(b.secretFilesDir(), home, req.Secrets, prep.Secrets); err != nil {
+			return nil, nil, err
+		}
+	}
 	return prep.Secrets, f, nil
 }
 
@@ -135,4 +222,10 @@ func helperExecutable() string {
 		return ""
 	}
 	return r
+}
+
+// ownedBy reports whether st belongs to uid.
+func ownedBy(st os.FileInfo, uid int) bool {
+	s, ok := st.Sys().(*syscall.Stat_t)
+	return ok && int(s.Uid) == uid
 }

@@ -302,6 +302,14 @@ func TestSecretsDockerRefused(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrPolicy) || !strings.Contains(err.Error(), "lies in") || strings.Contains(err.Error(), realToken) {
 		t.Errorf("file in the workspace: err = %v", err)
 	}
+	// Credential files (Secret.Files) are bwrap's only, so far.
+	req = &sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.ws}, Session: "ref", Timeout: time.Minute}
+	withSecret(req)
+	req.Secrets[0].Files = []string{"~/.netrc"}
+	_, err = f.b.Run(context.Background(), req)
+	if !errors.Is(err, sandbox.ErrBadRequest) || !strings.Contains(err.Error(), "lists files (~/.netrc), which only the bwrap backend") {
+		t.Errorf("files: err = %v", err)
+	}
 	if n := f.containers("ref"); len(n) != 0 {
 		t.Errorf("left behind: %v", n)
 	}

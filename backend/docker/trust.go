@@ -101,6 +101,14 @@ func exposedSecretFile(files, roots []string) (file, root string) {
 // container could read) or sandbox.ErrUnavailable (no CA, no trust
 // directory, the image's bundle cannot be read).
 func (b *Backend) prepareSecrets(ctx context.Context, req *sandbox.Request, roots []string) (*secretSpec, error) {
+	for _, s := range req.Secrets {
+		if len(s.Files) > 0 {
+			// Not built yet: the container's home is the image's (Home),
+			// not the caller's, and the copy would have to follow the
+			// session's long-lived container.
+			return nil, fmt.Errorf("%w: docker backend: secret %s lists files (%s), which only the bwrap backend puts in a sandbox so far; use backend: bwrap, or drop files", sandbox.ErrBadRequest, s.Name, strings.Join(s.Files, ", "))
+		}
+	}
 	prep, err := secrets.Prepare(req)
 	if err != nil || prep == nil {
 		return nil, err
