@@ -533,6 +533,18 @@ func mergeable(ch Change, cur *node) bool {
 // e (mergeFile). The result keeps the host's permission bits unless the
 // session changed them.
 func (s *trees) merge(lower string, ch Change, cur *node, e *Entry) (mergedFile, error) {
+	if repo, ok := gitIndexOf(ch.Path); ok {
+		// A repository's index: the session's commits and staging, against
+		// an index the host's git rewrote (git status refreshes it).
+		data, err := s.up.readFile(ch.Path)
+		if err != nil {
+			return mergedFile{}, err
+		}
+		if err := hostIndexClean(lower, repo); err != nil {
+			return mergedFile{}, err
+		}
+		return mergedFile{data, cur.Mode & 0o7777}, nil
+	}
 	ours, err := s.lo.readFile(ch.Path)
 	if err != nil {
 		return mergedFile{}, err

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -91,20 +92,7 @@ func mergeFile(lower, rel string, e *Entry, ours, theirs []byte) ([]byte, error)
 func gitBase(lower, rel string, e *Entry) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
 	defer cancel()
-	git := func(args ...string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "core.fsmonitor=false", "-C", lower}, args...)...)
-		// No lock on the index: a read must not block the person's git.
-		cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0")
-		if cmd.SysProcAttr = asOwner(lower); cmd.SysProcAttr != nil {
-			// The owner's git reads the owner's configuration, not root's.
-			home := "/"
-			if u, err := user.LookupId(strconv.Itoa(int(cmd.SysProcAttr.Credential.Uid))); err == nil && u.HomeDir != "" {
-				home = u.HomeDir
-			}
-			cmd.Env = append(cmd.Env, "HOME="+home)
-		}
-		return cmd.Output()
-	}
+	git := func(args ...string) ([]byte, error) { return hostGit(ctx, lower, args...).Output() }
 	if _, err := exec.LookPath("git"); err != nil {
 		return nil, fmt.Errorf("%w (git is not installed)", ErrNoMergeBase)
 	}
@@ -182,4 +170,54 @@ func asOwner(dir string) *syscall.SysProcAttr {
 		return nil
 	}
 	return &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: st.Uid, Gid: st.Gid}}
+}
+
+// gitIndexOf says whether rel is a repository's index (".git/index"),
+// and returns the work tree it belongs to (relative, "." for the top).
+func gitIndexOf(rel string) (string, bool) {
+	dir, base := path.Split(rel)
+	dir = strings.TrimSuffix(dir, "/")
+	if base != "index" || path.Base(dir) != ".git" {
+		return "", false
+	}
+	return path.Dir(dir), true
+}
+
+// hostIndexClean checks that the host's index of the work tree at repo
+// (relative to lower) stages nothing beyond its HEAD: then what differs
+// from the index base.json recorded is only what git keeps about the
+// files (git status refreshes their stat data and rewrites it), and the
+// session's index, which records its commits and staging, may replace
+// it. Staged changes on the host stay a conflict (ErrMergeConflict):
+// taking the session's index would drop them.
+func hostIndexClean(lower, repo string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
+	defer cancel()
+	dir := filepath.Join(lower, filepath.FromSlash(repo))
+	err := hostGit(ctx, dir, "diff", "--cached", "--quiet").Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ee) && ee.ExitCode() == 1:
+		return fmt.Errorf("%w (changes are staged in the working directory's index: commit or unstage them there, or apply the rest first)", ErrMergeConflict)
+	}
+	return fmt.Errorf("%w (git diff --cached in %s: %v)", ErrNoMergeBase, dir, err)
+}
+
+// hostGit is git run on the host's repository at dir: with core.fsmonitor
+// off (no configured program runs), without taking the index lock (a
+// read must not block the person's git), and as the tree's owner when
+// corral is root (asOwner), with the owner's home.
+func hostGit(ctx context.Context, dir string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "core.fsmonitor=false", "-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0")
+	if cmd.SysProcAttr = asOwner(dir); cmd.SysProcAttr != nil {
+		home := "/"
+		if u, err := user.LookupId(strconv.Itoa(int(cmd.SysProcAttr.Credential.Uid))); err == nil && u.HomeDir != "" {
+			home = u.HomeDir
+		}
+		cmd.Env = append(cmd.Env, "HOME="+home)
+	}
+	return cmd
 }

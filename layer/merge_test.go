@@ -7,8 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // gitProject is a layer over a git work tree whose files are committed:
@@ -28,9 +30,9 @@ func gitProject(t *testing.T) *Layer {
 	write(t, filepath.Join(lower, "notes.txt"), notes.String(), 0o644)
 	write(t, filepath.Join(lower, "other.txt"), notes.String(), 0o644)
 	write(t, filepath.Join(lower, "untracked.txt"), notes.String(), 0o644)
-	hostGit(t, lower, "init", "-q")
-	hostGit(t, lower, "add", "notes.txt", "other.txt")
-	hostGit(t, lower, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "one")
+	runGit(t, lower, "init", "-q")
+	runGit(t, lower, "add", "notes.txt", "other.txt")
+	runGit(t, lower, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "one")
 	l := New(filepath.Join(root, "layer"), lower)
 	if err := l.Ensure(); err != nil {
 		t.Fatal(err)
@@ -38,7 +40,7 @@ func gitProject(t *testing.T) *Layer {
 	return l
 }
 
-func hostGit(t *testing.T, dir string, args ...string) {
+func runGit(t *testing.T, dir string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -115,7 +117,7 @@ func TestApplyMerge(t *testing.T) {
 
 	inOverlay(t, l, `sed -i 's/^line 1$/session 1/' notes.txt`)
 	edit(t, filepath.Join(l.Lower, "notes.txt"), 19, "host 19")
-	hostGit(t, l.Lower, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-am", "two")
+	runGit(t, l.Lower, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-am", "two")
 	res, err = Apply(l, []string{"notes.txt"}, ApplyOptions{Merge: true})
 	if !errors.Is(err, ErrConflict) || !strings.Contains(res.Unmerged["notes.txt"], "another version") {
 		t.Errorf("merge after the host committed the file again: %v, %q", err, res.Unmerged)
@@ -172,5 +174,47 @@ func TestApplyMergeAsRootInAnotherUsersTree(t *testing.T) {
 	got := read(t, filepath.Join(l.Lower, "notes.txt"))
 	if !strings.Contains(got, "\nsession 3\n") || !strings.Contains(got, "\nhost 17\n") {
 		t.Errorf("merged notes.txt:\n%s", got)
+	}
+}
+
+// TestApplyMergeGitIndex: the session's commits come with its index; the
+// host's git rewrote its own index meanwhile (git status refreshing stat
+// data): with nothing staged on the host, --merge takes the session's
+// index and the host's work tree ends at the session's commit, clean; with
+// something staged there, the index stays a conflict, saying why.
+func TestApplyMergeGitIndex(t *testing.T) {
+	l := gitProject(t)
+	inOverlay(t, l, `sed -i 's/^line 3$/session 3/' notes.txt && git -c user.email=a@b -c user.name=a commit -q -am session`)
+	// A later mtime, so the host's git status rewrites its index.
+	future := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(l.Lower, "other.txt"), future, future); err != nil {
+		t.Fatal(err)
+	}
+	runGit(t, l.Lower, "status", "--short")
+	if _, err := Apply(l, nil, ApplyOptions{}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("apply of the commit after the host's git status: %v, want a conflict on .git/index", err)
+	}
+	res, err := Apply(l, nil, ApplyOptions{Merge: true})
+	if err != nil {
+		t.Fatalf("apply --merge: %v (%v)", err, res.Unmerged)
+	}
+	if !slices.Contains(res.Merged, ".git/index") {
+		t.Errorf("merged %q, want .git/index", res.Merged)
+	}
+	out, err := exec.Command("git", "-C", l.Lower, "log", "--format=%s", "-1").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "session" {
+		t.Errorf("host HEAD after apply: %q %v", out, err)
+	}
+	if out, err := exec.Command("git", "-C", l.Lower, "status", "--porcelain", "--untracked-files=no").Output(); err != nil || len(out) != 0 {
+		t.Errorf("host status after apply: %q %v", out, err)
+	}
+
+	// Staged on the host: the session's index would drop it.
+	inOverlay(t, l, `sed -i 's/^line 5$/session 5/' notes.txt && git -c user.email=a@b -c user.name=a commit -q -am two`)
+	edit(t, filepath.Join(l.Lower, "other.txt"), 9, "host 9")
+	runGit(t, l.Lower, "add", "other.txt")
+	res, err = Apply(l, nil, ApplyOptions{Merge: true})
+	if !errors.Is(err, ErrConflict) || !strings.Contains(res.Unmerged[".git/index"], "staged") {
+		t.Errorf("apply --merge with changes staged on the host: %v, %q", err, res.Unmerged)
 	}
 }
