@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/corralhq/corral/agentclient"
 	"github.com/corralhq/corral/internal/owner"
@@ -102,6 +103,7 @@ func NewEngine(opts Options) *Engine {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 3 * time.Minute
 	}
+	routeKlog(l)
 	return &Engine{opts: opts, log: l, self: owner.Self(), clients: map[string]*cluster{}, pods: map[string]*podRef{}}
 }
 
@@ -293,3 +295,34 @@ func helperID() string {
 	p, _ := os.Executable()
 	return p
 }
+
+var klogOnce sync.Once
+
+// routeKlog sends what client-go logs through klog (to stderr, by
+// default: "Copying stderr failed ... use of closed network connection"
+// each time an exec stream ends, the streams' ping failures) to corral's
+// logger at Debug, under the event kubernetes.client: they are the
+// client's own noise about streams corral closed, not a user's business.
+// klog's logger is process-wide, so the first engine's logger is used.
+func routeKlog(l *slog.Logger) {
+	klogOnce.Do(func() {
+		klog.SetSlogLogger(slog.New(debugOnly{l.Handler()}))
+	})
+}
+
+// debugOnly hands every record to h at Debug level.
+type debugOnly struct{ h slog.Handler }
+
+func (d debugOnly) Enabled(ctx context.Context, _ slog.Level) bool {
+	return d.h.Enabled(ctx, slog.LevelDebug)
+}
+
+func (d debugOnly) Handle(ctx context.Context, r slog.Record) error {
+	r2 := slog.NewRecord(r.Time, slog.LevelDebug, "kubernetes.client", r.PC)
+	r2.AddAttrs(slog.String("detail", r.Message))
+	r.Attrs(func(a slog.Attr) bool { r2.AddAttrs(a); return true })
+	return d.h.Handle(ctx, r2)
+}
+
+func (d debugOnly) WithAttrs(as []slog.Attr) slog.Handler { return debugOnly{d.h.WithAttrs(as)} }
+func (d debugOnly) WithGroup(n string) slog.Handler       { return debugOnly{d.h.WithGroup(n)} }
