@@ -318,6 +318,10 @@ func (d debugOnly) Enabled(ctx context.Context, _ slog.Level) bool {
 }
 
 func (d debugOnly) Handle(ctx context.Context, r slog.Record) error {
+	// logr's slog sink hands error records over without asking Enabled.
+	if !d.h.Enabled(ctx, slog.LevelDebug) {
+		return nil
+	}
 	r2 := slog.NewRecord(r.Time, slog.LevelDebug, "kubernetes.client", r.PC)
 	r2.AddAttrs(slog.String("detail", r.Message))
 	r.Attrs(func(a slog.Attr) bool { r2.AddAttrs(a); return true })

@@ -27,3 +27,18 @@ func TestKlogRouted(t *testing.T) {
 		t.Errorf("klog's error kept its level: %q", out)
 	}
 }
+
+// TestKlogQuietAboveDebug: with corral's log level above Debug (the
+// default, warn) nothing of klog's shows, errors included (logr's slog
+// sink hands them over without asking Enabled).
+func TestKlogQuietAboveDebug(t *testing.T) {
+	var buf bytes.Buffer
+	klogOnce = sync.Once{}
+	routeKlog(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	klog.ErrorS(nil, "Copying stderr failed", "err", "use of closed network connection")
+	klog.Error("Waiting for server to close stdin failed")
+	klog.Flush()
+	if buf.Len() != 0 {
+		t.Errorf("klog's records reached a Warn logger: %q", buf.String())
+	}
+}
