@@ -48,7 +48,7 @@ type ApplyResult struct {
 	// applied, unless other conflicts stopped the apply), sorted.
 	Merged []string
 	// Unmerged says, for each conflict Merge tried and could not merge,
-	// why (ErrNoMergeBase, ErrMergeConflict).
+	// why (ErrNoMergeBase, ErrMergeConflict, ErrIndexStaged).
 	Unmerged map[string]string
 }
 
@@ -156,7 +156,7 @@ func Apply(l *Layer, paths []string, opts ApplyOptions) (ApplyResult, error) {
 				res.Merged = append(res.Merged, ch.Path)
 				continue
 			}
-			if !errors.Is(err, ErrNoMergeBase) && !errors.Is(err, ErrMergeConflict) {
+			if !errors.Is(err, ErrNoMergeBase) && !errors.Is(err, ErrMergeConflict) && !errors.Is(err, ErrIndexStaged) {
 				return res, fmt.Errorf("merging %s: %w", ch.Path, err)
 			}
 			if res.Unmerged == nil {

@@ -41,6 +41,10 @@ var ErrNoMergeBase = errors.New("git has no copy of the file as the session firs
 // ErrMergeConflict means git merge-file found overlapping changes.
 var ErrMergeConflict = errors.New("the changes overlap")
 
+// ErrIndexStaged means a repository's index cannot be taken from the
+// layer: the working directory's index stages changes of its own.
+var ErrIndexStaged = errors.New("changes are staged in the working directory's index")
+
 // mergeFile merges the host's file rel (ours, now in Lower) and the
 // layer's version (theirs) over the base git holds for e, with git
 // merge-file; it returns the merged bytes, ErrNoMergeBase or
@@ -188,7 +192,7 @@ func gitIndexOf(rel string) (string, bool) {
 // from the index base.json recorded is only what git keeps about the
 // files (git status refreshes their stat data and rewrites it), and the
 // session's index, which records its commits and staging, may replace
-// it. Staged changes on the host stay a conflict (ErrMergeConflict):
+// it. Staged changes on the host stay a conflict (ErrIndexStaged):
 // taking the session's index would drop them.
 func hostIndexClean(lower, repo string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
@@ -200,7 +204,7 @@ func hostIndexClean(lower, repo string) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &ee) && ee.ExitCode() == 1:
-		return fmt.Errorf("%w (changes are staged in the working directory's index: commit or unstage them there, or apply the rest first)", ErrMergeConflict)
+		return fmt.Errorf("%w (commit or unstage them there, or apply the rest first)", ErrIndexStaged)
 	}
 	return fmt.Errorf("%w (git diff --cached in %s: %v)", ErrNoMergeBase, dir, err)
 }
