@@ -53,6 +53,11 @@ func TestRealJob(t *testing.T) {
 	base := testDir(t)
 	work := filepath.Join(base, "work")
 	copyTree(t, src, filepath.Join(work, "pflag"))
+	// A module cache of its own holding just that module, bound read-only:
+	// the machine's whole cache grows past what corral's bind policy scans
+	// for sockets (it refuses such a bind), and its size is the machine's.
+	modcache = filepath.Join(base, "modcache")
+	copyTree(t, src, filepath.Join(modcache, "github.com", "spf13", "pflag@v1.0.9"))
 
 	env := append(os.Environ(),
 		"CORRAL_PROFILE=workspace", "CORRAL_MEMORY_MB=0", "CORRAL_CPU_SECONDS=0", "CORRAL_MAX_PROCS=1024",
@@ -101,13 +106,19 @@ func TestRealJob(t *testing.T) {
 		sc, _ := json.Marshal(res.StructuredContent)
 		json.Unmarshal(sc, &out)
 		if res.IsError {
-			t.Fatalf("bash %q: tool error %v", command, res.Content)
+			var msg strings.Builder
+			for _, c := range res.Content {
+				if tc, ok := c.(*mcp.TextContent); ok {
+					msg.WriteString(tc.Text)
+				}
+			}
+			t.Fatalf("bash %q: tool error: %s", command, msg.String())
 		}
 		return out.Output, out.ExitCode
 	}
 
 	goDir := filepath.Dir(goBin)
-	if out, code := bash("cd pflag && export PATH=" + goDir + ":$PATH GOCACHE=$TMPDIR/gocache GOFLAGS=-mod=mod GOTOOLCHAIN=local GOPROXY=off && go build ./... && echo BUILD-OK"); code != 0 || !strings.Contains(out, "BUILD-OK") {
+	if out, code := bash("cd pflag && export PATH=" + goDir + ":$PATH GOMODCACHE=" + modcache + " GOCACHE=$TMPDIR/gocache GOFLAGS=-mod=mod GOTOOLCHAIN=local GOPROXY=off && go build ./... && echo BUILD-OK"); code != 0 || !strings.Contains(out, "BUILD-OK") {
 		t.Fatalf("go build: exit %d\n%s", code, out)
 	}
 	if out, code := bash("go test ./... > $TMPDIR/test.log 2>&1; s=$?; tail -5 $TMPDIR/test.log; exit $s"); !strings.Contains(out, "ok") || code != 0 {
