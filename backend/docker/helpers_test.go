@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/dockertest"
 	"github.com/corralhq/corral/internal/owner"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -33,25 +33,7 @@ type fixture struct {
 	e   *Engine
 	b   *Backend
 	ws  string
-	log *logBuf
-}
-
-// logBuf collects log records as text.
-type logBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
+	log *testkit.LogBuf
 }
 
 func newFixture(t testing.TB, mutate func(*Settings)) *fixture {
@@ -65,7 +47,7 @@ func newFixture(t testing.TB, mutate func(*Settings)) *fixture {
 	if mutate != nil {
 		mutate(&st)
 	}
-	lb := &logBuf{}
+	lb := &testkit.LogBuf{}
 	ws0 := dockertest.TestDir(t)
 	e := NewEngine(Options{
 		Egress:        testPool(t, lb),
@@ -154,7 +136,7 @@ func openPTY(t *testing.T) (*os.File, *os.File) {
 // testPool is an allowlist proxy pool whose upstream dialer maps the test
 // names (*.allowed.test, *.test.evil) to an HTTP server on the host's
 // loopback that answers "hello from HOST".
-func testPool(t testing.TB, lb *logBuf) *egress.Pool {
+func testPool(t testing.TB, lb *testkit.LogBuf) *egress.Pool {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "hello from %s", r.Host)

@@ -3,10 +3,7 @@ package docker
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/internal/dockertest"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/layer"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -104,41 +102,6 @@ func TestLookupMerged(t *testing.T) {
 	}
 }
 
-// treeHash hashes every entry below dir: path, type, mode, content or
-// target. Ownership and times are left out (a read changes atime).
-func treeHash(t *testing.T, dir string) string {
-	t.Helper()
-	h := sha256.New()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		h.Write([]byte(rel + "\x00" + fi.Mode().String() + "\x00"))
-		switch {
-		case fi.Mode().IsRegular():
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			h.Write(b)
-		case fi.Mode()&fs.ModeSymlink != 0:
-			tg, _ := os.Readlink(p)
-			h.Write([]byte(tg))
-		}
-		h.Write([]byte{0})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
 // git runs git on the host in dir.
 func git(t *testing.T, dir string, args ...string) string {
 	t.Helper()
@@ -190,7 +153,7 @@ func TestReviewOnDocker(t *testing.T) {
 	git(t, ws, "add", "-A")
 	git(t, ws, "commit", "-qm", "host")
 	head := git(t, ws, "rev-parse", "HEAD")
-	before := treeHash(t, ws)
+	before := testkit.TreeHash(t, ws)
 	layerDir := filepath.Join(dockertest.TestDir(t), "layer")
 	review := func(r *sandbox.Request) { r.LayerDir = layerDir }
 
@@ -205,7 +168,7 @@ id -u; cat a.txt`, review)
 	if res.ExitCode != 0 || !strings.Contains(out, "hook-refused\nconfig-refused\n") || !strings.HasSuffix(out, "one\ntwo\nthree\n") {
 		t.Fatalf("review command: exit %d:\n%s", res.ExitCode, out)
 	}
-	if got := treeHash(t, ws); got != before {
+	if got := testkit.TreeHash(t, ws); got != before {
 		t.Fatal("the host's tree changed under review mode")
 	}
 	if h := git(t, ws, "rev-parse", "HEAD"); h != head {

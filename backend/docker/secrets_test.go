@@ -29,6 +29,7 @@ import (
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/dockertest"
 	"github.com/corralhq/corral/internal/testcert"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/secrets"
 )
@@ -91,7 +92,7 @@ func newSecretsFixture(t *testing.T) *secretsFixture {
 	cli := dockertest.Engine(t)
 	st := DefaultSettings
 	st.Image = dockertest.Image(t, cli)
-	lb := &logBuf{}
+	lb := &testkit.LogBuf{}
 	logger := slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	state := dockertest.TestDir(t)
 	netDir, err := os.MkdirTemp("/var/tmp", "cn-")

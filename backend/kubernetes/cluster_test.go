@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/corralhq/corral/internal/dockertest"
 	"github.com/corralhq/corral/internal/k8stest"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
 )
@@ -34,26 +34,8 @@ type kube struct {
 	b          *Backend
 	st         Settings
 	ws         string
-	log        *logBuf
+	log        *testkit.LogBuf
 	kubeconfig string
-}
-
-// logBuf collects log records as text.
-type logBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 func newKube(t testing.TB) *kube {
@@ -66,7 +48,7 @@ func newKube(t testing.TB) *kube {
 	st := DefaultSettings
 	st.Image, st.Namespace, st.Kubeconfig = img, ns, kc
 	st.Memory, st.CPUs = "256Mi", "500m"
-	lb := &logBuf{}
+	lb := &testkit.LogBuf{}
 	e := NewEngine(Options{
 		Helper:    dockertest.StaticCorral(t),
 		Logger:    slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})),

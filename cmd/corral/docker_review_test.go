@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"io/fs"
+	"github.com/corralhq/corral/internal/testkit"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,38 +13,6 @@ import (
 
 	"github.com/moby/moby/client"
 )
-
-// hashTree hashes every entry below dir (path, mode, content or target).
-func hashTree(t *testing.T, dir string) string {
-	t.Helper()
-	h := sha256.New()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		h.Write([]byte(rel + "\x00" + fi.Mode().String() + "\x00"))
-		if fi.Mode().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			h.Write(b)
-		} else if fi.Mode()&fs.ModeSymlink != 0 {
-			tg, _ := os.Readlink(p)
-			h.Write([]byte(tg))
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
 
 // layerVolumes lists the overlay volumes of corral's (label corral.env=1)
 // whose layer lies below dir.
@@ -76,12 +42,12 @@ func TestDockerReview(t *testing.T) {
 	if code, _, se := c.run(nil, "config", "set", "workspace_mode", "review"); code != 0 {
 		t.Fatalf("config set: %d %s", code, se)
 	}
-	before := hashTree(t, c.work)
+	before := testkit.TreeHash(t, c.work)
 	sess := "dkrev-" + itoa(os.Getpid())
 	if code, so, se := c.run(nil, "run", "--session", sess, "--", "echo hi > notes.txt; echo c >> a.txt; test -e /.corral/corral && echo in-container"); code != 0 || so != "in-container\n" {
 		t.Fatalf("a command in review mode: %d %q %s", code, so, se)
 	}
-	if hashTree(t, c.work) != before {
+	if testkit.TreeHash(t, c.work) != before {
 		t.Fatal("the session wrote the project")
 	}
 
@@ -124,7 +90,7 @@ func TestDockerReview(t *testing.T) {
 	if vs := layerVolumes(t, eng, state); len(vs) != 0 {
 		t.Errorf("overlay volumes left after cleanup: %v", vs)
 	}
-	if hashTree(t, c.work) != before {
+	if testkit.TreeHash(t, c.work) != before {
 		t.Fatal("the project changed before apply")
 	}
 
