@@ -15,9 +15,11 @@ import (
 	"github.com/corralhq/corral/sandbox"
 )
 
-// javaHome is the JDK the docker Java test binds into its container (a
-// self-contained JDK: only libc besides its own libraries).
-const javaHome = "/usr/lib/jvm/temurin-25-jdk-amd64"
+// javaHomes are the JDKs the docker Java test may bind into its
+// container, the first present is used: Debian's OpenJDK 17 (which .ci/run
+// installs; with its configuration in /etc/java-17-openjdk), else Temurin
+// 25; both link lib/security/cacerts to /etc/ssl/certs/java/cacerts.
+var javaHomes = []string{"/usr/lib/jvm/java-17-openjdk-amd64", "/usr/lib/jvm/temurin-25-jdk-amd64"}
 
 // fetchJavaDocker fetches its argument with java.net.http.HttpClient,
 // sending the stand-in of GITHUB_TOKEN; it names no proxy and no trust
@@ -40,14 +42,26 @@ const fetchJavaDocker = `public class Fetch {
 // trusts corral's CA (the trust store bound over the placeholder); the
 // server sees the real token.
 func TestSecretsDockerJava(t *testing.T) {
-	if _, err := os.Stat(filepath.Join(javaHome, "bin", "java")); err != nil {
-		t.Skipf("no JDK at %s (Temurin 25)", javaHome)
+	javaHome := ""
+	for _, h := range javaHomes {
+		if _, err := os.Stat(filepath.Join(h, "bin", "java")); err == nil {
+			javaHome = h
+			break
+		}
+	}
+	if javaHome == "" {
+		t.Skipf("no JDK at %v (apt-get install openjdk-17-jdk-headless; CI installs it)", javaHomes)
 	}
 	f := newSecretsFixture(t)
 	ref := javaImage(t, f.cli, f.b.Settings().Image)
 	st := f.b.Settings()
 	st.Image = ref
 	st.Binds = []sandbox.Bind{{Src: javaHome, ReadOnly: true}}
+	// Debian's OpenJDK keeps its configuration (java.security) in /etc,
+	// its conf/ directory linking there.
+	if conf := "/etc/java-17-openjdk"; strings.Contains(javaHome, "java-17-openjdk") {
+		st.Binds = append(st.Binds, sandbox.Bind{Src: conf, ReadOnly: true})
+	}
 	f.b = f.e.Backend(st)
 	if err := os.WriteFile(filepath.Join(f.ws, "Fetch.java"), []byte(fetchJavaDocker), 0o644); err != nil {
 		t.Fatal(err)
@@ -74,7 +88,7 @@ func TestSecretsDockerJava(t *testing.T) {
 // JVM that trusts corral's CA got it from corral's store.
 func javaImage(t *testing.T, cli *client.Client, base string) string {
 	t.Helper()
-	ref := "corral-test-java:2-" + strings.ReplaceAll(strings.TrimPrefix(base, "corral-test:"), ":", "-")
+	ref := "corral-test-java:3-" + strings.ReplaceAll(strings.TrimPrefix(base, "corral-test:"), ":", "-")
 	if _, err := cli.ImageInspect(context.Background(), ref); err == nil {
 		return ref
 	}
@@ -84,10 +98,11 @@ func javaImage(t *testing.T, cli *client.Client, base string) string {
 		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(data))})
 		tw.Write([]byte(data))
 	}
-	// The JDK's libraries need these besides libc, which the test image
+	// The JDKs' libraries need these besides libc (OpenJDK 17 also libstdc++
+	// and libgcc_s), which the test image
 	// lacks (their symlinks resolved; copied from the host).
 	dockerfile := "FROM " + base + "\nCOPY cacerts /etc/ssl/certs/java/cacerts\n"
-	for _, l := range []string{"libdl.so.2", "libpthread.so.0", "libm.so.6", "librt.so.1", "libz.so.1"} {
+	for _, l := range []string{"libdl.so.2", "libpthread.so.0", "libm.so.6", "librt.so.1", "libz.so.1", "libstdc++.so.6", "libgcc_s.so.1"} {
 		data, err := os.ReadFile(filepath.Join("/lib/x86_64-linux-gnu", l))
 		if err != nil {
 			t.Skipf("the JDK's library %s is not on this host: %v", l, err)
