@@ -186,4 +186,3 @@ func Relay(a, b net.Conn) {
 	_ = a.Close()
 	_ = b.Close()
 }
-
