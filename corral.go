@@ -384,7 +384,7 @@ func (h *Host) Backend(st *config.Settings) (sandbox.Backend, error) {
 		return h.engine.Backend(DockerSettings(st)), nil
 	case config.BackendKubernetes:
 		if h.kube == nil {
-			h.kube = kubernetes.NewEngine(kubernetes.Options{Logger: h.log})
+			h.kube = kubernetes.NewEngine(kubernetes.Options{Logger: h.log, Egress: h.egressLocked()})
 		}
 		return h.kube.Backend(KubernetesSettings(st)), nil
 	case config.BackendLocal:

@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/corralhq/corral/agentclient"
-	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/secrets"
 )
 
 // Name is the backend's configuration name.
@@ -95,7 +95,10 @@ func env(req *sandbox.Request) []string {
 		}
 		keep = append(keep, kv)
 	}
-	keep = egress.WithoutEnv(keep)
+	// A session that ran under allowlist saved the proxy variables: they
+	// are set again per command under allowlist (Run), and must not
+	// follow the session to another profile.
+	keep = withoutProxyEnv(keep, req.Secrets)
 	deny := append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...)
 	out, _ := sandbox.FilterEnvPolicy(keep, deny, req.EnvAllow, "HOME="+Home, "TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp")
 	return out
@@ -113,8 +116,8 @@ func (b *Backend) refuse(req *sandbox.Request) error {
 		return fmt.Errorf("%w: at most 8 extra descriptors", sandbox.ErrBadRequest)
 	case req.LayerDir != "":
 		return fmt.Errorf("%w: workspace_mode review is not available on the kubernetes backend; use workspace_mode direct", sandbox.ErrPolicy)
-	case req.Profile == sandbox.ProfileAllowlist || len(req.Secrets) > 0:
-		return fmt.Errorf("%w: kubernetes backend (preview): the allowlist profile and secrets need corral's egress proxy reachable from the pod, which is not built yet; use restricted, workspace or network", sandbox.ErrPolicy)
+	case req.Profile == sandbox.ProfileAllowlist && b.e.opts.Egress == nil:
+		return fmt.Errorf("%w: kubernetes backend: the allowlist profile and secrets need corral's proxies, and none were configured", sandbox.ErrUnavailable)
 	case req.TTY:
 		return fmt.Errorf("%w: kubernetes backend (preview): interactive shells (corral shell) are not built yet", sandbox.ErrUnavailable)
 	case req.User != "":
@@ -134,7 +137,11 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if err := b.refuse(req); err != nil {
 		return nil, err
 	}
-	p, err := b.ensure(ctx, req)
+	plan, err := planEgress(req)
+	if err != nil {
+		return nil, err
+	}
+	p, err := b.ensure(ctx, req, plan)
 	if err != nil {
 		return nil, err
 	}
@@ -144,6 +151,12 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 			b.e.remove(p, "command done")
 		}()
 	}
+	if p.egress != nil {
+		// Fail closed: without the tunnel the command does not run.
+		if err := b.e.tunnelFor(ctx, p); err != nil {
+			return nil, err
+		}
+	}
 	a, err := b.e.agentFor(p)
 	if err != nil {
 		return nil, err
@@ -152,8 +165,20 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if dir == "" {
 		dir = p.workspace
 	}
+	cmdEnv := env(req)
+	if plan != nil {
+		// Per command, never in the pod's spec: the proxy variables,
+		// and with secrets the stand-ins and the bundle's variables set,
+		// the real values' sources removed.
+		set := proxyEnv(req.Secrets)
+		var strip []string
+		if plan.prep != nil {
+			strip, set = plan.prep.Strip, append(set, plan.prep.Env...)
+		}
+		cmdEnv = sandbox.FilterEnv(cmdEnv, strip, set...)
+	}
 	start := time.Now()
-	s, err := a.Start(req, env(req), dir)
+	s, err := a.Start(req, cmdEnv, dir)
 	if err != nil {
 		b.e.forget(p)
 		return nil, err
@@ -213,7 +238,7 @@ func (e *Engine) oomKilled(p *podRef) bool {
 
 // ensure returns the ready pod of req: the session's (or the shared one),
 // made on first use; for req.Session == "" a new one the caller removes.
-func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*podRef, error) {
+func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egressPlan) (*podRef, error) {
 	e := b.e
 	st := b.st
 	p, err := st.check()
@@ -239,7 +264,11 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*podRef, er
 	denyNet := !req.Profile.HostNetwork() && req.Profile != ""
 	denyUnix := req.Profile.DeniesUnixSockets()
 	readOnly := !req.Profile.Writable()
-	hash := settingsHash(&st, ws, denyNet, denyUnix, readOnly) + "-" + ns
+	egressKey := ""
+	if plan != nil {
+		egressKey = plan.key
+	}
+	hash := settingsHash(&st, ws, denyNet, denyUnix, readOnly, egressKey) + "-" + ns
 	key := req.Session
 	var scopeKey, annot string
 	switch {
@@ -271,7 +300,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (*podRef, er
 			}
 		}
 		ref = &podRef{name: randomName(), namespace: ns, scopeKey: scopeKey, cl: cl, workspace: ws, denyUnix: denyUnix,
-			ready: make(chan struct{}), sessions: map[string]bool{}, ephemeral: key == ""}
+			ready: make(chan struct{}), sessions: map[string]bool{}, ephemeral: key == "", egress: plan}
 		e.pods[scopeKey] = ref
 	}
 	if key != "" {
@@ -321,6 +350,22 @@ func (b *Backend) start(ctx context.Context, ref *podRef, st *Settings, p *parse
 	if req.Progress != nil {
 		req.Progress("starting a pod in namespace " + pl.namespace)
 	}
+	if ref.egress != nil {
+		// The proxy lives as long as the pod (released in remove).
+		secs := []secrets.Secret(nil)
+		if ref.egress.prep != nil {
+			secs = ref.egress.prep.Secrets
+		}
+		who := pl.session
+		if who == "" {
+			who = pl.name
+		}
+		srv, release, err := e.opts.Egress.Get(ref.egress.policy, who, secs...)
+		if err != nil {
+			return err
+		}
+		ref.proxy, ref.release = srv, release
+	}
 	if np := buildPolicy(pl, req.Profile); np != nil {
 		if err := cs.create(ctx, pl.namespace, resPolicies, np, &networkingv1.NetworkPolicy{}); err != nil {
 			return apiErr("creating the NetworkPolicy", err)
@@ -348,6 +393,14 @@ func (b *Backend) start(ctx context.Context, ref *podRef, st *Settings, p *parse
 	ready := time.Since(t0)
 	if err := e.uploadHelper(ctx, ref, helper); err != nil {
 		return err
+	}
+	if ref.egress != nil {
+		if err := e.prepareEgress(ctx, ref); err != nil {
+			return err
+		}
+		if err := e.tunnelFor(ctx, ref); err != nil {
+			return err
+		}
 	}
 	e.log.Info("kubernetes.pod.started", "pod", pl.name, "namespace", pl.namespace, "session", pl.session,
 		"ready", ready.String(), "total", time.Since(t0).String(), "policy", ref.policy)

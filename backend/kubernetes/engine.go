@@ -19,7 +19,10 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/corralhq/corral/agentclient"
+	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/inside/tunnel"
 	"github.com/corralhq/corral/internal/owner"
+	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -37,6 +40,9 @@ type Options struct {
 	// StartTimeout bounds a pod's start (scheduling, image pull, Ready);
 	// zero means 3 minutes.
 	StartTimeout time.Duration
+	// Egress is the process's pool of allowlist proxies (and corral's CA,
+	// for secrets); nil refuses the allowlist profile and secrets.
+	Egress *egress.Pool
 }
 
 // Engine is the process-wide part of the kubernetes backend: the clients
@@ -80,6 +86,15 @@ type podRef struct {
 	agentMu sync.Mutex
 	agent   *agentclient.Conn
 	stop    context.CancelFunc // ends the agent's exec
+
+	// egress is the pod's allowlist plan (nil under other profiles);
+	// proxy its server in the pool, held until remove calls release.
+	egress  *egressPlan
+	proxy   *netproxy.Server
+	release func()
+	tunMu   sync.Mutex
+	tun     *tunnel.Host
+	tunStop context.CancelFunc // ends the tunnel's exec
 }
 
 // takeNotes returns the pod's notes once.
@@ -225,6 +240,18 @@ func (e *Engine) remove(p *podRef, why string) {
 		p.stop()
 	}
 	p.agentMu.Unlock()
+	p.tunMu.Lock()
+	if p.tun != nil {
+		p.tun.Close()
+	}
+	if p.tunStop != nil {
+		p.tunStop()
+	}
+	if p.release != nil {
+		p.release()
+		p.release = nil
+	}
+	p.tunMu.Unlock()
 	if p.cl == nil || p.cl.cs == nil {
 		return
 	}
@@ -276,15 +303,17 @@ func randomName() string {
 }
 
 // settingsHash identifies what a pod is made of: the settings, the
-// workspace path, and what the profile decides (network policy, AF_UNIX
-// filter, read-only workspace).
-func settingsHash(st *Settings, workspace string, denyNet, denyUnix, readOnly bool) string {
+// workspace path, what the profile decides (network policy, AF_UNIX
+// filter, read-only workspace) and the allowlist plan's key (egressPlan;
+// "" for none).
+func settingsHash(st *Settings, workspace string, denyNet, denyUnix, readOnly bool, egressKey string) string {
 	b, _ := json.Marshal(struct {
 		S                           *Settings
 		W                           string
 		DenyNet, DenyUnix, ReadOnly bool
 		Helper                      string
-	}{st, workspace, denyNet, denyUnix, readOnly, helperID()})
+		Egress                      string
+	}{st, workspace, denyNet, denyUnix, readOnly, helperID(), egressKey})
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:8])
 }

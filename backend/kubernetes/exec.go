@@ -86,34 +86,43 @@ func (e *Engine) helperPath() (string, error) {
 	return p, nil
 }
 
-// uploadScript receives the helper on stdin and prints its SHA-256,
-// computed by the copy itself (inside.ModeSHA256: images need not have
-// sha256sum; a copy cut short does not run, or hashes to another value).
-// The hash is printed only after cat has read all of stdin, so stdout
-// stays open for the whole upload: containerd's CRI exec closes stdin as
-// soon as stdout ends, which cuts a plain `cat > file` short without an
-// error. The file is renamed into place only when the host says the hash
-// matches (second step, finishScript).
-const uploadScript = `set -e; umask 022; cat > "$1.part"; chmod 0555 "$1.part"; "$1.part" ` + inside.ModeSHA256 + ` "$1.part"`
+// uploadScript receives a file on stdin into "$1.part" (in directory
+// "$3", made when missing, mode "$4") and prints its SHA-256 computed by
+// corral's executable "$2" (inside.ModeSHA256: images need not have
+// sha256sum; for the helper itself "$2" is the copy, so one cut short
+// does not run, or hashes to another value). The hash is printed only
+// after cat has read all of stdin, so stdout stays open for the whole
+// upload: containerd's CRI exec closes stdin as soon as stdout ends,
+// which cuts a plain `cat > file` short without an error. The file is
+// renamed into place only when the host says the hash matches (second
+// step, finishScript).
+const uploadScript = `set -e; umask 022; mkdir -p "$3"; cat > "$1.part"; chmod "$4" "$1.part"; "$2" ` + inside.ModeSHA256 + ` "$1.part"`
 
-// finishScript makes the upload the helper: read-only, then renamed.
+// finishScript makes the upload the file: renamed into place.
 const finishScript = `set -e; mv -f "$1.part" "$1"`
 
-// uploadHelper copies the helper at path into p's HelperDir, verified by
-// its SHA-256 computed in the pod; a mismatch or a broken stream is tried
-// again, three times in all.
+// uploadHelper copies the helper at path into p's HelperDir (uploadFile).
 func (e *Engine) uploadHelper(ctx context.Context, p *podRef, path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("%w: kubernetes backend: reading corral's helper: %v", sandbox.ErrUnavailable, err)
 	}
+	return e.uploadFile(ctx, p, "kubernetes.helper", "corral's helper", data, inside.Path, "0555", inside.Path+".part")
+}
+
+// uploadFile copies data to dest (mode, octal) in p's container,
+// verified by its SHA-256 computed in the pod by the corral executable
+// hasher; a mismatch or a broken stream is tried again, three times in
+// all. what names the file in errors; the events are ev+".uploaded" and
+// ev+".upload_failed".
+func (e *Engine) uploadFile(ctx context.Context, p *podRef, ev, what string, data []byte, dest, mode, hasher string) error {
 	sum := sha256.Sum256(data)
 	want := hex.EncodeToString(sum[:])
 	var last error
 	for try := 1; try <= 3; try++ {
 		start := time.Now()
 		var out, errb bytes.Buffer
-		code, err := execStream(ctx, p.cl, p.namespace, p.name, []string{"sh", "-c", uploadScript, "sh", inside.Path}, bytes.NewReader(data), &out, &errb)
+		code, err := execStream(ctx, p.cl, p.namespace, p.name, []string{"sh", "-c", uploadScript, "sh", dest, hasher, filepath.Dir(dest), mode}, bytes.NewReader(data), &out, &errb)
 		got := strings.TrimSpace(out.String())
 		switch {
 		case err != nil:
@@ -123,19 +132,19 @@ func (e *Engine) uploadHelper(ctx context.Context, p *podRef, path string) error
 		case got != want:
 			last = fmt.Errorf("the pod received %q, want sha256 %s (a cut-short upload)", got, want)
 		default:
-			code, err = execStream(ctx, p.cl, p.namespace, p.name, []string{"sh", "-c", finishScript, "sh", inside.Path}, nil, io.Discard, &errb)
+			code, err = execStream(ctx, p.cl, p.namespace, p.name, []string{"sh", "-c", finishScript, "sh", dest}, nil, io.Discard, &errb)
 			if err == nil && code == 0 {
-				e.log.Info("kubernetes.helper.uploaded", "pod", p.name, "bytes", len(data), "duration", time.Since(start).String(), "try", try)
+				e.log.Info(ev+".uploaded", "pod", p.name, "file", dest, "bytes", len(data), "duration", time.Since(start).String(), "try", try)
 				return nil
 			}
 			last = fmt.Errorf("installing it: %v %d %s", err, code, strings.TrimSpace(errb.String()))
 		}
-		e.log.Warn("kubernetes.helper.upload_failed", "pod", p.name, "try", try, "error", last)
+		e.log.Warn(ev+".upload_failed", "pod", p.name, "file", dest, "try", try, "error", last)
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return fmt.Errorf("%w: kubernetes backend: copying corral's helper into pod %s failed: %v", sandbox.ErrUnavailable, p.name, last)
+	return fmt.Errorf("%w: kubernetes backend: copying %s into pod %s failed: %v", sandbox.ErrUnavailable, what, p.name, last)
 }
 
 // agentFor returns p's agent, starting it (one exec of inside.ModeAgent,

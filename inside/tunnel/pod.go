@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/yamux"
 	"golang.org/x/sys/unix"
@@ -80,7 +82,7 @@ func Main(args []string) int {
 		}
 		closers = append(closers, ln)
 		lns = append(lns, listener{ln, l.kind})
-		f, err := forward.ListenForward(l.addr, path)
+		f, err := listenForward(l.addr, path)
 		if err != nil {
 			return fail("%s: %v", l.addr, err)
 		}
@@ -130,4 +132,18 @@ func Main(args []string) int {
 	case <-sigs:
 	}
 	return 0
+}
+
+// listenForward is forward.ListenForward, tried again for up to 30 s
+// while the address is in use: the pod side of a tunnel whose stream
+// broke may not have seen it yet (it exits at its next keepalive).
+func listenForward(addr, socket string) (*forward.Forwarder, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		f, err := forward.ListenForward(addr, socket)
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
+			return f, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

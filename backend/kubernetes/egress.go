@@ -1,0 +1,117 @@
+package kubernetes
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/inside"
+	"github.com/corralhq/corral/netproxy"
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/secrets"
+	"github.com/corralhq/corral/secrets/gitcred"
+)
+
+// Paths in the pod under the allowlist profile, all in the HelperDir
+// emptyDir (the root filesystem is read-only, so nothing can be placed
+// over the image's own trust bundles as the docker backend binds them).
+var (
+	// NetDir holds the tunnel's sockets (inside/tunnel): http.sock and
+	// socks.sock, where the docker container's forwarder finds corral's
+	// proxy.
+	NetDir = HelperDir + "/net"
+	// TrustBundle is the trust bundle of a pod with secrets: the image's
+	// system bundle (else the host's) followed by corral's CA
+	// certificate; secrets.CABundleVars point at it.
+	TrustBundle = HelperDir + "/trust/ca-bundle.pem"
+	// JavaTrustStore is the same certificates as a PKCS#12 trust store
+	// (secrets.TrustStore), named by JAVA_TOOL_OPTIONS.
+	JavaTrustStore = HelperDir + "/trust/cacerts"
+	// NodeShimPath is the Node preload (netproxy.NodeShim) that
+	// NODE_OPTIONS names; /dev, where the other backends bind it
+	// (egress.NodeShimDir), is the runtime's and not writable here.
+	NodeShimPath = HelperDir + "/node/" + netproxy.NodeShimName
+)
+
+// egressPlan is what the allowlist profile adds to a pod: the proxy's
+// policy and, with secrets, what they change.
+type egressPlan struct {
+	policy netproxy.Policy
+	// prep holds the secrets (real values: for the proxy only); nil
+	// without secrets.
+	prep *secrets.Prepared
+	// key identifies the plan in the pod's settings hash: the allow and
+	// deny entries and the secrets' names, hosts and stand-ins (never a
+	// real value).
+	key string
+}
+
+// planEgress returns req's egress plan: nil (and no error) unless the
+// profile is allowlist. Secrets under another profile are refused
+// (sandbox.CheckSecrets), and so are secrets with files (not built on
+// this backend yet: the copy would have to follow the pod), each with an
+// error wrapping sandbox.ErrBadRequest. A secret's hosts are allowed
+// egress, as on the other backends.
+func planEgress(req *sandbox.Request) (*egressPlan, error) {
+	if err := sandbox.CheckSecrets(req.Policy); err != nil {
+		return nil, err
+	}
+	if req.Profile != sandbox.ProfileAllowlist {
+		return nil, nil
+	}
+	for _, s := range req.Secrets {
+		if len(s.Files) > 0 {
+			return nil, fmt.Errorf("%w: kubernetes backend (preview): secret %s lists files (%s), which only the bwrap backend puts in a sandbox so far; use backend: bwrap, or drop files", sandbox.ErrBadRequest, s.Name, strings.Join(s.Files, ", "))
+		}
+	}
+	pol := netproxy.Policy{Allow: append(slices.Clone(req.NetworkAllow), sandbox.SecretHosts(req.Secrets)...), Deny: req.NetworkDeny}
+	if err := pol.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: network allowlist: %w", sandbox.ErrBadRequest, err)
+	}
+	prep, err := secrets.Prepare(req)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "allow=%q deny=%q\n", pol.Allow, pol.Deny)
+	if prep != nil {
+		for _, s := range prep.Secrets {
+			fmt.Fprintf(h, "%s|%q|%q|%s|%s|%s\n", s.Name, s.Hosts, s.Headers, s.StandIn, s.SecretName, s.SecretStandIn)
+		}
+	}
+	return &egressPlan{policy: pol, prep: prep, key: hex.EncodeToString(h.Sum(nil))[:16]}, nil
+}
+
+// proxyEnv is what every command of an allowlist pod gets: egress.Env's
+// variables (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY, npm, pip, yarn, Java)
+// with the Node preload at NodeShimPath; with secrets also the trust
+// bundle's variables (secrets.BundleEnv), JAVA_TOOL_OPTIONS naming
+// JavaTrustStore, and corral's git credential helper (gitcred.Env).
+func proxyEnv(specs []sandbox.Secret) []string {
+	env := netproxy.ProxyEnv(egress.HTTPPort, egress.SOCKSPort, NodeShimPath)
+	if len(specs) == 0 {
+		return env
+	}
+	for i, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "JAVA_TOOL_OPTIONS="); ok {
+			// JVMs read the default store's place from properties only.
+			env[i] = "JAVA_TOOL_OPTIONS=" + v + " -Djavax.net.ssl.trustStore=" + JavaTrustStore + " -Djavax.net.ssl.trustStoreType=PKCS12"
+		}
+	}
+	env = append(env, secrets.BundleEnv(TrustBundle)...)
+	return append(env, gitcred.Env(inside.Path, specs)...)
+}
+
+// withoutProxyEnv returns env without the entries proxyEnv (with and
+// without secrets) or egress.Env set, where they still hold those
+// values: a session that ran under allowlist saved them, and they must
+// not follow it to another profile.
+func withoutProxyEnv(env []string, specs []sandbox.Secret) []string {
+	ours := append(proxyEnv(specs), proxyEnv(nil)...)
+	return egress.WithoutEnv(slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		return slices.Contains(ours, kv)
+	}))
+}
