@@ -12,9 +12,21 @@
 // directory, so paths match the host's), /tmp (HOME) and /.corral, the
 // seccomp profile the settings name (Localhost) or the runtime's default,
 // no service-account token, no host namespaces or paths, and, under the
-// restricted and workspace profiles, a NetworkPolicy that denies all
-// ingress and egress (enforced where the cluster's network plugin enforces
-// NetworkPolicy). See buildPod.
+// restricted, workspace and allowlist profiles, a NetworkPolicy that
+// denies all ingress and egress (enforced where the cluster's network
+// plugin enforces NetworkPolicy). See buildPod.
+//
+// Under allowlist the pod reaches corral's egress proxy (egress.Pool, the
+// same netproxy server as on the other backends) through a second
+// long-lived exec per pod running the tunnel of package inside/tunnel:
+// it listens where the docker container's forwarder expects the proxy's
+// sockets and on 127.0.0.1:3128 and :1080, and carries each connection,
+// multiplexed with yamux over the exec's stdin and stdout, to corral,
+// which connects it to the proxy. A broken stream ends the tunnel in the
+// pod, so proxied connections fail closed; the next command starts a new
+// one (Engine.tunnelFor). Secrets work as on docker: stand-ins in the
+// pod, the real values in the proxy, corral's CA trusted through a bundle
+// copied into HelperDir (prepareEgress) and the variables that name it.
 //
 // corral's static executable reaches the pod without a custom image: it is
 // copied into the /.corral emptyDir over an exec stream, its SHA-256

@@ -191,12 +191,13 @@ func buildPod(st *Settings, p *parsed, pl podPlan) *corev1.Pod {
 }
 
 // buildPolicy returns the NetworkPolicy of pod pl under profile (pure):
-// under restricted and workspace one that selects the pod and allows no
-// ingress and no egress (both policy types, no rules: NetworkPolicy's
-// "default deny"); nil under network (the pod keeps the cluster's
-// network). allowlist is refused before (its egress to corral's proxy is
-// not built yet). A NetworkPolicy holds only where the cluster's network
-// plugin enforces it.
+// under restricted, workspace and allowlist one that selects the pod and
+// allows no ingress and no egress (both policy types, no rules:
+// NetworkPolicy's "default deny"); nil under network (the pod keeps the
+// cluster's network). allowlist's egress goes to corral's proxy through
+// an exec stream (tunnelFor), which no NetworkPolicy governs. A
+// NetworkPolicy holds only where the cluster's network plugin enforces
+// it.
 func buildPolicy(pl podPlan, profile sandbox.Profile) *networkingv1.NetworkPolicy {
 	if profile.HostNetwork() || profile == "" {
 		return nil
