@@ -228,6 +228,11 @@ if [ "$DIRECT" != none ]; then curl -sS -m 10 --noproxy '*' "http://$DIRECT/" >/
 		t.Errorf("policy is not deny-all both ways: %+v", np.Spec)
 	}
 
+	for l := range strings.SplitSeq(k.log.String(), "\n") {
+		if strings.Contains(l, "kubernetes.tunnel.started") || strings.Contains(l, "kubernetes.pod.started") || strings.Contains(l, ".uploaded") {
+			t.Logf("measured: %s", l[strings.Index(l, "msg="):])
+		}
+	}
 	// Another command of the session reuses the pod and its tunnel.
 	out, _, _ = k.run(sess, `curl -sS -m 60 http://web.allowed.test/again`, allowlist)
 	if out != "hello web.allowed.test" {
@@ -338,6 +343,11 @@ echo never-failed`
 	case <-p.tun.Done():
 	case <-time.After(60 * time.Second):
 		t.Error("the tunnel still runs 60 s after Close")
+	}
+	// The pod's proxy was released (the pool closes it at once: Linger -1).
+	if c, err := net.Dial("unix", p.proxy.HTTPSocket()); err == nil {
+		c.Close()
+		t.Error("the pod's proxy still listens after Close")
 	}
 }
 

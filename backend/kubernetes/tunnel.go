@@ -57,6 +57,7 @@ func (e *Engine) tunnelFor(ctx context.Context, p *podRef) error {
 	srv := p.proxy
 	argv := tunnel.Argv(inside.Path, NetDir,
 		net.JoinHostPort("127.0.0.1", fmt.Sprint(egress.HTTPPort)), net.JoinHostPort("127.0.0.1", fmt.Sprint(egress.SOCKSPort)))
+	t0 := time.Now()
 	xctx, cancel := context.WithCancel(context.Background())
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -103,7 +104,7 @@ func (e *Engine) tunnelFor(ctx context.Context, p *podRef) error {
 		return fmt.Errorf("%w: kubernetes backend: the network tunnel of pod %s was not ready in %s", sandbox.ErrUnavailable, p.name, tunnelReadyTimeout)
 	}
 	p.tun, p.tunStop = h, cancel
-	e.log.Info("kubernetes.tunnel.started", "pod", p.name)
+	e.log.Info("kubernetes.tunnel.started", "pod", p.name, "ready", time.Since(t0).String())
 	return nil
 }
 
