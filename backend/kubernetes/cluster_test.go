@@ -140,6 +140,30 @@ func (k *kube) waitGone(sess string) {
 func TestPodLockdown(t *testing.T) {
 	k := newKube(t)
 	sess := "lock-" + strconv.Itoa(os.Getpid())
+	k.assertLockedDown(sess)
+	pods, policies := k.objects(sess)
+	if len(pods) != 1 || len(policies) != 1 || pods[0] != policies[0] {
+		t.Fatalf("pods %v policies %v", pods, policies)
+	}
+	// Under restricted the workspace is read-only.
+	ro := sess + "-ro"
+	out, _, _ := k.run(ro, `touch ./x 2>/dev/null && echo ws-writable || echo ws-ro`, func(r *sandbox.Request) { r.Profile = sandbox.ProfileRestricted })
+	if out != "ws-ro\n" {
+		t.Errorf("restricted workspace: %q", out)
+	}
+	k.b.Release(sess)
+	k.b.Release(ro)
+	k.waitGone(sess)
+	k.waitGone(ro)
+}
+
+// assertLockedDown runs the lockdown probes as the first command of
+// session sess: non-root uid and gid, no capabilities, no_new_privs, no
+// service-account token, read-only root, writable workspace and /tmp,
+// and the RuntimeDefault note as the only warning.
+func (k *kube) assertLockedDown(sess string) {
+	t := k.t
+	t.Helper()
 	out, errb, res := k.run(sess, `id -u; id -g; grep -E '^Cap(Eff|Prm|Bnd|Amb):' /proc/self/status | tr -s '\t' ' '
 grep NoNewPrivs /proc/self/status | tr -s '\t' ' '
 ls /var/run/secrets/kubernetes.io/serviceaccount 2>/dev/null | wc -l
@@ -156,20 +180,6 @@ echo data > ./f && cat ./f; pwd; echo "$HOME"; touch /tmp/t && echo tmp-ok`, nil
 	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "RuntimeDefault") {
 		t.Errorf("warnings %q, want the RuntimeDefault note", res.Warnings)
 	}
-	pods, policies := k.objects(sess)
-	if len(pods) != 1 || len(policies) != 1 || pods[0] != policies[0] {
-		t.Fatalf("pods %v policies %v", pods, policies)
-	}
-	// Under restricted the workspace is read-only.
-	ro := sess + "-ro"
-	out, _, _ = k.run(ro, `touch ./x 2>/dev/null && echo ws-writable || echo ws-ro`, func(r *sandbox.Request) { r.Profile = sandbox.ProfileRestricted })
-	if out != "ws-ro\n" {
-		t.Errorf("restricted workspace: %q", out)
-	}
-	k.b.Release(sess)
-	k.b.Release(ro)
-	k.waitGone(sess)
-	k.waitGone(ro)
 }
 
 // TestSessionOnKubernetes: cwd and variables carry over, stdin reaches the
