@@ -321,7 +321,9 @@ func TestIdleTimeout(t *testing.T) {
 	if out != "reset\n" {
 		t.Errorf("workspace after the idle removal: %q", out)
 	}
-	if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "idle_timeout (2s)") && strings.Contains(w, "reset (emptyDir)") }) {
+	if !slices.ContainsFunc(res.Warnings, func(w string) bool {
+		return strings.Contains(w, "idle_timeout (2s)") && strings.Contains(w, "reset (emptyDir)")
+	}) {
 		t.Errorf("warnings %q, want the idle note", res.Warnings)
 	}
 	if got := k.podOf(sess); got == first {
