@@ -36,9 +36,16 @@ type kube struct {
 	ws         string
 	log        *testkit.LogBuf
 	kubeconfig string
+	c          *k8stest.Cluster
 }
 
 func newKube(t testing.TB) *kube {
+	t.Helper()
+	return newKubeWith(t, nil)
+}
+
+// newKubeWith is newKube with the engine's options changed by mut.
+func newKubeWith(t testing.TB, mut func(*Options)) *kube {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("kubernetes cluster test (-short)")
@@ -49,11 +56,15 @@ func newKube(t testing.TB) *kube {
 	st.Image, st.Namespace, st.Kubeconfig = img, ns, kc
 	st.Memory, st.CPUs = "256Mi", "500m"
 	lb := &testkit.LogBuf{}
-	e := NewEngine(Options{
+	opts := Options{
 		Helper:    dockertest.StaticCorral(t),
 		Logger:    slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		KillGrace: time.Second,
-	})
+	}
+	if mut != nil {
+		mut(&opts)
+	}
+	e := NewEngine(opts)
 	t.Cleanup(func() {
 		e.Close()
 		if t.Failed() {
@@ -62,7 +73,7 @@ func newKube(t testing.TB) *kube {
 	})
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return &kube{t: t, e: e, b: e.Backend(st), st: st, ws: "/work/ws-" + hex.EncodeToString(b[:]), log: lb, kubeconfig: kc}
+	return &kube{t: t, e: e, b: e.Backend(st), st: st, ws: "/work/ws-" + hex.EncodeToString(b[:]), log: lb, kubeconfig: kc, c: c}
 }
 
 // run runs a bash script in session sess and returns stdout, stderr and

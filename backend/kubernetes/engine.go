@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/transport"
 	"k8s.io/klog/v2"
 
 	"github.com/corralhq/corral/agentclient"
@@ -42,6 +43,10 @@ type Options struct {
 	// (`corral run`): it claims free pods of the warm pool (made by a
 	// long-running corral) but does not refill it.
 	OneShot bool
+	// WrapTransport, when set, wraps the HTTP transport of every request
+	// to the API server, exec streams included (rest.Config.Wrap): for
+	// metrics and tracing; the benchmarks count API calls with it.
+	WrapTransport transport.WrapperFunc
 }
 
 // Engine is the process-wide part of the kubernetes backend: the clients
@@ -172,6 +177,9 @@ func (e *Engine) clusterFor(path, ctxName string) (*cluster, error) {
 	}
 	cfg.QPS, cfg.Burst = 50, 100
 	cfg.UserAgent = "corral"
+	if e.opts.WrapTransport != nil {
+		cfg.Wrap(e.opts.WrapTransport)
+	}
 	cs, err := newAPI(cfg)
 	if err != nil {
 		c.err = fmt.Errorf("%w: kubernetes backend: %v", sandbox.ErrUnavailable, err)
@@ -191,7 +199,7 @@ func apiErr(what string, err error) error {
 	var se *apierrors.StatusError
 	if errors.As(err, &se) {
 		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-			return fmt.Errorf("%w: kubernetes backend: %s: %v (corral needs to create, get, list and delete pods, pods/exec, networkpolicies and persistentvolumeclaims in the namespace)", sandbox.ErrUnavailable, what, err)
+			return fmt.Errorf("%w: kubernetes backend: %s: %v (corral needs to create, get, list and delete pods, pods/exec, networkpolicies and persistentvolumeclaims in the namespace, and to update pods for the warm pool)", sandbox.ErrUnavailable, what, err)
 		}
 		return fmt.Errorf("kubernetes backend: %s: %w", what, err)
 	}

@@ -144,9 +144,14 @@ type corralPool struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu   sync.Mutex
-	keys map[string]*poolState
+	mu      sync.Mutex
+	keys    map[string]*poolState
+	ticking bool
 }
+
+// recheck is how often a long-running pool counts its free pods again:
+// another corral's claims take its pods without telling it.
+const recheck = 30 * time.Second
 
 // poolState is the refill state of one pool key.
 type poolState struct {
@@ -204,6 +209,11 @@ func (pl *corralPool) keep(sp *podSpec, n int) {
 		pl.keys[sp.key] = ps
 	}
 	ps.sp, ps.n = sp, n
+	if !pl.ticking {
+		pl.ticking = true
+		pl.wg.Add(1)
+		go pl.tick()
+	}
 	if ps.running {
 		ps.again = true
 		return
@@ -211,6 +221,32 @@ func (pl *corralPool) keep(sp *podSpec, n int) {
 	ps.running = true
 	pl.wg.Add(1)
 	go pl.run(ps)
+}
+
+// tick refills every key every recheck until the pool closes.
+func (pl *corralPool) tick() {
+	defer pl.wg.Done()
+	t := time.NewTicker(recheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-pl.ctx.Done():
+			return
+		case <-t.C:
+		}
+		pl.mu.Lock()
+		var all []*poolState
+		for _, ps := range pl.keys {
+			all = append(all, ps)
+		}
+		pl.mu.Unlock()
+		for _, ps := range all {
+			pl.mu.Lock()
+			sp, n := ps.sp, ps.n
+			pl.mu.Unlock()
+			pl.keep(sp, n)
+		}
+	}
 }
 
 // run refills ps until no more refills were asked for.

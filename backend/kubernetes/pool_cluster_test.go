@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/corralhq/corral/internal/dockertest"
 	"github.com/corralhq/corral/internal/owner"
@@ -31,15 +32,12 @@ func (k *kube) setWarmPool(n int) {
 func maker(e *Engine) string { return e.pool.(*corralPool).maker }
 
 // managedPods lists corral's pods in the test namespace, without those
-// being deleted.
+// being deleted, through the test's own client (not the engine's, whose
+// API calls the benchmarks count).
 func (k *kube) managedPods() []corev1.Pod {
 	k.t.Helper()
-	cl, err := k.e.clusterFor(k.st.Kubeconfig, "")
+	pl, err := k.c.Client.CoreV1().Pods(k.st.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: LabelManaged + "=true"})
 	if err != nil {
-		k.t.Fatal(err)
-	}
-	var pl corev1.PodList
-	if err := cl.cs.list(context.Background(), k.st.Namespace, resPods, LabelManaged+"=true", &pl); err != nil {
 		k.t.Fatal(err)
 	}
 	var out []corev1.Pod
