@@ -109,11 +109,11 @@ func claimable(items []corev1.Pod) []*corev1.Pod {
 }
 
 // claimedPod returns the update that claims free pod for session and
-// owner (pure): a copy labelled PoolClaimed with the session's
-// annotations, keeping the resourceVersion read, so the API server
+// owner, with settings hash (pure): a copy labelled PoolClaimed with the
+// session's annotations as a pod made for it would have, keeping the resourceVersion read, so the API server
 // accepts it only if nobody changed the pod since (optimistic
 // concurrency: a second claimer gets 409 Conflict).
-func claimedPod(pod *corev1.Pod, session, owner string) *corev1.Pod {
+func claimedPod(pod *corev1.Pod, session, owner, hash string) *corev1.Pod {
 	c := pod.DeepCopy()
 	if c.Labels == nil {
 		c.Labels = map[string]string{}
@@ -124,6 +124,7 @@ func claimedPod(pod *corev1.Pod, session, owner string) *corev1.Pod {
 	c.Labels[LabelPool] = PoolClaimed
 	c.Annotations[AnnotationSession] = session
 	c.Annotations[AnnotationOwner] = owner
+	c.Annotations[AnnotationSettings] = hash
 	return c
 }
 
@@ -177,7 +178,7 @@ func (pl *corralPool) take(ctx context.Context, sp *podSpec, session string) (st
 	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
 	for _, p := range free {
 		var out corev1.Pod
-		err := sp.cl.cs.update(ctx, sp.ns, resPods, p.Name, claimedPod(p, session, pl.e.self.String()), &out)
+		err := sp.cl.cs.update(ctx, sp.ns, resPods, p.Name, claimedPod(p, session, pl.e.self.String(), sp.hash), &out)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			pl.e.log.Debug("kubernetes.pool.claim_conflict", "pod", p.Name, "error", err)
 			continue

@@ -111,9 +111,10 @@ func TestClaimable(t *testing.T) {
 // annotations, and leaves the pod read unchanged.
 func TestClaimedPod(t *testing.T) {
 	p := poolPod("a", PoolFree, "m1", true, false)
-	c := claimedPod(&p, "sess", "h/b/9/10")
+	c := claimedPod(&p, "sess", "h/b/9/10", "hash2")
 	if c.ResourceVersion != "41" || c.Labels[LabelPool] != PoolClaimed || c.Labels[LabelPoolKey] != "k" ||
-		c.Annotations[AnnotationSession] != "sess" || c.Annotations[AnnotationOwner] != "h/b/9/10" {
+		c.Annotations[AnnotationSession] != "sess" || c.Annotations[AnnotationOwner] != "h/b/9/10" ||
+		c.Annotations[AnnotationSettings] != "hash2" || c.Annotations[AnnotationMaker] != "m1" {
 		t.Errorf("claimed %+v", c.ObjectMeta)
 	}
 	if p.Labels[LabelPool] != PoolFree || p.Annotations[AnnotationOwner] != "h/b/1/2" {
