@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/corralhq/corral/internal/dockertest"
 	"github.com/corralhq/corral/internal/owner"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/session"
 )
 
 // setWarmPool makes k's backend keep n free pods.
@@ -329,4 +331,44 @@ func TestIdleTimeout(t *testing.T) {
 	}
 	k.b.Release(sess)
 	k.waitGone(sess)
+}
+
+// TestIdleTimeoutSessionCwd: through a session, the command after an
+// idle removal runs (the cwd it had is gone with the workspace: it starts
+// at the workspace and says so), keeps the session's variables and
+// carries the idle note.
+func TestIdleTimeoutSessionCwd(t *testing.T) {
+	k := newKube(t)
+	k.st.IdleTimeout = "1s"
+	k.b = k.e.Backend(k.st)
+	m := session.NewManager(session.Options{StateDir: filepath.Join(dockertest.TestDir(t), "state"), Resolve: func(string) (*session.Spec, error) {
+		return &session.Spec{Backend: k.b, Policy: sandbox.Policy{Profile: sandbox.ProfileWorkspace, Workdir: k.ws}, Timeout: time.Minute,
+			OutputLimit: 1 << 20, Env: []string{"PATH=/usr/bin:/bin"}}, nil
+	}})
+	defer m.Close()
+	name := "idle-cwd-" + strconv.Itoa(os.Getpid())
+	s, err := m.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := s.Exec(ctx, session.ExecRequest{Command: "mkdir -p a/b && cd a/b && export X=1"}); err != nil {
+		t.Fatal(err)
+	}
+	k.waitGone(name)
+	r, err := s.Exec(ctx, session.ExecRequest{Command: `echo "$PWD|$X"`})
+	if err != nil {
+		t.Fatalf("after the idle removal: %v\nlog:\n%s", err, k.log.String())
+	}
+	t.Logf("after the idle removal: exit %d output %q cwd %q warnings %q", r.ExitCode, r.Output.Text, r.Cwd, r.Notes)
+	// The session's variables carry over (they live on the host); its
+	// cwd is gone with the workspace, and the session says so.
+	if r.ExitCode != 0 || !strings.HasSuffix(r.Output.Text, k.ws+"|1\n") || !strings.Contains(r.Output.Text, "no longer exists") {
+		t.Errorf("after the idle removal: %+v", r)
+	}
+	if !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "idle_timeout (1s)") }) {
+		t.Errorf("notes %q, want the idle note", r.Notes)
+	}
+	m.Close()
+	k.waitGone(name)
 }
