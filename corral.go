@@ -68,6 +68,10 @@ type Options struct {
 	// corral of this user did within SweepEvery; zero sweeps once per
 	// process.
 	SweepEvery time.Duration
+	// OneShot says the process runs one command and exits (corral run,
+	// exec, shell): the kubernetes backend then claims pods of its warm
+	// pool but does not refill it (kubernetes.Options.OneShot).
+	OneShot bool
 }
 
 // Host is corral in one process: the settings, read once and again only
@@ -384,7 +388,7 @@ func (h *Host) Backend(st *config.Settings) (sandbox.Backend, error) {
 		return h.engine.Backend(DockerSettings(st)), nil
 	case config.BackendKubernetes:
 		if h.kube == nil {
-			h.kube = kubernetes.NewEngine(kubernetes.Options{Logger: h.log, Egress: h.egressLocked()})
+			h.kube = kubernetes.NewEngine(kubernetes.Options{Logger: h.log, Egress: h.egressLocked(), OneShot: h.opts.OneShot})
 		}
 		return h.kube.Backend(KubernetesSettings(st)), nil
 	case config.BackendLocal:

@@ -697,13 +697,13 @@ var registry = []Key{
 	{
 		Name: "kubernetes.warm_pool", Kind: KindInt, Default: 0,
 		Accepts: "a whole number of pods (0 for none)",
-		Doc:     "kubernetes: locked-down pods kept ready to claim (preview: not built yet; values above 0 are refused when a command runs)",
+		Doc:     "kubernetes: free locked-down pods (helper copied in) that a long-running corral (mcp, serve) keeps ready per kind of pod; a session claims one instead of starting a pod, and one-shot commands claim those of a live corral",
 		field:   func(s *Settings) any { return &s.Kubernetes.WarmPool },
 	},
 	{
 		Name: "kubernetes.idle_timeout", Kind: KindString, Default: "",
 		Accepts: "a duration such as 30m, or empty for none",
-		Doc:     "kubernetes: remove a session's pod after this long without a command (preview: not applied yet)",
+		Doc:     "kubernetes: remove a session's pod after this long without a command or background process; the next command starts a new pod (an emptyDir workspace starts empty, a pvc one is kept)",
 		item:    durationOrEmpty,
 		field:   func(s *Settings) any { return &s.Kubernetes.IdleTimeout },
 	},

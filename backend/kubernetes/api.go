@@ -97,6 +97,22 @@ func (a *api) remove(ctx context.Context, ns, resource, name string) error {
 		Body(&metav1.DeleteOptions{GracePeriodSeconds: &zero, PropagationPolicy: &bg}).Do(ctx).Error()
 }
 
+// update replaces name of resource in ns with obj (a PUT: the API server
+// refuses it with 409 Conflict when obj's resourceVersion is not the
+// current one).
+func (a *api) update(ctx context.Context, ns, resource, name string, obj, out runtime.Object) error {
+	return a.client(resource).Put().Namespace(ns).Resource(resource).Name(name).Body(obj).Do(ctx).Into(out)
+}
+
+// removeIf deletes name like remove, only while it still matches pre
+// (UID and resourceVersion; 409 Conflict otherwise).
+func (a *api) removeIf(ctx context.Context, ns, resource, name string, pre *metav1.Preconditions) error {
+	zero := int64(0)
+	bg := metav1.DeletePropagationBackground
+	return a.client(resource).Delete().Namespace(ns).Resource(resource).Name(name).
+		Body(&metav1.DeleteOptions{GracePeriodSeconds: &zero, PropagationPolicy: &bg, Preconditions: pre}).Do(ctx).Error()
+}
+
 // execURL is the URL of an exec in pod's container.
 func (a *api) execURL(ns, pod string, o *corev1.PodExecOptions) *url.URL {
 	return a.core.Post().Namespace(ns).Resource(resPods).Name(pod).SubResource("exec").VersionedParams(o, a.params).URL()

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"syscall"
@@ -122,8 +123,6 @@ func (b *Backend) refuse(req *sandbox.Request) error {
 		return fmt.Errorf("%w: kubernetes backend (preview): interactive shells (corral shell) are not built yet", sandbox.ErrUnavailable)
 	case req.User != "":
 		return fmt.Errorf("%w: kubernetes backend: every command runs as kubernetes.user; --user is not available", sandbox.ErrBadRequest)
-	case b.st.WarmPool > 0:
-		return fmt.Errorf("%w: kubernetes.warm_pool %d: the warm pool is not built yet (preview); set it to 0", sandbox.ErrBadRequest, b.st.WarmPool)
 	}
 	return nil
 }
@@ -145,6 +144,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if err != nil {
 		return nil, err
 	}
+	defer b.e.idleDone(p)
 	if p.ephemeral {
 		defer func() {
 			b.e.drop(p)
@@ -237,7 +237,10 @@ func (e *Engine) oomKilled(p *podRef) bool {
 }
 
 // ensure returns the ready pod of req: the session's (or the shared one),
-// made on first use; for req.Session == "" a new one the caller removes.
+// made on first use (claimed from the warm pool when it has one); for
+// req.Session == "" a new one the caller removes. The pod counts the
+// command as running (Engine.idleDone ends it). plan is the allowlist's
+// (nil under other profiles).
 func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egressPlan) (*podRef, error) {
 	e := b.e
 	st := b.st
@@ -250,6 +253,10 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 		return nil, err
 	}
 	helper, err := e.helperPath()
+	if err != nil {
+		return nil, err
+	}
+	sum, err := e.helperSum(helper)
 	if err != nil {
 		return nil, err
 	}
@@ -268,16 +275,24 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 	if plan != nil {
 		egressKey = plan.key
 	}
-	hash := settingsHash(&st, ws, denyNet, denyUnix, readOnly, egressKey) + "-" + ns
+	tmp := resource.MustParse("512Mi")
+	if req.TmpSizeMB > 0 {
+		tmp = *resource.NewQuantity(int64(req.TmpSizeMB)<<20, resource.BinarySI)
+	}
+	// The pool key leaves the allowlist plan out: a pool pod is the same
+	// pod whatever the allowlist; its proxy and tunnel come at the claim.
+	sp := &podSpec{cl: cl, ns: ns, st: st, p: p, profile: req.Profile, workspace: ws, tmp: tmp, readOnly: readOnly, denyUnix: denyUnix,
+		hash: settingsHash(&st, ws, denyNet, denyUnix, readOnly, egressKey) + "-" + ns, helper: helper,
+		key: poolKey(&st, ns, ws, tmp, denyNet, denyUnix, readOnly, sum)}
 	key := req.Session
 	var scopeKey, annot string
 	switch {
 	case key == "":
 		scopeKey = "once:" + randomName()
 	case st.Scope == ScopeShared:
-		scopeKey, annot = "shared|"+hash, "shared"
+		scopeKey, annot = "shared|"+sp.hash, "shared"
 	default:
-		scopeKey, annot = "s:"+key+"|"+hash, key
+		scopeKey, annot = "s:"+key+"|"+sp.hash, key
 	}
 	e.mu.Lock()
 	if e.closed {
@@ -286,6 +301,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 	}
 	ref, found := e.pods[scopeKey]
 	var stale []*podRef
+	var rs *reset
 	if !found {
 		if key != "" && st.Scope == ScopeSession {
 			// The session's pod of other settings goes: settings changed.
@@ -302,7 +318,12 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 		ref = &podRef{name: randomName(), namespace: ns, scopeKey: scopeKey, cl: cl, workspace: ws, denyUnix: denyUnix,
 			ready: make(chan struct{}), sessions: map[string]bool{}, ephemeral: key == "", egress: plan}
 		e.pods[scopeKey] = ref
+		rs = e.resets[scopeKey]
+		delete(e.resets, scopeKey)
 	}
+	// Counted before the table is unlocked, so the idle watch never
+	// removes a pod a command is about to use.
+	ref.active++
 	if key != "" {
 		ref.sessions[key] = true
 	}
@@ -314,97 +335,215 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 		select {
 		case <-ref.ready:
 		case <-ctx.Done():
+			e.idleDone(ref)
 			return nil, ctx.Err()
+		}
+		if ref.err != nil {
+			e.idleDone(ref)
 		}
 		return ref, ref.err
 	}
-	tmp := resource.MustParse("512Mi")
-	if req.TmpSizeMB > 0 {
-		tmp = *resource.NewQuantity(int64(req.TmpSizeMB)<<20, resource.BinarySI)
+	if st.WarmPool > 0 {
+		e.pool.keep(sp, st.WarmPool)
 	}
-	pl := podPlan{name: ref.name, namespace: ns, session: annot, owner: e.self.String(), hash: hash,
-		workspace: ws, claim: claimName(ref.name), tmp: tmp, readOnly: readOnly}
-	ref.err = b.start(ctx, ref, &st, p, pl, req, helper)
+	ref.err = b.start(ctx, ref, sp, annot, rs, req)
 	close(ref.ready)
 	if ref.err != nil {
 		e.mu.Lock()
 		if e.pods[scopeKey] == ref {
 			delete(e.pods, scopeKey)
 		}
+		keep := rs != nil && rs.pvc != "" && !e.closed
+		if keep {
+			// The session's kept workspace stays for its next try.
+			e.resets[scopeKey] = rs
+			ref.pvc = ""
+		}
 		e.mu.Unlock()
 		go e.remove(ref, "start failed")
 		return nil, ref.err
 	}
+	if p.idle > 0 && !ref.ephemeral {
+		go e.watchIdle(ref, p.idle)
+	}
 	return ref, nil
 }
 
-// start makes pl's NetworkPolicy (first, so the pod never runs without
-// it), PVC and pod, waits for the pod to be Ready and copies the helper
-// in. On error the caller removes what was made.
-func (b *Backend) start(ctx context.Context, ref *podRef, st *Settings, p *parsed, pl podPlan, req *sandbox.Request, helper string) error {
+// start gives ref a ready pod of sp for session: a free one of the warm
+// pool when there is one (and no kept workspace PVC to mount), else a new
+// one (makePod). rs is the session's pod removed for idleness, if any:
+// its workspace PVC is mounted again, and the first result says what was
+// reset. On error the caller removes what was made.
+func (b *Backend) start(ctx context.Context, ref *podRef, sp *podSpec, session string, rs *reset, req *sandbox.Request) error {
 	e := b.e
+	if rs != nil {
+		ref.notes = append(ref.notes, idleNote(rs.idle, rs.pvc != ""))
+	}
+	if sp.st.WarmPool > 0 && (rs == nil || rs.pvc == "") {
+		t0 := time.Now()
+		name, err := e.pool.take(ctx, sp, session)
+		if err != nil {
+			// A cold start is still possible; the pool is an optimisation.
+			e.log.Warn("kubernetes.pool.claim_failed", "key", sp.key, "error", err)
+		}
+		if name != "" {
+			ref.name = name
+			ref.policy = buildPolicy(sp.plan(name, "", ""), sp.profile) != nil
+			if sp.st.Storage == StoragePVC {
+				ref.pvc = claimName(name)
+			}
+			e.seccompNote(ref, &sp.st)
+			e.pool.keep(sp, sp.st.WarmPool)
+			if err := e.startEgress(ctx, ref, session); err != nil {
+				return err
+			}
+			e.log.Info("kubernetes.pod.started", "pod", name, "namespace", sp.ns, "session", session,
+				"from", "warm pool", "total", time.Since(t0).String(), "policy", ref.policy)
+			return nil
+		}
+		e.log.Debug("kubernetes.pool.empty", "key", sp.key, "session", session)
+	}
+	pl := sp.plan(ref.name, session, e.self.String())
+	if rs != nil && rs.pvc != "" {
+		pl.claim, pl.existingClaim = rs.pvc, true
+	}
+	e.seccompNote(ref, &sp.st)
+	return e.makePod(ctx, ref, sp, pl, req.Progress)
+}
+
+// idleNote is the note on the first result in a pod that replaced one
+// removed after idle_timeout (pure).
+func idleNote(idle time.Duration, pvcKept bool) string {
+	if pvcKept {
+		return fmt.Sprintf("corral: this session's pod was removed after kubernetes.idle_timeout (%s) without a command; this command runs in a new pod with the same workspace volume (PVC); /tmp and background processes are gone", idle)
+	}
+	return fmt.Sprintf("corral: this session's pod was removed after kubernetes.idle_timeout (%s) without a command; this command runs in a new pod: the workspace was reset (emptyDir) and /tmp and background processes are gone", idle)
+}
+
+// seccompNote notes (and logs) that the pod runs under RuntimeDefault.
+func (e *Engine) seccompNote(ref *podRef, st *Settings) {
+	if st.SeccompProfile != "" {
+		return
+	}
+	ref.notes = append(ref.notes, "corral: this pod runs under the container runtime's default seccomp profile (RuntimeDefault), not corral's own: install corral's profile on the nodes and set kubernetes.seccomp_profile")
+	e.log.Warn("kubernetes.seccomp.runtime_default", "pod", ref.name,
+		"detail", "the pod runs under the container runtime's default seccomp profile; corral's own filter is added by its helper only for AF_UNIX sockets (workspace, restricted); install corral's profile on the nodes and set kubernetes.seccomp_profile")
+}
+
+// makePod makes pl's NetworkPolicy (first, so the pod never runs without
+// it), PVC (unless pl.existingClaim) and pod, waits for the pod to be
+// Ready and copies the helper in. On error the caller removes what was
+// made (recorded in ref).
+func (e *Engine) makePod(ctx context.Context, ref *podRef, sp *podSpec, pl podPlan, progress func(string)) error {
 	cs := ref.cl.cs
 	ctx, cancel := context.WithTimeout(ctx, e.opts.StartTimeout)
 	defer cancel()
 	t0 := time.Now()
-	if req.Progress != nil {
-		req.Progress("starting a pod in namespace " + pl.namespace)
+	if progress != nil {
+		progress("starting a pod in namespace " + pl.namespace)
 	}
-	if ref.egress != nil {
-		// The proxy lives as long as the pod (released in remove).
-		secs := []secrets.Secret(nil)
-		if ref.egress.prep != nil {
-			secs = ref.egress.prep.Secrets
-		}
-		who := pl.session
-		if who == "" {
-			who = pl.name
-		}
-		srv, release, err := e.opts.Egress.Get(ref.egress.policy, who, secs...)
-		if err != nil {
-			return err
-		}
-		ref.proxy, ref.release = srv, release
-	}
-	if np := buildPolicy(pl, req.Profile); np != nil {
+	if np := buildPolicy(pl, sp.profile); np != nil {
 		if err := cs.create(ctx, pl.namespace, resPolicies, np, &networkingv1.NetworkPolicy{}); err != nil {
 			return apiErr("creating the NetworkPolicy", err)
 		}
 		ref.policy = true
 	}
-	if st.Storage == StoragePVC {
-		if err := cs.create(ctx, pl.namespace, resClaims, buildClaim(st, p, pl), &corev1.PersistentVolumeClaim{}); err != nil {
-			return apiErr("creating the workspace PVC", err)
+	if sp.st.Storage == StoragePVC {
+		if !pl.existingClaim {
+			if err := cs.create(ctx, pl.namespace, resClaims, buildClaim(&sp.st, sp.p, pl), &corev1.PersistentVolumeClaim{}); err != nil {
+				return apiErr("creating the workspace PVC", err)
+			}
 		}
-		ref.claim = true
+		ref.pvc = pl.claim
 	}
-	pod := buildPod(st, p, pl)
-	if err := cs.create(ctx, pl.namespace, resPods, pod, &corev1.Pod{}); err != nil {
+	if err := cs.create(ctx, pl.namespace, resPods, buildPod(&sp.st, sp.p, pl), &corev1.Pod{}); err != nil {
 		return apiErr("creating the pod", err)
-	}
-	if st.SeccompProfile == "" {
-		ref.notes = append(ref.notes, "corral: this pod runs under the container runtime's default seccomp profile (RuntimeDefault), not corral's own: install corral's profile on the nodes and set kubernetes.seccomp_profile")
-		e.log.Warn("kubernetes.seccomp.runtime_default", "pod", pl.name,
-			"detail", "the pod runs under the container runtime's default seccomp profile; corral's own filter is added by its helper only for AF_UNIX sockets (workspace, restricted); install corral's profile on the nodes and set kubernetes.seccomp_profile")
 	}
 	if err := waitReady(ctx, cs, pl.namespace, pl.name); err != nil {
 		return err
 	}
 	ready := time.Since(t0)
-	if err := e.uploadHelper(ctx, ref, helper); err != nil {
+	if err := e.uploadHelper(ctx, ref, sp.helper); err != nil {
 		return err
 	}
-	if ref.egress != nil {
-		if err := e.prepareEgress(ctx, ref); err != nil {
-			return err
-		}
-		if err := e.tunnelFor(ctx, ref); err != nil {
-			return err
-		}
+	if err := e.startEgress(ctx, ref, pl.session); err != nil {
+		return err
 	}
 	e.log.Info("kubernetes.pod.started", "pod", pl.name, "namespace", pl.namespace, "session", pl.session,
-		"ready", ready.String(), "total", time.Since(t0).String(), "policy", ref.policy)
+		"ready", ready.String(), "total", time.Since(t0).String(), "policy", ref.policy, "pool", pl.poolKey != "")
 	return nil
+}
+
+// startEgress gives ref's pod, ready with the helper in it, the
+// allowlist's proxy (leased from the pool for as long as the pod lives:
+// remove releases it), the files its commands need (trust bundle, Node
+// preload) and the tunnel to the proxy; nothing without an allowlist plan.
+// A pod from the warm pool gets them at its claim, a new one after its
+// helper upload. On error the caller removes the pod, which releases the
+// lease.
+func (e *Engine) startEgress(ctx context.Context, ref *podRef, session string) error {
+	if ref.egress == nil {
+		return nil
+	}
+	var secs []secrets.Secret
+	if ref.egress.prep != nil {
+		secs = ref.egress.prep.Secrets
+	}
+	who := session
+	if who == "" {
+		who = ref.name
+	}
+	srv, release, err := e.opts.Egress.Get(ref.egress.policy, who, secs...)
+	if err != nil {
+		return err
+	}
+	ref.tunMu.Lock()
+	ref.proxy, ref.release = srv, release
+	ref.tunMu.Unlock()
+	if err := e.prepareEgress(ctx, ref); err != nil {
+		return err
+	}
+	return e.tunnelFor(ctx, ref)
+}
+
+// idleDone ends one command's use of p (see ensure).
+func (e *Engine) idleDone(p *podRef) {
+	e.mu.Lock()
+	p.active--
+	p.last = time.Now()
+	e.mu.Unlock()
+}
+
+// watchIdle removes p once no command (background processes included)
+// has run in it for idle (kubernetes.idle_timeout), keeping its workspace
+// PVC for the session's next pod; it ends when p leaves the table.
+func (e *Engine) watchIdle(p *podRef, idle time.Duration) {
+	t := time.NewTicker(min(max(idle/4, 50*time.Millisecond), 30*time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-e.quit:
+			return
+		case <-t.C:
+		}
+		e.mu.Lock()
+		if e.closed || e.pods[p.scopeKey] != p {
+			e.mu.Unlock()
+			return
+		}
+		if p.active > 0 || time.Since(p.last) < idle {
+			e.mu.Unlock()
+			continue
+		}
+		delete(e.pods, p.scopeKey)
+		r := &reset{idle: idle, pvc: p.pvc, cl: p.cl, ns: p.namespace, sessions: maps.Clone(p.sessions)}
+		e.resets[p.scopeKey] = r
+		p.pvc = ""
+		e.mu.Unlock()
+		e.log.Info("kubernetes.pod.idle", "pod", p.name, "namespace", p.namespace, "idle_timeout", idle.String(), "pvc_kept", r.pvc)
+		e.remove(p, "idle timeout")
+		return
+	}
 }
 
 // waitReady polls the pod until its Ready condition is true (a condition

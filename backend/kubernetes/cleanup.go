@@ -51,7 +51,11 @@ func decide(o string, self owner.ID, all bool) string {
 // in the namespace of st (never any other object) whose corral process is
 // gone (a crash, kill -9): owned on this machine by a process that has
 // exited. all deletes every one, in use or not. A pod goes before its
-// policy, so no pod runs without its policy.
+// policy, so no pod runs without its policy; a pod is deleted only if it
+// is unchanged since it was listed (its UID and resourceVersion as
+// preconditions: a warm-pool pod another corral claimed meanwhile stays).
+// A policy or PVC whose pod (LabelPod) is kept stays too: a warm-pool pod
+// claimed by a live corral keeps its maker's owner on them.
 func (e *Engine) Cleanup(ctx context.Context, st Settings, all bool) ([]Leftover, error) {
 	cl, err := e.clusterFor(st.Kubeconfig, st.Context)
 	if err != nil {
@@ -63,12 +67,16 @@ func (e *Engine) Cleanup(ctx context.Context, st Settings, all bool) ([]Leftover
 	}
 	sel := LabelManaged + "=true"
 	var out []Leftover
+	keptPods := map[string]bool{}
 	visit := func(kind string, m metav1.ObjectMeta, remove func() error) {
 		if m.Labels[LabelManaged] != "true" {
 			return
 		}
 		lo := Leftover{Kind: kind, Name: m.Name, Namespace: m.Namespace, Session: m.Annotations[AnnotationSession], Owner: m.Annotations[AnnotationOwner]}
 		lo.Kept = decide(lo.Owner, e.self, all)
+		if lo.Kept == "" && kind != "pod" && keptPods[m.Labels[LabelPod]] {
+			lo.Kept = "its pod " + m.Labels[LabelPod] + " is kept"
+		}
 		if lo.Kept == "" {
 			if err := remove(); err != nil {
 				lo.Kept = "removal failed: " + err.Error()
@@ -77,6 +85,9 @@ func (e *Engine) Cleanup(ctx context.Context, st Settings, all bool) ([]Leftover
 				e.log.Info("kubernetes.object.removed", "kind", kind, "name", m.Name, "namespace", m.Namespace, "reason", "cleanup")
 			}
 		}
+		if lo.Kept != "" && kind == "pod" {
+			keptPods[m.Name] = true
+		}
 		out = append(out, lo)
 	}
 	var pods corev1.PodList
@@ -84,7 +95,8 @@ func (e *Engine) Cleanup(ctx context.Context, st Settings, all bool) ([]Leftover
 		return nil, apiErr("listing pods", err)
 	}
 	for _, p := range pods.Items {
-		visit("pod", p.ObjectMeta, func() error { return ignoreNotFound(cl.cs.remove(ctx, ns, resPods, p.Name)) })
+		pre := &metav1.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion}
+		visit("pod", p.ObjectMeta, func() error { return ignoreNotFound(cl.cs.removeIf(ctx, ns, resPods, p.Name, pre)) })
 	}
 	var pvcs corev1.PersistentVolumeClaimList
 	if err := cl.cs.list(ctx, ns, resClaims, sel, &pvcs); err != nil {

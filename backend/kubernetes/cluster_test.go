@@ -36,9 +36,16 @@ type kube struct {
 	ws         string
 	log        *testkit.LogBuf
 	kubeconfig string
+	c          *k8stest.Cluster
 }
 
 func newKube(t testing.TB) *kube {
+	t.Helper()
+	return newKubeWith(t, nil)
+}
+
+// newKubeWith is newKube with the engine's options changed by mut.
+func newKubeWith(t testing.TB, mut func(*Options)) *kube {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("kubernetes cluster test (-short)")
@@ -49,11 +56,15 @@ func newKube(t testing.TB) *kube {
 	st.Image, st.Namespace, st.Kubeconfig = img, ns, kc
 	st.Memory, st.CPUs = "256Mi", "500m"
 	lb := &testkit.LogBuf{}
-	e := NewEngine(Options{
+	opts := Options{
 		Helper:    dockertest.StaticCorral(t),
 		Logger:    slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		KillGrace: time.Second,
-	})
+	}
+	if mut != nil {
+		mut(&opts)
+	}
+	e := NewEngine(opts)
 	t.Cleanup(func() {
 		e.Close()
 		if t.Failed() {
@@ -62,7 +73,7 @@ func newKube(t testing.TB) *kube {
 	})
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return &kube{t: t, e: e, b: e.Backend(st), st: st, ws: "/work/ws-" + hex.EncodeToString(b[:]), log: lb, kubeconfig: kc}
+	return &kube{t: t, e: e, b: e.Backend(st), st: st, ws: "/work/ws-" + hex.EncodeToString(b[:]), log: lb, kubeconfig: kc, c: c}
 }
 
 // run runs a bash script in session sess and returns stdout, stderr and
@@ -140,6 +151,30 @@ func (k *kube) waitGone(sess string) {
 func TestPodLockdown(t *testing.T) {
 	k := newKube(t)
 	sess := "lock-" + strconv.Itoa(os.Getpid())
+	k.assertLockedDown(sess)
+	pods, policies := k.objects(sess)
+	if len(pods) != 1 || len(policies) != 1 || pods[0] != policies[0] {
+		t.Fatalf("pods %v policies %v", pods, policies)
+	}
+	// Under restricted the workspace is read-only.
+	ro := sess + "-ro"
+	out, _, _ := k.run(ro, `touch ./x 2>/dev/null && echo ws-writable || echo ws-ro`, func(r *sandbox.Request) { r.Profile = sandbox.ProfileRestricted })
+	if out != "ws-ro\n" {
+		t.Errorf("restricted workspace: %q", out)
+	}
+	k.b.Release(sess)
+	k.b.Release(ro)
+	k.waitGone(sess)
+	k.waitGone(ro)
+}
+
+// assertLockedDown runs the lockdown probes as the first command of
+// session sess: non-root uid and gid, no capabilities, no_new_privs, no
+// service-account token, read-only root, writable workspace and /tmp,
+// and the RuntimeDefault note as the only warning.
+func (k *kube) assertLockedDown(sess string) {
+	t := k.t
+	t.Helper()
 	out, errb, res := k.run(sess, `id -u; id -g; grep -E '^Cap(Eff|Prm|Bnd|Amb):' /proc/self/status | tr -s '\t' ' '
 grep NoNewPrivs /proc/self/status | tr -s '\t' ' '
 ls /var/run/secrets/kubernetes.io/serviceaccount 2>/dev/null | wc -l
@@ -156,20 +191,6 @@ echo data > ./f && cat ./f; pwd; echo "$HOME"; touch /tmp/t && echo tmp-ok`, nil
 	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "RuntimeDefault") {
 		t.Errorf("warnings %q, want the RuntimeDefault note", res.Warnings)
 	}
-	pods, policies := k.objects(sess)
-	if len(pods) != 1 || len(policies) != 1 || pods[0] != policies[0] {
-		t.Fatalf("pods %v policies %v", pods, policies)
-	}
-	// Under restricted the workspace is read-only.
-	ro := sess + "-ro"
-	out, _, _ = k.run(ro, `touch ./x 2>/dev/null && echo ws-writable || echo ws-ro`, func(r *sandbox.Request) { r.Profile = sandbox.ProfileRestricted })
-	if out != "ws-ro\n" {
-		t.Errorf("restricted workspace: %q", out)
-	}
-	k.b.Release(sess)
-	k.b.Release(ro)
-	k.waitGone(sess)
-	k.waitGone(ro)
 }
 
 // TestSessionOnKubernetes: cwd and variables carry over, stdin reaches the

@@ -41,4 +41,28 @@
 // Pods, their NetworkPolicies and PVCs carry LabelManaged and the owning
 // corral process (AnnotationOwner), so `corral cleanup` (Engine.Cleanup)
 // removes those of a corral that is gone, and never anything else.
+//
+// Warm pool (Settings.WarmPool): a long-running engine keeps that many
+// free pods per pool key (poolKey: everything that makes two pods differ,
+// the helper's SHA-256 included), made exactly as a session's and
+// labelled LabelPool=free only once Ready with the helper verified. A
+// session claims one with an update that relabels it and takes the
+// session's annotations and owner, carrying the resourceVersion it read:
+// the API server refuses the second of two concurrent claims (409), whose
+// claimer tries the next free pod. The pool refills in the background
+// after each claim, when the engine first sees a key and every 30 s (other
+// corral processes' claims are not announced); a one-shot engine
+// (Options.OneShot) only claims. Free pods belong to the engine that made
+// them (AnnotationMaker): Close deletes them (with their resourceVersion
+// as a precondition, so a pod claimed meanwhile stays); cleanup removes
+// those of a dead corral. When no pod is free the session starts cold.
+// The pool sits behind a small interface (warmPool: "a ready pod of key
+// K"), so agent-sandbox's SandboxWarmPool and SandboxClaim
+// (agents.x-k8s.io) can replace it where a cluster runs that controller.
+//
+// Settings.IdleTimeout: a session pod in which no command (background
+// processes included) has run for that long is removed; the session's
+// next command gets a new pod (from the pool when it can) and a note that
+// the workspace was reset, or, under storage pvc, mounts the session's
+// PVC again (it outlives the pod until the session ends).
 package kubernetes

@@ -466,3 +466,38 @@ find /tmp /.corral "$PWD" -xdev -type f -size -4M ! -path /.corral/corral -exec 
 	k.waitGone(sess)
 	k.waitGone(sess + "-ws")
 }
+
+// TestWarmPoolAllowlist: under allowlist a session claims a pre-made pod
+// of the warm pool (the pool's pods have no proxy of their own) and gets
+// its proxy, preload and tunnel at the claim: an allowed host is reached,
+// a denied one refused, and the pod's policy still denies all.
+func TestWarmPoolAllowlist(t *testing.T) {
+	k := newEgressKube(t)
+	k.kube.setWarmPool(1)
+	id := strconv.Itoa(os.Getpid())
+	k.run("wpa-first-"+id, "true", allowlist) // first sight of the key: the pool fills
+	free := k.waitFree(maker(k.e), 1)
+	sess := "wpa-claim-" + id
+	out, errb, res := k.run(sess, `echo "http=$(curl -sS -m 60 http://web.allowed.test/plain)"
+echo "denied=$(curl -sS -m 60 -o /dev/null -w '%{http_code}' http://denied.example/x)"
+echo "shim=$(grep -c 'corral: route' `+NodeShimPath+`)"`, allowlist)
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s %s\nlog:\n%s", res.ExitCode, out, errb, k.log.String())
+	}
+	p := k.podOf(sess)
+	if p.name != free[0] {
+		t.Fatalf("session pod %s was not the free pod %v\nlog:\n%s", p.name, free, k.log.String())
+	}
+	for _, want := range []string{"http=hello web.allowed.test\n", "denied=403\n", "shim=1\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	var np networkingv1.NetworkPolicy
+	if err := p.cl.cs.get(context.Background(), p.namespace, resPolicies, p.name, &np); err != nil {
+		t.Fatalf("the claimed pod's NetworkPolicy: %v", err)
+	}
+	if len(np.Spec.Ingress) != 0 || len(np.Spec.Egress) != 0 || len(np.Spec.PolicyTypes) != 2 {
+		t.Errorf("the claimed pod's policy is not deny-all both ways: %+v", np.Spec)
+	}
+}

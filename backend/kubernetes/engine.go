@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/transport"
 	"k8s.io/klog/v2"
 
 	"github.com/corralhq/corral/agentclient"
@@ -43,6 +45,14 @@ type Options struct {
 	// Egress is the process's pool of allowlist proxies (and corral's CA,
 	// for secrets); nil refuses the allowlist profile and secrets.
 	Egress *egress.Pool
+	// OneShot is set by a corral process that runs one command and exits
+	// (`corral run`): it claims free pods of the warm pool (made by a
+	// long-running corral) but does not refill it.
+	OneShot bool
+	// WrapTransport, when set, wraps the HTTP transport of every request
+	// to the API server, exec streams included (rest.Config.Wrap): for
+	// metrics and tracing; the benchmarks count API calls with it.
+	WrapTransport transport.WrapperFunc
 }
 
 // Engine is the process-wide part of the kubernetes backend: the clients
@@ -54,10 +64,26 @@ type Engine struct {
 	log  *slog.Logger
 	self owner.ID
 
+	pool warmPool
+
 	mu      sync.Mutex
 	clients map[string]*cluster
 	pods    map[string]*podRef // by scope key
+	resets  map[string]*reset  // by scope key: sessions whose idle pod was removed
+	sums    map[string]string  // the helper's SHA-256 by path
 	closed  bool
+	quit    chan struct{} // closed by Close
+}
+
+// reset is a session (or shared) pod removed by idle_timeout: the next
+// command of its scope key starts a new pod and says so; pvc is the
+// workspace PVC kept for it ("" under emptyDir).
+type reset struct {
+	idle     time.Duration
+	pvc      string
+	cl       *cluster
+	ns       string
+	sessions map[string]bool
 }
 
 // cluster is one kubeconfig's client.
@@ -73,7 +99,8 @@ type podRef struct {
 	name, namespace string
 	scopeKey        string
 	cl              *cluster
-	policy, claim   bool // a NetworkPolicy / PVC of the same name was made
+	policy          bool   // a NetworkPolicy of the same name was made
+	pvc             string // the workspace PVC, removed with the pod ("" for none)
 	workspace       string
 	denyUnix        bool
 	ready           chan struct{}
@@ -82,6 +109,12 @@ type podRef struct {
 	ephemeral       bool
 	notes           []string // for the first command's result (under notesMu)
 	notesMu         sync.Mutex
+
+	// active counts the commands (background processes included) running
+	// in it and last is when the last one ended (under Engine.mu), for
+	// idle_timeout.
+	active int
+	last   time.Time
 
 	agentMu sync.Mutex
 	agent   *agentclient.Conn
@@ -119,7 +152,10 @@ func NewEngine(opts Options) *Engine {
 		opts.StartTimeout = 3 * time.Minute
 	}
 	routeKlog(l)
-	return &Engine{opts: opts, log: l, self: owner.Self(), clients: map[string]*cluster{}, pods: map[string]*podRef{}}
+	e := &Engine{opts: opts, log: l, self: owner.Self(), clients: map[string]*cluster{}, pods: map[string]*podRef{},
+		resets: map[string]*reset{}, sums: map[string]string{}, quit: make(chan struct{})}
+	e.pool = newCorralPool(e, !opts.OneShot)
+	return e
 }
 
 // ErrClosed is returned for commands after Engine.Close.
@@ -156,6 +192,9 @@ func (e *Engine) clusterFor(path, ctxName string) (*cluster, error) {
 	}
 	cfg.QPS, cfg.Burst = 50, 100
 	cfg.UserAgent = "corral"
+	if e.opts.WrapTransport != nil {
+		cfg.Wrap(e.opts.WrapTransport)
+	}
 	cs, err := newAPI(cfg)
 	if err != nil {
 		c.err = fmt.Errorf("%w: kubernetes backend: %v", sandbox.ErrUnavailable, err)
@@ -175,7 +214,7 @@ func apiErr(what string, err error) error {
 	var se *apierrors.StatusError
 	if errors.As(err, &se) {
 		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-			return fmt.Errorf("%w: kubernetes backend: %s: %v (corral needs to create, get, list and delete pods, pods/exec, networkpolicies and persistentvolumeclaims in the namespace)", sandbox.ErrUnavailable, what, err)
+			return fmt.Errorf("%w: kubernetes backend: %s: %v (corral needs to create, get, list and delete pods, pods/exec, networkpolicies and persistentvolumeclaims in the namespace, and to update pods for the warm pool)", sandbox.ErrUnavailable, what, err)
 		}
 		return fmt.Errorf("kubernetes backend: %s: %w", what, err)
 	}
@@ -189,7 +228,15 @@ func apiErr(what string, err error) error {
 // removed, a shared one when no session uses it any more.
 func (e *Engine) Release(name string) {
 	var drop []*podRef
+	var kept []*reset
 	e.mu.Lock()
+	for k, r := range e.resets {
+		delete(r.sessions, name)
+		if len(r.sessions) == 0 {
+			delete(e.resets, k)
+			kept = append(kept, r)
+		}
+	}
 	for k, p := range e.pods {
 		if !p.sessions[name] {
 			continue
@@ -204,20 +251,51 @@ func (e *Engine) Release(name string) {
 	for _, p := range drop {
 		e.remove(p, "session ended")
 	}
+	for _, r := range kept {
+		e.removeKept(r)
+	}
+}
+
+// removeKept deletes the workspace PVC kept for a session whose idle pod
+// was removed.
+func (e *Engine) removeKept(r *reset) {
+	if r.pvc == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.cl.cs.remove(ctx, r.ns, resClaims, r.pvc); err != nil && !apierrors.IsNotFound(err) {
+		e.log.Warn("kubernetes.pvc.remove_failed", "pvc", r.pvc, "namespace", r.ns, "error", err)
+	}
 }
 
 // Close removes every pod (with its NetworkPolicy and PVC) this process
-// made and refuses further commands.
+// made, the warm pool's free pods it made included, and refuses further
+// commands.
 func (e *Engine) Close() error {
 	e.mu.Lock()
+	if !e.closed {
+		close(e.quit)
+	}
 	e.closed = true
 	var all []*podRef
 	for k, p := range e.pods {
 		all = append(all, p)
 		delete(e.pods, k)
 	}
+	var kept []*reset
+	for k, r := range e.resets {
+		kept = append(kept, r)
+		delete(e.resets, k)
+	}
 	e.mu.Unlock()
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); e.pool.close() }()
+	for _, r := range kept {
+		wg.Add(1)
+		go func() { defer wg.Done(); e.removeKept(r) }()
+	}
 	for _, p := range all {
 		wg.Add(1)
 		go func() { defer wg.Done(); e.remove(p, "corral stopped") }()
@@ -257,22 +335,22 @@ func (e *Engine) remove(p *podRef, why string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := deleteObjects(ctx, p.cl.cs, p.namespace, p.name, p.policy, p.claim); err != nil {
+	if err := deleteObjects(ctx, p.cl.cs, p.namespace, p.name, p.policy, p.pvc); err != nil {
 		e.log.Warn("kubernetes.pod.remove_failed", "pod", p.name, "namespace", p.namespace, "error", err)
 		return
 	}
 	e.log.Info("kubernetes.pod.removed", "pod", p.name, "namespace", p.namespace, "reason", why)
 }
 
-// deleteObjects deletes pod name and, when set, its NetworkPolicy and PVC
-// of the same name family; objects already gone are no error.
-func deleteObjects(ctx context.Context, cs *api, ns, name string, policy, claim bool) error {
+// deleteObjects deletes pod name and, when set, its NetworkPolicy (of
+// the same name) and its PVC pvc; objects already gone are no error.
+func deleteObjects(ctx context.Context, cs *api, ns, name string, policy bool, pvc string) error {
 	var errs []error
 	if err := cs.remove(ctx, ns, resPods, name); err != nil && !apierrors.IsNotFound(err) {
 		errs = append(errs, err)
 	}
-	if claim {
-		if err := cs.remove(ctx, ns, resClaims, claimName(name)); err != nil && !apierrors.IsNotFound(err) {
+	if pvc != "" {
+		if err := cs.remove(ctx, ns, resClaims, pvc); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)
 		}
 	}
@@ -323,6 +401,32 @@ func settingsHash(st *Settings, workspace string, denyNet, denyUnix, readOnly bo
 func helperID() string {
 	p, _ := os.Executable()
 	return p
+}
+
+// helperSum returns the SHA-256 (hex) of the helper at path, read once
+// per engine: part of the pool key, so a pool pod holds the helper its
+// claimer would copy in.
+func (e *Engine) helperSum(path string) (string, error) {
+	e.mu.Lock()
+	s, ok := e.sums[path]
+	e.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: kubernetes backend: reading corral's helper: %v", sandbox.ErrUnavailable, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("%w: kubernetes backend: reading corral's helper: %v", sandbox.ErrUnavailable, err)
+	}
+	s = hex.EncodeToString(h.Sum(nil))
+	e.mu.Lock()
+	e.sums[path] = s
+	e.mu.Unlock()
+	return s, nil
 }
 
 var klogOnce sync.Once

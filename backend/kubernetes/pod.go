@@ -68,6 +68,13 @@ type podPlan struct {
 	tmp resource.Quantity
 	// readOnly mounts the workspace read-only (profile restricted).
 	readOnly bool
+	// poolKey, when set, makes a warm-pool pod: labelled LabelPool
+	// PoolWarming and LabelPoolKey poolKey, annotated AnnotationMaker
+	// maker.
+	poolKey, maker string
+	// existingClaim: the PVC named claim exists already (a session's
+	// workspace kept when its idle pod was removed); it is not made.
+	existingClaim bool
 }
 
 // systemTrees are paths a workspace may not be mounted at or below: the
@@ -116,7 +123,8 @@ func seccompName(sp *corev1.SeccompProfile) string {
 // service links, the pod's own process namespace shared with the pause
 // container (which reaps orphans, as docker's --init does), resources from
 // the settings, and restartPolicy Never (a pod that died is replaced, not
-// restarted with its state gone).
+// restarted with its state gone). A warm-pool pod (pl.poolKey) is the same
+// pod with the pool's labels.
 func buildPod(st *Settings, p *parsed, pl podPlan) *corev1.Pod {
 	f, t := false, true
 	sc := seccompOf(st)
@@ -134,14 +142,19 @@ func buildPod(st *Settings, p *parsed, pl podPlan) *corev1.Pod {
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: p.memory, corev1.ResourceCPU: p.cpu},
 		Requests: corev1.ResourceList{corev1.ResourceMemory: p.memory, corev1.ResourceCPU: p.cpuRequest},
 	}
+	labels := map[string]string{LabelManaged: "true", LabelPod: pl.name}
+	annots := map[string]string{
+		AnnotationSession: pl.session, AnnotationOwner: pl.owner, AnnotationSettings: pl.hash,
+		AnnotationSeccomp: seccompName(sc),
+	}
+	if pl.poolKey != "" {
+		labels[LabelPool], labels[LabelPoolKey] = PoolWarming, pl.poolKey
+		annots[AnnotationMaker] = pl.maker
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: pl.name, Namespace: pl.namespace,
-			Labels: map[string]string{LabelManaged: "true", LabelPod: pl.name},
-			Annotations: map[string]string{
-				AnnotationSession: pl.session, AnnotationOwner: pl.owner, AnnotationSettings: pl.hash,
-				AnnotationSeccomp: seccompName(sc),
-			},
+			Labels: labels, Annotations: annots,
 		},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,

@@ -26,7 +26,8 @@ const (
 	// the pod.
 	StorageEmptyDir = "emptyDir"
 	// StoragePVC keeps it in a PersistentVolumeClaim made per session and
-	// removed with it.
+	// removed with it (not with a pod removed for idle_timeout: the
+	// session's next pod mounts it again).
 	StoragePVC = "pvc"
 )
 
@@ -62,9 +63,15 @@ type Settings struct {
 	// Storage is StorageEmptyDir or StoragePVC; StorageSize its size;
 	// StorageClass the PVC's class ("" for the default).
 	Storage, StorageSize, StorageClass string
-	// WarmPool is the number of pods kept ready; only 0 works yet.
+	// WarmPool is the number of free pods a long-running corral keeps
+	// ready per pool key (poolKey: settings, namespace, workspace path,
+	// profile, helper); a session claims one instead of starting a pod.
+	// 0: none.
 	WarmPool int
-	// IdleTimeout is "" or a Go duration; not applied yet.
+	// IdleTimeout is "" or a Go duration: a session's pod that has run no
+	// command (background processes included) for that long is removed;
+	// the next command starts a new one (the workspace emptyDir is reset;
+	// a PVC is kept).
 	IdleTimeout string
 	// Scope is ScopeSession or ScopeShared.
 	Scope string

@@ -34,6 +34,7 @@ func (g *globalOptions) openHost(o *runOptions, logger *slog.Logger) (*corral.Ho
 	if o != nil {
 		opts.Override = o.override
 		opts.SweepEvery = oneShotSweepEvery
+		opts.OneShot = true
 	}
 	return corral.Open(opts)
 }

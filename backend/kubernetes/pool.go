@@ -1,0 +1,387 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// Warm pool labels and values (kubernetes.warm_pool). A pool pod is made
+// with LabelPool PoolWarming, turned PoolFree once it is Ready and holds
+// the verified helper, and PoolClaimed when a session takes it.
+const (
+	// LabelPool is the pool state of a pod made for the warm pool.
+	LabelPool = "corral.io/pool"
+	// LabelPoolKey is the pool key (poolKey) of such a pod: only a
+	// session whose pod would be made the same way claims it.
+	LabelPoolKey = "corral.io/pool-key"
+	// AnnotationMaker is the engine that made a pool pod (random per
+	// Engine), so an engine refills and removes only its own free pods.
+	AnnotationMaker = "corral.io/pool-maker"
+
+	PoolWarming = "warming"
+	PoolFree    = "free"
+	PoolClaimed = "claimed"
+)
+
+// podSpec is everything a pod of a session is made of, for a cold start
+// and for the warm pool alike (buildPod, buildPolicy, buildClaim).
+type podSpec struct {
+	cl        *cluster
+	ns        string
+	st        Settings
+	p         *parsed
+	profile   sandbox.Profile
+	workspace string
+	tmp       resource.Quantity
+	readOnly  bool
+	denyUnix  bool
+	hash      string // AnnotationSettings
+	key       string // poolKey
+	helper    string // the helper's path on this machine
+}
+
+// plan returns the podPlan of a pod named name of sp for session and
+// owner.
+func (sp *podSpec) plan(name, session, owner string) podPlan {
+	return podPlan{name: name, namespace: sp.ns, session: session, owner: owner, hash: sp.hash,
+		workspace: sp.workspace, claim: claimName(name), tmp: sp.tmp, readOnly: sp.readOnly}
+}
+
+// warmPool hands out ready pods. It is the seam where the agent-sandbox
+// CRDs (SandboxWarmPool, SandboxClaim of agents.x-k8s.io) can later
+// replace corral's own pool (corralPool): "give me a ready pod of key K".
+type warmPool interface {
+	// take claims a free pod of sp.key for session, owned by this corral
+	// from then on, and returns its name; "" when none is free. The pod
+	// is Ready and holds the verified helper.
+	take(ctx context.Context, sp *podSpec, session string) (string, error)
+	// keep asks for n free pods of sp.key, made in the background.
+	keep(sp *podSpec, n int)
+	// close stops refilling and removes the free pods this pool made.
+	close()
+}
+
+// poolKey identifies what makes pods differ (pure): the settings but those
+// that do not shape a pod (warm_pool, idle_timeout, scope), the namespace,
+// the workspace path, the size of /tmp, what the profile decides (network
+// policy, AF_UNIX filter, read-only workspace) and the helper's SHA-256.
+// 16 hex digits, a valid label value.
+func poolKey(st *Settings, ns, workspace string, tmp resource.Quantity, denyNet, denyUnix, readOnly bool, helperSum string) string {
+	s := *st
+	s.WarmPool, s.IdleTimeout, s.Scope = 0, "", ""
+	b, _ := json.Marshal(struct {
+		S                           Settings
+		NS, W, Tmp, Helper          string
+		DenyNet, DenyUnix, ReadOnly bool
+	}{s, ns, workspace, tmp.String(), helperSum, denyNet, denyUnix, readOnly})
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:8])
+}
+
+// toMake is how many pods a refill makes (pure): up to n, counting those
+// already free or warming.
+func toMake(n, have int) int { return max(0, n-have) }
+
+// claimable returns the pods of items a session may claim (pure): free,
+// Ready, not being deleted.
+func claimable(items []corev1.Pod) []*corev1.Pod {
+	var out []*corev1.Pod
+	for i := range items {
+		p := &items[i]
+		if p.Labels[LabelPool] == PoolFree && p.DeletionTimestamp == nil && podReady(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// claimedPod returns the update that claims free pod for session and
+// owner, with settings hash (pure): a copy labelled PoolClaimed with the
+// session's annotations as a pod made for it would have, keeping the resourceVersion read, so the API server
+// accepts it only if nobody changed the pod since (optimistic
+// concurrency: a second claimer gets 409 Conflict).
+func claimedPod(pod *corev1.Pod, session, owner, hash string) *corev1.Pod {
+	c := pod.DeepCopy()
+	if c.Labels == nil {
+		c.Labels = map[string]string{}
+	}
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Labels[LabelPool] = PoolClaimed
+	c.Annotations[AnnotationSession] = session
+	c.Annotations[AnnotationOwner] = owner
+	c.Annotations[AnnotationSettings] = hash
+	return c
+}
+
+// ownPoolPod reports whether pod is a free or warming pod that maker
+// made (pure).
+func ownPoolPod(pod *corev1.Pod, maker string) bool {
+	s := pod.Labels[LabelPool]
+	return (s == PoolFree || s == PoolWarming) && pod.Annotations[AnnotationMaker] == maker && pod.DeletionTimestamp == nil
+}
+
+// corralPool is corral's own warm pool: pods labelled free in the
+// namespace, claimed by an update with the resourceVersion read.
+type corralPool struct {
+	e      *Engine
+	maker  string
+	refill bool // false: take only (a one-shot corral)
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	keys    map[string]*poolState
+	ticking bool
+}
+
+// recheck is how often a long-running pool counts its free pods again:
+// another corral's claims take its pods without telling it.
+const recheck = 30 * time.Second
+
+// poolState is the refill state of one pool key.
+type poolState struct {
+	sp             *podSpec
+	n              int
+	running, again bool
+}
+
+func newCorralPool(e *Engine, refill bool) *corralPool {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &corralPool{e: e, maker: randomName()[len(NamePrefix):], refill: refill, ctx: ctx, cancel: cancel, keys: map[string]*poolState{}}
+}
+
+// take implements warmPool.
+func (pl *corralPool) take(ctx context.Context, sp *podSpec, session string) (string, error) {
+	var list corev1.PodList
+	sel := LabelPool + "=" + PoolFree + "," + LabelPoolKey + "=" + sp.key
+	if err := sp.cl.cs.list(ctx, sp.ns, resPods, sel, &list); err != nil {
+		return "", apiErr("listing the warm pool", err)
+	}
+	free := claimable(list.Items)
+	// Claimers start at different pods, so concurrent claims rarely meet.
+	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
+	for _, p := range free {
+		var out corev1.Pod
+		err := sp.cl.cs.update(ctx, sp.ns, resPods, p.Name, claimedPod(p, session, pl.e.self.String(), sp.hash), &out)
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			pl.e.log.Debug("kubernetes.pool.claim_conflict", "pod", p.Name, "error", err)
+			continue
+		}
+		if err != nil {
+			return "", apiErr("claiming a warm pod", err)
+		}
+		pl.e.log.Info("kubernetes.pool.claimed", "pod", p.Name, "namespace", sp.ns, "session", session, "key", sp.key)
+		return p.Name, nil
+	}
+	return "", nil
+}
+
+// keep implements warmPool: the pool of sp.key is refilled to n in the
+// background (one refill at a time per key; a request during a refill
+// runs another after it).
+func (pl *corralPool) keep(sp *podSpec, n int) {
+	if !pl.refill || n <= 0 {
+		return
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.ctx.Err() != nil {
+		return
+	}
+	ps := pl.keys[sp.key]
+	if ps == nil {
+		ps = &poolState{}
+		pl.keys[sp.key] = ps
+	}
+	ps.sp, ps.n = sp, n
+	if !pl.ticking {
+		pl.ticking = true
+		pl.wg.Add(1)
+		go pl.tick()
+	}
+	if ps.running {
+		ps.again = true
+		return
+	}
+	ps.running = true
+	pl.wg.Add(1)
+	go pl.run(ps)
+}
+
+// tick refills every key every recheck until the pool closes.
+func (pl *corralPool) tick() {
+	defer pl.wg.Done()
+	t := time.NewTicker(recheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-pl.ctx.Done():
+			return
+		case <-t.C:
+		}
+		pl.mu.Lock()
+		var all []*poolState
+		for _, ps := range pl.keys {
+			all = append(all, ps)
+		}
+		pl.mu.Unlock()
+		for _, ps := range all {
+			pl.mu.Lock()
+			sp, n := ps.sp, ps.n
+			pl.mu.Unlock()
+			pl.keep(sp, n)
+		}
+	}
+}
+
+// run refills ps until no more refills were asked for.
+func (pl *corralPool) run(ps *poolState) {
+	defer pl.wg.Done()
+	for {
+		pl.mu.Lock()
+		sp, n := ps.sp, ps.n
+		ps.again = false
+		pl.mu.Unlock()
+		have, err := pl.count(sp)
+		if err != nil {
+			pl.e.log.Warn("kubernetes.pool.refill_failed", "key", sp.key, "error", err)
+		} else if m := toMake(n, have); m > 0 {
+			pl.e.log.Info("kubernetes.pool.refill", "key", sp.key, "namespace", sp.ns, "have", have, "making", m)
+			var wg sync.WaitGroup
+			for range m {
+				wg.Add(1)
+				go func() { defer wg.Done(); pl.make(sp) }()
+			}
+			wg.Wait()
+		}
+		pl.mu.Lock()
+		if !ps.again || pl.ctx.Err() != nil {
+			ps.running = false
+			pl.mu.Unlock()
+			return
+		}
+		pl.mu.Unlock()
+	}
+}
+
+// count returns how many free or warming pods of sp.key this pool made.
+func (pl *corralPool) count(sp *podSpec) (int, error) {
+	ctx, cancel := context.WithTimeout(pl.ctx, 30*time.Second)
+	defer cancel()
+	var list corev1.PodList
+	if err := sp.cl.cs.list(ctx, sp.ns, resPods, LabelPoolKey+"="+sp.key, &list); err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range list.Items {
+		if ownPoolPod(&list.Items[i], pl.maker) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// make makes one pool pod of sp: as a session's (makePod), labelled
+// warming until it is Ready with the helper verified, then free.
+func (pl *corralPool) make(sp *podSpec) {
+	e := pl.e
+	name := randomName()
+	ref := &podRef{name: name, namespace: sp.ns, cl: sp.cl, workspace: sp.workspace, denyUnix: sp.denyUnix, ready: make(chan struct{})}
+	plan := sp.plan(name, "", e.self.String())
+	plan.poolKey, plan.maker = sp.key, pl.maker
+	t0 := time.Now()
+	err := e.makePod(pl.ctx, ref, sp, plan, nil)
+	if err == nil {
+		err = pl.markFree(sp, name)
+	}
+	close(ref.ready)
+	if err != nil {
+		e.log.Warn("kubernetes.pool.make_failed", "pod", name, "key", sp.key, "error", err)
+		e.remove(ref, "warm pod failed")
+		return
+	}
+	e.log.Info("kubernetes.pool.ready", "pod", name, "key", sp.key, "duration", time.Since(t0).String())
+}
+
+// markFree turns warming pod name free (an update with the
+// resourceVersion read, tried again when the kubelet's status updates
+// came between).
+func (pl *corralPool) markFree(sp *podSpec, name string) error {
+	ctx, cancel := context.WithTimeout(pl.ctx, 30*time.Second)
+	defer cancel()
+	for try := 0; ; try++ {
+		var pod corev1.Pod
+		if err := sp.cl.cs.get(ctx, sp.ns, resPods, name, &pod); err != nil {
+			return err
+		}
+		if pod.Labels[LabelPool] != PoolWarming {
+			return fmt.Errorf("pod %s is %q, not %s", name, pod.Labels[LabelPool], PoolWarming)
+		}
+		pod.Labels[LabelPool] = PoolFree
+		err := sp.cl.cs.update(ctx, sp.ns, resPods, name, &pod, &corev1.Pod{})
+		if err == nil || !apierrors.IsConflict(err) || try >= 10 {
+			return err
+		}
+	}
+}
+
+// close implements warmPool: refills stop (a pod being made is removed
+// by its maker), then the free pods this pool made are deleted, each with
+// its resourceVersion as a precondition so a pod another corral claimed
+// meanwhile stays.
+func (pl *corralPool) close() {
+	pl.mu.Lock()
+	pl.cancel()
+	var specs []*podSpec
+	for _, ps := range pl.keys {
+		specs = append(specs, ps.sp)
+	}
+	pl.mu.Unlock()
+	pl.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, sp := range specs {
+		var list corev1.PodList
+		if err := sp.cl.cs.list(ctx, sp.ns, resPods, LabelPoolKey+"="+sp.key, &list); err != nil {
+			pl.e.log.Warn("kubernetes.pool.remove_failed", "key", sp.key, "error", err)
+			continue
+		}
+		for i := range list.Items {
+			p := &list.Items[i]
+			if !ownPoolPod(p, pl.maker) {
+				continue
+			}
+			pre := &metav1.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion}
+			if err := sp.cl.cs.removeIf(ctx, sp.ns, resPods, p.Name, pre); err != nil {
+				if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+					pl.e.log.Warn("kubernetes.pool.remove_failed", "pod", p.Name, "error", err)
+				}
+				continue
+			}
+			pvc := ""
+			if sp.st.Storage == StoragePVC {
+				pvc = claimName(p.Name)
+			}
+			if err := deleteObjects(ctx, sp.cl.cs, sp.ns, p.Name, buildPolicy(sp.plan(p.Name, "", ""), sp.profile) != nil, pvc); err != nil {
+				pl.e.log.Warn("kubernetes.pool.remove_failed", "pod", p.Name, "error", err)
+			}
+			pl.e.log.Info("kubernetes.pod.removed", "pod", p.Name, "namespace", sp.ns, "reason", "warm pool closed")
+		}
+	}
+}
