@@ -159,6 +159,11 @@ type Options struct {
 	// Rename, when From is set, names the top-level entry From (and what
 	// lies below it) To instead: `corral cp a b` where b does not exist.
 	RenameFrom, RenameTo string
+	// Dest and Top, when Dest is set, place an archive whose top-level
+	// entry is Top as cp(1) and `docker cp` do: into Dest when Dest is an
+	// existing directory, else as Dest itself (Dir and Rename* are then
+	// derived from them).
+	Dest, Top string
 	// Protected are protected-path patterns relative to the root
 	// (sandbox.DefaultProtected for a workspace); nil refuses none.
 	Protected []string
@@ -237,6 +242,14 @@ func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 		return finish(err)
 	}
 	defer rt.Close()
+	if o.Dest != "" {
+		dest := path.Clean(filepath.ToSlash(o.Dest))
+		if fi, err := rt.Lstat(dest); err == nil && fi.IsDir() || dest == "." {
+			o.Dir, o.RenameFrom = dest, ""
+		} else {
+			o.Dir, o.RenameFrom, o.RenameTo = path.Dir(dest), o.Top, path.Base(dest)
+		}
+	}
 	dir := path.Clean(filepath.ToSlash(o.Dir))
 	if dir == "/" || dir == "" {
 		dir = "."

@@ -3,11 +3,9 @@ package transfer
 import (
 	"archive/tar"
 	"bytes"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,41 +15,9 @@ import (
 	"github.com/corralhq/corral/sandbox"
 )
 
-// MakeTree writes the test tree under dir: modes, an executable, a
-// sticky directory, symlinks inside and out, a binary file and a file of
-// big bytes (0 for none).
-func MakeTree(t testing.TB, dir string, big int) {
-	t.Helper()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(os.MkdirAll(filepath.Join(dir, "src/sub/deeper"), 0o755))
-	must(os.WriteFile(filepath.Join(dir, "src/run.sh"), []byte("#!/bin/sh\necho hi\n"), 0o755))
-	must(os.WriteFile(filepath.Join(dir, "src/secret"), []byte("s"), 0o600))
-	bin := make([]byte, 70000)
-	_, _ = rand.Read(bin)
-	bin[5] = 0
-	must(os.WriteFile(filepath.Join(dir, "src/sub/blob.bin"), bin, 0o644))
-	must(os.Symlink("../run.sh", filepath.Join(dir, "src/sub/link-in")))
-	must(os.Symlink("/etc/passwd", filepath.Join(dir, "src/sub/link-out")))
-	must(os.Symlink("deeper", filepath.Join(dir, "src/sub/dirlink")))
-	must(os.WriteFile(filepath.Join(dir, "src/sub/deeper/x"), []byte("x"), 0o640))
-	must(os.Chmod(filepath.Join(dir, "src/sub/deeper"), 0o750|os.ModeSticky))
-	if big > 0 {
-		f, err := os.Create(filepath.Join(dir, "src/big"))
-		must(err)
-		_, err = io.CopyN(f, rand.Reader, int64(big))
-		must(err)
-		must(f.Close())
-	}
-}
-
 func TestRoundTrip(t *testing.T) {
 	d := t.TempDir()
-	MakeTree(t, d, 50<<20)
+	testkit.MakeTree(t, d, 50<<20)
 	var buf bytes.Buffer
 	ps, err := Pack(&buf, d, "src", "src")
 	if err != nil {
