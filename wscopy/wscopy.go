@@ -153,13 +153,11 @@ func push(ctx context.Context, w *Workspace, dir, src, top string, o transfer.Op
 		res.Stats, err = w.Engine.CopyIn(ctx, w.Pod, f, o)
 		return res, err
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
+	if o.WantSHA256, err = fileSHA(f); err != nil {
 		return res, err
 	}
-	if o.Delete {
-		if o.WantSHA256, err = fileSHA(f); err != nil {
-			return res, err
-		}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return res, err
 	}
 	res.Stats, err = transfer.Unpack(f, w.Root, o)
 	return res, err
