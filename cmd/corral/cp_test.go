@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corralhq/corral/internal/k8stest"
 	"github.com/corralhq/corral/internal/testkit"
 )
 
@@ -69,5 +70,55 @@ func TestCpSyncBwrap(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(c.work, ".git/hooks/pre-commit")); err == nil {
 		t.Error("a protected hook was written")
+	}
+}
+
+// TestDoctorKubernetes: `corral doctor --backend kubernetes` with corral's
+// namespace-only kubeconfig reports each line of the cluster: the API
+// server, the namespace, each permission, the runtime classes, seccomp,
+// the pids limit not visible, and NetworkPolicy as the cluster says; an
+// unreachable server is not ready and names the fix.
+func TestDoctorKubernetes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kubernetes cluster test (-short)")
+	}
+	cl := k8stest.Require(t)
+	c := newCLI(t)
+	env := []string{"CORRAL_KUBERNETES_KUBECONFIG=" + os.Getenv(k8stest.EnvKubeconfig), "CORRAL_KUBERNETES_NAMESPACE=" + cl.Namespace,
+		"CORRAL_KUBERNETES_IMAGE=" + cl.Image, "CORRAL_KUBERNETES_MEMORY=256Mi", "CORRAL_KUBERNETES_CPUS=500m"}
+	code, so, se := c.run(env, "doctor", "--backend", "kubernetes")
+	policy := "warn kubernetes NetworkPolicy: not enforced (a probe pod under a deny-all NetworkPolicy still reached the API server"
+	if os.Getenv("CORRAL_TEST_KUBE_NETWORKPOLICY_ENFORCED") == "1" {
+		policy = "ok   kubernetes NetworkPolicy: enforced"
+	}
+	want := []string{
+		"ok   kubernetes API server https://",
+		"ok   kubernetes namespace " + cl.Namespace + " exists",
+		"ok   kubernetes may create pods in " + cl.Namespace,
+		"ok   kubernetes may create pods/exec in " + cl.Namespace,
+		"ok   kubernetes may delete networkpolicies in " + cl.Namespace,
+		"ok   kubernetes may create persistentvolumeclaims in " + cl.Namespace,
+		"     kubernetes runtime classes: ",
+		"     kubernetes.runtime_class: not set",
+		"     kubernetes seccomp: RuntimeDefault",
+		"     kubernetes pod pids limit: not visible to these credentials",
+		policy,
+		"     backend: kubernetes",
+		"\nready\n",
+	}
+	for _, w := range want {
+		if !strings.Contains(so, w) {
+			t.Errorf("doctor lacks %q:\n%s\n%s", w, so, se)
+		}
+	}
+	if code != 0 || strings.Contains(so, "FAIL kubernetes") {
+		t.Errorf("doctor: exit %d\n%s", code, so)
+	}
+	kc := filepath.Join(c.home, "bad.kubeconfig")
+	os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\nusers: [{name: u, user: {token: x}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"), 0o600)
+	code, so, _ = c.run([]string{"CORRAL_KUBERNETES_KUBECONFIG=" + kc}, "doctor", "--backend", "kubernetes")
+	if code != 1 || !strings.Contains(so, "FAIL kubernetes API server https://127.0.0.1:1: not reachable") ||
+		!strings.Contains(so, "fix:   the API server https://127.0.0.1:1 is not reachable") || !strings.Contains(so, "not ready") {
+		t.Errorf("unreachable: exit %d\n%s", code, so)
 	}
 }
