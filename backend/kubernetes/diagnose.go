@@ -53,7 +53,7 @@ var Permissions = []Permission{
 	{Resource: resPods, Verb: "get", Why: "waiting for Ready, memory-kill status (waitReady, oomKilled)"},
 	{Resource: resPods, Verb: "list", Why: "corral cleanup (Engine.Cleanup)"},
 	{Resource: resPods, Verb: "delete", Why: "the session's end, corral cleanup"},
-	{Resource: resPods, Subresource: "exec", Verb: "create", Why: "corral's agent, uploads, corral cp"},
+	{Resource: resPods, Subresource: "exec", Verb: "create", Why: "corral's agent, uploads, the proxy tunnel, corral cp"},
 	{Group: "networking.k8s.io", Resource: resPolicies, Verb: "create", Why: "deny-all policy under restricted/workspace"},
 	{Group: "networking.k8s.io", Resource: resPolicies, Verb: "list", Why: "corral cleanup"},
 	{Group: "networking.k8s.io", Resource: resPolicies, Verb: "delete", Why: "the session's end, corral cleanup"},
@@ -149,7 +149,7 @@ func (d *Diagnosis) Verdict() {
 	}
 	switch d.NetworkPolicy {
 	case PolicyNotEnforced:
-		d.Warnings = append(d.Warnings, "the cluster's network plugin does not enforce NetworkPolicy: under the restricted and workspace profiles a pod still reaches the network and other pods (corral's deny-all policy is made but nothing applies it); use a plugin that enforces it (Calico, Cilium) or treat those profiles as network")
+		d.Warnings = append(d.Warnings, "the cluster's network plugin does not enforce NetworkPolicy: under the restricted, workspace and allowlist profiles a pod still reaches the network and other pods directly (corral's deny-all policy is made but nothing applies it; allowlist's proxy variables are not a barrier); use a plugin that enforces it (Calico, Cilium) or treat those profiles as network")
 	case PolicyUnknown:
 		d.Warnings = append(d.Warnings, "whether NetworkPolicy is enforced is unknown: "+d.PolicyDetail)
 	}

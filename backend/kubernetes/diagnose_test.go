@@ -34,7 +34,7 @@ func TestVerdict(t *testing.T) {
 		{"runtime class missing", func(d *Diagnosis) { d.RuntimeClass = "kata" }, "kubernetes.runtime_class kata is not one", ""},
 		{"runtime class present", func(d *Diagnosis) { d.RuntimeClass = "gvisor" }, "", ""},
 		{"runtime classes unlistable", func(d *Diagnosis) { d.RuntimeClass, d.RuntimeClassesError = "kata", "forbidden" }, "", ""},
-		{"policy not enforced", func(d *Diagnosis) { d.NetworkPolicy = PolicyNotEnforced }, "", "under the restricted and workspace profiles a pod still reaches the network"},
+		{"policy not enforced", func(d *Diagnosis) { d.NetworkPolicy = PolicyNotEnforced }, "", "under the restricted, workspace and allowlist profiles a pod still reaches the network"},
 		{"policy unknown", func(d *Diagnosis) { d.NetworkPolicy, d.PolicyDetail = PolicyUnknown, "not probed" }, "", "unknown: not probed"},
 		{"runtime default", func(d *Diagnosis) { d.Seccomp = "RuntimeDefault" }, "", "kubernetes.seccomp_profile"},
 		{"bad settings", func(d *Diagnosis) { d.SettingsError = "kubernetes.memory \"x\"" }, "kubernetes.memory", ""},
@@ -125,7 +125,7 @@ func TestDiagnoseCluster(t *testing.T) {
 	if !d.Ready() {
 		t.Errorf("problems %q", d.Problems)
 	}
-	if want == PolicyNotEnforced && (len(d.Warnings) == 0 || !strings.Contains(d.Warnings[0], "restricted and workspace")) {
+	if want == PolicyNotEnforced && (len(d.Warnings) == 0 || !strings.Contains(d.Warnings[0], "restricted, workspace and allowlist")) {
 		t.Errorf("warnings %q", d.Warnings)
 	}
 	k.waitGone("doctor-probe")
