@@ -655,8 +655,8 @@ var registry = []Key{
 	},
 	{
 		Name: "kubernetes.pids", Kind: KindInt, Default: 0,
-		Accepts: "0, or a whole number of at least 16",
-		Doc:     "kubernetes: processes and threads of the pod; 0 leaves the node's podPidsLimit (Kubernetes has no per-pod field: corral checks the node's limit covers it; preview: not checked yet)",
+		Accepts: "0 (a non-zero value is refused when a session starts)",
+		Doc:     "kubernetes: must be 0: Kubernetes has no per-pod process limit corral could set; the nodes' kubelet podPidsLimit (--pod-max-pids) holds fork bombs, and a non-zero value is refused saying so",
 		field:   func(s *Settings) any { return &s.Kubernetes.Pids },
 	},
 	{

@@ -35,6 +35,8 @@ func init() {
 	reexec.Register(ModeAgent, func(args []string) int { harden(); return agentMain(args) })
 	reexec.Register(ModeAgents, agentsMain)
 	reexec.Register(ModeSHA256, sha256Main)
+	reexec.Register(ModeUntar, untarMain)
+	reexec.Register(ModeTar, tarMain)
 	reexec.Register(ModePortList, portListMain)
 	reexec.Register(ModePortConnect, func(args []string) int { harden(); return portConnectMain(args) })
 }

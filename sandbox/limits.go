@@ -15,6 +15,10 @@ const (
 	// LimitContainerMemory: the container's memory cgroup killed a process
 	// (the engine's OOMKilled); docker backend only.
 	LimitContainerMemory = "container-memory"
+	// LimitPodMemory: the pod's memory limit (kubernetes.memory) killed a
+	// process (the helper's cgroup count, or the kubelet's OOMKilled);
+	// kubernetes backend.
+	LimitPodMemory = "pod-memory"
 )
 
 // LimitMessage returns one sentence, for a person or a model, that says
@@ -31,6 +35,8 @@ func LimitMessage(r *Result, l Limits) string {
 		return fmt.Sprintf("corral: the command was killed by its memory limit (%d MiB for the whole command, all its processes together); raise memory_mb (--memory-mb, or `corral config set memory_mb 2048`; 0 disables)", l.MemoryMB)
 	case LimitContainerMemory:
 		return "corral: out of memory: the container's memory limit killed the command (the engine reported OOMKilled); raise docker.memory (`corral config set docker.memory 2g`)"
+	case LimitPodMemory:
+		return "corral: out of memory: the pod's memory limit killed the command (OOM kill in the pod's memory cgroup); raise kubernetes.memory (`corral config set kubernetes.memory 2Gi`)"
 	case LimitProcs:
 		return fmt.Sprintf("corral: the command hit the process limit (%d processes and threads); raise max_procs (--max-procs, or `corral config set max_procs 1024`; 0 disables)", l.MaxProcs)
 	}

@@ -187,7 +187,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		KillGrace: b.e.opts.KillGrace,
 		Fallback:  func(pgid int, sig syscall.Signal) { b.e.signalFallback(p, pgid, sig) },
 		OOM:       func() bool { return b.e.oomKilled(p) },
-		OOMLimit:  sandbox.LimitContainerMemory,
+		OOMLimit:  sandbox.LimitPodMemory,
 	})
 	if res != nil {
 		res.Warnings = append(res.Warnings, p.takeNotes()...)

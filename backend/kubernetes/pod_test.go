@@ -26,7 +26,7 @@ func TestCheckSettings(t *testing.T) {
 		{"memory", func(s *Settings) { s.Memory = "1g" }, sandbox.ErrBadRequest, `kubernetes.memory "1g"`},
 		{"memory small", func(s *Settings) { s.Memory = "1Mi" }, sandbox.ErrBadRequest, "is below 8Mi"},
 		{"cpus", func(s *Settings) { s.CPUs = "0" }, sandbox.ErrBadRequest, `kubernetes.cpus "0"`},
-		{"pids", func(s *Settings) { s.Pids = 8 }, sandbox.ErrBadRequest, "kubernetes.pids 8 is below 16"},
+		{"pids", func(s *Settings) { s.Pids = 512 }, sandbox.ErrBadRequest, "kubernetes.pids 512: Kubernetes has no per-pod process limit that corral could set; the nodes' kubelet must hold fork bombs with podPidsLimit (--pod-max-pids"},
 		{"selector", func(s *Settings) { s.NodeSelector = []string{"pool"} }, sandbox.ErrBadRequest, `kubernetes.node_selector "pool"`},
 		{"toleration", func(s *Settings) { s.Tolerations = []string{"a=b:Never"} }, sandbox.ErrBadRequest, `kubernetes.tolerations "a=b:Never"`},
 		{"storage", func(s *Settings) { s.Storage = "hostPath" }, sandbox.ErrBadRequest, `kubernetes.storage "hostPath"`},

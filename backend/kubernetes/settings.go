@@ -31,9 +31,6 @@ const (
 	StoragePVC = "pvc"
 )
 
-// MinPids is the smallest pids value accepted (as docker.pids_limit).
-const MinPids = 16
-
 // Settings are the kubernetes section of corral's settings (keys
 // kubernetes.*; config.Kubernetes). Quantities are Kubernetes' ("1Gi",
 // "500m").
@@ -51,9 +48,10 @@ type Settings struct {
 	Memory string
 	// CPUs is the pod's CPU limit; the request is a tenth of it.
 	CPUs string
-	// Pids is the process limit wanted (0 or >= MinPids). Kubernetes has
-	// no per-pod field (the kubelet's podPidsLimit holds every pod of a
-	// node); it is not applied yet.
+	// Pids must be 0: Kubernetes has no per-pod process limit field (the
+	// kubelet's podPidsLimit, --pod-max-pids, holds every pod of a node,
+	// KubeletConfiguration), so corral cannot apply one; a non-zero value
+	// is refused naming what the nodes must set.
 	Pids int
 	// NodeSelector are node labels "key=value" the pods require.
 	NodeSelector []string
@@ -139,8 +137,8 @@ func (s *Settings) check() (*parsed, error) {
 		return nil, bad("cpus", s.CPUs, r)
 	}
 	p.cpuRequest = *resource.NewMilliQuantity(max(p.cpu.MilliValue()/10, 1), resource.DecimalSI)
-	if s.Pids != 0 && s.Pids < MinPids {
-		return nil, fmt.Errorf("%w: kubernetes.pids %d is below %d (0 leaves the node's limit)", sandbox.ErrBadRequest, s.Pids, MinPids)
+	if s.Pids != 0 {
+		return nil, fmt.Errorf("%w: kubernetes.pids %d: Kubernetes has no per-pod process limit that corral could set; the nodes' kubelet must hold fork bombs with podPidsLimit (--pod-max-pids, e.g. 1024) in its KubeletConfiguration; set kubernetes.pids to 0", sandbox.ErrBadRequest, s.Pids)
 	}
 	if len(s.NodeSelector) > 0 {
 		p.nodeSelector = map[string]string{}

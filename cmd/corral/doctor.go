@@ -7,12 +7,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/backend/bwrap"
 	"github.com/corralhq/corral/backend/docker"
+	"github.com/corralhq/corral/backend/kubernetes"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/sandbox"
@@ -21,6 +23,7 @@ import (
 
 func newDoctorCmd(g *globalOptions) *cobra.Command {
 	var asJSON bool
+	var backend string
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check that the sandbox works on this machine, and say how to fix it if not",
@@ -30,11 +33,16 @@ sandbox runs, unprivileged user namespaces usable, how limits are applied
 the syscall filter every sandbox gets (built and loaded in a throwaway
 thread); whether the allowlist profile's proxy can start; and the Docker
 engine: reachable, its version and API version, whether docker.image is
-there. It exits 0 when the configured backend (the backend setting) can run
+there. With the kubernetes backend (the backend setting, a route, or
+--backend kubernetes) it reports the cluster: the API server and its
+version, the namespace, each permission corral needs (a
+SelfSubjectAccessReview), the runtime classes, the seccomp profile, the
+node's pod pids limit where visible, and whether NetworkPolicy is enforced
+(a short-lived probe pod, removed afterwards). It exits 0 when the configured backend (the backend setting) can run
 sandboxes and 1 when not, naming the fix.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			report := doctorReport(c, g)
+			report := doctorReport(c, g, backend)
 			if asJSON {
 				enc := json.NewEncoder(os.Stdout)
 				enc.SetIndent("", "  ")
@@ -51,6 +59,7 @@ sandboxes and 1 when not, naming the fix.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().StringVar(&backend, "backend", "", "judge readiness for this backend instead of the backend setting (bwrap, docker, kubernetes, local)")
 	return cmd
 }
 
@@ -63,7 +72,10 @@ type doctorResult struct {
 	Backend     string            `json:"backend"`
 	Bwrap       *bwrap.Diagnosis  `json:"bwrap"`
 	Docker      *docker.Diagnosis `json:"docker"`
-	Limits      string            `json:"limits"`
+	// Kubernetes is the cluster's report, when the kubernetes backend is
+	// configured (the backend setting, a route) or asked for (--backend).
+	Kubernetes *kubernetes.Diagnosis `json:"kubernetes,omitempty"`
+	Limits     string                `json:"limits"`
 	// Memory says how memory_mb holds for a bwrap command: for the whole
 	// command (a memory cgroup) or per process (RLIMIT_AS), and why
 	// (bwrap.MemoryLimit).
@@ -103,7 +115,7 @@ type proxyCheck struct {
 	Join string `json:"join,omitempty"`
 }
 
-func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
+func doctorReport(c *cobra.Command, g *globalOptions, backend string) *doctorResult {
 	r := &doctorResult{StateDir: config.StateDir(), Root: os.Getuid() == 0}
 	// The file in use: --config, else $CORRAL_CONFIG, else the default
 	// (as `corral config path` says).
@@ -115,6 +127,9 @@ func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
 	if err != nil {
 		r.ConfigError = err.Error()
 		st = config.Defaults()
+	}
+	if backend != "" {
+		st.Backend = backend
 	}
 	r.Backend = st.Backend
 	if r.Root {
@@ -149,7 +164,15 @@ func doctorReport(c *cobra.Command, g *globalOptions) *doctorResult {
 	e := docker.NewEngine(docker.Options{Logger: newLogger(g)})
 	defer e.Close()
 	r.Docker = e.Diagnose(c.Context(), corral.DockerSettings(st))
+	usesKube := st.Backend == config.BackendKubernetes || slices.ContainsFunc(st.Routes, func(r config.Route) bool { return r.Backend == config.BackendKubernetes })
+	if usesKube {
+		ke := kubernetes.NewEngine(kubernetes.Options{Logger: newLogger(g)})
+		r.Kubernetes = ke.Diagnose(c.Context(), corral.KubernetesSettings(st), true)
+		_ = ke.Close()
+	}
 	switch st.Backend {
+	case config.BackendKubernetes:
+		r.Ready = r.Kubernetes.Ready() && r.ConfigError == ""
 	case config.BackendDocker:
 		r.Ready = r.Docker.Ready() && r.ConfigError == ""
 	case config.BackendLocal:
@@ -280,8 +303,18 @@ func printDoctor(r *doctorResult) {
 	if dd.SettingsError != "" {
 		fmt.Printf("%s docker settings: %s\n", ok(false), dd.SettingsError)
 	}
+	if r.Kubernetes != nil {
+		printKubernetes(r.Kubernetes, r.Backend == config.BackendKubernetes)
+	}
 	fmt.Printf("     backend: %s\n", r.Backend)
 	if !r.Ready {
+		if r.Backend == config.BackendKubernetes {
+			for _, p := range r.Kubernetes.Problems {
+				fmt.Printf("\nfix:   %s\n", p)
+			}
+			fmt.Println("\nnot ready: commands will not run (corral never runs them outside the sandbox)")
+			return
+		}
 		if r.Backend == config.BackendDocker {
 			fmt.Printf("\nfix:   %s\n", dd.Fix)
 			fmt.Println("\nnot ready: commands will not run (corral never runs them outside the sandbox)")
@@ -294,6 +327,69 @@ func printDoctor(r *doctorResult) {
 		return
 	}
 	fmt.Println("\nready")
+}
+
+// printKubernetes prints the cluster's lines of the report; fatal marks
+// problems FAIL (kubernetes is the backend in use), else they are noted.
+func printKubernetes(d *kubernetes.Diagnosis, fatal bool) {
+	bad := "    "
+	if fatal {
+		bad = "FAIL"
+	}
+	if d.SettingsError != "" {
+		fmt.Printf("%s kubernetes settings: %s\n", bad, d.SettingsError)
+	}
+	if !d.Reachable {
+		fmt.Printf("%s kubernetes API server %s: not reachable (%s)\n", bad, d.Server, d.Error)
+		return
+	}
+	fmt.Printf("ok   kubernetes API server %s (%s)\n", d.Server, d.Version)
+	switch d.NamespaceExists {
+	case "yes":
+		fmt.Printf("ok   kubernetes namespace %s exists\n", d.Namespace)
+	case "no":
+		fmt.Printf("%s kubernetes namespace %s does not exist\n", bad, d.Namespace)
+	default:
+		fmt.Printf("     kubernetes namespace %s: existence unknown (not readable with these credentials)\n", d.Namespace)
+	}
+	for _, a := range d.Access {
+		mark := "ok  "
+		if !a.Allowed {
+			mark = bad
+		}
+		fmt.Printf("%s kubernetes may %-38s (%s)\n", mark, a.String()+" in "+d.Namespace, a.Why)
+	}
+	if d.RuntimeClassesError != "" {
+		fmt.Printf("     kubernetes runtime classes: not listable (%s)\n", d.RuntimeClassesError)
+	} else {
+		fmt.Printf("     kubernetes runtime classes: %s\n", listOrNone(d.RuntimeClasses))
+	}
+	if d.RuntimeClass != "" {
+		mark := "ok  "
+		if d.RuntimeClassesError == "" && !slices.Contains(d.RuntimeClasses, d.RuntimeClass) {
+			mark = bad
+		}
+		fmt.Printf("%s kubernetes.runtime_class %s\n", mark, d.RuntimeClass)
+	} else {
+		fmt.Printf("     kubernetes.runtime_class: not set (the cluster's default runtime)\n")
+	}
+	fmt.Printf("     kubernetes seccomp: %s\n", d.Seccomp)
+	fmt.Printf("     kubernetes pod pids limit: %s\n", d.PidsLimit)
+	mark := "ok  "
+	if d.NetworkPolicy != kubernetes.PolicyEnforced {
+		mark = "warn"
+	}
+	fmt.Printf("%s kubernetes NetworkPolicy: %s (%s)\n", mark, d.NetworkPolicy, d.PolicyDetail)
+	for _, w := range d.Warnings {
+		fmt.Printf("warn kubernetes: %s\n", w)
+	}
+}
+
+func listOrNone(l []string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
 }
 
 func knob(v int) string {

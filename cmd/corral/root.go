@@ -44,6 +44,8 @@ Exit status: the command's own status, 128+N when it died of signal N, and
 		newDiffCmd(g),
 		newApplyCmd(g),
 		newDiscardCmd(g),
+		newCpCmd(g),
+		newSyncCmd(g),
 	)
 	return root
 }

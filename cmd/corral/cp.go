@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/backend/kubernetes"
+	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/wscopy"
+)
+
+func newCpCmd(g *globalOptions) *cobra.Command {
+	var sess string
+	cmd := &cobra.Command{
+		Use:   "cp [--session NAME] SRC DST",
+		Short: "Copy files between the host and a session's workspace",
+		Long: `cp copies a file or a directory (recursively) between the host and a
+session's workspace, as cp -a or docker cp: into DST when it is a
+directory, else as DST. One side is SESSION:PATH, or :PATH with --session;
+PATH is relative to the session's working directory, or absolute below it.
+A path starting with / or . is the host's.
+
+Modes and times are kept, symlinks are copied as symlinks and never
+followed; archive entries with "..", absolute names, entries below a
+symlink, hard links and devices are refused, and so are the workspace's
+protected paths. On kubernetes the files go through the session's pod
+(which lives as long as the corral that made it, such as corral mcp).
+
+  corral cp ./src demo:src          # host ./src -> the workspace's src
+  corral cp --session demo :out .   # the workspace's out -> ./out`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			src, dst, err := wscopy.ParsePair(args[0], args[1], sess)
+			if err != nil {
+				return &exitError{Code: sandbox.ExitCorralError, Err: err}
+			}
+			name := src.Session + dst.Session
+			w, closeWS, err := openWorkspace(c.Context(), g, name)
+			if err != nil {
+				return &exitError{Code: sandbox.ExitCorralError, Err: err}
+			}
+			defer closeWS()
+			var res wscopy.Result
+			if dst.Session != "" {
+				res, err = wscopy.CopyIn(c.Context(), w, src.Path, dst.Path)
+			} else {
+				res, err = wscopy.CopyOut(c.Context(), w, src.Path, dst.Path)
+			}
+			if err != nil {
+				return &exitError{Code: 1, Err: err}
+			}
+			fmt.Fprintf(os.Stderr, "corral cp: %d files (%d bytes), %d directories, %d symlinks -> %s\n", res.Files, res.Bytes, res.Dirs, res.Symlinks, res.Into)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&sess, "session", "", "the session of a :PATH argument")
+	return cmd
+}
+
+func newSyncCmd(g *globalOptions) *cobra.Command {
+	var sess string
+	var pull, del bool
+	cmd := &cobra.Command{
+		Use:   "sync --session NAME [--pull] [--delete] DIR",
+		Short: "Push a directory into a session's workspace, or pull the workspace back",
+		Long: `sync copies the contents of the host directory DIR into the top of the
+session's workspace (its working directory), or with --pull the
+workspace's contents into DIR. Nothing is deleted unless --delete: then
+what the receiving side has and the sending side lacks is removed, once
+the whole stream has arrived intact (never the workspace's protected
+paths). Same rules as corral cp otherwise.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if sess == "" {
+				return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("--session is required")}
+			}
+			w, closeWS, err := openWorkspace(c.Context(), g, sess)
+			if err != nil {
+				return &exitError{Code: sandbox.ExitCorralError, Err: err}
+			}
+			defer closeWS()
+			res, err := wscopy.Sync(c.Context(), w, args[0], pull, del)
+			if err != nil {
+				return &exitError{Code: 1, Err: err}
+			}
+			fmt.Fprintf(os.Stderr, "corral sync: %d files (%d bytes), %d directories, %d symlinks, %d deleted -> %s\n", res.Files, res.Bytes, res.Dirs, res.Symlinks, len(res.Deleted), res.Into)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&sess, "session", "", "the session (required)")
+	cmd.Flags().BoolVar(&pull, "pull", false, "bring the workspace back into DIR")
+	cmd.Flags().BoolVar(&del, "delete", false, "delete what the sending side lacks")
+	return cmd
+}
+
+// openWorkspace finds session name's workspace: its working directory on
+// the host, or its pod on kubernetes (the backend it last ran with).
+func openWorkspace(ctx context.Context, g *globalOptions, name string) (*wscopy.Workspace, func(), error) {
+	infos, err := stateManager(g).List()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, in := range infos {
+		if in.Name != name {
+			continue
+		}
+		if in.Backend != config.BackendKubernetes {
+			if in.Workdir == "" {
+				return nil, nil, fmt.Errorf("session %s has no working directory on record; run a command in it first", name)
+			}
+			return &wscopy.Workspace{Session: name, Root: in.Workdir}, func() {}, nil
+		}
+		st, err := config.Load(g.configPath, os.Environ())
+		if err != nil {
+			return nil, nil, err
+		}
+		e := kubernetes.NewEngine(kubernetes.Options{Logger: newLogger(g)})
+		pod, err := e.SessionPod(ctx, corral.KubernetesSettings(st), name)
+		if err != nil {
+			e.Close()
+			return nil, nil, err
+		}
+		return &wscopy.Workspace{Session: name, Root: pod.Workspace, Pod: pod, Engine: e}, func() { e.Close() }, nil
+	}
+	return nil, nil, fmt.Errorf("no session %q (corral sessions list shows them; a session exists once a command ran in it)", name)
+}

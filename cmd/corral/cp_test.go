@@ -1,0 +1,124 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/corralhq/corral/internal/k8stest"
+	"github.com/corralhq/corral/internal/testkit"
+)
+
+// TestCpSyncBwrap: corral cp puts a tree (modes, symlinks, a binary, a
+// 50 MiB file) into a bwrap session's workspace, where its commands see
+// it, and brings it back identical; sync pushes with --delete and pulls;
+// paths outside the workspace, protected paths and a missing session are
+// refused by name.
+func TestCpSyncBwrap(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	if code, _, se := c.run(nil, "run", "--session", "w", "--", "echo old > stale"); code != 0 {
+		t.Fatalf("first command: %d %s", code, se)
+	}
+	host := filepath.Join(filepath.Dir(c.home), "host")
+	testkit.MakeTree(t, host, 50<<20)
+	if code, _, se := c.run(nil, "cp", filepath.Join(host, "src"), "w:in"); code != 0 || !strings.Contains(se, "5 files") {
+		t.Fatalf("cp in: %d %s", code, se)
+	}
+	code, so, se := c.run(nil, "run", "--session", "w", "--", `stat -c '%A %n' in/run.sh in/secret; readlink in/sub/link-out; wc -c < in/big`)
+	if code != 0 || so != "-rwxr-xr-x in/run.sh\n-rw------- in/secret\n/etc/passwd\n52428800\n" {
+		t.Errorf("in the sandbox: %d %q %s", code, so, se)
+	}
+	back := filepath.Join(filepath.Dir(c.home), "back")
+	if code, _, se := c.run(nil, "cp", "--session", "w", ":in", back); code != 0 {
+		t.Fatalf("cp out: %d %s", code, se)
+	}
+	if a, b := testkit.TreeHash(t, filepath.Join(host, "src")), testkit.TreeHash(t, back); a != b {
+		t.Errorf("round trip differs")
+	}
+	if code, _, se := c.run(nil, "sync", "--session", "w", "--delete", filepath.Join(host, "src/sub")); code != 0 || !strings.Contains(se, "deleted") {
+		t.Fatalf("sync --delete: %d %s", code, se)
+	}
+	if _, err := os.Stat(filepath.Join(c.work, "stale")); err == nil {
+		t.Error("sync --delete kept stale")
+	}
+	pulled := filepath.Join(filepath.Dir(c.home), "pulled")
+	if code, _, se := c.run(nil, "sync", "--session", "w", "--pull", pulled); code != 0 {
+		t.Fatalf("sync --pull: %d %s", code, se)
+	}
+	if a, b := testkit.TreeHash(t, filepath.Join(host, "src/sub")), testkit.TreeHash(t, pulled); a != b {
+		t.Errorf("sync round trip differs")
+	}
+	os.MkdirAll(filepath.Join(host, "hooks"), 0o755)
+	os.WriteFile(filepath.Join(host, "hooks/pre-commit"), []byte("#!/bin/sh\n"), 0o755)
+	os.MkdirAll(filepath.Join(c.work, ".git/hooks"), 0o755)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cp", filepath.Join(host, "src/run.sh"), "w:/etc/x"}, "outside session w's workspace"},
+		{[]string{"cp", filepath.Join(host, "hooks"), "w:.git"}, "protected path"},
+		{[]string{"cp", filepath.Join(host, "src/run.sh"), "nope:x"}, `no session "nope"`},
+		{[]string{"cp", "a", "b"}, "one of SRC and DST must be"},
+		{[]string{"sync", "x"}, "--session is required"},
+	} {
+		code, _, se := c.run(nil, tc.args...)
+		if code == 0 || !strings.Contains(se, tc.want) {
+			t.Errorf("%q: %d %s, want %q", tc.args, code, se, tc.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(c.work, ".git/hooks/pre-commit")); err == nil {
+		t.Error("a protected hook was written")
+	}
+}
+
+// TestDoctorKubernetes: `corral doctor --backend kubernetes` with corral's
+// namespace-only kubeconfig reports each line of the cluster: the API
+// server, the namespace, each permission, the runtime classes, seccomp,
+// the pids limit not visible, and NetworkPolicy as the cluster says; an
+// unreachable server is not ready and names the fix.
+func TestDoctorKubernetes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kubernetes cluster test (-short)")
+	}
+	cl := k8stest.Require(t)
+	c := newCLI(t)
+	env := []string{"CORRAL_KUBERNETES_KUBECONFIG=" + os.Getenv(k8stest.EnvKubeconfig), "CORRAL_KUBERNETES_NAMESPACE=" + cl.Namespace,
+		"CORRAL_KUBERNETES_IMAGE=" + cl.Image, "CORRAL_KUBERNETES_MEMORY=256Mi", "CORRAL_KUBERNETES_CPUS=500m"}
+	code, so, se := c.run(env, "doctor", "--backend", "kubernetes")
+	policy := "warn kubernetes NetworkPolicy: not enforced (a probe pod under a deny-all NetworkPolicy still reached the API server"
+	if os.Getenv("CORRAL_TEST_KUBE_NETWORKPOLICY_ENFORCED") == "1" {
+		policy = "ok   kubernetes NetworkPolicy: enforced"
+	}
+	want := []string{
+		"ok   kubernetes API server https://",
+		"ok   kubernetes namespace " + cl.Namespace + " exists",
+		"ok   kubernetes may create pods in " + cl.Namespace,
+		"ok   kubernetes may create pods/exec in " + cl.Namespace,
+		"ok   kubernetes may delete networkpolicies in " + cl.Namespace,
+		"ok   kubernetes may create persistentvolumeclaims in " + cl.Namespace,
+		"     kubernetes runtime classes: ",
+		"     kubernetes.runtime_class: not set",
+		"     kubernetes seccomp: RuntimeDefault",
+		"     kubernetes pod pids limit: not visible to these credentials",
+		policy,
+		"     backend: kubernetes",
+		"\nready\n",
+	}
+	for _, w := range want {
+		if !strings.Contains(so, w) {
+			t.Errorf("doctor lacks %q:\n%s\n%s", w, so, se)
+		}
+	}
+	if code != 0 || strings.Contains(so, "FAIL kubernetes") {
+		t.Errorf("doctor: exit %d\n%s", code, so)
+	}
+	kc := filepath.Join(c.home, "bad.kubeconfig")
+	os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\nusers: [{name: u, user: {token: x}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"), 0o600)
+	code, so, _ = c.run([]string{"CORRAL_KUBERNETES_KUBECONFIG=" + kc}, "doctor", "--backend", "kubernetes")
+	if code != 1 || !strings.Contains(so, "FAIL kubernetes API server https://127.0.0.1:1: not reachable") ||
+		!strings.Contains(so, "fix:   the API server https://127.0.0.1:1 is not reachable") || !strings.Contains(so, "not ready") {
+		t.Errorf("unreachable: exit %d\n%s", code, so)
+	}
+}

@@ -1,0 +1,465 @@
+// Package transfer moves file trees in and out of a session's workspace as
+// tar streams (`corral cp`, `corral sync`): Pack writes one from a tree,
+// Unpack writes one into a directory. The same code runs on the host (the
+// bwrap, docker and local backends, whose workspace is a host directory)
+// and in a kubernetes pod (corral's helper, inside.ModeUntar and
+// inside.ModeTar), so every backend refuses the same entries.
+//
+// Both sides work through an os.Root (openat2-style resolution: no path
+// leaves the directory, symlinks included). Directories are recursive,
+// permission bits and modification times are kept (setuid and setgid bits
+// are dropped, ownership is the writer's), symlinks are copied as symlinks
+// and never followed. Unpack refuses, before writing anything of it, an
+// entry whose name is absolute or has a ".." component, an entry below a
+// symlink (even one pointing inside), an entry of a kind other than file,
+// directory or symlink (devices, fifos, hard links), and, with
+// Options.Protected, a protected path of the workspace as the file tools
+// refuse it (sandbox.MatchProtectedIn).
+package transfer
+
+import (
+	"archive/tar"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// ErrRefused wraps every entry Unpack will not write and every source Pack
+// will not read.
+var ErrRefused = errors.New("refused")
+
+// noFollow opens a file only if it is not a symlink (open(2) O_NOFOLLOW).
+const noFollow = syscall.O_NOFOLLOW
+
+// keepMode are the mode bits kept: permissions and the sticky bit; setuid
+// and setgid are dropped (a copy must not make a privileged program).
+const keepMode = fs.ModePerm | fs.ModeSticky
+
+// Pack writes a tar of src, a path relative to the directory root (a file,
+// a symlink or a directory, recursively; "." is root itself), to w. The
+// entries are named top/REL; top "" names them REL (the contents of src).
+// Symlinks are stored as symlinks, never followed; other kinds (sockets,
+// devices, fifos) are skipped and counted in Stats.Skipped. It returns the
+// counts; errors name the path.
+func Pack(w io.Writer, root, src, top string) (Stats, error) {
+	var st Stats
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return st, err
+	}
+	defer r.Close()
+	src = path.Clean(filepath.ToSlash(src))
+	if bad := badName(src); bad != "" && src != "." {
+		return st, fmt.Errorf("%w: %s: %s", ErrRefused, src, bad)
+	}
+	tw := tar.NewWriter(w)
+	var walk func(rel, name string) error
+	walk = func(rel, name string) error {
+		fi, err := r.Lstat(rel)
+		if err != nil {
+			return err
+		}
+		hdr := &tar.Header{Name: name, Mode: int64(fi.Mode().Perm()), ModTime: fi.ModTime(), Format: tar.FormatPAX}
+		if fi.Mode()&fs.ModeSticky != 0 {
+			hdr.Mode |= 0o1000 // tar's sticky bit (c_ISVTX)
+		}
+		switch {
+		case fi.Mode().IsRegular():
+			hdr.Typeflag, hdr.Size = tar.TypeReg, fi.Size()
+			f, err := r.OpenFile(rel, os.O_RDONLY|noFollow, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := tw.WriteHeader(hdr); err != nil {
+				return err
+			}
+			n, err := io.CopyN(tw, f, fi.Size())
+			if err != nil {
+				return fmt.Errorf("%s: %w (it changed while being copied?)", rel, err)
+			}
+			st.Files++
+			st.Bytes += n
+			return nil
+		case fi.Mode()&fs.ModeSymlink != 0:
+			t, err := r.Readlink(rel)
+			if err != nil {
+				return err
+			}
+			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, t
+			st.Symlinks++
+			return tw.WriteHeader(hdr)
+		case fi.IsDir():
+			if name != "" {
+				hdr.Typeflag, hdr.Name = tar.TypeDir, name+"/"
+				if err := tw.WriteHeader(hdr); err != nil {
+					return err
+				}
+				st.Dirs++
+			}
+			d, err := r.Open(rel)
+			if err != nil {
+				return err
+			}
+			names, err := d.Readdirnames(-1)
+			d.Close()
+			if err != nil {
+				return err
+			}
+			sort.Strings(names)
+			for _, n := range names {
+				child := n
+				if name != "" {
+					child = name + "/" + n
+				}
+				if err := walk(path.Join(rel, n), child); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		st.Skipped = append(st.Skipped, rel)
+		return nil
+	}
+	if err := walk(src, top); err != nil {
+		return st, err
+	}
+	return st, tw.Close()
+}
+
+// Stats count what Pack read or Unpack wrote.
+type Stats struct {
+	Files, Dirs, Symlinks int
+	Bytes                 int64
+	// Skipped are entries of other kinds Pack left out.
+	Skipped []string `json:",omitempty"`
+	// Deleted are what Options.Delete removed.
+	Deleted []string `json:",omitempty"`
+	// SHA256 is the hash of the whole stream Unpack read (hex).
+	SHA256 string
+}
+
+// Options are what Unpack does besides writing the entries.
+type Options struct {
+	// Dir is the directory, relative to the root, the entries go into
+	// ("" or "." for the root); it is made when missing.
+	Dir string
+	// Rename, when From is set, names the top-level entry From (and what
+	// lies below it) To instead: `corral cp a b` where b does not exist.
+	RenameFrom, RenameTo string
+	// Dest and Top, when Dest is set, place an archive whose top-level
+	// entry is Top as cp(1) and `docker cp` do: into Dest when Dest is an
+	// existing directory, else as Dest itself (Dir and Rename* are then
+	// derived from them).
+	Dest, Top string
+	// Protected are protected-path patterns relative to the root
+	// (sandbox.DefaultProtected for a workspace); nil refuses none.
+	Protected []string
+	// Delete removes what lies in Dir but not in the archive, once the
+	// whole archive is written and its hash is WantSHA256 (required).
+	Delete bool
+	// WantSHA256, when set, is the hash the stream must have; a mismatch
+	// (a stream cut short) is an error and deletes nothing.
+	WantSHA256 string
+}
+
+// ErrHashMismatch is returned by Unpack when the stream's hash is not
+// Options.WantSHA256.
+var ErrHashMismatch = errors.New("the archive's SHA-256 does not match (the stream was cut short?)")
+
+// badName returns why an entry name (slash-separated) is not acceptable,
+// or "".
+func badName(n string) string {
+	switch {
+	case n == "" || n == ".":
+		return "empty name"
+	case strings.HasPrefix(n, "/"):
+		return "an absolute path"
+	case strings.IndexByte(n, 0) >= 0:
+		return "a NUL byte in the name"
+	}
+	for _, c := range strings.Split(n, "/") {
+		if c == ".." {
+			return `a ".." component`
+		}
+	}
+	return ""
+}
+
+// CheckEntry returns why Unpack refuses an entry named name of type typ
+// under Options o (pure: the symlink and protected-path checks look at
+// the files and are Unpack's), or "" when its name and kind are fine.
+func CheckEntry(name string, typ byte) string {
+	n := strings.TrimSuffix(name, "/")
+	if r := badName(n); r != "" {
+		return r
+	}
+	switch typ {
+	case tar.TypeReg, tar.TypeDir, tar.TypeSymlink:
+		return ""
+	case tar.TypeLink:
+		return "a hard link (not copied: it could name a file outside the tree)"
+	}
+	return fmt.Sprintf("an entry of type %q (only files, directories and symlinks are copied)", typ)
+}
+
+// Unpack writes the tar stream r into the directory root (os.Root: no
+// entry lands outside it), as Options say, reading r to its end (so a
+// sender's stream is drained and its hash is of everything sent). It
+// refuses the whole archive at its first bad entry (CheckEntry, an entry
+// below a symlink, a protected path, a directory in the way of a file);
+// entries before it are written. An existing file or symlink is replaced,
+// never written through.
+func Unpack(r io.Reader, root string, o Options) (Stats, error) {
+	var st Stats
+	h := sha256.New()
+	tee := io.TeeReader(r, h)
+	finish := func(err error) (Stats, error) {
+		_, _ = io.Copy(io.Discard, tee)
+		st.SHA256 = hex.EncodeToString(h.Sum(nil))
+		if err == nil && o.WantSHA256 != "" && st.SHA256 != o.WantSHA256 {
+			err = ErrHashMismatch
+		}
+		return st, err
+	}
+	if o.Delete && o.WantSHA256 == "" {
+		return finish(errors.New("transfer: Delete needs WantSHA256"))
+	}
+	rt, err := os.OpenRoot(root)
+	if err != nil {
+		return finish(err)
+	}
+	defer rt.Close()
+	if o.Dest != "" {
+		dest := path.Clean(filepath.ToSlash(o.Dest))
+		if fi, err := rt.Lstat(dest); err == nil && fi.IsDir() || dest == "." {
+			o.Dir, o.RenameFrom = dest, ""
+		} else {
+			o.Dir, o.RenameFrom, o.RenameTo = path.Dir(dest), o.Top, path.Base(dest)
+		}
+	}
+	dir := path.Clean(filepath.ToSlash(o.Dir))
+	if dir == "/" || dir == "" {
+		dir = "."
+	}
+	if dir != "." {
+		if r := badName(dir); r != "" {
+			return finish(fmt.Errorf("%w: destination %s: %s", ErrRefused, dir, r))
+		}
+		if err := noSymlinkIn(rt, dir, true); err != nil {
+			return finish(err)
+		}
+		if err := rt.MkdirAll(dir, 0o755); err != nil {
+			return finish(err)
+		}
+	}
+	seen := map[string]bool{}
+	var dirs []dirMode
+	tr := tar.NewReader(tee)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return finish(fmt.Errorf("reading the archive: %w", err))
+		}
+		if why := CheckEntry(hdr.Name, hdr.Typeflag); why != "" {
+			return finish(fmt.Errorf("%w: archive entry %q: %s", ErrRefused, hdr.Name, why))
+		}
+		name := strings.TrimSuffix(hdr.Name, "/")
+		name = path.Clean(name)
+		if o.RenameFrom != "" {
+			if name == o.RenameFrom {
+				name = o.RenameTo
+			} else if rest, ok := strings.CutPrefix(name, o.RenameFrom+"/"); ok {
+				name = o.RenameTo + "/" + rest
+			}
+		}
+		rel := path.Join(dir, name)
+		if err := noSymlinkIn(rt, rel, false); err != nil {
+			return finish(err)
+		}
+		isDir := hdr.Typeflag == tar.TypeDir
+		if len(o.Protected) > 0 {
+			if m, ok := sandbox.MatchProtectedIn(root, rel, isDir, o.Protected); ok {
+				return finish(fmt.Errorf("%w: %s is a protected path (%s): corral never writes it into a workspace", ErrRefused, rel, m))
+			}
+		}
+		seen[rel] = true
+		mode := hdr.FileInfo().Mode() & keepMode
+		old, lerr := rt.Lstat(rel)
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if lerr == nil && !old.IsDir() {
+				if err := rt.Remove(rel); err != nil {
+					return finish(err)
+				}
+				lerr = os.ErrNotExist
+			}
+			if lerr != nil {
+				if err := rt.Mkdir(rel, 0o700); err != nil {
+					return finish(err)
+				}
+			}
+			// The final mode and time are set at the end: a read-only
+			// directory must still take its entries.
+			dirs = append(dirs, dirMode{rel, mode, hdr.ModTime})
+			st.Dirs++
+		case tar.TypeReg, tar.TypeSymlink:
+			if lerr == nil {
+				if old.IsDir() {
+					return finish(fmt.Errorf("%w: %s: a directory is in the way of a %s", ErrRefused, rel, kind(hdr.Typeflag)))
+				}
+				if err := rt.Remove(rel); err != nil {
+					return finish(err)
+				}
+			}
+			if hdr.Typeflag == tar.TypeSymlink {
+				if err := rt.Symlink(hdr.Linkname, rel); err != nil {
+					return finish(err)
+				}
+				st.Symlinks++
+				continue
+			}
+			f, err := rt.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, 0o600)
+			if err != nil {
+				return finish(err)
+			}
+			n, err := io.Copy(f, tr)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return finish(fmt.Errorf("%s: %w", rel, err))
+			}
+			if err := rt.Chmod(rel, mode); err != nil {
+				return finish(err)
+			}
+			_ = rt.Chtimes(rel, hdr.ModTime, hdr.ModTime)
+			st.Files++
+			st.Bytes += n
+		}
+	}
+	// Drain and hash before anything irreversible: Delete only after the
+	// whole stream arrived as sent.
+	st, err = finish(nil)
+	if err != nil {
+		return st, err
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		d := dirs[i]
+		if err := rt.Chmod(d.rel, d.mode|0o700); err != nil {
+			return st, err
+		}
+		_ = rt.Chtimes(d.rel, d.mtime, d.mtime)
+	}
+	if o.Delete {
+		st.Deleted, err = deleteUnseen(rt, root, dir, seen, o.Protected)
+	}
+	return st, err
+}
+
+// dirMode is a directory's mode and time, set once its entries are in.
+// The owner keeps rwx (so later copies can write there again).
+type dirMode struct {
+	rel   string
+	mode  fs.FileMode
+	mtime time.Time
+}
+
+// deleteUnseen removes, below dir of rt, what seen does not hold (deepest
+// first), never a protected path (nor the directories holding one) and
+// never through a symlink (a symlink is removed as itself).
+func deleteUnseen(rt *os.Root, root, dir string, seen map[string]bool, protected []string) ([]string, error) {
+	var gone []string
+	var walk func(rel string) error
+	walk = func(rel string) error {
+		d, err := rt.Open(rel)
+		if err != nil {
+			return err
+		}
+		names, err := d.Readdirnames(-1)
+		d.Close()
+		if err != nil {
+			return err
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			c := path.Join(rel, n)
+			fi, err := rt.Lstat(c)
+			if err != nil {
+				return err
+			}
+			if len(protected) > 0 {
+				if _, ok := sandbox.MatchProtectedIn(root, c, fi.IsDir(), protected); ok {
+					continue
+				}
+			}
+			if fi.IsDir() {
+				// Descend even into a directory the archive lacks: it
+				// may hold protected paths, which stay (and it with them).
+				if err := walk(c); err != nil {
+					return err
+				}
+			}
+			if seen[c] {
+				continue
+			}
+			if err := rt.Remove(c); err != nil {
+				if fi.IsDir() && errors.Is(err, syscall.ENOTEMPTY) {
+					continue
+				}
+				return err
+			}
+			gone = append(gone, c)
+		}
+		return nil
+	}
+	return gone, walk(dir)
+}
+
+func kind(t byte) string {
+	if t == tar.TypeSymlink {
+		return "symlink"
+	}
+	return "file"
+}
+
+// noSymlinkIn refuses rel when a directory on its way (or, with self, rel
+// itself) is a symlink: an archive entry is never written through one,
+// even one pointing inside the root (os.Root would keep it inside, but a
+// tree that links a/ to b/ must not have b/ written as a/).
+func noSymlinkIn(rt *os.Root, rel string, self bool) error {
+	comps := strings.Split(rel, "/")
+	n := len(comps) - 1
+	if self {
+		n++
+	}
+	for i := 1; i <= n; i++ {
+		p := strings.Join(comps[:i], "/")
+		fi, err := rt.Lstat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("%w: %s lies below the symlink %s: corral never writes through a symlink", ErrRefused, rel, p)
+		}
+	}
+	return nil
+}

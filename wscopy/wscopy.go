@@ -1,0 +1,231 @@
+// Package wscopy is `corral cp` and `corral sync`: it moves file trees
+// between the host and a session's workspace on every backend, as tar
+// streams of package transfer. On bwrap, docker and local the workspace
+// is a host directory (the session's working directory) and both ends run
+// in this process; on kubernetes the far end is corral's helper in the
+// session's pod (inside.ModeUntar, inside.ModeTar), reached over an exec
+// stream and checked by SHA-256. Either way the same transfer.Unpack
+// writes the entries, so the same archives are refused.
+package wscopy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/corralhq/corral/backend/kubernetes"
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/transfer"
+)
+
+// Endpoint is one side of a copy: a host path (Session "") or a path in a
+// session's workspace.
+type Endpoint struct {
+	Session, Path string
+}
+
+// ParseEndpoint reads one argument of `corral cp` (pure): SESSION:PATH or
+// :PATH (the session of --session, defSession) is in a workspace; a path
+// that starts with / or . , or has no colon, is the host's (so ./a:b is a
+// host file). PATH "" means the workspace's top.
+func ParseEndpoint(arg, defSession string) (Endpoint, error) {
+	if arg == "" {
+		return Endpoint{}, errors.New("an empty path")
+	}
+	if strings.HasPrefix(arg, "/") || strings.HasPrefix(arg, ".") {
+		return Endpoint{Path: arg}, nil
+	}
+	name, p, ok := strings.Cut(arg, ":")
+	if !ok {
+		return Endpoint{Path: arg}, nil
+	}
+	if name == "" {
+		if defSession == "" {
+			return Endpoint{}, fmt.Errorf("%q names no session: write SESSION:PATH or give --session", arg)
+		}
+		name = defSession
+	}
+	if p == "" {
+		p = "."
+	}
+	return Endpoint{Session: name, Path: p}, nil
+}
+
+// ParsePair reads SRC and DST (pure): exactly one of them must be in a
+// workspace.
+func ParsePair(src, dst, defSession string) (Endpoint, Endpoint, error) {
+	s, err := ParseEndpoint(src, defSession)
+	if err != nil {
+		return s, Endpoint{}, err
+	}
+	d, err := ParseEndpoint(dst, defSession)
+	if err != nil {
+		return s, d, err
+	}
+	if (s.Session == "") == (d.Session == "") {
+		return s, d, errors.New("one of SRC and DST must be SESSION:PATH (or :PATH with --session), the other a host path")
+	}
+	return s, d, nil
+}
+
+// Workspace is a session's workspace: Root is its top as the session
+// sees it (the working directory); Pod, when set, holds it (kubernetes),
+// else Root is a host directory.
+type Workspace struct {
+	Session string
+	Root    string
+	Pod     *kubernetes.PodTarget
+	Engine  *kubernetes.Engine
+}
+
+// Rel returns p, a path in the workspace (relative to Root or absolute
+// below it), relative to Root (pure).
+func (w *Workspace) Rel(p string) (string, error) {
+	if !path.IsAbs(p) {
+		p = path.Join(w.Root, p)
+	}
+	p = path.Clean(p)
+	if p == w.Root {
+		return ".", nil
+	}
+	rel, ok := strings.CutPrefix(p, strings.TrimSuffix(w.Root, "/")+"/")
+	if !ok {
+		return "", fmt.Errorf("%s is outside session %s's workspace %s", p, w.Session, w.Root)
+	}
+	return rel, nil
+}
+
+// Result is what a copy did.
+type Result struct {
+	transfer.Stats
+	// Into is where the tree went (a workspace path or a host path).
+	Into string
+}
+
+// spool returns an unlinked temporary file for an archive.
+func spool() (*os.File, error) {
+	f, err := os.CreateTemp("", "corral-cp-*.tar")
+	if err != nil {
+		return nil, err
+	}
+	_ = os.Remove(f.Name())
+	return f, nil
+}
+
+// CopyIn copies the host's src (a file, symlink or directory) to dst in
+// the workspace, as cp -a does: into dst when it is a directory, else as
+// dst. Protected paths of the workspace are refused
+// (sandbox.DefaultProtected, as the file tools).
+func CopyIn(ctx context.Context, w *Workspace, src, dst string) (Result, error) {
+	rel, err := w.Rel(dst)
+	if err != nil {
+		return Result{}, err
+	}
+	abs, err := filepath.Abs(src)
+	if err != nil {
+		return Result{}, err
+	}
+	if _, err := os.Lstat(abs); err != nil {
+		return Result{}, err
+	}
+	top := filepath.Base(abs)
+	o := transfer.Options{Dest: rel, Top: top, Protected: sandbox.DefaultProtected}
+	return push(ctx, w, filepath.Dir(abs), top, top, o)
+}
+
+// push packs host dir/src (entries named top) and unpacks it in w with o.
+func push(ctx context.Context, w *Workspace, dir, src, top string, o transfer.Options) (Result, error) {
+	f, err := spool()
+	if err != nil {
+		return Result{}, err
+	}
+	defer f.Close()
+	if _, err := transfer.Pack(f, dir, src, top); err != nil {
+		return Result{}, err
+	}
+	res := Result{Into: path.Join(w.Root, o.Dest, o.Dir)}
+	if w.Pod != nil {
+		res.Stats, err = w.Engine.CopyIn(ctx, w.Pod, f, o)
+		return res, err
+	}
+	if o.WantSHA256, err = fileSHA(f); err != nil {
+		return res, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return res, err
+	}
+	res.Stats, err = transfer.Unpack(f, w.Root, o)
+	return res, err
+}
+
+// CopyOut copies src in the workspace to the host's dst: into dst when it
+// is a directory, else as dst. The workspace's symlinks come out as
+// symlinks; entries the host refuses (transfer.Unpack) stop it.
+func CopyOut(ctx context.Context, w *Workspace, src, dst string) (Result, error) {
+	rel, err := w.Rel(src)
+	if err != nil {
+		return Result{}, err
+	}
+	top := path.Base(rel)
+	if rel == "." {
+		top = path.Base(w.Root)
+	}
+	abs, err := filepath.Abs(dst)
+	if err != nil {
+		return Result{}, err
+	}
+	return pull(ctx, w, rel, top, filepath.Dir(abs), transfer.Options{Dest: filepath.Base(abs), Top: top})
+}
+
+// pull packs rel of the workspace (entries named top) and unpacks it
+// below the host's root with o.
+func pull(ctx context.Context, w *Workspace, rel, top, root string, o transfer.Options) (Result, error) {
+	f, err := spool()
+	if err != nil {
+		return Result{}, err
+	}
+	defer f.Close()
+	if w.Pod != nil {
+		err = w.Engine.CopyOut(ctx, w.Pod, rel, top, f)
+	} else {
+		_, err = transfer.Pack(f, w.Root, rel, top)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	if o.WantSHA256, err = fileSHA(f); err != nil {
+		return Result{}, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return Result{}, err
+	}
+	res := Result{Into: filepath.Join(root, o.Dest, o.Dir)}
+	res.Stats, err = transfer.Unpack(f, root, o)
+	return res, err
+}
+
+// Sync makes the workspace's top hold the host directory dir's contents
+// (pull: the host directory the workspace's), deleting what the other
+// side lacks only with del. Protected paths of the workspace are neither
+// written nor deleted.
+func Sync(ctx context.Context, w *Workspace, dir string, pullBack, del bool) (Result, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return Result{}, err
+	}
+	if pullBack {
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return Result{}, err
+		}
+		return pull(ctx, w, ".", "", abs, transfer.Options{Dir: ".", Delete: del})
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		return Result{}, fmt.Errorf("%s is not a directory", dir)
+	}
+	return push(ctx, w, abs, ".", "", transfer.Options{Dir: ".", Delete: del, Protected: sandbox.DefaultProtected})
+}
