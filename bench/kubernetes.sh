@@ -3,7 +3,8 @@
 # cluster of .ci/k8s-cluster (its variables from /var/tmp/k8s-ready):
 #  - session start, cold vs claimed from the warm pool: p50 and p99 over
 #    COUNT sessions, API calls and Events per session (goal: warm p50 <= 1 s);
-#  - a command through the pod's agent stream vs an exec as `kubectl exec`
+#  - a command through the pod's agent stream vs `kubectl exec` where kubectl
+#    is on PATH, and vs an exec as `kubectl exec`
 #    does it (bench/kubeexec, once per command) and vs an in-process raw
 #    exec; prints the ratios (goal: <= 0.2 of kubectl exec).
 #   bash bench/kubernetes.sh [COUNT]
@@ -33,6 +34,9 @@ print(f"session command     {s:8.2f} ms")
 print(f"raw exec in-process {raw:8.2f} ms")
 print(f"kubectl-style exec  {k:8.2f} ms")
 print(f"ratio agent/kubectl {a/k:8.2f}  (target <= 0.20)")
+if "kubectl-exec" in r:
+    print(f"real kubectl exec   {r['kubectl-exec']:8.2f} ms")
+    print(f"ratio agent/real kubectl {a/r['kubectl-exec']:5.2f}  (target <= 0.20)")
 print(f"ratio session/kubectl {s/k:6.2f}")
 print(f"ratio agent/raw     {a/raw:8.2f}")
 '
