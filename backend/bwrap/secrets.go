@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/secrets"
@@ -140,35 +139,18 @@ func (p *planner) credentialFileDest(r string) string {
 func (b *Backend) secretFilesDir() string { return filepath.Join(b.opts.StateDir, "secretfiles") }
 
 // ownSecretCopies gives a RunAs identity its own copy of each credential
-// file the plan binds (Src in secretFilesDir): NAME-uUID, 0600 and owned
-// by ra, so that bwrap, holding ra, can open it and no other identity can
-// read it. A copy per identity, so that giving it to one sandbox never
-// takes it from another.
+// file the plan binds (Src in secretFilesDir; secrets.OwnCopy: NAME-uUID,
+// 0600 and owned by ra), so that bwrap, holding ra, can open it and no
+// other identity can read it.
 func (b *Backend) ownSecretCopies(plan *Plan, ra sandbox.RunAs) error {
 	dir := b.secretFilesDir()
 	for i, m := range plan.Mounts {
 		if m.Kind != mRoBind || filepath.Dir(m.Src) != dir {
 			continue
 		}
-		own := fmt.Sprintf("%s-u%d", m.Src, ra.UID)
-		if st, err := os.Stat(own); err != nil || !ownedBy(st, ra.UID) {
-			data, err := os.ReadFile(m.Src)
-			if err != nil {
-				return fmt.Errorf("%w: secrets: reading %s: %v", sandbox.ErrUnavailable, m.Src, err)
-			}
-			tmp := own + ".tmp"
-			_ = os.Remove(tmp)
-			if err := os.WriteFile(tmp, data, 0o600); err != nil {
-				return fmt.Errorf("%w: secrets: writing %s: %v", sandbox.ErrUnavailable, own, err)
-			}
-			if err := os.Chown(tmp, ra.UID, ra.GID); err != nil {
-				_ = os.Remove(tmp)
-				return fmt.Errorf("%w: secrets: giving %s to %s: %v", sandbox.ErrUnavailable, own, ra, err)
-			}
-			if err := os.Rename(tmp, own); err != nil {
-				_ = os.Remove(tmp)
-				return fmt.Errorf("%w: secrets: writing %s: %v", sandbox.ErrUnavailable, own, err)
-			}
+		own, err := secrets.OwnCopy(m.Src, ra.UID, ra.GID)
+		if err != nil {
+			return fmt.Errorf("%w: secrets: a credential file for %s: %v", sandbox.ErrUnavailable, ra, err)
 		}
 		plan.Mounts[i].Src = own
 	}
@@ -222,10 +204,4 @@ func helperExecutable() string {
 		return ""
 	}
 	return r
-}
-
-// ownedBy reports whether st belongs to uid.
-func ownedBy(st os.FileInfo, uid int) bool {
-	s, ok := st.Sys().(*syscall.Stat_t)
-	return ok && int(s.Uid) == uid
 }
