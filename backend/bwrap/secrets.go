@@ -95,12 +95,24 @@ func (p *planner) planSecrets(env []string) ([]string, []string, error) {
 		set = append(set, gitcred.Env(f.Helper, p.req.Secrets)...)
 	}
 	for _, c := range f.Copies {
-		if why := p.credentialFileDest(c.Path); why != "" {
-			return nil, nil, fmt.Errorf("%w: secret %s: files entry %s %s; name a file the sandbox sees (for example ~/.netrc), or drop it from files", sandbox.ErrBadRequest, c.Secret, c.Path, why)
+		// At the file itself, and, when the entry is a symlink (a
+		// ~/.netrc kept in a dotfiles directory), at the entry too: the
+		// home's view may leave the link out (credential files are
+		// masked), and the copy at its target alone would leave no
+		// ~/.netrc to read.
+		dests := []string{c.Path}
+		if c.Given != "" && c.Given != c.Path {
+			dests = append(dests, c.Given)
 		}
-		// Bound in the reveal phase, after the masks: the copy wins over
-		// the default hiding of credential files such as ~/.netrc.
-		p.add(phaseReveal, mount{Kind: mRoBind, Src: c.Copy, Dest: c.Path})
+		for _, d := range dests {
+			if why := p.credentialFileDest(d); why != "" {
+				return nil, nil, fmt.Errorf("%w: secret %s: files entry %s %s; name a file the sandbox sees (for example ~/.netrc), or drop it from files", sandbox.ErrBadRequest, c.Secret, d, why)
+			}
+			// Bound in the reveal phase, after the masks: the copy wins
+			// over the default hiding of credential files such as
+			// ~/.netrc.
+			p.add(phaseReveal, mount{Kind: mRoBind, Src: c.Copy, Dest: d})
+		}
 	}
 	if f.Bundle == "" || len(f.BundleDests) == 0 {
 		p.warn("secrets: no system CA bundle found (%v); clients in the sandbox will not trust corral's certificate authority", SystemCABundles)
