@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/secrets"
 	"github.com/corralhq/corral/secrets/gitcred"
@@ -81,11 +83,14 @@ func (p *planner) planSecrets(env []string) ([]string, []string, error) {
 			set = append(set, v+"="+f.BundleDests[0])
 		}
 	}
-	if f.JavaStore != "" {
+	if f.JavaStore != "" && len(f.JavaStoreDests) > 0 {
 		for _, d := range f.JavaStoreDests {
 			p.add(phaseReveal, mount{Kind: mRoBind, Src: f.JavaStore, Dest: d})
 		}
 		p.reach = append(p.reach, f.JavaStore)
+		// Named as the trust store too, for JDKs with a cacerts of
+		// their own.
+		set = append(set, "JAVA_TOOL_OPTIONS="+secrets.JavaToolOptions(netproxy.JavaToolOptions(egress.HTTPPort), f.JavaStoreDests[0]))
 	}
 	if f.Helper != "" && filepath.IsAbs(f.Helper) {
 		// Bound even where the path is visible already: the executable

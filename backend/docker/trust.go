@@ -19,6 +19,7 @@ import (
 
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/inside"
+	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/secrets"
 	"github.com/corralhq/corral/secrets/gitcred"
@@ -215,9 +216,20 @@ func (b *Backend) prepareSecrets(ctx context.Context, req *sandbox.Request, root
 		prep:  prep,
 		trust: trust,
 		Strip: prep.Strip,
-		Set:   slices.Concat(prep.Env, secrets.BundleEnv(dests[0]), gitcred.Env(inside.Path, req.Secrets)),
+		Set:   slices.Concat(prep.Env, secrets.BundleEnv(dests[0]), gitcred.Env(inside.Path, req.Secrets), javaEnv(trust)),
 		key:   secretsKey(prep),
 	}, nil
+}
+
+// javaEnv is the JAVA_TOOL_OPTIONS entry of a container whose image has
+// a Java trust store: the proxy properties (as egress.Env) and corral's
+// store named as the trust store (secrets.JavaToolOptions), for JDKs
+// with a cacerts of their own; nil when the image has none.
+func javaEnv(trust *trustSpec) []string {
+	if trust.JavaStore == "" || len(trust.JavaDests) == 0 {
+		return nil
+	}
+	return []string{"JAVA_TOOL_OPTIONS=" + secrets.JavaToolOptions(netproxy.JavaToolOptions(egress.HTTPPort), trust.JavaDests[0])}
 }
 
 // credentialFiles writes the substituted copies of req's secrets' files
