@@ -110,6 +110,23 @@ grep -rlsF "$GITHUB_TOKEN" /tmp 2>/dev/null | sort; echo "stand-in done"`
 	if now := f.containers("files"); len(first) != 1 || len(now) != 1 || now[0] == first[0] {
 		t.Errorf("containers before %v, after %v: want one, replaced", first, now)
 	}
+	// As root with a workspace of another owner, the container runs as
+	// that uid: it gets a copy of its own (it cannot read root's 0600).
+	if os.Getuid() == 0 {
+		ws := dockertest.TestDir(t)
+		if err := os.Chown(ws, 1001, 1001); err != nil {
+			t.Fatal(err)
+		}
+		res, out = f.run("files-uid", `id -u; cat ~/.netrc`, withFiles, func(r *sandbox.Request) { r.Workdir = ws })
+		if res.ExitCode != 0 || out != "1001\nmachine api.allowed.test login changed password "+standIn+"\n" {
+			t.Errorf("as uid 1001: exit %d %q", res.ExitCode, out)
+		}
+		owned, _ := filepath.Glob(filepath.Join(f.e.opts.SecretFilesDir, "*-u1001"))
+		if len(owned) != 2 {
+			t.Errorf("copies for uid 1001: %q, want the two files'", owned)
+		}
+		f.b.Release("files-uid")
+	}
 	// A missing file is refused, naming the entry, before any container.
 	req := &sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.ws}, Session: "files3", Timeout: 60e9}
 	withSecret(req)
@@ -118,7 +135,7 @@ grep -rlsF "$GITHUB_TOKEN" /tmp 2>/dev/null | sort; echo "stand-in done"`
 		t.Errorf("missing file: err = %v", err)
 	}
 	f.b.Release("files")
-	for _, k := range []string{"files", "files3"} {
+	for _, k := range []string{"files", "files-uid", "files3"} {
 		if n := f.containers(k); len(n) != 0 {
 			t.Errorf("left behind (%s): %v", k, n)
 		}
