@@ -16,11 +16,13 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/corralhq/corral/internal/dockertest"
 	"github.com/corralhq/corral/sandbox"
 )
 
 // TestSecretsDockerNode: in a container of an image holding the host's
-// node (nodeImage), Node's fetch and https.get reach a secret's host
+// node (nodeImage), Node's fetch and https.get, and npm publish with the
+// token in a credential file (~/.npmrc), reach a secret's host
 // through corral's proxy (the preload named by NODE_OPTIONS: Node 20
 // ignores HTTPS_PROXY) and trust corral's CA (NODE_EXTRA_CA_CERTS); the
 // server gets the real token, and the stand-in sent to another secret's
@@ -72,6 +74,39 @@ fetch("https://api.allowed.test/node-fetch", {headers: auth})
 		t.Errorf("the misdirected stand-in reached the server:\n%s", seen)
 	}
 	f.b.Release("node")
+
+	// npm publish (the host's npm, bound read-only) with the token in
+	// ~/.npmrc, a secret's credential file: npm reads the stand-in from
+	// the container's /tmp/.npmrc and the registry gets the real token.
+	const npm = "/usr/lib/node_modules/npm"
+	if _, err := os.Stat(npm + "/bin/npm-cli.js"); err != nil {
+		t.Skipf("no npm at %s to bind (apt-get install npm; CI has it)", npm)
+	}
+	home := dockertest.TestDir(t)
+	t.Setenv("HOME", home)
+	if err := os.WriteFile(filepath.Join(home, ".npmrc"), []byte("//npm.allowed.test/:_authToken="+realToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st.Binds = []sandbox.Bind{{Src: npm, ReadOnly: true}}
+	f.b = f.e.Backend(st)
+	res, out = f.run("npm", `set -e
+mkdir -p /tmp/pkg && cd /tmp/pkg
+printf '%s\n' '{"name":"corral-secret-test","version":"1.0.0"}' > package.json
+echo 'module.exports = 1' > index.js
+node `+npm+`/bin/npm-cli.js publish --registry https://npm.allowed.test/ --cache /tmp/npm-cache --no-update-notifier --loglevel=warn --no-audit --no-fund --ignore-scripts 2>&1
+echo PUBLISHED`, withSecret, func(r *sandbox.Request) {
+		r.Secrets[0].Hosts = []string{"npm.allowed.test"}
+		r.Secrets[0].Files = []string{"~/.npmrc"}
+		r.Timeout = 3 * 60e9
+		r.Limits = sandbox.DefaultLimits
+	})
+	if res.ExitCode != 0 || !strings.Contains(out, "PUBLISHED") || strings.Contains(out, realToken) {
+		t.Fatalf("npm publish: exit %d:\n%s", res.ExitCode, out)
+	}
+	if !strings.Contains(f.seen(), "npm.allowed.test auth=Bearer "+realToken) {
+		t.Errorf("the registry did not get the real token from npm publish:\n%s", f.seen())
+	}
+	f.b.Release("npm")
 }
 
 // nodeImage builds (once per base and node executable) base plus the

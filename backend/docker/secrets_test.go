@@ -83,6 +83,12 @@ func newSecretsFixture(t *testing.T) *secretsFixture {
 		sf.mu.Lock()
 		sf.arrivals = append(sf.arrivals, host+" auth="+r.Header.Get("Authorization"))
 		sf.mu.Unlock()
+		if host == "npm.allowed.test" {
+			// A registry that takes any publish.
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"ok":true}`)
+			return
+		}
 		fmt.Fprintf(w, "hello %s", host)
 	}))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
