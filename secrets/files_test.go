@@ -241,3 +241,20 @@ func TestOwnCopy(t *testing.T) {
 		t.Errorf("reuse did not renew the copy")
 	}
 }
+
+// BenchmarkCredentialFiles is a command's cost of one unchanged
+// credential file: read, substitute, hash, compare and renew the copy.
+func BenchmarkCredentialFiles(b *testing.B) {
+	home := b.TempDir()
+	if err := os.WriteFile(filepath.Join(home, ".netrc"), []byte("machine github.test login x password ghp_REALREALREAL\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	dir := filepath.Join(b.TempDir(), "secretfiles")
+	specs := []sandbox.Secret{{Name: "GH", Files: []string{"~/.netrc"}}}
+	secs := []Secret{{Name: "GH", Value: "ghp_REALREALREAL", StandIn: "ghp_StandInStand"}}
+	for b.Loop() {
+		if _, err := CredentialFiles(dir, home, specs, secs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
