@@ -378,6 +378,9 @@ func (h *Host) Backend(st *config.Settings) (sandbox.Backend, error) {
 				Logger: h.log, Egress: h.egressLocked(), Join: h.opts.JoinContainers,
 				QuarantineDir: filepath.Join(h.stateDir, "quarantine"),
 				TrustDir:      filepath.Join(h.stateDir, "trust"),
+				// Shared with the bwrap backend: `corral cleanup`
+				// prunes both backends' copies (secrets.PruneCopies).
+				SecretFilesDir: filepath.Join(h.stateDir, "secretfiles"),
 				// The bind policy's: corral's own directories are never
 				// bound, and files a bind must show as empty get the same
 				// empty file as the bwrap backend's masks.

@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/corralhq/corral/internal/atomicfile"
 	"github.com/corralhq/corral/sandbox"
@@ -24,9 +27,14 @@ const MaxCredentialFileBytes = 1 << 20
 type FileCopy struct {
 	// Secret is the secret's variable name (for messages).
 	Secret string
-	// Path is where the file appears in the sandbox: the host path, "~/"
-	// expanded and symlinks resolved.
+	// Path is where the file appears in a bwrap sandbox: the host path,
+	// "~/" expanded and symlinks resolved (a symlinked ~/.netrc keeps
+	// leading to the copy, bound over its target).
 	Path string
+	// Given is the entry with "~/" expanded and cleaned, symlinks not
+	// resolved: what a container's home is mapped from (the docker
+	// backend), where no host symlink exists.
+	Given string
 	// Copy is the substituted copy on the host (0600, in a 0700
 	// directory), bound read-only over Path.
 	Copy string
@@ -116,6 +124,7 @@ func CredentialFiles(dir, home string, specs []sandbox.Secret, secs []Secret) ([
 			if why != "" {
 				return nil, fmt.Errorf("%w %s: %s", ErrUnusable, key, why)
 			}
+			given := p
 			if r, err := filepath.EvalSymlinks(p); err == nil {
 				p = r
 			}
@@ -131,7 +140,7 @@ func CredentialFiles(dir, home string, specs []sandbox.Secret, secs []Secret) ([
 			if err != nil {
 				return nil, fmt.Errorf("secret %s: writing the copy of %s: %w", sp.Name, p, err)
 			}
-			out = append(out, FileCopy{Secret: sp.Name, Path: p, Copy: cp})
+			out = append(out, FileCopy{Secret: sp.Name, Path: p, Given: given, Copy: cp})
 		}
 	}
 	return out, nil
@@ -157,7 +166,8 @@ func readCredentialFile(p string) ([]byte, error) {
 	return b, nil
 }
 
-// writeCopy writes data to dir/HASH-BASE unless it is there already.
+// writeCopy writes data to dir/HASH-BASE unless it is there already; a
+// copy found there has its modification time renewed (CopyLease).
 func writeCopy(dir, path string, data []byte) (string, error) {
 	h := sha256.New()
 	h.Write([]byte(path))
@@ -165,7 +175,7 @@ func writeCopy(dir, path string, data []byte) (string, error) {
 	h.Write(data)
 	name := hex.EncodeToString(h.Sum(nil)[:10]) + "-" + strings.TrimPrefix(filepath.Base(path), ".")
 	cp := filepath.Join(dir, name)
-	if b, err := os.ReadFile(cp); err == nil && bytes.Equal(b, data) {
+	if b, err := os.ReadFile(cp); err == nil && bytes.Equal(b, data) && renew(cp) == nil {
 		return cp, nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -175,4 +185,99 @@ func writeCopy(dir, path string, data []byte) (string, error) {
 		return "", err
 	}
 	return cp, nil
+}
+
+// CopyLease is how long a credential file copy (CredentialFiles, OwnCopy)
+// is kept after its last use: each use renews its modification time, and
+// PruneCopies removes only copies unused for longer. A copy is needed from
+// the moment it is written until the sandbox or container has bound it,
+// milliseconds later; after that the mount holds the file's inode, so
+// removing the name takes nothing from a running sandbox (unlink(2) of a
+// bind mount's source leaves the mount working). An hour covers any
+// start, however slow, many times over.
+const CopyLease = time.Hour
+
+// renew sets p's modification time to now: the copy is in use.
+func renew(p string) error {
+	now := time.Now()
+	return os.Chtimes(p, now, now)
+}
+
+// OwnCopy gives uid its own copy of the credential file copy src (in
+// the same directory: NAME-uUID, 0600, owned by uid:gid), for a sandbox
+// or container that runs as uid while corral runs as root: a copy per
+// identity, so that giving it to one never takes it from another. An
+// existing copy of that owner and content is renewed (CopyLease) and
+// reused. Only root can give a file away (chown(2)).
+func OwnCopy(src string, uid, gid int) (string, error) {
+	own := fmt.Sprintf("%s-u%d", src, uid)
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", src, err)
+	}
+	if st, err := os.Stat(own); err == nil && ownedBy(st, uid) {
+		if b, err := os.ReadFile(own); err == nil && bytes.Equal(b, data) && renew(own) == nil {
+			return own, nil
+		}
+	}
+	tmp := own + ".tmp"
+	_ = os.Remove(tmp)
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return "", fmt.Errorf("writing %s: %w", own, err)
+	}
+	if err := os.Chown(tmp, uid, gid); err != nil {
+		_ = os.Remove(tmp)
+		return "", fmt.Errorf("giving %s to uid %d: %w", own, uid, err)
+	}
+	if err := os.Rename(tmp, own); err != nil {
+		_ = os.Remove(tmp)
+		return "", fmt.Errorf("writing %s: %w", own, err)
+	}
+	return own, nil
+}
+
+// ownedBy reports whether st belongs to uid.
+func ownedBy(st os.FileInfo, uid int) bool {
+	s, ok := st.Sys().(*syscall.Stat_t)
+	return ok && int(s.Uid) == uid
+}
+
+// PruneCopies removes the credential file copies in dir (CredentialFiles'
+// and OwnCopy's, and their interrupted temporary files) that were last
+// used before now-lease, and returns their paths. A copy in use is renewed
+// at every command that needs it (writeCopy, OwnCopy), and one already
+// bound stays readable through its mount after the name is gone
+// (CopyLease), so no live process loses a file it needs; copies hold
+// stand-ins only, never a real value. Entries that are not regular files
+// are left alone. A missing dir is no error.
+func PruneCopies(dir string, lease time.Duration, now time.Time) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		st, err := e.Info()
+		if err != nil || !Stale(st.ModTime(), lease, now) {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := os.Remove(p); err == nil {
+			removed = append(removed, p)
+		}
+	}
+	return removed, nil
+}
+
+// Stale reports whether a copy last used at used is past its lease at now:
+// used before now-lease. A time in the future (a clock set back) is not
+// stale. Pure.
+func Stale(used time.Time, lease time.Duration, now time.Time) bool {
+	return used.Before(now.Add(-lease))
 }

@@ -2,10 +2,13 @@ package secrets
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/corralhq/corral/sandbox"
 )
@@ -125,6 +128,133 @@ func TestCredentialFiles(t *testing.T) {
 		_, err := CredentialFiles(state, home, []sandbox.Secret{{Name: "GH", Files: []string{tc.file}}}, []Secret{gh})
 		if !errors.Is(err, sandbox.ErrBadRequest) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want an ErrBadRequest with %q", tc.file, err, tc.want)
+		}
+	}
+}
+
+func TestStale(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		used time.Time
+		want bool
+	}{
+		{now.Add(-2 * time.Hour), true},
+		{now.Add(-CopyLease - time.Second), true},
+		{now.Add(-CopyLease), false},
+		{now.Add(-time.Minute), false},
+		{now.Add(time.Hour), false}, // a clock set back: kept
+	} {
+		if got := Stale(c.used, CopyLease, now); got != c.want {
+			t.Errorf("Stale(%v) = %v, want %v", c.used, got, c.want)
+		}
+	}
+}
+
+// TestPruneCopies: copies unused for longer than the lease go; a copy
+// used again (CredentialFiles renews it) and a recent one stay, and a
+// removed copy's content stays readable through a descriptor opened
+// before (as through a bind mount: the inode lives on).
+func TestPruneCopies(t *testing.T) {
+	home := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "secretfiles")
+	if err := os.WriteFile(filepath.Join(home, ".netrc"), []byte("password ghp_REALREALREAL\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	specs := []sandbox.Secret{{Name: "GH", Files: []string{"~/.netrc"}}}
+	secs := []Secret{{Name: "GH", Value: "ghp_REALREALREAL", StandIn: "ghp_StandInStand"}}
+	cs, err := CredentialFiles(dir, home, specs, secs)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("CredentialFiles = %v, %v", cs, err)
+	}
+	used := cs[0].Copy
+	old := filepath.Join(dir, "0123456789abcdef0123-netrc")
+	tmp := old + "-u1000.tmp"
+	for _, p := range []string{old, tmp} {
+		if err := os.WriteFile(p, []byte("password ghp_OldStandIn1\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "subdir"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	long := time.Now().Add(-3 * CopyLease)
+	for _, p := range []string{used, old, tmp, filepath.Join(dir, "subdir")} {
+		if err := os.Chtimes(p, long, long); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, err := os.Open(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	// The next command renews the copy it uses.
+	if cs, err = CredentialFiles(dir, home, specs, secs); err != nil || cs[0].Copy != used {
+		t.Fatalf("CredentialFiles again = %v, %v", cs, err)
+	}
+	removed, err := PruneCopies(dir, CopyLease, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(removed)
+	if want := []string{old, tmp}; !slices.Equal(removed, want) {
+		t.Errorf("removed %q, want %q", removed, want)
+	}
+	for _, p := range []string{used, filepath.Join(dir, "subdir")} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v (want it kept)", p, err)
+		}
+	}
+	if b, err := io.ReadAll(held); err != nil || string(b) != "password ghp_OldStandIn1\n" {
+		t.Errorf("a removed copy read through an open descriptor: %q, %v", b, err)
+	}
+	if r, err := PruneCopies(filepath.Join(dir, "missing"), CopyLease, time.Now()); err != nil || r != nil {
+		t.Errorf("missing dir: %v, %v", r, err)
+	}
+}
+
+// TestOwnCopy (root): a copy for uid 1000 is owned by it, 0600, reused
+// and renewed when unchanged.
+func TestOwnCopy(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("OwnCopy gives files away (chown): needs root")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "abc-netrc")
+	if err := os.WriteFile(src, []byte("stand-in\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	own, err := OwnCopy(src, 1000, 1000)
+	if err != nil || own != src+"-u1000" {
+		t.Fatalf("OwnCopy = %q, %v", own, err)
+	}
+	st, err := os.Stat(own)
+	if err != nil || !ownedBy(st, 1000) || st.Mode().Perm() != 0o600 {
+		t.Fatalf("own copy: %v %v", st, err)
+	}
+	long := time.Now().Add(-3 * CopyLease)
+	_ = os.Chtimes(own, long, long)
+	if again, err := OwnCopy(src, 1000, 1000); err != nil || again != own {
+		t.Fatalf("OwnCopy again = %q, %v", again, err)
+	}
+	if st, _ := os.Stat(own); Stale(st.ModTime(), CopyLease, time.Now()) {
+		t.Errorf("reuse did not renew the copy")
+	}
+}
+
+// BenchmarkCredentialFiles is a command's cost of one unchanged
+// credential file: read, substitute, hash, compare and renew the copy.
+func BenchmarkCredentialFiles(b *testing.B) {
+	home := b.TempDir()
+	if err := os.WriteFile(filepath.Join(home, ".netrc"), []byte("machine github.test login x password ghp_REALREALREAL\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	dir := filepath.Join(b.TempDir(), "secretfiles")
+	specs := []sandbox.Secret{{Name: "GH", Files: []string{"~/.netrc"}}}
+	secs := []Secret{{Name: "GH", Value: "ghp_REALREALREAL", StandIn: "ghp_StandInStand"}}
+	for b.Loop() {
+		if _, err := CredentialFiles(dir, home, specs, secs); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

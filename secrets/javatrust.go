@@ -30,6 +30,28 @@ var JavaTrustStores = []string{
 	"/etc/pki/ca-trust/extracted/java/cacerts",
 }
 
+// JavaToolOptions returns the JAVA_TOOL_OPTIONS value of a sandbox with
+// secrets: proxyOpts (the proxy properties, netproxy.JavaToolOptions)
+// and -Djavax.net.ssl.trustStore=store, store being where corral's
+// [TrustStore] is bound in the sandbox (a path of [JavaTrustStores]).
+// The property makes a JVM use that store whatever its own
+// lib/security/cacerts holds, so a JDK with a cacerts file of its own
+// (an unpacked tarball) trusts corral's CA too; the store holds the
+// system bundle's certificates, so other hosts stay trusted. Java reads
+// JAVA_TOOL_OPTIONS before its command line (HotSpot's argument order:
+// JAVA_TOOL_OPTIONS, JDK_JAVA_OPTIONS and the launcher's arguments, then
+// _JAVA_OPTIONS; the last -D of a property wins), so a trust store the
+// command names itself (-Djavax.net.ssl.trustStore=...) still wins:
+// corral does not override a deliberate choice, and the secrets' hosts
+// then fail the handshake. proxyOpts is returned unchanged when store is
+// "" or holds white space (the JVM splits the value there). Pure.
+func JavaToolOptions(proxyOpts, store string) string {
+	if store == "" || strings.ContainsAny(store, " \t\n\r\v\f") {
+		return proxyOpts
+	}
+	return proxyOpts + " -Djavax.net.ssl.trustStore=" + store
+}
+
 // ErrNoCertificates is TrustStore's error for inputs holding no
 // certificate at all.
 var ErrNoCertificates = errors.New("no certificate in the trust store's inputs")

@@ -146,3 +146,17 @@ func TestHostJavaTrustKept(t *testing.T) {
 		t.Errorf("another CA got the same store %s", p4)
 	}
 }
+
+func TestJavaToolOptions(t *testing.T) {
+	const proxy = "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=3128"
+	for _, c := range []struct{ store, want string }{
+		{"/etc/ssl/certs/java/cacerts", proxy + " -Djavax.net.ssl.trustStore=/etc/ssl/certs/java/cacerts"},
+		{"", proxy},
+		{"/etc/my certs/cacerts", proxy}, // the JVM would split it
+		{"/etc/a\tb", proxy},
+	} {
+		if got := JavaToolOptions(proxy, c.store); got != c.want {
+			t.Errorf("JavaToolOptions(%q) = %q, want %q", c.store, got, c.want)
+		}
+	}
+}

@@ -99,3 +99,68 @@ echo x >> ~/.netrc 2>/dev/null && echo appended`, on, func(r *sandbox.Request) {
 		}
 	}
 }
+
+// TestSecretFilesSymlinkAndSource: a ~/.netrc that is a symlink (to a
+// file elsewhere in the home, and to one outside it) shows the stand-in
+// at ~/.netrc and at the link's target, never the real value (before the
+// copy was bound at the entry too, ~/.netrc was missing: the home's view
+// leaves credential files out); a path that
+// is both a secret's file: source and in its files shows the copy (the
+// stand-in), not the real value and not an empty file.
+func TestSecretFilesSymlinkAndSource(t *testing.T) {
+	e := newEnv(t)
+	newSecretsWorld(t, e)
+	netrc := "machine api.allowed.test login x-user password " + realGH + "\n"
+	e.write("dotfiles/netrc", netrc)
+	if err := os.Symlink("dotfiles/netrc", filepath.Join(e.home, ".netrc")); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(e.base, "elsewhere", "npmrc")
+	if err := os.MkdirAll(filepath.Dir(outside), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(outside, []byte("//npm.allowed.test/:_authToken="+realGH+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(e.home, ".npmrc")); err != nil {
+		t.Fatal(err)
+	}
+	on := func(r *sandbox.Request) {
+		allowlist(r)
+		r.Secrets = []sandbox.Secret{{Name: "GITHUB_TOKEN", From: "env:GH_REAL", Hosts: []string{"api.allowed.test"}, Files: []string{"~/.netrc", "~/.npmrc"}}}
+	}
+	o := e.sh(`echo "GT=$GITHUB_TOKEN"; cat ~/.netrc; echo ---; cat ~/dotfiles/netrc; echo ---; cat ~/.npmrc; echo ---; cat "$1"; echo ---
+grep -rlsF "$2" ~ "$(dirname "$1")" 2>/dev/null; echo "real done"`, on, func(r *sandbox.Request) { r.Argv = append(r.Argv, "sh", outside, realGH) })
+	standIn := ""
+	for _, l := range strings.Split(o.stdout, "\n") {
+		if v, ok := strings.CutPrefix(l, "GT="); ok {
+			standIn = v
+		}
+	}
+	if len(standIn) != len(realGH) || standIn == realGH {
+		t.Fatalf("no stand-in:\n%s", o)
+	}
+	sn := strings.ReplaceAll(netrc, realGH, standIn)
+	sp := "//npm.allowed.test/:_authToken=" + standIn + "\n"
+	mustNotContain(t, o, realGH)
+	mustContain(t, o, sn+"---\n"+sn+"---\n"+sp+"---\n"+sp+"---\nreal done\n")
+	// (The grep found nothing: "---" is followed by "real done".)
+
+	// A file: source that is in files too.
+	src := e.write("tokens/gh", realGH+"\n")
+	both := func(r *sandbox.Request) {
+		allowlist(r)
+		r.Secrets = []sandbox.Secret{{Name: "GITHUB_TOKEN", From: "file:" + src, Hosts: []string{"api.allowed.test"}, Files: []string{src}}}
+	}
+	o = e.sh(`echo "GT=$GITHUB_TOKEN"; echo "file=$(cat "$1")"; grep -rlsF "$2" ~ 2>/dev/null; echo "real done"`, both, func(r *sandbox.Request) { r.Argv = append(r.Argv, "sh", src, realGH) })
+	for _, l := range strings.Split(o.stdout, "\n") {
+		if v, ok := strings.CutPrefix(l, "GT="); ok {
+			standIn = v
+		}
+	}
+	mustContain(t, o, "file="+standIn+"\nreal done\n")
+	mustNotContain(t, o, realGH)
+	if len(standIn) != len(realGH) {
+		t.Errorf("no stand-in:\n%s", o)
+	}
+}

@@ -5,8 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 
+	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/secrets"
 	"github.com/corralhq/corral/secrets/gitcred"
@@ -82,11 +83,14 @@ func (p *planner) planSecrets(env []string) ([]string, []string, error) {
 			set = append(set, v+"="+f.BundleDests[0])
 		}
 	}
-	if f.JavaStore != "" {
+	if f.JavaStore != "" && len(f.JavaStoreDests) > 0 {
 		for _, d := range f.JavaStoreDests {
 			p.add(phaseReveal, mount{Kind: mRoBind, Src: f.JavaStore, Dest: d})
 		}
 		p.reach = append(p.reach, f.JavaStore)
+		// Named as the trust store too, for JDKs with a cacerts of
+		// their own.
+		set = append(set, "JAVA_TOOL_OPTIONS="+secrets.JavaToolOptions(netproxy.JavaToolOptions(egress.HTTPPort), f.JavaStoreDests[0]))
 	}
 	if f.Helper != "" && filepath.IsAbs(f.Helper) {
 		// Bound even where the path is visible already: the executable
@@ -96,12 +100,24 @@ func (p *planner) planSecrets(env []string) ([]string, []string, error) {
 		set = append(set, gitcred.Env(f.Helper, p.req.Secrets)...)
 	}
 	for _, c := range f.Copies {
-		if why := p.credentialFileDest(c.Path); why != "" {
-			return nil, nil, fmt.Errorf("%w: secret %s: files entry %s %s; name a file the sandbox sees (for example ~/.netrc), or drop it from files", sandbox.ErrBadRequest, c.Secret, c.Path, why)
+		// At the file itself, and, when the entry is a symlink (a
+		// ~/.netrc kept in a dotfiles directory), at the entry too: the
+		// home's view may leave the link out (credential files are
+		// masked), and the copy at its target alone would leave no
+		// ~/.netrc to read.
+		dests := []string{c.Path}
+		if c.Given != "" && c.Given != c.Path {
+			dests = append(dests, c.Given)
 		}
-		// Bound in the reveal phase, after the masks: the copy wins over
-		// the default hiding of credential files such as ~/.netrc.
-		p.add(phaseReveal, mount{Kind: mRoBind, Src: c.Copy, Dest: c.Path})
+		for _, d := range dests {
+			if why := p.credentialFileDest(d); why != "" {
+				return nil, nil, fmt.Errorf("%w: secret %s: files entry %s %s; name a file the sandbox sees (for example ~/.netrc), or drop it from files", sandbox.ErrBadRequest, c.Secret, d, why)
+			}
+			// Bound in the reveal phase, after the masks: the copy wins
+			// over the default hiding of credential files such as
+			// ~/.netrc.
+			p.add(phaseReveal, mount{Kind: mRoBind, Src: c.Copy, Dest: d})
+		}
 	}
 	if f.Bundle == "" || len(f.BundleDests) == 0 {
 		p.warn("secrets: no system CA bundle found (%v); clients in the sandbox will not trust corral's certificate authority", SystemCABundles)
@@ -140,35 +156,18 @@ func (p *planner) credentialFileDest(r string) string {
 func (b *Backend) secretFilesDir() string { return filepath.Join(b.opts.StateDir, "secretfiles") }
 
 // ownSecretCopies gives a RunAs identity its own copy of each credential
-// file the plan binds (Src in secretFilesDir): NAME-uUID, 0600 and owned
-// by ra, so that bwrap, holding ra, can open it and no other identity can
-// read it. A copy per identity, so that giving it to one sandbox never
-// takes it from another.
+// file the plan binds (Src in secretFilesDir; secrets.OwnCopy: NAME-uUID,
+// 0600 and owned by ra), so that bwrap, holding ra, can open it and no
+// other identity can read it.
 func (b *Backend) ownSecretCopies(plan *Plan, ra sandbox.RunAs) error {
 	dir := b.secretFilesDir()
 	for i, m := range plan.Mounts {
 		if m.Kind != mRoBind || filepath.Dir(m.Src) != dir {
 			continue
 		}
-		own := fmt.Sprintf("%s-u%d", m.Src, ra.UID)
-		if st, err := os.Stat(own); err != nil || !ownedBy(st, ra.UID) {
-			data, err := os.ReadFile(m.Src)
-			if err != nil {
-				return fmt.Errorf("%w: secrets: reading %s: %v", sandbox.ErrUnavailable, m.Src, err)
-			}
-			tmp := own + ".tmp"
-			_ = os.Remove(tmp)
-			if err := os.WriteFile(tmp, data, 0o600); err != nil {
-				return fmt.Errorf("%w: secrets: writing %s: %v", sandbox.ErrUnavailable, own, err)
-			}
-			if err := os.Chown(tmp, ra.UID, ra.GID); err != nil {
-				_ = os.Remove(tmp)
-				return fmt.Errorf("%w: secrets: giving %s to %s: %v", sandbox.ErrUnavailable, own, ra, err)
-			}
-			if err := os.Rename(tmp, own); err != nil {
-				_ = os.Remove(tmp)
-				return fmt.Errorf("%w: secrets: writing %s: %v", sandbox.ErrUnavailable, own, err)
-			}
+		own, err := secrets.OwnCopy(m.Src, ra.UID, ra.GID)
+		if err != nil {
+			return fmt.Errorf("%w: secrets: a credential file for %s: %v", sandbox.ErrUnavailable, ra, err)
 		}
 		plan.Mounts[i].Src = own
 	}
@@ -222,10 +221,4 @@ func helperExecutable() string {
 		return ""
 	}
 	return r
-}
-
-// ownedBy reports whether st belongs to uid.
-func ownedBy(st os.FileInfo, uid int) bool {
-	s, ok := st.Sys().(*syscall.Stat_t)
-	return ok && int(s.Uid) == uid
 }

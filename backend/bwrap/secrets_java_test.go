@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/corralhq/corral/internal/testcert"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/secrets"
 )
@@ -102,6 +103,19 @@ func TestSecretsJava(t *testing.T) {
 					t.Errorf("the server did not get the real token at %s:\n%s\nsandbox:\n%s", p, seen, o)
 				}
 			}
+			// A JDK with a cacerts file of its own (as an unpacked
+			// tarball has; here the host's store, without corral's CA):
+			// JAVA_TOOL_OPTIONS names corral's store as the trust store.
+			own := testkit.OwnCacertsJDK(t, home, filepath.Join(e.work, "jdk-"+filepath.Base(home)), secrets.HostJavaStores()[0])
+			m = w.mark()
+			o = e.sh(own+`/bin/java -XshowSettings:properties Fetch.java https://api.allowed.test/java-own-cacerts`, secretsOn)
+			mustContain(t, o, "httpclient: 200 hello host=api.allowed.test path=/java-own-cacerts", "java.home = "+filepath.Dir(filepath.Dir(own+"/bin/java")),
+				"-Djavax.net.ssl.trustStore="+secrets.HostJavaStores()[0])
+			if !strings.Contains(w.seenSince(m), "auth=Bearer "+realGH) {
+				t.Errorf("the JDK with its own cacerts: the server did not get the real token:\n%s", w.seenSince(m))
+			}
+			// A trust store named on the command line comes after
+			// JAVA_TOOL_OPTIONS and wins: corral's CA is not in it.
 			o = e.sh(java+` -Djavax.net.ssl.trustStore=foreign.p12 -Djavax.net.ssl.trustStorePassword=changeit Fetch.java https://api.allowed.test/java-foreign`, secretsOn)
 			if o.res.ExitCode == 0 || !strings.Contains(o.stderr, "PKIX path building failed") {
 				t.Errorf("with a trust store lacking corral's CA the fetch did not fail at the handshake:\n%s", o)

@@ -106,7 +106,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 		for _, d := range binds {
 			roots = append(roots, d.Src)
 		}
-		if sec, err = b.prepareSecrets(ctx, req, roots); err != nil {
+		if sec, err = b.prepareSecrets(ctx, req, roots, uid, gid); err != nil {
 			return nil, nil, nil, nil, err
 		}
 		// The container's proxy holds these secrets: other secrets (or

@@ -70,6 +70,13 @@ type Options struct {
 	// of allowlist containers (egress.WriteNodeShim). "" refuses secrets
 	// and leaves allowlist containers without the preload.
 	TrustDir string
+	// SecretFilesDir is where the substituted copies of secrets'
+	// credential files (sandbox.Secret.Files; secrets.CredentialFiles)
+	// are written: <state dir>/secretfiles, shared with the bwrap
+	// backend, on the daemon's host (bound read-only into containers);
+	// they hold stand-ins, never a real value. "" refuses secrets with
+	// files.
+	SecretFilesDir string
 }
 
 // Engine is the process-wide part of the docker backend: the Engine API

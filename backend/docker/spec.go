@@ -236,6 +236,16 @@ func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extr
 		for _, d := range trust.JavaDests {
 			specs = append(specs, bindSpec{trust.JavaStore, d, true})
 		}
+		var bindDests []string
+		for _, b := range binds {
+			bindDests = append(bindDests, b.Dest)
+		}
+		for _, f := range trust.Files {
+			if why := credentialFileRefusal(f.Dest, ws.Target, bindDests); why != "" {
+				return nil, fmt.Errorf("%w: secret %s: files entry %s (%s in the container) %s; name a file of your home (for example ~/.netrc) or elsewhere outside the workspace, or drop it from files", sandbox.ErrBadRequest, f.Secret, f.Entry, f.Dest, why)
+			}
+			specs = append(specs, bindSpec{f.Src, f.Dest, true})
+		}
 	}
 	if err := addBinds(append(specs, covers...)); err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,7 +17,9 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/inside"
+	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/secrets"
 	"github.com/corralhq/corral/secrets/gitcred"
@@ -38,6 +41,64 @@ type trustSpec struct {
 	Dests     []string
 	JavaStore string
 	JavaDests []string
+	// Files are the secrets' credential files, each copy bound read-only
+	// at its place in the container (credentialFileDest).
+	Files []credFile
+}
+
+// credFile is one credential file of a secret in a container: the
+// substituted copy Src (on the daemon's host; stand-ins only) bound
+// read-only at Dest. Secret and Entry (the files entry as written) name
+// it in messages.
+type credFile struct {
+	Secret, Entry string
+	Src, Dest     string
+}
+
+// credentialFileDest returns where a secret's credential file, given on
+// the host as given ("~/" expanded, symlinks not resolved), appears in a
+// container: a file of the caller's home (home, or homeReal, its
+// symlinks resolved) at the same place below the container's HOME (Home:
+// corral sets HOME=/tmp for every command, so ~/.netrc is /tmp/.netrc
+// there, whatever the image's passwd says), any other at its own path.
+// A symlinked ~/.netrc thus appears as a regular file holding the
+// stand-ins: the host's link target does not exist in a container. Pure.
+func credentialFileDest(given, home, homeReal string) string {
+	for _, h := range []string{home, homeReal} {
+		if rel, ok := sandbox.RelToHome(given, filepath.Clean(h)); ok && h != "" {
+			return path.Join(Home, rel)
+		}
+	}
+	return given
+}
+
+// credentialFileRefusal returns why a credential file cannot be bound at
+// dest in a container whose workspace is at ws and whose binds are at
+// bindDests ("" when it can): a file path other than HOME itself, not in
+// the workspace or a bind (the bind would make its mount point in the
+// host's directory), not in corral's own mounts (/.corral, EgressDir,
+// the Node preload's directory), not in
+// the kernel's filesystems (/proc, /sys, /dev). A copy bound in the
+// writable /tmp stays: a mount point cannot be removed or renamed (EBUSY)
+// and the container has no capability to unmount it. Pure.
+func credentialFileRefusal(dest, ws string, bindDests []string) string {
+	if !filepath.IsAbs(dest) || dest == "/" || dest == Home {
+		return "is not a file path in the container"
+	}
+	if sandbox.Within(dest, ws) {
+		return "lies in the workspace (" + ws + "), where the bind would make a file in the host's directory"
+	}
+	for _, d := range bindDests {
+		if sandbox.Within(dest, d) {
+			return "lies in the bind at " + d
+		}
+	}
+	for _, k := range []string{path.Dir(inside.Path), EgressDir, egress.NodeShimDir, "/proc", "/sys", "/dev"} {
+		if sandbox.Within(dest, k) || sandbox.Within(k, dest) {
+			return "lies in " + k + ", which corral or the kernel provides"
+		}
+	}
+	return ""
 }
 
 // secretSpec is what a request's secrets change: the proxy's secrets and
@@ -96,19 +157,13 @@ func exposedSecretFile(files, roots []string) (file, root string) {
 
 // prepareSecrets resolves req's secrets (secrets.Prepare, which refuses
 // profiles other than allowlist) and writes the container's trust bundle
-// (and Java trust store, when the image has one) into Options.TrustDir. It returns nil when req declares none. Errors
+// (and Java trust store, when the image has one) into Options.TrustDir,
+// and the secrets' credential files (Engine.credentialFiles, readable by
+// uid:gid, the container's user). It returns nil when req declares none. Errors
 // wrap sandbox.ErrBadRequest (a value cannot be read; a file source the
 // container could read) or sandbox.ErrUnavailable (no CA, no trust
 // directory, the image's bundle cannot be read).
-func (b *Backend) prepareSecrets(ctx context.Context, req *sandbox.Request, roots []string) (*secretSpec, error) {
-	for _, s := range req.Secrets {
-		if len(s.Files) > 0 {
-			// Not built yet: the container's home is the image's (Home),
-			// not the caller's, and the copy would have to follow the
-			// session's long-lived container.
-			return nil, fmt.Errorf("%w: docker backend: secret %s lists files (%s), which only the bwrap backend puts in a sandbox so far; use backend: bwrap, or drop files", sandbox.ErrBadRequest, s.Name, strings.Join(s.Files, ", "))
-		}
-	}
+func (b *Backend) prepareSecrets(ctx context.Context, req *sandbox.Request, roots []string, uid, gid int) (*secretSpec, error) {
 	prep, err := secrets.Prepare(req)
 	if err != nil || prep == nil {
 		return nil, err
@@ -154,13 +209,72 @@ func (b *Backend) prepareSecrets(ctx context.Context, req *sandbox.Request, root
 		}
 		trust.JavaDests = img.javaDests
 	}
+	if trust.Files, err = e.credentialFiles(req, prep, uid, gid); err != nil {
+		return nil, err
+	}
 	return &secretSpec{
 		prep:  prep,
 		trust: trust,
 		Strip: prep.Strip,
-		Set:   slices.Concat(prep.Env, secrets.BundleEnv(dests[0]), gitcred.Env(inside.Path, req.Secrets)),
+		Set:   slices.Concat(prep.Env, secrets.BundleEnv(dests[0]), gitcred.Env(inside.Path, req.Secrets), javaEnv(trust)),
 		key:   secretsKey(prep),
 	}, nil
+}
+
+// javaEnv is the JAVA_TOOL_OPTIONS entry of a container whose image has
+// a Java trust store: the proxy properties (as egress.Env) and corral's
+// store named as the trust store (secrets.JavaToolOptions), for JDKs
+// with a cacerts of their own; nil when the image has none.
+func javaEnv(trust *trustSpec) []string {
+	if trust.JavaStore == "" || len(trust.JavaDests) == 0 {
+		return nil
+	}
+	return []string{"JAVA_TOOL_OPTIONS=" + secrets.JavaToolOptions(netproxy.JavaToolOptions(egress.HTTPPort), trust.JavaDests[0])}
+}
+
+// credentialFiles writes the substituted copies of req's secrets' files
+// (secrets.CredentialFiles, into Options.SecretFilesDir; as root, each
+// given to the container's uid by secrets.OwnCopy, since a container
+// process has no capability to read another uid's 0600 file) and maps
+// each to its place in the container (credentialFileDest). nil when no
+// secret lists files. Errors wrap sandbox.ErrBadRequest (secrets.ErrUnusable:
+// the entry is named, never a value) or sandbox.ErrUnavailable.
+func (e *Engine) credentialFiles(req *sandbox.Request, prep *secrets.Prepared, uid, gid int) ([]credFile, error) {
+	if !slices.ContainsFunc(req.Secrets, func(s sandbox.Secret) bool { return len(s.Files) > 0 }) {
+		return nil, nil
+	}
+	if e.opts.SecretFilesDir == "" {
+		return nil, fmt.Errorf("%w: docker backend: secrets with files need a directory for their copies (Options.SecretFilesDir), and none was configured", sandbox.ErrUnavailable)
+	}
+	home, _ := os.UserHomeDir()
+	homeReal := home
+	if r, err := filepath.EvalSymlinks(home); err == nil {
+		homeReal = r
+	}
+	copies, err := secrets.CredentialFiles(e.opts.SecretFilesDir, homeReal, req.Secrets, prep.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	entries := map[string][]string{}
+	for _, s := range req.Secrets {
+		entries[s.Name] = s.Files
+	}
+	var out []credFile
+	for _, c := range copies {
+		src := c.Copy
+		if os.Getuid() == 0 && uid != 0 {
+			if src, err = secrets.OwnCopy(c.Copy, uid, gid); err != nil {
+				return nil, fmt.Errorf("%w: secrets: a credential file for uid %d: %v", sandbox.ErrUnavailable, uid, err)
+			}
+		}
+		entry := c.Given
+		if es := entries[c.Secret]; len(es) > 0 {
+			entry = es[0]
+			entries[c.Secret] = es[1:]
+		}
+		out = append(out, credFile{Secret: c.Secret, Entry: entry, Src: src, Dest: credentialFileDest(c.Given, home, homeReal)})
+	}
+	return out, nil
 }
 
 // imageBundle returns the system trust bundles (secrets.SystemCABundles)

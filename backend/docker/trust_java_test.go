@@ -12,6 +12,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -77,6 +78,21 @@ func TestSecretsDockerJava(t *testing.T) {
 	}
 	if strings.Contains(out, realToken) {
 		t.Errorf("the container saw the real value:\n%s", out)
+	}
+	// A JDK with a cacerts file of its own (in the workspace; the rest
+	// links to the bound JDK): JAVA_TOOL_OPTIONS names corral's store as
+	// the trust store, so it trusts corral's CA all the same.
+	if _, err := os.Stat("/etc/ssl/certs/java/cacerts"); err != nil {
+		t.Skipf("no Java trust store on this host to give the JDK as its own: %v (apt-get install ca-certificates-java; CI has it)", err)
+	}
+	own := testkit.OwnCacertsJDK(t, javaHome, filepath.Join(f.ws, "jdk"), "/etc/ssl/certs/java/cacerts")
+	res, out = f.run("java", own+"/bin/java -XshowSettings:properties Fetch.java https://api.allowed.test/java-own", withSecret, func(r *sandbox.Request) {
+		r.Timeout = 3 * 60e9
+		r.Limits = sandbox.DefaultLimits
+	})
+	if res.ExitCode != 0 || !strings.Contains(out, "java: 200 hello api.allowed.test") || !strings.Contains(out, "java.home = "+own+"\n") ||
+		!strings.Contains(out, "-Djavax.net.ssl.trustStore=/etc/ssl/certs/java/cacerts") {
+		t.Fatalf("JDK with its own cacerts: exit %d:\n%s", res.ExitCode, out)
 	}
 	if !strings.Contains(f.seen(), "api.allowed.test auth=Bearer "+realToken) {
 		t.Errorf("the server did not get the real token:\n%s", f.seen())

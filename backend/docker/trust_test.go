@@ -136,3 +136,43 @@ func TestSpecNodeShim(t *testing.T) {
 		}
 	}
 }
+
+func TestCredentialFileDest(t *testing.T) {
+	for _, c := range []struct{ given, home, homeReal, want string }{
+		{"/home/u/.netrc", "/home/u", "/home/u", "/tmp/.netrc"},
+		{"/home/u/.config/gh/hosts.yml", "/home/u", "/home/u", "/tmp/.config/gh/hosts.yml"},
+		// A home reached through a symlink: either spelling maps.
+		{"/data/u/.npmrc", "/home/u", "/data/u", "/tmp/.npmrc"},
+		{"/etc/npmrc", "/home/u", "/home/u", "/etc/npmrc"},
+		{"/home/user2/.netrc", "/home/u", "/home/u", "/home/user2/.netrc"},
+		{"/home/u/.netrc", "", "", "/home/u/.netrc"},
+	} {
+		if got := credentialFileDest(c.given, c.home, c.homeReal); got != c.want {
+			t.Errorf("credentialFileDest(%q, %q, %q) = %q, want %q", c.given, c.home, c.homeReal, got, c.want)
+		}
+	}
+}
+
+func TestCredentialFileRefusal(t *testing.T) {
+	binds := []string{"/home/u/data"}
+	for _, c := range []struct{ dest, want string }{
+		{"/tmp/.netrc", ""},
+		{"/tmp/.config/gh/hosts.yml", ""},
+		{"/etc/npmrc", ""},
+		{"/tmp", "is not a file path"},
+		{"/", "is not a file path"},
+		{"relative", "is not a file path"},
+		{"/work/proj/.netrc", "lies in the workspace"},
+		{"/work/proj", "lies in the workspace"},
+		{"/home/u/data/.netrc", "lies in the bind at /home/u/data"},
+		{"/.corral/x", "lies in /.corral"},
+		{EgressDir + "/netrc", "lies in " + EgressDir},
+		{"/proc/self/x", "lies in /proc"},
+		{"/dev/shm/netrc", "lies in /dev"},
+	} {
+		got := credentialFileRefusal(c.dest, "/work/proj", binds)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("credentialFileRefusal(%q) = %q, want %q", c.dest, got, c.want)
+		}
+	}
+}

@@ -64,7 +64,7 @@ func planEgress(req *sandbox.Request) (*egressPlan, error) {
 	}
 	for _, s := range req.Secrets {
 		if len(s.Files) > 0 {
-			return nil, fmt.Errorf("%w: kubernetes backend (preview): secret %s lists files (%s), which only the bwrap backend puts in a sandbox so far; use backend: bwrap, or drop files", sandbox.ErrBadRequest, s.Name, strings.Join(s.Files, ", "))
+			return nil, fmt.Errorf("%w: kubernetes backend (preview): secret %s lists files (%s), which the bwrap and docker backends put in a sandbox and this one does not yet; use backend: bwrap or docker, or drop files", sandbox.ErrBadRequest, s.Name, strings.Join(s.Files, ", "))
 		}
 	}
 	pol := netproxy.Policy{Allow: append(slices.Clone(req.NetworkAllow), sandbox.SecretHosts(req.Secrets)...), Deny: req.NetworkDeny}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
@@ -21,6 +22,7 @@ import (
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/procfs"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/secrets"
 )
 
 func newCleanupCmd(g *globalOptions) *cobra.Command {
@@ -39,7 +41,10 @@ It also removes the directories a killed corral left in the state
 directory: the allowlist proxies' socket directories (net/<pid>-<n>) and
 the scratch directories of "corral run" (scratch/run-<pid>-*, and the tool
 caches of tool_caches: session beside them), when that pid no longer
-exists. --json lists containers only. Without a Docker engine that
+exists, and the copies of secrets' credential files (secretfiles/, which
+hold stand-ins only) unused for over an hour (each command that binds one
+renews it; a bound copy stays readable through its mount). --json lists
+containers only. Without a Docker engine that
 answers (DOCKER_HOST, or the default socket), the containers are skipped,
 which is said (on stderr with --json), and the rest is done.
 
@@ -58,6 +63,12 @@ Sessions on disk (cwd, variables, scratch) are not touched: see
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			dirs := append(egress.SweepStale(filepath.Join(config.StateDir(), "net")), sweepRunScratch(filepath.Join(config.StateDir(), "scratch"))...)
+			copies, err := secrets.PruneCopies(filepath.Join(config.StateDir(), "secretfiles"), secrets.CopyLease, time.Now())
+			if err != nil {
+				// Not fatal: the copies hold stand-ins only.
+				fmt.Fprintf(os.Stderr, "corral: secret file copies: %v\n", err)
+			}
+			dirs = append(dirs, copies...)
 			orphans := bwrap.SweepOrphans()
 			dirs = append(dirs, bwrap.SweepMemoryCgroups()...)
 			logger := newLogger(g)

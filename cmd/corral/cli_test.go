@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/secrets"
 )
 
 var corralBin string
@@ -452,7 +454,8 @@ grep '^Seccomp:' /proc/self/status`
 
 // TestCleanupSweepsDeadDirs: corral cleanup removes the proxy socket
 // directories and `corral run` scratch directories of corral processes that
-// are gone, and keeps those of live ones.
+// are gone, and keeps those of live ones; and the secret file copies
+// unused for longer than their lease, keeping a recent one.
 func TestCleanupSweepsDeadDirs(t *testing.T) {
 	c := newCLI(t)
 	dead := exec.Command("true")
@@ -476,7 +479,27 @@ func TestCleanupSweepsDeadDirs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	copies := filepath.Join(state, "secretfiles")
+	if err := os.MkdirAll(copies, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	long := time.Now().Add(-2 * secrets.CopyLease)
+	for name, remove := range map[string]bool{"aaaa-netrc": true, "aaaa-netrc-u1000": true, "bbbb-netrc": false} {
+		p := filepath.Join(copies, name)
+		if err := os.WriteFile(p, []byte("password stand-in\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if remove {
+			if err := os.Chtimes(p, long, long); err != nil {
+				t.Fatal(err)
+			}
+		}
+		paths[p] = remove
+	}
 	_, so, se := c.run(nil, "cleanup") // the Docker part may fail here; the sweep does not depend on it
+	if !strings.Contains(so, "removed "+filepath.Join(copies, "aaaa-netrc")+"\n") {
+		t.Errorf("cleanup did not say it removed the old copy:\n%s%s", so, se)
+	}
 	for p, remove := range paths {
 		_, err := os.Stat(p)
 		if remove && err == nil {

@@ -229,3 +229,40 @@ func TestDockerExecJoinsAndOutlives(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestDockerSecretFiles: settings with a secret whose files name
+// ~/.netrc, through corral run on the docker backend: the container's
+// ~/.netrc holds the stand-in (the command's $GITHUB_TOKEN), never the
+// real value, and the copy lies in the state directory's secretfiles,
+// where corral cleanup keeps it while it is recent.
+func TestDockerSecretFiles(t *testing.T) {
+	c, _ := dockerCLI(t)
+	real := "ghp_" + strings.Repeat("Rl7", 12)
+	if err := os.WriteFile(filepath.Join(c.home, ".netrc"), []byte("machine api.example.test login x password "+real+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range [][2]string{{"profile", "allowlist"}, {"secrets", `[{name: GITHUB_TOKEN, from: "env:GH_REAL", hosts: [api.example.test], files: ["~/.netrc"]}]`}} {
+		if code, so, se := c.run(nil, "config", "set", kv[0], kv[1]); code != 0 {
+			t.Fatalf("config set %s: %d %s %s", kv[0], code, so, se)
+		}
+	}
+	code, so, se := c.run([]string{"GH_REAL=" + real}, "run", "--", "sh", "-c", `cat ~/.netrc; echo "GT=$GITHUB_TOKEN"`)
+	if code != 0 || strings.Contains(so+se, real) {
+		t.Fatalf("run: %d\n%s\n%s", code, so, se)
+	}
+	_, standIn, _ := strings.Cut(so, "GT=")
+	standIn = strings.TrimSpace(standIn)
+	if len(standIn) != len(real) || so != "machine api.example.test login x password "+standIn+"\nGT="+standIn+"\n" {
+		t.Errorf("run: %q", so)
+	}
+	copies, _ := filepath.Glob(filepath.Join(c.home, ".local", "state", "corral", "secretfiles", "*netrc*"))
+	if len(copies) == 0 {
+		t.Fatalf("no copy in the state directory")
+	}
+	c.run(nil, "cleanup")
+	for _, p := range copies {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("cleanup removed a recent copy: %v", err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 // Package testkit holds small helpers that tests of several packages
-// share: a hash of a directory tree (to prove a host tree unchanged) and a
-// buffer that collects log records written from many goroutines.
+// share: a hash of a directory tree (to prove a host tree unchanged), a
+// buffer that collects log records written from many goroutines, and a
+// JDK with a trust store of its own (the bwrap and docker Java tests).
 package testkit
 
 import (
@@ -70,4 +71,52 @@ func (l *LogBuf) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
+}
+
+// OwnCacertsJDK makes dir a JDK of home's whose lib/security/cacerts is
+// a file of its own (a copy of cacerts, such as the host's Java trust
+// store, which lacks corral's CA), as an unpacked JDK tarball has, and
+// returns dir. Java
+// takes java.home from where libjvm.so lies (symlinks resolved), so the
+// launcher, libjli.so and libjvm.so are copied (about 30 MB); everything
+// else is a symlink to home's.
+func OwnCacertsJDK(t *testing.T, home, dir, cacerts string) string {
+	t.Helper()
+	copied := map[string]bool{"bin/java": true, "lib/libjli.so": true, "lib/server/libjvm.so": true}
+	real := map[string]bool{"bin": true, "lib": true, "lib/server": true, "lib/security": true}
+	var walk func(rel string)
+	walk = func(rel string) {
+		if err := os.MkdirAll(filepath.Join(dir, rel), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		ents, err := os.ReadDir(filepath.Join(home, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, en := range ents {
+			r := filepath.Join(rel, en.Name())
+			src, dst := filepath.Join(home, r), filepath.Join(dir, r)
+			switch {
+			case real[r]:
+				walk(r)
+			case copied[r] || r == "lib/security/cacerts":
+				if r == "lib/security/cacerts" {
+					src = cacerts
+				}
+				data, err := os.ReadFile(src)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(dst, data, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				if err := os.Symlink(src, dst); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	walk(".")
+	return dir
 }
