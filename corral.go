@@ -391,7 +391,8 @@ func (h *Host) Backend(st *config.Settings) (sandbox.Backend, error) {
 		return h.engine.Backend(DockerSettings(st)), nil
 	case config.BackendKubernetes:
 		if h.kube == nil {
-			h.kube = kubernetes.NewEngine(kubernetes.Options{Logger: h.log, Egress: h.egressLocked(), OneShot: h.opts.OneShot})
+			h.kube = kubernetes.NewEngine(kubernetes.Options{Logger: h.log, Egress: h.egressLocked(), OneShot: h.opts.OneShot,
+				SecretFilesDir: filepath.Join(h.stateDir, "secretfiles")})
 		}
 		return h.kube.Backend(KubernetesSettings(st)), nil
 	case config.BackendLocal:

@@ -521,7 +521,7 @@ var registry = []Key{
 	{
 		Name: "secrets", Kind: KindSecrets, Default: []sandbox.Secret(nil),
 		Accepts: `a list of {name, from, hosts, headers} mappings such as [{name: GITHUB_TOKEN, from: "env:GH_TOKEN", hosts: [github.com, api.github.com]}]`,
-		Doc:     `credentials commands use but never see (allowlist profile only): the variable name holds a stand-in of the real value's length and shape, and corral's proxy puts the real value (from env:VAR or file:/abs/path, read on the host) into the Authorization, x-api-key and listed headers of HTTPS requests to hosts only (kind: aws pairs, with secret_from, are re-signed with SigV4; git gets corral as credential helper, username optional; files: [~/.netrc, ...] shows those credential files read-only with the stand-in in place of the real value; on docker below the container's HOME, /tmp); the hosts are allowed egress`,
+		Doc:     `credentials commands use but never see (allowlist profile only): the variable name holds a stand-in of the real value's length and shape, and corral's proxy puts the real value (from env:VAR or file:/abs/path, read on the host) into the Authorization, x-api-key and listed headers of HTTPS requests to hosts only (kind: aws pairs, with secret_from, are re-signed with SigV4; git gets corral as credential helper, username optional; files: [~/.netrc, ...] shows those credential files read-only with the stand-in in place of the real value; on docker and kubernetes below the container's HOME, /tmp); the hosts are allowed egress`,
 		field:   func(s *Settings) any { return &s.Secrets },
 	},
 	{

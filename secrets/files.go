@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -38,6 +39,22 @@ type FileCopy struct {
 	// Copy is the substituted copy on the host (0600, in a 0700
 	// directory), bound read-only over Path.
 	Copy string
+}
+
+// HomeDest returns where a credential file, given on the host as given
+// ("~/" expanded, symlinks not resolved: FileCopy.Given), appears in a
+// container whose HOME is containerHome: a file of the caller's home
+// (home, or homeReal, its symlinks resolved) at the same place below
+// containerHome, with inHome set; any other at its own path. A symlinked
+// ~/.netrc thus appears as a regular file holding the stand-ins: the
+// host's link target does not exist in a container. Pure.
+func HomeDest(given, home, homeReal, containerHome string) (dest string, inHome bool) {
+	for _, h := range []string{home, homeReal} {
+		if rel, ok := sandbox.RelToHome(given, filepath.Clean(h)); ok && h != "" {
+			return path.Join(containerHome, rel), true
+		}
+	}
+	return given, false
 }
 
 // ExpandFilePath expands a leading "~/" of a Secret.Files entry against

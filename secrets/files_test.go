@@ -258,3 +258,22 @@ func BenchmarkCredentialFiles(b *testing.B) {
 		}
 	}
 }
+
+func TestHomeDest(t *testing.T) {
+	for _, c := range []struct {
+		given, home, homeReal, want string
+		inHome                      bool
+	}{
+		{"/home/u/.netrc", "/home/u", "/home/u", "/tmp/.netrc", true},
+		{"/home/u/.config/gh/hosts.yml", "/home/u", "/home/u", "/tmp/.config/gh/hosts.yml", true},
+		// A home reached through a symlink: either spelling maps.
+		{"/data/u/.npmrc", "/home/u", "/data/u", "/tmp/.npmrc", true},
+		{"/etc/npmrc", "/home/u", "/home/u", "/etc/npmrc", false},
+		{"/home/user2/.netrc", "/home/u", "/home/u", "/home/user2/.netrc", false},
+		{"/home/u/.netrc", "", "", "/home/u/.netrc", false},
+	} {
+		if got, in := HomeDest(c.given, c.home, c.homeReal, "/tmp"); got != c.want || in != c.inHome {
+			t.Errorf("HomeDest(%q, %q, %q) = %q, %v, want %q, %v", c.given, c.home, c.homeReal, got, in, c.want, c.inHome)
+		}
+	}
+}

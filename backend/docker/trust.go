@@ -42,7 +42,7 @@ type trustSpec struct {
 	JavaStore string
 	JavaDests []string
 	// Files are the secrets' credential files, each copy bound read-only
-	// at its place in the container (credentialFileDest).
+	// at its place in the container (secrets.HomeDest).
 	Files []credFile
 }
 
@@ -53,23 +53,6 @@ type trustSpec struct {
 type credFile struct {
 	Secret, Entry string
 	Src, Dest     string
-}
-
-// credentialFileDest returns where a secret's credential file, given on
-// the host as given ("~/" expanded, symlinks not resolved), appears in a
-// container: a file of the caller's home (home, or homeReal, its
-// symlinks resolved) at the same place below the container's HOME (Home:
-// corral sets HOME=/tmp for every command, so ~/.netrc is /tmp/.netrc
-// there, whatever the image's passwd says), any other at its own path.
-// A symlinked ~/.netrc thus appears as a regular file holding the
-// stand-ins: the host's link target does not exist in a container. Pure.
-func credentialFileDest(given, home, homeReal string) string {
-	for _, h := range []string{home, homeReal} {
-		if rel, ok := sandbox.RelToHome(given, filepath.Clean(h)); ok && h != "" {
-			return path.Join(Home, rel)
-		}
-	}
-	return given
 }
 
 // credentialFileRefusal returns why a credential file cannot be bound at
@@ -236,7 +219,7 @@ func javaEnv(trust *trustSpec) []string {
 // (secrets.CredentialFiles, into Options.SecretFilesDir; as root, each
 // given to the container's uid by secrets.OwnCopy, since a container
 // process has no capability to read another uid's 0600 file) and maps
-// each to its place in the container (credentialFileDest). nil when no
+// each to its place in the container (secrets.HomeDest). nil when no
 // secret lists files. Errors wrap sandbox.ErrBadRequest (secrets.ErrUnusable:
 // the entry is named, never a value) or sandbox.ErrUnavailable.
 func (e *Engine) credentialFiles(req *sandbox.Request, prep *secrets.Prepared, uid, gid int) ([]credFile, error) {
@@ -272,7 +255,10 @@ func (e *Engine) credentialFiles(req *sandbox.Request, prep *secrets.Prepared, u
 			entry = es[0]
 			entries[c.Secret] = es[1:]
 		}
-		out = append(out, credFile{Secret: c.Secret, Entry: entry, Src: src, Dest: credentialFileDest(c.Given, home, homeReal)})
+		// corral sets HOME=/tmp for every command (Home), whatever the
+		// image's passwd says: ~/.netrc is /tmp/.netrc there.
+		dest, _ := secrets.HomeDest(c.Given, home, homeReal, Home)
+		out = append(out, credFile{Secret: c.Secret, Entry: entry, Src: src, Dest: dest})
 	}
 	return out, nil
 }

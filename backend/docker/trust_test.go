@@ -137,22 +137,6 @@ func TestSpecNodeShim(t *testing.T) {
 	}
 }
 
-func TestCredentialFileDest(t *testing.T) {
-	for _, c := range []struct{ given, home, homeReal, want string }{
-		{"/home/u/.netrc", "/home/u", "/home/u", "/tmp/.netrc"},
-		{"/home/u/.config/gh/hosts.yml", "/home/u", "/home/u", "/tmp/.config/gh/hosts.yml"},
-		// A home reached through a symlink: either spelling maps.
-		{"/data/u/.npmrc", "/home/u", "/data/u", "/tmp/.npmrc"},
-		{"/etc/npmrc", "/home/u", "/home/u", "/etc/npmrc"},
-		{"/home/user2/.netrc", "/home/u", "/home/u", "/home/user2/.netrc"},
-		{"/home/u/.netrc", "", "", "/home/u/.netrc"},
-	} {
-		if got := credentialFileDest(c.given, c.home, c.homeReal); got != c.want {
-			t.Errorf("credentialFileDest(%q, %q, %q) = %q, want %q", c.given, c.home, c.homeReal, got, c.want)
-		}
-	}
-}
-
 func TestCredentialFileRefusal(t *testing.T) {
 	binds := []string{"/home/u/data"}
 	for _, c := range []struct{ dest, want string }{

@@ -136,7 +136,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if err := b.refuse(req); err != nil {
 		return nil, err
 	}
-	plan, err := planEgress(req)
+	plan, err := planEgress(req, b.e.opts.SecretFilesDir)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -43,6 +45,8 @@ type egressPlan struct {
 	// prep holds the secrets (real values: for the proxy only); nil
 	// without secrets.
 	prep *secrets.Prepared
+	// files are the secrets' credential files (podFiles).
+	files []podFile
 	// key identifies the plan in the pod's settings hash: the allow and
 	// deny entries and the secrets' names, hosts and stand-ins (never a
 	// real value).
@@ -51,27 +55,26 @@ type egressPlan struct {
 
 // planEgress returns req's egress plan: nil (and no error) unless the
 // profile is allowlist. Secrets under another profile are refused
-// (sandbox.CheckSecrets), and so are secrets with files (not built on
-// this backend yet: the copy would have to follow the pod), each with an
-// error wrapping sandbox.ErrBadRequest. A secret's hosts are allowed
-// egress, as on the other backends.
-func planEgress(req *sandbox.Request) (*egressPlan, error) {
+// (sandbox.CheckSecrets), with an error wrapping sandbox.ErrBadRequest. A
+// secret's hosts are allowed egress, as on the other backends. Its
+// credential files are copied with stand-ins into filesDir
+// (secrets.CredentialFiles) and read back for the pod (podFiles).
+func planEgress(req *sandbox.Request, filesDir string) (*egressPlan, error) {
 	if err := sandbox.CheckSecrets(req.Policy); err != nil {
 		return nil, err
 	}
 	if req.Profile != sandbox.ProfileAllowlist {
 		return nil, nil
 	}
-	for _, s := range req.Secrets {
-		if len(s.Files) > 0 {
-			return nil, fmt.Errorf("%w: kubernetes backend (preview): secret %s lists files (%s), which the bwrap and docker backends put in a sandbox and this one does not yet; use backend: bwrap or docker, or drop files", sandbox.ErrBadRequest, s.Name, strings.Join(s.Files, ", "))
-		}
-	}
 	pol := netproxy.Policy{Allow: append(slices.Clone(req.NetworkAllow), sandbox.SecretHosts(req.Secrets)...), Deny: req.NetworkDeny}
 	if err := pol.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: network allowlist: %w", sandbox.ErrBadRequest, err)
 	}
 	prep, err := secrets.Prepare(req)
+	if err != nil {
+		return nil, err
+	}
+	files, err := podFiles(req, prep, filesDir)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +85,63 @@ func planEgress(req *sandbox.Request) (*egressPlan, error) {
 			fmt.Fprintf(h, "%s|%q|%q|%s|%s|%s\n", s.Name, s.Hosts, s.Headers, s.StandIn, s.SecretName, s.SecretStandIn)
 		}
 	}
-	return &egressPlan{policy: pol, prep: prep, key: hex.EncodeToString(h.Sum(nil))[:16]}, nil
+	for _, f := range files {
+		// The stand-in copy's content: a changed file makes a new pod,
+		// as a changed secret does.
+		fmt.Fprintf(h, "file %s %x\n", f.dest, sha256.Sum256(f.data))
+	}
+	return &egressPlan{policy: pol, prep: prep, files: files, key: hex.EncodeToString(h.Sum(nil))[:16]}, nil
+}
+
+// podFile is one of a secret's credential files as a pod gets it.
+type podFile struct {
+	// secret and given name it in messages (given: the host path, "~/"
+	// expanded).
+	secret, given string
+	// dest is its path in the pod: below HOME (Home), where the caller's
+	// home has it (secrets.HomeDest).
+	dest string
+	// data is the copy's content: the file with stand-ins for the real
+	// values (secrets.CredentialFiles checks that none survived).
+	data []byte
+}
+
+// podFiles returns the credential files of req's secrets (nil when none
+// lists files): each copied with stand-ins into dir, on the host, then
+// read back, to be copied into the pod (Engine.prepareEgress). Only files
+// of the caller's home can be given: a pod's root filesystem is
+// read-only, so a file elsewhere (/etc/npmrc) is refused, naming it.
+// Errors wrap sandbox.ErrBadRequest (secrets.ErrUnusable: the entry is
+// named, never a value) or sandbox.ErrUnavailable.
+func podFiles(req *sandbox.Request, prep *secrets.Prepared, dir string) ([]podFile, error) {
+	if !slices.ContainsFunc(req.Secrets, func(s sandbox.Secret) bool { return len(s.Files) > 0 }) {
+		return nil, nil
+	}
+	if dir == "" {
+		return nil, fmt.Errorf("%w: kubernetes backend: secrets with files need a directory for their copies (Options.SecretFilesDir), and none was configured", sandbox.ErrUnavailable)
+	}
+	home, _ := os.UserHomeDir()
+	homeReal := home
+	if r, err := filepath.EvalSymlinks(home); err == nil {
+		homeReal = r
+	}
+	copies, err := secrets.CredentialFiles(dir, homeReal, req.Secrets, prep.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	var out []podFile
+	for _, c := range copies {
+		dest, inHome := secrets.HomeDest(c.Given, home, homeReal, Home)
+		if !inHome {
+			return nil, fmt.Errorf("%w: kubernetes backend: secret %s's file %s is not in your home directory: a pod's root filesystem is read-only, so only files of the home can be given (they appear below HOME, %s)", sandbox.ErrBadRequest, c.Secret, c.Given, Home)
+		}
+		data, err := os.ReadFile(c.Copy)
+		if err != nil {
+			return nil, fmt.Errorf("%w: secret %s: reading the copy of %s: %v", sandbox.ErrUnavailable, c.Secret, c.Given, err)
+		}
+		out = append(out, podFile{secret: c.Secret, given: c.Given, dest: dest, data: data})
+	}
+	return out, nil
 }
 
 // proxyEnv is what every command of an allowlist pod gets: egress.Env's

@@ -108,7 +108,7 @@ func newEgressKube(t *testing.T) *egressKube {
 	// The engine of newKube has no pool: one with it, same logger.
 	k.e.Close()
 	k.e = NewEngine(Options{Helper: dockertest.StaticCorral(t), Logger: slog.New(slog.NewTextHandler(k.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		KillGrace: time.Second, Egress: k.pool})
+		KillGrace: time.Second, Egress: k.pool, SecretFilesDir: filepath.Join(state, "secretfiles")})
 	t.Cleanup(func() { k.e.Close() })
 	k.b = k.e.Backend(k.st)
 	return k
@@ -366,9 +366,24 @@ func TestSecretsKubernetes(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte("sk-"+realToken[4:]+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A credential file in the caller's home holding the real value:
+	// the pod gets a copy with the stand-in at the same place below its
+	// HOME (/tmp). Not ~/.netrc: git would read it and skip the
+	// credential helper this test checks too.
+	home := filepath.Join(dockertest.TestDir(t), "home")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home)
+	if err := os.MkdirAll(filepath.Join(home, ".config/corral-test"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".config/corral-test/netrc"), []byte("machine api.allowed.test login x password "+realToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	withSecret := func(r *sandbox.Request) {
 		allowlist(r)
-		r.Secrets = []sandbox.Secret{{Name: "GITHUB_TOKEN", From: "env:GH_REAL", Hosts: []string{"api.allowed.test"}},
+		r.Secrets = []sandbox.Secret{{Name: "GITHUB_TOKEN", From: "env:GH_REAL", Hosts: []string{"api.allowed.test"}, Files: []string{"~/.config/corral-test/netrc"}},
 			{Name: "OTHER_KEY", From: "file:" + keyFile, Hosts: []string{"other.allowed.test"}}}
 		r.EnvAllow = []string{"GH_REAL"}
 		r.Env = append(r.Env, "GH_REAL="+realToken)
@@ -390,6 +405,9 @@ echo "gitcount=$GIT_CONFIG_COUNT key=$GIT_CONFIG_KEY_0"
 cred=$(printf 'protocol=https\nhost=api.allowed.test\n\n' | git credential fill)
 echo "cred=$(echo "$cred" | grep -c "password=$GITHUB_TOKEN")"
 git ls-remote https://api.allowed.test/repo.git >/dev/null 2>&1; echo "git=$?"
+f=~/.config/corral-test/netrc
+echo "netrc=$(cat $f) mode=$(stat -c %a $f)"
+echo "curl3=$(curl -sS -m 60 --netrc-file $f https://api.allowed.test/netrc)"
 echo "--- proc"
 cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | sort -u
 echo "--- files"
@@ -418,6 +436,8 @@ find /tmp /.corral "$PWD" -xdev -type f -size -4M ! -path /.corral/corral -exec 
 		"cred=1\n",
 		fmt.Sprintf("otherkey=%d\n", len(realToken)-1),
 		"GITHUB_TOKEN=" + standIn + "\n",
+		"netrc=machine api.allowed.test login x password " + standIn + " mode=400\n",
+		"curl3=hello api.allowed.test\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -437,6 +457,9 @@ find /tmp /.corral "$PWD" -xdev -type f -size -4M ! -path /.corral/corral -exec 
 	}
 	if !strings.Contains(seen, "api.allowed.test/repo.git/info/refs auth=Basic "+base64.StdEncoding.EncodeToString([]byte("x-access-token:"+realToken))) {
 		t.Errorf("git's request with the credential helper's stand-in did not arrive:\n%s", seen)
+	}
+	if !strings.Contains(seen, "api.allowed.test/netrc auth=Basic "+base64.StdEncoding.EncodeToString([]byte("x:"+realToken))) {
+		t.Errorf("curl --netrc's request with the file's stand-in did not arrive with the real value:\n%s", seen)
 	}
 	if strings.Contains(seen, "other.allowed.test") || strings.Contains(seen, standIn) {
 		t.Errorf("the stand-in went to a host it does not belong to (or unreplaced):\n%s", seen)

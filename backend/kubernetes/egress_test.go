@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +19,14 @@ import (
 func TestPlanEgress(t *testing.T) {
 	tok := "ghp_" + strings.Repeat("a1B2", 9)
 	sec := []sandbox.Secret{{Name: "GITHUB_TOKEN", From: "env:GH_REAL", Hosts: []string{"api.example.com"}}}
+	// An empty home: ~/.config/gh/hosts.yml is missing; a file outside
+	// the home exists (it must be refused for its place, not its absence).
+	t.Setenv("HOME", t.TempDir())
+	filesDir := t.TempDir()
+	etcFile := filepath.Join(t.TempDir(), "npmrc")
+	if err := os.WriteFile(etcFile, []byte("//registry.example.com/:_authToken="+tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	req := func(p sandbox.Profile, allow []string, secs []sandbox.Secret) *sandbox.Request {
 		return &sandbox.Request{Policy: sandbox.Policy{Profile: p, NetworkAllow: allow, Secrets: secs}, Env: []string{"GH_REAL=" + tok}}
 	}
@@ -34,11 +43,12 @@ func TestPlanEgress(t *testing.T) {
 		{"allowlist secrets", req(sandbox.ProfileAllowlist, nil, sec), true, nil, ""},
 		{"secrets under workspace", req(sandbox.ProfileWorkspace, nil, sec), false, sandbox.ErrBadRequest, "allowlist"},
 		{"secrets under network", req(sandbox.ProfileNetwork, nil, sec), false, sandbox.ErrBadRequest, "allowlist"},
-		{"secret files", req(sandbox.ProfileAllowlist, nil, []sandbox.Secret{{Name: "GITHUB_TOKEN", From: "env:GH_REAL", Hosts: []string{"api.example.com"}, Files: []string{"~/.config/gh/hosts.yml"}}}), false, sandbox.ErrBadRequest, "lists files (~/.config/gh/hosts.yml)"},
+		{"secret file outside the home", req(sandbox.ProfileAllowlist, nil, []sandbox.Secret{{Name: "GITHUB_TOKEN", From: "env:GH_REAL", Hosts: []string{"api.example.com"}, Files: []string{etcFile}}}), false, sandbox.ErrBadRequest, "is not in your home directory"},
+		{"secret file missing", req(sandbox.ProfileAllowlist, nil, []sandbox.Secret{{Name: "GITHUB_TOKEN", From: "env:GH_REAL", Hosts: []string{"api.example.com"}, Files: []string{"~/.config/gh/hosts.yml"}}}), false, sandbox.ErrBadRequest, "files[0]"},
 		{"bad allow entry", req(sandbox.ProfileAllowlist, []string{"http://x/"}, nil), false, sandbox.ErrBadRequest, "network allowlist"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := planEgress(c.req)
+			p, err := planEgress(c.req, filesDir)
 			if c.err != nil {
 				if !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.errText) || p != nil {
 					t.Fatalf("got %v, %v; want %v naming %q", p, err, c.err, c.errText)
@@ -53,12 +63,38 @@ func TestPlanEgress(t *testing.T) {
 			}
 		})
 	}
-	a, _ := planEgress(req(sandbox.ProfileAllowlist, []string{"example.com"}, nil))
-	b, _ := planEgress(req(sandbox.ProfileAllowlist, []string{"example.org"}, nil))
-	s, _ := planEgress(req(sandbox.ProfileAllowlist, []string{"example.com"}, sec))
-	a2, _ := planEgress(req(sandbox.ProfileAllowlist, []string{"example.com"}, nil))
+	a, _ := planEgress(req(sandbox.ProfileAllowlist, []string{"example.com"}, nil), filesDir)
+	b, _ := planEgress(req(sandbox.ProfileAllowlist, []string{"example.org"}, nil), filesDir)
+	s, _ := planEgress(req(sandbox.ProfileAllowlist, []string{"example.com"}, sec), filesDir)
+	a2, _ := planEgress(req(sandbox.ProfileAllowlist, []string{"example.com"}, nil), filesDir)
 	if a.key == b.key || a.key == s.key || a.key != a2.key {
 		t.Errorf("keys %s %s %s %s: want equal only for the same plan", a.key, b.key, s.key, a2.key)
+	}
+	// A credential file of the home: its stand-in copy goes below the
+	// pod's HOME, and its content is part of the key.
+	home := os.Getenv("HOME")
+	netrc := filepath.Join(home, ".netrc")
+	withFile := slices.Clone(sec)
+	withFile[0].Files = []string{"~/.netrc"}
+	planFile := func(content string) *egressPlan {
+		t.Helper()
+		if err := os.WriteFile(netrc, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p, err := planEgress(req(sandbox.ProfileAllowlist, nil, withFile), filesDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	f1 := planFile("machine api.example.com login x password " + tok + "\n")
+	f2 := planFile("machine api.example.com login y password " + tok + "\n")
+	if len(f1.files) != 1 || f1.files[0].dest != Home+"/.netrc" || strings.Contains(string(f1.files[0].data), tok) ||
+		!strings.Contains(string(f1.files[0].data), "login x password "+f1.prep.Secrets[0].StandIn) {
+		t.Errorf("the file's plan: %+v", f1.files)
+	}
+	if f1.key == f2.key || f1.key == s.key {
+		t.Errorf("keys %s %s %s: a changed credential file must change the key", f1.key, f2.key, s.key)
 	}
 	// A secret's host is allowed; its real value is the proxy's only.
 	if !slices.Contains(s.policy.Allow, "api.example.com") || s.prep == nil || s.prep.Secrets[0].Value != tok {

@@ -45,6 +45,12 @@ type Options struct {
 	// Egress is the process's pool of allowlist proxies (and corral's CA,
 	// for secrets); nil refuses the allowlist profile and secrets.
 	Egress *egress.Pool
+	// SecretFilesDir is where the stand-in copies of secrets' credential
+	// files (sandbox.Secret.Files; secrets.CredentialFiles) are written
+	// on corral's host before they are copied into a pod: <state
+	// dir>/secretfiles, shared with the other backends. "" refuses
+	// secrets with files.
+	SecretFilesDir string
 	// OneShot is set by a corral process that runs one command and exits
 	// (`corral run`): it claims free pods of the warm pool (made by a
 	// long-running corral) but does not refill it.

@@ -169,6 +169,13 @@ func (e *Engine) prepareEgress(ctx context.Context, p *podRef) error {
 		return err
 	}
 	e.log.Info("kubernetes.trust.installed", "pod", p.name, "system_bundle", from, "bundle", TrustBundle, "java_store", JavaTrustStore)
+	for _, f := range p.egress.files {
+		// 0400: the stand-ins are the command's to read, not to edit by
+		// mistake (the pod's user owns /tmp, so this is no barrier).
+		if err := e.uploadFile(ctx, p, "kubernetes.secretfile", "secret "+f.secret+"'s file "+f.given, f.data, f.dest, "0400", inside.Path); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
