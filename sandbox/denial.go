@@ -185,18 +185,26 @@ func pathOf(line string) string {
 	return ""
 }
 
-// DenialContextFor returns the DenialContext of a request: its profile, the
-// paths it may write (the working directory under a writing profile, the
-// scratch directory, the session's home, read-write binds) and, when
-// hostPaths (the sandbox sees the host's paths, as on bwrap), a Hidden that
-// takes a path the sandbox calls missing but the host has for a hidden one
-// (outside the sandbox's own /tmp, /dev and /proc).
-func DenialContextFor(r *Request, hostPaths bool) DenialContext {
+// DenialContextFor returns the DenialContext of a request run by be: its
+// profile, the paths it may write as the sandbox names them (a Layout's
+// WritableRoots, such as a container's workspace and /tmp; else the
+// working directory under a writing profile, the scratch directory, the
+// session's home, read-write binds) and, when hostPaths (the sandbox sees
+// the host's paths, as on bwrap), a Hidden that takes a path the sandbox
+// calls missing but the host has for a hidden one (outside the sandbox's
+// own /tmp, /dev and /proc).
+func DenialContextFor(r *Request, be Backend, hostPaths bool) DenialContext {
 	c := DenialContext{Profile: r.Profile, Review: r.LayerDir != ""}
 	if c.Profile == "" {
 		c.Profile = DefaultProfile
 	}
-	if c.Profile.Writable() {
+	if l, ok := be.(Layout); ok {
+		// The host's scratch and home directories are not where a
+		// container has them: name what the command can write.
+		if c.Profile.Writable() {
+			c.Writable = l.WritableRoots(r)
+		}
+	} else if c.Profile.Writable() {
 		for _, d := range []string{r.Workdir, r.ScratchDir, r.HomeDir} {
 			if d != "" {
 				c.Writable = append(c.Writable, d)

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -79,5 +81,55 @@ func TestExplainDenials(t *testing.T) {
 		"touch: cannot touch '/etc/b': Read-only file system\ntouch: cannot touch '/etc/c': Read-only file system\ntouch: cannot touch '/etc/d': Read-only file system\n"
 	if got := ExplainDenials(many, ws); len(got) != 3 || got[0].Path != "/etc/a" || got[1].Path != "/etc/b" || got[2].Path != "/etc/c" {
 		t.Errorf("many: %+v", got)
+	}
+}
+
+// layoutBackend is a Backend whose sandbox has its own layout (as a
+// container's): only what DenialContextFor asks of it.
+type layoutBackend struct{ roots []string }
+
+func (layoutBackend) Name() string       { return "container" }
+func (layoutBackend) DefaultCwd() string { return "" }
+func (layoutBackend) Run(context.Context, *Request) (*Result, error) {
+	return nil, ErrUnavailable
+}
+func (layoutBackend) HelperPath() string                { return "/.corral/corral" }
+func (l layoutBackend) WritableRoots(*Request) []string { return l.roots }
+
+// plainBackend sees the host's paths (as bwrap and local): no Layout.
+type plainBackend struct{}
+
+func (plainBackend) Name() string       { return "plain" }
+func (plainBackend) DefaultCwd() string { return "" }
+func (plainBackend) Run(context.Context, *Request) (*Result, error) {
+	return nil, ErrUnavailable
+}
+
+// TestDenialContextFor: the writable paths a read-only denial names are
+// the sandbox's: a container's own (its Layout), never the host's scratch
+// or home directories, which it does not have; the host's otherwise.
+func TestDenialContextFor(t *testing.T) {
+	req := &Request{Policy: Policy{Profile: ProfileWorkspace, Workdir: "/work/p"},
+		ScratchDir: "/home/u/.local/state/corral/sessions/s/scratch", HomeDir: "/home/u/.local/state/corral/sessions/s/home"}
+	for _, c := range []struct {
+		name    string
+		be      Backend
+		profile Profile
+		want    []string
+	}{
+		{"container", layoutBackend{[]string{"/work/p", "/tmp"}}, ProfileWorkspace, []string{"/work/p", "/tmp"}},
+		{"container restricted", layoutBackend{[]string{"/tmp"}}, ProfileRestricted, nil},
+		{"host paths", plainBackend{}, ProfileWorkspace, []string{"/work/p", req.ScratchDir, req.HomeDir}},
+	} {
+		r := *req
+		r.Profile = c.profile
+		got := DenialContextFor(&r, c.be, false)
+		if !slices.Equal(got.Writable, c.want) {
+			t.Errorf("%s: writable %q, want %q", c.name, got.Writable, c.want)
+		}
+		msg := ExplainDenials("touch: cannot touch '/usr/x': Read-only file system\n", got)
+		if c.be.Name() == "container" && (len(msg) != 1 || strings.Contains(msg[0].Message, "/home/u")) {
+			t.Errorf("%s: the denial names the host's directories: %+v", c.name, msg)
+		}
 	}
 }

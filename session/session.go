@@ -275,7 +275,7 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 		last.Write([]byte(out.Output.Text))
 	}
 	if res.ExitCode != 0 && !res.TimedOut {
-		out.Denials = sandbox.ExplainDenials(last.String(), sandbox.DenialContextFor(sreq, sp.Backend.Name() == "bwrap"))
+		out.Denials = sandbox.ExplainDenials(last.String(), sandbox.DenialContextFor(sreq, sp.Backend, sp.Backend.Name() == "bwrap"))
 	}
 	started := bytes.HasPrefix(raw, []byte(startMagic))
 	raw = bytes.TrimPrefix(raw, []byte(startMagic))
