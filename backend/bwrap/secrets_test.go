@@ -2,7 +2,6 @@ package bwrap
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/testcert"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/secrets"
 )
@@ -32,24 +32,14 @@ import (
 // environment (GH_REAL) and in a file (the second one), never in a
 // sandbox.
 var (
-	realGH    = "ghp_" + randomAlnum(36)
-	realOther = "sk-ant-" + randomAlnum(28)
-	realNPM   = "npm_" + randomAlnum(36)
+	realGH    = "ghp_" + testkit.RandomAlnum(36)
+	realOther = "sk-ant-" + testkit.RandomAlnum(28)
+	realNPM   = "npm_" + testkit.RandomAlnum(36)
 	// An AWS key pair of the real shapes: AKIA and 16 upper-case letters
 	// and digits; 40 characters of base64's alphabet.
-	realAWSID     = "AKIA" + strings.ToUpper(randomAlnum(16))
-	realAWSSecret = randomAlnum(18) + "/" + randomAlnum(10) + "+" + randomAlnum(10)
+	realAWSID     = "AKIA" + strings.ToUpper(testkit.RandomAlnum(16))
+	realAWSSecret = testkit.RandomAlnum(18) + "/" + testkit.RandomAlnum(10) + "+" + testkit.RandomAlnum(10)
 )
-
-func randomAlnum(n int) string {
-	const chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = chars[int(b[i])%len(chars)]
-	}
-	return string(b)
-}
 
 // secretsWorld is an HTTPS server for *.allowed.test that records what
 // arrived, serves git's smart HTTP protocol (git http-backend through

@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -36,15 +35,7 @@ import (
 
 // realToken is the real value of the secrets tests, made when the test
 // binary starts (the binary is mounted in containers: it must not hold it).
-var realToken = "ghp_" + func() string {
-	const chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, 36)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = chars[int(b[i])%len(chars)]
-	}
-	return string(b)
-}()
+var realToken = "ghp_" + testkit.RandomAlnum(36)
 
 // The AWS key pair of the secrets test: the key id of the real shape,
 // the secret access key 40 characters.

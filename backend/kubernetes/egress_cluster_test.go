@@ -3,7 +3,6 @@ package kubernetes
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -27,20 +26,13 @@ import (
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/dockertest"
 	"github.com/corralhq/corral/internal/testcert"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/sandbox"
 )
 
 // realToken is the real value of the secrets test, made when the test
 // binary starts (the binary is copied into pods: it must not hold it).
-var realToken = "ghp_" + func() string {
-	const chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, 36)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = chars[int(b[i])%len(chars)]
-	}
-	return string(b)
-}()
+var realToken = "ghp_" + testkit.RandomAlnum(36)
 
 // egressKube is a kubernetes backend with an egress pool whose upstream
 // dialer sends every name to servers on the host's loopback, which no pod

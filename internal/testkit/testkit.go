@@ -1,7 +1,8 @@
 // Package testkit holds small helpers that tests of several packages
 // share: a hash of a directory tree (to prove a host tree unchanged), a
 // buffer that collects log records written from many goroutines, and a
-// JDK with a trust store of its own (the bwrap and docker Java tests).
+// JDK with a trust store of its own (the bwrap and docker Java tests) and
+// random letters and digits for the secrets tests' real values.
 package testkit
 
 import (
