@@ -260,13 +260,9 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 	if err != nil {
 		return nil, err
 	}
-	cl, err := e.clusterFor(st.Kubeconfig, st.Context)
+	cl, ns, err := e.target(&st)
 	if err != nil {
 		return nil, err
-	}
-	ns := st.Namespace
-	if ns == "" {
-		ns = cl.namespace
 	}
 	denyNet := !req.Profile.HostNetwork() && req.Profile != ""
 	denyUnix := req.Profile.DeniesUnixSockets()

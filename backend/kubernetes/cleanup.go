@@ -57,13 +57,9 @@ func decide(o string, self owner.ID, all bool) string {
 // A policy or PVC whose pod (LabelPod) is kept stays too: a warm-pool pod
 // claimed by a live corral keeps its maker's owner on them.
 func (e *Engine) Cleanup(ctx context.Context, st Settings, all bool) ([]Leftover, error) {
-	cl, err := e.clusterFor(st.Kubeconfig, st.Context)
+	cl, ns, err := e.target(&st)
 	if err != nil {
 		return nil, err
-	}
-	ns := st.Namespace
-	if ns == "" {
-		ns = cl.namespace
 	}
 	sel := LabelManaged + "=true"
 	var out []Leftover

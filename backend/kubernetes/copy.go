@@ -37,13 +37,9 @@ var ErrNoPod = errors.New("no running pod")
 // MCP server, `corral serve`), so a session whose corral has ended has
 // none: the error wraps ErrNoPod and says so.
 func (e *Engine) SessionPod(ctx context.Context, st Settings, name string) (*PodTarget, error) {
-	cl, err := e.clusterFor(st.Kubeconfig, st.Context)
+	cl, ns, err := e.target(&st)
 	if err != nil {
 		return nil, err
-	}
-	ns := st.Namespace
-	if ns == "" {
-		ns = cl.namespace
 	}
 	var pl corev1.PodList
 	if err := cl.cs.list(ctx, ns, resPods, LabelManaged+"=true", &pl); err != nil {

@@ -205,16 +205,12 @@ func (e *Engine) Diagnose(ctx context.Context, st Settings, probe bool) *Diagnos
 		d.SettingsError = err.Error()
 	}
 	d.Seccomp = seccompName(seccompOf(&st))
-	cl, err := e.clusterFor(st.Kubeconfig, st.Context)
+	cl, namespace, err := e.target(&st)
 	if err != nil {
 		d.Error = err.Error()
 		return d
 	}
-	d.Server = cl.cfg.Host
-	d.Namespace = st.Namespace
-	if d.Namespace == "" {
-		d.Namespace = cl.namespace
-	}
+	d.Server, d.Namespace = cl.cfg.Host, namespace
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	vctx, vcancel := context.WithTimeout(ctx, 10*time.Second)

@@ -174,6 +174,19 @@ func (e *Engine) Backend(st Settings) *Backend {
 	return &Backend{e: e, st: st}
 }
 
+// target returns the cluster of st (clusterFor) and the namespace its
+// pods live in: kubernetes.namespace, else the kubeconfig context's.
+func (e *Engine) target(st *Settings) (*cluster, string, error) {
+	cl, err := e.clusterFor(st.Kubeconfig, st.Context)
+	if err != nil {
+		return nil, "", err
+	}
+	if st.Namespace != "" {
+		return cl, st.Namespace, nil
+	}
+	return cl, cl.namespace, nil
+}
+
 // clusterFor returns the client of kubeconfig path and context ctxName:
 // path "" means KUBECONFIG, else ~/.kube/config, else the in-cluster
 // config (client-go's loading rules, clientcmd).
