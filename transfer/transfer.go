@@ -219,9 +219,12 @@ func CheckEntry(name string, typ byte) string {
 // entry lands outside it), as Options say, reading r to its end (so a
 // sender's stream is drained and its hash is of everything sent). It
 // refuses the whole archive at its first bad entry (CheckEntry, an entry
-// below a symlink, a protected path, a directory in the way of a file);
-// entries before it are written. An existing file or symlink is replaced,
-// never written through.
+// below a symlink, a protected path, a directory in the way of a file).
+// When r is an io.ReadSeeker (a spooled archive: the host's side of every
+// copy) every entry is checked first (precheck) and a refused archive
+// writes nothing; from a plain stream (the pod's side) the entries before
+// the bad one are written. An existing file or symlink is replaced, never
+// written through.
 func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 	var st Stats
 	h := sha256.New()
@@ -261,6 +264,13 @@ func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 		if err := noSymlinkIn(rt, dir, true); err != nil {
 			return finish(err)
 		}
+	}
+	if rs, ok := r.(io.ReadSeeker); ok {
+		if err := precheck(rs, rt, root, dir, o); err != nil {
+			return finish(err)
+		}
+	}
+	if dir != "." {
 		if err := rt.MkdirAll(dir, 0o755); err != nil {
 			return finish(err)
 		}
@@ -276,27 +286,15 @@ func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 		if err != nil {
 			return finish(fmt.Errorf("reading the archive: %w", err))
 		}
-		if why := CheckEntry(hdr.Name, hdr.Typeflag); why != "" {
-			return finish(fmt.Errorf("%w: archive entry %q: %s", ErrRefused, hdr.Name, why))
+		rel, err := entryPath(hdr, dir, o)
+		if err != nil {
+			return finish(err)
 		}
-		name := strings.TrimSuffix(hdr.Name, "/")
-		name = path.Clean(name)
-		if o.RenameFrom != "" {
-			if name == o.RenameFrom {
-				name = o.RenameTo
-			} else if rest, ok := strings.CutPrefix(name, o.RenameFrom+"/"); ok {
-				name = o.RenameTo + "/" + rest
-			}
-		}
-		rel := path.Join(dir, name)
 		if err := noSymlinkIn(rt, rel, false); err != nil {
 			return finish(err)
 		}
-		isDir := hdr.Typeflag == tar.TypeDir
-		if len(o.Protected) > 0 {
-			if m, ok := sandbox.MatchProtectedIn(root, rel, isDir, o.Protected); ok {
-				return finish(fmt.Errorf("%w: %s is a protected path (%s): corral never writes it into a workspace", ErrRefused, rel, m))
-			}
+		if err := protectedEntry(root, rel, hdr.Typeflag == tar.TypeDir, o); err != nil {
+			return finish(err)
 		}
 		seen[rel] = true
 		mode := hdr.FileInfo().Mode() & keepMode
@@ -370,6 +368,86 @@ func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 		st.Deleted, err = deleteUnseen(rt, root, dir, seen, o.Protected)
 	}
 	return st, err
+}
+
+// entryPath returns where hdr lands below dir (relative to the root), o's
+// rename applied, or an error wrapping ErrRefused (CheckEntry).
+func entryPath(hdr *tar.Header, dir string, o Options) (string, error) {
+	if why := CheckEntry(hdr.Name, hdr.Typeflag); why != "" {
+		return "", fmt.Errorf("%w: archive entry %q: %s", ErrRefused, hdr.Name, why)
+	}
+	name := path.Clean(strings.TrimSuffix(hdr.Name, "/"))
+	if o.RenameFrom != "" {
+		if name == o.RenameFrom {
+			name = o.RenameTo
+		} else if rest, ok := strings.CutPrefix(name, o.RenameFrom+"/"); ok {
+			name = o.RenameTo + "/" + rest
+		}
+	}
+	return path.Join(dir, name), nil
+}
+
+// protectedEntry refuses rel when it is one of o.Protected.
+func protectedEntry(root, rel string, isDir bool, o Options) error {
+	if len(o.Protected) == 0 {
+		return nil
+	}
+	if m, ok := sandbox.MatchProtectedIn(root, rel, isDir, o.Protected); ok {
+		return fmt.Errorf("%w: %s is a protected path (%s): corral never writes it into a workspace", ErrRefused, rel, m)
+	}
+	return nil
+}
+
+// precheck reads the archive rs to its end, refusing it as Unpack would
+// at its first bad entry but writing nothing, then seeks back to the
+// start. A path is a symlink on an entry's way when the archive's latest
+// entry for it is one, or, where the archive has none, the disk's is: an
+// archive that replaces a symlink with a directory is fine, one that makes
+// a symlink and then writes below it (a forged archive) is refused before
+// its first entry lands.
+func precheck(rs io.ReadSeeker, rt *os.Root, root, dir string, o Options) error {
+	start, err := rs.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return err
+	}
+	types := map[string]byte{}
+	tr := tar.NewReader(rs)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading the archive: %w", err)
+		}
+		rel, err := entryPath(hdr, dir, o)
+		if err != nil {
+			return err
+		}
+		comps := strings.Split(rel, "/")
+		for i := 1; i < len(comps); i++ {
+			p := strings.Join(comps[:i], "/")
+			t, inArchive := types[p]
+			if !inArchive {
+				fi, err := rt.Lstat(p)
+				if err != nil {
+					break // not there: nothing below it is either
+				}
+				if fi.Mode()&fs.ModeSymlink != 0 {
+					t = tar.TypeSymlink
+				}
+			}
+			if t == tar.TypeSymlink {
+				return fmt.Errorf("%w: %s lies below the symlink %s: corral never writes through a symlink", ErrRefused, rel, p)
+			}
+		}
+		if err := protectedEntry(root, rel, hdr.Typeflag == tar.TypeDir, o); err != nil {
+			return err
+		}
+		types[rel] = hdr.Typeflag
+	}
+	_, err = rs.Seek(start, io.SeekStart)
+	return err
 }
 
 // dirMode is a directory's mode and time, set once its entries are in.
@@ -458,6 +536,9 @@ func noSymlinkIn(rt *os.Root, rel string, self bool) error {
 			return err
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
+			if p == rel {
+				return fmt.Errorf("%w: %s is a symlink: corral never writes through a symlink", ErrRefused, rel)
+			}
 			return fmt.Errorf("%w: %s lies below the symlink %s: corral never writes through a symlink", ErrRefused, rel, p)
 		}
 	}

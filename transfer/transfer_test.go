@@ -6,8 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -81,6 +84,7 @@ func TestHostileEntries(t *testing.T) {
 		{"dotdot inside", nil, []*tar.Header{reg("a/../../escape")}, `a ".." component`},
 		{"absolute", nil, []*tar.Header{reg("/tmp/escape")}, "an absolute path"},
 		{"through symlink in archive", nil, []*tar.Header{{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/tmp"}, reg("l/escape")}, "below the symlink l"},
+		{"bad entry after good ones", nil, []*tar.Header{reg("first"), {Name: "sub", Typeflag: tar.TypeDir}, reg("sub/second"), reg("../escape")}, `a ".." component`},
 		{"through symlink inside", nil, []*tar.Header{{Name: "d", Typeflag: tar.TypeDir}, {Name: "l", Typeflag: tar.TypeSymlink, Linkname: "d"}, reg("l/x")}, "below the symlink l"},
 		{"through existing symlink", func(d string) { os.Symlink("/tmp", filepath.Join(d, "ex")) }, []*tar.Header{reg("ex/escape")}, "below the symlink ex"},
 		{"hard link", nil, []*tar.Header{{Name: "h", Typeflag: tar.TypeLink, Linkname: "/etc/shadow"}}, "a hard link"},
@@ -95,9 +99,19 @@ func TestHostileEntries(t *testing.T) {
 			if tc.prep != nil {
 				tc.prep(dir)
 			}
+			before := listing(t, dir)
+			// A spooled archive (a seeker) is refused before any entry is
+			// written; a plain stream at its bad entry.
 			_, err := Unpack(bytes.NewReader(tarOf(t, tc.hs...)), dir, Options{Protected: sandbox.DefaultProtected})
 			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err %v, want %q", err, tc.want)
+			}
+			if after := listing(t, dir); !slices.Equal(before, after) {
+				t.Errorf("a refused spooled archive wrote %q (before %q)", after, before)
+			}
+			_, err = Unpack(io.MultiReader(bytes.NewReader(tarOf(t, tc.hs...))), dir, Options{Protected: sandbox.DefaultProtected})
+			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("stream: err %v, want %q", err, tc.want)
 			}
 			for _, p := range []string{filepath.Join(top, "escape"), "/tmp/escape", filepath.Join(dir, "d/x")} {
 				if _, err := os.Lstat(p); err == nil {
@@ -105,6 +119,42 @@ func TestHostileEntries(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// listing returns every path below dir, sorted.
+func listing(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err == nil && p != dir {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+// TestSymlinkBecomesDir: an archive that replaces the destination's
+// symlink with a directory and writes below it is fine (precheck follows
+// the archive, not the disk, for paths the archive names); the symlink's
+// target is untouched.
+func TestSymlinkBecomesDir(t *testing.T) {
+	top := t.TempDir()
+	victim := filepath.Join(top, "victim")
+	os.Mkdir(victim, 0o755)
+	ws := filepath.Join(top, "ws")
+	os.Mkdir(ws, 0o755)
+	os.Symlink(victim, filepath.Join(ws, "trap"))
+	ar := tarOf(t, &tar.Header{Name: "trap", Typeflag: tar.TypeDir, Mode: 0o755}, &tar.Header{Name: "trap/x", Typeflag: tar.TypeReg})
+	if _, err := Unpack(bytes.NewReader(ar), ws, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(filepath.Join(ws, "trap")); err != nil || !fi.IsDir() {
+		t.Errorf("trap: %v %v", fi, err)
+	}
+	if got := listing(t, victim); len(got) != 0 {
+		t.Errorf("written through the symlink: %q", got)
 	}
 }
 
