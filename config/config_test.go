@@ -296,6 +296,8 @@ func TestBadValues(t *testing.T) {
 		{"kubernetes toleration", "kubernetes:\n  tolerations: [\"gpu=1:Often\"]", nil, []string{`kubernetes.tolerations[0]: "gpu=1:Often" has effect "Often"`}},
 		{"kubernetes selector", "kubernetes:\n  node_selector: [pool]", nil, []string{`kubernetes.node_selector[0]: "pool" is not key=value`}},
 		{"kubernetes storage", "kubernetes:\n  storage: hostPath", nil, []string{`kubernetes.storage: "hostPath" is not emptyDir or pvc`}},
+		{"kubernetes idle_timeout", "kubernetes:\n  idle_timeout: soon", nil, []string{`kubernetes.idle_timeout: "soon" is not a duration such as 30m or 2h (0 is off)`}},
+		{"kubernetes idle_timeout negative", "", []string{"CORRAL_KUBERNETES_IDLE_TIMEOUT=-5m"}, []string{`kubernetes.idle_timeout: "-5m" is not a duration`}},
 		{"kubernetes env seccomp", "", []string{"CORRAL_KUBERNETES_SECCOMP_PROFILE=/etc/x.json"}, []string{`CORRAL_KUBERNETES_SECCOMP_PROFILE`, `is not a path relative`}},
 		{"enum profile", "", []string{"CORRAL_PROFILE=open"}, []string{`profile: "open" is not one of restricted, workspace, allowlist, network`, "CORRAL_PROFILE"}},
 		{"enum case", "home_mode: Host", nil, []string{`home_mode: "Host" is not one of host, session`}},
@@ -781,5 +783,25 @@ func TestProtectedPathsNilVsEmpty(t *testing.T) {
 	s, err = Load(writeFile(t, "docker:\n  read_only: false"), testEnv)
 	if err != nil || s.Docker.ReadOnly != "false" {
 		t.Errorf("YAML boolean read_only: %q %v", s.Docker.ReadOnly, err)
+	}
+}
+
+// TestIdleTimeoutOff: kubernetes.idle_timeout 0 (or 0s) is off, as ""
+// is: the other settings' 0 disables too.
+func TestIdleTimeoutOff(t *testing.T) {
+	for _, v := range []string{"0", "0s", `""`} {
+		s, err := Load(writeFile(t, "kubernetes:\n  idle_timeout: "+v), env())
+		if err != nil {
+			t.Errorf("idle_timeout %s: %v", v, err)
+		} else if s.Kubernetes.IdleTimeout != "" {
+			t.Errorf("idle_timeout %s: %q, want off", v, s.Kubernetes.IdleTimeout)
+		}
+	}
+	if s, err := Load(writeFile(t, "kubernetes:\n  idle_timeout: 45m"), env()); err != nil || s.Kubernetes.IdleTimeout != "45m" {
+		t.Errorf("idle_timeout 45m: %+v, %v", s, err)
+	}
+	// Any bare number where a form of text is expected is read as text.
+	if s, err := Load(writeFile(t, "kubernetes:\n  cpus: 2"), env()); err != nil || s.Kubernetes.CPUs != "2" {
+		t.Errorf("cpus 2: %+v, %v", s, err)
 	}
 }

@@ -309,14 +309,19 @@ func kubeUser(s string) (string, string) {
 	return strings.TrimSpace(s), ""
 }
 
-// durationOrEmpty checks "" or a positive Go duration.
-func durationOrEmpty(s string) (string, string) {
+// durationOrOff checks a Go duration; "", "0" (and any zero duration)
+// mean off and are kept as "".
+func durationOrOff(s string) (string, string) {
 	s = strings.TrimSpace(s)
-	if s == "" {
+	if s == "" || s == "0" {
 		return "", ""
 	}
-	if d, err := time.ParseDuration(s); err != nil || d <= 0 {
-		return "", "is not a duration such as 30m or 2h"
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return "", "is not a duration such as 30m or 2h (0 is off)"
+	}
+	if d == 0 {
+		return "", ""
 	}
 	return s, ""
 }
@@ -702,9 +707,9 @@ var registry = []Key{
 	},
 	{
 		Name: "kubernetes.idle_timeout", Kind: KindString, Default: "",
-		Accepts: "a duration such as 30m, or empty for none",
+		Accepts: "a duration such as 30m; 0 or empty for none",
 		Doc:     "kubernetes: remove a session's pod after this long without a command or background process; the next command starts a new pod (an emptyDir workspace starts empty, a pvc one is kept)",
-		item:    durationOrEmpty,
+		item:    durationOrOff,
 		field:   func(s *Settings) any { return &s.Kubernetes.IdleTimeout },
 	},
 	{

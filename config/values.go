@@ -79,6 +79,14 @@ func yamlMessage(err error) string {
 func (k *Key) parse(raw any, home homeFunc) (any, *problem) {
 	switch k.Kind {
 	case KindString:
+		if _, isText := raw.(string); !isText && k.item != nil {
+			if n, isInt := toInt(raw); isInt {
+				// A bare number where the value is text with a form of
+				// its own (kubernetes.cpus: 2, idle_timeout: 0): YAML
+				// reads it as a number; the form's check decides.
+				raw = strconv.Itoa(n)
+			}
+		}
 		s, ok := raw.(string)
 		if !ok || strings.IndexByte(s, 0) >= 0 {
 			return nil, k.not(raw)
