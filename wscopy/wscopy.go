@@ -68,7 +68,7 @@ func ParsePair(src, dst, defSession string) (Endpoint, Endpoint, error) {
 		return s, d, err
 	}
 	if (s.Session == "") == (d.Session == "") {
-		return s, d, errors.New("one of SRC and DST must be SESSION:PATH (or :PATH with --session), the other a host path")
+		return s, d, errors.New("one of SRC and DST must be SESSION:PATH (or :PATH for the default session), the other a host path")
 	}
 	return s, d, nil
 }

@@ -16,6 +16,7 @@ func TestParsePair(t *testing.T) {
 		{"/abs", "demo:", "", "|/abs -> demo|."},
 		{"./a:b", "demo:/work/x", "", "|./a:b -> demo|/work/x"},
 		{":out", "x", "", "names no session"},
+		{":out", "x", "dir:/work/p", "dir:/work/p|out -> |x"},
 		{"a", "b", "", "one of SRC and DST must be"},
 		{"s1:a", "s2:b", "", "one of SRC and DST must be"},
 		{"", "s:b", "", "an empty path"},

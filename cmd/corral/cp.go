@@ -10,6 +10,7 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/backend/kubernetes"
 	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/mcpserver"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/wscopy"
 )
@@ -21,9 +22,12 @@ func newCpCmd(g *globalOptions) *cobra.Command {
 		Short: "Copy files between the host and a session's workspace",
 		Long: `cp copies a file or a directory (recursively) between the host and a
 session's workspace, as cp -a or docker cp: into DST when it is a
-directory, else as DST. One side is SESSION:PATH, or :PATH with --session;
-PATH is relative to the session's working directory, or absolute below it.
-A path starting with / or . is the host's.
+directory, else as DST. One side is SESSION:PATH, or :PATH for the session
+of --session (default: the one corral mcp, diff and apply use for the
+current directory, "dir:" + its path; a name with a colon, such as that
+one, can only be given this way); PATH is relative to the session's
+working directory, or absolute below it. A path starting with / or . is
+the host's (symlinks on the way to it are the host's own and followed).
 
 Modes and times are kept, symlinks are copied as symlinks and never
 followed; archive entries with "..", absolute names, entries below a
@@ -35,7 +39,11 @@ protected paths. On kubernetes the files go through the session's pod
   corral cp --session demo :out .   # the workspace's out -> ./out`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
-			src, dst, err := wscopy.ParsePair(args[0], args[1], sess)
+			def, err := sessionOrDir(sess)
+			if err != nil {
+				return &exitError{Code: sandbox.ExitCorralError, Err: err}
+			}
+			src, dst, err := wscopy.ParsePair(args[0], args[1], def)
 			if err != nil {
 				return &exitError{Code: sandbox.ExitCorralError, Err: err}
 			}
@@ -58,7 +66,7 @@ protected paths. On kubernetes the files go through the session's pod
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&sess, "session", "", "the session of a :PATH argument")
+	cmd.Flags().StringVar(&sess, "session", "", `the session of a :PATH argument (default: "dir:" + the working directory)`)
 	return cmd
 }
 
@@ -66,20 +74,24 @@ func newSyncCmd(g *globalOptions) *cobra.Command {
 	var sess string
 	var pull, del bool
 	cmd := &cobra.Command{
-		Use:   "sync --session NAME [--pull] [--delete] DIR",
+		Use:   "sync [--session NAME] [--pull] [--delete] DIR",
 		Short: "Push a directory into a session's workspace, or pull the workspace back",
 		Long: `sync copies the contents of the host directory DIR into the top of the
 session's workspace (its working directory), or with --pull the
 workspace's contents into DIR. Nothing is deleted unless --delete: then
 what the receiving side has and the sending side lacks is removed, once
 the whole stream has arrived intact (never the workspace's protected
-paths). Same rules as corral cp otherwise.`,
+paths). The session is --session, by default the one corral mcp uses for
+the current directory ("dir:" + its path). Same rules as corral cp
+otherwise. Note that DIR's contents land at the workspace's top, not in a
+directory named after DIR (corral cp ./DIR S:DIR copies the directory).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			if sess == "" {
-				return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("--session is required")}
+			name, err := sessionOrDir(sess)
+			if err != nil {
+				return &exitError{Code: sandbox.ExitCorralError, Err: err}
 			}
-			w, closeWS, err := openWorkspace(c.Context(), g, sess)
+			w, closeWS, err := openWorkspace(c.Context(), g, name)
 			if err != nil {
 				return &exitError{Code: sandbox.ExitCorralError, Err: err}
 			}
@@ -92,10 +104,23 @@ paths). Same rules as corral cp otherwise.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&sess, "session", "", "the session (required)")
+	cmd.Flags().StringVar(&sess, "session", "", `the session (default: "dir:" + the working directory)`)
 	cmd.Flags().BoolVar(&pull, "pull", false, "bring the workspace back into DIR")
 	cmd.Flags().BoolVar(&del, "delete", false, "delete what the sending side lacks")
 	return cmd
+}
+
+// sessionOrDir returns name, or when it is "" the session corral mcp,
+// diff and apply use for the current directory (mcpserver.DirSessionName).
+func sessionOrDir(name string) (string, error) {
+	if name != "" {
+		return name, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("finding the current directory: %w", err)
+	}
+	return mcpserver.DirSessionName(wd), nil
 }
 
 // openWorkspace finds session name's workspace: its working directory on

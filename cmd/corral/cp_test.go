@@ -61,7 +61,10 @@ func TestCpSyncBwrap(t *testing.T) {
 		{[]string{"cp", filepath.Join(host, "hooks"), "w:.git"}, "protected path"},
 		{[]string{"cp", filepath.Join(host, "src/run.sh"), "nope:x"}, `no session "nope"`},
 		{[]string{"cp", "a", "b"}, "one of SRC and DST must be"},
-		{[]string{"sync", "x"}, "--session is required"},
+		// Without --session: the current directory's session, as corral
+		// mcp, diff and apply use (none here).
+		{[]string{"sync", "x"}, `no session "dir:` + c.work + `"`},
+		{[]string{"cp", ":in", "x"}, `no session "dir:` + c.work + `"`},
 	} {
 		code, _, se := c.run(nil, tc.args...)
 		if code == 0 || !strings.Contains(se, tc.want) {

@@ -11,7 +11,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/corralhq/corral/layer"
-	"github.com/corralhq/corral/mcpserver"
 	"github.com/corralhq/corral/reexec"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
@@ -27,12 +26,9 @@ type reviewTarget struct {
 // sessionLayer finds session name (default: the session the MCP server
 // uses for the current directory, "dir:" + its path) and its layer.
 func sessionLayer(g *globalOptions, name string) (*reviewTarget, error) {
-	if name == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, fmt.Errorf("finding the current directory: %w", err)
-		}
-		name = mcpserver.DirSessionName(wd)
+	name, err := sessionOrDir(name)
+	if err != nil {
+		return nil, err
 	}
 	infos, err := stateManager(g).List()
 	if err != nil {
