@@ -422,7 +422,7 @@ func (e *Engine) seccompNote(ref *podRef, st *Settings) {
 		return
 	}
 	ref.notes = append(ref.notes, "corral: this pod runs under the container runtime's default seccomp profile (RuntimeDefault), not corral's own: install corral's profile on the nodes and set kubernetes.seccomp_profile")
-	e.log.Warn("kubernetes.seccomp.runtime_default", "pod", ref.name,
+	e.log.Info("kubernetes.seccomp.runtime_default", "pod", ref.name,
 		"detail", "the pod runs under the container runtime's default seccomp profile; corral's own filter is added by its helper only for AF_UNIX sockets (workspace, restricted); install corral's profile on the nodes and set kubernetes.seccomp_profile")
 }
 

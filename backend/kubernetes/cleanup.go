@@ -22,9 +22,30 @@ type Leftover struct {
 	// Session is AnnotationSession; Owner AnnotationOwner.
 	Session string `json:"session"`
 	Owner   string `json:"owner"`
+	// Pool is a warm-pool pod's LabelPool (PoolFree, ...); Pod the pod
+	// a NetworkPolicy or PVC belongs to (LabelPod).
+	Pool string `json:"pool,omitempty"`
+	Pod  string `json:"pod,omitempty"`
 	// Removed is set when Cleanup deleted it; Kept says why it did not.
 	Removed bool   `json:"removed"`
 	Kept    string `json:"kept,omitempty"`
+}
+
+// Describe says whose the object is, for `corral cleanup`'s lines:
+// "session NAME", "warm pool, free", "one command" or "pod NAME" (a
+// policy or PVC of a pod that has no session: a pool's). Pure.
+func (l Leftover) Describe() string {
+	switch {
+	case l.Session != "":
+		return "session " + l.Session
+	case l.Pool != "":
+		return "warm pool, " + l.Pool
+	case l.Kind != "pod" && l.Pod != "" && l.Pod != l.Name:
+		return "pod " + l.Pod
+	case l.Kind != "pod":
+		return "pod " + l.Name
+	}
+	return "one command"
 }
 
 // decide returns "" when an object whose owner annotation is o may go,
@@ -68,7 +89,8 @@ func (e *Engine) Cleanup(ctx context.Context, st Settings, all bool) ([]Leftover
 		if m.Labels[LabelManaged] != "true" {
 			return
 		}
-		lo := Leftover{Kind: kind, Name: m.Name, Namespace: m.Namespace, Session: m.Annotations[AnnotationSession], Owner: m.Annotations[AnnotationOwner]}
+		lo := Leftover{Kind: kind, Name: m.Name, Namespace: m.Namespace, Session: m.Annotations[AnnotationSession], Owner: m.Annotations[AnnotationOwner],
+			Pool: m.Labels[LabelPool], Pod: m.Labels[LabelPod]}
 		lo.Kept = decide(lo.Owner, e.self, all)
 		if lo.Kept == "" && kind != "pod" && keptPods[m.Labels[LabelPod]] {
 			lo.Kept = "its pod " + m.Labels[LabelPod] + " is kept"

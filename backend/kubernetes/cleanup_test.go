@@ -31,3 +31,21 @@ func TestDecide(t *testing.T) {
 		}
 	}
 }
+
+// TestLeftoverDescribe: whose an object is, for corral cleanup's lines.
+func TestLeftoverDescribe(t *testing.T) {
+	for _, c := range []struct {
+		lo   Leftover
+		want string
+	}{
+		{Leftover{Kind: "pod", Name: "corral-a", Session: "s1"}, "session s1"},
+		{Leftover{Kind: "pod", Name: "corral-a", Pool: PoolFree}, "warm pool, free"},
+		{Leftover{Kind: "networkpolicy", Name: "corral-a", Pod: "corral-a"}, "pod corral-a"},
+		{Leftover{Kind: "pvc", Name: "corral-a-ws", Pod: "corral-a"}, "pod corral-a"},
+		{Leftover{Kind: "pod", Name: "corral-a"}, "one command"},
+	} {
+		if got := c.lo.Describe(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.lo, got, c.want)
+		}
+	}
+}

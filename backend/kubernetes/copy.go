@@ -97,7 +97,9 @@ func (e *Engine) CopyIn(ctx context.Context, t *PodTarget, f *os.File, o transfe
 		case jerr != nil:
 			last = fmt.Errorf("exit status %d: %s", code, strings.TrimSpace(errb.String()+out.String()))
 		case a.Refused:
-			return a.Stats, fmt.Errorf("%w: %s", transfer.ErrRefused, a.Error)
+			// a.Error is the pod's transfer.ErrRefused error, its
+			// "refused: " included.
+			return a.Stats, fmt.Errorf("%w: %s", transfer.ErrRefused, strings.TrimPrefix(a.Error, transfer.ErrRefused.Error()+": "))
 		case a.Error != "":
 			last = errors.New(a.Error)
 		default:

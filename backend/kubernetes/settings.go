@@ -168,10 +168,11 @@ func (s *Settings) check() (*parsed, error) {
 	if s.WarmPool < 0 {
 		return nil, fmt.Errorf("%w: kubernetes.warm_pool %d is negative", sandbox.ErrBadRequest, s.WarmPool)
 	}
-	if s.IdleTimeout != "" {
+	if s.IdleTimeout != "" && s.IdleTimeout != "0" {
+		// "0" is off, as "" is (the other settings' 0 disables too).
 		d, err := time.ParseDuration(s.IdleTimeout)
-		if err != nil || d <= 0 {
-			return nil, bad("idle_timeout", s.IdleTimeout, "is not a duration such as 30m")
+		if err != nil || d < 0 {
+			return nil, bad("idle_timeout", s.IdleTimeout, "is not a duration such as 30m (0 is off)")
 		}
 		p.idle = d
 	}

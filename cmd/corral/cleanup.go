@@ -110,9 +110,9 @@ Sessions on disk (cwd, variables, scratch) are not touched: see
 			}
 			for _, lo := range klos {
 				if lo.Removed {
-					fmt.Printf("removed %s %s/%s (session %s)\n", lo.Kind, lo.Namespace, lo.Name, lo.Session)
+					fmt.Printf("removed %s %s/%s (%s)\n", lo.Kind, lo.Namespace, lo.Name, lo.Describe())
 				} else {
-					fmt.Printf("kept    %s %s/%s (session %s): %s\n", lo.Kind, lo.Namespace, lo.Name, lo.Session, lo.Kept)
+					fmt.Printf("kept    %s %s/%s (%s): %s\n", lo.Kind, lo.Namespace, lo.Name, lo.Describe(), lo.Kept)
 				}
 			}
 			if skipped != "" {
