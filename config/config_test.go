@@ -725,11 +725,26 @@ func TestList(t *testing.T) {
 		{"timeout", "3m0s", SourceDefault, ""},
 		{"binds", []sandbox.Bind{}, SourceDefault, ""},
 		{"home_allow", []string{}, SourceDefault, ""},
+		// Unset means the built-in list ([] would mean none): shown.
+		{"protected_paths", sandbox.DefaultProtected, SourceDefault, ""},
 	}
 	for _, c := range checks {
 		e := got[c.key]
 		if !reflect.DeepEqual(e.Value, c.value) || e.Source != c.source || e.Origin != c.origin || e.Doc == "" {
 			t.Errorf("entry %s = %+v, want value %#v from %s %s", c.key, e, c.value, c.source, c.origin)
+		}
+	}
+	if e := got["protected_paths"]; !e.Builtin || !strings.Contains(e.Text, ".git/hooks") {
+		t.Errorf("unset protected_paths: %+v, want the built-in list", e)
+	}
+	// Set to [], it is [] (nothing protected), not the built-in list.
+	entries, err = list(writeFile(t, "protected_paths: []\n"), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Key == "protected_paths" && (e.Builtin || e.Text != "[]") {
+			t.Errorf("protected_paths []: %+v", e)
 		}
 	}
 }

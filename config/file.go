@@ -33,12 +33,20 @@ type Entry struct {
 	Origin string `json:"origin,omitempty"`
 	// Doc is the key's one-line description.
 	Doc string `json:"doc"`
+	// Builtin is set when the key is unset and Value is the built-in
+	// list it then means (protected_paths, approval_patterns).
+	Builtin bool `json:"builtin,omitempty"`
 }
 
 func entry(s *Settings, k *Key) Entry {
 	v, _ := s.Value(k.Name)
 	src, where := s.Source(k.Name)
 	e := Entry{Key: k.Name, Value: jsonValue(v), Text: format(v), Source: src, Origin: where, Doc: k.Doc}
+	if l, isList := v.([]string); isList && l == nil && k.builtin != nil {
+		// Unset means the built-in list ([] would mean none): show it.
+		e.Value, e.Text = k.builtin(), format(k.builtin())
+		e.Builtin = true
+	}
 	if secretKey(k.Name) && e.Text != "" {
 		// Shown only as set or not: `config list` output ends up in
 		// terminals, logs and bug reports.

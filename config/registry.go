@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,6 +122,11 @@ type Key struct {
 	// error about the key's value ("a whole number of MiB (0 disables)").
 	Accepts string
 
+	// builtin, for a KindStringList key whose unset (nil) value means a
+	// built-in list and whose [] means none, returns that list: `corral
+	// config get/list` show it for an unset key, so unset and [] read
+	// apart.
+	builtin func() []string
 	// item checks and normalises one element of a KindStringList key, or
 	// the value of a KindString key; it returns the reason the value is
 	// refused, or "".
@@ -482,6 +488,7 @@ var registry = []Key{
 		Accepts: `a list of command patterns such as ["git push --force", "rm {-r,-R}", "curl | sh", "re:(?i)drop table"]`,
 		Doc:     `commands that need approval under approval: ask; empty means the built-in list (git push --force, git reset --hard, git clean -f, git branch -D, rm -r, curl | sh, chmod -R, chown -R, DROP TABLE, ...), a list replaces it: shell-like patterns ("git reset --hard", "rm {-r,-R}", "curl | sh") or re:REGEXP; write patterns holding {a,b} as a JSON or YAML list`,
 		item:    approvalPattern,
+		builtin: approval.DefaultPatterns,
 		field:   func(s *Settings) any { return &s.ApprovalPatterns },
 	},
 	{
@@ -501,6 +508,7 @@ var registry = []Key{
 		Accepts: `a list of patterns relative to a writable directory such as [".git/hooks", "**/.git/config", ".vscode"]`,
 		Doc:     "paths inside the writable directories that stay read-only because programs on the host run them later; unset means the built-in list (.git/hooks, .git/config, shell start-up files, .vscode, .idea, .mcp.json, .claude, .codex, ...), [] protects nothing; **/ matches at any depth (two levels scanned), * within a name",
 		item:    protectedPattern,
+		builtin: func() []string { return slices.Clone(sandbox.DefaultProtected) },
 		field:   func(s *Settings) any { return &s.ProtectedPaths },
 	},
 	{
