@@ -142,21 +142,22 @@ const stateMagic = "corral-state-1"
 // its status, the last pipeline's statuses, its cwd and its exported
 // variables there, NUL-separated, using builtins only. The command line is
 // run by eval with one more line appended that records PIPESTATUS.
-// Needs bash 4.4 or later ({fd} redirections, ${var@a}).
-const wrapper = `__corral_cmd=$1; builtin set --
-builtin exec {__corral_fd}>&3 3>&-
-builtin printf 'corral-started\0' >&"$__corral_fd"
-__corral_save() {
-  builtin local s=$? n
-  { builtin printf '` + stateMagic + `\0%s\0%s\0%s\0' "$s" "${__corral_ps-}" "$PWD"
-    for n in ` + allVarNames + `; do [[ ${!n@a} == *x* ]] && builtin printf '%s=%s\0' "$n" "${!n}"; done
-  } >&"$__corral_fd" 2>/dev/null
-  builtin return $s
-}
-builtin trap __corral_save EXIT
-builtin eval "$__corral_cmd"$'\n''__corral_ps="${PIPESTATUS[*]}" __corral_rc=$?'
-builtin exit "${__corral_rc:-$?}"
-`
+// Needs bash 4.4 or later ({fd} redirections, ${var@a}). It is one line:
+// bash numbers an error's line in the eval'd text from the eval's own line
+// ("bash: line 3: x: command not found" for the command's third line), so
+// the eval must stand on line 1 for the numbers to be the command's.
+const wrapper = `__corral_cmd=$1; builtin set --; ` +
+	`builtin exec {__corral_fd}>&3 3>&-; ` +
+	`builtin printf 'corral-started\0' >&"$__corral_fd"; ` +
+	`__corral_save() { ` +
+	`builtin local s=$? n; ` +
+	`{ builtin printf '` + stateMagic + `\0%s\0%s\0%s\0' "$s" "${__corral_ps-}" "$PWD"; ` +
+	`for n in ` + allVarNames + `; do [[ ${!n@a} == *x* ]] && builtin printf '%s=%s\0' "$n" "${!n}"; done; ` +
+	`} >&"$__corral_fd" 2>/dev/null; ` +
+	`builtin return $s; }; ` +
+	`builtin trap __corral_save EXIT; ` +
+	`builtin eval "$__corral_cmd"$'\n''__corral_ps="${PIPESTATUS[*]}" __corral_rc=$?'; ` +
+	`builtin exit "${__corral_rc:-$?}"`
 
 // allVarNames expands, without forking (a command substitution would cost
 // a fork per command), to the name of every shell variable: ${!X@} lists
@@ -164,9 +165,12 @@ builtin exit "${__corral_rc:-$?}"
 // attribute (${!n@a} contains x; bash 4.4 and later).
 const allVarNames = "${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!I@} ${!J@} ${!K@} ${!L@} ${!M@} ${!N@} ${!O@} ${!P@} ${!Q@} ${!R@} ${!S@} ${!T@} ${!U@} ${!V@} ${!W@} ${!X@} ${!Y@} ${!Z@} ${!a@} ${!b@} ${!c@} ${!d@} ${!e@} ${!f@} ${!g@} ${!h@} ${!i@} ${!j@} ${!k@} ${!l@} ${!m@} ${!n@} ${!o@} ${!p@} ${!q@} ${!r@} ${!s@} ${!t@} ${!u@} ${!v@} ${!w@} ${!x@} ${!y@} ${!z@} ${!_@}"
 
-// bashArgv returns the argv that runs script with argument arg.
+// bashArgv returns the argv that runs script with argument arg. $0 is
+// "bash", as in a plain `bash -c`: bash then prints a command's errors as
+// "bash: x: command not found", where another $0 adds the line of
+// corral's wrapper ("corral: line 12: ..."), which is not the user's.
 func bashArgv(script, arg string) []string {
-	return []string{"/bin/bash", "--noprofile", "--norc", "-c", script, "corral", arg}
+	return []string{"/bin/bash", "--noprofile", "--norc", "-c", script, "bash", arg}
 }
 
 // Exec runs req.Command in a new sandbox with the session's cwd and

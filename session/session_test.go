@@ -122,6 +122,21 @@ func TestStateCarriesOver(t *testing.T) {
 	}
 }
 
+// TestShellErrorsAreBash: a command's shell errors read as a plain
+// `bash -c` prints them: $0 is bash, and a line number is the command's,
+// not one of corral's wrapper.
+func TestShellErrorsAreBash(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("s")
+	r := f.exec(s, "echo \"$0\"\ntrue\ncorral-no-such-command")
+	// Bash names the line on some systems and not on others; if it
+	// does, it is the command's own (3), not the wrapper's.
+	if (r.Output.Text != "bash\nbash: corral-no-such-command: command not found\n" &&
+		r.Output.Text != "bash\nbash: line 3: corral-no-such-command: command not found\n") || r.ExitCode != 127 {
+		t.Errorf("got %d %q", r.ExitCode, r.Output.Text)
+	}
+}
+
 func TestVanishedCwdFallsBack(t *testing.T) {
 	f := newFixture(t)
 	s := f.open("s")
