@@ -265,7 +265,7 @@ func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 			return finish(err)
 		}
 	}
-	if rs, ok := r.(io.ReadSeeker); ok {
+	if rs, ok := r.(io.ReadSeeker); ok && seekable(rs) {
 		if err := precheck(rs, rt, root, dir, o); err != nil {
 			return finish(err)
 		}
@@ -396,6 +396,13 @@ func protectedEntry(root, rel string, isDir bool, o Options) error {
 		return fmt.Errorf("%w: %s is a protected path (%s): corral never writes it into a workspace", ErrRefused, rel, m)
 	}
 	return nil
+}
+
+// seekable reports whether rs can seek: an *os.File is an io.ReadSeeker
+// even when it is a pipe (the pod side's stdin), where Seek fails.
+func seekable(rs io.ReadSeeker) bool {
+	_, err := rs.Seek(0, io.SeekCurrent)
+	return err == nil
 }
 
 // precheck reads the archive rs to its end, refusing it as Unpack would

@@ -214,3 +214,26 @@ func hashOf(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
+
+// TestUnpackFromPipe: an *os.File that is a pipe (the pod side's stdin)
+// is an io.ReadSeeker whose Seek fails: Unpack reads it as a stream.
+func TestUnpackFromPipe(t *testing.T) {
+	ws := t.TempDir()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ar := tarOf(t, &tar.Header{Name: "d", Typeflag: tar.TypeDir, Mode: 0o755}, &tar.Header{Name: "d/f", Typeflag: tar.TypeReg, Mode: 0o644})
+	go func() {
+		w.Write(ar)
+		w.Close()
+	}()
+	st, err := Unpack(r, ws, Options{WantSHA256: hashOf(ar)})
+	r.Close()
+	if err != nil || st.Files != 1 {
+		t.Fatalf("Unpack from a pipe: %+v, %v", st, err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "d/f")); err != nil {
+		t.Error(err)
+	}
+}
