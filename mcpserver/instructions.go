@@ -56,6 +56,10 @@ func Instructions(name string, sp *session.Spec, specErr error) string {
 	if profile == "" {
 		profile = sandbox.DefaultProfile
 	}
+	if l, ok := sp.Backend.(sandbox.Layout); ok {
+		containerInstructions(p, name, sp, profile, wd, l)
+		return strings.TrimRight(b.String(), "\n")
+	}
 	p("corral runs your shell commands and code on this machine inside a %s sandbox, in the session %q, under the %s profile.", sp.Backend.Name(), name, profile)
 	p("")
 	p("Where you are:")
@@ -101,7 +105,50 @@ func Instructions(name string, sp *session.Spec, specErr error) string {
 		p("%s", line)
 	}
 	p("- Hidden: credentials (~/.ssh, cloud and package-registry tokens, keyrings) and the dot files of the home directory that are not allowed; secrets are removed from the environment. A hidden path looks missing.")
+	networkAndLimits(p, sp, profile, false)
+	usage(p)
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// containerInstructions is Instructions' text for a backend whose sandbox
+// is a container or pod of the session's own (sandbox.Layout: docker,
+// kubernetes): its filesystem is the image's, not the host's, and its /tmp
+// lasts as long as the container.
+func containerInstructions(p func(string, ...any), name string, sp *session.Spec, profile sandbox.Profile, wd string, l sandbox.Layout) {
+	where := "a container"
+	if sp.Backend.Name() == "kubernetes" {
+		where = "a pod on a Kubernetes cluster"
+	}
+	p("corral runs your shell commands and code inside %s of this session's own (%s backend), in the session %q, under the %s profile.", where, sp.Backend.Name(), name, profile)
+	p("")
+	p("Where you are:")
+	if profile.Writable() {
+		p("- Working directory: %s, the session's workspace. It is writable. The rest of the filesystem is the container image's (the host's files are not there); outside the writable paths it is read-only (writes fail with \"Read-only file system\").", wd)
+	} else {
+		p("- Working directory: %s, the session's workspace, read-only under the restricted profile. The rest of the filesystem is the container image's (the host's files are not there).", wd)
+	}
+	req := &sandbox.Request{Policy: sandbox.Policy{Profile: profile, Workdir: wd, Binds: sp.Binds}}
+	if roots := l.WritableRoots(req); len(roots) > 0 {
+		p("- Writable: %s. /tmp is $HOME and $TMPDIR too, and it lasts as long as this session's %s: files there carry over between commands.", strings.Join(roots, ", "), strings.TrimPrefix(where, "a "))
+	}
+	if line := cachesLine(sp, profile); line != "" {
+		p("%s", line)
+	}
+	if sp.Backend.Name() == "kubernetes" {
+		p("- The workspace is the pod's own volume: the person moves files in and out (corral cp, corral sync); what you write stays in the pod until then.")
+	}
+	p("- Hidden: the host's credentials and files are not in the container; secrets are removed from the environment.")
+	networkAndLimits(p, sp, profile, true)
+	usage(p)
+}
+
+// networkAndLimits writes the network and limits lines of Instructions;
+// container is set for a container's or pod's network, which is not the
+// host's.
+func networkAndLimits(p func(string, ...any), sp *session.Spec, profile sandbox.Profile, container bool) {
 	switch {
+	case profile.HostNetwork() && container:
+		p("- Network: open (downloads and package installs work); 127.0.0.1 is the container's own loopback, not the host's.")
 	case profile.HostNetwork():
 		p("- Network: the host's network (downloads and package installs work; services on the host's 127.0.0.1 are reachable).")
 	case profile == sandbox.ProfileAllowlist:
@@ -122,8 +169,6 @@ func Instructions(name string, sp *session.Spec, specErr error) string {
 	p("- Limits: %s of wall-clock time per command (bash's timeout_s changes it for one call); %s. A command that hits a limit is killed and the result names the setting that raises it. Output beyond %s is cut in the middle (the head and the tail are kept).",
 		human(sp.Timeout), limitsText(sp.Limits, memoryPerCommand(sp)), bytesText(sp.OutputLimit))
 	p("")
-	usage(p)
-	return strings.TrimRight(b.String(), "\n")
 }
 
 // secretsLine names the secrets' variables and hosts (never a value: the

@@ -31,6 +31,16 @@ func (b memcgBackend) MemoryPerCommand(_ context.Context, memoryMB int) bool {
 	return b.whole && memoryMB > 0
 }
 
+// layoutBackend is a fakeBackend with a layout of its own, as a
+// container's (sandbox.Layout).
+type layoutBackend struct {
+	fakeBackend
+	roots []string
+}
+
+func (layoutBackend) HelperPath() string                        { return "/.corral/corral" }
+func (b layoutBackend) WritableRoots(*sandbox.Request) []string { return b.roots }
+
 // TestInstructionsMemoryOfBwrap: with a real bwrap backend the instructions
 // say what `corral doctor` says of memory_mb on this machine.
 func TestInstructionsMemoryOfBwrap(t *testing.T) {
@@ -123,6 +133,17 @@ func TestInstructions(t *testing.T) {
 		{"default cwd", with(func(s *session.Spec) { s.Workdir = "" }), nil, []string{"Working directory: the directory corral was started in."}, nil},
 		{"local backend", with(func(s *session.Spec) { s.Backend = fakeBackend{name: "local"} }), nil,
 			[]string{"WITHOUT a sandbox (backend local)", "Working directory: /src/proj.", "3 min per command"}, []string{"Network: none", "under the workspace profile"}},
+		{"docker", with(func(s *session.Spec) {
+			s.Backend = layoutBackend{fakeBackend{name: "docker"}, []string{"/src/proj", "/tmp"}}
+		}), nil,
+			[]string{"inside a container of this session's own (docker backend)", "The rest of the filesystem is the container image's", "Writable: /src/proj, /tmp.", "files there carry over between commands", "Network: none"},
+			[]string{"fresh and empty for every command", "host's filesystem", "$TMPDIR persists", "pod"}},
+		{"kubernetes network", with(func(s *session.Spec) {
+			s.Backend = layoutBackend{fakeBackend{name: "kubernetes"}, []string{"/src/proj", "/tmp"}}
+			s.Profile = sandbox.ProfileNetwork
+		}), nil,
+			[]string{"inside a pod on a Kubernetes cluster", "the pod's own volume", "corral cp", "Network: open", "not the host's"},
+			[]string{"fresh and empty for every command", "host's filesystem", "host's 127.0.0.1 are reachable"}},
 		{"settings cannot be read", nil, errors.New("memory_mb: \"lots\" is not a whole number"), []string{`in the session "s1"`, "settings cannot be read right now (memory_mb", "bash_output"}, nil},
 	}
 	for _, tc := range tests {
