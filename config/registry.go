@@ -323,8 +323,11 @@ func durationOrOff(s string) (string, string) {
 		return "", ""
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return "", "is not a duration such as 30m or 2h (0 is off)"
+	if err != nil {
+		return "", "is not a duration"
+	}
+	if d < 0 {
+		return "", "is negative"
 	}
 	if d == 0 {
 		return "", ""

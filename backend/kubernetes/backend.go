@@ -411,9 +411,9 @@ func (b *Backend) start(ctx context.Context, ref *podRef, sp *podSpec, session s
 // removed after idle_timeout (pure).
 func idleNote(idle time.Duration, pvcKept bool) string {
 	if pvcKept {
-		return fmt.Sprintf("corral: this session's pod was removed after kubernetes.idle_timeout (%s) without a command; this command runs in a new pod with the same workspace volume (PVC); /tmp and background processes are gone", idle)
+		return fmt.Sprintf("this session's pod was removed after kubernetes.idle_timeout (%s) without a command; this command runs in a new pod with the same workspace volume (PVC); /tmp and background processes are gone", idle)
 	}
-	return fmt.Sprintf("corral: this session's pod was removed after kubernetes.idle_timeout (%s) without a command; this command runs in a new pod: the workspace was reset (emptyDir) and /tmp and background processes are gone", idle)
+	return fmt.Sprintf("this session's pod was removed after kubernetes.idle_timeout (%s) without a command; this command runs in a new pod: the workspace was reset (emptyDir) and /tmp and background processes are gone", idle)
 }
 
 // seccompNote notes (and logs) that the pod runs under RuntimeDefault.
@@ -421,7 +421,7 @@ func (e *Engine) seccompNote(ref *podRef, st *Settings) {
 	if st.SeccompProfile != "" {
 		return
 	}
-	ref.notes = append(ref.notes, "corral: this pod runs under the container runtime's default seccomp profile (RuntimeDefault), not corral's own: install corral's profile on the nodes and set kubernetes.seccomp_profile")
+	ref.notes = append(ref.notes, "this pod runs under the container runtime's default seccomp profile (RuntimeDefault), not corral's own: install corral's profile on the nodes and set kubernetes.seccomp_profile")
 	e.log.Info("kubernetes.seccomp.runtime_default", "pod", ref.name,
 		"detail", "the pod runs under the container runtime's default seccomp profile; corral's own filter is added by its helper only for AF_UNIX sockets (workspace, restricted); install corral's profile on the nodes and set kubernetes.seccomp_profile")
 }
