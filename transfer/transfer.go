@@ -109,16 +109,10 @@ func Pack(w io.Writer, root, src, top string) (Stats, error) {
 				}
 				st.Dirs++
 			}
-			d, err := r.Open(rel)
+			names, err := sortedNames(r, rel)
 			if err != nil {
 				return err
 			}
-			names, err := d.Readdirnames(-1)
-			d.Close()
-			if err != nil {
-				return err
-			}
-			sort.Strings(names)
 			for _, n := range names {
 				child := n
 				if name != "" {
@@ -457,6 +451,22 @@ func precheck(rs io.ReadSeeker, rt *os.Root, root, dir string, o Options) error 
 	return err
 }
 
+// sortedNames returns the names in the directory rel of rt, sorted: an
+// archive and a deletion walk the tree in the same order every time.
+func sortedNames(rt *os.Root, rel string) ([]string, error) {
+	d, err := rt.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
 // dirMode is a directory's mode and time, set once its entries are in.
 // The owner keeps rwx (so later copies can write there again).
 type dirMode struct {
@@ -472,16 +482,10 @@ func deleteUnseen(rt *os.Root, root, dir string, seen map[string]bool, protected
 	var gone []string
 	var walk func(rel string) error
 	walk = func(rel string) error {
-		d, err := rt.Open(rel)
+		names, err := sortedNames(rt, rel)
 		if err != nil {
 			return err
 		}
-		names, err := d.Readdirnames(-1)
-		d.Close()
-		if err != nil {
-			return err
-		}
-		sort.Strings(names)
 		for _, n := range names {
 			c := path.Join(rel, n)
 			fi, err := rt.Lstat(c)
