@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -159,14 +158,6 @@ func nodeImage(t *testing.T, cli *client.Client, base, node string) string {
 	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "Dockerfile", Mode: 0o644, Size: int64(len(data))})
 	tw.Write(data)
 	tw.Close()
-	res, err := cli.ImageBuild(context.Background(), &buf, client.ImageBuildOptions{Tags: []string{ref}, Remove: true, ForceRemove: true})
-	if err != nil {
-		t.Fatalf("building %s: %v", ref, err)
-	}
-	msg, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if _, err := cli.ImageInspect(context.Background(), ref); err != nil {
-		t.Fatalf("building %s: %v\n%s", ref, err, msg)
-	}
+	dockertest.BuildImage(t, cli, ref, &buf)
 	return ref
 }

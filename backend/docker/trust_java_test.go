@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/corralhq/corral/internal/dockertest"
 	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -129,14 +129,6 @@ func javaImage(t *testing.T, cli *client.Client, base string) string {
 	add("Dockerfile", dockerfile)
 	add("cacerts", "not a trust store\n")
 	tw.Close()
-	res, err := cli.ImageBuild(context.Background(), &buf, client.ImageBuildOptions{Tags: []string{ref}, Remove: true, ForceRemove: true})
-	if err != nil {
-		t.Fatalf("building %s: %v", ref, err)
-	}
-	msg, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if _, err := cli.ImageInspect(context.Background(), ref); err != nil {
-		t.Fatalf("building %s: %v\n%s", ref, err, msg)
-	}
+	dockertest.BuildImage(t, cli, ref, &buf)
 	return ref
 }

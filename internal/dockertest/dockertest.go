@@ -126,6 +126,23 @@ func CollectRootfs() (*Rootfs, error) {
 // merged /usr, /tmp 1777, an /etc with root and nobody).
 func (r *Rootfs) WriteTar(w io.Writer) error { return writeRootfs(w, r.files) }
 
+// BuildImage builds the image ref from buildContext (a tar holding a
+// Dockerfile and what it copies; Engine API POST /build, nothing pulled
+// when its FROM is local or scratch) and fails t, with the build's
+// output, unless the engine then has ref.
+func BuildImage(t testing.TB, cli *client.Client, ref string, buildContext io.Reader) {
+	t.Helper()
+	res, err := cli.ImageBuild(context.Background(), buildContext, client.ImageBuildOptions{Tags: []string{ref}, Remove: true, ForceRemove: true})
+	if err != nil {
+		t.Fatalf("building %s: %v", ref, err)
+	}
+	msg, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if _, err := cli.ImageInspect(context.Background(), ref); err != nil {
+		t.Fatalf("building %s: %v\n%s", ref, err, msg)
+	}
+}
+
 func buildImage(cli *client.Client) (string, error) {
 	rootfs, err := CollectRootfs()
 	if err != nil {
