@@ -184,7 +184,8 @@ func (c *Conn) Start(req *sandbox.Request, env []string, dir string) (*Stream, e
 	id := c.next
 	c.chans[id] = cl
 	c.mu.Unlock()
-	b, _ := json.Marshal(inside.Start{Argv: req.Argv, Env: env, Dir: dir, FDs: len(req.ExtraFiles)})
+	b, _ := json.Marshal(inside.Start{Argv: req.Argv, Env: env, Dir: dir, FDs: len(req.ExtraFiles),
+		Merged: sandbox.SameWriter(req.Stdout, req.Stderr)})
 	if err := c.frame(inside.KindOpen, id, b); err != nil {
 		c.w.Close()
 		return nil, fmt.Errorf("%w: %s: sending a command to corral's helper: %v", sandbox.ErrUnavailable, strings.SplitN(c.label, ":", 2)[0], err)

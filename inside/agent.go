@@ -35,6 +35,10 @@ type Start struct {
 	Dir string `json:"dir,omitempty"`
 	// FDs is the number of extra output descriptors (3, 4, ...).
 	FDs int `json:"fds,omitempty"`
+	// Merged gives the command one pipe for stdout and stderr, relayed as
+	// KindStdout, so the host reads them in the order they were written
+	// (the host asked for one stream: sandbox.SameWriter).
+	Merged bool `json:"merged,omitempty"`
 }
 
 // muxHeader is a kind byte, a big-endian uint32 channel and a big-endian
@@ -238,7 +242,7 @@ func agentRun(id uint32, c *agentChan, st Start, out *muxWriter) {
 		}
 	}()
 	env := mergeEnv(os.Environ(), st.Env)
-	ex := runCommand(command{Argv: st.Argv, Env: env, Dir: st.Dir, NFDs: st.FDs, Stdin: r},
+	ex := runCommand(command{Argv: st.Argv, Env: env, Dir: st.Dir, NFDs: st.FDs, Merged: st.Merged, Stdin: r},
 		func(kind byte, p []byte) error { return out.frame(kind, id, p) },
 		func(pgid int) {
 			r.Close()

@@ -24,7 +24,7 @@ import (
 // the group (a daemon) may hold the pipes open forever.
 const drainGrace = 200 * time.Millisecond
 
-// relayMain is `__corral-relay [--fds N] [--control] -- ARGV...`. It runs
+// relayMain is `__corral-relay [--fds N] [--control] [--merged] -- ARGV...`. It runs
 // ARGV in a new session with the relay's environment, and writes frames on
 // stdout: KindStarted with the process group, then the command's stdout
 // (KindStdout), stderr (KindStderr) and descriptors 3..3+N-1 (kinds 3...)
@@ -43,6 +43,7 @@ func relayMain(args []string) int {
 	nfds := fs.Int("fds", 0, "extra output descriptors (3, 4, ...)")
 	pidfile := fs.String("tty-pidfile", "", "terminal mode: write the pid here and exec ARGV")
 	control := fs.Bool("control", false, "stdin is corral's control stream (stdin data, signals)")
+	merged := fs.Bool("merged", false, "one pipe for the command's stdout and stderr, relayed as stdout")
 	denyUnix := fs.Bool("deny-unix", false, "load corral's syscall filter with AF_UNIX sockets denied first")
 	if err := fs.Parse(args); err != nil {
 		return fail(ModeRelay, err)
@@ -60,7 +61,7 @@ func relayMain(args []string) int {
 		return execTTY(*pidfile, argv)
 	}
 	out := &frameWriter{w: os.Stdout}
-	ex := run(argv, *nfds, *control, out)
+	ex := run(argv, *nfds, *control, *merged, out)
 	b, _ := json.Marshal(ex)
 	if err := out.frame(KindExit, b); err != nil {
 		return 125
@@ -81,7 +82,7 @@ func (f *frameWriter) frame(kind byte, p []byte) error {
 }
 
 // run starts argv and relays it to out; it returns the exit report.
-func run(argv []string, nfds int, control bool, out *frameWriter) Exit {
+func run(argv []string, nfds int, control, merged bool, out *frameWriter) Exit {
 	stdin := os.Stdin
 	var stdinW *os.File
 	if control {
@@ -91,7 +92,7 @@ func run(argv []string, nfds int, control bool, out *frameWriter) Exit {
 		}
 		stdin, stdinW = r, w
 	}
-	spec := command{Argv: argv, Env: os.Environ(), NFDs: nfds, Stdin: stdin}
+	spec := command{Argv: argv, Env: os.Environ(), NFDs: nfds, Merged: merged, Stdin: stdin}
 	return runCommand(spec, out.frame, func(pgid int) {
 		if control {
 			stdin.Close() // the command has its copy
@@ -106,6 +107,9 @@ type command struct {
 	Env  []string // the whole environment; PATH in it finds Argv[0]
 	Dir  string   // "" is the helper's own
 	NFDs int      // extra output descriptors 3, 4, ...
+	// Merged: stdout and stderr are one pipe, relayed as KindStdout, so
+	// their order is the order the command wrote them.
+	Merged bool
 	// Stdin is the command's stdin (nil: /dev/null); runCommand does not
 	// close it.
 	Stdin *os.File
@@ -133,6 +137,9 @@ func runCommand(c command, emit func(kind byte, p []byte) error, started func(pg
 	readers := make([]*os.File, n)
 	writers := make([]*os.File, n)
 	for i := range n {
+		if i == 1 && c.Merged {
+			continue // stderr shares stdout's pipe
+		}
 		r, w, err := os.Pipe()
 		if err != nil {
 			for k := range i {
@@ -142,6 +149,9 @@ func runCommand(c command, emit func(kind byte, p []byte) error, started func(pg
 			return Exit{Code: 125, Error: err.Error()}
 		}
 		readers[i], writers[i] = r, w
+	}
+	if c.Merged {
+		writers[1] = writers[0] // one descriptor: os/exec gives it as both 1 and 2
 	}
 	dir, moved := existingDir(c.Dir)
 	if moved {
@@ -189,6 +199,9 @@ func runCommand(c command, emit func(kind byte, p []byte) error, started func(pg
 
 	var wg sync.WaitGroup
 	for i, r := range readers {
+		if r == nil {
+			continue // merged stderr
+		}
 		kind := byte(i + 1) // 1 stdout, 2 stderr, 3... extra descriptors
 		wg.Add(1)
 		go func() {

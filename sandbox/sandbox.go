@@ -161,7 +161,10 @@ type Request struct {
 	LayerDir string
 	// Stdin, Stdout and Stderr are the command's standard streams; nil means
 	// /dev/null. An *os.File is passed to the sandbox as is, so a terminal
-	// stays a terminal.
+	// stays a terminal. When Stdout and Stderr are the same writer
+	// (SameWriter), the command gets one pipe for both, as os/exec gives
+	// it, so what it wrote to either arrives in the order it was written;
+	// every backend keeps that promise.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	// TTY is set when Stdin is the slave side of a pseudo-terminal that
@@ -295,4 +298,18 @@ type Layout interface {
 	// WritableRoots are the paths inside the sandbox that commands of req
 	// may write, as the file server judges a write's real target.
 	WritableRoots(req *Request) []string
+}
+
+// SameWriter reports whether a and b are the same writer, as os/exec
+// decides whether a command's stdout and stderr share one pipe: equal
+// interface values of a comparable type (an uncomparable type is never
+// the same). A Request whose Stdout and Stderr are the same writer gets
+// the command's output as one stream in write order.
+func SameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a != nil && a == b
 }

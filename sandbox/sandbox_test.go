@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -182,3 +184,23 @@ func TestLimitNames(t *testing.T) {
 		})
 	}
 }
+
+func TestSameWriter(t *testing.T) {
+	var a, b bytes.Buffer
+	f := func(p []byte) (int, error) { return len(p), nil }
+	for _, tc := range []struct {
+		x, y io.Writer
+		same bool
+	}{
+		{&a, &a, true}, {&a, &b, false}, {nil, nil, false}, {&a, nil, false},
+		{writerFunc(f), writerFunc(f), false}, // uncomparable: not the same, no panic
+	} {
+		if got := SameWriter(tc.x, tc.y); got != tc.same {
+			t.Errorf("SameWriter(%T, %T) = %v", tc.x, tc.y, got)
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/corralhq/corral/backend/bwrap"
 	"github.com/corralhq/corral/internal/dockertest"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -134,6 +135,20 @@ func TestShellErrorsAreBash(t *testing.T) {
 	if (r.Output.Text != "bash\nbash: corral-no-such-command: command not found\n" &&
 		r.Output.Text != "bash\nbash: line 3: corral-no-such-command: command not found\n") || r.ExitCode != 127 {
 		t.Errorf("got %d %q", r.ExitCode, r.Output.Text)
+	}
+}
+
+// TestOutputOrder: what a command wrote to stdout and stderr reaches the
+// agent in the order it was written, under the memory limit too (whose
+// stderr tail once split the one pipe in two), and with both cores busy
+// (CI runs this package under load).
+func TestOutputOrder(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("s")
+	for range 3 {
+		if r := f.exec(s, testkit.OrderScript); r.Output.Text != testkit.OrderWant() || r.ExitCode != 0 {
+			t.Fatalf("exit %d, output out of order:\n%.600q", r.ExitCode, r.Output.Text)
+		}
 	}
 }
 

@@ -199,18 +199,6 @@ func (h *startHold) release(keep bool) {
 	h.held, h.done = nil, true
 }
 
-// sameWriter reports whether a and b are the same writer, as os/exec
-// decides whether stdout and stderr share a pipe (an uncomparable type is
-// not the same).
-func sameWriter(a, b io.Writer) (same bool) {
-	defer func() {
-		if recover() != nil {
-			same = false
-		}
-	}()
-	return a != nil && a == b
-}
-
 // stdinRewinder returns a function that puts req.Stdin back where it was
 // now, for another attempt, or nil when it cannot be: os/exec copies a
 // reader that is not a file into the sandbox's stdin pipe at once, so a

@@ -125,23 +125,3 @@ func TestStdinRewinder(t *testing.T) {
 		t.Error("no stdin, or a file, needs no rewinding")
 	}
 }
-
-func TestSameWriter(t *testing.T) {
-	var a, b bytes.Buffer
-	f := func(p []byte) (int, error) { return len(p), nil }
-	for _, tc := range []struct {
-		x, y io.Writer
-		same bool
-	}{
-		{&a, &a, true}, {&a, &b, false}, {nil, nil, false}, {&a, nil, false},
-		{writerFunc(f), writerFunc(f), false}, // uncomparable: not the same, no panic
-	} {
-		if got := sameWriter(tc.x, tc.y); got != tc.same {
-			t.Errorf("sameWriter(%T, %T) = %v", tc.x, tc.y, got)
-		}
-	}
-}
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -444,7 +444,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		if hold != nil {
 			r := *req
 			r.Stderr = hold
-			if _, file := req.Stdout.(*os.File); !file && sameWriter(req.Stdout, req.Stderr) {
+			if _, file := req.Stdout.(*os.File); !file && sandbox.SameWriter(req.Stdout, req.Stderr) {
 				// os/exec gives one writer one pipe: keep the command's
 				// stdout and stderr the same pipe, in order.
 				r.Stdout = hold

@@ -201,9 +201,16 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 			// is passed through untouched so it stays a terminal.
 			if f, ok := req.Stderr.(*os.File); !ok || !isTerminal(f) {
 				sb.tail = &tailBuffer{max: 8 << 10}
-				if req.Stderr != nil {
+				switch {
+				case sandbox.SameWriter(req.Stdout, req.Stderr):
+					// One writer for both keeps them one pipe, in the
+					// order the command wrote them (the tail then holds
+					// stdout too, which the limit messages tolerate).
+					w := io.MultiWriter(req.Stderr, sb.tail)
+					cmd.Stdout, cmd.Stderr = w, w
+				case req.Stderr != nil:
 					cmd.Stderr = io.MultiWriter(req.Stderr, sb.tail)
-				} else {
+				default:
 					cmd.Stderr = sb.tail
 				}
 			}

@@ -161,6 +161,9 @@ func (b *Backend) startRelay(ctx context.Context, cli *client.Client, c *ctr, re
 	if c.denyUnix {
 		cmd = append(cmd, "--deny-unix")
 	}
+	if sandbox.SameWriter(req.Stdout, req.Stderr) {
+		cmd = append(cmd, "--merged")
+	}
 	cmd = append(append(cmd, "--"), req.Argv...)
 	cr, err := cli.ExecCreate(ctx, c.id, client.ExecCreateOptions{
 		User: req.User, AttachStdin: true, AttachStdout: true, AttachStderr: true,

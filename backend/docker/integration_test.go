@@ -21,6 +21,7 @@ import (
 
 	"github.com/corralhq/corral/internal/dockertest"
 	"github.com/corralhq/corral/internal/envsecrets"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -52,6 +53,18 @@ func TestRunBasics(t *testing.T) {
 	}
 	if res, _ := f.run("s1", "no-such-program"); res.ExitCode != 127 {
 		t.Errorf("missing program: exit %d, want 127", res.ExitCode)
+	}
+}
+
+// TestOutputOrder: one writer for stdout and stderr gets them in the order
+// the command wrote them (one pipe in the container: the helper's
+// Merged/--merged), on the agent's channel and a relay alike.
+func TestOutputOrder(t *testing.T) {
+	f := newFixture(t, nil)
+	for range 3 {
+		if res, out := f.run("s1", testkit.OrderScript); res.ExitCode != 0 || out != testkit.OrderWant() {
+			t.Fatalf("exit %d, output out of order:\n%.600q", res.ExitCode, out)
+		}
 	}
 }
 

@@ -282,6 +282,20 @@ func TestSessionOnKubernetes(t *testing.T) {
 // TestCancelAndExitCodes: exit statuses come back, cancellation ends the
 // command, and a bad setting is refused naming its key before anything is
 // made.
+// TestOutputOrder: one writer for stdout and stderr gets them in the order
+// the command wrote them (one pipe in the pod).
+func TestOutputOrder(t *testing.T) {
+	k := newKube(t)
+	var both bytes.Buffer
+	for range 3 {
+		both.Reset()
+		_, _, res := k.run("order", testkit.OrderScript, func(r *sandbox.Request) { r.Stdout, r.Stderr = &both, &both })
+		if res.ExitCode != 0 || both.String() != testkit.OrderWant() {
+			t.Fatalf("exit %d, output out of order:\n%.600q", res.ExitCode, both.String())
+		}
+	}
+}
+
 func TestCancelAndExitCodes(t *testing.T) {
 	k := newKube(t)
 	sess := "codes-" + strconv.Itoa(os.Getpid())

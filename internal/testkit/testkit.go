@@ -1,8 +1,9 @@
 // Package testkit holds small helpers that tests of several packages
 // share: a hash of a directory tree (to prove a host tree unchanged), a
 // buffer that collects log records written from many goroutines, and a
-// JDK with a trust store of its own (the bwrap and docker Java tests) and
-// random letters and digits for the secrets tests' real values.
+// JDK with a trust store of its own (the bwrap and docker Java tests),
+// random letters and digits for the secrets tests' real values, and a
+// command whose stdout and stderr must arrive in the order written.
 package testkit
 
 import (
