@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,11 +16,11 @@ import (
 )
 
 // TestRealJob is the product's main job end to end: an MCP client that
-// knows nothing of corral copies a real Go module into a workspace and,
+// knows nothing of corral has a Go module with tests in its workspace and,
 // through corral's tools alone, under the workspace profile (no network,
-// the module cache bound read-only), builds it, runs its tests, breaks a
-// function with edit_file, finds it with search_files, sees the tests fail,
-// mends it and sees them pass.
+// the module's dependency bound read-only from outside the workspace),
+// builds it, runs its tests, finds a function with search_files, breaks it
+// with edit_file, sees the tests fail, mends it and sees them pass.
 func TestRealJob(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the end-to-end job in -short mode")
@@ -36,33 +35,24 @@ func TestRealJob(t *testing.T) {
 		}
 	}
 	corral := buildCorral(t)
-	// The module: spf13/pflag, a dependency of corral itself, so it is in
-	// the module cache of every machine that built corral.
-	modcache := os.Getenv("GOMODCACHE")
-	if modcache == "" {
-		out, err := exec.Command(goBin, "env", "GOMODCACHE").Output()
-		if err != nil {
-			t.Skipf("go env GOMODCACHE: %v", err)
-		}
-		modcache = strings.TrimSpace(string(out))
-	}
-	src := filepath.Join(modcache, "github.com", "spf13", "pflag@v1.0.9")
-	if _, err := os.Stat(src); err != nil {
-		t.Skipf("module not in the module cache here (%v); CI builds corral first, which fetches it", err)
-	}
+	// The job's modules are made here, so the test needs nothing an earlier
+	// build left in a module cache: a module with tests in the workspace,
+	// and a module it requires, kept outside the workspace and bound
+	// read-only, as a dependency cache is.
 	base := testDir(t)
 	work := filepath.Join(base, "work")
-	copyTree(t, src, filepath.Join(work, "pflag"))
-	// A module cache of its own holding just that module, bound read-only:
-	// the machine's whole cache grows past what corral's bind policy scans
-	// for sockets (it refuses such a bind), and its size is the machine's.
-	modcache = filepath.Join(base, "modcache")
-	copyTree(t, src, filepath.Join(modcache, "github.com", "spf13", "pflag@v1.0.9"))
+	deps := filepath.Join(base, "deps")
+	writeTree(t, filepath.Join(deps, "units"), realJobUnits)
+	job := map[string]string{}
+	for name, text := range realJobShapes {
+		job[name] = strings.ReplaceAll(text, "@DEPS@", filepath.Join(deps, "units"))
+	}
+	writeTree(t, filepath.Join(work, "shapes"), job)
 
 	env := append(os.Environ(),
 		"CORRAL_PROFILE=workspace", "CORRAL_MEMORY_MB=0", "CORRAL_CPU_SECONDS=0", "CORRAL_MAX_PROCS=1024",
 		"CORRAL_TIMEOUT=10m", "CORRAL_APPROVAL=off",
-		fmt.Sprintf(`CORRAL_BINDS=[{"src":%q}]`, modcache),
+		fmt.Sprintf(`CORRAL_BINDS=[{"src":%q}]`, deps),
 		"XDG_STATE_HOME="+filepath.Join(base, "state"), "XDG_CONFIG_HOME="+filepath.Join(base, "config"))
 	cmd := exec.Command(corral, "mcp", "--session", "real-job")
 	cmd.Dir, cmd.Env = work, env
@@ -118,31 +108,29 @@ func TestRealJob(t *testing.T) {
 	}
 
 	goDir := filepath.Dir(goBin)
-	if out, code := bash("cd pflag && export PATH=" + goDir + ":$PATH GOMODCACHE=" + modcache + " GOCACHE=$TMPDIR/gocache GOFLAGS=-mod=mod GOTOOLCHAIN=local GOPROXY=off && go build ./... && echo BUILD-OK"); code != 0 || !strings.Contains(out, "BUILD-OK") {
+	if out, code := bash("cd shapes && export PATH=" + goDir + ":$PATH GOCACHE=$TMPDIR/gocache GOFLAGS=-mod=mod GOTOOLCHAIN=local GOPROXY=off && go build ./... && echo BUILD-OK"); code != 0 || !strings.Contains(out, "BUILD-OK") {
 		t.Fatalf("go build: exit %d\n%s", code, out)
 	}
 	if out, code := bash("go test ./... > $TMPDIR/test.log 2>&1; s=$?; tail -5 $TMPDIR/test.log; exit $s"); !strings.Contains(out, "ok") || code != 0 {
 		t.Fatalf("go test: exit %d\n%s", code, out)
 	}
 	// Find the function with search_files, break it with edit_file.
-	out, isErr := call("search_files", map[string]any{"pattern": `^func \(b \*boolValue\) String\(\)`, "glob": "*.go"})
-	if isErr || !strings.Contains(out, "bool.go:") {
+	out, isErr := call("search_files", map[string]any{"pattern": `^func \(r Rect\) Area\(\)`, "glob": "*.go"})
+	if isErr || !strings.Contains(out, "shapes.go:") {
 		t.Fatalf("search_files: %s", out)
 	}
-	out, isErr = call("read_file", map[string]any{"path": "bool.go", "offset": 1, "limit": 80})
-	if isErr || !strings.Contains(out, "func (b *boolValue) String() string") {
-		// pflag names the receiver b; read it to edit exactly.
-		t.Logf("read_file bool.go:\n%.2000s", out)
+	old := "func (r Rect) Area() units.Area { return units.Area(r.W * r.H) }"
+	if out, isErr = call("read_file", map[string]any{"path": "shapes.go", "offset": 1, "limit": 80}); isErr || !strings.Contains(out, old) {
+		t.Fatalf("read_file shapes.go:\n%.2000s", out)
 	}
-	old := "func (b *boolValue) String() string { return strconv.FormatBool(bool(*b)) }"
-	broken := "func (b *boolValue) String() string { return \"broken\" }"
-	if out, isErr = call("edit_file", map[string]any{"path": "bool.go", "old_string": old, "new_string": broken}); isErr {
+	broken := "func (r Rect) Area() units.Area { return units.Area(r.W + r.H) }"
+	if out, isErr = call("edit_file", map[string]any{"path": "shapes.go", "old_string": old, "new_string": broken}); isErr {
 		t.Fatalf("edit_file: %s", out)
 	}
 	if out, code := bash("go test ./... > $TMPDIR/test.log 2>&1; s=$?; tail -5 $TMPDIR/test.log; exit $s"); code == 0 || !strings.Contains(out, "FAIL") {
 		t.Fatalf("go test after breaking String: exit %d\n%s", code, out)
 	}
-	if out, isErr = call("edit_file", map[string]any{"path": "bool.go", "old_string": broken, "new_string": old}); isErr {
+	if out, isErr = call("edit_file", map[string]any{"path": "shapes.go", "old_string": broken, "new_string": old}); isErr {
 		t.Fatalf("edit_file back: %s", out)
 	}
 	if out, code := bash("go test ./... > $TMPDIR/test.log 2>&1; s=$?; tail -5 $TMPDIR/test.log; exit $s"); code != 0 || !strings.Contains(out, "ok") {
@@ -184,25 +172,80 @@ func testDir(t *testing.T) string {
 	return d
 }
 
-// copyTree copies a module out of the (read-only) module cache.
-func copyTree(t *testing.T, src, dst string) {
+// writeTree writes files (name -> text) under dir.
+func writeTree(t *testing.T, dir string, files map[string]string) {
 	t.Helper()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	for name, text := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
 		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
 		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, data, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
+}
+
+// realJobUnits is the dependency: a module of its own, outside the
+// workspace.
+var realJobUnits = map[string]string{
+	"go.mod": "module example.com/units\n\ngo 1.22\n",
+	"units.go": `// Package units names the quantities shapes measure.
+package units
+
+import "strconv"
+
+// Area is a surface in square units.
+type Area float64
+
+// String prints the area with its unit.
+func (a Area) String() string { return strconv.FormatFloat(float64(a), 'f', -1, 64) + " sq" }
+`,
+}
+
+// realJobShapes is the workspace's module; @DEPS@ becomes the directory
+// of realJobUnits.
+var realJobShapes = map[string]string{
+	"go.mod": "module example.com/shapes\n\ngo 1.22\n\nrequire example.com/units v0.0.0\n\nreplace example.com/units => @DEPS@\n",
+	"shapes.go": `// Package shapes measures plane figures.
+package shapes
+
+import (
+	"math"
+
+	"example.com/units"
+)
+
+// Rect is a rectangle W wide and H high.
+type Rect struct{ W, H float64 }
+
+// Area of the rectangle.
+func (r Rect) Area() units.Area { return units.Area(r.W * r.H) }
+
+// Circle is a circle of radius R.
+type Circle struct{ R float64 }
+
+// Area of the circle.
+func (c Circle) Area() units.Area { return units.Area(math.Pi * c.R * c.R) }
+`,
+	"shapes_test.go": `package shapes
+
+import "testing"
+
+func TestArea(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		got  string
+		want string
+	}{
+		{"rect", Rect{W: 3, H: 4}.Area().String(), "12 sq"},
+		{"square", Rect{W: 2, H: 2}.Area().String(), "4 sq"},
+		{"unit circle", Circle{R: 1}.Area().String(), "3.141592653589793 sq"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.name, tc.got, tc.want)
+		}
+	}
+}
+`,
 }
