@@ -172,17 +172,25 @@ func TestBwrapI386(t *testing.T) {
 	bwrap := requireBwrap(t)
 	exe := selfExe(t)
 	out, stderr, err := bwrapRun(t, bwrap, nil, []string{helperEnv + "=i386"}, exe)
+	f, ferr := File(Options{})
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	defer f.Close()
 	if err != nil {
-		t.Skipf("i386 calls do not work here without a filter (kernel without IA-32 emulation, or ia32_emulation=off): %v: %s", err, firstLine(stderr))
+		// The kernel refuses 32-bit calls itself (no IA-32 emulation, or
+		// ia32_emulation=off): the route is closed before the filter, and
+		// none may get through with it either (its rule for a foreign
+		// architecture is run against its BPF in bpf_test.go).
+		if out, _, ferr := bwrapRun(t, bwrap, f, []string{helperEnv + "=i386"}, exe); ferr == nil {
+			t.Fatalf("filtered i386 call succeeded: %s", out)
+		}
+		t.Logf("this kernel refuses i386 calls without a filter (%v: %s)", err, firstLine(stderr))
+		return
 	}
 	if rep := parseReport(t, out); rep.I386 == nil || *rep.I386 <= 0 {
 		t.Fatalf("unfiltered i386 getpid: %s", out)
 	}
-	f, err := File(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	out, stderr, err = bwrapRun(t, bwrap, f, []string{helperEnv + "=i386"}, exe)
 	// bwrap's pid 1 reports a child killed by signal N as exit 128+N.
 	var ee *exec.ExitError

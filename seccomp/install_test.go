@@ -76,7 +76,16 @@ func TestInstallSurvivesExec(t *testing.T) {
 func TestInstallI386(t *testing.T) {
 	requireSandboxTest(t)
 	if out, err := runChild(t, "i386", Options{}); err != nil {
-		t.Skipf("i386 calls do not work here without a filter (kernel without IA-32 emulation, or ia32_emulation=off): %v %s", err, out)
+		// The kernel refuses 32-bit calls itself (no IA-32 emulation, or
+		// ia32_emulation=off): that route is closed before the filter.
+		// What is left to show is that a filtered process gets none
+		// through either; the filter's own rule for a foreign
+		// architecture is run against its BPF in bpf_test.go.
+		if out, err := runChild(t, "install-i386", Options{}); err == nil {
+			t.Fatalf("i386 call after Install succeeded: %s", out)
+		}
+		t.Logf("this kernel refuses i386 calls without a filter (%v %s)", err, out)
+		return
 	}
 	out, err := runChild(t, "install-i386", Options{})
 	var ee *exec.ExitError
