@@ -138,8 +138,11 @@ func pollUntil(d time.Duration, cond func() bool) bool {
 func TestServeUnderLoad(t *testing.T) {
 	const (
 		clients = 20
-		rounds  = 30 // bash and read_file calls per client, interleaved
-		cancels = 4  // clients that also cancel a running sleep
+		// bash and read_file calls per client, interleaved: enough for
+		// every client to overlap every other many times (the load
+		// benchmark, bench/mcpload, runs more).
+		rounds  = 12
+		cancels = 4 // clients that also cancel a running sleep
 	)
 	c := newCLIEnv(t, "profile: workspace\n")
 	// A timeout no loaded machine reaches: a command that ran must not be
