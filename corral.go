@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -511,14 +512,66 @@ func (h *Host) MCPServer(o MCPOptions) (*mcpserver.Server, error) {
 	})
 }
 
-// Version is corral's module version, or "dev" for a build from a
-// working tree.
-func Version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
+// BuildInfo is what the executable says of its own build, from
+// runtime/debug.ReadBuildInfo: the module version (set by `go install
+// module@version`), the VCS settings the go command stamps into a build
+// from a repository (-buildvcs, on by default there), and the toolchain.
+type BuildInfo struct {
+	// Version is the module version, or "dev" for a build from a working
+	// tree ("(devel)" to the go command) or with no build information.
+	Version string `json:"version"`
+	// Revision is the VCS commit (vcs.revision), "" when not stamped.
+	Revision string `json:"revision,omitempty"`
+	// Time is the commit's time (vcs.time, RFC 3339), "" when not stamped.
+	Time string `json:"time,omitempty"`
+	// Modified is set when the working tree had uncommitted changes
+	// (vcs.modified).
+	Modified bool `json:"modified,omitempty"`
+	// GoVersion is the toolchain that built it ("go1.26.8").
+	GoVersion string `json:"go_version"`
 }
+
+// Build returns the executable's BuildInfo.
+func Build() BuildInfo {
+	b := BuildInfo{Version: "dev", GoVersion: runtime.Version()}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return b
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		b.Version = v
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			b.Revision = s.Value
+		case "vcs.time":
+			b.Time = s.Value
+		case "vcs.modified":
+			b.Modified = s.Value == "true"
+		}
+	}
+	return b
+}
+
+// String is the version as one token: the module version, or for a dev
+// build "dev+" and the revision's first 12 hex digits (and "-dirty" for a
+// modified tree) when the build was stamped, as in serverInfo.
+func (b BuildInfo) String() string {
+	if b.Version != "dev" || b.Revision == "" {
+		return b.Version
+	}
+	s := "dev+" + b.Revision[:min(12, len(b.Revision))]
+	if b.Modified {
+		s += "-dirty"
+	}
+	return s
+}
+
+// Version is Build().String(): corral's module version, or "dev" (with
+// the VCS revision where the build has one) for a build from a working
+// tree.
+func Version() string { return Build().String() }
 
 // CloseLimit bounds how long Close waits for the sessions' background
 // sandboxes to end.

@@ -279,3 +279,24 @@ func TestHostKubernetes(t *testing.T) {
 		t.Errorf("unrouted session on %s", sp.Backend.Name())
 	}
 }
+
+func TestBuildInfoString(t *testing.T) {
+	rev := "0123456789abcdef0123456789abcdef01234567"
+	for _, tc := range []struct {
+		b    corral.BuildInfo
+		want string
+	}{
+		{corral.BuildInfo{Version: "v1.2.3", Revision: rev}, "v1.2.3"},
+		{corral.BuildInfo{Version: "dev"}, "dev"},
+		{corral.BuildInfo{Version: "dev", Revision: rev}, "dev+0123456789ab"},
+		{corral.BuildInfo{Version: "dev", Revision: rev, Modified: true}, "dev+0123456789ab-dirty"},
+		{corral.BuildInfo{Version: "dev", Revision: "abc"}, "dev+abc"},
+	} {
+		if got := tc.b.String(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.b, got, tc.want)
+		}
+	}
+	if b := corral.Build(); b.Version == "" || !strings.HasPrefix(b.GoVersion, "go") || corral.Version() != b.String() {
+		t.Errorf("Build() = %+v, Version() = %q", b, corral.Version())
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"github.com/corralhq/corral/reexec"
 	"io"
@@ -190,6 +191,17 @@ func TestStdioBinary(t *testing.T) {
 	var stderr syncBuffer
 	cs, _ := c.stdioClient(t, &stderr, "--session", "stdio-1")
 
+	// serverInfo names corral and its version, as `corral version --json`.
+	var build struct {
+		Version, Revision string
+		Modified          bool
+	}
+	if out, err := exec.Command(corral(t), "version", "--json").Output(); err != nil || json.Unmarshal(out, &build) != nil {
+		t.Errorf("corral version --json: %v %q", err, out)
+	} else if si := cs.InitializeResult().ServerInfo; si == nil || si.Name != ServerName || !strings.HasPrefix(si.Version, build.Version) ||
+		(build.Version == "dev" && build.Revision != "" && !strings.Contains(si.Version, build.Revision[:12])) {
+		t.Errorf("serverInfo %+v, build %+v", si, build)
+	}
 	instr := cs.InitializeResult().Instructions
 	for _, w := range []string{`"stdio-1"`, "under the workspace profile", "Working directory: " + c.work, "Network: none", "2048 MiB"} {
 		if !strings.Contains(instr, w) {

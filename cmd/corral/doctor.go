@@ -65,6 +65,8 @@ sandboxes and 1 when not, naming the fix.`,
 
 // doctorResult is the report `corral doctor` prints.
 type doctorResult struct {
+	// Corral is this executable's build (corral version --json).
+	Corral      corral.BuildInfo  `json:"corral"`
 	Ready       bool              `json:"ready"`
 	ConfigFile  string            `json:"config_file"`
 	ConfigError string            `json:"config_error,omitempty"`
@@ -116,7 +118,7 @@ type proxyCheck struct {
 }
 
 func doctorReport(c *cobra.Command, g *globalOptions, backend string) *doctorResult {
-	r := &doctorResult{StateDir: config.StateDir(), Root: os.Getuid() == 0}
+	r := &doctorResult{Corral: corral.Build(), StateDir: config.StateDir(), Root: os.Getuid() == 0}
 	// The file in use: --config, else $CORRAL_CONFIG, else the default
 	// (as `corral config path` says).
 	r.ConfigFile, _ = configPath(g)
@@ -226,6 +228,7 @@ func printDoctor(r *doctorResult) {
 		}
 		return "FAIL"
 	}
+	fmt.Printf("     %s\n", versionLine())
 	d := r.Bwrap
 	if d.Binary != nil {
 		fmt.Printf("%s bwrap %s at %s", ok(true), d.Binary.Version, d.Binary.Path)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+
+	"github.com/corralhq/corral"
 )
 
 // globalOptions are the flags every verb shares.
@@ -25,7 +27,9 @@ Exit status: the command's own status, 128+N when it died of signal N, and
 125 when corral itself failed (bad flags or settings, sandbox unavailable).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       corral.Version(),
 	}
+	root.SetVersionTemplate(versionLine() + "\n")
 	root.PersistentFlags().StringVar(&g.configPath, "config", "", "settings file (default: $XDG_CONFIG_HOME/corral/config.yaml; env CORRAL_CONFIG)")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn or error (logs go to stderr)")
 	root.AddCommand(
@@ -46,6 +50,7 @@ Exit status: the command's own status, 128+N when it died of signal N, and
 		newDiscardCmd(g),
 		newCpCmd(g),
 		newSyncCmd(g),
+		newVersionCmd(),
 	)
 	return root
 }
