@@ -247,7 +247,11 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	// The end of the output, for the reasons a failed command hit the
 	// sandbox's wall.
 	last := &tail.Buffer{}
-	if req.Stdout != nil || req.Stderr != nil {
+	if sandbox.SameWriter(req.Stdout, req.Stderr) {
+		// One writer stays one writer (one pipe: the order written).
+		w := teeTo(req.Stdout, last)
+		sreq.Stdout, sreq.Stderr = w, w
+	} else if req.Stdout != nil || req.Stderr != nil {
 		sreq.Stdout, sreq.Stderr = teeTo(req.Stdout, last), teeTo(req.Stderr, last)
 	} else {
 		limit := sp.OutputLimit

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -149,6 +150,32 @@ func TestOutputOrder(t *testing.T) {
 		if r := f.exec(s, testkit.OrderScript); r.Output.Text != testkit.OrderWant() || r.ExitCode != 0 {
 			t.Fatalf("exit %d, output out of order:\n%.600q", r.ExitCode, r.Output.Text)
 		}
+	}
+	// Streamed to one writer (corral run --session, progress).
+	var both bytes.Buffer
+	if r, err := s.Exec(context.Background(), ExecRequest{Command: testkit.OrderScript, Stdout: &both, Stderr: &both}); err != nil || r.ExitCode != 0 || both.String() != testkit.OrderWant() {
+		t.Fatalf("streamed: %v, output out of order:\n%.600q", err, both.String())
+	}
+	// A background process's output.
+	p, err := s.Start(StartRequest{Command: testkit.OrderScript})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	var got strings.Builder
+	for off := int64(0); ; {
+		c, err := s.Output(p.ID, off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.WriteString(c.Data)
+		if c.Next == off {
+			break
+		}
+		off = c.Next
+	}
+	if got.String() != testkit.OrderWant() {
+		t.Errorf("background output out of order:\n%.600q", got.String())
 	}
 }
 
