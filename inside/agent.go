@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,10 +93,15 @@ func ReadMux(r io.Reader, buf []byte) (kind byte, ch uint32, payload []byte, err
 // about to remove a container it started asks this first: another corral's
 // agent means the container is in use (corral exec joined it).
 func agentsMain(args []string) int {
-	except := -1
-	if len(args) == 2 && args[0] == "--except" {
-		if n, err := strconv.Atoi(args[1]); err == nil {
-			except = n
+	except, exceptOwner := -1, ""
+	for i := 0; i+1 < len(args); i += 2 {
+		switch args[i] {
+		case "--except":
+			if n, err := strconv.Atoi(args[i+1]); err == nil {
+				except = n
+			}
+		case "--except-owner":
+			exceptOwner = args[i+1]
 		}
 	}
 	ents, _ := os.ReadDir("/proc")
@@ -110,7 +116,7 @@ func agentsMain(args []string) int {
 			continue
 		}
 		argv := strings.Split(string(b), "\x00")
-		if len(argv) > 1 && argv[1] == ModeAgent {
+		if len(argv) > 1 && argv[1] == ModeAgent && (exceptOwner == "" || !slices.Contains(argv, exceptOwner)) {
 			n++
 		}
 	}
@@ -133,12 +139,14 @@ type agentChan struct {
 // filter with AF_UNIX sockets denied into itself (seccomp.Install), so
 // every command inherits it; if that fails it exits 125 and runs nothing.
 func agentMain(args []string) int {
-	for _, a := range args {
-		switch a {
-		case "--deny-unix":
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--deny-unix":
 			if err := seccomp.Install(seccomp.Options{DenyUnixSockets: true}); err != nil {
 				return fail(ModeAgent, fmt.Errorf("loading the syscall filter: %w", err))
 			}
+		case a == "--owner" && i+1 < len(args):
+			i++ // a mark in the agent's argv for ModeAgents, nothing more
 		default:
 			return fail(ModeAgent, fmt.Errorf("unknown argument %q", a))
 		}

@@ -20,7 +20,9 @@ func (e *Engine) agentFor(ctx context.Context, cli *client.Client, c *ctr) (*age
 	if a := c.agent; a != nil && a.Alive() {
 		return a, nil
 	}
-	cmd := []string{inside.Path, inside.ModeAgent}
+	// --owner marks the agent as this process's, so that othersInside
+	// never takes one of ours that is still ending for another corral's.
+	cmd := []string{inside.Path, inside.ModeAgent, "--owner", e.self.String()}
 	if c.denyUnix {
 		cmd = append(cmd, "--deny-unix")
 	}

@@ -348,6 +348,8 @@ func (e *Engine) remove(c *ctr, why string) {
 	if err != nil {
 		return
 	}
+	// The checks below get their own time: on a busy engine they must not
+	// use up the removal's.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if !c.owned && !c.ephemeral {
@@ -366,7 +368,9 @@ func (e *Engine) remove(c *ctr, why string) {
 		e.log.Info("docker.container.kept", "container", c.name, "key", c.key, "reason", "another corral runs commands in it")
 		return
 	}
-	if _, err := cli.ContainerRemove(ctx, c.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer rcancel()
+	if _, err := cli.ContainerRemove(rctx, c.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		e.log.Warn("docker.container.remove_failed", "container", c.name, "error", err)
 		return
 	}
@@ -379,7 +383,10 @@ func (e *Engine) othersInside(ctx context.Context, cli *client.Client, c *ctr) b
 	c.agentMu.Lock()
 	a := c.agent
 	c.agentMu.Unlock()
-	argv := []string{inside.Path, inside.ModeAgents}
+	// Every agent this process started, the current one and any whose
+	// stream broke but which is still ending, is its own, not another
+	// corral's (agentFor marks them with --owner).
+	argv := []string{inside.Path, inside.ModeAgents, "--except-owner", e.self.String()}
 	if a != nil {
 		pid := a.PID()
 		a.Close()
