@@ -87,9 +87,11 @@ func ReadMux(r io.Reader, buf []byte) (kind byte, ch uint32, payload []byte, err
 	return h[0], binary.BigEndian.Uint32(h[1:5]), buf, nil
 }
 
-// agentsMain is `__corral-agents [--except PID]`: it prints the number of
-// agents running in the container (processes whose argv[1] is ModeAgent,
-// read from /proc/PID/cmdline), leaving PID out. A corral process that is
+// agentsMain is `__corral-agents [--except PID] [--except-owner ID]`: it
+// prints the number of agents running in the container (processes whose
+// argv[1] is ModeAgent, read from /proc/PID/cmdline), leaving out PID and
+// every agent whose argv holds ID (agentMain's --owner mark: all agents of
+// one corral process, including one still ending). A corral process that is
 // about to remove a container it started asks this first: another corral's
 // agent means the container is in use (corral exec joined it).
 func agentsMain(args []string) int {

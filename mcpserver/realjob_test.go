@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/corralhq/corral/internal/toolfixture"
 )
 
 // TestRealJob is the product's main job end to end: an MCP client that
@@ -42,12 +44,12 @@ func TestRealJob(t *testing.T) {
 	base := testDir(t)
 	work := filepath.Join(base, "work")
 	deps := filepath.Join(base, "deps")
-	writeTree(t, filepath.Join(deps, "units"), realJobUnits)
+	toolfixture.Write(t, filepath.Join(deps, "units"), realJobUnits)
 	job := map[string]string{}
 	for name, text := range realJobShapes {
 		job[name] = strings.ReplaceAll(text, "@DEPS@", filepath.Join(deps, "units"))
 	}
-	writeTree(t, filepath.Join(work, "shapes"), job)
+	toolfixture.Write(t, filepath.Join(work, "shapes"), job)
 
 	env := append(os.Environ(),
 		"CORRAL_PROFILE=workspace", "CORRAL_MEMORY_MB=0", "CORRAL_CPU_SECONDS=0", "CORRAL_MAX_PROCS=1024",
@@ -170,20 +172,6 @@ func testDir(t *testing.T) string {
 	t.Cleanup(func() { os.RemoveAll(d) })
 	d, _ = filepath.EvalSymlinks(d)
 	return d
-}
-
-// writeTree writes files (name -> text) under dir.
-func writeTree(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, text := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // realJobUnits is the dependency: a module of its own, outside the

@@ -348,8 +348,6 @@ func (e *Engine) remove(c *ctr, why string) {
 	if err != nil {
 		return
 	}
-	// The checks below get their own time: on a busy engine they must not
-	// use up the removal's.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if !c.owned && !c.ephemeral {
@@ -368,6 +366,8 @@ func (e *Engine) remove(c *ctr, why string) {
 		e.log.Info("docker.container.kept", "container", c.name, "key", c.key, "reason", "another corral runs commands in it")
 		return
 	}
+	// The removal gets its own time: on a busy engine the checks above
+	// must not use it up.
 	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer rcancel()
 	if _, err := cli.ContainerRemove(rctx, c.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
