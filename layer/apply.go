@@ -13,11 +13,14 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corralhq/corral/handback"
 )
 
 // ApplyOptions tunes Apply.
@@ -34,6 +37,10 @@ type ApplyOptions struct {
 	// cannot merge stop the apply as without it, with their reasons in
 	// ApplyResult.Unmerged.
 	Merge bool
+	// IncludeRisky are paths (relative to Lower; a directory includes
+	// what lies below it) that package handback calls risky and that the
+	// person named to be applied anyway (the CLI's --include-risky).
+	IncludeRisky []string
 }
 
 // ApplyResult is what Apply did.
@@ -50,6 +57,11 @@ type ApplyResult struct {
 	// Unmerged says, for each conflict Merge tried and could not merge,
 	// why (ErrNoMergeBase, ErrMergeConflict, ErrIndexStaged).
 	Unmerged map[string]string
+	// Held are the selected changes Apply did not write because they are
+	// risky (GatePolicy: git hooks and configuration at any depth, shell
+	// start-up files, editor settings...) and not included, with why; they
+	// stay in the layer.
+	Held []handback.Risk
 }
 
 // ErrConflict means Lower changed, since the layer's base was recorded,
@@ -110,6 +122,18 @@ func Apply(l *Layer, paths []string, opts ApplyOptions) (ApplyResult, error) {
 		return res, err
 	}
 	chosen := choose(all, sel)
+	// What would run on the host stays in the layer unless named.
+	if res.Held, err = Risky(chosen, GatePolicy(opts.IncludeRisky), true); err != nil {
+		return res, err
+	}
+	if len(res.Held) > 0 {
+		held := map[string]bool{}
+		for _, r := range res.Held {
+			held[r.Path] = true
+		}
+		chosen = slices.DeleteFunc(chosen, func(ch Change) bool { return held[ch.Path] })
+		log.Warn("layer.apply.held", "lower", l.Lower, "paths", len(res.Held))
+	}
 	if len(chosen) == 0 {
 		return res, nil
 	}

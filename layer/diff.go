@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
+
+	"github.com/corralhq/corral/handback"
 )
 
 // DiffOptions says how Diff prints.
@@ -44,12 +46,40 @@ const contextLines = 3
 // repository gets one line saying how many of its files changed (the
 // commits are seen with git log inside the session; corral apply applies
 // them with the rest, or alone by naming the .git directory).
+//
+// What would make the host run code once applied (Risky: git hooks and
+// configuration at any depth, shell start-up files, editor settings...)
+// comes first: a list of the paths and why, in lines starting with "#"
+// (git apply skips them), then their patches, those inside git
+// directories included, then the rest. Paths are quoted as git quotes
+// them (handback.QuotePath), so no name can forge a line.
 func Diff(w io.Writer, changes []Change, opts DiffOptions) error {
 	bw := bufio.NewWriter(w)
-	var ps []patch
+	risks, err := Risky(changes, GatePolicy(nil), false)
+	if err != nil {
+		return err
+	}
+	risky := map[string]bool{}
+	if len(risks) > 0 {
+		fmt.Fprintf(bw, "# %d risky path%s: the host would run %s (corral apply holds %s back unless named with --include-risky PATH):\n",
+			len(risks), plural(len(risks)), itThem(len(risks)), itThem(len(risks)))
+		for _, r := range risks {
+			fmt.Fprintf(bw, "#   %s\n", r)
+			risky[r.Path] = true
+		}
+	}
+	var ps, first []patch
 	var repos []string
 	inRepo := map[string]int{}
 	for _, ch := range changes {
+		if risky[ch.Path] {
+			p, err := patches(ch)
+			if err != nil {
+				return err
+			}
+			first = append(first, p...)
+			continue
+		}
 		if repo, ok := gitDirOf(ch.Path); ok {
 			if inRepo[repo] == 0 {
 				repos = append(repos, repo)
@@ -63,7 +93,7 @@ func Diff(w io.Writer, changes []Change, opts DiffOptions) error {
 		}
 		ps = append(ps, p...)
 	}
-	ps = pairRenames(ps)
+	ps = append(first, pairRenames(ps)...)
 	if opts.Stat {
 		writeStat(bw, ps)
 	} else {
@@ -72,9 +102,17 @@ func Diff(w io.Writer, changes []Change, opts DiffOptions) error {
 		}
 	}
 	for _, r := range repos {
-		fmt.Fprintf(bw, "git directory %s: %d file%s changed (commits, objects, refs; see git log in the session; applied with the rest, or alone with corral apply %s)\n", r, inRepo[r], plural(inRepo[r]), r)
+		fmt.Fprintf(bw, "git directory %s: %d file%s changed (commits, objects, refs; see git log in the session; applied with the rest, or alone with corral apply %s)\n", handback.QuotePath(r), inRepo[r], plural(inRepo[r]), handback.QuotePath(r))
 	}
 	return bw.Flush()
+}
+
+// itThem is "it" for one, "them" for more.
+func itThem(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
 }
 
 // gitDirOf returns the git directory (a path ending in the component
@@ -270,7 +308,8 @@ func (p patch) write(w *bufio.Writer, color bool) {
 	if p.from != "" {
 		aPath = p.from
 	}
-	meta("diff --git a/%s b/%s", aPath, p.path)
+	q := handback.QuotePath
+	meta("diff --git %s %s", q("a/"+aPath), q("b/"+p.path))
 	switch {
 	case p.from != "":
 		// git's order: mode lines, then the similarity and the rename.
@@ -279,8 +318,8 @@ func (p patch) write(w *bufio.Writer, color bool) {
 			meta("new mode %s", gitMode(p.b))
 		}
 		meta("similarity index %d%%", p.similarity)
-		meta("rename from %s", p.from)
-		meta("rename to %s", p.path)
+		meta("rename from %s", q(p.from))
+		meta("rename to %s", q(p.path))
 	case p.a == nil:
 		meta("new file mode %s", gitMode(p.b))
 	case p.b == nil:
@@ -292,7 +331,7 @@ func (p patch) write(w *bufio.Writer, color bool) {
 	if p.modeOnly {
 		return
 	}
-	aName, bName := "a/"+aPath, "b/"+p.path
+	aName, bName := q("a/"+aPath), q("b/"+p.path)
 	if p.a == nil {
 		aName = "/dev/null"
 	}
@@ -347,15 +386,15 @@ func writeStat(w *bufio.Writer, ps []patch) {
 	}
 	var rows []row
 	for _, p := range ps {
-		if n := len(rows); n > 0 && rows[n-1].path == p.path {
+		if n := len(rows); n > 0 && rows[n-1].path == handback.QuotePath(p.path) {
 			r := &rows[n-1]
 			r.ins, r.del, r.bin = r.ins+p.ins, r.del+p.del, r.bin || p.binary
 			r.bS = p.bSize
 			continue
 		}
-		name := p.path
+		name := handback.QuotePath(p.path)
 		if p.from != "" {
-			name = p.from + " => " + p.path
+			name = handback.QuotePath(p.from) + " => " + name
 		}
 		rows = append(rows, row{name, p.ins, p.del, p.binary, p.aSize, p.bSize})
 	}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -307,14 +308,19 @@ func TestDiffSummarizesGitDirectories(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	if strings.Contains(out, "diff --git a/sub/.git/") || !strings.Contains(out, "git directory sub/.git: ") || !strings.Contains(out, "corral apply sub/.git") || !strings.Contains(out, "+++ b/mod.txt") {
+	// The new repository's configuration is risky: listed and shown
+	// first; its data is summed up; git init's sample hooks are data.
+	if !strings.HasPrefix(out, "# 1 risky path: ") || !strings.Contains(out, "#   sub/.git/config: git configuration") ||
+		!strings.Contains(out, "diff --git a/sub/.git/config b/sub/.git/config") || strings.Count(out, "diff --git a/sub/.git/") != 1 ||
+		strings.Index(out, "sub/.git/config b/") > strings.Index(out, "+++ b/mod.txt") ||
+		!strings.Contains(out, "git directory sub/.git: ") || !strings.Contains(out, "corral apply sub/.git") || !strings.Contains(out, "+++ b/mod.txt") {
 		t.Errorf("diff:\n%s", out)
 	}
 	b.Reset()
 	if err := Diff(&b, cs, DiffOptions{Stat: true}); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(b.String(), "sub/.git/") || !strings.Contains(b.String(), "git directory sub/.git: ") {
+	if strings.Count(b.String(), "sub/.git/") != 2 || !strings.Contains(b.String(), " sub/.git/config ") || !strings.Contains(b.String(), "git directory sub/.git: ") {
 		t.Errorf("stat:\n%s", b.String())
 	}
 }
@@ -434,5 +440,115 @@ func TestUsers(t *testing.T) {
 	done <- nil
 	if ps, _ := Users(l); len(ps) != 0 {
 		t.Errorf("users after the process ended: %+v", ps)
+	}
+}
+
+// TestApplyHoldsRisky: a repository the session made three levels down,
+// with an executable hook and core.fsmonitor in its configuration, a
+// .bashrc, a bare repository's hook and a .vscode task: diff lists them
+// first, apply writes everything else and holds them back in the layer,
+// and writes them only when named.
+func TestApplyHoldsRisky(t *testing.T) {
+	l := project(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is needed (apt-get install git)")
+	}
+	inOverlay(t, l, `git init -q a/b/c
+printf '#!/bin/sh\necho PWNED\n' > a/b/c/.git/hooks/pre-commit; chmod +x a/b/c/.git/hooks/pre-commit
+printf '[core]\n\tfsmonitor = echo PWNED\n' >> a/b/c/.git/config
+echo 'echo PWNED' > .bashrc
+git init -q --bare r.git; echo 'exit 0' > r.git/hooks/update
+mkdir .vscode; echo '{}' > .vscode/tasks.json
+echo ok > a/b/c/file.txt`)
+	cs, err := Changes(l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Diff(&b, cs, DiffOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	risky := []string{".bashrc", ".vscode/tasks.json", "a/b/c/.git/config", "a/b/c/.git/hooks/pre-commit", "r.git/config", "r.git/hooks/update"}
+	for _, p := range risky {
+		if !strings.Contains(out, "#   "+p+": ") {
+			t.Errorf("diff does not list %s first:\n%s", p, out)
+		}
+	}
+	res, err := Apply(l, nil, ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []string
+	for _, r := range res.Held {
+		held = append(held, r.Path)
+	}
+	if !slices.Equal(held, risky) {
+		t.Errorf("held %q, want %q", held, risky)
+	}
+	for _, p := range risky {
+		if _, err := os.Lstat(filepath.Join(l.Lower, p)); err == nil {
+			t.Errorf("%s was applied", p)
+		}
+	}
+	for _, p := range []string{"a/b/c/file.txt", "a/b/c/.git/HEAD", "a/b/c/.git/hooks/pre-commit.sample", "r.git/HEAD"} {
+		if _, err := os.Lstat(filepath.Join(l.Lower, p)); err != nil {
+			t.Errorf("%s was not applied: %v", p, err)
+		}
+	}
+	// git in the applied repository runs nothing of the session's.
+	cmd := exec.Command("git", "-C", filepath.Join(l.Lower, "a/b/c"), "status", "--short")
+	if o, err := cmd.CombinedOutput(); err != nil || strings.Contains(string(o), "PWNED") {
+		t.Errorf("git status in the applied repository: %v %s", err, o)
+	}
+	// Still in the layer, and applied when named.
+	res, err = Apply(l, nil, ApplyOptions{IncludeRisky: []string{"a/b/c/.git/hooks", ".bashrc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(res.Applied, "a/b/c/.git/hooks/pre-commit") || !slices.Contains(res.Applied, ".bashrc") || len(res.Held) != 4 {
+		t.Errorf("named: applied %q, held %v", res.Applied, res.Held)
+	}
+	if b, _ := os.ReadFile(filepath.Join(l.Lower, ".bashrc")); string(b) != "echo PWNED\n" {
+		t.Errorf(".bashrc %q", b)
+	}
+}
+
+// TestDiffQuotesNames: names with a newline, a tab, quotes, backslashes,
+// bytes of no encoding and a leading dash print as git prints them, so
+// none forges a line of the diff.
+func TestDiffQuotesNames(t *testing.T) {
+	l := project(t)
+	inOverlay(t, l, `mkdir "$(printf 'dir\n+++ b')"; echo x > "$(printf 'dir\n+++ b')/evil"
+echo x > "$(printf 'tab\there')"; echo x > 'quo"te'; echo x > 'back\slash'; echo x > "$(printf 'bad\377')"; echo x > ./-dash`)
+	cs, err := Changes(l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Diff(&b, cs, DiffOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, w := range []string{
+		`diff --git "a/dir\n+++ b/evil" "b/dir\n+++ b/evil"`, `+++ "b/dir\n+++ b/evil"`,
+		`diff --git "a/tab\there" "b/tab\there"`, `diff --git "a/quo\"te" "b/quo\"te"`,
+		`diff --git "a/back\\slash" "b/back\\slash"`, `diff --git "a/bad\377" "b/bad\377"`, "diff --git a/-dash b/-dash",
+	} {
+		if !strings.Contains(out, w+"\n") {
+			t.Errorf("diff lacks %s:\n%s", w, out)
+		}
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "+++ b/evil") || strings.HasPrefix(l, "+++ b\"") {
+			t.Errorf("a forged line: %q", l)
+		}
+	}
+	b.Reset()
+	if err := Diff(&b, cs, DiffOptions{Stat: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), ` "dir\n+++ b/evil" |`) {
+		t.Errorf("stat:\n%s", b.String())
 	}
 }

@@ -15,6 +15,13 @@
 // directory or symlink (devices, fifos, hard links), and, with
 // Options.Protected, a protected path of the workspace as the file tools
 // refuse it (sandbox.MatchProtectedIn).
+//
+// What comes out of a sandbox (Options.Top, Options.Gate) is checked
+// again on the host's side, whatever the far end's helper did: every
+// entry must lie at or below the top that was asked for, else the whole
+// archive is refused (handback.Within), and what handback's policy holds
+// back (git hooks and configuration at any depth, shell start-up files,
+// editor settings...) is not written but listed in Stats.Held.
 package transfer
 
 import (
@@ -28,11 +35,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/corralhq/corral/handback"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -143,6 +152,10 @@ type Stats struct {
 	Deleted []string `json:",omitempty"`
 	// SHA256 is the hash of the whole stream Unpack read (hex).
 	SHA256 string
+	// Held are the entries Options.Gate held back (not written, and
+	// never deleted), with why; an entry the destination already holds
+	// as it is (the same file, symlink or directory) is not listed.
+	Held []handback.Risk `json:",omitempty"`
 }
 
 // Options are what Unpack does besides writing the entries.
@@ -161,12 +174,23 @@ type Options struct {
 	// Protected are protected-path patterns relative to the root
 	// (sandbox.DefaultProtected for a workspace); nil refuses none.
 	Protected []string
+	// Keep are protected-path patterns that Delete never removes, while
+	// entries there are written (a person's own tree pushed into a
+	// workspace: its .git/config goes in, the workspace's hooks stay).
+	Keep []string `json:",omitempty"`
 	// Delete removes what lies in Dir but not in the archive, once the
 	// whole archive is written and its hash is WantSHA256 (required).
 	Delete bool
 	// WantSHA256, when set, is the hash the stream must have; a mismatch
 	// (a stream cut short) is an error and deletes nothing.
 	WantSHA256 string
+	// Gate, when set, is the host's policy for what a sandbox hands back
+	// (cp out, sync --pull): entries it calls risky and does not let
+	// through are held back (Stats.Held). Paths are checked relative to
+	// the root. It needs a seekable archive (a spooled one), read twice:
+	// whether a directory is a git directory depends on entries that
+	// may come later.
+	Gate *handback.Policy `json:",omitempty"`
 }
 
 // ErrHashMismatch is returned by Unpack when the stream's hash is not
@@ -259,11 +283,15 @@ func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 			return finish(err)
 		}
 	}
+	var types map[string]byte
 	if rs, ok := r.(io.ReadSeeker); ok && seekable(rs) {
-		if err := precheck(rs, rt, root, dir, o); err != nil {
+		if types, err = precheck(rs, rt, root, dir, o); err != nil {
 			return finish(err)
 		}
+	} else if o.Gate != nil {
+		return finish(errors.New("transfer: Gate needs a seekable archive"))
 	}
+	isGitDir := func(d string) bool { return gitDirIn(rt, types, d) }
 	if dir != "." {
 		if err := rt.MkdirAll(dir, 0o755); err != nil {
 			return finish(err)
@@ -291,6 +319,18 @@ func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 			return finish(err)
 		}
 		seen[rel] = true
+		if o.Gate != nil {
+			if why, ok := o.Gate.Check(rel, kindOf(hdr.Typeflag), isGitDir); !ok {
+				same, err := sameAsDisk(rt, rel, hdr, tr)
+				if err != nil {
+					return finish(err)
+				}
+				if !same {
+					st.Held = append(st.Held, handback.Risk{Path: rel, Why: why})
+				}
+				continue
+			}
+		}
 		mode := hdr.FileInfo().Mode() & keepMode
 		old, lerr := rt.Lstat(rel)
 		switch hdr.Typeflag {
@@ -359,7 +399,7 @@ func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 		_ = rt.Chtimes(d.rel, d.mtime, d.mtime)
 	}
 	if o.Delete {
-		st.Deleted, err = deleteUnseen(rt, root, dir, seen, o.Protected)
+		st.Deleted, err = deleteUnseen(rt, root, dir, seen, o, isGitDir)
 	}
 	return st, err
 }
@@ -371,6 +411,9 @@ func entryPath(hdr *tar.Header, dir string, o Options) (string, error) {
 		return "", fmt.Errorf("%w: archive entry %q: %s", ErrRefused, hdr.Name, why)
 	}
 	name := path.Clean(strings.TrimSuffix(hdr.Name, "/"))
+	if !handback.Within(name, o.Top) {
+		return "", fmt.Errorf("%w: archive entry %q lies outside %q, the top that was asked for (a forged helper's?)", ErrRefused, hdr.Name, o.Top)
+	}
 	if o.RenameFrom != "" {
 		if name == o.RenameFrom {
 			name = o.RenameTo
@@ -406,10 +449,12 @@ func seekable(rs io.ReadSeeker) bool {
 // archive that replaces a symlink with a directory is fine, one that makes
 // a symlink and then writes below it (a forged archive) is refused before
 // its first entry lands.
-func precheck(rs io.ReadSeeker, rt *os.Root, root, dir string, o Options) error {
+//
+// It returns the type of every path the archive holds (its last entry's).
+func precheck(rs io.ReadSeeker, rt *os.Root, root, dir string, o Options) (map[string]byte, error) {
 	start, err := rs.Seek(0, io.SeekCurrent)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	types := map[string]byte{}
 	tr := tar.NewReader(rs)
@@ -419,11 +464,11 @@ func precheck(rs io.ReadSeeker, rt *os.Root, root, dir string, o Options) error 
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("reading the archive: %w", err)
+			return nil, fmt.Errorf("reading the archive: %w", err)
 		}
 		rel, err := entryPath(hdr, dir, o)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		comps := strings.Split(rel, "/")
 		for i := 1; i < len(comps); i++ {
@@ -439,16 +484,16 @@ func precheck(rs io.ReadSeeker, rt *os.Root, root, dir string, o Options) error 
 				}
 			}
 			if t == tar.TypeSymlink {
-				return fmt.Errorf("%w: %s lies below the symlink %s: corral never writes through a symlink", ErrRefused, rel, p)
+				return nil, fmt.Errorf("%w: %s lies below the symlink %s: corral never writes through a symlink", ErrRefused, rel, p)
 			}
 		}
 		if err := protectedEntry(root, rel, hdr.Typeflag == tar.TypeDir, o); err != nil {
-			return err
+			return nil, err
 		}
 		types[rel] = hdr.Typeflag
 	}
 	_, err = rs.Seek(start, io.SeekStart)
-	return err
+	return types, err
 }
 
 // sortedNames returns the names in the directory rel of rt, sorted: an
@@ -478,7 +523,11 @@ type dirMode struct {
 // deleteUnseen removes, below dir of rt, what seen does not hold (deepest
 // first), never a protected path (nor the directories holding one) and
 // never through a symlink (a symlink is removed as itself).
-func deleteUnseen(rt *os.Root, root, dir string, seen map[string]bool, protected []string) ([]string, error) {
+//
+// With o.Gate, what it calls risky is not deleted either: a hand-back
+// that lacks the host's hook neither writes nor removes one.
+func deleteUnseen(rt *os.Root, root, dir string, seen map[string]bool, o Options, isGitDir func(string) bool) ([]string, error) {
+	protected := slices.Concat(o.Protected, o.Keep)
 	var gone []string
 	var walk func(rel string) error
 	walk = func(rel string) error {
@@ -494,6 +543,11 @@ func deleteUnseen(rt *os.Root, root, dir string, seen map[string]bool, protected
 			}
 			if len(protected) > 0 {
 				if _, ok := sandbox.MatchProtectedIn(root, c, fi.IsDir(), protected); ok {
+					continue
+				}
+			}
+			if o.Gate != nil {
+				if why, _ := o.Gate.Check(c, kindOfMode(fi.Mode()), isGitDir); why != "" {
 					continue
 				}
 			}
@@ -554,4 +608,89 @@ func noSymlinkIn(rt *os.Root, rel string, self bool) error {
 		}
 	}
 	return nil
+}
+
+// kindOf is a tar entry's kind for handback.
+func kindOf(typ byte) handback.Kind {
+	switch typ {
+	case tar.TypeReg:
+		return handback.File
+	case tar.TypeDir:
+		return handback.Dir
+	case tar.TypeSymlink:
+		return handback.Symlink
+	}
+	return handback.Other
+}
+
+// kindOfMode is a file's kind for handback.
+func kindOfMode(m fs.FileMode) handback.Kind {
+	switch {
+	case m.IsRegular():
+		return handback.File
+	case m.IsDir():
+		return handback.Dir
+	case m&fs.ModeSymlink != 0:
+		return handback.Symlink
+	}
+	return handback.Other
+}
+
+// gitDirIn reports whether the directory d (relative to rt) is a git
+// directory once the archive is written: HEAD, and objects/ and refs/ or
+// commondir (git's is_git_directory), each as the archive has it, else
+// as the disk does.
+func gitDirIn(rt *os.Root, types map[string]byte, d string) bool {
+	has := func(name string, want byte) bool {
+		p := path.Join(d, name)
+		if t, ok := types[p]; ok {
+			return t == want
+		}
+		fi, err := rt.Lstat(p)
+		if err != nil {
+			return false
+		}
+		return want == tar.TypeDir && fi.IsDir() || want == tar.TypeReg && fi.Mode().IsRegular()
+	}
+	return has("HEAD", tar.TypeReg) && (has("objects", tar.TypeDir) && has("refs", tar.TypeDir) || has("commondir", tar.TypeReg))
+}
+
+// sameAsDisk reports whether the destination already holds what hdr (and,
+// for a file, the body tr reads) would write at rel: a directory, a
+// symlink to the same target, or a file with the same bytes. It reads the
+// body to its end and the file at most as far (a constant amount of
+// memory, whatever the sizes).
+func sameAsDisk(rt *os.Root, rel string, hdr *tar.Header, tr io.Reader) (bool, error) {
+	fi, err := rt.Lstat(rel)
+	if err != nil {
+		return false, nil
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		return fi.IsDir(), nil
+	case tar.TypeSymlink:
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			return false, nil
+		}
+		t, err := rt.Readlink(rel)
+		return err == nil && t == hdr.Linkname, nil
+	case tar.TypeReg:
+		if !fi.Mode().IsRegular() || fi.Size() != hdr.Size {
+			return false, nil
+		}
+		f, err := rt.OpenFile(rel, os.O_RDONLY|noFollow, 0)
+		if err != nil {
+			return false, nil
+		}
+		defer f.Close()
+		a, b := sha256.New(), sha256.New()
+		if _, err := io.Copy(a, tr); err != nil {
+			return false, fmt.Errorf("reading the archive: %w", err)
+		}
+		if _, err := io.Copy(b, io.LimitReader(f, hdr.Size+1)); err != nil {
+			return false, nil
+		}
+		return string(a.Sum(nil)) == string(b.Sum(nil)), nil
+	}
+	return false, nil
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corralhq/corral/handback"
 	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -235,5 +236,145 @@ func TestUnpackFromPipe(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(ws, "d/f")); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestOutsideTop: a forged helper's archive for `corral cp S:out DEST`
+// that holds entries beside out/ (a sibling file, a .bashrc, a .git/hooks
+// of DEST's parent) is refused whole, before anything is written, both
+// when DEST is new (renamed) and when it is an existing directory.
+func TestOutsideTop(t *testing.T) {
+	reg := func(n string) *tar.Header { return &tar.Header{Name: n, Typeflag: tar.TypeReg} }
+	for _, extra := range []*tar.Header{reg("sibling.txt"), reg(".bashrc"), reg("outx/y"), {Name: ".git/hooks/", Typeflag: tar.TypeDir}} {
+		for _, existing := range []bool{false, true} {
+			parent := t.TempDir()
+			os.WriteFile(filepath.Join(parent, ".bashrc"), []byte("mine"), 0o644)
+			if existing {
+				os.Mkdir(filepath.Join(parent, "dest"), 0o755)
+			}
+			before := listing(t, parent)
+			ar := tarOf(t, &tar.Header{Name: "out/", Typeflag: tar.TypeDir, Mode: 0o755}, reg("out/a"), extra, reg("out/b"))
+			_, err := Unpack(bytes.NewReader(ar), parent, Options{Dest: "dest", Top: "out", Gate: &handback.Policy{}})
+			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "outside") {
+				t.Errorf("%s (existing %v): err %v", extra.Name, existing, err)
+			}
+			if after := listing(t, parent); !slices.Equal(before, after) {
+				t.Errorf("%s (existing %v): wrote %q", extra.Name, existing, after)
+			}
+			if b, _ := os.ReadFile(filepath.Join(parent, ".bashrc")); string(b) != "mine" {
+				t.Errorf(".bashrc is %q", b)
+			}
+		}
+	}
+}
+
+// TestGate: what the host's policy calls risky is held back and listed,
+// at any depth, in a git directory of another name that the archive makes,
+// unless included; what the destination already holds as it is goes
+// unlisted; with Delete, a risky path the archive lacks stays.
+func TestGate(t *testing.T) {
+	body := func(n, s string) (*tar.Header, string) {
+		return &tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(s))}, s
+	}
+	type ent struct {
+		h *tar.Header
+		s string
+	}
+	mk := func(es ...ent) []byte {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		for _, e := range es {
+			tw.WriteHeader(e.h)
+			tw.Write([]byte(e.s))
+		}
+		tw.Close()
+		return b.Bytes()
+	}
+	e := func(n, s string) ent { h, s := body(n, s); return ent{h, s} }
+	d := func(n string) ent { return ent{&tar.Header{Name: n + "/", Typeflag: tar.TypeDir, Mode: 0o755}, ""} }
+	ar := mk(
+		d("a"), d("a/b"), d("a/b/c"), d("a/b/c/.git"), d("a/b/c/.git/hooks"),
+		e("a/b/c/.git/hooks/pre-commit", "#!/bin/sh\necho PWNED\n"),
+		e("a/b/c/.git/config", "[core]\n\tfsmonitor = ./evil\n"),
+		e("a/b/c/.git/HEAD", "ref: refs/heads/main\n"),
+		e(".bashrc", "echo PWNED\n"),
+		e(".envrc", "echo PWNED\n"),
+		d(".vscode"), e(".vscode/tasks.json", "{}"),
+		// A bare repository the archive makes: its hooks are git's too.
+		d("r.git"), e("r.git/HEAD", "ref: refs/heads/main\n"), d("r.git/objects"), d("r.git/refs"), d("r.git/hooks"),
+		e("r.git/hooks/update", "#!/bin/sh\n"),
+		e(".gitattributes", "* filter=evil\n"),
+		e("src/main.go", "package main\n"),
+		e("same/.git/config", "[core]\n"),
+	)
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "same/.git"), 0o755)
+	os.WriteFile(filepath.Join(dir, "same/.git/config"), []byte("[core]\n"), 0o644)
+	os.MkdirAll(filepath.Join(dir, "keep/.git/hooks"), 0o755)
+	os.WriteFile(filepath.Join(dir, "keep/.git/hooks/post-checkout"), []byte("mine"), 0o755)
+	os.WriteFile(filepath.Join(dir, "gone.txt"), []byte("x"), 0o644)
+	os.Mkdir(filepath.Join(dir, "src"), 0o755)
+	st, err := Unpack(bytes.NewReader(ar), dir, Options{Dir: ".", Gate: &handback.Policy{Include: []string{".envrc"}}, Delete: true, WantSHA256: hashOf(ar)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []string
+	for _, r := range st.Held {
+		held = append(held, r.Path)
+	}
+	want := []string{"a/b/c/.git/hooks/pre-commit", "a/b/c/.git/config", ".bashrc", ".vscode/tasks.json", "r.git/hooks/update", ".gitattributes"}
+	if !slices.Equal(held, want) {
+		t.Errorf("held %q\nwant %q", held, want)
+	}
+	for _, p := range want {
+		if _, err := os.Lstat(filepath.Join(dir, p)); err == nil {
+			t.Errorf("%s was written", p)
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "a/b/c/.git/hooks")); err != nil || !fi.IsDir() {
+		t.Errorf("the hooks directory (harmless, empty) was not made: %v", err)
+	}
+	for _, p := range []string{".envrc", "src/main.go", "a/b/c/.git/HEAD", "r.git/HEAD", "keep/.git/hooks/post-checkout", "same/.git/config"} {
+		if _, err := os.Lstat(filepath.Join(dir, p)); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "gone.txt")); err == nil {
+		t.Error("Delete kept gone.txt")
+	}
+	// Included, the hook is written.
+	st, err = Unpack(bytes.NewReader(ar), dir, Options{Dir: ".", Gate: &handback.Policy{Include: []string{"a/b/c/.git/hooks", ".bashrc"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a/b/c/.git/hooks/pre-commit")); !strings.Contains(string(b), "PWNED") {
+		t.Errorf("an included hook was not written: %q", b)
+	}
+	if len(st.Held) != 4 {
+		t.Errorf("held %v", st.Held)
+	}
+	// A plain stream cannot be gated (the git directories are known
+	// only once the whole archive is read).
+	if _, err := Unpack(io.MultiReader(bytes.NewReader(ar)), t.TempDir(), Options{Gate: &handback.Policy{}}); err == nil || !strings.Contains(err.Error(), "seekable") {
+		t.Errorf("stream with a gate: %v", err)
+	}
+}
+
+// TestPushKeepsGit: a person's own tree pushed into a workspace takes its
+// .git (config and hooks) along; Delete never removes the workspace's
+// protected paths (Keep).
+func TestPushKeepsGit(t *testing.T) {
+	ar := tarOf(t, &tar.Header{Name: ".git/", Typeflag: tar.TypeDir, Mode: 0o755}, &tar.Header{Name: ".git/config", Typeflag: tar.TypeReg})
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, ".git/hooks"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".git/hooks/pre-commit"), []byte("x"), 0o755)
+	if _, err := Unpack(bytes.NewReader(ar), ws, Options{Dir: ".", Delete: true, WantSHA256: hashOf(ar), Keep: sandbox.DefaultProtected}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, ".git/config")); string(b) != "evil" {
+		t.Errorf(".git/config %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".git/hooks/pre-commit")); err != nil {
+		t.Errorf("Keep: %v", err)
 	}
 }

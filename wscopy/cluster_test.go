@@ -93,7 +93,7 @@ func TestKubernetesRoundTrip(t *testing.T) {
 	}
 	back := filepath.Join(dockertest.TestDir(t), "back")
 	t0 = time.Now()
-	if _, err := CopyOut(ctx, w, "in", back); err != nil {
+	if _, err := CopyOut(ctx, w, "in", back, Out{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("out: %s", time.Since(t0))
@@ -102,11 +102,11 @@ func TestKubernetesRoundTrip(t *testing.T) {
 	}
 	// sync: push the tree's sub directory with --delete (stale and in go),
 	// then pull the workspace back into an empty directory.
-	if res, err := Sync(ctx, w, filepath.Join(host, "src/sub"), false, true); err != nil || !slices.Contains(res.Deleted, "stale") || !slices.Contains(res.Deleted, "in") {
+	if res, err := Sync(ctx, w, filepath.Join(host, "src/sub"), false, true, Out{}); err != nil || !slices.Contains(res.Deleted, "stale") || !slices.Contains(res.Deleted, "in") {
 		t.Fatalf("sync --delete: %+v %v", res, err)
 	}
 	pulled := filepath.Join(dockertest.TestDir(t), "pulled")
-	if _, err := Sync(ctx, w, pulled, true, false); err != nil {
+	if _, err := Sync(ctx, w, pulled, true, false, Out{}); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := testkit.TreeHash(t, filepath.Join(host, "src/sub")), testkit.TreeHash(t, pulled); a != b {

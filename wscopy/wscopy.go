@@ -6,6 +6,14 @@
 // session's pod (inside.ModeUntar, inside.ModeTar), reached over an exec
 // stream and checked by SHA-256. Either way the same transfer.Unpack
 // writes the entries, so the same archives are refused.
+//
+// What comes back to the host (CopyOut, Sync with pull) is hostile input,
+// checked on the host's side whatever the pod's helper sent: every entry
+// must lie below the top that was asked for, and what package handback
+// calls risky (git hooks and configuration at any depth, shell start-up
+// files, editor settings...) is held back, listed in Result.Held, and
+// written only when named in Out.IncludeRisky. What goes in (CopyIn, Sync
+// without pull) is the person's own: a project's .git goes with it.
 package wscopy
 
 import (
@@ -19,6 +27,7 @@ import (
 	"strings"
 
 	"github.com/corralhq/corral/backend/kubernetes"
+	"github.com/corralhq/corral/handback"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/transfer"
 )
@@ -117,10 +126,23 @@ func spool() (*os.File, error) {
 	return f, nil
 }
 
+// Out is how a copy out of a workspace treats what handback calls risky.
+type Out struct {
+	// IncludeRisky are paths, as Result.Held shows them (relative to
+	// the destination's parent for CopyOut, to the directory for Sync),
+	// to write although risky; a directory includes what lies below it.
+	IncludeRisky []string
+}
+
+// gate is the host's policy for o.
+func (o Out) gate() *handback.Policy {
+	return &handback.Policy{Include: o.IncludeRisky}
+}
+
 // CopyIn copies the host's src (a file, symlink or directory) to dst in
 // the workspace, as cp -a does: into dst when it is a directory, else as
-// dst. Protected paths of the workspace are refused
-// (sandbox.DefaultProtected, as the file tools).
+// dst. It is the person's own tree: its .git, hooks and configuration
+// included, go in as they are.
 func CopyIn(ctx context.Context, w *Workspace, src, dst string) (Result, error) {
 	rel, err := w.Rel(dst)
 	if err != nil {
@@ -134,7 +156,7 @@ func CopyIn(ctx context.Context, w *Workspace, src, dst string) (Result, error) 
 		return Result{}, err
 	}
 	top := filepath.Base(abs)
-	o := transfer.Options{Dest: rel, Top: top, Protected: sandbox.DefaultProtected}
+	o := transfer.Options{Dest: rel, Top: top}
 	return push(ctx, w, filepath.Dir(abs), top, top, o)
 }
 
@@ -165,8 +187,11 @@ func push(ctx context.Context, w *Workspace, dir, src, top string, o transfer.Op
 
 // CopyOut copies src in the workspace to the host's dst: into dst when it
 // is a directory, else as dst. The workspace's symlinks come out as
-// symlinks; entries the host refuses (transfer.Unpack) stop it.
-func CopyOut(ctx context.Context, w *Workspace, src, dst string) (Result, error) {
+// symlinks; entries the host refuses (transfer.Unpack: outside the top
+// asked for, "..", absolute, below a symlink, hard links, devices) stop
+// it before anything is written; risky ones are held back (Result.Held)
+// unless o includes them.
+func CopyOut(ctx context.Context, w *Workspace, src, dst string, o Out) (Result, error) {
 	rel, err := w.Rel(src)
 	if err != nil {
 		return Result{}, err
@@ -179,7 +204,7 @@ func CopyOut(ctx context.Context, w *Workspace, src, dst string) (Result, error)
 	if err != nil {
 		return Result{}, err
 	}
-	return pull(ctx, w, rel, top, filepath.Dir(abs), transfer.Options{Dest: filepath.Base(abs), Top: top})
+	return pull(ctx, w, rel, top, filepath.Dir(abs), transfer.Options{Dest: filepath.Base(abs), Top: top, Gate: o.gate()})
 }
 
 // pull packs rel of the workspace (entries named top) and unpacks it
@@ -211,9 +236,10 @@ func pull(ctx context.Context, w *Workspace, rel, top, root string, o transfer.O
 
 // Sync makes the workspace's top hold the host directory dir's contents
 // (pull: the host directory the workspace's), deleting what the other
-// side lacks only with del. Protected paths of the workspace are neither
-// written nor deleted.
-func Sync(ctx context.Context, w *Workspace, dir string, pullBack, del bool) (Result, error) {
+// side lacks only with del. Pushing never deletes the workspace's
+// protected paths; pulling holds back what o does not include of the
+// risky paths, and never deletes one on the host.
+func Sync(ctx context.Context, w *Workspace, dir string, pullBack, del bool, o Out) (Result, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return Result{}, err
@@ -222,10 +248,10 @@ func Sync(ctx context.Context, w *Workspace, dir string, pullBack, del bool) (Re
 		if err := os.MkdirAll(abs, 0o755); err != nil {
 			return Result{}, err
 		}
-		return pull(ctx, w, ".", "", abs, transfer.Options{Dir: ".", Delete: del})
+		return pull(ctx, w, ".", "", abs, transfer.Options{Dir: ".", Delete: del, Gate: o.gate()})
 	}
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
 		return Result{}, fmt.Errorf("%s is not a directory", dir)
 	}
-	return push(ctx, w, abs, ".", "", transfer.Options{Dir: ".", Delete: del, Protected: sandbox.DefaultProtected})
+	return push(ctx, w, abs, ".", "", transfer.Options{Dir: ".", Delete: del, Keep: sandbox.DefaultProtected})
 }

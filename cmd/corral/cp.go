@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -10,6 +11,7 @@ import (
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/backend/kubernetes"
 	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/handback"
 	"github.com/corralhq/corral/mcpserver"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/wscopy"
@@ -17,6 +19,7 @@ import (
 
 func newCpCmd(g *globalOptions) *cobra.Command {
 	var sess string
+	var include []string
 	cmd := &cobra.Command{
 		Use:   "cp [--session NAME] SRC DST",
 		Short: "Copy files between the host and a session's workspace",
@@ -31,9 +34,17 @@ the host's (symlinks on the way to it are the host's own and followed).
 
 Modes and times are kept, symlinks are copied as symlinks and never
 followed; archive entries with "..", absolute names, entries below a
-symlink, hard links and devices are refused, and so are the workspace's
-protected paths. On kubernetes the files go through the session's pod
-(which lives as long as the corral that made it, such as corral mcp).
+symlink, hard links and devices are refused. On kubernetes the files go
+through the session's pod (which lives as long as the corral that made
+it, such as corral mcp).
+
+What comes out of a workspace is checked on the host: an entry outside
+the path asked for refuses the whole copy, and what would make the host
+run code when you use the project (git hooks and configuration at any
+depth, gitfiles, .gitattributes, .envrc, shell start-up files, .vscode,
+.idea and agents' settings, the protected paths) is held back: listed
+first, with why, and written only when named with --include-risky PATH
+(as listed; a directory includes what lies below it).
 
   corral cp ./src demo:src          # host ./src -> the workspace's src
   corral cp --session demo :out .   # the workspace's out -> ./out`,
@@ -57,22 +68,37 @@ protected paths. On kubernetes the files go through the session's pod
 			if dst.Session != "" {
 				res, err = wscopy.CopyIn(c.Context(), w, src.Path, dst.Path)
 			} else {
-				res, err = wscopy.CopyOut(c.Context(), w, src.Path, dst.Path)
+				res, err = wscopy.CopyOut(c.Context(), w, src.Path, dst.Path, wscopy.Out{IncludeRisky: include})
 			}
 			if err != nil {
 				return &exitError{Code: 1, Err: err}
 			}
+			printHeld(os.Stderr, "corral cp", res.Held)
 			fmt.Fprintf(os.Stderr, "corral cp: %d files (%d bytes), %d directories, %d symlinks -> %s\n", res.Files, res.Bytes, res.Dirs, res.Symlinks, res.Into)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&sess, "session", "", `the session of a :PATH argument (default: "dir:" + the working directory)`)
+	cmd.Flags().StringArrayVar(&include, "include-risky", nil, "write this held-back PATH too (as listed; repeatable)")
 	return cmd
+}
+
+// printHeld lists what a hand-back held back, with why and how to have
+// it written, before the command's summary.
+func printHeld(w io.Writer, cmd string, held []handback.Risk) {
+	if len(held) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%s: held back %d risky path%s (not written; to write one, name it with --include-risky PATH):\n", cmd, len(held), plural(len(held)))
+	for _, r := range held {
+		fmt.Fprintf(w, "  %s\n", r)
+	}
 }
 
 func newSyncCmd(g *globalOptions) *cobra.Command {
 	var sess string
 	var pull, del bool
+	var include []string
 	cmd := &cobra.Command{
 		Use:   "sync [--session NAME] [--pull] [--delete] DIR",
 		Short: "Push a directory into a session's workspace, or pull the workspace back",
@@ -81,7 +107,9 @@ session's workspace (its working directory), or with --pull the
 workspace's contents into DIR. Nothing is deleted unless --delete: then
 what the receiving side has and the sending side lacks is removed, once
 the whole stream has arrived intact (never the workspace's protected
-paths). The session is --session, by default the one corral mcp uses for
+paths). A pull is checked on the host as corral cp's way out is: risky
+paths are held back unless named with --include-risky PATH (relative
+to DIR), and never deleted. The session is --session, by default the one corral mcp uses for
 the current directory ("dir:" + its path). Same rules as corral cp
 otherwise. Note that DIR's contents land at the workspace's top, not in a
 directory named after DIR (corral cp ./DIR S:DIR copies the directory).`,
@@ -96,10 +124,11 @@ directory named after DIR (corral cp ./DIR S:DIR copies the directory).`,
 				return &exitError{Code: sandbox.ExitCorralError, Err: err}
 			}
 			defer closeWS()
-			res, err := wscopy.Sync(c.Context(), w, args[0], pull, del)
+			res, err := wscopy.Sync(c.Context(), w, args[0], pull, del, wscopy.Out{IncludeRisky: include})
 			if err != nil {
 				return &exitError{Code: 1, Err: err}
 			}
+			printHeld(os.Stderr, "corral sync", res.Held)
 			fmt.Fprintf(os.Stderr, "corral sync: %d files (%d bytes), %d directories, %d symlinks, %d deleted -> %s\n", res.Files, res.Bytes, res.Dirs, res.Symlinks, len(res.Deleted), res.Into)
 			return nil
 		},
@@ -107,6 +136,7 @@ directory named after DIR (corral cp ./DIR S:DIR copies the directory).`,
 	cmd.Flags().StringVar(&sess, "session", "", `the session (default: "dir:" + the working directory)`)
 	cmd.Flags().BoolVar(&pull, "pull", false, "bring the workspace back into DIR")
 	cmd.Flags().BoolVar(&del, "delete", false, "delete what the sending side lacks")
+	cmd.Flags().StringArrayVar(&include, "include-risky", nil, "with --pull, write this held-back PATH too (relative to DIR; repeatable)")
 	return cmd
 }
 

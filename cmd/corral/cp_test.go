@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,8 +14,8 @@ import (
 // TestCpSyncBwrap: corral cp puts a tree (modes, symlinks, a binary, a
 // 50 MiB file) into a bwrap session's workspace, where its commands see
 // it, and brings it back identical; sync pushes with --delete and pulls;
-// paths outside the workspace, protected paths and a missing session are
-// refused by name.
+// paths outside the workspace and a missing session are refused by name;
+// the person's own hooks go in (the push side refuses no .git).
 func TestCpSyncBwrap(t *testing.T) {
 	requireBwrap(t)
 	c := newCLI(t)
@@ -58,7 +59,6 @@ func TestCpSyncBwrap(t *testing.T) {
 		want string
 	}{
 		{[]string{"cp", filepath.Join(host, "src/run.sh"), "w:/etc/x"}, "outside session w's workspace"},
-		{[]string{"cp", filepath.Join(host, "hooks"), "w:.git"}, "protected path"},
 		{[]string{"cp", filepath.Join(host, "src/run.sh"), "nope:x"}, `no session "nope"`},
 		{[]string{"cp", "a", "b"}, "one of SRC and DST must be"},
 		// Without --session: the current directory's session, as corral
@@ -71,8 +71,91 @@ func TestCpSyncBwrap(t *testing.T) {
 			t.Errorf("%q: %d %s, want %q", tc.args, code, se, tc.want)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(c.work, ".git/hooks/pre-commit")); err == nil {
-		t.Error("a protected hook was written")
+	if code, _, se := c.run(nil, "cp", filepath.Join(host, "hooks"), "w:.git"); code != 0 {
+		t.Errorf("cp of the person's hooks into .git: %d %s", code, se)
+	}
+	if _, err := os.Stat(filepath.Join(c.work, ".git/hooks/pre-commit")); err != nil {
+		t.Errorf("the person's hook: %v", err)
+	}
+}
+
+// TestCpOutHoldsRisky: what an ordinary command in a bwrap session makes
+// that would run on the host (a repository three levels down with an
+// executable hook and core.fsmonitor, a .bashrc, a .vscode task) is held
+// back by sync --pull and cp out: listed first with why, not written, the
+// host's own versions untouched and never deleted; written when named
+// with --include-risky. A git project syncs in with its .git.
+func TestCpOutHoldsRisky(t *testing.T) {
+	requireBwrap(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is needed (apt-get install git)")
+	}
+	c := newCLI(t)
+	proj := filepath.Join(filepath.Dir(c.home), "proj")
+	os.MkdirAll(proj, 0o755)
+	gitIn := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %q: %v %s", args, err, out)
+		}
+	}
+	gitIn(proj, "init", "-q")
+	os.WriteFile(filepath.Join(proj, "README"), []byte("hi\n"), 0o644)
+	// The push side takes a project's .git along.
+	if code, _, se := c.run(nil, "run", "--session", "w", "--", "true"); code != 0 {
+		t.Fatalf("first command: %d %s", code, se)
+	}
+	if code, _, se := c.run(nil, "sync", "--session", "w", proj); code != 0 {
+		t.Fatalf("sync of a git project: %d %s", code, se)
+	}
+	script := `git init -q a/b/c && printf '#!/bin/sh\necho PWNED > /tmp/pwned\n' > a/b/c/.git/hooks/post-checkout && chmod +x a/b/c/.git/hooks/post-checkout &&
+printf '[core]\n\tfsmonitor = echo PWNED\n' >> a/b/c/.git/config && mkdir -p x .vscode2/.vscode && echo 'echo PWNED' > x/.bashrc &&
+echo '{}' > .vscode2/.vscode/tasks.json && echo ok > a/b/c/file.txt`
+	if code, _, se := c.run(nil, "run", "--session", "w", "--", script); code != 0 {
+		t.Fatalf("command: %d %s", code, se)
+	}
+	risky := []string{"a/b/c/.git/config", "a/b/c/.git/hooks/post-checkout", "x/.bashrc", ".vscode2/.vscode/tasks.json"}
+	os.MkdirAll(filepath.Join(proj, "x"), 0o755)
+	os.WriteFile(filepath.Join(proj, "x/.bashrc"), []byte("mine\n"), 0o644)
+	code, _, se := c.run(nil, "sync", "--session", "w", "--pull", "--delete", proj)
+	if code != 0 || !strings.Contains(se, "corral sync: held back 4 risky paths") || strings.Index(se, "held back") > strings.Index(se, " files (") {
+		t.Fatalf("sync --pull: %d %s", code, se)
+	}
+	for _, p := range risky {
+		if !strings.Contains(se, "  "+p+": ") {
+			t.Errorf("not listed: %s\n%s", p, se)
+		}
+		if p == "x/.bashrc" {
+			if b, _ := os.ReadFile(filepath.Join(proj, p)); string(b) != "mine\n" {
+				t.Errorf("the host's .bashrc: %q", b)
+			}
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(proj, p)); err == nil {
+			t.Errorf("%s was written", p)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(proj, "a/b/c/file.txt")); string(b) != "ok\n" {
+		t.Errorf("file.txt: %q", b)
+	}
+	gitIn(filepath.Join(proj, "a/b/c"), "status")
+	if _, err := os.Stat("/tmp/pwned"); err == nil {
+		t.Error("a hook ran on the host")
+	}
+	// cp out: the same, into a new directory.
+	dest := filepath.Join(filepath.Dir(c.home), "dest")
+	code, _, se = c.run(nil, "cp", "--session", "w", ":a", dest)
+	if code != 0 || !strings.Contains(se, "corral cp: held back 2 risky paths") || !strings.Contains(se, "  dest/b/c/.git/hooks/post-checkout: a git hook") {
+		t.Fatalf("cp out: %d %s", code, se)
+	}
+	if _, err := os.Lstat(filepath.Join(dest, "b/c/.git/config")); err == nil {
+		t.Error("cp wrote .git/config")
+	}
+	// Named, it is written.
+	code, _, se = c.run(nil, "sync", "--session", "w", "--pull", "--include-risky", "x/.bashrc", proj)
+	if b, _ := os.ReadFile(filepath.Join(proj, "x/.bashrc")); code != 0 || string(b) != "echo PWNED\n" || !strings.Contains(se, "held back 3 risky paths") {
+		t.Errorf("--include-risky: %d %q %s", code, b, se)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/corralhq/corral/handback"
 	"github.com/corralhq/corral/layer"
 	"github.com/corralhq/corral/reexec"
 	"github.com/corralhq/corral/sandbox"
@@ -103,8 +104,9 @@ The default session is the one the MCP server uses for the current directory.`,
 func newApplyCmd(g *globalOptions) *cobra.Command {
 	var name string
 	var overwrite, merge bool
+	var include []string
 	cmd := &cobra.Command{
-		Use:   "apply [--session S] [--merge | --overwrite] [PATH...]",
+		Use:   "apply [--session S] [--merge | --overwrite] [--include-risky PATH]... [PATH...]",
 		Short: "Write a review-mode session's changes into the working directory",
 		Long: `Write the changes a session (workspace_mode: review) holds into the working
 directory, all of them or those at and below PATHs, and drop them from the
@@ -114,7 +116,14 @@ and the files are named. --merge merges such a file when both sides edited
 it in different places (git merge-file, over the version git's index still
 holds of it as the session first saw it) and applies the result; otherwise
 merge by hand, then apply with --overwrite, or discard the session's version.
-It waits for a running command of the session to end.`,
+It waits for a running command of the session to end.
+
+What would make the host run code once applied (git hooks and configuration
+at any depth, gitfiles, .gitattributes, .envrc, shell start-up files,
+.vscode, .idea and agents' settings) is held back: listed first, with why,
+left in the session's layer, and applied only when named with
+--include-risky PATH (a directory includes what lies below it). corral diff
+lists the same paths at its top.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			t, err := sessionLayer(g, name)
 			if err != nil {
@@ -131,7 +140,8 @@ It waits for a running command of the session to end.`,
 			if merge && overwrite {
 				return corralErr(fmt.Errorf("%w: --merge and --overwrite: choose one", sandbox.ErrBadRequest))
 			}
-			res, err := layer.Apply(t.l, args, layer.ApplyOptions{Logger: newLogger(g), Overwrite: overwrite, Merge: merge})
+			res, err := layer.Apply(t.l, args, layer.ApplyOptions{Logger: newLogger(g), Overwrite: overwrite, Merge: merge, IncludeRisky: include})
+			printHeld(os.Stderr, "corral apply", res.Held)
 			if errors.Is(err, layer.ErrConflict) {
 				return corralErr(conflictMessage(t, res, merge))
 			}
@@ -143,7 +153,7 @@ It waits for a running command of the session to end.`,
 				return nil
 			}
 			for _, p := range res.Merged {
-				fmt.Fprintf(os.Stderr, "corral: merged %s (the working directory's and the session's changes)\n", p)
+				fmt.Fprintf(os.Stderr, "corral: merged %s (the working directory's and the session's changes)\n", handback.QuotePath(p))
 			}
 			fmt.Fprintf(os.Stderr, "corral: applied %d change%s to %s\n", len(res.Applied), plural(len(res.Applied)), t.l.Lower)
 			return nil
@@ -152,6 +162,7 @@ It waits for a running command of the session to end.`,
 	cmd.Flags().StringVar(&name, "session", "", "session (default: the MCP server's session of the current directory)")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "apply over files changed in the working directory since the session saw them (after merging them by hand)")
 	cmd.Flags().BoolVar(&merge, "merge", false, "merge files changed both in the working directory and in the session, where git can (three-way, git merge-file)")
+	cmd.Flags().StringArrayVar(&include, "include-risky", nil, "apply this held-back PATH too (as listed; repeatable)")
 	return cmd
 }
 
@@ -164,10 +175,10 @@ func conflictMessage(t *reviewTarget, res layer.ApplyResult, merged bool) error 
 		len(paths), plural(len(paths)), t.l.Lower, t.name, them(len(paths)), them(len(paths)))
 	for _, p := range paths {
 		if why, ok := res.Unmerged[p]; ok {
-			fmt.Fprintf(&b, "  %s (no merge: %s)\n", p, why)
+			fmt.Fprintf(&b, "  %s (no merge: %s)\n", handback.QuotePath(p), why)
 			continue
 		}
-		fmt.Fprintf(&b, "  %s\n", p)
+		fmt.Fprintf(&b, "  %s\n", handback.QuotePath(p))
 	}
 	sess := ""
 	if t.name != "" {

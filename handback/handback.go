@@ -1,0 +1,305 @@
+// Package handback is the host's policy for what a sandbox hands back:
+// review mode's apply (package layer), `corral cp` out of a workspace and
+// `corral sync --pull` (package wscopy, through transfer.Unpack), and any
+// later way out. Everything a sandbox hands back is hostile input: a
+// command, or a forged helper in a pod, chooses every name, kind and byte
+// of it. The host decides, never the sandbox's side.
+//
+// Two rules, pure functions of names (and of which directories are git
+// directories, a look at the files that the caller makes):
+//
+//   - Containment (Within): an entry lands at or below the top the person
+//     asked for, or the whole hand-back is refused (the tar-slip family:
+//     kubectl cp's CVE-2018-1002100, CVE-2019-1002101, CVE-2019-11246,
+//     CVE-2019-11249 trusted the archive a container's tar sent).
+//   - Risk (Classify, Policy): a path that makes the host run code when a
+//     person merely uses the project is held back, listed with why, and
+//     written only when the person names it (Policy.Include, the CLI's
+//     --include-risky PATH): git hooks and configuration at any depth and
+//     in git directories of any name (core.fsmonitor, core.hooksPath,
+//     core.sshCommand, core.pager, filter and diff drivers run on the next
+//     git status; git's safe.directory, CVE-2022-24765, exists for this),
+//     gitfiles, git attributes (they pick filter, diff and merge drivers),
+//     direnv's .envrc, shell start-up files, editor and agent settings
+//     (tasks, launch configurations, MCP servers, hooks), and the
+//     configured protected paths.
+//
+// Names are compared as a case-insensitive file system would take them
+// (".GIT", ".Git", NTFS's "git~1" and trailing dots or spaces), so a
+// destination on such a file system holds no surprise.
+package handback
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// Kind is what an entry is.
+type Kind uint8
+
+// The kinds of entries a sandbox hands back.
+const (
+	File Kind = iota
+	Dir
+	Symlink
+	// Other is a fifo, socket or device: never written to the host.
+	Other
+)
+
+// Risk is a path held back, and why.
+type Risk struct {
+	// Path is slash-separated, relative to the destination's top.
+	Path string `json:"path"`
+	// Why says what on the host would run it.
+	Why string `json:"why"`
+}
+
+// String is the path as git prints it (QuotePath) and the reason.
+func (r Risk) String() string { return QuotePath(r.Path) + ": " + r.Why }
+
+// The reasons Classify gives.
+const (
+	WhyHook       = "a git hook: git runs it (commit, checkout, merge, push, rebase)"
+	WhyGitConfig  = "git configuration: it names programs git runs (core.fsmonitor on every git status, core.hooksPath, core.sshCommand, core.pager, filter and diff drivers)"
+	WhyCommondir  = "it tells git where a repository's configuration and hooks are"
+	WhyGitfile    = "a gitfile: it tells git which repository, with its hooks and configuration, to use"
+	WhyAttributes = "git attributes: they pick the filter, diff and merge drivers git runs"
+	WhyEnvrc      = "direnv runs it when a shell enters the directory"
+	WhyShell      = "a shell start-up file: a shell runs it"
+	WhyEditor     = "editor or agent settings: tasks, launch configurations, MCP servers and hooks run programs"
+)
+
+// shellFiles are the shell start-up files (bash(1) INVOCATION, zsh(1)
+// STARTUP/SHUTDOWN FILES), risky at any depth: a destination may be a
+// home directory, or become one.
+var shellFiles = []string{
+	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
+	".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout",
+}
+
+// editorNames are editor and agent settings, files or directories, risky
+// at any depth (an editor may open any directory as its workspace): VS
+// Code's tasks.json and launch.json, JetBrains' run configurations, dev
+// containers' initializeCommand (run on the host), MCP server lists and
+// agents' hooks.
+var editorNames = []string{
+	".vscode", ".idea", ".devcontainer", ".devcontainer.json", ".mcp.json",
+	".claude", ".codex", ".cursor", ".gemini",
+}
+
+// fold is a name as a case-insensitive file system takes it: lower case,
+// without the trailing dots and spaces NTFS drops.
+func fold(name string) string {
+	return strings.ToLower(strings.TrimRight(name, ". "))
+}
+
+// isDotGit reports whether a path component is a .git as git and the
+// file systems it runs on take it (git's is_ntfs_dotgit and is_hfs_dotgit
+// guard the same names).
+func isDotGit(c string) bool {
+	f := fold(c)
+	return f == ".git" || f == "git~1"
+}
+
+// Classify returns why writing rel to the host is risky, or "" when it is
+// not. rel is slash-separated and clean, relative to the destination's
+// top (the directory the person named, or, for a single entry, its
+// parent); k is what would be written there. isGitDir, when not nil,
+// reports whether a directory (relative, as rel) is a git directory under
+// another name than .git (a bare repository, a separate git directory: one
+// with HEAD, and objects/ and refs/ or commondir, as the files stand after
+// the hand-back); nil takes only .git for one.
+//
+// A directory is never risky: made empty it runs nothing, and the files
+// and symlinks below it are judged one by one (a path below a risky name
+// is risky too: a hook directory's files, a settings directory's
+// contents). Inside a git directory only what makes git run programs is
+// risky (hooks/ but for the *.sample files git init writes, which git
+// never runs; config, config.worktree, commondir, info/attributes; the
+// same of submodules under modules/ and of linked worktrees under
+// worktrees/); objects, refs, logs, the index and HEAD are data and pass.
+func Classify(rel string, k Kind, isGitDir func(dir string) bool) string {
+	if rel == "" || rel == "." || k == Dir {
+		return ""
+	}
+	comps := strings.Split(rel, "/")
+	for i, c := range comps {
+		last := i == len(comps)-1
+		if isDotGit(c) {
+			if last {
+				return WhyGitfile
+			}
+			if why := inGitDir(comps[i+1:]); why != "" {
+				return why
+			}
+			// Below a .git, only inGitDir's rules apply: a file named
+			// .bashrc among its objects is data.
+			return ""
+		}
+		f := fold(c)
+		switch {
+		case f == ".gitattributes":
+			return WhyAttributes
+		case f == ".envrc":
+			return WhyEnvrc
+		case slices.Contains(shellFiles, f):
+			return WhyShell
+		case slices.Contains(editorNames, f):
+			return WhyEditor
+		}
+		if !last && isGitDir != nil && isGitDir(strings.Join(comps[:i+1], "/")) {
+			return inGitDir(comps[i+1:])
+		}
+	}
+	return ""
+}
+
+// gitData are the components at the top of a git directory that hold only
+// data: nothing below them makes git run a program.
+var gitData = []string{"objects", "refs", "logs", "lfs", "rr-cache", "packed-refs", "index", "head", "orig_head", "fetch_head", "description"}
+
+// inGitDir returns why rest, a path below a git directory, is risky.
+func inGitDir(rest []string) string {
+	if len(rest) == 0 {
+		return ""
+	}
+	switch fold(rest[0]) {
+	case "hooks":
+		// hook.c's find_hook runs hooks/NAME for a known NAME only; the
+		// samples git init writes are named NAME.sample.
+		if len(rest) == 2 && strings.HasSuffix(rest[1], ".sample") {
+			return ""
+		}
+		return WhyHook
+	case "config", "config.worktree":
+		return WhyGitConfig
+	case "commondir":
+		return WhyCommondir
+	case "info":
+		if len(rest) > 1 && fold(rest[1]) == "attributes" {
+			return WhyAttributes
+		}
+	case "modules":
+		// modules/NAME/..., NAME of one or more components (vendor/lib),
+		// submodules nested (modules/lib/modules/sub): every place a
+		// submodule's git directory could start, up to its data.
+		for j := 2; j < len(rest); j++ {
+			if slices.Contains(gitData, fold(rest[j-1])) {
+				break
+			}
+			if why := inGitDir(rest[j:]); why != "" {
+				return why
+			}
+		}
+	case "worktrees":
+		if len(rest) > 2 {
+			return inGitDir(rest[2:])
+		}
+	}
+	return ""
+}
+
+// Policy is what a hand-back may write: Classify's rules, the configured
+// protected paths, and what the person chose to let through.
+type Policy struct {
+	// Protected are protected-path patterns (sandbox.DefaultProtected's
+	// form), matched against the path relative to the destination's top.
+	Protected []string
+	// Include are paths (relative to the destination's top, as Risk.Path
+	// shows them) the person named to be written although risky: a path
+	// includes itself and everything below it.
+	Include []string
+}
+
+// Check returns why rel is risky ("" when it is not: Classify, then the
+// protected paths; a directory never is) and whether it may be written:
+// not risky, or named in Include.
+func (p Policy) Check(rel string, k Kind, isGitDir func(dir string) bool) (why string, write bool) {
+	why = Classify(rel, k, isGitDir)
+	if why == "" && k != Dir && len(p.Protected) > 0 {
+		if m, ok := sandbox.MatchProtected(rel, k == Dir, p.Protected); ok {
+			why = fmt.Sprintf("a protected path (%s)", m)
+		}
+	}
+	if why == "" {
+		return "", true
+	}
+	return why, p.Included(rel)
+}
+
+// Included reports whether rel is one of Include or lies below one.
+func (p Policy) Included(rel string) bool {
+	for _, inc := range p.Include {
+		inc = path.Clean(strings.TrimPrefix(inc, "./"))
+		if inc == "." || rel == inc || strings.HasPrefix(rel, inc+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// Within reports whether name, a clean slash-separated entry name, is top
+// or lies below it; top "" (a directory's contents) takes every name.
+// Names with ".." or a leading "/" are the caller's to refuse first
+// (transfer.CheckEntry).
+func Within(name, top string) bool {
+	return top == "" || top == "." || name == top || strings.HasPrefix(name, top+"/")
+}
+
+// QuotePath returns p as git prints a path with core.quotePath (its
+// default, quote.c's quote_c_style): unchanged when every byte is
+// printable ASCII other than a double quote and a backslash, else in
+// double quotes with C escapes (\a \b \t \n \v \f \r \" \\) and three
+// octal digits for every other byte (a control character, DEL, a byte of
+// a UTF-8 sequence or of no encoding). A name can then never forge a line
+// of a diff ("dir\n+++ b/evil") or a terminal escape.
+func QuotePath(p string) string {
+	need := false
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			need = true
+			break
+		}
+	}
+	if !need {
+		return p
+	}
+	var b strings.Builder
+	b.Grow(len(p) + 8)
+	b.WriteByte('"')
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch c {
+		case '\a':
+			b.WriteString(`\a`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\v':
+			b.WriteString(`\v`)
+		case '\f':
+			b.WriteString(`\f`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		default:
+			if c < 0x20 || c >= 0x7f {
+				fmt.Fprintf(&b, `\%03o`, c)
+			} else {
+				b.WriteByte(c)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}

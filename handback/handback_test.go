@@ -1,0 +1,207 @@
+package handback
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestClassify(t *testing.T) {
+	bare := func(dir string) bool { return dir == "remote.git" || dir == "a/.gd" }
+	for _, tc := range []struct {
+		rel  string
+		k    Kind
+		want string
+	}{
+		// git at the top and at any depth
+		{".git", Dir, ""},
+		{".git/hooks", Dir, ""},
+		{".git/hooks/pre-commit.sample", File, ""},
+		{".git/hooks/pre-commit.sample", Symlink, ""},
+		{".git/hooks/x/pre-commit.sample", File, WhyHook},
+		{".git/hooks/pre-commit", File, WhyHook},
+		{"a/b/c/.git/hooks/pre-commit", File, WhyHook},
+		{"a/b/c/.git/config", File, WhyGitConfig},
+		{".git/config.worktree", File, WhyGitConfig},
+		{".git/commondir", File, WhyCommondir},
+		{".git/info/attributes", File, WhyAttributes},
+		{".git/info/exclude", File, ""},
+		{".git/objects/ab/cdef", File, ""},
+		{".git/refs/heads/hooks", File, ""},
+		{".git/refs/heads/config", File, ""},
+		{".git/logs/refs/heads/main", File, ""},
+		{".git/index", File, ""},
+		{".git/HEAD", File, ""},
+		{".git/packed-refs", File, ""},
+		{".git/objects/.bashrc", File, ""},
+		// submodules (names with slashes, nested) and linked worktrees
+		{".git/modules/lib/hooks/post-checkout", File, WhyHook},
+		{".git/modules/vendor/lib/config", File, WhyGitConfig},
+		{".git/modules/lib/modules/sub/hooks/x", File, WhyHook},
+		{".git/modules/lib/refs/heads/hooks", File, ""},
+		{".git/modules/lib/objects/config", File, ""},
+		{".git/worktrees/wt/config.worktree", File, WhyGitConfig},
+		{".git/worktrees/wt/commondir", File, WhyCommondir},
+		{".git/worktrees/wt/HEAD", File, ""},
+		// gitfiles
+		{".git", File, WhyGitfile},
+		{"sub/.git", File, WhyGitfile},
+		{"sub/.git", Symlink, WhyGitfile},
+		// what a case-insensitive file system takes for .git
+		{".GIT/hooks/pre-commit", File, WhyHook},
+		{"x/.Git/config", File, WhyGitConfig},
+		{"git~1/config", File, WhyGitConfig},
+		{".git./config", File, WhyGitConfig},
+		{".git ", File, WhyGitfile},
+		// git directories of other names, when the caller knows them
+		{"remote.git/hooks/update", File, WhyHook},
+		{"remote.git/config", File, WhyGitConfig},
+		{"remote.git/objects/x", File, ""},
+		{"other.git/hooks/update", File, ""},
+		{"a/.gd/config", File, WhyGitConfig},
+		// attributes, direnv, shells, editors at any depth
+		{".gitattributes", File, WhyAttributes},
+		{"src/.gitattributes", File, WhyAttributes},
+		{".envrc", File, WhyEnvrc},
+		{"deep/er/.envrc", File, WhyEnvrc},
+		{".bashrc", File, WhyShell},
+		{"home/.zshenv", File, WhyShell},
+		{".profile", Symlink, WhyShell},
+		{".vscode", Dir, ""},
+		{".vscode", File, WhyEditor},
+		{".vscode/tasks.json", File, WhyEditor},
+		{"app/.idea/workspace.xml", File, WhyEditor},
+		{".devcontainer/devcontainer.json", File, WhyEditor},
+		{".mcp.json", File, WhyEditor},
+		{".claude/settings.json", File, WhyEditor},
+		// the project's own content passes
+		{"Makefile", File, ""},
+		{"src/main.go", File, ""},
+		{"hooks/pre-commit", File, ""},
+		{"config", File, ""},
+		{".gitignore", File, ""},
+		{".gitmodules", File, ""},
+		{"docs/bashrc.md", File, ""},
+		{".", Dir, ""},
+	} {
+		if got := Classify(tc.rel, tc.k, bare); got != tc.want {
+			t.Errorf("Classify(%q, %d) = %q, want %q", tc.rel, tc.k, got, tc.want)
+		}
+	}
+}
+
+func TestClassifyWithoutLook(t *testing.T) {
+	if got := Classify("remote.git/hooks/update", File, nil); got != "" {
+		t.Errorf("nil isGitDir: %q", got)
+	}
+}
+
+func TestPolicy(t *testing.T) {
+	p := Policy{Protected: []string{"secrets", "**/deploy.key"}, Include: []string{"a/.git/hooks", "./.envrc"}}
+	for _, tc := range []struct {
+		rel       string
+		k         Kind
+		risky     bool
+		mayWrite  bool
+		wantMatch string
+	}{
+		{"src/x.go", File, false, true, ""},
+		{"a/.git/hooks/pre-commit", File, true, true, "hook"},
+		{"a/.git/hooks", Dir, false, true, ""},
+		{"secrets", Dir, false, true, ""},
+		{"a/.git/config", File, true, false, "configuration"},
+		{"b/.git/hooks/pre-commit", File, true, false, "hook"},
+		{".envrc", File, true, true, "direnv"},
+		{"x/.envrc", File, true, false, "direnv"},
+		{"secrets/a", File, true, false, "protected path (secrets)"},
+		{"x/y/deploy.key", File, true, false, "protected path (**/deploy.key)"},
+		{"a/.git/hooksx", File, false, true, ""},
+	} {
+		why, ok := p.Check(tc.rel, tc.k, nil)
+		if (why != "") != tc.risky || ok != tc.mayWrite || !strings.Contains(why, tc.wantMatch) {
+			t.Errorf("Check(%q) = %q, %v; want risky %v, write %v, reason with %q", tc.rel, why, ok, tc.risky, tc.mayWrite, tc.wantMatch)
+		}
+	}
+	if !(Policy{Include: []string{"."}}).Included(".git/config") {
+		t.Error(`Include "." names everything`)
+	}
+}
+
+func TestWithin(t *testing.T) {
+	for _, tc := range []struct {
+		name, top string
+		want      bool
+	}{
+		{"out", "out", true},
+		{"out/a/b", "out", true},
+		{"outside", "out", false},
+		{"sibling.txt", "out", false},
+		{".bashrc", "out", false},
+		{"anything", "", true},
+		{"x", ".", true},
+	} {
+		if got := Within(tc.name, tc.top); got != tc.want {
+			t.Errorf("Within(%q, %q) = %v", tc.name, tc.top, got)
+		}
+	}
+}
+
+func TestQuotePath(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain/path.go", "plain/path.go"},
+		{"with space", "with space"},
+		{"-leading-dash", "-leading-dash"},
+		{"dir\n+++ b/evil", `"dir\n+++ b/evil"`},
+		{"tab\there", `"tab\there"`},
+		{`quo"te`, `"quo\"te"`},
+		{`back\slash`, `"back\\slash"`},
+		{"caf\xc3\xa9", `"caf\303\251"`},
+		{"bad\xff", `"bad\377"`},
+		{"esc\x1b[31m", `"esc\033[31m"`},
+		{"del\x7f", `"del\177"`},
+		{"\a\b\v\f\r", `"\a\b\v\f\r"`},
+	} {
+		if got := QuotePath(tc.in); got != tc.want {
+			t.Errorf("QuotePath(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestQuotePathAsGit checks QuotePath against git itself: the names git
+// ls-files prints with core.quotePath on.
+func TestQuotePathAsGit(t *testing.T) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal("git is needed (apt-get install git):", err)
+	}
+	d := t.TempDir()
+	names := []string{"plain", "with space", "-dash", "new\nline", "tab\tx", `quo"te`, `back\slash`, "caf\xc3\xa9", "bad\xff", "esc\x1b[1m", "del\x7f", "cr\r"}
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(d, n), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) string {
+		cmd := exec.Command(git, args...)
+		cmd.Dir = d
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+d)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	run("init", "-q")
+	run("add", "-A")
+	got := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSuffix(run("-c", "core.quotePath=true", "ls-files"), "\n"), "\n") {
+		got[l] = true
+	}
+	for _, n := range names {
+		if q := QuotePath(n); !got[q] {
+			t.Errorf("QuotePath(%q) = %s, which git does not print (git printed %v)", n, q, got)
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package layer
+
+import (
+	"path"
+
+	"github.com/corralhq/corral/handback"
+)
+
+// GatePolicy is the host's policy for a review-mode layer's changes:
+// package handback's rules (which hold sandbox.DefaultProtected's paths,
+// at any depth), with include (paths relative to Lower; a directory
+// includes what lies below it) let through.
+func GatePolicy(include []string) handback.Policy {
+	return handback.Policy{Include: include}
+}
+
+// Risky returns the changes of cs that write (add, modify, change the
+// type of) a path p calls risky, with why, in cs's order; with
+// onlyHeld, only those p does not let through. A deletion is never
+// risky: removing a hook runs nothing. Whether a directory is a git
+// directory (HEAD, and objects/ and refs/ or commondir) is judged on the
+// tree the session sees: the layer's entries over Lower's.
+func Risky(cs []Change, p handback.Policy, onlyHeld bool) ([]handback.Risk, error) {
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	v, err := openMergedView(cs[0].lower, cs[0].upper)
+	if err != nil {
+		return nil, err
+	}
+	defer v.close()
+	var out []handback.Risk
+	for _, ch := range cs {
+		if ch.New == nil {
+			continue
+		}
+		why, ok := p.Check(ch.Path, kindOfSide(ch.New), v.isGitDir)
+		if why == "" || onlyHeld && ok {
+			continue
+		}
+		out = append(out, handback.Risk{Path: ch.Path, Why: why})
+	}
+	return out, nil
+}
+
+// kindOfSide is a side's kind for handback.
+func kindOfSide(s *Side) handback.Kind {
+	switch s.Type {
+	case "file":
+		return handback.File
+	case "dir":
+		return handback.Dir
+	case "symlink":
+		return handback.Symlink
+	}
+	return handback.Other
+}
+
+// mergedView is the tree a session sees: the layer's entries over Lower's.
+type mergedView struct{ lo, up *tree }
+
+func openMergedView(lower, upper string) (*mergedView, error) {
+	lo, err := openTree(lower)
+	if err != nil {
+		return nil, err
+	}
+	up, err := openTree(upper)
+	if err != nil {
+		lo.close()
+		return nil, err
+	}
+	return &mergedView{lo, up}, nil
+}
+
+func (v *mergedView) close() { v.lo.close(); v.up.close() }
+
+// typeOf returns rel's type in the mergedView ("" when absent). An opaque
+// directory's hiding of Lower is not followed: a path it hides counts as
+// there, which can only make more paths risky, never fewer.
+func (v *mergedView) typeOf(rel string) string {
+	if n, err := v.up.lstat(rel); err == nil && n != nil {
+		if n.Type == "whiteout" {
+			return ""
+		}
+		if n.Type != "file" || n.Size != 0 {
+			return n.Type
+		}
+		if w, _, err := v.up.overlayXattr(rel, "whiteout"); err == nil && w != "" {
+			return ""
+		}
+		return n.Type
+	}
+	if n, err := v.lo.lstat(rel); err == nil && n != nil {
+		return n.Type
+	}
+	return ""
+}
+
+// isGitDir is git's is_git_directory on the mergedView.
+func (v *mergedView) isGitDir(d string) bool {
+	return v.typeOf(path.Join(d, "HEAD")) == "file" &&
+		(v.typeOf(path.Join(d, "objects")) == "dir" && v.typeOf(path.Join(d, "refs")) == "dir" ||
+			v.typeOf(path.Join(d, "commondir")) == "file")
+}
