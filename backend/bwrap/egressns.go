@@ -82,7 +82,29 @@ type egressNS struct {
 // userns are then nil (the commands enter into's). Errors wrap
 // sandbox.ErrUnavailable and say why (so the command does not run: the
 // profile fails closed).
+//
+// A start that failed because the host's mounts changed under bwrap (its
+// recursive read-only bind of / met a Docker layer being unmounted:
+// hostChangedLine) is tried again, maxStartAttempts times in all, as Run
+// does for a command's sandbox.
 func (b *Backend) startEgressNS(bin *Binary, srv *netproxy.Server, session string, into *layerHolder) (*egressNS, error) {
+	for attempt := 1; ; attempt++ {
+		var changed string
+		e, err := b.startEgressNSOnce(bin, srv, session, into, &changed)
+		if err == nil || changed == "" {
+			return e, err
+		}
+		if attempt == maxStartAttempts {
+			// Not "cannot sandbox": the host changed, every time.
+			return nil, (&startFailure{line: changed}).final(attempt)
+		}
+		b.log.Info("bwrap.egress.retry", "session", session, "attempt", attempt, "bwrap", changed)
+	}
+}
+
+// startEgressNSOnce is one attempt of startEgressNS; when it fails because
+// the host's mounts changed under bwrap, it sets *changed to bwrap's line.
+func (b *Backend) startEgressNSOnce(bin *Binary, srv *netproxy.Server, session string, into *layerHolder, changed *string) (*egressNS, error) {
 	unavailable := func(format string, a ...any) error {
 		return fmt.Errorf("%w: the allowlist profile's network namespace could not be set up, so the command does not run: %s", sandbox.ErrUnavailable, fmt.Sprintf(format, a...))
 	}
@@ -183,6 +205,7 @@ func (b *Backend) startEgressNS(bin *Binary, srv *netproxy.Server, session strin
 		e.Close()
 		if t := stderr.String(); t != "" {
 			err = fmt.Errorf("%w (bwrap said: %s)", err, t)
+			*changed = hostChangedLine(strings.Split(t, "\n"))
 		}
 		return nil, err
 	}

@@ -78,42 +78,8 @@ func TestHostMountsChangeWhileStarting(t *testing.T) {
 	e.backend = New(Options{StateDir: e.state, Logger: slog.New(logs),
 		HiddenDirs: []string{filepath.Join(e.home, ".config", "corral"), creds}})
 
-	stop := make(chan struct{})
-	var churned sync.WaitGroup
-	var cycles atomic.Int64
-	churned.Add(1)
-	go func() {
-		defer churned.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			// About four mounts at any time, each living four cycles.
-			// Removing a directory detaches what is mounted on it in
-			// other mount namespaces too (a starting sandbox's copy).
-			d := filepath.Join(churn, fmt.Sprintf("m%d", i%8))
-			_ = os.Mkdir(d, 0o755)
-			_ = unix.Mount("tmpfs", d, "tmpfs", 0, "size=64k")
-			old := filepath.Join(churn, fmt.Sprintf("m%d", (i+4)%8))
-			_ = unix.Unmount(old, unix.MNT_DETACH)
-			_ = os.Remove(old)
-			if i%2 == 0 {
-				_ = os.MkdirAll(creds, 0o700)
-			} else {
-				_ = os.RemoveAll(other)
-			}
-			cycles.Add(1)
-		}
-	}()
-	defer func() {
-		close(stop)
-		churned.Wait()
-		for i := 0; i < 8; i++ {
-			_ = unix.Unmount(filepath.Join(churn, fmt.Sprintf("m%d", i)), unix.MNT_DETACH)
-		}
-	}()
+	cycles, stopChurn := churnMounts(churn, creds, other)
+	defer stopChurn()
 
 	const workers, perWorker = 4, 30
 	type outcome struct {
@@ -187,4 +153,95 @@ func TestOneWriterStaysOnePipe(t *testing.T) {
 	if err != nil || res.ExitCode != 0 || both.String() != "same\n1\n2\n3\n" {
 		t.Errorf("Run = %+v, %v; output %q, want same\\n1\\n2\\n3\\n", res, err, both.String())
 	}
+}
+
+// churnMounts mounts and unmounts tmpfs under churn, about four at any
+// time, each living four cycles (bwrap copies them with the root and
+// remounts them read-only: a removed one fails that with `Unable to apply
+// mount flags: remount ...`), and makes and removes creds (under other),
+// until stop; it counts its cycles. Removing a directory detaches what is
+// mounted on it in other mount namespaces too (a starting sandbox's copy).
+func churnMounts(churn, creds, other string) (cycles *atomic.Int64, stop func()) {
+	done := make(chan struct{})
+	var churned sync.WaitGroup
+	cycles = new(atomic.Int64)
+	churned.Add(1)
+	go func() {
+		defer churned.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			d := filepath.Join(churn, fmt.Sprintf("m%d", i%8))
+			_ = os.Mkdir(d, 0o755)
+			_ = unix.Mount("tmpfs", d, "tmpfs", 0, "size=64k")
+			old := filepath.Join(churn, fmt.Sprintf("m%d", (i+4)%8))
+			_ = unix.Unmount(old, unix.MNT_DETACH)
+			_ = os.Remove(old)
+			if creds != "" {
+				if i%2 == 0 {
+					_ = os.MkdirAll(creds, 0o700)
+				} else {
+					_ = os.RemoveAll(other)
+				}
+			}
+			cycles.Add(1)
+		}
+	}()
+	return cycles, func() {
+		close(done)
+		churned.Wait()
+		for i := 0; i < 8; i++ {
+			_ = unix.Unmount(filepath.Join(churn, fmt.Sprintf("m%d", i)), unix.MNT_DETACH)
+		}
+	}
+}
+
+// TestEgressStartsWhileHostMountsChange: the allowlist profile's network
+// holder (a bwrap sandbox of its own, binding the host's root read-only)
+// starts while the host's mounts change, as on a machine running Docker:
+// every command runs once and is reported, or runs nothing and says the
+// host changed; never "the allowlist profile's network namespace could
+// not be set up" for a host that can sandbox.
+func TestEgressStartsWhileHostMountsChange(t *testing.T) {
+	requireBwrap(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it mounts and unmounts tmpfs on the host while sandboxes start (CI's root pass runs it)")
+	}
+	e := newEnv(t)
+	w := newWorld(t, e)
+	churn := filepath.Join(e.base, "churn")
+	if err := os.MkdirAll(churn, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logs := &countHandler{n: map[string]int{}}
+	e.backend = New(Options{StateDir: e.state, HiddenDirs: []string{filepath.Join(e.home, ".config", "corral")}, Egress: w.pool, Logger: slog.New(logs)})
+	cycles, stopChurn := churnMounts(churn, "", "")
+	defer stopChurn()
+	const runs = 24
+	ok, named := 0, 0
+	for i := 0; i < runs; i++ {
+		id := fmt.Sprintf("e%d", i)
+		var so, se bytes.Buffer
+		r := &sandbox.Request{Argv: []string{"/bin/sh", "-c", `echo "$1" >> ran && echo "ok $1"`, "sh", id}, Env: e.envv,
+			Policy: sandbox.Policy{Workdir: e.work}, Stdout: &so, Stderr: &se, Timeout: 60 * time.Second}
+		allowlist(r)
+		r.Session = "churn-" + id // a new holder for each
+		res, err := e.backend.Run(context.Background(), r)
+		switch {
+		case err == nil && res.ExitCode == 0 && so.String() == "ok "+id+"\n":
+			ok++
+		case errors.Is(err, sandbox.ErrHostChanged) && !errors.Is(err, sandbox.ErrUnavailable):
+			named++
+		default:
+			t.Errorf("%s: %+v, %v; stdout %q, stderr %q", id, res, err, so.String(), se.String())
+		}
+	}
+	data, _ := os.ReadFile(filepath.Join(e.work, "ran"))
+	if got := len(strings.Fields(string(data))); got != ok {
+		t.Errorf("%d commands ran, %d reported", got, ok)
+	}
+	t.Logf("%d runs: %d ran, %d named the host's change; %d holder starts retried; %d churn cycles", runs, ok, named, logs.count("bwrap.egress.retry"), cycles.Load())
 }
