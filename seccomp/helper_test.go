@@ -50,6 +50,59 @@ type threadStatus struct {
 	Filters    string `json:"filters"` // Seccomp_filters
 }
 
+// threadKilledExit is the helper's exit code when its i386 call's thread
+// was killed and the rest of the process lived on: a filter whose action
+// for a foreign architecture is SECCOMP_RET_KILL_THREAD (libseccomp's
+// default bad-arch action, which runc keeps). A Go program whose thread
+// vanishes would otherwise hang.
+const threadKilledExit = 77
+
+// i386OnOwnThread makes the i386 getpid call on a thread locked to it and
+// returns its result, or killed when that thread ended before the call
+// returned: its /proc/self/task entry went away, or shows it dead (a
+// thread group leader, which the runtime may well pick, stays a zombie
+// while other threads live). No clock decides.
+func i386OnOwnThread() (r int32, killed bool) {
+	tids := make(chan int, 1)
+	res := make(chan int32, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		tids <- unix.Gettid()
+		res <- int32(i386.Syscall(i386.SysGetpid, 0, 0, 0))
+	}()
+	task := fmt.Sprintf("/proc/self/task/%d", <-tids)
+	for {
+		select {
+		case r := <-res:
+			return r, false
+		case <-time.After(5 * time.Millisecond):
+		}
+		if !threadAlive(task) {
+			select {
+			case r := <-res:
+				return r, false
+			default:
+				return 0, true
+			}
+		}
+	}
+}
+
+// threadAlive reports whether the thread whose /proc/self/task entry is
+// task still runs: the entry is there and its state (the field after the
+// ")" that ends the command name, proc(5)) is not Z or X.
+func threadAlive(task string) bool {
+	b, err := os.ReadFile(task + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	return b[i+2] != 'Z' && b[i+2] != 'X'
+}
+
 // runHelper runs one helper mode and returns the exit code:
 //
 //	probe         run every probe (the process is expected to be filtered)
@@ -77,7 +130,11 @@ func runHelper(mode string) int {
 			fmt.Fprintln(os.Stderr, "helper: i386 calls need amd64")
 			return 3
 		}
-		r := int32(i386.Syscall(i386.SysGetpid, 0, 0, 0))
+		r, killed := i386OnOwnThread()
+		if killed {
+			fmt.Fprintln(os.Stderr, "helper: the i386 call's thread was killed (SECCOMP_RET_KILL_THREAD)")
+			return threadKilledExit
+		}
 		rep.I386 = &r
 	case "install":
 		// Park a few goroutines on threads of their own first, so TSYNC
