@@ -45,15 +45,52 @@ func (t *tree) open(rel string, flags int, mode uint32) (int, error) {
 	if flags&unix.O_CREAT == 0 {
 		how.Mode = 0
 	}
-	for {
-		fd, err := unix.Openat2(t.fd, rel, &how)
-		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
-			continue // openat2 returns EAGAIN when a rename raced RESOLVE_BENEATH
+	// A path longer than PATH_MAX (a session can nest directories past
+	// it) is refused by any one call (ENAMETOOLONG): it is opened as a
+	// chain, each link a directory opened beneath the one before with the
+	// same resolve flags, so the chain is as confined as one call.
+	dirfd, held, walked := t.fd, -1, 0
+	defer func() {
+		if held >= 0 {
+			unix.Close(held)
 		}
+	}()
+	for len(rel)-walked > maxOpenPath {
+		chunk := rel[walked : walked+maxOpenPath]
+		i := strings.LastIndexByte(chunk, '/')
+		if i <= 0 {
+			return -1, &os.PathError{Op: "open", Path: t.abs(rel), Err: unix.ENAMETOOLONG}
+		}
+		dirHow := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW, Resolve: how.Resolve}
+		fd, err := openat2(dirfd, chunk[:i], &dirHow)
 		if err != nil {
 			return -1, &os.PathError{Op: "open", Path: t.abs(rel), Err: err}
 		}
-		return fd, nil
+		if held >= 0 {
+			unix.Close(held)
+		}
+		held, dirfd, walked = fd, fd, walked+i+1
+	}
+	fd, err := openat2(dirfd, rel[walked:], &how)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: t.abs(rel), Err: err}
+	}
+	return fd, nil
+}
+
+// maxOpenPath is the longest path one openat2(2) takes: PATH_MAX counts
+// the terminating NUL.
+const maxOpenPath = unix.PathMax - 1
+
+// openat2 is unix.Openat2 retried on EINTR and on EAGAIN, which openat2
+// returns when a rename raced RESOLVE_BENEATH.
+func openat2(dirfd int, rel string, how *unix.OpenHow) (int, error) {
+	for {
+		fd, err := unix.Openat2(dirfd, rel, how)
+		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+			continue
+		}
+		return fd, err
 	}
 }
 
