@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Kind says what a Change does to a path of Lower.
@@ -30,8 +32,11 @@ const (
 
 // Side is one side of a Change.
 type Side struct {
-	// Type is "file", "dir", "symlink" or "other".
+	// Type is "file", "dir", "symlink" or "other" (a special file).
 	Type string
+	// Special says what an "other" side is: "fifo", "socket", "character
+	// device", "block device" or "special file" (inode(7)); else empty.
+	Special string
 	// Mode holds the permission bits (0o7777), Size a file's length in
 	// bytes, Target a symlink's target.
 	Mode   uint32
@@ -84,7 +89,7 @@ func Changes(l *Layer, paths []string) ([]Change, error) {
 	}
 	defer lo.close()
 	c := &collector{l: l, up: up, lo: lo}
-	if err := c.dir("", false); err != nil {
+	if err := c.dir("", false, false); err != nil {
 		return nil, err
 	}
 	out := c.out[:0]
@@ -106,20 +111,38 @@ type collector struct {
 // dir collects the changes of upper directory rel; hidden says Lower's
 // directory at rel is not merged in (an opaque directory, or one that
 // replaced a non-directory), so Lower's entries missing from upper are
-// deleted.
-func (c *collector) dir(rel string, hidden bool) error {
-	names, err := c.up.names(rel)
+// deleted; fresh says Lower has no directory at rel, so nothing below
+// it is looked up there.
+//
+// Each directory is opened once on each side, and its entries looked up
+// beneath that descriptor (fstatat(2) of one name, never following it),
+// rather than walked to from the root per entry.
+func (c *collector) dir(rel string, hidden, fresh bool) error {
+	upfd, err := c.up.open(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return err
+	}
+	defer unix.Close(upfd)
+	names, err := readNames(upfd, c.up.abs(rel))
+	if err != nil {
+		return err
+	}
+	lofd := -1
+	if !fresh {
+		// O_PATH: looking names up needs search permission only.
+		if lofd, err = c.lo.open(rel, unix.O_PATH|unix.O_DIRECTORY, 0); err != nil {
+			return err
+		}
+		defer unix.Close(lofd)
 	}
 	inUpper := map[string]bool{}
 	for _, name := range names {
 		inUpper[name] = true
-		if err := c.entry(path.Join(rel, name), hidden); err != nil {
+		if err := c.entry(path.Join(rel, name), upfd, lofd, name, hidden); err != nil {
 			return err
 		}
 	}
-	if !hidden {
+	if !hidden || fresh {
 		return nil
 	}
 	ln, err := c.lo.lstat(rel)
@@ -140,14 +163,18 @@ func (c *collector) dir(rel string, hidden bool) error {
 	return nil
 }
 
-func (c *collector) entry(rel string, parentHidden bool) error {
-	un, err := c.up.lstat(rel)
+// entry collects the changes at rel, entry name of upper's directory
+// upfd and of Lower's lofd (-1: Lower has no directory there).
+func (c *collector) entry(rel string, upfd, lofd int, name string, parentHidden bool) error {
+	un, err := lstatAt(upfd, name, c.up.abs(rel))
 	if err != nil || un == nil {
 		return err
 	}
-	ln, err := c.lo.lstat(rel)
-	if err != nil {
-		return err
+	var ln *node
+	if lofd >= 0 {
+		if ln, err = lstatAt(lofd, name, c.lo.abs(rel)); err != nil {
+			return err
+		}
 	}
 	if un.Type == "file" && un.Size == 0 {
 		if v, _, err := c.up.overlayXattr(rel, "whiteout"); err == nil && v != "" {
@@ -173,22 +200,24 @@ func (c *collector) entry(rel string, parentHidden bool) error {
 		switch {
 		case ln == nil:
 			c.add(Change{Path: rel, Kind: Added, New: side(un)})
-			return c.dir(rel, false)
+			return c.dir(rel, false, true)
 		case ln.Type != "dir":
 			c.add(Change{Path: rel, Kind: TypeChanged, Old: side(ln), New: side(un)})
-			return c.dir(rel, false)
+			return c.dir(rel, false, true)
 		}
 		if ln.Mode != un.Mode {
 			c.add(Change{Path: rel, Kind: Modified, Old: side(ln), New: side(un), ModeChanged: true})
 		}
-		return c.dir(rel, op || parentHidden)
+		return c.dir(rel, op || parentHidden, false)
 	}
 	if ln == nil {
 		ch := Change{Path: rel, Kind: Added, New: side(un)}
 		if un.Type == "file" {
-			if ch.Binary, err = c.binary(c.up, rel); err != nil {
+			head, err := readHeadAt(upfd, name, c.up.abs(rel), binarySniff)
+			if err != nil {
 				return err
 			}
+			ch.Binary = isBinary(head)
 		}
 		c.add(ch)
 		return nil
@@ -268,25 +297,30 @@ func (c *collector) add(ch Change) {
 	c.out = append(c.out, ch)
 }
 
+// binary reads the head of file rel, as much as git's test looks at.
 func (c *collector) binary(t *tree, rel string) (bool, error) {
-	b, err := t.readFile(rel)
+	b, err := t.readHead(rel, binarySniff)
 	if err != nil {
 		return false, err
 	}
 	return isBinary(b), nil
 }
 
-// sameFile compares two regular files' bytes; bin says either is binary.
+// sameFile compares two regular files' bytes, streaming (files of other
+// sizes differ unread); bin says either is binary.
 func (c *collector) sameFile(rel string, ln, un *node) (same, bin bool, err error) {
-	a, err := c.lo.readFile(rel)
-	if err != nil {
-		return false, false, err
+	for _, t := range []*tree{c.lo, c.up} {
+		b, err := c.binary(t, rel)
+		if err != nil {
+			return false, false, err
+		}
+		bin = bin || b
 	}
-	b, err := c.up.readFile(rel)
-	if err != nil {
-		return false, false, err
+	if ln.Size != un.Size {
+		return false, bin, nil
 	}
-	return bytes.Equal(a, b), isBinary(a) || isBinary(b), nil
+	same, err = sameContent(c.lo, rel, c.up, rel)
+	return same, bin, err
 }
 
 func isBinary(b []byte) bool {
@@ -301,7 +335,7 @@ func side(n *node) *Side {
 	if t == "whiteout" {
 		t = "other"
 	}
-	return &Side{Type: t, Mode: n.Mode, Size: n.Size, Target: n.Target}
+	return &Side{Type: t, Special: n.Special, Mode: n.Mode, Size: n.Size, Target: n.Target}
 }
 
 // selection is a set of slash paths relative to Lower; empty selects all.

@@ -2,9 +2,13 @@ package layer
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/pmezard/go-difflib/difflib"
 
@@ -36,9 +40,15 @@ const contextLines = 3
 // whose contents are alike as one rename ("similarity index", "rename
 // from", "rename to", then the hunks of what else changed), as git diff
 // does by default (see pairRenames). Directories are shown only when
-// their mode changes. Contents are read from Lower and the layer now,
-// beneath their roots without following symlinks. It fails on an error
-// of w or of a read.
+// their mode changes. A special file (fifo, socket, device), which git
+// has no form for, is a header and a "#" line naming what it is. A file
+// over 2 MiB (diffMaxText) is not compared line by line: "Large files
+// a/P and b/P differ (A -> B bytes; ...)", and in Stat "Large A -> B
+// bytes", or its line count when the other side is absent. Contents are
+// read from Lower and the layer now, beneath their roots without
+// following symlinks, one patch at a time and large files in a stream,
+// so memory stays bounded whatever the sizes. It fails on an error of w
+// or of a read.
 //
 // What changed inside a git directory (a path component ".git": objects,
 // refs, the index, logs) is not printed file by file: its files are
@@ -93,11 +103,22 @@ func Diff(w io.Writer, changes []Change, opts DiffOptions) error {
 		}
 		ps = append(ps, p...)
 	}
-	ps = append(first, pairRenames(ps)...)
+	renames, err := pairRenames(ps)
+	if err != nil {
+		return err
+	}
+	ps = append(first, renames...)
+	// One patch's text at a time: the hunks are made, written (or
+	// counted) and dropped.
 	if opts.Stat {
-		writeStat(bw, ps)
+		if err := writeStat(bw, ps); err != nil {
+			return err
+		}
 	} else {
 		for _, p := range ps {
+			if err := p.render(); err != nil {
+				return err
+			}
 			p.write(bw, opts.Color)
 		}
 	}
@@ -128,21 +149,108 @@ func gitDirOf(rel string) (string, bool) {
 }
 
 // patch is the diff of one path from one side to the other; a or b nil
-// means /dev/null.
+// means /dev/null. The sides' contents are read when the patch is
+// rendered, not before, so that a diff holds one patch's text at a time.
 type patch struct {
-	path       string
-	a, b       *Side
-	aText      []string // lines with their "\n" (the last may lack it)
-	bText      []string
-	binary     bool
-	modeOnly   bool
+	path         string
+	a, b         *Side
+	aRoot, bRoot string // the trees the sides are read from (Lower, upper)
+	binary       bool
+	modeOnly     bool
+	aSize        int64
+	bSize        int64
+	from         string // a rename's source path (pairRenames), else ""
+	similarity   int    // a rename's similarity index, in percent
+
+	// Set by render.
 	hunks      []string // printed lines, each with its prefix
 	ins, del   int
-	aSize      int64
-	bSize      int64
 	hasContent bool
-	from       string // a rename's source path (pairRenames), else ""
-	similarity int    // a rename's similarity index, in percent
+	// large: a file side is over diffMaxText, so no hunks are made.
+	large bool
+}
+
+// diffMaxText bounds, in bytes, a file whose text Diff compares line by
+// line (the line diff holds both sides and an index of their lines);
+// larger files are shown with their sizes, as git shows binary ones.
+const diffMaxText = 2 << 20
+
+// aPath is the a side's path in aRoot.
+func (p *patch) aPath() string {
+	if p.from != "" {
+		return p.from
+	}
+	return p.path
+}
+
+// render reads the sides and makes the hunks and line counts; a file
+// side over diffMaxText makes the patch large, its lines counted
+// (streaming) only when the other side is absent.
+func (p *patch) render() error {
+	p.hunks, p.ins, p.del, p.hasContent, p.large = nil, 0, 0, false, false
+	if p.modeOnly || p.binary || p.from != "" && p.similarity == 100 || special(p.a) || special(p.b) {
+		return nil
+	}
+	if p.a != nil && p.a.Type == "file" && p.aSize > diffMaxText || p.b != nil && p.b.Type == "file" && p.bSize > diffMaxText {
+		p.large = true
+		var err error
+		switch {
+		case p.b == nil:
+			p.del, err = countLines(p.aRoot, p.aPath())
+		case p.a == nil:
+			p.ins, err = countLines(p.bRoot, p.path)
+		}
+		return err
+	}
+	aText, err := sideText(p.aRoot, p.aPath(), p.a)
+	if err != nil {
+		return err
+	}
+	bText, err := sideText(p.bRoot, p.path, p.b)
+	if err != nil {
+		return err
+	}
+	p.hunks, p.ins, p.del = unified(aText, bText)
+	p.hasContent = len(p.hunks) > 0
+	return nil
+}
+
+// special says whether a side is a special file (fifo, socket, device).
+func special(s *Side) bool { return s != nil && s.Type == "other" }
+
+// countLines counts the lines of file rel of root as git counts them
+// (a last line without a newline counts), reading it in a stream.
+func countLines(root, rel string) (int, error) {
+	t, err := openTree(root)
+	if err != nil {
+		return 0, err
+	}
+	defer t.close()
+	fd, err := t.open(rel, unix.O_RDONLY, 0)
+	if err != nil {
+		return 0, err
+	}
+	f := os.NewFile(uintptr(fd), t.abs(rel))
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	n, last := 0, byte('\n')
+	for {
+		k, err := f.Read(buf)
+		n += bytes.Count(buf[:k], []byte{'\n'})
+		if k > 0 {
+			last = buf[k-1]
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	if last != '\n' {
+		n++
+	}
+	return n, nil
 }
 
 func patches(ch Change) ([]patch, error) {
@@ -163,7 +271,7 @@ func patches(ch Change) ([]patch, error) {
 }
 
 func makePatch(ch Change, a, b *Side) ([]patch, error) {
-	p := patch{path: ch.Path, a: a, b: b, binary: ch.Binary}
+	p := patch{path: ch.Path, a: a, b: b, binary: ch.Binary, aRoot: ch.lower, bRoot: ch.upper}
 	for _, s := range []*Side{a, b} {
 		if s != nil && s.Type == "dir" {
 			if a != nil && b != nil && a.Mode != b.Mode {
@@ -173,49 +281,51 @@ func makePatch(ch Change, a, b *Side) ([]patch, error) {
 			return nil, nil // git shows what is in a directory, not the directory
 		}
 	}
-	var err error
-	if a != nil {
-		if p.aText, p.aSize, err = sideText(ch.lower, ch.Path, a); err != nil {
-			return nil, err
-		}
-	}
-	if b != nil {
-		if p.bText, p.bSize, err = sideText(ch.upper, ch.Path, b); err != nil {
-			return nil, err
-		}
-	}
+	p.aSize, p.bSize = sideSize(a), sideSize(b)
 	if a != nil && b != nil && !ch.ContentChanged {
 		p.modeOnly = true
 		return []patch{p}, nil
 	}
-	if p.binary && (a == nil || a.Type == "file") && (b == nil || b.Type == "file") {
-		return []patch{p}, nil
+	if !p.binary || a != nil && a.Type != "file" || b != nil && b.Type != "file" {
+		p.binary = false
 	}
-	p.binary = false
-	p.hunks, p.ins, p.del = unified(p.aText, p.bText)
-	p.hasContent = len(p.hunks) > 0
 	return []patch{p}, nil
+}
+
+// sideSize is a side's content size: a file's bytes, a symlink target's.
+func sideSize(s *Side) int64 {
+	switch {
+	case s == nil:
+		return 0
+	case s.Type == "symlink":
+		return int64(len(s.Target))
+	}
+	return s.Size
 }
 
 // sideText returns a side's content as lines: a file's bytes, a
 // symlink's target (git stores the target as a blob without newline).
-func sideText(root, rel string, s *Side) ([]string, int64, error) {
+// The caller keeps files over diffMaxText away.
+func sideText(root, rel string, s *Side) ([]string, error) {
+	if s == nil {
+		return nil, nil
+	}
 	switch s.Type {
 	case "symlink":
-		return splitLines(s.Target), int64(len(s.Target)), nil
+		return splitLines(s.Target), nil
 	case "file":
 		t, err := openTree(root)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		defer t.close()
-		b, err := t.readFile(rel)
+		b, err := t.readHead(rel, diffMaxText+1)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		return splitLines(string(b)), int64(len(b)), nil
+		return splitLines(string(b)), nil
 	}
-	return nil, 0, nil
+	return nil, nil
 }
 
 func splitLines(s string) []string {
@@ -310,6 +420,16 @@ func (p patch) write(w *bufio.Writer, color bool) {
 	}
 	q := handback.QuotePath
 	meta("diff --git %s %s", q("a/"+aPath), q("b/"+p.path))
+	if special(p.a) || special(p.b) {
+		// git has no form for them: a comment line (git apply skips it).
+		if special(p.a) {
+			meta("# deleted: %s", article(p.a.Special))
+		}
+		if special(p.b) {
+			meta("# new: %s (corral apply cannot write a special file; corral discard drops it)", article(p.b.Special))
+		}
+		return
+	}
 	switch {
 	case p.from != "":
 		// git's order: mode lines, then the similarity and the rename.
@@ -340,6 +460,10 @@ func (p patch) write(w *bufio.Writer, color bool) {
 	}
 	if p.binary {
 		meta("Binary files %s and %s differ", aName, bName)
+		return
+	}
+	if p.large {
+		meta("Large files %s and %s differ (%d -> %d bytes; corral diff compares text up to %d MiB)", aName, bName, p.aSize, p.bSize, diffMaxText>>20)
 		return
 	}
 	if !p.hasContent {
@@ -376,27 +500,40 @@ func (p patch) write(w *bufio.Writer, color bool) {
 // writeStat prints git diff --stat's form: " path | N +++--" per file
 // (binary files "Bin A -> B bytes"), the bar scaled to at most 50
 // characters, and " F files changed, I insertions(+), D deletions(-)".
-func writeStat(w *bufio.Writer, ps []patch) {
+func writeStat(w *bufio.Writer, ps []patch) error {
 	// A type change is two patches of one path: git counts it once.
 	type row struct {
-		path     string
-		ins, del int
-		bin      bool
-		aS, bS   int64
+		path       string
+		ins, del   int
+		bin, large bool
+		kind       string // a special file's
+		aS, bS     int64
 	}
 	var rows []row
 	for _, p := range ps {
+		if err := p.render(); err != nil {
+			return err
+		}
+		kind := ""
+		if special(p.b) {
+			kind = p.b.Special
+		} else if special(p.a) {
+			kind = p.a.Special
+		}
 		if n := len(rows); n > 0 && rows[n-1].path == handback.QuotePath(p.path) {
 			r := &rows[n-1]
-			r.ins, r.del, r.bin = r.ins+p.ins, r.del+p.del, r.bin || p.binary
+			r.ins, r.del, r.bin, r.large = r.ins+p.ins, r.del+p.del, r.bin || p.binary, r.large || p.large && p.a != nil && p.b != nil
 			r.bS = p.bSize
+			if kind != "" {
+				r.kind = kind
+			}
 			continue
 		}
 		name := handback.QuotePath(p.path)
 		if p.from != "" {
 			name = handback.QuotePath(p.from) + " => " + name
 		}
-		rows = append(rows, row{name, p.ins, p.del, p.binary, p.aSize, p.bSize})
+		rows = append(rows, row{name, p.ins, p.del, p.binary, p.large && p.a != nil && p.b != nil, kind, p.aSize, p.bSize})
 	}
 	width, most := 0, 0
 	for _, r := range rows {
@@ -407,8 +544,15 @@ func writeStat(w *bufio.Writer, ps []patch) {
 	var ins, del int
 	for _, r := range rows {
 		ins, del = ins+r.ins, del+r.del
-		if r.bin {
+		switch {
+		case r.kind != "":
+			fmt.Fprintf(w, " %-*s | %s\n", width, r.path, r.kind)
+			continue
+		case r.bin:
 			fmt.Fprintf(w, " %-*s | Bin %d -> %d bytes\n", width, r.path, r.aS, r.bS)
+			continue
+		case r.large:
+			fmt.Fprintf(w, " %-*s | Large %d -> %d bytes\n", width, r.path, r.aS, r.bS)
 			continue
 		}
 		plus, minus := r.ins, r.del
@@ -418,10 +562,11 @@ func writeStat(w *bufio.Writer, ps []patch) {
 		fmt.Fprintf(w, " %-*s | %*d %s%s\n", width, r.path, digits, r.ins+r.del, strings.Repeat("+", plus), strings.Repeat("-", minus))
 	}
 	if len(rows) == 0 {
-		return
+		return nil
 	}
 	fmt.Fprintf(w, " %d file%s changed, %d insertion%s(+), %d deletion%s(-)\n",
 		len(rows), plural(len(rows)), ins, plural(ins), del, plural(del))
+	return nil
 }
 
 func scale(n, most int) int {

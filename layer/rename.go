@@ -2,7 +2,6 @@ package layer
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
 )
@@ -24,6 +23,9 @@ const (
 	// renameMaxSize bounds the files compared inexactly, in bytes (a line
 	// diff of two large files costs far more than the rest of a diff).
 	renameMaxSize = 256 << 10
+	// renameCacheSize bounds, in bytes, the texts kept between the
+	// inexact comparisons.
+	renameCacheSize = 16 << 20
 )
 
 // pairRenames turns each deleted patch and added patch of the same type
@@ -31,26 +33,56 @@ const (
 // in percent), exact matches first, then the most similar; it returns
 // the patches in their order, the added patch's place taken by the
 // rename and the deleted one dropped. Binary files and symlinks are
-// renamed only when identical.
-func pairRenames(ps []patch) []patch {
+// renamed only when identical. Contents are compared by SHA-256 read in
+// a stream (only between sides of one type and size), and read whole
+// only for the inexact comparisons of files up to renameMaxSize.
+func pairRenames(ps []patch) ([]patch, error) {
 	var dels, adds []int
 	for i, p := range ps {
 		switch {
-		case p.a != nil && p.b == nil && p.a.Type != "dir" && !p.modeOnly:
+		case p.a != nil && p.b == nil && p.a.Type != "dir" && !p.modeOnly && !special(p.a):
 			dels = append(dels, i)
-		case p.a == nil && p.b != nil && p.b.Type != "dir" && !p.modeOnly:
+		case p.a == nil && p.b != nil && p.b.Type != "dir" && !p.modeOnly && !special(p.b):
 			adds = append(adds, i)
 		}
 	}
 	if len(dels) == 0 || len(adds) == 0 {
-		return ps
+		return ps, nil
 	}
 	// A deleted path that is added again (a type change) is no rename.
 	paths := map[string]int{}
 	for _, p := range ps {
 		paths[p.path]++
 	}
-	content := func(lines []string) string { return strings.Join(lines, "") }
+	type shape struct {
+		typ  string
+		size int64
+	}
+	delShapes := map[shape]bool{}
+	for _, d := range dels {
+		delShapes[shape{ps[d].a.Type, ps[d].aSize}] = true
+	}
+	addShapes := map[shape]bool{}
+	for _, a := range adds {
+		addShapes[shape{ps[a].b.Type, ps[a].bSize}] = true
+	}
+	// key identifies a side's content: a symlink's target, a file's hash
+	// ("" when no side of the other kind has its type and size).
+	key := func(root, rel string, s *Side, size int64, others map[shape]bool) (string, error) {
+		if !others[shape{s.Type, size}] {
+			return "", nil
+		}
+		if s.Type == "symlink" {
+			return "l\x00" + s.Target, nil
+		}
+		t, err := openTree(root)
+		if err != nil {
+			return "", err
+		}
+		defer t.close()
+		h, err := t.hashFile(rel)
+		return "f\x00" + h, err
+	}
 	used := map[int]bool{}
 	from := map[int]int{} // added index -> deleted index
 	score := map[int]int{}
@@ -59,16 +91,24 @@ func pairRenames(ps []patch) []patch {
 		if paths[ps[d].path] > 1 {
 			continue
 		}
-		k := ps[d].a.Type + "\x00" + content(ps[d].aText)
-		byContent[k] = append(byContent[k], d)
+		k, err := key(ps[d].aRoot, ps[d].path, ps[d].a, ps[d].aSize, addShapes)
+		if err != nil {
+			return nil, err
+		}
+		if k != "" {
+			byContent[k] = append(byContent[k], d)
+		}
 	}
 	for _, a := range adds {
 		if paths[ps[a].path] > 1 {
 			continue
 		}
-		k := ps[a].b.Type + "\x00" + content(ps[a].bText)
+		k, err := key(ps[a].bRoot, ps[a].path, ps[a].b, ps[a].bSize, delShapes)
+		if err != nil {
+			return nil, err
+		}
 		for _, d := range byContent[k] {
-			if !used[d] {
+			if k != "" && !used[d] {
 				used[d], from[a], score[a] = true, d, 100
 				break
 			}
@@ -77,6 +117,28 @@ func pairRenames(ps []patch) []patch {
 	if len(dels)*len(adds) <= renameMaxPairs {
 		type cand struct{ d, a, s int }
 		var cs []cand
+		// Texts (each at most renameMaxSize) are kept for the next pair
+		// up to renameCacheSize in all, and read again past it.
+		texts := map[int][]string{}
+		var cached int64
+		text := func(i int) ([]string, error) {
+			if t, ok := texts[i]; ok {
+				return t, nil
+			}
+			p, size := ps[i], ps[i].aSize
+			var t []string
+			var err error
+			if p.b == nil {
+				t, err = sideText(p.aRoot, p.path, p.a)
+			} else {
+				t, err = sideText(p.bRoot, p.path, p.b)
+				size = p.bSize
+			}
+			if err == nil && cached+size <= renameCacheSize {
+				texts[i], cached = t, cached+size
+			}
+			return t, err
+		}
 		for _, a := range adds {
 			if _, done := from[a]; done || paths[ps[a].path] > 1 || ps[a].b.Type != "file" || ps[a].binary {
 				continue
@@ -85,7 +147,18 @@ func pairRenames(ps []patch) []patch {
 				if used[d] || paths[ps[d].path] > 1 || ps[d].a.Type != "file" || ps[d].binary {
 					continue
 				}
-				if s := similarity(ps[d], ps[a]); s >= renameMinScore {
+				s, err := similarity(ps[d], ps[a], func() ([]string, []string, error) {
+					x, err := text(d)
+					if err != nil {
+						return nil, nil, err
+					}
+					y, err := text(a)
+					return x, y, err
+				})
+				if err != nil {
+					return nil, err
+				}
+				if s >= renameMinScore {
 					cs = append(cs, cand{d, a, s})
 				}
 			}
@@ -100,7 +173,7 @@ func pairRenames(ps []patch) []patch {
 		}
 	}
 	if len(from) == 0 {
-		return ps
+		return ps, nil
 	}
 	out := make([]patch, 0, len(ps)-len(from))
 	for i, p := range ps {
@@ -112,43 +185,44 @@ func pairRenames(ps []patch) []patch {
 		}
 		out = append(out, p)
 	}
-	return out
+	return out, nil
 }
 
 // similarity estimates, in percent, how much of the larger of two files
 // the other holds: the bytes of the lines a line diff keeps, over the
 // larger size (git's estimate_similarity in diffcore-rename.c counts
 // copied bytes over the larger size too, by hashed chunks rather than
-// lines). Sizes alone rule out most pairs without a diff.
-func similarity(del, add patch) int {
+// lines). Sizes alone rule out most pairs before texts reads the lines.
+func similarity(del, add patch, texts func() ([]string, []string, error)) (int, error) {
 	big := max(del.aSize, add.bSize)
 	if big == 0 {
-		return 100
+		return 100, nil
 	}
 	if min(del.aSize, add.bSize)*100 < big*renameMinScore || big > renameMaxSize {
-		return 0
+		return 0, nil
 	}
-	m := difflib.NewMatcherWithJunk(del.aText, add.bText, false, nil)
+	a, b, err := texts()
+	if err != nil {
+		return 0, err
+	}
+	m := difflib.NewMatcherWithJunk(a, b, false, nil)
 	var same int64
-	for _, b := range m.GetMatchingBlocks() {
-		for _, l := range del.aText[b.A : b.A+b.Size] {
+	for _, blk := range m.GetMatchingBlocks() {
+		for _, l := range a[blk.A : blk.A+blk.Size] {
 			same += int64(len(l))
 		}
 	}
-	return int(same * 100 / big)
+	return int(same * 100 / big), nil
 }
 
-// renamed is the patch of a rename from del's path to add's.
+// renamed is the patch of a rename from del's path to add's; render
+// makes its hunks.
 func renamed(del, add patch, score int) patch {
 	p := add
 	p.from, p.similarity = del.path, score
-	p.a, p.aText, p.aSize = del.a, del.aText, del.aSize
+	p.a, p.aRoot, p.aSize = del.a, del.aRoot, del.aSize
 	if score == 100 {
-		p.hunks, p.ins, p.del, p.hasContent = nil, 0, 0, false
 		p.binary = false
-		return p
 	}
-	p.hunks, p.ins, p.del = unified(p.aText, p.bText)
-	p.hasContent = len(p.hunks) > 0
 	return p
 }

@@ -57,7 +57,12 @@ func kindOfSide(s *Side) handback.Kind {
 }
 
 // mergedView is the tree a session sees: the layer's entries over Lower's.
-type mergedView struct{ lo, up *tree }
+// gitDirs caches isGitDir's answers (every path asks of each directory
+// above it).
+type mergedView struct {
+	lo, up  *tree
+	gitDirs map[string]bool
+}
 
 func openMergedView(lower, upper string) (*mergedView, error) {
 	lo, err := openTree(lower)
@@ -69,7 +74,7 @@ func openMergedView(lower, upper string) (*mergedView, error) {
 		lo.close()
 		return nil, err
 	}
-	return &mergedView{lo, up}, nil
+	return &mergedView{lo: lo, up: up, gitDirs: map[string]bool{}}, nil
 }
 
 func (v *mergedView) close() { v.lo.close(); v.up.close() }
@@ -98,7 +103,12 @@ func (v *mergedView) typeOf(rel string) string {
 
 // isGitDir is git's is_git_directory on the mergedView.
 func (v *mergedView) isGitDir(d string) bool {
-	return v.typeOf(path.Join(d, "HEAD")) == "file" &&
+	if is, ok := v.gitDirs[d]; ok {
+		return is
+	}
+	is := v.typeOf(path.Join(d, "HEAD")) == "file" &&
 		(v.typeOf(path.Join(d, "objects")) == "dir" && v.typeOf(path.Join(d, "refs")) == "dir" ||
 			v.typeOf(path.Join(d, "commondir")) == "file")
+	v.gitDirs[d] = is
+	return is
 }

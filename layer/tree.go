@@ -1,6 +1,9 @@
 package layer
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -45,15 +48,52 @@ func (t *tree) open(rel string, flags int, mode uint32) (int, error) {
 	if flags&unix.O_CREAT == 0 {
 		how.Mode = 0
 	}
-	for {
-		fd, err := unix.Openat2(t.fd, rel, &how)
-		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
-			continue // openat2 returns EAGAIN when a rename raced RESOLVE_BENEATH
+	// A path longer than PATH_MAX (a session can nest directories past
+	// it) is refused by any one call (ENAMETOOLONG): it is opened as a
+	// chain, each link a directory opened beneath the one before with the
+	// same resolve flags, so the chain is as confined as one call.
+	dirfd, held, walked := t.fd, -1, 0
+	defer func() {
+		if held >= 0 {
+			unix.Close(held)
 		}
+	}()
+	for len(rel)-walked > maxOpenPath {
+		chunk := rel[walked : walked+maxOpenPath]
+		i := strings.LastIndexByte(chunk, '/')
+		if i <= 0 {
+			return -1, &os.PathError{Op: "open", Path: t.abs(rel), Err: unix.ENAMETOOLONG}
+		}
+		dirHow := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW, Resolve: how.Resolve}
+		fd, err := openat2(dirfd, chunk[:i], &dirHow)
 		if err != nil {
 			return -1, &os.PathError{Op: "open", Path: t.abs(rel), Err: err}
 		}
-		return fd, nil
+		if held >= 0 {
+			unix.Close(held)
+		}
+		held, dirfd, walked = fd, fd, walked+i+1
+	}
+	fd, err := openat2(dirfd, rel[walked:], &how)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: t.abs(rel), Err: err}
+	}
+	return fd, nil
+}
+
+// maxOpenPath is the longest path one openat2(2) takes: PATH_MAX counts
+// the terminating NUL.
+const maxOpenPath = unix.PathMax - 1
+
+// openat2 is unix.Openat2 retried on EINTR and on EAGAIN, which openat2
+// returns when a rename raced RESOLVE_BENEATH.
+func openat2(dirfd int, rel string, how *unix.OpenHow) (int, error) {
+	for {
+		fd, err := unix.Openat2(dirfd, rel, how)
+		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+			continue
+		}
+		return fd, err
 	}
 }
 
@@ -73,16 +113,18 @@ func (t *tree) parent(rel string) (int, string, error) {
 }
 
 // node is what one path of a tree is: Type "file", "dir", "symlink",
-// "whiteout" (a character device 0/0) or "other"; Mode the permission
-// bits; Target a symlink's target.
+// "whiteout" (a character device 0/0) or "other", with Special saying
+// which (specialKind); Mode the permission bits; Target a symlink's
+// target.
 type node struct {
-	Type   string
-	Mode   uint32
-	Size   int64
-	MTime  int64
-	Target string
-	UID    uint32
-	GID    uint32
+	Type    string
+	Special string
+	Mode    uint32
+	Size    int64
+	MTime   int64
+	Target  string
+	UID     uint32
+	GID     uint32
 }
 
 // lstat returns rel's node; a missing path (or one below a non-directory)
@@ -138,7 +180,26 @@ func nodeOf(st *unix.Stat_t, target string) *node {
 	default:
 		n.Type = "other"
 	}
+	if n.Type == "other" {
+		n.Special = specialKind(st.Mode)
+	}
 	return n
+}
+
+// specialKind names the type of a special file (inode(7)): "fifo",
+// "socket", "character device", "block device", else "special file".
+func specialKind(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return "fifo"
+	case unix.S_IFSOCK:
+		return "socket"
+	case unix.S_IFCHR:
+		return "character device"
+	case unix.S_IFBLK:
+		return "block device"
+	}
+	return "special file"
 }
 
 // names returns the entries of directory rel, sorted.
@@ -166,6 +227,150 @@ func (t *tree) readFile(rel string) ([]byte, error) {
 	f := os.NewFile(uintptr(fd), t.abs(rel))
 	defer f.Close()
 	return io.ReadAll(f)
+}
+
+// readHead returns up to n bytes from the start of regular file rel.
+func (t *tree) readHead(rel string, n int) ([]byte, error) {
+	fd, err := t.open(rel, unix.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	return readUpTo(fdFile(fd), n, t.abs(rel))
+}
+
+// readHeadAt returns up to n bytes from the start of file name of
+// directory dirfd, opened without following a symlink; abs names it in
+// errors.
+func readHeadAt(dirfd int, name, abs string, n int) ([]byte, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: abs, Err: err}
+	}
+	defer unix.Close(fd)
+	return readUpTo(fdFile(fd), n, abs)
+}
+
+func readUpTo(r io.Reader, n int, abs string) ([]byte, error) {
+	b := make([]byte, n)
+	k, err := io.ReadFull(r, b)
+	if err == io.ErrUnexpectedEOF || err == io.EOF {
+		err = nil
+	}
+	if err != nil {
+		err = &os.PathError{Op: "read", Path: abs, Err: err}
+	}
+	return b[:k], err
+}
+
+// fdFile reads and writes a raw descriptor: os.NewFile would cost an
+// fcntl(2) and a poller registration per file, which adds up over the
+// thousands of small files a layer can hold.
+type fdFile int
+
+func (f fdFile) Read(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	for {
+		n, err := unix.Read(int(f), b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if n == 0 {
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+func (f fdFile) Write(b []byte) (int, error) {
+	done := 0
+	for done < len(b) {
+		n, err := unix.Write(int(f), b[done:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return done, err
+		}
+		done += n
+	}
+	return done, nil
+}
+
+// readNames returns the entries of directory fd (not closed), sorted.
+func readNames(fd int, abs string) ([]string, error) {
+	d, err := unix.Dup(fd)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(d), abs)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	sortStrings(names)
+	return names, nil
+}
+
+// compareChunk is how much of each file sameContent holds at a time.
+const compareChunk = 64 << 10
+
+// sameContent says whether regular files ra of a and rb of b hold the
+// same bytes, reading both in step (memory: two chunks, whatever the
+// sizes).
+func sameContent(a *tree, ra string, b *tree, rb string) (bool, error) {
+	fa, err := a.open(ra, unix.O_RDONLY, 0)
+	if err != nil {
+		return false, err
+	}
+	defer unix.Close(fa)
+	fb, err := b.open(rb, unix.O_RDONLY, 0)
+	if err != nil {
+		return false, err
+	}
+	defer unix.Close(fb)
+	x, y := fdFile(fa), fdFile(fb)
+	var sx, sy unix.Stat_t
+	if unix.Fstat(fa, &sx) == nil && unix.Fstat(fb, &sy) == nil && sx.Size != sy.Size {
+		return false, nil
+	}
+	bx, by := make([]byte, compareChunk), make([]byte, compareChunk)
+	for {
+		nx, ex := io.ReadFull(x, bx)
+		ny, ey := io.ReadFull(y, by)
+		if ex != nil && ex != io.EOF && ex != io.ErrUnexpectedEOF {
+			return false, ex
+		}
+		if ey != nil && ey != io.EOF && ey != io.ErrUnexpectedEOF {
+			return false, ey
+		}
+		if nx != ny || !bytes.Equal(bx[:nx], by[:ny]) {
+			return false, nil
+		}
+		if ex != nil || ey != nil {
+			return ex != nil && ey != nil, nil
+		}
+	}
+}
+
+// hashFile returns the SHA-256 of regular file rel, read in a stream.
+func (t *tree) hashFile(rel string) (string, error) {
+	fd, err := t.open(rel, unix.O_RDONLY, 0)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	h := sha256.New()
+	if _, err := io.CopyBuffer(h, fdFile(fd), make([]byte, compareChunk)); err != nil {
+		return "", &os.PathError{Op: "read", Path: t.abs(rel), Err: err}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // xattr names overlayfs uses, with the prefix of a mount made in a user

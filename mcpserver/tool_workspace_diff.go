@@ -56,25 +56,43 @@ func (s *Server) workspaceDiff(_ context.Context, c *call, in WorkspaceDiffInput
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
-	var b bytes.Buffer
-	if err := layer.Diff(&b, cs, layer.DiffOptions{Stat: in.Stat}); err != nil {
-		return nil, nil, toolError(err)
-	}
 	limit := 64 << 10
 	if s.opts.Spec != nil {
 		if sp, err := s.opts.Spec(c.sess.Name()); err == nil && sp.OutputLimit > 0 {
 			limit = sp.OutputLimit
 		}
 	}
-	res := &WorkspaceDiffResult{Files: len(cs), Diff: b.String()}
+	// Only what can be returned is kept: a diff of any size costs at
+	// most the limit in memory.
+	b := &headWriter{limit: limit}
+	if err := layer.Diff(b, cs, layer.DiffOptions{Stat: in.Stat}); err != nil {
+		return nil, nil, toolError(err)
+	}
+	res := &WorkspaceDiffResult{Files: len(cs), Diff: b.head.String()}
 	text := res.Diff
 	switch {
 	case len(cs) == 0:
 		text = "No changes: the working directory is as the session found it (or everything was applied or discarded)."
-	case len(res.Diff) > limit:
-		cut := bytes.LastIndexByte(b.Bytes()[:limit], '\n') + 1 // whole lines
-		res.Diff, res.OmittedBytes = res.Diff[:cut], len(res.Diff)-cut
-		text = res.Diff + fmt.Sprintf("[diff cut: %s of %s left out at the end; call again with stat, or with paths]\n", sizeText(int64(res.OmittedBytes)), sizeText(int64(b.Len())))
+	case b.total > int64(limit):
+		cut := bytes.LastIndexByte(b.head.Bytes()[:limit], '\n') + 1 // whole lines
+		res.Diff, res.OmittedBytes = res.Diff[:cut], int(b.total)-cut
+		text = res.Diff + fmt.Sprintf("[diff cut: %s of %s left out at the end; call again with stat, or with paths]\n", sizeText(int64(res.OmittedBytes)), sizeText(b.total))
 	}
 	return textResult(text), res, nil
+}
+
+// headWriter keeps the first limit bytes written to it and counts the
+// rest.
+type headWriter struct {
+	head  bytes.Buffer
+	limit int
+	total int64
+}
+
+func (w *headWriter) Write(p []byte) (int, error) {
+	w.total += int64(len(p))
+	if room := w.limit - w.head.Len(); room > 0 {
+		w.head.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
 }

@@ -80,7 +80,8 @@ func newDiffCmd(g *globalOptions) *cobra.Command {
 		Short: "Show what a review-mode session changed in the working directory",
 		Long: `Show the changes a session (workspace_mode: review) holds in its layer, as
 git diff shows them: unified diffs with 3 lines of context, new, deleted and
-binary files, mode changes, symlinks. PATHs (relative to the working
+binary files, mode changes, symlinks; files over 2 MiB by their sizes, and
+fifos, sockets and devices by what they are. PATHs (relative to the working
 directory, or absolute inside it) limit it to themselves and what lies below.
 The default session is the one the MCP server uses for the current directory.`,
 		RunE: func(c *cobra.Command, args []string) error {
