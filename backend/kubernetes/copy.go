@@ -88,7 +88,7 @@ func (e *Engine) CopyIn(ctx context.Context, t *PodTarget, f *os.File, o transfe
 		}
 		start := time.Now()
 		var out, errb bytes.Buffer
-		code, err := execStream(ctx, t.cl, t.Namespace, t.Name, []string{inside.Path, inside.ModeUntar, t.Workspace, string(opts)}, f, &out, &errb)
+		code, err := execStream(ctx, t.cl, t.Namespace, t.Name, ContainerName, []string{inside.Path, inside.ModeUntar, t.Workspace, string(opts)}, f, &out, &errb)
 		var a inside.UntarAnswer
 		jerr := json.Unmarshal(bytes.TrimSpace(out.Bytes()), &a)
 		switch {
@@ -130,7 +130,7 @@ func (e *Engine) CopyOut(ctx context.Context, t *PodTarget, src, top string, f *
 		start := time.Now()
 		h := sha256.New()
 		var errb bytes.Buffer
-		code, err := execStream(ctx, t.cl, t.Namespace, t.Name, []string{inside.Path, inside.ModeTar, t.Workspace, src, top}, nil, io.MultiWriter(f, h), &errb)
+		code, err := execStream(ctx, t.cl, t.Namespace, t.Name, ContainerName, []string{inside.Path, inside.ModeTar, t.Workspace, src, top}, nil, io.MultiWriter(f, h), &errb)
 		got := hex.EncodeToString(h.Sum(nil))
 		want := lastSHA(errb.String())
 		switch {
