@@ -124,6 +124,11 @@ func TestCpOutHoldsRiskyKubernetes(t *testing.T) {
 	c.env = append(c.env, "CORRAL_BACKEND=kubernetes", "CORRAL_KUBERNETES_KUBECONFIG="+os.Getenv(k8stest.EnvKubeconfig),
 		"CORRAL_KUBERNETES_NAMESPACE="+cl.Namespace, "CORRAL_KUBERNETES_IMAGE="+cl.Image, "CORRAL_KUBERNETES_MEMORY=256Mi", "CORRAL_KUBERNETES_CPUS=500m")
 	sess := "risky-" + itoa(os.Getpid())
+	// A first command records the session (its backend, its working
+	// directory); corral exec does not.
+	if code, so, se := c.run(nil, "run", "--session", sess, "--", "true"); code != 0 {
+		t.Fatalf("first command: %d %s %s", code, so, se)
+	}
 	holder := exec.Command(corralBin, "exec", "--session", sess, "-i", "--", "bash", "-c", `while IFS= read -r l; do eval "$l"; echo "DONE $?"; done`)
 	holder.Dir, holder.Env = c.work, c.env
 	in, err := holder.StdinPipe()
