@@ -49,6 +49,12 @@ import (
 // will not read.
 var ErrRefused = errors.New("refused")
 
+// ErrTooLarge wraps the error of a copy whose archive grew past what its
+// destination may receive (wscopy bounds a copy out by the free space of
+// the host's destination): it is stopped while being received, before
+// anything is written.
+var ErrTooLarge = errors.New("too large")
+
 // noFollow opens a file only if it is not a symlink (open(2) O_NOFOLLOW).
 const noFollow = syscall.O_NOFOLLOW
 

@@ -26,6 +26,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/corralhq/corral/backend/kubernetes"
 	"github.com/corralhq/corral/handback"
 	"github.com/corralhq/corral/sandbox"
@@ -116,14 +118,108 @@ type Result struct {
 	Into string
 }
 
-// spool returns an unlinked temporary file for an archive.
+// spool returns a temporary file for an archive that has no name: made
+// with O_TMPFILE in os.TempDir() where the file system has it, else
+// created and unlinked at once, so that none is left behind, even by a
+// corral that is killed.
 func spool() (*os.File, error) {
-	f, err := os.CreateTemp("", "corral-cp-*.tar")
+	dir := os.TempDir()
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err == nil {
+		return os.NewFile(uintptr(fd), filepath.Join(dir, "corral-cp.tar (unlinked)")), nil
+	}
+	f, err := os.CreateTemp(dir, "corral-cp-*.tar")
 	if err != nil {
 		return nil, err
 	}
 	_ = os.Remove(f.Name())
 	return f, nil
+}
+
+// Room a copy out leaves on the file systems it writes to: a twentieth of
+// each, at most maxMargin.
+const maxMargin = 64 << 20
+
+// bound is how much an archive coming out of a workspace may hold: what
+// the host destination's file system may receive.
+type bound struct {
+	// max is the bound in bytes (> 0 unless the destination is full).
+	max int64
+	// why says where it comes from, for the error.
+	why string
+}
+
+// receiveBound returns the bound of an archive spooled into spool and
+// unpacked below dest (the nearest existing directory on the way to it
+// is measured): the free space (statfs, for the caller's uid) of dest's
+// file system less a margin, halved when the spool lies on the same file
+// system (the archive, then its files), and never more than the spool's
+// own file system may take.
+func receiveBound(dest string, spool *os.File) (bound, error) {
+	for {
+		if _, err := os.Stat(dest); err == nil || filepath.Dir(dest) == dest {
+			break
+		}
+		dest = filepath.Dir(dest)
+	}
+	free := func(fs unix.Statfs_t) (avail, margin int64) {
+		bsize := int64(fs.Bsize)
+		avail = int64(fs.Bavail) * bsize
+		margin = min(int64(fs.Blocks)*bsize/20, maxMargin)
+		return avail, margin
+	}
+	var dfs, sfs unix.Statfs_t
+	if err := unix.Statfs(dest, &dfs); err != nil {
+		return bound{}, fmt.Errorf("measuring the free space at %s: %w", dest, err)
+	}
+	if err := unix.Fstatfs(int(spool.Fd()), &sfs); err != nil {
+		return bound{}, fmt.Errorf("measuring the free space of the spool: %w", err)
+	}
+	var dst, sst unix.Stat_t
+	same := unix.Stat(dest, &dst) == nil && unix.Fstat(int(spool.Fd()), &sst) == nil && dst.Dev == sst.Dev
+	avail, margin := free(dfs)
+	b := bound{max: max(avail-margin, 0)}
+	if same {
+		b.max /= 2
+		b.why = fmt.Sprintf("half of what %s's file system has free (%s, less a %s margin), since the archive is held there too before it is unpacked", dest, iec(avail), iec(margin))
+		return b, nil
+	}
+	b.why = fmt.Sprintf("what %s's file system has free (%s, less a %s margin)", dest, iec(avail), iec(margin))
+	if savail, smargin := free(sfs); savail-smargin < b.max {
+		b.max = max(savail-smargin, 0)
+		b.why = fmt.Sprintf("what the file system of %s, where the archive is held before it is unpacked, has free (%s, less a %s margin)", os.TempDir(), iec(savail), iec(smargin))
+	}
+	return b, nil
+}
+
+// iec writes n bytes as "12.3 MiB" (pure).
+func iec(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// capped passes at most max bytes to w; the write that would pass more
+// writes nothing and fails with transfer.ErrTooLarge.
+type capped struct {
+	w      io.Writer
+	n, max int64
+}
+
+func (c *capped) Write(b []byte) (int, error) {
+	if c.n+int64(len(b)) > c.max {
+		return 0, transfer.ErrTooLarge
+	}
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
 }
 
 // Out is how a copy out of a workspace treats what handback calls risky.
@@ -190,7 +286,8 @@ func push(ctx context.Context, w *Workspace, dir, src, top string, o transfer.Op
 // symlinks; entries the host refuses (transfer.Unpack: outside the top
 // asked for, "..", absolute, below a symlink, hard links, devices) stop
 // it before anything is written; risky ones are held back (Result.Held)
-// unless o includes them.
+// unless o includes them. The archive is bounded by what dst's file
+// system may receive (pull).
 func CopyOut(ctx context.Context, w *Workspace, src, dst string, o Out) (Result, error) {
 	rel, err := w.Rel(src)
 	if err != nil {
@@ -208,17 +305,32 @@ func CopyOut(ctx context.Context, w *Workspace, src, dst string, o Out) (Result,
 }
 
 // pull packs rel of the workspace (entries named top) and unpacks it
-// below the host's root with o.
+// below the host's root with o. The archive is spooled first, bounded by
+// receiveBound: one that grows past it stops the copy, with an error
+// wrapping transfer.ErrTooLarge that names the bound, before anything
+// is written below root.
 func pull(ctx context.Context, w *Workspace, rel, top, root string, o transfer.Options) (Result, error) {
 	f, err := spool()
 	if err != nil {
 		return Result{}, err
 	}
 	defer f.Close()
+	b, err := receiveBound(root, f)
+	if err != nil {
+		return Result{}, err
+	}
 	if w.Pod != nil {
-		err = w.Engine.CopyOut(ctx, w.Pod, rel, top, f)
+		err = w.Engine.CopyOut(ctx, w.Pod, rel, top, f, max(b.max, 1))
 	} else {
-		_, err = transfer.Pack(f, w.Root, rel, top)
+		_, err = transfer.Pack(&capped{w: f, max: b.max}, w.Root, rel, top)
+	}
+	if errors.Is(err, transfer.ErrTooLarge) {
+		_ = f.Truncate(0)
+		what := "workspace"
+		if rel != "." {
+			what += " path " + rel
+		}
+		return Result{}, fmt.Errorf("%w: the archive of session %s's %s grew past %s, %s; nothing was written", transfer.ErrTooLarge, w.Session, what, iec(b.max), b.why)
 	}
 	if err != nil {
 		return Result{}, err

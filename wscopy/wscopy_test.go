@@ -1,8 +1,12 @@
 package wscopy
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParsePair(t *testing.T) {
@@ -44,5 +48,39 @@ func TestRel(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("Rel(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestIEC(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 bytes", 1023: "1023 bytes", 1024: "1.0 KiB", 64 << 20: "64.0 MiB", 3<<30 + 512<<20: "3.5 GiB"} {
+		if got := iec(n); got != want {
+			t.Errorf("iec(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestReceiveBound: the bound is the destination's free space less its
+// margin, halved when the spool shares its file system, measured at the
+// nearest directory that exists.
+func TestReceiveBound(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.CreateTemp(dir, "spool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	avail := int64(fs.Bavail) * int64(fs.Bsize)
+	b, err := receiveBound(filepath.Join(dir, "not/yet/there"), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Other processes change the free space meanwhile: a bound, not an
+	// equality.
+	if b.max <= 0 || b.max > avail/2 || !strings.Contains(b.why, "half of what "+dir+"'s file system has free (") {
+		t.Errorf("bound %d (free %d): %s", b.max, avail, b.why)
 	}
 }

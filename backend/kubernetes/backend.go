@@ -216,9 +216,10 @@ func (e *Engine) drop(p *podRef) {
 	e.mu.Unlock()
 }
 
-// oomKilled asks the API server whether the pod's container was killed
-// for memory (its last state says OOMKilled): the helper reads the
-// cgroup's count first (inside.Exit.OOMKnown), this is the fallback.
+// oomKilled asks the API server whether the pod's commands' container
+// (ContainerName) was killed for memory (its last state says OOMKilled):
+// the helper reads the cgroup's count first (inside.Exit.OOMKnown), this
+// is the fallback.
 func (e *Engine) oomKilled(p *podRef) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -227,6 +228,9 @@ func (e *Engine) oomKilled(p *podRef) bool {
 		return false
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name != ContainerName {
+			continue // the helper container's memory is not the commands'
+		}
 		for _, st := range []corev1.ContainerState{cs.State, cs.LastTerminationState} {
 			if st.Terminated != nil && st.Terminated.Reason == "OOMKilled" {
 				return true
@@ -598,7 +602,7 @@ func podStuck(pod *corev1.Pod) string {
 			return w.Reason + ": " + w.Message
 		}
 		if t := cs.State.Terminated; t != nil {
-			return fmt.Sprintf("the container ended (%s, exit %d): %s", t.Reason, t.ExitCode, t.Message)
+			return fmt.Sprintf("container %s ended (%s, exit %d): %s", cs.Name, t.Reason, t.ExitCode, t.Message)
 		}
 	}
 	return ""

@@ -168,6 +168,56 @@ func TestPodLockdown(t *testing.T) {
 	k.waitGone(ro)
 }
 
+// TestHelperReadOnlyKubernetes: a command in the pod cannot replace
+// corral's helper (issue 24: a forged /.corral/corral would answer
+// `corral cp` with whatever it likes): HelperDir is read-only in the
+// commands' container, whether the helper is overwritten, renamed over
+// or removed, and the helper container's writable view of it is out of
+// reach through /proc/PID/root (another uid). The helper still works:
+// commands run, and its hash in the pod is the host's.
+func TestHelperReadOnlyKubernetes(t *testing.T) {
+	k := newKube(t)
+	sess := "ro-helper-" + strconv.Itoa(os.Getpid())
+	out, errb, res := k.run(sess, `cd /tmp
+cp /bin/sh /.corral/corral 2>&1 || echo overwrite-refused
+cp /bin/sh /.corral/corral.new 2>&1 || echo create-refused
+rm -f /.corral/corral 2>&1 || echo remove-refused
+mv -f /.corral/corral /.corral/x 2>&1 || echo rename-refused
+mkdir -p /.corral/trust 2>&1 || echo mkdir-refused
+for p in /proc/[0-9]*; do
+  if [ "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" = "sleep 2147483647 " ]; then
+    if ls $p/root/.corral >/dev/null 2>&1; then
+      { cp /bin/sh $p/root/.corral/corral.new && mv -f $p/root/.corral/corral.new $p/root/.corral/corral; } 2>/dev/null && echo "replaced through $p" || echo sleep-root-readonly
+    else
+      echo sleep-root-denied
+    fi
+  fi
+done | sort`, nil)
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s %s", res.ExitCode, out, errb)
+	}
+	for _, w := range []string{"overwrite-refused", "create-refused", "remove-refused", "rename-refused", "mkdir-refused", "Read-only file system",
+		"\nsleep-root-denied\nsleep-root-readonly\n"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("in the pod, want %q:\n%s\n%s", w, out, errb)
+		}
+	}
+	if strings.Contains(out, "replaced") {
+		t.Errorf("the helper was replaced:\n%s", out)
+	}
+	data, err := os.ReadFile(k.e.opts.Helper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	out, errb, res = k.run(sess, `/.corral/corral __corral-sha256 /.corral/corral`, nil)
+	if res.ExitCode != 0 || strings.TrimSpace(out) != hex.EncodeToString(sum[:]) {
+		t.Errorf("the helper after the attempts: exit %d %q %s", res.ExitCode, out, errb)
+	}
+	k.b.Release(sess)
+	k.waitGone(sess)
+}
+
 // assertLockedDown runs the lockdown probes as the first command of
 // session sess: non-root uid and gid, no capabilities, no_new_privs, no
 // service-account token, read-only root, writable workspace and /tmp,

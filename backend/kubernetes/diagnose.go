@@ -330,7 +330,7 @@ func (e *Engine) probeNetworkPolicy(ctx context.Context, cl *cluster, st *Settin
 		var out, errb bytes.Buffer
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
-		code, err := execStream(cctx, cl, d.Namespace, name, []string{"bash", "-c", probeScript, "probe", host, port}, nil, &out, &errb)
+		code, err := execStream(cctx, cl, d.Namespace, name, ContainerName, []string{"bash", "-c", probeScript, "probe", host, port}, nil, &out, &errb)
 		if err != nil {
 			return -1
 		}

@@ -9,8 +9,9 @@
 // Each pod runs the image's sleep as a non-root uid with all capabilities
 // dropped, no privilege escalation, a read-only root filesystem with
 // writable volumes only at the workspace (at the session's working
-// directory, so paths match the host's), /tmp (HOME) and /.corral, the
-// seccomp profile the settings name (Localhost) or the runtime's default,
+// directory, so paths match the host's), /tmp (HOME) and NetDir, and
+// /.corral (HelperDir) read-only, the seccomp profile the settings name
+// (Localhost) or the runtime's default,
 // no service-account token, no host namespaces or paths, and, under the
 // restricted, workspace and allowlist profiles, a NetworkPolicy that
 // denies all ingress and egress (enforced where the cluster's network
@@ -29,14 +30,26 @@
 // copied into HelperDir (prepareEgress) and the variables that name it.
 //
 // corral's static executable reaches the pod without a custom image: it is
-// copied into the /.corral emptyDir over an exec stream, its SHA-256
-// checked in the pod (containerd's CRI exec closes stdin as soon as stdout
-// ends, so a plain `cat > file` upload can be cut short silently; the
-// upload keeps stdout open until stdin ends, and a mismatch is retried).
+// copied into the /.corral emptyDir over an exec stream into the pod's
+// second container (HelperContainerName: the image's sleep as another
+// uid, HelperUID, with HelperDir writable and nothing else mounted), so
+// that a command, which sees HelperDir read-only and cannot reach the
+// other uid's /proc/PID/root, cannot replace the helper that `corral cp`
+// and the agent run (issue 24; the host checks what comes back
+// nonetheless: package wscopy). Its SHA-256 is checked in the pod
+// (containerd's CRI exec closes stdin as soon as stdout ends, so a plain
+// `cat > file` upload can be cut short silently; the upload keeps stdout
+// open until stdin ends, and a mismatch is retried).
 // Then one exec per corral process and pod runs inside.ModeAgent, and
 // every command runs as a child of it over the frame protocol of package
 // agentclient, as on the docker backend: a command costs a round trip on
 // an open stream, not a new exec.
+//
+// `corral cp` and `corral sync` (CopyIn, CopyOut) run ModeUntar and
+// ModeTar of package inside over an exec; what the pod prints is hostile
+// input held in bounded memory: the end of its stderr (internal/tail),
+// an answer of at most maxUntarAnswer, and an archive spooled to a file
+// no larger than the caller's limit (what the destination may receive).
 //
 // Pods, their NetworkPolicies and PVCs carry LabelManaged and the owning
 // corral process (AnnotationOwner), so `corral cleanup` (Engine.Cleanup)

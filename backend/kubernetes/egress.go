@@ -17,14 +17,18 @@ import (
 	"github.com/corralhq/corral/secrets/gitcred"
 )
 
-// Paths in the pod under the allowlist profile, all in the HelperDir
+// Paths in the pod under the allowlist profile: the files in the HelperDir
 // emptyDir (the root filesystem is read-only, so nothing can be placed
-// over the image's own trust bundles as the docker backend binds them).
+// over the image's own trust bundles as the docker backend binds them;
+// HelperDir is read-only for the commands), the sockets in an emptyDir of
+// their own.
 var (
 	// NetDir holds the tunnel's sockets (inside/tunnel): http.sock and
 	// socks.sock, where the docker container's forwarder finds corral's
-	// proxy.
-	NetDir = HelperDir + "/net"
+	// proxy. The tunnel runs in the commands' container and makes them,
+	// so this emptyDir is writable there; HelperDir, read-only there,
+	// cannot hold it.
+	NetDir = "/.corral-net"
 	// TrustBundle is the trust bundle of a pod with secrets: the image's
 	// system bundle (else the host's) followed by corral's CA
 	// certificate; secrets.CABundleVars point at it.

@@ -26,13 +26,14 @@ import (
 	"github.com/corralhq/corral/sandbox"
 )
 
-// execStream runs argv in p's container with the given streams (stdin nil:
-// none) and waits for it: the exit status, or an error when the exec
-// itself failed. It speaks WebSocket and falls back to SPDY for API
+// execStream runs argv in container (ContainerName or
+// HelperContainerName) of pod with the given streams (stdin nil: none)
+// and waits for it: the exit status, or an error when the exec itself
+// failed. It speaks WebSocket and falls back to SPDY for API
 // servers without it (client-go's NewFallbackExecutor, as kubectl does).
-func execStream(ctx context.Context, cl *cluster, ns, pod string, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func execStream(ctx context.Context, cl *cluster, ns, pod, container string, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	u := cl.cs.execURL(ns, pod, &corev1.PodExecOptions{
-		Container: ContainerName, Command: argv,
+		Container: container, Command: argv,
 		Stdin: stdin != nil, Stdout: stdout != nil, Stderr: stderr != nil,
 	})
 	ws, err := remotecommand.NewWebSocketExecutor(cl.cfg, "GET", u.String())
@@ -101,28 +102,37 @@ const uploadScript = `set -e; umask 022; mkdir -p "$3"; cat > "$1.part"; chmod "
 // finishScript makes the upload the file: renamed into place.
 const finishScript = `set -e; mv -f "$1.part" "$1"`
 
-// uploadHelper copies the helper at path into p's HelperDir (uploadFile).
+// uploadHelper copies the helper at path into p's HelperDir (uploadFile,
+// through HelperContainerName: the commands' container mounts it
+// read-only).
 func (e *Engine) uploadHelper(ctx context.Context, p *podRef, path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("%w: kubernetes backend: reading corral's helper: %v", sandbox.ErrUnavailable, err)
 	}
-	return e.uploadFile(ctx, p, "kubernetes.helper", "corral's helper", data, inside.Path, "0555", inside.Path+".part")
+	return e.uploadFile(ctx, p, HelperContainerName, "kubernetes.helper", "corral's helper", data, inside.Path, "0555", inside.Path+".part")
 }
 
-// uploadFile copies data to dest (mode, octal) in p's container,
-// verified by its SHA-256 computed in the pod by the corral executable
-// hasher; a mismatch or a broken stream is tried again, three times in
-// all. what names the file in errors; the events are ev+".uploaded" and
-// ev+".upload_failed".
-func (e *Engine) uploadFile(ctx context.Context, p *podRef, ev, what string, data []byte, dest, mode, hasher string) error {
+// maxUploadAnswer bounds what an upload's exec may print on stdout that
+// is kept (the hash line, 65 bytes): whatever runs in the pod, corral's
+// memory is not its to fill.
+const maxUploadAnswer = 4096
+
+// uploadFile copies data to dest (mode, octal) in container
+// (HelperContainerName for what lies in HelperDir, ContainerName for
+// what the commands' user owns), verified by its SHA-256 computed in the
+// pod by the corral executable hasher; a mismatch or a broken stream is
+// tried again, three times in all. what names the file in errors; the
+// events are ev+".uploaded" and ev+".upload_failed".
+func (e *Engine) uploadFile(ctx context.Context, p *podRef, container, ev, what string, data []byte, dest, mode, hasher string) error {
 	sum := sha256.Sum256(data)
 	want := hex.EncodeToString(sum[:])
 	var last error
 	for try := 1; try <= 3; try++ {
 		start := time.Now()
-		var out, errb bytes.Buffer
-		code, err := execStream(ctx, p.cl, p.namespace, p.name, []string{"sh", "-c", uploadScript, "sh", dest, hasher, filepath.Dir(dest), mode}, bytes.NewReader(data), &out, &errb)
+		var out bytes.Buffer
+		var errb tail.Buffer
+		code, err := execStream(ctx, p.cl, p.namespace, p.name, container, []string{"sh", "-c", uploadScript, "sh", dest, hasher, filepath.Dir(dest), mode}, bytes.NewReader(data), &limitWriter{w: &out, n: maxUploadAnswer}, &errb)
 		got := strings.TrimSpace(out.String())
 		switch {
 		case err != nil:
@@ -132,7 +142,7 @@ func (e *Engine) uploadFile(ctx context.Context, p *podRef, ev, what string, dat
 		case got != want:
 			last = fmt.Errorf("the pod received %q, want sha256 %s (a cut-short upload)", got, want)
 		default:
-			code, err = execStream(ctx, p.cl, p.namespace, p.name, []string{"sh", "-c", finishScript, "sh", dest}, nil, io.Discard, &errb)
+			code, err = execStream(ctx, p.cl, p.namespace, p.name, container, []string{"sh", "-c", finishScript, "sh", dest}, nil, io.Discard, &errb)
 			if err == nil && code == 0 {
 				e.log.Info(ev+".uploaded", "pod", p.name, "file", dest, "bytes", len(data), "duration", time.Since(start).String(), "try", try)
 				return nil
@@ -165,7 +175,7 @@ func (e *Engine) agentFor(p *podRef) (*agentclient.Conn, error) {
 	stderr := &tail.Buffer{}
 	a := agentclient.New(inW, outR, stderr, "kubernetes backend", p.name)
 	go func() {
-		code, err := execStream(ctx, p.cl, p.namespace, p.name, argv, inR, outW, stderr)
+		code, err := execStream(ctx, p.cl, p.namespace, p.name, ContainerName, argv, inR, outW, stderr)
 		if err == nil {
 			err = fmt.Errorf("the agent exited with status %d", code)
 		}
@@ -185,7 +195,7 @@ func (e *Engine) agentFor(p *podRef) (*agentclient.Conn, error) {
 func (e *Engine) signalFallback(p *podRef, pgid int, sig syscall.Signal) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	code, err := execStream(ctx, p.cl, p.namespace, p.name, []string{inside.Path, inside.ModeKill, fmt.Sprint(int(sig)), fmt.Sprint(pgid)}, nil, io.Discard, io.Discard)
+	code, err := execStream(ctx, p.cl, p.namespace, p.name, ContainerName, []string{inside.Path, inside.ModeKill, fmt.Sprint(int(sig)), fmt.Sprint(pgid)}, nil, io.Discard, io.Discard)
 	if err == nil && code != 0 {
 		err = fmt.Errorf("exit status %d", code)
 	}

@@ -43,16 +43,53 @@ const NamePrefix = "corral-"
 // Home is HOME and TMPDIR in the pod: its writable /tmp.
 const Home = "/tmp"
 
-// ContainerName is the name of the pod's one container.
+// ContainerName is the name of the pod's container where commands, the
+// agent, the tunnel and the copies of `corral cp` run.
 const ContainerName = "sandbox"
 
+// HelperContainerName is the name of the pod's second container, the
+// only one that can write HelperDir: corral's executable, the trust
+// bundle and the Node preload are uploaded into it (exec into this
+// container), while ContainerName mounts HelperDir read-only, so a
+// command cannot replace the helper that `corral cp` and the agent run.
+// It runs the image's sleep as HelperUID and nothing else.
+const HelperContainerName = "corral-helper"
+
 // HelperDir is the emptyDir corral's executable is copied into
-// (inside.Path lies in it).
+// (inside.Path lies in it): writable in HelperContainerName only.
 var HelperDir = filepath.Dir(inside.Path)
 
 // helperDirSize bounds the helper's emptyDir: corral's static executable
 // is some tens of MiB.
 var helperDirSize = *resource.NewQuantity(256<<20, resource.BinarySI)
+
+// netDirSize bounds NetDir's emptyDir, which holds two sockets.
+var netDirSize = *resource.NewQuantity(1<<20, resource.BinarySI)
+
+// HelperUID is the uid of HelperContainerName's processes (helperUID
+// picks HelperUID+1 when the settings give the pod's commands this one).
+// It must differ from the commands' uid: the pod shares one process
+// namespace, and a process of the same uid could reach the helper
+// container's writable HelperDir through /proc/PID/root of its sleep, or
+// signal and ptrace what runs there.
+const HelperUID = 65532
+
+// helperUID returns the helper container's uid for a pod whose commands
+// run as uid (pure): never uid itself.
+func helperUID(uid int64) int64 {
+	if uid == HelperUID {
+		return HelperUID + 1
+	}
+	return HelperUID
+}
+
+// helperResources are HelperContainerName's: it sleeps, and receives an
+// upload now and then (sh, cat and the helper hashing it). The memory
+// limit leaves room for the page cache of a helper being written.
+var helperResources = corev1.ResourceRequirements{
+	Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi"), corev1.ResourceCPU: resource.MustParse("500m")},
+	Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Mi"), corev1.ResourceCPU: resource.MustParse("10m")},
+}
 
 // podPlan is what one pod is made of besides the settings.
 type podPlan struct {
@@ -78,8 +115,9 @@ type podPlan struct {
 }
 
 // systemTrees are paths a workspace may not be mounted at or below: the
-// image's own trees, and what corral mounts itself (/tmp, HelperDir).
-var systemTrees = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run", "/sbin", "/sys", "/usr", "/var/lib", "/var/run", "/var/log", "/var/spool", "/var/cache", "/tmp", "/.corral"}
+// image's own trees, and what corral mounts itself (/tmp, HelperDir,
+// NetDir).
+var systemTrees = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run", "/sbin", "/sys", "/usr", "/var/lib", "/var/run", "/var/log", "/var/spool", "/var/cache", "/tmp", "/.corral", "/.corral-net"}
 
 // workspacePath checks the session's working directory as the mount point
 // of the workspace volume: absolute, below / and outside systemTrees.
@@ -115,16 +153,20 @@ func seccompName(sp *corev1.SeccompProfile) string {
 	return string(sp.Type)
 }
 
-// buildPod returns the locked-down pod of plan pl (pure): one container
-// running the image's sleep as a non-root uid, all capabilities dropped,
-// no privilege escalation, a read-only root filesystem, writable volumes
-// only at the workspace (read-only under pl.readOnly), /tmp and HelperDir, the seccomp profile of
-// seccompOf, no service-account token, no host namespaces or paths, no
-// service links, the pod's own process namespace shared with the pause
-// container (which reaps orphans, as docker's --init does), resources from
-// the settings, and restartPolicy Never (a pod that died is replaced, not
-// restarted with its state gone). A warm-pool pod (pl.poolKey) is the same
-// pod with the pool's labels.
+// buildPod returns the locked-down pod of plan pl (pure): a container
+// (ContainerName) running the image's sleep as a non-root uid, all
+// capabilities dropped, no privilege escalation, a read-only root
+// filesystem, writable volumes only at the workspace (read-only under
+// pl.readOnly), /tmp and NetDir, HelperDir read-only; beside it
+// HelperContainerName, locked down the same way but running as another
+// uid (helperUID) with HelperDir writable and nothing else mounted, to
+// receive corral's uploads; the seccomp profile of seccompOf, no
+// service-account token, no host namespaces or paths, no service links,
+// the pod's own process namespace shared with the pause container (which
+// reaps orphans, as docker's --init does), resources from the settings
+// (the helper container's are helperResources), and restartPolicy Never
+// (a pod that died is replaced, not restarted with its state gone). A
+// warm-pool pod (pl.poolKey) is the same pod with the pool's labels.
 func buildPod(st *Settings, p *parsed, pl podPlan) *corev1.Pod {
 	f, t := false, true
 	sc := seccompOf(st)
@@ -137,7 +179,20 @@ func buildPod(st *Settings, p *parsed, pl podPlan) *corev1.Pod {
 		size := p.storage
 		ws.EmptyDir = &corev1.EmptyDirVolumeSource{SizeLimit: &size}
 	}
-	tmp, hd := pl.tmp, helperDirSize
+	tmp, hd, nd := pl.tmp, helperDirSize, netDirSize
+	huid := helperUID(uid)
+	lockdown := func() *corev1.SecurityContext {
+		return &corev1.SecurityContext{
+			Privileged:               &f,
+			AllowPrivilegeEscalation: &f,
+			ReadOnlyRootFilesystem:   &t,
+			RunAsNonRoot:             &t,
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           sc,
+		}
+	}
+	helperSC := lockdown()
+	helperSC.RunAsUser = &huid
 	res := corev1.ResourceRequirements{
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: p.memory, corev1.ResourceCPU: p.cpu},
 		Requests: corev1.ResourceList{corev1.ResourceMemory: p.memory, corev1.ResourceCPU: p.cpuRequest},
@@ -174,6 +229,7 @@ func buildPod(st *Settings, p *parsed, pl podPlan) *corev1.Pod {
 				{Name: "workspace", VolumeSource: ws},
 				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &tmp}}},
 				{Name: "corral", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &hd}}},
+				{Name: "net", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &nd}}},
 			},
 			Containers: []corev1.Container{{
 				Name:  ContainerName,
@@ -188,16 +244,21 @@ func buildPod(st *Settings, p *parsed, pl podPlan) *corev1.Pod {
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: "workspace", MountPath: pl.workspace, ReadOnly: pl.readOnly},
 					{Name: "tmp", MountPath: "/tmp"},
-					{Name: "corral", MountPath: HelperDir},
+					// Read-only: what runs here cannot replace the helper
+					// (uploads go through HelperContainerName).
+					{Name: "corral", MountPath: HelperDir, ReadOnly: true},
+					{Name: "net", MountPath: NetDir},
 				},
-				SecurityContext: &corev1.SecurityContext{
-					Privileged:               &f,
-					AllowPrivilegeEscalation: &f,
-					ReadOnlyRootFilesystem:   &t,
-					RunAsNonRoot:             &t,
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-					SeccompProfile:           sc,
-				},
+				SecurityContext: lockdown(),
+			}, {
+				Name:  HelperContainerName,
+				Image: st.Image,
+				// The same sleep; uploads arrive by exec.
+				Command:         []string{"sleep", "2147483647"},
+				Resources:       helperResources,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				VolumeMounts:    []corev1.VolumeMount{{Name: "corral", MountPath: HelperDir}},
+				SecurityContext: helperSC,
 			}},
 		},
 	}

@@ -80,13 +80,30 @@ func TestBuildPodLockdown(t *testing.T) {
 	if !*ps.RunAsNonRoot || *ps.RunAsUser != 1000 || *ps.RunAsGroup != 1000 || *ps.FSGroup != 1000 || ps.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("pod security context %+v", ps)
 	}
-	if len(s.Containers) != 1 || len(s.InitContainers) != 0 {
+	if len(s.Containers) != 2 || len(s.InitContainers) != 0 || s.Containers[0].Name != ContainerName || s.Containers[1].Name != HelperContainerName {
 		t.Fatalf("containers %d init %d", len(s.Containers), len(s.InitContainers))
 	}
 	c := s.Containers[0]
-	cs := c.SecurityContext
-	if *cs.Privileged || *cs.AllowPrivilegeEscalation || !*cs.ReadOnlyRootFilesystem || !reflect.DeepEqual(cs.Capabilities.Drop, []corev1.Capability{"ALL"}) || cs.Capabilities.Add != nil {
-		t.Errorf("container security context %+v caps %+v", cs, cs.Capabilities)
+	for _, c := range s.Containers {
+		cs := c.SecurityContext
+		if *cs.Privileged || *cs.AllowPrivilegeEscalation || !*cs.ReadOnlyRootFilesystem || !*cs.RunAsNonRoot || !reflect.DeepEqual(cs.Capabilities.Drop, []corev1.Capability{"ALL"}) || cs.Capabilities.Add != nil ||
+			cs.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("%s: container security context %+v caps %+v", c.Name, cs, cs.Capabilities)
+		}
+	}
+	// The helper container: another uid than the commands' (a process of
+	// theirs could otherwise reach its HelperDir through /proc/PID/root),
+	// HelperDir writable and nothing else mounted; the commands'
+	// container mounts HelperDir read-only.
+	h := s.Containers[1]
+	if h.SecurityContext.RunAsUser == nil || *h.SecurityContext.RunAsUser != HelperUID || c.SecurityContext.RunAsUser != nil {
+		t.Errorf("helper uid %v, commands' %v (pod %d)", h.SecurityContext.RunAsUser, c.SecurityContext.RunAsUser, *ps.RunAsUser)
+	}
+	if want := []corev1.VolumeMount{{Name: "corral", MountPath: "/.corral"}}; !reflect.DeepEqual(h.VolumeMounts, want) || h.Image != st.Image || h.WorkingDir != "" {
+		t.Errorf("helper container mounts %+v image %q", h.VolumeMounts, h.Image)
+	}
+	if m := h.Resources.Limits[corev1.ResourceMemory]; m.String() != "128Mi" {
+		t.Errorf("helper limits %v", h.Resources.Limits)
 	}
 	for _, v := range s.Volumes {
 		if v.HostPath != nil || (v.EmptyDir == nil && v.PersistentVolumeClaim == nil) {
@@ -100,11 +117,11 @@ func TestBuildPodLockdown(t *testing.T) {
 	for _, m := range c.VolumeMounts {
 		mounts = append(mounts, m.Name+":"+m.MountPath)
 	}
-	if want := []string{"workspace:/work/p", "tmp:/tmp", "corral:/.corral"}; !reflect.DeepEqual(mounts, want) {
+	if want := []string{"workspace:/work/p", "tmp:/tmp", "corral:/.corral", "net:/.corral-net"}; !reflect.DeepEqual(mounts, want) {
 		t.Errorf("mounts %v, want %v", mounts, want)
 	}
-	if c.VolumeMounts[0].ReadOnly {
-		t.Error("the workspace is read-only under a writable profile")
+	if c.VolumeMounts[0].ReadOnly || c.VolumeMounts[1].ReadOnly || !c.VolumeMounts[2].ReadOnly || c.VolumeMounts[3].ReadOnly {
+		t.Errorf("read-only mounts under a writable profile: %+v", c.VolumeMounts)
 	}
 	ro := testPlan()
 	ro.readOnly = true
@@ -155,6 +172,20 @@ func TestBuildPodSettings(t *testing.T) {
 	if *s.SecurityContext.RunAsUser != 2000 || *s.SecurityContext.RunAsGroup != 3000 {
 		t.Errorf("user %v:%v", *s.SecurityContext.RunAsUser, *s.SecurityContext.RunAsGroup)
 	}
+	for _, c := range s.Containers {
+		if c.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost {
+			t.Errorf("%s: seccomp %+v", c.Name, c.SecurityContext.SeccompProfile)
+		}
+	}
+	// Commands that run as the helper's usual uid: the helper takes
+	// another.
+	st.User = "65532:3000"
+	if p, err = st.check(); err != nil {
+		t.Fatal(err)
+	}
+	if u := *buildPod(&st, p, pl).Spec.Containers[1].SecurityContext.RunAsUser; u == 65532 {
+		t.Errorf("the helper container runs as the commands' uid %d", u)
+	}
 	c := buildClaim(&st, p, pl)
 	if q := c.Spec.Resources.Requests[corev1.ResourceStorage]; q.String() != "5Gi" || *c.Spec.StorageClassName != "fast" || c.Labels[LabelPod] != pl.name {
 		t.Errorf("claim %+v", c)
@@ -191,6 +222,7 @@ func TestWorkspacePath(t *testing.T) {
 		{"/tmp/x", "", sandbox.ErrPolicy},
 		{"/usr", "", sandbox.ErrPolicy},
 		{"/.corral", "", sandbox.ErrPolicy},
+		{"/.corral-net/x", "", sandbox.ErrPolicy},
 		{"/var/tmp/ws", "/var/tmp/ws", nil},
 		{"/var/lib/x", "", sandbox.ErrPolicy},
 	} {

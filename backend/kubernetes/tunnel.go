@@ -77,7 +77,7 @@ func (e *Engine) tunnelFor(ctx context.Context, p *podRef) error {
 		return fmt.Errorf("%w: kubernetes backend: the tunnel: %v", sandbox.ErrUnavailable, err)
 	}
 	go func() {
-		code, err := execStream(xctx, p.cl, p.namespace, p.name, argv, inR, outW, stderr)
+		code, err := execStream(xctx, p.cl, p.namespace, p.name, ContainerName, argv, inR, outW, stderr)
 		if err == nil {
 			err = fmt.Errorf("the tunnel exited with status %d", code)
 		}
@@ -135,7 +135,7 @@ const readBundleScript = `for f; do if [ -f "$f" ]; then printf '%s\n' "$f"; exe
 // TrustBundle and the Java trust store at JavaTrustStore (the image's
 // system bundle, read from the pod, else the host's, with corral's CA).
 func (e *Engine) prepareEgress(ctx context.Context, p *podRef) error {
-	if err := e.uploadFile(ctx, p, "kubernetes.nodeshim", "the Node preload", netproxy.NodeShim(), NodeShimPath, "0444", inside.Path); err != nil {
+	if err := e.uploadFile(ctx, p, HelperContainerName, "kubernetes.nodeshim", "the Node preload", netproxy.NodeShim(), NodeShimPath, "0444", inside.Path); err != nil {
 		return err
 	}
 	if p.egress.prep == nil {
@@ -145,9 +145,10 @@ func (e *Engine) prepareEgress(ctx context.Context, p *podRef) error {
 	if err != nil {
 		return err
 	}
-	var out, errb bytes.Buffer
+	var out bytes.Buffer
+	var errb tail.Buffer
 	lw := &limitWriter{w: &out, n: maxBundle}
-	code, err := execStream(ctx, p.cl, p.namespace, p.name, append([]string{"sh", "-c", readBundleScript, "sh"}, secrets.SystemCABundles...), nil, lw, &errb)
+	code, err := execStream(ctx, p.cl, p.namespace, p.name, ContainerName, append([]string{"sh", "-c", readBundleScript, "sh"}, secrets.SystemCABundles...), nil, lw, &errb)
 	if err != nil {
 		return fmt.Errorf("%w: kubernetes backend: reading the image's trust bundle: %v", sandbox.ErrUnavailable, err)
 	}
@@ -158,21 +159,22 @@ func (e *Engine) prepareEgress(ctx context.Context, p *podRef) error {
 	} else {
 		_, system = secrets.HostBundles()
 	}
-	if err := e.uploadFile(ctx, p, "kubernetes.trust", "the trust bundle", secrets.Bundle(system, ca.CertPEM()), TrustBundle, "0444", inside.Path); err != nil {
+	if err := e.uploadFile(ctx, p, HelperContainerName, "kubernetes.trust", "the trust bundle", secrets.Bundle(system, ca.CertPEM()), TrustBundle, "0444", inside.Path); err != nil {
 		return err
 	}
 	store, err := secrets.TrustStore(system, ca.CertPEM())
 	if err != nil {
 		return fmt.Errorf("%w: secrets: the Java trust store: %v", sandbox.ErrUnavailable, err)
 	}
-	if err := e.uploadFile(ctx, p, "kubernetes.trust", "the Java trust store", store, JavaTrustStore, "0444", inside.Path); err != nil {
+	if err := e.uploadFile(ctx, p, HelperContainerName, "kubernetes.trust", "the Java trust store", store, JavaTrustStore, "0444", inside.Path); err != nil {
 		return err
 	}
 	e.log.Info("kubernetes.trust.installed", "pod", p.name, "system_bundle", from, "bundle", TrustBundle, "java_store", JavaTrustStore)
 	for _, f := range p.egress.files {
 		// 0400: the stand-ins are the command's to read, not to edit by
-		// mistake (the pod's user owns /tmp, so this is no barrier).
-		if err := e.uploadFile(ctx, p, "kubernetes.secretfile", "secret "+f.secret+"'s file "+f.given, f.data, f.dest, "0400", inside.Path); err != nil {
+		// mistake (the pod's user owns /tmp, so this is no barrier). They
+		// go below HOME, in the commands' container.
+		if err := e.uploadFile(ctx, p, ContainerName, "kubernetes.secretfile", "secret "+f.secret+"'s file "+f.given, f.data, f.dest, "0400", inside.Path); err != nil {
 			return err
 		}
 	}

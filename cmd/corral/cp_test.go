@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,17 +84,106 @@ func TestCpSyncBwrap(t *testing.T) {
 }
 
 // TestCpOutHoldsRisky: what an ordinary command in a bwrap session makes
-// that would run on the host (a repository three levels down with an
-// executable hook and core.fsmonitor, a .bashrc, a .vscode task) is held
-// back by sync --pull and cp out: listed first with why, not written, the
-// host's own versions untouched and never deleted; written when named
-// with --include-risky. A git project syncs in with its .git.
+// that would run on the host is held back by sync --pull and cp out
+// (riskyHandBack).
 func TestCpOutHoldsRisky(t *testing.T) {
 	requireBwrap(t)
+	c := newCLI(t)
+	riskyHandBack(t, c, "w", func(script string) {
+		t.Helper()
+		if code, so, se := c.run(nil, "run", "--session", "w", "--", script); code != 0 {
+			t.Fatalf("command %q: %d %s %s", script, code, so, se)
+		}
+	}, false)
+}
+
+// TestDockerCpOutHoldsRisky: the same on docker.
+func TestDockerCpOutHoldsRisky(t *testing.T) {
+	c, _ := dockerCLI(t)
+	sess := "risky-" + itoa(os.Getpid())
+	riskyHandBack(t, c, sess, func(script string) {
+		t.Helper()
+		if code, so, se := c.run(nil, "run", "--session", sess, "--", script); code != 0 {
+			t.Fatalf("command %q: %d %s %s", script, code, so, se)
+		}
+	}, false)
+}
+
+// TestCpOutHoldsRiskyKubernetes: the same on kubernetes, where nothing
+// protects the workspace's own .git, .bashrc or editor settings from its
+// commands (the pod's workspace is not the host's): those at its top are
+// held back too. A session's pod lives as long as the corral that made
+// it, so the commands run in one `corral exec -i` that reads them from
+// stdin, while corral cp and sync run beside it.
+func TestCpOutHoldsRiskyKubernetes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kubernetes cluster test (-short)")
+	}
+	cl := k8stest.Require(t)
+	c := newCLI(t)
+	c.env = append(c.env, "CORRAL_BACKEND=kubernetes", "CORRAL_KUBERNETES_KUBECONFIG="+os.Getenv(k8stest.EnvKubeconfig),
+		"CORRAL_KUBERNETES_NAMESPACE="+cl.Namespace, "CORRAL_KUBERNETES_IMAGE="+cl.Image, "CORRAL_KUBERNETES_MEMORY=256Mi", "CORRAL_KUBERNETES_CPUS=500m")
+	sess := "risky-" + itoa(os.Getpid())
+	// A first command records the session (its backend, its working
+	// directory); corral exec does not.
+	if code, so, se := c.run(nil, "run", "--session", sess, "--", "true"); code != 0 {
+		t.Fatalf("first command: %d %s %s", code, so, se)
+	}
+	holder := exec.Command(corralBin, "exec", "--session", sess, "-i", "--", "bash", "-c", `while IFS= read -r l; do eval "$l"; echo "DONE $?"; done`)
+	holder.Dir, holder.Env = c.work, c.env
+	in, err := holder.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var herr bytes.Buffer
+	holder.Stderr = &herr
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		in.Close()
+		if err := holder.Wait(); err != nil {
+			t.Errorf("corral exec: %v\n%s", err, herr.String())
+		}
+	})
+	lines := bufio.NewScanner(outR)
+	riskyHandBack(t, c, sess, func(script string) {
+		t.Helper()
+		if _, err := io.WriteString(in, script+"\n"); err != nil {
+			t.Fatalf("corral exec: %v\n%s", err, herr.String())
+		}
+		var out []string
+		for lines.Scan() {
+			if st, ok := strings.CutPrefix(lines.Text(), "DONE "); ok {
+				if st != "0" {
+					t.Fatalf("command %q: status %s: %q", script, st, out)
+				}
+				return
+			}
+			out = append(out, lines.Text())
+		}
+		t.Fatalf("corral exec ended: %q\n%s", out, herr.String())
+	}, true)
+}
+
+// riskyHandBack: what an ordinary command in session sess of c makes
+// (runIn runs one line there) that would run on the host, a repository
+// three levels down with an executable hook and core.fsmonitor, a
+// .bashrc, a .vscode task and, with top (where the backend does not
+// protect them), the workspace's own .git/hooks/post-checkout, .git/config
+// with core.fsmonitor and .bashrc, is held back by sync --pull and cp out:
+// listed first with why, exit 0, not written, the host's own versions
+// untouched and never deleted (--delete); written when named with
+// --include-risky. A git project syncs in with its .git.
+func riskyHandBack(t *testing.T, c *cli, sess string, runIn func(script string), top bool) {
+	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatal("git is needed (apt-get install git)")
 	}
-	c := newCLI(t)
 	proj := filepath.Join(filepath.Dir(c.home), "proj")
 	os.MkdirAll(proj, 0o755)
 	gitIn := func(dir string, args ...string) {
@@ -102,60 +195,74 @@ func TestCpOutHoldsRisky(t *testing.T) {
 	}
 	gitIn(proj, "init", "-q")
 	os.WriteFile(filepath.Join(proj, "README"), []byte("hi\n"), 0o644)
+	os.WriteFile(filepath.Join(proj, ".bashrc"), []byte("mine\n"), 0o644)
 	// The push side takes a project's .git along.
-	if code, _, se := c.run(nil, "run", "--session", "w", "--", "true"); code != 0 {
-		t.Fatalf("first command: %d %s", code, se)
-	}
-	if code, _, se := c.run(nil, "sync", "--session", "w", proj); code != 0 {
+	runIn("true")
+	if code, _, se := c.run(nil, "sync", "--session", sess, proj); code != 0 {
 		t.Fatalf("sync of a git project: %d %s", code, se)
 	}
-	script := `git init -q a/b/c && printf '#!/bin/sh\necho PWNED > /tmp/pwned\n' > a/b/c/.git/hooks/post-checkout && chmod +x a/b/c/.git/hooks/post-checkout &&
-printf '[core]\n\tfsmonitor = echo PWNED\n' >> a/b/c/.git/config && mkdir -p x .vscode2/.vscode && echo 'echo PWNED' > x/.bashrc &&
-echo '{}' > .vscode2/.vscode/tasks.json && echo ok > a/b/c/file.txt`
-	if code, _, se := c.run(nil, "run", "--session", "w", "--", script); code != 0 {
-		t.Fatalf("command: %d %s", code, se)
-	}
+	// The hooks would leave this file on the host if they ran there.
+	pwned := filepath.Join(c.home, "pwned")
+	hook := `printf '#!/bin/sh\necho PWNED > ` + pwned + `\n'`
+	fsmon := `printf '[core]\n\tfsmonitor = echo PWNED > ` + pwned + `\n'`
+	script := `mkdir -p a/b/c/.git/hooks a/b/c/.git/objects a/b/c/.git/refs x .vscode2/.vscode && echo 'ref: refs/heads/main' > a/b/c/.git/HEAD && ` +
+		hook + ` > a/b/c/.git/hooks/post-checkout && chmod +x a/b/c/.git/hooks/post-checkout && ` + fsmon + ` > a/b/c/.git/config && ` +
+		`echo 'echo PWNED' > x/.bashrc && echo '{}' > .vscode2/.vscode/tasks.json && echo ok > a/b/c/file.txt`
 	risky := []string{"a/b/c/.git/config", "a/b/c/.git/hooks/post-checkout", "x/.bashrc", ".vscode2/.vscode/tasks.json"}
+	if top {
+		script += ` && mkdir -p .git/hooks && ` + hook + ` > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout && ` +
+			fsmon + ` >> .git/config && echo 'echo PWNED' > .bashrc`
+		risky = append(risky, ".git/hooks/post-checkout", ".git/config", ".bashrc")
+	}
+	runIn(script)
 	os.MkdirAll(filepath.Join(proj, "x"), 0o755)
 	os.WriteFile(filepath.Join(proj, "x/.bashrc"), []byte("mine\n"), 0o644)
-	code, _, se := c.run(nil, "sync", "--session", "w", "--pull", "--delete", proj)
-	if code != 0 || !strings.Contains(se, "corral sync: held back 4 risky paths") || strings.Index(se, "held back") > strings.Index(se, " files (") {
-		t.Fatalf("sync --pull: %d %s", code, se)
+	gitConfig, _ := os.ReadFile(filepath.Join(proj, ".git/config"))
+	code, _, se := c.run(nil, "sync", "--session", sess, "--pull", "--delete", proj)
+	want := fmt.Sprintf("corral sync: held back %d risky paths", len(risky))
+	if code != 0 || !strings.HasPrefix(se, want) || strings.Index(se, "held back") > strings.Index(se, " files (") {
+		t.Fatalf("sync --pull: %d %s, want it to start with %q", code, se, want)
 	}
 	for _, p := range risky {
-		if !strings.Contains(se, "  "+p+": ") {
+		if !strings.Contains(se, "\n  "+p+": ") {
 			t.Errorf("not listed: %s\n%s", p, se)
 		}
-		if p == "x/.bashrc" {
-			if b, _ := os.ReadFile(filepath.Join(proj, p)); string(b) != "mine\n" {
-				t.Errorf("the host's .bashrc: %q", b)
-			}
-			continue
+	}
+	for p, want := range map[string]string{"x/.bashrc": "mine\n", ".bashrc": "mine\n", ".git/config": string(gitConfig), "a/b/c/file.txt": "ok\n", "README": "hi\n"} {
+		if b, err := os.ReadFile(filepath.Join(proj, p)); err != nil || string(b) != want {
+			t.Errorf("the host's %s: %q %v, want %q", p, b, err, want)
 		}
+	}
+	for _, p := range []string{"a/b/c/.git/config", "a/b/c/.git/hooks/post-checkout", ".vscode2/.vscode/tasks.json", ".git/hooks/post-checkout"} {
 		if _, err := os.Lstat(filepath.Join(proj, p)); err == nil {
 			t.Errorf("%s was written", p)
 		}
 	}
-	if b, _ := os.ReadFile(filepath.Join(proj, "a/b/c/file.txt")); string(b) != "ok\n" {
-		t.Errorf("file.txt: %q", b)
-	}
 	gitIn(filepath.Join(proj, "a/b/c"), "status")
-	if _, err := os.Stat("/tmp/pwned"); err == nil {
+	gitIn(proj, "status")
+	if _, err := os.Stat(pwned); err == nil {
 		t.Error("a hook ran on the host")
 	}
 	// cp out: the same, into a new directory.
 	dest := filepath.Join(filepath.Dir(c.home), "dest")
-	code, _, se = c.run(nil, "cp", "--session", "w", ":a", dest)
-	if code != 0 || !strings.Contains(se, "corral cp: held back 2 risky paths") || !strings.Contains(se, "  dest/b/c/.git/hooks/post-checkout: a git hook") {
+	code, _, se = c.run(nil, "cp", "--session", sess, ":a", dest)
+	if code != 0 || !strings.HasPrefix(se, "corral cp: held back 2 risky paths") || !strings.Contains(se, "  dest/b/c/.git/hooks/post-checkout: a git hook") {
 		t.Fatalf("cp out: %d %s", code, se)
 	}
 	if _, err := os.Lstat(filepath.Join(dest, "b/c/.git/config")); err == nil {
 		t.Error("cp wrote .git/config")
 	}
+	if b, err := os.ReadFile(filepath.Join(dest, "b/c/file.txt")); err != nil || string(b) != "ok\n" {
+		t.Errorf("cp out's file.txt: %q %v", b, err)
+	}
 	// Named, it is written.
-	code, _, se = c.run(nil, "sync", "--session", "w", "--pull", "--include-risky", "x/.bashrc", proj)
-	if b, _ := os.ReadFile(filepath.Join(proj, "x/.bashrc")); code != 0 || string(b) != "echo PWNED\n" || !strings.Contains(se, "held back 3 risky paths") {
+	code, _, se = c.run(nil, "sync", "--session", sess, "--pull", "--include-risky", "x/.bashrc", proj)
+	if b, _ := os.ReadFile(filepath.Join(proj, "x/.bashrc")); code != 0 || string(b) != "echo PWNED\n" || !strings.Contains(se, fmt.Sprintf("held back %d risky paths", len(risky)-1)) {
 		t.Errorf("--include-risky: %d %q %s", code, b, se)
+	}
+	code, _, se = c.run(nil, "cp", "--session", sess, "--include-risky", "dest2/b/c/.git/hooks/post-checkout", ":a", filepath.Join(filepath.Dir(c.home), "dest2"))
+	if fi, err := os.Stat(filepath.Join(filepath.Dir(c.home), "dest2/b/c/.git/hooks/post-checkout")); code != 0 || err != nil || fi.Mode()&0o100 == 0 || !strings.Contains(se, "held back 1 risky path") {
+		t.Errorf("cp --include-risky: %d %v %s", code, err, se)
 	}
 }
 

@@ -3,7 +3,7 @@
 // (github.com/hashicorp/yamux, its spec.md), so the allowlist profile's
 // proxy is reached without any route from the pod to corral's machine.
 //
-//	pod:   corral __corral-tunnel --dir /.corral/net
+//	pod:   corral __corral-tunnel --dir /.corral-net
 //	           --http 127.0.0.1:3128 --socks 127.0.0.1:1080
 //	       listens on DIR/http.sock and DIR/socks.sock (where the docker
 //	       container's forwarder finds corral's proxy sockets) and runs the
