@@ -71,6 +71,8 @@ const (
 	WhyEnvrc      = "direnv runs it when a shell enters the directory"
 	WhyShell      = "a shell start-up file: a shell runs it"
 	WhyEditor     = "editor or agent settings: tasks, launch configurations, MCP servers and hooks run programs"
+	WhyHome       = "a home directory's configuration: git, ssh, editors or the desktop run programs it names"
+	WhyMakesGit   = "it makes its directory a git directory whose configuration or hooks are already there (git would run them)"
 )
 
 // shellFiles are the shell start-up files (bash(1) INVOCATION, zsh(1)
@@ -78,8 +80,25 @@ const (
 // home directory, or become one.
 var shellFiles = []string{
 	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
+	".bash_aliases", // Debian's and Ubuntu's default .bashrc sources it
 	".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout",
+	".kshrc", ".mkshrc", ".cshrc", ".tcshrc", ".login", ".logout",
+	".xprofile", ".xsession", ".xsessionrc", ".xinitrc",
 }
+
+// homeConfig are files and directories of a home directory that name
+// programs to run, risky at any depth as shellFiles are: git's global
+// configuration (core.fsmonitor, core.pager, aliases), ssh's (ProxyCommand,
+// LocalCommand; authorized_keys' command=), and editors' per-directory
+// start-up files (vi's .exrc, Neovim's .nvim.lua, Emacs' .dir-locals.el).
+var homeConfig = []string{
+	".gitconfig", ".ssh", ".exrc", ".vimrc", ".nvimrc", ".nvim.lua", ".emacs", ".dir-locals.el", ".dir-locals-2.el",
+}
+
+// configDirs are directories under ~/.config (XDG_CONFIG_HOME) whose files
+// name programs to run: git's global configuration and attributes, fish's
+// start-up files, systemd user units, desktop autostart entries.
+var configDirs = []string{"git", "fish", "systemd", "autostart", "nvim"}
 
 // editorNames are editor and agent settings, files or directories, risky
 // at any depth (an editor may open any directory as its workspace): VS
@@ -150,6 +169,10 @@ func Classify(rel string, k Kind, isGitDir func(dir string) bool) string {
 			return WhyShell
 		case slices.Contains(editorNames, f):
 			return WhyEditor
+		case slices.Contains(homeConfig, f):
+			return WhyHome
+		case f == ".config" && !last && slices.Contains(configDirs, fold(comps[i+1])):
+			return WhyHome
 		}
 		if !last && isGitDir != nil && isGitDir(strings.Join(comps[:i+1], "/")) {
 			return inGitDir(comps[i+1:])
@@ -157,10 +180,6 @@ func Classify(rel string, k Kind, isGitDir func(dir string) bool) string {
 	}
 	return ""
 }
-
-// gitData are the components at the top of a git directory that hold only
-// data: nothing below them makes git run a program.
-var gitData = []string{"objects", "refs", "logs", "lfs", "rr-cache", "packed-refs", "index", "head", "orig_head", "fetch_head", "description"}
 
 // inGitDir returns why rest, a path below a git directory, is risky.
 func inGitDir(rest []string) string {
@@ -185,12 +204,11 @@ func inGitDir(rest []string) string {
 		}
 	case "modules":
 		// modules/NAME/..., NAME of one or more components (vendor/lib),
+		// any of them a name git uses for data (a submodule named refs),
 		// submodules nested (modules/lib/modules/sub): every place a
-		// submodule's git directory could start, up to its data.
+		// submodule's git directory could start. This errs one way only:
+		// a submodule's branch named hooks (refs/heads/hooks) is held.
 		for j := 2; j < len(rest); j++ {
-			if slices.Contains(gitData, fold(rest[j-1])) {
-				break
-			}
 			if why := inGitDir(rest[j:]); why != "" {
 				return why
 			}
@@ -234,6 +252,9 @@ func (p Policy) Check(rel string, k Kind, isGitDir func(dir string) bool) (why s
 // Included reports whether rel is one of Include or lies below one.
 func (p Policy) Included(rel string) bool {
 	for _, inc := range p.Include {
+		if strings.TrimSpace(inc) == "" {
+			continue // an unset variable names nothing, not everything
+		}
 		inc = path.Clean(strings.TrimPrefix(inc, "./"))
 		if inc == "." || rel == inc || strings.HasPrefix(rel, inc+"/") {
 			return true
@@ -302,4 +323,43 @@ func QuotePath(p string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// GitDirMarker reports whether rel is one of the entries that make its
+// directory a git directory (HEAD, objects, refs, commondir: git's
+// is_git_directory) and returns that directory ("." for the top). A
+// .git's own are not counted: what lies in a .git is judged by name
+// whatever it holds.
+func GitDirMarker(rel string) (dir string, ok bool) {
+	switch fold(path.Base(rel)) {
+	case "head", "objects", "refs", "commondir":
+	default:
+		return "", false
+	}
+	dir = path.Dir(rel)
+	if isDotGit(path.Base(dir)) {
+		return "", false
+	}
+	return dir, true
+}
+
+// HasGitRunnables reports whether the directory dir, taken for a git
+// directory, already holds what git would run or take programs from (a
+// configuration, commondir, info/attributes, submodules' git directories,
+// a hook other than git init's samples), as exists and list (a
+// directory's names; nil when it has none) see the files. A hand-back
+// that turns such a directory into a git directory (two hand-backs: first
+// the configuration, then HEAD) is held back for it (WhyMakesGit).
+func HasGitRunnables(dir string, exists func(rel string) bool, list func(rel string) []string) bool {
+	for _, n := range []string{"config", "config.worktree", "commondir", "info/attributes", "modules"} {
+		if exists(path.Join(dir, n)) {
+			return true
+		}
+	}
+	for _, h := range list(path.Join(dir, "hooks")) {
+		if !strings.HasSuffix(h, ".sample") {
+			return true
+		}
+	}
+	return false
 }

@@ -40,8 +40,11 @@ func TestClassify(t *testing.T) {
 		{".git/modules/lib/hooks/post-checkout", File, WhyHook},
 		{".git/modules/vendor/lib/config", File, WhyGitConfig},
 		{".git/modules/lib/modules/sub/hooks/x", File, WhyHook},
-		{".git/modules/lib/refs/heads/hooks", File, ""},
-		{".git/modules/lib/objects/config", File, ""},
+		{".git/modules/refs/config", File, WhyGitConfig},
+		{".git/modules/refs/hooks/post-checkout", File, WhyHook},
+		{".git/modules/sub/modules/objects/config", File, WhyGitConfig},
+		{".git/modules/lib/refs/heads/main", File, ""},
+		{".git/modules/lib/objects/ab/cdef", File, ""},
 		{".git/worktrees/wt/config.worktree", File, WhyGitConfig},
 		{".git/worktrees/wt/commondir", File, WhyCommondir},
 		{".git/worktrees/wt/HEAD", File, ""},
@@ -76,6 +79,18 @@ func TestClassify(t *testing.T) {
 		{".devcontainer/devcontainer.json", File, WhyEditor},
 		{".mcp.json", File, WhyEditor},
 		{".claude/settings.json", File, WhyEditor},
+		// a home directory's start-up files and configuration
+		{".bash_aliases", File, WhyShell},
+		{"skel/.cshrc", File, WhyShell},
+		{".gitconfig", File, WhyHome},
+		{".ssh/config", File, WhyHome},
+		{"home/.ssh/authorized_keys", File, WhyHome},
+		{".config/git/config", File, WhyHome},
+		{".config/fish/config.fish", File, WhyHome},
+		{".config/systemd/user/x.service", File, WhyHome},
+		{".exrc", File, WhyHome},
+		{"src/.dir-locals.el", File, WhyHome},
+		{".config/other/settings.json", File, ""},
 		// the project's own content passes
 		{"Makefile", File, ""},
 		{"src/main.go", File, ""},
@@ -126,6 +141,9 @@ func TestPolicy(t *testing.T) {
 	}
 	if !(Policy{Include: []string{"."}}).Included(".git/config") {
 		t.Error(`Include "." names everything`)
+	}
+	if (Policy{Include: []string{"", " "}}).Included(".git/config") {
+		t.Error(`an empty Include (an unset variable) names everything`)
 	}
 }
 

@@ -477,6 +477,9 @@ func (p patch) write(w *bufio.Writer, color bool) {
 			l += "\n"
 		}
 		if color {
+			// On a terminal, the session's bytes must not move the
+			// cursor or erase what came before (the risky list).
+			l = visibleControls(strings.TrimSuffix(l, "\n")) + "\n"
 			c := ""
 			switch l[0] {
 			case '@':
@@ -581,4 +584,34 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// visibleControls returns line with its control characters other than a
+// tab shown in caret notation (ESC as ^[, DEL as ^?, a carriage return as
+// ^M), as less(1) shows them: a file's contents printed on a terminal
+// cannot move the cursor, erase lines or retitle the window.
+func visibleControls(line string) string {
+	clean := true
+	for i := 0; i < len(line); i++ {
+		if c := line[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return line
+	}
+	var b strings.Builder
+	for i := 0; i < len(line); i++ {
+		switch c := line[i]; {
+		case c == 0x7f:
+			b.WriteString("^?")
+		case c < 0x20 && c != '\t':
+			b.WriteByte('^')
+			b.WriteByte(c + '@')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }

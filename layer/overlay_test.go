@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/corralhq/corral/handback"
 	"time"
 )
 
@@ -550,5 +552,68 @@ echo x > "$(printf 'tab\there')"; echo x > 'quo"te'; echo x > 'back\slash'; echo
 	}
 	if !strings.Contains(b.String(), ` "dir\n+++ b/evil" |`) {
 		t.Errorf("stat:\n%s", b.String())
+	}
+}
+
+// TestApplyHoldsGitDirShapes: a session's git directory whose HEAD is a
+// symlink has its configuration held; a change that makes a directory of
+// the project a git directory whose configuration is already there (an
+// earlier apply's) is held itself.
+func TestApplyHoldsGitDirShapes(t *testing.T) {
+	l := project(t)
+	write(t, filepath.Join(l.Lower, "p/q/r/config"), "[core]\n\tfsmonitor = echo PWNED\n", 0o644)
+	write(t, filepath.Join(l.Lower, "p/q/r/objects/.keep"), "", 0o644)
+	write(t, filepath.Join(l.Lower, "p/q/r/refs/.keep"), "", 0o644)
+	if err := os.Remove(l.BasePath()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	inOverlay(t, l, `echo 'ref: refs/heads/main' > p/q/r/HEAD
+mkdir -p s/objects s/refs/heads && ln -s refs/heads/main s/HEAD && echo x > s/refs/heads/main && printf '[core]\n\tfsmonitor = echo PWNED\n' > s/config`)
+	res, err := Apply(l, nil, ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]string{}
+	for _, r := range res.Held {
+		held[r.Path] = r.Why
+	}
+	if held["p/q/r/HEAD"] != handback.WhyMakesGit || held["s/config"] != handback.WhyGitConfig || len(held) != 2 {
+		t.Errorf("held %v", held)
+	}
+	if _, err := os.Lstat(filepath.Join(l.Lower, "p/q/r/HEAD")); err == nil {
+		t.Error("p/q/r/HEAD was applied: git would run p/q/r/config")
+	}
+	if _, err := os.Lstat(filepath.Join(l.Lower, "s/HEAD")); err != nil {
+		t.Errorf("s/HEAD: %v", err)
+	}
+}
+
+// TestDiffOnTerminalShowsControls: with colour (a terminal), a file's
+// escape sequences print as caret notation and cannot erase the risky
+// list above them; without it (a pipe) the bytes are kept as git keeps
+// them.
+func TestDiffOnTerminalShowsControls(t *testing.T) {
+	l := project(t)
+	inOverlay(t, l, `printf 'a\033[1A\033[2Kb\r\n' > esc.txt; echo x > .envrc`)
+	cs, err := Changes(l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Diff(&b, cs, DiffOptions{Color: true}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "\x1b[1A") || strings.Contains(b.String(), "\r") || !strings.Contains(b.String(), "a^[[1A^[[2Kb^M") {
+		t.Errorf("terminal diff:\n%q", b.String())
+	}
+	b.Reset()
+	if err := Diff(&b, cs, DiffOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "+a\x1b[1A\x1b[2Kb\r\n") {
+		t.Errorf("piped diff changed the bytes:\n%q", b.String())
 	}
 }

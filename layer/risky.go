@@ -35,6 +35,11 @@ func Risky(cs []Change, p handback.Policy, onlyHeld bool) ([]handback.Risk, erro
 			continue
 		}
 		why, ok := p.Check(ch.Path, kindOfSide(ch.New), v.isGitDir)
+		if d, marker := handback.GitDirMarker(ch.Path); why == "" && marker && v.isGitDir(d) && !v.lowerGitDir(d) && v.lowerGitRunnables(d) {
+			// Lower already holds a configuration or hooks there (an
+			// earlier apply's): this change would make git run them.
+			why, ok = handback.WhyMakesGit, p.Included(ch.Path)
+		}
 		if why == "" || onlyHeld && ok {
 			continue
 		}
@@ -106,9 +111,23 @@ func (v *mergedView) isGitDir(d string) bool {
 	if is, ok := v.gitDirs[d]; ok {
 		return is
 	}
-	is := v.typeOf(path.Join(d, "HEAD")) == "file" &&
-		(v.typeOf(path.Join(d, "objects")) == "dir" && v.typeOf(path.Join(d, "refs")) == "dir" ||
-			v.typeOf(path.Join(d, "commondir")) == "file")
+	// Any kind counts: git follows symlinks there (a HEAD linking to
+	// refs/heads/main, objects linked elsewhere).
+	has := func(n string) bool { return v.typeOf(path.Join(d, n)) != "" }
+	is := has("HEAD") && (has("objects") && has("refs") || has("commondir"))
 	v.gitDirs[d] = is
 	return is
+}
+
+// lowerGitDir is isGitDir on Lower alone: before the changes.
+func (v *mergedView) lowerGitDir(d string) bool {
+	has := func(n string) bool { nd, err := v.lo.lstat(path.Join(d, n)); return err == nil && nd != nil }
+	return has("HEAD") && (has("objects") && has("refs") || has("commondir"))
+}
+
+// lowerGitRunnables is handback.HasGitRunnables on Lower.
+func (v *mergedView) lowerGitRunnables(d string) bool {
+	exists := func(p string) bool { n, err := v.lo.lstat(p); return err == nil && n != nil }
+	list := func(p string) []string { n, _ := v.lo.names(p); return n }
+	return handback.HasGitRunnables(d, exists, list)
 }

@@ -326,7 +326,11 @@ func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 		}
 		seen[rel] = true
 		if o.Gate != nil {
-			if why, ok := o.Gate.Check(rel, kindOf(hdr.Typeflag), isGitDir); !ok {
+			why, ok := o.Gate.Check(rel, kindOf(hdr.Typeflag), isGitDir)
+			if d, marker := handback.GitDirMarker(rel); why == "" && marker && isGitDir(d) && !gitDirOnDisk(rt, d) && gitRunnablesOnDisk(rt, d) {
+				why, ok = handback.WhyMakesGit, o.Gate.Included(rel)
+			}
+			if !ok {
 				same, err := sameAsDisk(rt, rel, hdr, tr)
 				if err != nil {
 					return finish(err)
@@ -643,23 +647,32 @@ func kindOfMode(m fs.FileMode) handback.Kind {
 }
 
 // gitDirIn reports whether the directory d (relative to rt) is a git
-// directory once the archive is written: HEAD, and objects/ and refs/ or
-// commondir (git's is_git_directory), each as the archive has it, else
-// as the disk does.
+// directory once the archive is written: HEAD, and objects and refs or
+// commondir (git's is_git_directory), each as the archive has it, else as
+// the disk does. Any kind counts: git follows symlinks there (a HEAD that
+// links to refs/heads/main, objects linked elsewhere), so this errs
+// towards calling a directory a git directory.
 func gitDirIn(rt *os.Root, types map[string]byte, d string) bool {
-	has := func(name string, want byte) bool {
+	has := func(name string) bool {
 		p := path.Join(d, name)
-		if t, ok := types[p]; ok {
-			return t == want
+		if _, ok := types[p]; ok {
+			return true
 		}
-		fi, err := rt.Lstat(p)
-		if err != nil {
-			return false
-		}
-		return want == tar.TypeDir && fi.IsDir() || want == tar.TypeReg && fi.Mode().IsRegular()
+		_, err := rt.Lstat(p)
+		return err == nil
 	}
-	return has("HEAD", tar.TypeReg) && (has("objects", tar.TypeDir) && has("refs", tar.TypeDir) || has("commondir", tar.TypeReg))
+	return has("HEAD") && (has("objects") && has("refs") || has("commondir"))
 }
+
+// gitRunnablesOnDisk is handback.HasGitRunnables on the disk below rt.
+func gitRunnablesOnDisk(rt *os.Root, d string) bool {
+	exists := func(p string) bool { _, err := rt.Lstat(p); return err == nil }
+	list := func(p string) []string { n, _ := sortedNames(rt, p); return n }
+	return handback.HasGitRunnables(d, exists, list)
+}
+
+// gitDirOnDisk is gitDirIn before the archive: the disk alone.
+func gitDirOnDisk(rt *os.Root, d string) bool { return gitDirIn(rt, nil, d) }
 
 // sameAsDisk reports whether the destination already holds what hdr (and,
 // for a file, the body tr reads) would write at rel: a directory, a

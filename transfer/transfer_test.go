@@ -378,3 +378,53 @@ func TestPushKeepsGit(t *testing.T) {
 		t.Errorf("Keep: %v", err)
 	}
 }
+
+// TestGateGitDirShapes: git directories git takes for such though HEAD,
+// objects or refs are symlinks have their configuration and hooks held;
+// a hand-back that makes a directory a git directory whose configuration
+// an earlier one wrote has that entry (HEAD) held; a new git directory
+// whose configuration the same archive holds back gets its HEAD.
+func TestGateGitDirShapes(t *testing.T) {
+	reg := func(n string) *tar.Header { return &tar.Header{Name: n, Typeflag: tar.TypeReg} }
+	dir := func(n string) *tar.Header { return &tar.Header{Name: n + "/", Typeflag: tar.TypeDir, Mode: 0o755} }
+	link := func(n, to string) *tar.Header { return &tar.Header{Name: n, Typeflag: tar.TypeSymlink, Linkname: to} }
+	ar := tarOf(t,
+		dir("headlink"), dir("headlink/objects"), dir("headlink/refs"), dir("headlink/refs/heads"), reg("headlink/refs/heads/main"),
+		link("headlink/HEAD", "refs/heads/main"), reg("headlink/config"), dir("headlink/hooks"), reg("headlink/hooks/post-checkout"),
+		dir("objlink"), dir("objlink/o"), dir("objlink/r"), reg("objlink/HEAD"), link("objlink/objects", "o"), link("objlink/refs", "r"), reg("objlink/config"),
+		dir("fresh"), reg("fresh/HEAD"), dir("fresh/objects"), dir("fresh/refs"), reg("fresh/config"),
+		reg("two/HEAD"),
+	)
+	d := t.TempDir()
+	// The first of two hand-backs left a configuration where no git
+	// directory was yet.
+	for _, p := range []string{"two/objects", "two/refs"} {
+		os.MkdirAll(filepath.Join(d, p), 0o755)
+	}
+	os.WriteFile(filepath.Join(d, "two/config"), []byte("[core]\n\tfsmonitor = evil\n"), 0o644)
+	st, err := Unpack(bytes.NewReader(ar), d, Options{Dir: ".", Gate: &handback.Policy{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]string{}
+	for _, r := range st.Held {
+		held[r.Path] = r.Why
+	}
+	for p, why := range map[string]string{
+		"headlink/config": handback.WhyGitConfig, "headlink/hooks/post-checkout": handback.WhyHook,
+		"objlink/config": handback.WhyGitConfig, "fresh/config": handback.WhyGitConfig, "two/HEAD": handback.WhyMakesGit,
+	} {
+		if held[p] != why {
+			t.Errorf("%s: held for %q, want %q (held: %v)", p, held[p], why, held)
+		}
+	}
+	if len(held) != 5 {
+		t.Errorf("held %v", held)
+	}
+	if _, err := os.Lstat(filepath.Join(d, "fresh/HEAD")); err != nil {
+		t.Errorf("a new git directory's HEAD: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(d, "two/HEAD")); err == nil {
+		t.Error("two/HEAD was written: git would now run two/config")
+	}
+}
