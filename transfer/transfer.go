@@ -30,6 +30,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"io/fs"
 	"os"
@@ -303,7 +304,13 @@ func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 			return finish(err)
 		}
 	}
-	seen := map[string]bool{}
+	// What the archive wrote, for Delete only: 8 bytes a path, not the
+	// path (memory stays small for millions of entries; two paths that
+	// hash alike keep a file that should go, never the other way).
+	var seen pathSet
+	if o.Delete {
+		seen = pathSet{}
+	}
 	var dirs []dirMode
 	tr := tar.NewReader(tee)
 	for {
@@ -324,7 +331,7 @@ func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 		if err := protectedEntry(root, rel, hdr.Typeflag == tar.TypeDir, o); err != nil {
 			return finish(err)
 		}
-		seen[rel] = true
+		seen.add(rel)
 		if o.Gate != nil {
 			why, ok := o.Gate.Check(rel, kindOf(hdr.Typeflag), isGitDir)
 			if d, marker := handback.GitDirMarker(rel); why == "" && marker && isGitDir(d) && !gitDirOnDisk(rt, d) && gitRunnablesOnDisk(rt, d) {
@@ -500,7 +507,15 @@ func precheck(rs io.ReadSeeker, rt *os.Root, root, dir string, o Options) (map[s
 		if err := protectedEntry(root, rel, hdr.Typeflag == tar.TypeDir, o); err != nil {
 			return nil, err
 		}
-		types[rel] = hdr.Typeflag
+		// Only what a later entry's checks ask about is kept (a path on
+		// its way, a git directory's markers): a directory or a symlink,
+		// HEAD, objects, refs, commondir. Files, the bulk of a tree,
+		// are not, so memory follows the directories, not the files.
+		if _, marker := handback.GitDirMarker(rel); marker || hdr.Typeflag == tar.TypeDir || hdr.Typeflag == tar.TypeSymlink {
+			types[rel] = hdr.Typeflag
+		} else {
+			delete(types, rel)
+		}
 	}
 	_, err = rs.Seek(start, io.SeekStart)
 	return types, err
@@ -536,7 +551,7 @@ type dirMode struct {
 //
 // With o.Gate, what it calls risky is not deleted either: a hand-back
 // that lacks the host's hook neither writes nor removes one.
-func deleteUnseen(rt *os.Root, root, dir string, seen map[string]bool, o Options, isGitDir func(string) bool) ([]string, error) {
+func deleteUnseen(rt *os.Root, root, dir string, seen pathSet, o Options, isGitDir func(string) bool) ([]string, error) {
 	protected := slices.Concat(o.Protected, o.Keep)
 	var gone []string
 	var walk func(rel string) error
@@ -568,7 +583,7 @@ func deleteUnseen(rt *os.Root, root, dir string, seen map[string]bool, o Options
 					return err
 				}
 			}
-			if seen[c] {
+			if seen.has(c) {
 				continue
 			}
 			if err := rt.Remove(c); err != nil {
@@ -712,4 +727,22 @@ func sameAsDisk(rt *os.Root, rel string, hdr *tar.Header, tr io.Reader) (bool, e
 		return string(a.Sum(nil)) == string(b.Sum(nil)), nil
 	}
 	return false, nil
+}
+
+// pathSet is a set of paths kept as 64-bit hashes.
+type pathSet map[uint64]struct{}
+
+// pathSeed makes pathSet's hashes; per process is enough (a set never
+// leaves it).
+var pathSeed = maphash.MakeSeed()
+
+func (s pathSet) add(p string) {
+	if s != nil {
+		s[maphash.String(pathSeed, p)] = struct{}{}
+	}
+}
+
+func (s pathSet) has(p string) bool {
+	_, ok := s[maphash.String(pathSeed, p)]
+	return ok
 }
