@@ -66,6 +66,9 @@ type ApplyResult struct {
 	// start-up files, editor settings...) and not included, with why; they
 	// stay in the layer.
 	Held []handback.Risk
+	// Included are the risky changes applied because IncludeRisky named
+	// them.
+	Included []handback.Risk
 }
 
 // ErrConflict means Lower changed, since the layer's base was recorded,
@@ -151,13 +154,20 @@ func Apply(l *Layer, paths []string, opts ApplyOptions) (ApplyResult, error) {
 	if res.Held, err = Risky(chosen, GatePolicy(opts.IncludeRisky), true); err != nil {
 		return res, err
 	}
+	if len(opts.IncludeRisky) > 0 {
+		risky, err := Risky(chosen, GatePolicy(opts.IncludeRisky), false)
+		if err != nil {
+			return res, err
+		}
+		res.Included = slices.DeleteFunc(risky, func(r handback.Risk) bool { return slices.Contains(res.Held, r) })
+	}
 	if len(res.Held) > 0 {
 		held := map[string]bool{}
 		for _, r := range res.Held {
 			held[r.Path] = true
 		}
 		chosen = slices.DeleteFunc(chosen, func(ch Change) bool { return held[ch.Path] })
-		log.Warn("layer.apply.held", "lower", l.Lower, "paths", len(res.Held))
+		log.Info("layer.apply.held", "lower", l.Lower, "paths", len(res.Held))
 	}
 	if len(chosen) == 0 {
 		return res, nil

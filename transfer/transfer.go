@@ -163,6 +163,9 @@ type Stats struct {
 	// never deleted), with why; an entry the destination already holds
 	// as it is (the same file, symlink or directory) is not listed.
 	Held []handback.Risk `json:",omitempty"`
+	// Included are the risky entries written because Options.Gate's
+	// Include named them.
+	Included []handback.Risk `json:",omitempty"`
 }
 
 // Options are what Unpack does besides writing the entries.
@@ -336,6 +339,9 @@ func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 			why, ok := o.Gate.Check(rel, kindOf(hdr.Typeflag), isGitDir)
 			if d, marker := handback.GitDirMarker(rel); why == "" && marker && isGitDir(d) && !gitDirOnDisk(rt, d) && gitRunnablesOnDisk(rt, d) {
 				why, ok = handback.WhyMakesGit, o.Gate.Included(rel)
+			}
+			if why != "" && ok {
+				st.Included = append(st.Included, handback.Risk{Path: rel, Why: why})
 			}
 			if !ok {
 				same, err := sameAsDisk(rt, rel, hdr, tr)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -73,6 +75,7 @@ first, with why, and written only when named with --include-risky PATH
 			if err != nil {
 				return &exitError{Code: 1, Err: err}
 			}
+			warnUnmatched(os.Stderr, "corral cp", include, res.Held, res.Included)
 			printHeld(os.Stderr, "corral cp", res.Held)
 			fmt.Fprintf(os.Stderr, "corral cp: %d files (%d bytes), %d directories, %d symlinks -> %s\n", res.Files, res.Bytes, res.Dirs, res.Symlinks, res.Into)
 			return nil
@@ -81,6 +84,30 @@ first, with why, and written only when named with --include-risky PATH
 	cmd.Flags().StringVar(&sess, "session", "", `the session of a :PATH argument (default: "dir:" + the working directory)`)
 	cmd.Flags().StringArrayVar(&include, "include-risky", nil, "write this held-back PATH too (as listed; repeatable)")
 	return cmd
+}
+
+// warnUnmatched says which --include-risky paths named no risky path of
+// this hand-back (held or written): a typo, or a path not as listed
+// (relative to DEST's parent for cp, to DIR for sync, to the working
+// directory for apply), would otherwise pass silently.
+func warnUnmatched(w io.Writer, cmd string, include []string, held, included []handback.Risk) {
+	for _, inc := range include {
+		if strings.TrimSpace(inc) == "" {
+			fmt.Fprintf(w, "%s: --include-risky with an empty path names nothing\n", cmd)
+			continue
+		}
+		p := handback.Policy{Include: []string{inc}}
+		matched := false
+		for _, r := range append(slices.Clip(held), included...) {
+			if p.Included(r.Path) {
+				matched = true
+				break
+			}
+		}
+		if !matched {
+			fmt.Fprintf(w, "%s: --include-risky %s names no risky path here (name them as listed)\n", cmd, handback.QuotePath(inc))
+		}
+	}
 }
 
 // printHeld lists what a hand-back held back, with why and how to have
@@ -128,6 +155,7 @@ directory named after DIR (corral cp ./DIR S:DIR copies the directory).`,
 			if err != nil {
 				return &exitError{Code: 1, Err: err}
 			}
+			warnUnmatched(os.Stderr, "corral sync", include, res.Held, res.Included)
 			printHeld(os.Stderr, "corral sync", res.Held)
 			fmt.Fprintf(os.Stderr, "corral sync: %d files (%d bytes), %d directories, %d symlinks, %d deleted -> %s\n", res.Files, res.Bytes, res.Dirs, res.Symlinks, len(res.Deleted), res.Into)
 			return nil

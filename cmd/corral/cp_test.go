@@ -264,6 +264,15 @@ func riskyHandBack(t *testing.T, c *cli, sess string, runIn func(script string),
 	if fi, err := os.Stat(filepath.Join(filepath.Dir(c.home), "dest2/b/c/.git/hooks/post-checkout")); code != 0 || err != nil || fi.Mode()&0o100 == 0 || !strings.Contains(se, "held back 1 risky path") {
 		t.Errorf("cp --include-risky: %d %v %s", code, err, se)
 	}
+	if strings.Contains(se, "names no risky path") {
+		t.Errorf("a matching --include-risky was warned about: %s", se)
+	}
+	// A path not as listed (relative to the workspace, not to DEST's
+	// parent) is said, not silently ignored.
+	code, _, se = c.run(nil, "cp", "--session", sess, "--include-risky", "a/b/c/.git/hooks/post-checkout", ":a", filepath.Join(filepath.Dir(c.home), "dest3"))
+	if code != 0 || !strings.Contains(se, "--include-risky a/b/c/.git/hooks/post-checkout names no risky path here") {
+		t.Errorf("an unmatched --include-risky: %d %s", code, se)
+	}
 }
 
 // TestDoctorKubernetes: `corral doctor --backend kubernetes` with corral's

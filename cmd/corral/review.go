@@ -142,6 +142,7 @@ lists the same paths at its top.`,
 				return corralErr(fmt.Errorf("%w: --merge and --overwrite: choose one", sandbox.ErrBadRequest))
 			}
 			res, err := layer.Apply(t.l, args, layer.ApplyOptions{Logger: newLogger(g), Overwrite: overwrite, Merge: merge, IncludeRisky: include})
+			warnUnmatched(os.Stderr, "corral apply", include, res.Held, res.Included)
 			printHeld(os.Stderr, "corral apply", res.Held)
 			if errors.Is(err, layer.ErrConflict) {
 				return corralErr(conflictMessage(t, res, merge))
