@@ -462,15 +462,7 @@ echo 'echo PWNED' > .bashrc
 git init -q --bare r.git; echo 'exit 0' > r.git/hooks/update
 mkdir .vscode; echo '{}' > .vscode/tasks.json
 echo ok > a/b/c/file.txt`)
-	cs, err := Changes(l, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := Diff(&b, cs, DiffOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
+	out := diffOf(t, l, DiffOptions{})
 	risky := []string{".bashrc", ".vscode/tasks.json", "a/b/c/.git/config", "a/b/c/.git/hooks/pre-commit", "r.git/config", "r.git/hooks/update"}
 	for _, p := range risky {
 		if !strings.Contains(out, "#   "+p+": ") {
@@ -616,4 +608,18 @@ func TestDiffOnTerminalShowsControls(t *testing.T) {
 	if !strings.Contains(b.String(), "+a\x1b[1A\x1b[2Kb\r\n") {
 		t.Errorf("piped diff changed the bytes:\n%q", b.String())
 	}
+}
+
+// diffOf returns Diff's output for all of l's changes.
+func diffOf(t *testing.T, l *Layer, opts DiffOptions) string {
+	t.Helper()
+	cs, err := Changes(l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Diff(&b, cs, opts); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
