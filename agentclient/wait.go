@@ -79,6 +79,9 @@ wait:
 			break wait
 		case pgid = <-started:
 			started = nil
+			if req.OnStart != nil {
+				req.OnStart(0) // the agent runs it; no host process of ours
+			}
 		case <-timeoutC:
 			timedOut = true
 			timeoutC = nil

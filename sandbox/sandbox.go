@@ -188,11 +188,14 @@ type Request struct {
 	// keep one sandbox per session between commands (docker); "" means a
 	// sandbox for this command alone. See SessionBackend.
 	Session string
-	// OnStart, when set, is called once the sandbox has started, with the
-	// host process id of its outermost process (bwrap's: it stays in
-	// corral's namespaces, the sandbox's are its child's). Package
-	// portfwd enters the sandbox's network namespace through it. Backends
-	// without such a process on this host (docker) do not call it.
+	// OnStart, when set, is called once, when the sandbox exists and the
+	// command has been started in it, and not at all when Run fails
+	// before that. pid is the host process id of the sandbox's outermost
+	// process (bwrap's: it stays in corral's namespaces, the sandbox's are
+	// its child's), or 0 where the sandbox has no process on this host
+	// (docker, kubernetes: the command runs under the engine or kubelet).
+	// Package portfwd enters the sandbox's network namespace through it;
+	// package session holds corral apply off until it is called.
 	OnStart func(pid int)
 	// Progress, when set, receives one-line reports of slow preparation
 	// (an image pull, a container start) while Run waits for it.

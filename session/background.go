@@ -125,18 +125,29 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 	id := fmt.Sprintf("bg-%d", s.nextID)
 	s.pmu.Unlock()
 
+	// Held shared until the sandbox exists: corral apply (LockDir) waits
+	// for it, then sees the process among the layer's users.
+	releaseStart, err := lockShared(filepath.Join(s.dir, startLockName))
+	if err != nil {
+		return nil, err
+	}
+	started := sync.OnceFunc(releaseStart)
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Process{ID: id, Command: req.Command, Started: time.Now(), cancel: cancel, done: make(chan struct{}),
 		out: &spool{path: filepath.Join(s.dir, "bg", id+".log")}}
 	// Background commands do not change the session's cwd or variables.
 	sreq := s.request(sp, st, dir, bashArgv(`eval "$1"`, req.Command), req.Timeout)
 	sreq.Stdout, sreq.Stderr = p.out, p.out
-	sreq.OnStart = func(pid int) { s.recordSandbox(p, pid) }
+	sreq.OnStart = func(pid int) {
+		s.recordSandbox(p, pid)
+		started()
+	}
 	s.pmu.Lock()
 	s.procs[id] = p
 	s.pmu.Unlock()
 	go func() {
 		res, err := sp.Backend.Run(ctx, sreq)
+		started()
 		_ = os.Remove(s.sandboxFile(id))
 		p.mu.Lock()
 		p.result, p.err, p.ended = res, err, time.Now()

@@ -41,6 +41,9 @@ func (s *Session) sandboxFile(id string) string {
 // recordSandbox is the OnStart of background process p: it notes the
 // sandbox's host process for port forwards.
 func (s *Session) recordSandbox(p *Process, pid int) {
+	if pid <= 0 {
+		return // no process on this host (docker, kubernetes)
+	}
 	st, ok := procfs.StartTime(pid)
 	if !ok {
 		return
@@ -57,7 +60,35 @@ func (s *Session) recordSandbox(p *Process, pid int) {
 // that still run, held by this or any other corral process, oldest id
 // first within each holder.
 func (s *Session) sandboxes() []sandboxRecord {
-	ents, err := os.ReadDir(filepath.Join(s.dir, "bg"))
+	return liveSandboxes(s.dir)
+}
+
+// BackgroundProcess is a background command of a session whose sandbox
+// runs on this host, as Background finds it.
+type BackgroundProcess struct {
+	// ID names it within its session ("bg-1"); Command is what was started.
+	ID, Command string
+	// PID is the host process id of its sandbox's outermost process
+	// (bwrap's).
+	PID int
+}
+
+// Background returns the background commands of the session in directory
+// dir (Info.Dir) whose sandboxes run on this host, held by any corral
+// process: those a backend reported a host process for
+// (sandbox.Request.OnStart), while that process lives. Under LockDir the
+// list is complete for such backends: a background command that is still
+// starting holds LockDir off until it is listed here.
+func Background(dir string) []BackgroundProcess {
+	var out []BackgroundProcess
+	for _, r := range liveSandboxes(dir) {
+		out = append(out, BackgroundProcess{ID: r.ID, Command: r.Command, PID: r.PID})
+	}
+	return out
+}
+
+func liveSandboxes(dir string) []sandboxRecord {
+	ents, err := os.ReadDir(filepath.Join(dir, "bg"))
 	if err != nil {
 		return nil
 	}
@@ -67,7 +98,7 @@ func (s *Session) sandboxes() []sandboxRecord {
 			continue
 		}
 		var r sandboxRecord
-		if readJSON(filepath.Join(s.dir, "bg", e.Name()), &r) != nil || r.PID <= 0 {
+		if readJSON(filepath.Join(dir, "bg", e.Name()), &r) != nil || r.PID <= 0 {
 			continue
 		}
 		if st, ok := procfs.StartTime(r.PID); !ok || st != r.StartTime || procfs.Zombie(r.PID) {

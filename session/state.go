@@ -62,15 +62,32 @@ func dirName(name string) string {
 	return strings.TrimLeft(b.String(), ".") + "-" + hex.EncodeToString(sum[:6])
 }
 
+// startLockName is the file, in a session's directory, whose flock(2) a
+// background command holds shared from Session.Start until its sandbox
+// exists (sandbox.Request.OnStart) or its start failed, and LockDir takes
+// exclusively: so corral apply never checks for the layer's users while a
+// sandbox is between "asked for" and "there", and none starts on the old
+// layer while apply changes it.
+const startLockName = "start.lock"
+
 // lockFile takes an exclusive flock(2) on path, waiting for it; the
 // returned function releases it.
 func lockFile(path string) (func(), error) {
+	return flockFile(path, unix.LOCK_EX)
+}
+
+// lockShared takes a shared flock(2) on path, waiting for it.
+func lockShared(path string) (func(), error) {
+	return flockFile(path, unix.LOCK_SH)
+}
+
+func flockFile(path string, how int) (func(), error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening session lock: %w", err)
 	}
 	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		err = unix.Flock(int(f.Fd()), how)
 		if !errors.Is(err, unix.EINTR) {
 			break
 		}
@@ -112,23 +129,38 @@ func writeJSON(path string, v any) error {
 	return atomicfile.Write(path, append(b, '\n'), 0o600, false)
 }
 
-// LockDir takes the lock that the foreground commands of the session in
-// directory dir (Session.Dir, Info.Dir) hold while they run: flock(2) on
-// dir/lock, waiting for a running command to end unless wait is false,
-// when held reports false at once. Release it with the returned function.
-// corral apply holds it so that it never changes the session's layer
-// under a command.
+// LockDir takes the locks that the foreground commands of the session in
+// directory dir (Session.Dir, Info.Dir) hold while they run and its
+// background commands hold while their sandboxes start: flock(2) on
+// dir/lock, then on dir/start.lock, waiting for a running command to end
+// and a starting one to have started unless wait is false, when held
+// reports true at once instead. Release them with the returned function.
+// corral apply holds them so that it never changes the session's layer
+// under a command, and finds every background command that has one
+// (Background).
 func LockDir(dir string, wait bool) (release func(), held bool, err error) {
-	p := filepath.Join(dir, "lock")
+	p, sp := filepath.Join(dir, "lock"), filepath.Join(dir, startLockName)
+	var cmdRelease, startRelease func()
 	if !wait {
-		release, ok := tryLock(p)
-		if !ok {
+		var ok bool
+		if cmdRelease, ok = tryLock(p); !ok {
 			if _, err := os.Stat(dir); err != nil {
 				return nil, false, err
 			}
+			return nil, true, nil
 		}
-		return release, !ok, nil
+		if startRelease, ok = tryLock(sp); !ok {
+			cmdRelease()
+			return nil, true, nil
+		}
+		return func() { startRelease(); cmdRelease() }, false, nil
 	}
-	release, err = lockFile(p)
-	return release, false, err
+	if cmdRelease, err = lockFile(p); err != nil {
+		return nil, false, err
+	}
+	if startRelease, err = lockFile(sp); err != nil {
+		cmdRelease()
+		return nil, false, err
+	}
+	return func() { startRelease(); cmdRelease() }, false, nil
 }

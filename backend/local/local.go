@@ -81,6 +81,9 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		}
 		return &sandbox.Result{ExitCode: code, Warnings: []string{err.Error()}}, nil
 	}
+	if req.OnStart != nil {
+		req.OnStart(cmd.Process.Pid)
+	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	kill := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }

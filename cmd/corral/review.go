@@ -267,6 +267,12 @@ func (t *reviewTarget) checkUsers(verb string) error {
 		return fmt.Errorf("finding the processes that use the session's layer: %w", err)
 	}
 	var busy []string
+	// A background command's sandbox counts from its start, before its
+	// processes have mounted the layer: LockDir waited for any still
+	// starting to be listed.
+	for _, b := range session.Background(t.dir) {
+		busy = append(busy, fmt.Sprintf("  pid %d: %s (background %s)", b.PID, clip(oneLine(b.Command), 80), b.ID))
+	}
 	for _, p := range ps {
 		if len(p.Args) == 0 || supervisors[filepath.Base(p.Args[0])] {
 			continue
@@ -274,11 +280,7 @@ func (t *reviewTarget) checkUsers(verb string) error {
 		if _, _, helper := reexec.Lookup(p.Args, environOf(p.PID)); helper {
 			continue
 		}
-		line := strings.Join(p.Args, " ")
-		if len(line) > 80 {
-			line = line[:77] + "..."
-		}
-		busy = append(busy, fmt.Sprintf("  pid %d: %s", p.PID, line))
+		busy = append(busy, fmt.Sprintf("  pid %d: %s", p.PID, clip(oneLine(strings.Join(p.Args, " ")), 80)))
 	}
 	if len(busy) == 0 {
 		return nil
