@@ -45,6 +45,11 @@ type ApplyOptions struct {
 	// what lies below it) that package handback calls risky and that the
 	// person named to be applied anyway (the CLI's --include-risky).
 	IncludeRisky []string
+	// Protected are the protected-path patterns of the setting
+	// protected_paths (nil when unset: handback's rules already hold what
+	// sandbox.DefaultProtected names): a change at one is held back as
+	// risky too.
+	Protected []string
 }
 
 // ApplyResult is what Apply did.
@@ -151,11 +156,11 @@ func Apply(l *Layer, paths []string, opts ApplyOptions) (ApplyResult, error) {
 	}
 	chosen := choose(all, sel)
 	// What would run on the host stays in the layer unless named.
-	if res.Held, err = Risky(chosen, GatePolicy(opts.IncludeRisky), true); err != nil {
+	if res.Held, err = Risky(chosen, GatePolicy(opts.Protected, opts.IncludeRisky), true); err != nil {
 		return res, err
 	}
 	if len(opts.IncludeRisky) > 0 {
-		risky, err := Risky(chosen, GatePolicy(opts.IncludeRisky), false)
+		risky, err := Risky(chosen, GatePolicy(opts.Protected, opts.IncludeRisky), false)
 		if err != nil {
 			return res, err
 		}

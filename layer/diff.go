@@ -23,6 +23,9 @@ type DiffOptions struct {
 	// Color adds ANSI colours as git does on a terminal (headers bold,
 	// hunk headers cyan, removed lines red, added lines green).
 	Color bool
+	// Protected are the protected-path patterns listed among the risky
+	// paths (as ApplyOptions.Protected).
+	Protected []string
 }
 
 // contextLines is how many unchanged lines surround a hunk (diff -u's
@@ -65,7 +68,7 @@ const contextLines = 3
 // them (handback.QuotePath), so no name can forge a line.
 func Diff(w io.Writer, changes []Change, opts DiffOptions) error {
 	bw := bufio.NewWriter(w)
-	risks, err := Risky(changes, GatePolicy(nil), false)
+	risks, err := Risky(changes, GatePolicy(opts.Protected, nil), false)
 	if err != nil {
 		return err
 	}

@@ -450,6 +450,48 @@ func TestUsers(t *testing.T) {
 // .bashrc, a bare repository's hook and a .vscode task: diff lists them
 // first, apply writes everything else and holds them back in the layer,
 // and writes them only when named.
+// TestApplyHoldsProtectedPaths: the protected-path patterns of the
+// setting protected_paths are held back and listed first like handback's
+// own; nil means the default list; an empty list adds none (handback's
+// rules still hold).
+func TestApplyHoldsProtectedPaths(t *testing.T) {
+	l := project(t)
+	inOverlay(t, l, `mkdir -p deploy && echo k > deploy/prod.pem && echo n > notes.txt && echo 'echo PWNED' > .bashrc`)
+	protected := []string{"deploy/*.pem"}
+	if out := diffOf(t, l, DiffOptions{Protected: protected}); !strings.Contains(out, "#   deploy/prod.pem: ") {
+		t.Errorf("diff does not list the protected path first:\n%s", out)
+	}
+	if out := diffOf(t, l, DiffOptions{}); strings.Contains(out, "#   deploy/prod.pem: ") {
+		t.Errorf("diff lists a path only the setting names, without it:\n%s", out)
+	}
+	res, err := Apply(l, nil, ApplyOptions{Protected: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res
+	if _, err := os.Lstat(filepath.Join(l.Lower, ".bashrc")); err == nil {
+		t.Error("an empty protected list let .bashrc through")
+	}
+	if _, err := os.Lstat(filepath.Join(l.Lower, "deploy", "prod.pem")); err != nil {
+		t.Errorf("an empty protected list held deploy/prod.pem: %v", err)
+	}
+	inOverlay(t, l, `echo k2 > deploy/prod.pem`)
+	res, err = Apply(l, nil, ApplyOptions{Protected: protected})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []string
+	for _, r := range res.Held {
+		held = append(held, r.Path)
+	}
+	if !slices.Equal(held, []string{".bashrc", "deploy/prod.pem"}) {
+		t.Errorf("held %q", held)
+	}
+	if b, _ := os.ReadFile(filepath.Join(l.Lower, "deploy", "prod.pem")); string(b) != "k\n" {
+		t.Errorf("the protected path was applied: %q", b)
+	}
+}
+
 func TestApplyHoldsRisky(t *testing.T) {
 	l := project(t)
 	if _, err := exec.LookPath("git"); err != nil {

@@ -7,11 +7,13 @@ import (
 )
 
 // GatePolicy is the host's policy for a review-mode layer's changes:
-// package handback's rules (which hold sandbox.DefaultProtected's paths,
-// at any depth), with include (paths relative to Lower; a directory
-// includes what lies below it) let through.
-func GatePolicy(include []string) handback.Policy {
-	return handback.Policy{Include: include}
+// package handback's rules (which hold what sandbox.DefaultProtected
+// names, with git's sample hooks taken for the data they are), the
+// protected-path patterns of the setting protected_paths (nil when it is
+// unset), matched relative to Lower, and include (paths relative to
+// Lower; a directory includes what lies below it) let through.
+func GatePolicy(protected, include []string) handback.Policy {
+	return handback.Policy{Protected: protected, Include: include}
 }
 
 // Risky returns the changes of cs that write (add, modify, change the

@@ -57,15 +57,19 @@ func (s *Server) workspaceDiff(_ context.Context, c *call, in WorkspaceDiffInput
 		return nil, nil, toolError(err)
 	}
 	limit := 64 << 10
+	var protected []string
 	if s.opts.Spec != nil {
-		if sp, err := s.opts.Spec(c.sess.Name()); err == nil && sp.OutputLimit > 0 {
-			limit = sp.OutputLimit
+		if sp, err := s.opts.Spec(c.sess.Name()); err == nil {
+			if sp.OutputLimit > 0 {
+				limit = sp.OutputLimit
+			}
+			protected = sp.Policy.Protected
 		}
 	}
 	// Only what can be returned is kept: a diff of any size costs at
 	// most the limit in memory.
 	b := &headWriter{limit: limit}
-	if err := layer.Diff(b, cs, layer.DiffOptions{Stat: in.Stat}); err != nil {
+	if err := layer.Diff(b, cs, layer.DiffOptions{Stat: in.Stat, Protected: protected}); err != nil {
 		return nil, nil, toolError(err)
 	}
 	res := &WorkspaceDiffResult{Files: len(cs), Diff: b.head.String()}

@@ -228,11 +228,16 @@ type Out struct {
 	// the destination's parent for CopyOut, to the directory for Sync),
 	// to write although risky; a directory includes what lies below it.
 	IncludeRisky []string
+	// Protected are the protected-path patterns of the setting
+	// protected_paths (nil when unset: handback's rules already hold what
+	// sandbox.DefaultProtected names), held back as risky too, matched
+	// against the paths as Result.Held shows them.
+	Protected []string
 }
 
 // gate is the host's policy for o.
 func (o Out) gate() *handback.Policy {
-	return &handback.Policy{Include: o.IncludeRisky}
+	return &handback.Policy{Protected: o.Protected, Include: o.IncludeRisky}
 }
 
 // CopyIn copies the host's src (a file, symlink or directory) to dst in

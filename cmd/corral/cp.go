@@ -66,11 +66,15 @@ first, with why, and written only when named with --include-risky PATH
 				return &exitError{Code: sandbox.ExitCorralError, Err: err}
 			}
 			defer closeWS()
+			protected, err := protectedPaths(g)
+			if err != nil {
+				return &exitError{Code: sandbox.ExitCorralError, Err: err}
+			}
 			var res wscopy.Result
 			if dst.Session != "" {
 				res, err = wscopy.CopyIn(c.Context(), w, src.Path, dst.Path)
 			} else {
-				res, err = wscopy.CopyOut(c.Context(), w, src.Path, dst.Path, wscopy.Out{IncludeRisky: include})
+				res, err = wscopy.CopyOut(c.Context(), w, src.Path, dst.Path, wscopy.Out{IncludeRisky: include, Protected: protected})
 			}
 			if err != nil {
 				return &exitError{Code: 1, Err: err}
@@ -151,7 +155,11 @@ directory named after DIR (corral cp ./DIR S:DIR copies the directory).`,
 				return &exitError{Code: sandbox.ExitCorralError, Err: err}
 			}
 			defer closeWS()
-			res, err := wscopy.Sync(c.Context(), w, args[0], pull, del, wscopy.Out{IncludeRisky: include})
+			protected, err := protectedPaths(g)
+			if err != nil {
+				return &exitError{Code: sandbox.ExitCorralError, Err: err}
+			}
+			res, err := wscopy.Sync(c.Context(), w, args[0], pull, del, wscopy.Out{IncludeRisky: include, Protected: protected})
 			if err != nil {
 				return &exitError{Code: 1, Err: err}
 			}
@@ -211,4 +219,14 @@ func openWorkspace(ctx context.Context, g *globalOptions, name string) (*wscopy.
 		return &wscopy.Workspace{Session: name, Root: pod.Workspace, Pod: pod, Engine: e}, func() { e.Close() }, nil
 	}
 	return nil, nil, fmt.Errorf("no session %q (corral sessions list shows them; a session exists once a command ran in it)", name)
+}
+
+// protectedPaths returns the setting protected_paths, which a hand-back
+// holds back as risky: nil when unset (sandbox.DefaultProtected applies).
+func protectedPaths(g *globalOptions) ([]string, error) {
+	st, err := config.Load(g.configPath, os.Environ())
+	if err != nil {
+		return nil, err
+	}
+	return st.ProtectedPaths, nil
 }

@@ -324,3 +324,42 @@ func TestDoctorKubernetes(t *testing.T) {
 		t.Errorf("unreachable: exit %d\n%s", code, so)
 	}
 }
+
+// TestHandBackHoldsConfiguredProtectedPaths: the setting protected_paths
+// is part of the hand-back gate: corral cp out (and sync --pull, through
+// the same wscopy.Out) holds a path it names back, as it holds a git hook.
+func TestHandBackHoldsConfiguredProtectedPaths(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	cfg := filepath.Join(c.home, "corral.yaml")
+	if err := os.WriteFile(cfg, []byte("protected_paths: [\"**/deploy.key\", \".git\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Made without the setting: with it, bwrap would have moved the file
+	// to quarantine when the command ended (a pod's workspace has no such
+	// guard, TestCpOutHoldsRiskyKubernetes).
+	if code, so, se := c.run(nil, "run", "--session", "pp", "--", "mkdir -p out/sub && echo secret > out/sub/deploy.key && echo fine > out/ok.txt"); code != 0 {
+		t.Fatalf("command: %d %s %s", code, so, se)
+	}
+	dest := filepath.Join(c.home, "dest")
+	os.MkdirAll(dest, 0o755)
+	code, _, se := c.run(nil, "--config", cfg, "cp", "--session", "pp", ":out", dest)
+	if code != 0 || !strings.Contains(se, "out/sub/deploy.key") || !strings.Contains(se, "**/deploy.key") {
+		t.Fatalf("cp out with a protected path: %d %s", code, se)
+	}
+	if _, err := os.Lstat(filepath.Join(dest, "out", "sub", "deploy.key")); err == nil {
+		t.Error("cp wrote the protected path")
+	}
+	if b, err := os.ReadFile(filepath.Join(dest, "out", "ok.txt")); err != nil || string(b) != "fine\n" {
+		t.Errorf("cp did not write the rest: %q %v", b, err)
+	}
+	// Without the setting the default list applies, which does not name it.
+	dest2 := filepath.Join(c.home, "dest2")
+	os.MkdirAll(dest2, 0o755)
+	if code, _, se := c.run(nil, "cp", "--session", "pp", ":out", dest2); code != 0 || strings.Contains(se, "deploy.key") {
+		t.Fatalf("cp out without the setting: %d %s", code, se)
+	}
+	if _, err := os.Lstat(filepath.Join(dest2, "out", "sub", "deploy.key")); err != nil {
+		t.Errorf("without the setting the file was held: %v", err)
+	}
+}

@@ -93,8 +93,12 @@ The default session is the one the MCP server uses for the current directory.`,
 			if err != nil {
 				return corralErr(err)
 			}
+			protected, err := protectedPaths(g)
+			if err != nil {
+				return corralErr(err)
+			}
 			color := term.IsTerminal(int(os.Stdout.Fd()))
-			return layer.Diff(os.Stdout, cs, layer.DiffOptions{Stat: stat, Color: color})
+			return layer.Diff(os.Stdout, cs, layer.DiffOptions{Stat: stat, Color: color, Protected: protected})
 		},
 	}
 	cmd.Flags().StringVar(&name, "session", "", "session (default: the MCP server's session of the current directory)")
@@ -141,7 +145,11 @@ lists the same paths at its top.`,
 			if merge && overwrite {
 				return corralErr(fmt.Errorf("%w: --merge and --overwrite: choose one", sandbox.ErrBadRequest))
 			}
-			res, err := layer.Apply(t.l, args, layer.ApplyOptions{Logger: newLogger(g), Overwrite: overwrite, Merge: merge, IncludeRisky: include})
+			protected, err := protectedPaths(g)
+			if err != nil {
+				return corralErr(err)
+			}
+			res, err := layer.Apply(t.l, args, layer.ApplyOptions{Logger: newLogger(g), Overwrite: overwrite, Merge: merge, IncludeRisky: include, Protected: protected})
 			warnUnmatched(os.Stderr, "corral apply", include, res.Held, res.Included)
 			printHeld(os.Stderr, "corral apply", res.Held)
 			if errors.Is(err, layer.ErrConflict) {
