@@ -231,17 +231,24 @@ type Policy struct {
 	// shows them) the person named to be written although risky: a path
 	// includes itself and everything below it.
 	Include []string
+	// Host, when set, says why rel is risky through what the destination
+	// already holds ("" when it is not): HostGit.Why, for the paths the
+	// host's repositories run from their working trees.
+	Host func(rel string) string
 }
 
 // Check returns why rel is risky ("" when it is not: Classify, then the
-// protected paths; a directory never is) and whether it may be written:
-// not risky, or named in Include.
+// protected paths, then Host; a directory never is) and whether it may
+// be written: not risky, or named in Include.
 func (p Policy) Check(rel string, k Kind, isGitDir func(dir string) bool) (why string, write bool) {
 	why = Classify(rel, k, isGitDir)
 	if why == "" && k != Dir && len(p.Protected) > 0 {
 		if m, ok := sandbox.MatchProtected(rel, k == Dir, p.Protected); ok {
 			why = fmt.Sprintf("a protected path (%s)", m)
 		}
+	}
+	if why == "" && k != Dir && p.Host != nil {
+		why = p.Host(rel)
 	}
 	if why == "" {
 		return "", true

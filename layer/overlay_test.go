@@ -450,6 +450,40 @@ func TestUsers(t *testing.T) {
 // .bashrc, a bare repository's hook and a .vscode task: diff lists them
 // first, apply writes everything else and holds them back in the layer,
 // and writes them only when named.
+// TestApplyHoldsHostHooksPath: a change where the working directory's
+// own repository runs hooks from (core.hooksPath, as husky sets it) is
+// held back and listed first, though the layer holds no git directory.
+func TestApplyHoldsHostHooksPath(t *testing.T) {
+	l := project(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is needed (apt-get install git)")
+	}
+	for _, args := range [][]string{{"init", "-q"}, {"config", "core.hooksPath", ".husky"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir, cmd.Env = l.Lower, []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME=/nonexistent", "PATH=/usr/bin:/bin"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %q: %v %s", args, err, out)
+		}
+	}
+	inOverlay(t, l, `mkdir -p .husky && printf 'echo PWNED\n' > .husky/pre-commit && chmod +x .husky/pre-commit && echo n > notes.txt`)
+	if out := diffOf(t, l, DiffOptions{}); !strings.Contains(out, "#   .husky/pre-commit: ") {
+		t.Errorf("diff does not list the hook first:\n%s", out)
+	}
+	res, err := Apply(l, nil, ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Held) != 1 || res.Held[0].Path != ".husky/pre-commit" {
+		t.Errorf("held %+v", res.Held)
+	}
+	if _, err := os.Lstat(filepath.Join(l.Lower, ".husky", "pre-commit")); err == nil {
+		t.Error("the hook was applied")
+	}
+	if _, err := os.Lstat(filepath.Join(l.Lower, "notes.txt")); err != nil {
+		t.Errorf("the rest was not applied: %v", err)
+	}
+}
+
 // TestApplyHoldsProtectedPaths: the protected-path patterns of the
 // setting protected_paths are held back and listed first like handback's
 // own; nil means the default list; an empty list adds none (handback's

@@ -31,6 +31,9 @@ func Risky(cs []Change, p handback.Policy, onlyHeld bool) ([]handback.Risk, erro
 		return nil, err
 	}
 	defer v.close()
+	if p.Host == nil {
+		p.Host = handback.NewHostGit(cs[0].lower).Why
+	}
 	var out []handback.Risk
 	for _, ch := range cs {
 		if ch.New == nil {

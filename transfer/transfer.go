@@ -293,6 +293,15 @@ func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 			return finish(err)
 		}
 	}
+	if o.Gate != nil && o.Gate.Host == nil {
+		// What the host's own repositories run from their trees (husky's
+		// core.hooksPath, a hook symlinked to a script) is risky too.
+		if abs, err := filepath.Abs(root); err == nil {
+			g := *o.Gate
+			g.Host = handback.NewHostGit(abs).Why
+			o.Gate = &g
+		}
+	}
 	var types map[string]byte
 	if rs, ok := r.(io.ReadSeeker); ok && seekable(rs) {
 		if types, err = precheck(rs, rt, root, dir, o); err != nil {

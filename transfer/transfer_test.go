@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -426,5 +427,45 @@ func TestGateGitDirShapes(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(d, "two/HEAD")); err == nil {
 		t.Error("two/HEAD was written: git would now run two/config")
+	}
+}
+
+// TestGateHostRepository: what the destination's own git repository runs
+// from its tree (core.hooksPath, as husky sets it; a hook symlinked to a
+// script) is held back, though the archive holds no git directory.
+func TestGateHostRepository(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is needed (apt-get install git)")
+	}
+	dir := t.TempDir()
+	for _, args := range [][]string{{"init", "-q"}, {"config", "core.hooksPath", ".husky"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir, cmd.Env = dir, []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME=/nonexistent", "PATH=/usr/bin:/bin"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %q: %v %s", args, err, out)
+		}
+	}
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, d := range []string{".husky/", "src/"} {
+		tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755})
+	}
+	for _, e := range []struct{ name, body string }{{".husky/pre-commit", "echo PWNED\n"}, {"src/a.go", "package a\n"}} {
+		tw.WriteHeader(&tar.Header{Name: e.name, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(e.body))})
+		tw.Write([]byte(e.body))
+	}
+	tw.Close()
+	st, err := Unpack(bytes.NewReader(b.Bytes()), dir, Options{Dir: ".", Gate: &handback.Policy{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Held) != 1 || st.Held[0].Path != ".husky/pre-commit" || st.Held[0].Why != handback.WhyHooksPath {
+		t.Errorf("held %+v", st.Held)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, ".husky", "pre-commit")); err == nil {
+		t.Error("the hook was written")
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "src", "a.go")); err != nil {
+		t.Errorf("the rest was not written: %v", err)
 	}
 }
