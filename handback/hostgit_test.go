@@ -18,7 +18,7 @@ func TestConfigPaths(t *testing.T) {
 		{"core.bare\nfalse\x00core.hookspath\n.husky\x00", ".husky", nil},
 		{"core.hookspath\na\x00core.hookspath\nb\x00", "b", nil}, // the last wins, as in git
 		{"include.path\n../shared.cfg\x00includeif.gitdir:~/w/.path\n/etc/x\x00", "", []string{"../shared.cfg", "/etc/x"}},
-		{"core.hookspath\x00", "", nil},                           // a key without a value
+		{"core.hookspath\x00", "", nil},                         // a key without a value
 		{"alias.x\n!sh\ncore.hookspath\nnot-this\x00", "", nil}, // a value holding a newline is one record
 		{"includeif.onbranch:main.path\n.gitconfig.main\x00", "", []string{".gitconfig.main"}},
 	} {
