@@ -15,7 +15,6 @@ import (
 
 	"github.com/knadh/koanf/parsers/yaml"
 	koanfenv "github.com/knadh/koanf/providers/env/v2"
-	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
 	yamlv3 "go.yaml.in/yaml/v3"
 
@@ -501,7 +500,7 @@ func Load(path string, environ []string) (*Settings, error) {
 // the file does not exist.
 func readFile(path string) (*koanf.Koanf, error) {
 	ko := koanf.New(".")
-	err := ko.Load(file.Provider(path), yaml.Parser())
+	err := ko.Load(settingsFile(path), yaml.Parser())
 	if err == nil {
 		return ko, nil
 	}

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/sandbox"
 )
@@ -222,7 +224,7 @@ func valueNode(k *Key, text string, v any) (*yaml.Node, error) {
 // readDoc parses the settings file as a YAML document whose root is a
 // mapping; a missing or empty file gives an empty mapping.
 func readDoc(path string) (*yaml.Node, error) {
-	data, err := os.ReadFile(path)
+	data, err := readSettings(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
@@ -387,4 +389,50 @@ func writeAtomic(path string, data []byte) (err error) {
 		d.Close()
 	}
 	return nil
+}
+
+// maxSettingsFile bounds a settings file: a person's settings are a few
+// kilobytes; a device such as /dev/zero would otherwise be read forever.
+const maxSettingsFile = 1 << 20
+
+// readSettings returns the settings file's bytes. It refuses what is not
+// a regular file (a fifo would block open(2) and read(2), a device read
+// without end) and a file over maxSettingsFile: opened with O_NONBLOCK,
+// checked with fstat(2) before a byte is read. Following a symlink is
+// fine: it is the person's own file. A missing file's error matches
+// fs.ErrNotExist; the others are *fs.PathError.
+func readSettings(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("not a regular file (%s): corral reads its settings only from a regular file", fi.Mode().Type())}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxSettingsFile+1))
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	if len(b) > maxSettingsFile {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("over %d bytes: not a settings file", maxSettingsFile)}
+	}
+	return b, nil
+}
+
+// settingsFile is a koanf.Provider of the settings file's bytes, read by
+// readSettings (koanf's file provider reads whatever is at the path).
+type settingsFile string
+
+// ReadBytes implements koanf.Provider.
+func (p settingsFile) ReadBytes() ([]byte, error) { return readSettings(string(p)) }
+
+// Read implements koanf.Provider; a parser is always given.
+func (p settingsFile) Read() (map[string]any, error) {
+	return nil, errors.New("settingsFile: needs a parser")
 }

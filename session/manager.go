@@ -102,6 +102,13 @@ func NewManager(opts Options) *Manager {
 // ErrClosed is returned by a Manager or Session that has been closed.
 var ErrClosed = errors.New("session closed")
 
+// ErrStateUnreadable means a session's saved state or metadata could not
+// be read (permission denied, too many open files, an I/O error): nothing
+// was run, and the files were left as they are, never taken for damaged
+// and replaced. The wrapped error says why; a retry may succeed when the
+// cause passes (EMFILE).
+var ErrStateUnreadable = errors.New("the session's saved state could not be read, so nothing was run and it was left as it is")
+
 // Open returns the session called name, creating its directory on first
 // use. The same name gives the same *Session within a process, and the same
 // state across processes.
@@ -126,6 +133,10 @@ func (m *Manager) Open(name string) (*Session, error) {
 	s := &Session{name: name, dir: dir, m: m, procs: map[string]*Process{}}
 	var meta Meta
 	if err := readJSON(filepath.Join(dir, "meta.json"), &meta); err != nil {
+		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, errDamaged) {
+			// Unreadable (EACCES, EMFILE) is not absent: keep it.
+			return nil, fmt.Errorf("%w: %w", ErrStateUnreadable, err)
+		}
 		now := time.Now()
 		meta = Meta{Name: name, Created: now, LastUsed: now}
 		if err := writeJSON(filepath.Join(dir, "meta.json"), meta); err != nil {

@@ -212,7 +212,7 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	if err != nil {
 		return nil, err
 	}
-	var moved []string
+	moved := st.notes
 	if st.moved {
 		moved = append(moved, "the working directory changed to "+sp.Workdir+"; the session starts there")
 	}
@@ -305,7 +305,9 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 		st.Env = next.Env
 		st.Workdir = sp.Workdir
 		if err := s.saveState(st, sp); err != nil {
-			return nil, err
+			// The command ran: say so, with what was not kept.
+			s.m.log.Warn("session.state.save_failed", "session", s.name, "error", err)
+			out.Notes = append(out.Notes, fmt.Sprintf("the command ran, but the session's cwd and variables could not be saved (%v): the next command starts as this one did", err))
 		}
 	} else if !res.TimedOut && ctx.Err() == nil {
 		out.Notes = append(out.Notes, "the shell ended without saving its state (killed, or the command replaced the shell with exec); cwd and variables are unchanged")
@@ -362,8 +364,14 @@ func (s *Session) request(sp *Spec, st *State, dir string, argv []string, timeou
 // loadState reads the session's state, or makes the initial one.
 func (s *Session) loadState(sp *Spec) (*State, error) {
 	var st State
-	err := readJSON(filepath.Join(s.dir, "state.json"), &st)
-	if err == nil && st.Cwd != "" {
+	path := filepath.Join(s.dir, "state.json")
+	err := readJSON(path, &st)
+	if err == nil && filepath.IsAbs(st.Cwd) {
+		st.Cwd = filepath.Clean(st.Cwd)
+		// The same bounds as when it was saved: a state file written by
+		// hand or another version must not wedge the session (a variable
+		// execve(2) refuses fails every command).
+		st.Env, st.notes = keepEnv(st.Env)
 		// Moved to another working directory (the cwd setting or --cwd
 		// changed): start there, keeping the variables.
 		if st.Workdir != "" && sp.Workdir != "" && st.Workdir != sp.Workdir {
@@ -372,10 +380,21 @@ func (s *Session) loadState(sp *Spec) (*State, error) {
 		}
 		return &st, nil
 	}
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		// A damaged state file is replaced, not fatal.
-		s.m.log.Warn("session.state.damaged", "session", s.name, "error", err)
+	var notes []string
+	switch {
+	case err == nil, errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, errDamaged):
+		// Kept aside for a person to look at, never read again.
+		aside := path + ".damaged"
+		if rerr := os.Rename(path, aside); rerr != nil {
+			return nil, fmt.Errorf("%w: %w; and it could not be moved aside: %w", ErrStateUnreadable, err, rerr)
+		}
+		s.m.log.Warn("session.state.damaged", "session", s.name, "error", err, "moved_to", aside)
+		notes = append(notes, fmt.Sprintf("the session's saved state was damaged (%v); it was moved to %s and the session starts afresh in %s", err, aside, orWorkdir(sp.Workdir)))
+	default:
+		return nil, fmt.Errorf("%w: %w", ErrStateUnreadable, err)
 	}
+	st = State{notes: notes}
 	env := sp.Env
 	if env == nil {
 		env = os.Environ()
@@ -454,13 +473,19 @@ func parseState(b []byte) (st State, pipe []int, notes []string, ok bool) {
 		return st, nil, nil, false
 	}
 	st.Cwd = filepath.Clean(st.Cwd)
+	st.Env, notes = keepEnv(fields[4:])
+	return st, pipe, notes, true
+}
+
+// keepEnv returns the variables of env ("KEY=value") that carry over to
+// the next command: valid names, not shell-managed ones, within
+// maxVarBytes each and maxEnvBytes in all; notes say what was dropped
+// for size.
+func keepEnv(env []string) (kept, notes []string) {
 	total := 0
-	for _, kv := range fields[4:] {
+	for _, kv := range env {
 		name, _, found := strings.Cut(kv, "=")
-		if !found || dropEnv(name) {
-			continue
-		}
-		if !validName(name) {
+		if !found || dropEnv(name) || !validName(name) {
 			continue
 		}
 		if len(kv) > maxVarBytes {
@@ -472,9 +497,17 @@ func parseState(b []byte) (st State, pipe []int, notes []string, ok bool) {
 			continue
 		}
 		total += len(kv)
-		st.Env = append(st.Env, kv)
+		kept = append(kept, kv)
 	}
-	return st, pipe, notes, true
+	return kept, notes
+}
+
+// orWorkdir names the working directory, or says there is none.
+func orWorkdir(w string) string {
+	if w == "" {
+		return "the backend's default directory"
+	}
+	return w
 }
 
 // validName reports whether name is a shell variable name

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,7 +40,8 @@ type State struct {
 	// Workdir is the working directory the state belongs to.
 	Workdir string `json:"workdir,omitempty"`
 
-	moved bool // loadState: the working directory changed
+	moved bool     // loadState: the working directory changed
+	notes []string // loadState: what it found wrong with the saved state, for the agent
 }
 
 // dirName maps a session name to its directory name: a readable prefix
@@ -112,12 +114,64 @@ func tryLock(path string) (release func(), ok bool) {
 	return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, true
 }
 
+// maxStateFile bounds a state or record file corral reads back: its own
+// are far smaller (the saved environment is at most maxEnvBytes).
+const maxStateFile = 8 << 20
+
+// errDamaged marks a state file whose content is not what corral writes:
+// not a regular file (a fifo, a device), over maxStateFile, or not JSON
+// of the expected shape. Its cause is wrapped too.
+var errDamaged = errors.New("damaged")
+
+// readJSON reads path into v. A read that fails (EACCES, EMFILE, EIO)
+// returns the read's error, which says nothing of the content; a file
+// that is not a regular file, is too large or does not parse wraps
+// errDamaged. It never blocks on a fifo and never reads past
+// maxStateFile: the file is opened with O_NONBLOCK and checked with
+// fstat(2) before it is read.
 func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
+	b, err := readRegular(path, maxStateFile)
 	if err != nil {
 		return err
 	}
-	return json.Unmarshal(b, v)
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%w: %s: %w", errDamaged, path, err)
+	}
+	return nil
+}
+
+// readRegular returns the contents of path, which must be a regular file
+// of at most max bytes (else an error wrapping errDamaged), opened
+// without blocking (a fifo would block open(2) and read(2)) and without
+// following a final symlink.
+func readRegular(path string, max int64) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("%w: %s is a symlink", errDamaged, path)
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file (%s)", errDamaged, path, fi.Mode().Type())
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%w: %s holds %d bytes, over %d", errDamaged, path, fi.Size(), max)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%w: %s grew past %d bytes", errDamaged, path, max)
+	}
+	return b, nil
 }
 
 // writeJSON writes v to path atomically (temporary file and rename).

@@ -514,9 +514,15 @@ func (p *planner) chdir(workdir string) string {
 		return r
 	}
 	r, err := filepath.EvalSymlinks(filepath.Clean(d))
-	if err != nil {
+	switch {
+	case err != nil:
 		r = nearestExisting(filepath.Clean(d))
 		p.warn("directory %s does not exist; starting in %s", d, r)
+	case !isDir(r):
+		// Replaced by a file on the host after a cd into it: bwrap's
+		// --chdir would fail every command of the session.
+		r = nearestExisting(r)
+		p.warn("%s is no longer a directory; starting in %s", d, r)
 	}
 	if p.hidden(r) {
 		p.warn("directory %s is hidden in the sandbox; starting in %s", d, workdir)

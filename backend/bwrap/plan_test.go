@@ -607,6 +607,9 @@ func TestPlanProfile(t *testing.T) {
 func TestPlanWorkdirFallbacks(t *testing.T) {
 	f := newPlanFix(t)
 	project := filepath.Join(f.home, "project")
+	if err := os.WriteFile(filepath.Join(f.work, "was-a-dir"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name         string
 		workdir, dir string
@@ -619,6 +622,8 @@ func TestPlanWorkdirFallbacks(t *testing.T) {
 		{name: "dir elsewhere", workdir: project, dir: f.work, wantWorkdir: project, wantChdir: f.work, wantWritable: true},
 		{name: "hidden dir", workdir: project, dir: filepath.Join(f.home, ".ssh"), wantWorkdir: project, wantChdir: project, wantWritable: true, wantWarn: true},
 		{name: "missing dir", workdir: project, dir: filepath.Join(f.work, "gone"), wantWorkdir: project, wantChdir: f.work, wantWritable: true, wantWarn: true},
+		// A session's cwd replaced by a file on the host (rm -r d; touch d).
+		{name: "dir is a file", workdir: project, dir: filepath.Join(f.work, "was-a-dir"), wantWorkdir: project, wantChdir: f.work, wantWritable: true, wantWarn: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plan := f.build(t, func(r *sandbox.Request) { r.Workdir = tc.workdir; r.Dir = tc.dir })

@@ -1,0 +1,160 @@
+package session
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestCwdBecameFile: a session whose cwd was replaced by a file on the
+// host goes on in the nearest existing parent, with a note, and is not
+// wedged (every later command failed before).
+func TestCwdBecameFile(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("cwd-file")
+	f.exec(s, "mkdir d && cd d")
+	d := filepath.Join(f.work, "d")
+	if err := os.Remove(d); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(d, []byte("now a file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := f.exec(s, "pwd")
+	if strings.TrimSpace(r.Output.Text) != f.work || !strings.Contains(strings.Join(r.Notes, "\n"), "no longer a directory") {
+		t.Errorf("after the cwd became a file: %q notes %q", r.Output.Text, r.Notes)
+	}
+	if r := f.exec(s, "pwd"); strings.TrimSpace(r.Output.Text) != f.work {
+		t.Errorf("the next command: %q", r.Output.Text)
+	}
+}
+
+// TestStateSpecialOrDamaged: a state file that is a fifo, a directory,
+// oversized or not JSON is moved aside with a note and the session starts
+// afresh; reading never blocks (a fifo held open(2) before).
+func TestStateSpecialOrDamaged(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		name string
+		make func(path string) error
+	}{
+		{"fifo", func(p string) error { return syscall.Mkfifo(p, 0o600) }},
+		{"directory", func(p string) error { return os.Mkdir(p, 0o700) }},
+		{"garbage", func(p string) error { return os.WriteFile(p, []byte("{\"cwd\": \x00\xff"), 0o600) }},
+		{"oversized", func(p string) error { return os.WriteFile(p, make([]byte, maxStateFile+1), 0o600) }},
+		{"symlink", func(p string) error { return os.Symlink("/dev/zero", p) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := f.open("damaged-" + tc.name)
+			f.exec(s, "mkdir -p sub && cd sub")
+			path := filepath.Join(s.Dir(), "state.json")
+			os.Remove(path)
+			if err := tc.make(path); err != nil {
+				t.Fatal(err)
+			}
+			r := f.exec(s, "pwd")
+			if strings.TrimSpace(r.Output.Text) != f.work || !strings.Contains(strings.Join(r.Notes, "\n"), "moved to") {
+				t.Errorf("a %s state: %q notes %q", tc.name, r.Output.Text, r.Notes)
+			}
+			if _, err := os.Lstat(path + ".damaged"); err != nil {
+				t.Errorf("the damaged state was not kept aside: %v", err)
+			}
+			if r := f.exec(s, "cd sub && pwd"); strings.TrimSpace(r.Output.Text) != filepath.Join(f.work, "sub") {
+				t.Errorf("the session does not go on: %q", r.Output.Text)
+			}
+		})
+	}
+}
+
+// TestStateUnreadableIsNotDamaged: a state file corral may not read
+// (EACCES; EMFILE takes the same path) fails the command as not run and
+// leaves the file as it is: the session's cwd and variables survive.
+// Root reads any file, so this runs as the unprivileged user (CI's second
+// pass).
+func TestStateUnreadableIsNotDamaged(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root reads a mode-000 file; the unprivileged pass runs this")
+	}
+	f := newFixture(t)
+	s := f.open("unreadable")
+	f.exec(s, "mkdir -p sub && cd sub && export KEEP=yes")
+	path := filepath.Join(s.Dir(), "state.json")
+	if err := os.Chmod(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Exec(t.Context(), ExecRequest{Command: "touch ran-anyway"})
+	if !errors.Is(err, ErrStateUnreadable) {
+		t.Fatalf("Exec with an unreadable state: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(f.work, "sub", "ran-anyway")); err == nil {
+		t.Error("the command ran")
+	}
+	os.Chmod(path, 0o600)
+	if r := f.exec(s, `pwd; echo "$KEEP"`); r.Output.Text != filepath.Join(f.work, "sub")+"\nyes\n" {
+		t.Errorf("the state was not kept: %q", r.Output.Text)
+	}
+}
+
+// TestStateHugeVariableOnLoad: a saved state whose variable execve(2)
+// would refuse (written by hand, or by another version) does not wedge
+// the session: it is dropped with a note when loaded.
+func TestStateHugeVariableOnLoad(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("huge-var")
+	f.exec(s, "export SMALL=1")
+	path := filepath.Join(s.Dir(), "state.json")
+	var st State
+	if err := readJSON(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	st.Env = append(st.Env, "HUGE="+strings.Repeat("x", 3<<20))
+	if err := writeJSON(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	r := f.exec(s, `echo "$SMALL ${#HUGE}"`)
+	if r.ExitCode != 0 || r.Output.Text != "1 0\n" || !strings.Contains(strings.Join(r.Notes, "\n"), "HUGE") {
+		t.Errorf("with a 3 MB variable in the state: %d %q notes %q", r.ExitCode, r.Output.Text, r.Notes)
+	}
+}
+
+// TestStateDiskFullAfterRun: when the state directory is full after the
+// command ran, the result comes back with a note (the command ran; its
+// cwd and variables were not kept), never as "could not run it".
+// Mounting a small tmpfs takes root; the other pass skips it.
+func TestStateDiskFullAfterRun(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs takes root; the root pass runs this")
+	}
+	f := newFixture(t)
+	s := f.open("full")
+	f.exec(s, "true")
+	if err := syscall.Mount("tmpfs", s.Dir(), "tmpfs", 0, "size=256k,mode=0700"); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Unmount(s.Dir(), syscall.MNT_DETACH)
+	for _, d := range []string{"scratch", "bg"} {
+		os.MkdirAll(filepath.Join(s.Dir(), d), 0o700)
+	}
+	// Fill it: the next state write finds no space.
+	fill, _ := os.Create(filepath.Join(s.Dir(), "fill"))
+	buf := make([]byte, 4096)
+	for {
+		if _, err := fill.Write(buf); err != nil {
+			break
+		}
+	}
+	fill.Close()
+	r, err := s.Exec(t.Context(), ExecRequest{Command: "cd /tmp; echo made > " + filepath.Join(f.work, "made.txt")})
+	if err != nil {
+		t.Fatalf("the command ran, but Exec says: %v", err)
+	}
+	if !strings.Contains(strings.Join(r.Notes, "\n"), "the command ran, but the session's cwd and variables could not be saved") {
+		t.Errorf("no note that the state was not saved: %q", r.Notes)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.work, "made.txt")); string(b) != "made\n" {
+		t.Errorf("the command's file: %q", b)
+	}
+}
