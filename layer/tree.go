@@ -239,20 +239,24 @@ func (t *tree) readHead(rel string, n int) ([]byte, error) {
 	return readUpTo(fdFile(fd), n, t.abs(rel))
 }
 
-// readHeadAt returns up to n bytes from the start of file name of
-// directory dirfd, opened without following a symlink; abs names it in
-// errors.
-func readHeadAt(dirfd int, name, abs string, n int) ([]byte, error) {
+// readHeadAt reads the start of file name of directory dirfd, opened
+// without following a symlink, into buf and returns what it read; abs
+// names it in errors.
+func readHeadAt(dirfd int, name, abs string, buf []byte) ([]byte, error) {
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: abs, Err: err}
 	}
 	defer unix.Close(fd)
-	return readUpTo(fdFile(fd), n, abs)
+	return readInto(fdFile(fd), buf, abs)
 }
 
 func readUpTo(r io.Reader, n int, abs string) ([]byte, error) {
-	b := make([]byte, n)
+	return readInto(r, make([]byte, n), abs)
+}
+
+// readInto fills b from r as far as r goes and returns the part filled.
+func readInto(r io.Reader, b []byte, abs string) ([]byte, error) {
 	k, err := io.ReadFull(r, b)
 	if err == io.ErrUnexpectedEOF || err == io.EOF {
 		err = nil
