@@ -228,10 +228,8 @@ func (c *collector) entry(rel string, upfd, lofd int, name string, parentHidden 
 			return err
 		}
 	}
-	if un.Type == "file" && un.Size == 0 {
-		if v, _, err := c.up.overlayXattr(rel, "whiteout"); err == nil && v != "" {
-			un.Type = "whiteout" // an xattr whiteout (overlayfs.rst, "whiteouts and opaque directories")
-		}
+	if un.Type == "file" && un.Size == 0 && xattrWhiteout(upfd, name, c.up, rel) {
+		un.Type = "whiteout" // an xattr whiteout (overlayfs.rst, "whiteouts and opaque directories")
 	}
 	switch un.Type {
 	case "whiteout":
@@ -463,3 +461,26 @@ func (l *Layer) selection(paths []string) (selection, error) {
 var ErrOutside = errors.New("path outside the working directory")
 
 func sortStrings(s []string) { sort.Strings(s) }
+
+// xattrWhiteout says whether empty file name of upper's directory dirfd
+// (rel in t) carries overlayfs's whiteout xattr. The file is opened
+// (never following a symlink) and asked with fgetxattr(2): one call per
+// prefix, where overlayXattr's O_PATH descriptor needs a lookup of
+// /proc/self/fd/N for each, which costs more than the rest of a walk's
+// look at an empty file; one that cannot be opened is asked that way.
+func xattrWhiteout(dirfd int, name string, t *tree, rel string) bool {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		v, _, err := t.overlayXattr(rel, "whiteout")
+		return err == nil && v != ""
+	}
+	defer unix.Close(fd)
+	var buf [64]byte
+	for _, pre := range xattrPrefixes {
+		// A value is needed, as overlayXattr's callers need one.
+		if n, err := unix.Fgetxattr(fd, pre+"whiteout", buf[:]); err == nil && n > 0 || errors.Is(err, unix.ERANGE) {
+			return true
+		}
+	}
+	return false
+}
