@@ -116,12 +116,13 @@ func DiffLayer(w io.Writer, l *Layer, paths []string, opts DiffOptions) (int, er
 }
 
 // renameMaxFiles bounds the deleted and the added files rename detection
-// pairs: each is kept (path and sides) until the patches are written.
-const renameMaxFiles = 10000
+// pairs: each is kept (path and sides) until the patches are written. A
+// variable for tests.
+var renameMaxFiles = 10000
 
 // statMaxRows bounds the --stat rows kept to be aligned; past it the
-// patches are made twice.
-const statMaxRows = 4096
+// patches are made twice. A variable for tests.
+var statMaxRows = 4096
 
 // diff is Diff over src, which yields the changes in order each time it
 // is called; lower and upper are the trees their sides are read from.
@@ -188,7 +189,7 @@ func diff(w io.Writer, lower, upper string, src func(func(Change) error) error, 
 	// not shown by itself.
 	renames := map[string]patch{}
 	renamedFrom := map[string]bool{}
-	if dels > renameMaxFiles || adds > renameMaxFiles {
+	if dels > 0 && adds > 0 && (dels > renameMaxFiles || adds > renameMaxFiles) {
 		fmt.Fprintf(bw, "# renames not looked for: %d deleted and %d added files, more than %d a side (name fewer paths to see them)\n", dels, adds, renameMaxFiles)
 	} else if dels > 0 && adds > 0 {
 		paired, err := pairRenames(cands)

@@ -230,13 +230,19 @@ func (t *tree) readFile(rel string) ([]byte, error) {
 }
 
 // readHead returns up to n bytes from the start of regular file rel.
+// The buffer grows with what is read (a diff reads every changed file
+// with n past 2 MiB, and most are small).
 func (t *tree) readHead(rel string, n int) ([]byte, error) {
 	fd, err := t.open(rel, unix.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(fd)
-	return readUpTo(fdFile(fd), n, t.abs(rel))
+	b, err := io.ReadAll(io.LimitReader(fdFile(fd), int64(n)))
+	if err != nil {
+		err = &os.PathError{Op: "read", Path: t.abs(rel), Err: err}
+	}
+	return b, err
 }
 
 // readHeadAt reads the start of file name of directory dirfd, opened
@@ -249,10 +255,6 @@ func readHeadAt(dirfd int, name, abs string, buf []byte) ([]byte, error) {
 	}
 	defer unix.Close(fd)
 	return readInto(fdFile(fd), buf, abs)
-}
-
-func readUpTo(r io.Reader, n int, abs string) ([]byte, error) {
-	return readInto(r, make([]byte, n), abs)
 }
 
 // readInto fills b from r as far as r goes and returns the part filled.
