@@ -184,7 +184,14 @@ func Apply(l *Layer, paths []string, opts ApplyOptions) (ApplyResult, error) {
 	err = l.withBase(func(base *baseReader) error {
 		res = ApplyResult{}
 		var err error
-		planned, err = l.check(s, sel, base, opts, &res)
+		if planned, err = l.check(s, sel, base, opts, &res); err != nil {
+			return err
+		}
+		// Read to its end: an entry out of order past the last path looked
+		// up (an older corral's order) would have been missed.
+		for base.head != nil && err == nil {
+			err = base.next()
+		}
 		return err
 	})
 	if err != nil {
