@@ -1,6 +1,8 @@
 package layer
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -197,4 +199,46 @@ func TestDiscardSpooled(t *testing.T) {
 		t.Errorf("spool left: %v", err)
 	}
 	inOverlay(t, l, `test "$(cat opq/y)" = y; grep -qx 3 mod.txt`)
+}
+
+// TestOldJournal: the journal of an older corral (one JSON object with
+// the token and every entry, sorted as plain strings) is still finished:
+// a path it proves written is recorded and dropped from the layer, one
+// it does not is left to the check, and its temporary files go.
+func TestOldJournal(t *testing.T) {
+	l := project(t)
+	inOverlay(t, l, session)
+	layerMod := read(t, filepath.Join(l.Upper(), "mod.txt"))
+	write(t, filepath.Join(l.Lower, "mod.txt"), layerMod, 0o644) // written before the crash
+	sum := sha256.Sum256([]byte(layerMod))
+	tmp := tempPrefix + "00112233aabbccdd-7"
+	write(t, filepath.Join(l.Lower, tmp), "half", 0o600) // beside mod.txt
+	old := map[string]any{"token": "00112233aabbccdd", "entries": []map[string]any{
+		{"path": "exec.sh", "type": "file", "mode": 0o755, "sha256": strings.Repeat("0", 64)},
+		{"path": "mod.txt", "type": "file", "mode": 0o644, "sha256": hex.EncodeToString(sum[:])},
+	}}
+	data, _ := json.Marshal(old)
+	if err := os.WriteFile(l.pendingPath(), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(l, []string{"esc"}, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(l.Upper(), "mod.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("mod.txt, proven, still in the layer: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(l.Upper(), "exec.sh")); err != nil {
+		t.Errorf("exec.sh, not proven, left the layer: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(l.Lower, tmp)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the old apply's temporary file is left: %v", err)
+	}
+	if _, err := os.Stat(l.pendingPath()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("journal left: %v", err)
+	}
+	// base.json took mod.txt as written: a new change of it applies.
+	inOverlay(t, l, `echo 11 >> mod.txt`)
+	if _, err := Apply(l, []string{"mod.txt"}, ApplyOptions{}); err != nil {
+		t.Fatalf("after the old journal: %v", err)
+	}
 }
