@@ -1,10 +1,8 @@
 package layer
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +11,6 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,28 +49,38 @@ type ApplyOptions struct {
 	Protected []string
 }
 
-// ApplyResult is what Apply did.
+// ApplyResult is what Apply did. Its lists hold at most ListMax paths
+// each, in path order (Changes' order); the counts beside them count all.
 type ApplyResult struct {
 	// Applied lists the paths (relative to Lower, slash-separated) written
-	// into or removed from Lower, sorted.
-	Applied []string
+	// into or removed from Lower; AppliedTotal counts them.
+	Applied      []string
+	AppliedTotal int
 	// Conflicts lists the paths Lower changed since the layer was made
-	// (with ErrConflict; then nothing was applied), sorted.
-	Conflicts []string
+	// (with ErrConflict; then nothing was applied); ConflictsTotal counts
+	// them.
+	Conflicts      []string
+	ConflictsTotal int
 	// Merged lists the conflicting paths ApplyOptions.Merge merged (and
-	// applied, unless other conflicts stopped the apply), sorted.
-	Merged []string
-	// Unmerged says, for each conflict Merge tried and could not merge,
-	// why (ErrNoMergeBase, ErrMergeConflict, ErrIndexStaged).
+	// applied, unless other conflicts stopped the apply); MergedTotal
+	// counts them.
+	Merged      []string
+	MergedTotal int
+	// Unmerged says, for each listed conflict Merge tried and could not
+	// merge, why (ErrNoMergeBase, ErrMergeConflict, ErrIndexStaged).
 	Unmerged map[string]string
 	// Held are the selected changes Apply did not write because they are
 	// risky (GatePolicy: git hooks and configuration at any depth, shell
 	// start-up files, editor settings...) and not included, with why; they
-	// stay in the layer.
-	Held []handback.Risk
+	// stay in the layer. HeldTotal counts them.
+	Held      []handback.Risk
+	HeldTotal int
 	// Included are the risky changes applied because IncludeRisky named
-	// them.
-	Included []handback.Risk
+	// them (past ListMax, still the first that each IncludeRisky path
+	// names, so that a caller can tell a path that named none);
+	// IncludedTotal counts them.
+	Included      []handback.Risk
+	IncludedTotal int
 }
 
 // ErrConflict means Lower changed, since the layer's base was recorded,
@@ -84,6 +91,11 @@ var ErrConflict = errors.New("the working directory changed since the session sa
 // that a rerun after an interruption records in base.json and cleans from
 // upper the paths it proves written, and removes its temporary files.
 func (l *Layer) pendingPath() string { return filepath.Join(l.Dir, "apply.pending") }
+
+// planPath is Apply's plan: the changes its check passed, one journal
+// entry a line (with Done and the merge fields), read by its later
+// passes instead of walking the layer again.
+func (l *Layer) planPath() string { return filepath.Join(l.spoolDir(), "plan") }
 
 // testHookAfterWrite runs between writing Lower and recording the
 // result; a test makes it fail to stand for an interrupted apply.
@@ -103,7 +115,7 @@ var testHookWrote func(n int, path string)
 // A path whose Lower entry differs from base.json (type, size, mtime,
 // mode; a path base.json lacks that Lower now has) unless it already
 // holds what the layer has, is a conflict: Apply returns ErrConflict,
-// with every such path in ApplyResult.Conflicts, and writes nothing. A
+// with the paths in ApplyResult.Conflicts, and writes nothing. A
 // special file (fifo, socket, device) made in the layer is an error too,
 // naming what it is.
 // With ApplyOptions.Merge, a conflicting file both sides modified is
@@ -129,6 +141,13 @@ var testHookWrote func(n int, path string)
 // crash is a conflict, not overwritten. It removes only its own
 // temporary files.
 //
+// Memory does not grow with the number of changes: the layer is walked
+// once (Walk), checked against base.json read alongside in the same
+// order, and what the later passes need (the plan, the journal, the
+// merges, what was proven written) goes to files of the layer's
+// directory, read back one entry at a time; only the lists of
+// ApplyResult are kept, capped at ListMax.
+//
 // The caller keeps the session's commands from running meanwhile
 // (overlayfs.rst: changing the layers under a live mount is undefined).
 func Apply(l *Layer, paths []string, opts ApplyOptions) (ApplyResult, error) {
@@ -146,165 +165,116 @@ func Apply(l *Layer, paths []string, opts ApplyOptions) (ApplyResult, error) {
 	if err := l.finishPending(log); err != nil {
 		return res, err
 	}
-	all, err := Changes(l, nil)
-	if err != nil {
-		return res, err
-	}
 	sel, err := l.selection(paths)
 	if err != nil {
 		return res, err
 	}
-	chosen := choose(all, sel)
-	// What would run on the host stays in the layer unless named.
-	if res.Held, err = Risky(chosen, GatePolicy(opts.Protected, opts.IncludeRisky), true); err != nil {
+	if err := l.newSpoolDir(); err != nil {
 		return res, err
 	}
-	if len(opts.IncludeRisky) > 0 {
-		risky, err := Risky(chosen, GatePolicy(opts.Protected, opts.IncludeRisky), false)
-		if err != nil {
-			return res, err
-		}
-		res.Included = slices.DeleteFunc(risky, func(r handback.Risk) bool { return slices.Contains(res.Held, r) })
-	}
-	if len(res.Held) > 0 {
-		held := map[string]bool{}
-		for _, r := range res.Held {
-			held[r.Path] = true
-		}
-		chosen = slices.DeleteFunc(chosen, func(ch Change) bool { return held[ch.Path] })
-		log.Info("layer.apply.held", "lower", l.Lower, "paths", len(res.Held))
-	}
-	if len(chosen) == 0 {
-		return res, nil
-	}
+	defer os.RemoveAll(l.spoolDir())
 	s, err := l.open()
 	if err != nil {
 		return res, err
 	}
 	defer s.close()
-	base, err := l.readBase()
+
+	// Check everything before writing anything.
+	planned := 0
+	err = l.withBase(func(base *baseReader) error {
+		res = ApplyResult{}
+		var err error
+		if planned, err = l.check(s, sel, base, opts, &res); err != nil {
+			return err
+		}
+		// Read to its end: an entry out of order past the last path looked
+		// up (an older corral's order) would have been missed.
+		for base.head != nil && err == nil {
+			err = base.next()
+		}
+		return err
+	})
 	if err != nil {
 		return res, err
 	}
-
-	// Check everything before writing anything.
-	done := map[string]bool{} // already in Lower: an earlier run wrote it
-	conflicts := map[string]bool{}
-	s.merged = map[string]mergedFile{}
-	for _, ch := range chosen {
-		if ch.New != nil && ch.New.Type == "other" {
-			return res, fmt.Errorf("%s is %s (a special file): it cannot be applied; discard it", handback.QuotePath(ch.Path), article(ch.New.Special))
-		}
-		cur, err := s.loStat(ch.Path)
-		if err != nil {
-			return res, err
-		}
-		if matchesBase(cur, base[ch.Path]) {
-			continue
-		}
-		same, err := s.holds(ch, cur)
-		if err != nil {
-			return res, err
-		}
-		if same {
-			done[ch.Path] = true
-			continue
-		}
-		if opts.Overwrite {
-			continue
-		}
-		if opts.Merge && mergeable(ch, cur) {
-			m, err := s.merge(l.Lower, ch, cur, base[ch.Path])
-			if err == nil {
-				s.merged[ch.Path] = m
-				res.Merged = append(res.Merged, ch.Path)
-				continue
-			}
-			if !errors.Is(err, ErrNoMergeBase) && !errors.Is(err, ErrMergeConflict) && !errors.Is(err, ErrIndexStaged) {
-				return res, fmt.Errorf("merging %s: %w", ch.Path, err)
-			}
-			if res.Unmerged == nil {
-				res.Unmerged = map[string]string{}
-			}
-			res.Unmerged[ch.Path] = err.Error()
-		}
-		conflicts[ch.Path] = true
+	if res.HeldTotal > 0 {
+		log.Info("layer.apply.held", "lower", l.Lower, "paths", res.HeldTotal)
 	}
-	sort.Strings(res.Merged)
-	seen := map[string]bool{} // directories checked, with all above them
-	for _, ch := range chosen {
-		// A directory on the way that Lower turned into something else.
-		for a := path.Dir(ch.Path); a != "."; a = path.Dir(a) {
-			if seen[a] {
-				break
-			}
-			seen[a] = true
-			if isChosen(chosen, a) {
-				continue
-			}
-			cur, err := s.lo.lstat(a)
-			if err != nil {
-				return res, err
-			}
-			if cur != nil && cur.Type != "dir" {
-				conflicts[a] = true // even with Overwrite: the layer has no entry there to write
-			}
-		}
+	if res.ConflictsTotal > 0 {
+		log.Warn("layer.apply.conflict", "lower", l.Lower, "paths", res.Conflicts, "total", res.ConflictsTotal)
+		return res, fmt.Errorf("%w: %s", ErrConflict, listText(res.Conflicts, res.ConflictsTotal))
 	}
-	if len(conflicts) > 0 {
-		for p := range conflicts {
-			res.Conflicts = append(res.Conflicts, p)
-		}
-		sort.Strings(res.Conflicts)
-		log.Warn("layer.apply.conflict", "lower", l.Lower, "paths", res.Conflicts)
-		return res, fmt.Errorf("%w: %s", ErrConflict, strings.Join(res.Conflicts, ", "))
+	if planned == 0 {
+		return res, nil
 	}
-
 	phase("check")
-	j := &journal{Token: newToken()}
-	for _, ch := range chosen {
-		j.Entries = append(j.Entries, planned(ch, s.merged))
-	}
+
 	// The journal names this apply's temporary files before the first is
 	// made, so that a rerun after a crash removes them and nothing else.
-	if err := l.writeJournal(j); err != nil {
+	j, err := l.createJournal(newToken())
+	if err != nil {
 		return res, err
 	}
-	s.token = j.Token
-	defer s.unstage()
-	if err := s.stage(chosen, done, j); err != nil {
+	s.token = j.token
+	if err := s.stage(l.planPath(), j); err != nil {
+		j.w.close(false)
+		s.unstage(l.pendingPath(), 0)
 		return res, fmt.Errorf("writing the new files beside their targets: %w (nothing was replaced)", err)
 	}
 	// A merged file goes into the layer too, so that the layer and Lower
 	// agree and the journal's pruning drops it (an interrupted apply
 	// leaves the merge in the layer, and a rerun merges it again cleanly).
-	for _, p := range res.Merged {
-		if err := s.writeUpper(p, s.merged[p]); err != nil {
-			return res, fmt.Errorf("recording the merge of %s in the layer: %w (nothing was replaced)", p, err)
+	if res.MergedTotal > 0 {
+		err := readSpool(l.planPath(), false, func(e journalEntry) error {
+			if !e.Merged {
+				return nil
+			}
+			if err := s.writeUpper(e.Path, e.Merge, e.Mode); err != nil {
+				return fmt.Errorf("recording the merge of %s in the layer: %w", handback.QuotePath(e.Path), err)
+			}
+			return nil
+		})
+		if err != nil {
+			j.w.close(false)
+			s.unstage(l.pendingPath(), 0)
+			return res, fmt.Errorf("%w (nothing was replaced)", err)
 		}
 	}
 	// The staged bytes reach the disk before any file is renamed into
 	// place (after a power loss a rename must not leave an empty file):
 	// one syncfs(2) per filesystem instead of an fsync(2) per file.
 	if err := s.syncLower(); err != nil {
+		j.w.close(false)
+		s.unstage(l.pendingPath(), 0)
 		return res, fmt.Errorf("syncing the new files: %w (nothing was replaced)", err)
 	}
-	phase("stage")
-	// Now with the hash of every file: what proves, after a crash, that
-	// a path holds what this apply wrote rather than a later host edit.
-	if err := l.writeJournal(j); err != nil {
+	// Now with the hash of every file, on disk: what proves, after a
+	// crash, that a path holds what this apply wrote rather than a later
+	// host edit.
+	if err := j.w.close(true); err != nil {
+		s.unstage(l.pendingPath(), 0)
 		return res, err
 	}
-	for i, ch := range chosen {
-		if done[ch.Path] {
-			continue
+	phase("stage")
+	var applied capped[string]
+	i := 0
+	err = l.readJournal(func(e journalEntry) error {
+		i++
+		applied.add(e.Path)
+		if e.Done {
+			return nil
 		}
-		if err := s.write(ch); err != nil {
-			return res, fmt.Errorf("applying %s: %w (what was written so far stays in both; run apply again)", handback.QuotePath(ch.Path), err)
+		if err := s.writeEntry(e); err != nil {
+			s.unstage(l.pendingPath(), i-1)
+			return fmt.Errorf("applying %s: %w (what was written so far stays in both; run apply again)", handback.QuotePath(e.Path), err)
 		}
 		if testHookWrote != nil {
-			testHookWrote(i+1, ch.Path)
+			testHookWrote(i, e.Path)
 		}
+		return nil
+	})
+	if err != nil {
+		return res, err
 	}
 	if err := s.syncLower(); err != nil {
 		return res, fmt.Errorf("syncing the working directory: %w (run apply again)", err)
@@ -315,123 +285,203 @@ func Apply(l *Layer, paths []string, opts ApplyOptions) (ApplyResult, error) {
 			return res, err
 		}
 	}
-	if err := l.finish(s, j, true, log); err != nil {
+	if err := l.finish(s, j.token, l.readJournal, true, log); err != nil {
 		return res, err
 	}
 	phase("finish")
-	for _, ch := range chosen {
-		res.Applied = append(res.Applied, ch.Path)
-	}
-	log.Info("layer.apply", append([]any{"lower", l.Lower, "paths", len(res.Applied)}, phases...)...)
+	res.Applied, res.AppliedTotal = applied.items, applied.total
+	log.Info("layer.apply", append([]any{"lower", l.Lower, "paths", res.AppliedTotal}, phases...)...)
 	return res, nil
 }
 
-// Discard drops the layer's changes selected by paths (as in Changes;
-// none selects all): the session sees Lower's entries there again. Lower
-// is not touched. It raises the generation.
-func Discard(l *Layer, paths []string) error {
-	if err := l.finishPending(nil); err != nil {
-		return err
+// listText names the paths of a capped list, and how many more there are.
+func listText(paths []string, total int) string {
+	q := make([]string, len(paths))
+	for i, p := range paths {
+		q[i] = handback.QuotePath(p)
 	}
-	all, err := Changes(l, nil)
+	s := strings.Join(q, ", ")
+	if total > len(paths) {
+		s += fmt.Sprintf(" and %d more", total-len(paths))
+	}
+	return s
+}
+
+// check is Apply's first pass: it walks the changes sel chooses (choose)
+// with base read alongside, sorts out the risky ones (Held, Included),
+// finds the conflicts, merges what ApplyOptions.Merge can (into files of
+// the spool directory), and writes the plan: a journal entry for each
+// change to write, with Done set where Lower already holds it. It
+// returns how many changes the plan holds. A special file is an error.
+func (l *Layer) check(s *trees, sel selection, base *baseReader, opts ApplyOptions, res *ApplyResult) (int, error) {
+	plan, err := createSpool(l.planPath())
 	if err != nil {
-		return err
+		return 0, err
 	}
-	sel, err := l.selection(paths)
+	defer plan.close(false)
+	v, err := openMergedView(l.Lower, l.Upper())
 	if err != nil {
-		return err
+		return 0, err
 	}
-	chosen := choose(all, sel)
-	if len(chosen) == 0 {
-		return nil
-	}
-	s, err := l.open()
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	gone := map[string]bool{} // removed whole from upper: nothing below is left to do
-	var touched []string
-	for _, ch := range chosen {
-		if underAny(gone, ch.Path) {
-			continue
+	defer v.close()
+	policy := GatePolicy(opts.Protected, opts.IncludeRisky)
+	var held, included capped[handback.Risk]
+	var conflicts, merged capped[string]
+	named := make([]bool, len(opts.IncludeRisky)) // an IncludeRisky path that named a listed risk
+	// The chosen paths above the current one, and the directories above
+	// it already checked for a type Lower changed: paths come in order,
+	// so each is a chain of the current path's ancestors.
+	var chosen, checked []string
+	merges := 0
+	err = l.choose(sel, func(ch Change) error {
+		if why, ok := v.risk(policy, ch); why != "" {
+			r := handback.Risk{Path: ch.Path, Why: why}
+			if !ok {
+				held.add(r)
+				return nil
+			}
+			keep := len(included.items) < ListMax
+			for i, inc := range opts.IncludeRisky {
+				if !named[i] && (handback.Policy{Include: []string{inc}}).Included(ch.Path) {
+					named[i], keep = true, true
+				}
+			}
+			included.total++
+			if keep {
+				included.items = append(included.items, r)
+			}
 		}
-		touched = append(touched, ch.Path)
-		if ch.Kind == Modified && ch.New.Type == "dir" {
-			if err := s.chmod(s.up, ch.Path, ch.Old.Mode); err != nil {
+		if ch.New != nil && ch.New.Type == "other" {
+			return fmt.Errorf("%s is %s (a special file): it cannot be applied; discard it", handback.QuotePath(ch.Path), article(ch.New.Special))
+		}
+		// A directory on the way that Lower turned into something else.
+		chosen, checked = chainTo(chosen, ch.Path), chainTo(checked, ch.Path)
+		for _, a := range ancestors(ch.Path) {
+			if slices.Contains(checked, a) {
+				continue
+			}
+			checked = append(checked, a)
+			if slices.Contains(chosen, a) {
+				continue
+			}
+			cur, err := s.lo.lstat(a)
+			if err != nil {
 				return err
 			}
-			continue
-		}
-		if ch.Kind != Deleted {
-			if err := s.up.removeAll(ch.Path); err != nil {
-				return err
+			if cur != nil && cur.Type != "dir" {
+				conflicts.add(a) // even with Overwrite: the layer has no entry there to write
 			}
-			gone[ch.Path] = true
-		} else if err := s.unwhiteout(ch.Path); err != nil {
-			return err
 		}
-		if ch.Kind == Added {
-			continue
-		}
-		hidden, err := s.hidden(ch.Path)
+		chosen = append(chosen, ch.Path)
+		e := planEntry(ch)
+		cur, err := s.loStat(ch.Path)
 		if err != nil {
 			return err
 		}
-		if hidden { // an opaque directory above: Lower's entry shows only as a copy
-			if err := s.copyIn(ch.Path); err != nil {
+		was, err := base.find(ch.Path)
+		if err != nil {
+			return err
+		}
+		if !matchesBase(cur, was) {
+			same, err := s.holds(ch, cur)
+			switch {
+			case err != nil:
 				return err
-			}
-			gone[ch.Path] = true
-		}
-	}
-	if err := s.prune(touched, nil); err != nil {
-		return err
-	}
-	return l.Bump()
-}
-
-// underAny says whether p or a directory above it is in roots.
-func underAny(roots map[string]bool, p string) bool {
-	for q := p; q != "." && q != ""; q = path.Dir(q) {
-		if roots[q] {
-			return true
-		}
-	}
-	return false
-}
-
-// choose returns the changes sel selects, with the changes that add a
-// directory above one of them (applying a file needs its directory).
-func choose(all []Change, sel selection) []Change {
-	byPath := map[string]int{}
-	for i, ch := range all {
-		byPath[ch.Path] = i
-	}
-	take := map[int]bool{}
-	for i, ch := range all {
-		if !sel.match(ch.Path) {
-			continue
-		}
-		take[i] = true
-		for a := path.Dir(ch.Path); a != "."; a = path.Dir(a) {
-			if j, ok := byPath[a]; ok && all[j].New != nil && all[j].New.Type == "dir" && all[j].Kind != Modified {
-				take[j] = true
+			case same:
+				e.Done = true
+			case opts.Overwrite:
+			case opts.Merge && mergeable(ch, cur):
+				m, err := s.merge(l.Lower, ch, cur, was)
+				if err == nil {
+					e.Merged, e.Mode = true, m.mode
+					if !m.fromUpper {
+						merges++
+						e.Merge = filepath.Join(l.spoolDir(), fmt.Sprintf("merge-%d", merges))
+						if err := os.WriteFile(e.Merge, m.data, 0o600); err != nil {
+							return err
+						}
+					}
+					merged.add(ch.Path)
+					break
+				}
+				if !errors.Is(err, ErrNoMergeBase) && !errors.Is(err, ErrMergeConflict) && !errors.Is(err, ErrIndexStaged) {
+					return fmt.Errorf("merging %s: %w", ch.Path, err)
+				}
+				if conflicts.total < ListMax {
+					if res.Unmerged == nil {
+						res.Unmerged = map[string]string{}
+					}
+					res.Unmerged[ch.Path] = err.Error()
+				}
+				conflicts.add(ch.Path)
+			default:
+				conflicts.add(ch.Path)
 			}
 		}
+		return plan.put(e)
+	})
+	res.Held, res.HeldTotal = held.items, held.total
+	res.Included, res.IncludedTotal = included.items, included.total
+	res.Conflicts, res.ConflictsTotal = conflicts.items, conflicts.total
+	res.Merged, res.MergedTotal = merged.items, merged.total
+	if err != nil {
+		return 0, err
 	}
-	var out []Change
-	for i, ch := range all {
-		if take[i] {
-			out = append(out, ch)
-		}
-	}
-	return out
+	return plan.n, plan.close(false)
 }
 
-func isChosen(chosen []Change, p string) bool {
-	i := sort.Search(len(chosen), func(i int) bool { return chosen[i].Path >= p })
-	return i < len(chosen) && chosen[i].Path == p
+// chainTo keeps of chain, a list of nested paths, those above p.
+func chainTo(chain []string, p string) []string {
+	for len(chain) > 0 && !(isUnder(p, chain[len(chain)-1]) && p != chain[len(chain)-1]) {
+		chain = chain[:len(chain)-1]
+	}
+	return chain
+}
+
+// planEntry is the journal entry of change ch, without a file's hash
+// (stage adds it).
+func planEntry(ch Change) journalEntry {
+	e := journalEntry{Path: ch.Path}
+	if ch.New == nil {
+		return e
+	}
+	e.Type, e.Mode = ch.New.Type, ch.New.Mode
+	if e.Type == "symlink" {
+		e.Mode, e.Target = 0, ch.New.Target
+	}
+	return e
+}
+
+// choose calls fn with the changes sel selects, in order, each after the
+// changes that add a directory above it (applying a file needs its
+// directory) when sel does not select those. It holds only the chain of
+// such directories above the walk's place.
+func (l *Layer) choose(sel selection, fn func(Change) error) error {
+	type pending struct {
+		ch     Change
+		passed bool
+	}
+	var above []pending
+	return l.walk(sel, func(ch Change) error {
+		for len(above) > 0 && !(isUnder(ch.Path, above[len(above)-1].ch.Path) && ch.Path != above[len(above)-1].ch.Path) {
+			above = above[:len(above)-1]
+		}
+		if sel.match(ch.Path) {
+			for i := range above {
+				if !above[i].passed {
+					above[i].passed = true
+					if err := fn(above[i].ch); err != nil {
+						return err
+					}
+				}
+			}
+			return fn(ch)
+		}
+		if ch.New != nil && ch.New.Type == "dir" && ch.Kind != Modified {
+			above = append(above, pending{ch: ch})
+		}
+		return nil
+	})
 }
 
 // matchesBase says whether Lower's entry (nil: none) is as base.json
@@ -459,35 +509,6 @@ func matchesBase(cur *node, e *Entry) bool {
 	return true
 }
 
-func (l *Layer) readBase() (map[string]*Entry, error) {
-	b, err := os.ReadFile(l.BasePath())
-	if err != nil {
-		return nil, fmt.Errorf("reading the layer's base: %w", err)
-	}
-	var list []Entry
-	if err := json.Unmarshal(b, &list); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", l.BasePath(), err)
-	}
-	m := make(map[string]*Entry, len(list))
-	for i := range list {
-		m[list[i].Path] = &list[i]
-	}
-	return m, nil
-}
-
-func (l *Layer) writeBase(m map[string]*Entry) error {
-	list := make([]Entry, 0, len(m))
-	for _, e := range m {
-		list = append(list, *e)
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].Path < list[j].Path })
-	data, err := json.Marshal(list)
-	if err != nil {
-		return err
-	}
-	return writeAtomic(l.BasePath(), data)
-}
-
 // trees is a layer opened for writing: Lower and upper.
 type trees struct {
 	lo, up *tree
@@ -498,20 +519,43 @@ type trees struct {
 	// counts them.
 	token string
 	temps int
-	// staged maps a path to the temporary file, already written beside
-	// it in Lower, that write renames into place.
-	staged map[string]string
-	// merged maps a path to the file ApplyOptions.Merge made of it, which
-	// is written instead of the layer's.
-	merged map[string]mergedFile
 	// lodirs and updirs cache descriptors of Lower's and upper's
 	// directories, so that a directory of many files is walked to once;
-	// isDir caches the paths of Lower known to be directories.
+	// isDir holds paths of Lower known to be directories.
 	lodirs, updirs *dirCache
-	isDir          map[string]bool
+	isDir          dirSet
 	// opaqueAt caches, during prune, whether an upper directory is
-	// opaque (nil: not cached).
+	// opaque (nil: not cached), at most maxOpaqueCache of them.
 	opaqueAt map[string]bool
+}
+
+// maxOpaqueCache bounds trees.opaqueAt: paths come in order, so the
+// directories asked of recently are those asked of next.
+const maxOpaqueCache = 4096
+
+// dirSet is a set of directories of Lower known to exist: the chain
+// above the path being written (a passes go through paths in order, so
+// what lies beside the chain is not asked of again), so that it holds
+// the depth of one path, whatever the number.
+type dirSet []string
+
+func (d dirSet) has(p string) bool { return slices.Contains(d, p) }
+
+// add notes directory p, dropping what does not lie above it.
+func (d *dirSet) add(p string) {
+	s := *d
+	for len(s) > 0 && !isUnder(p, s[len(s)-1]) {
+		s = s[:len(s)-1]
+	}
+	if len(s) == 0 || s[len(s)-1] != p {
+		s = append(s, p)
+	}
+	*d = s
+}
+
+// forget drops rel and what lies below it ("": all).
+func (d *dirSet) forget(rel string) {
+	*d = slices.DeleteFunc(*d, func(p string) bool { return rel == "" || isUnder(p, rel) })
 }
 
 // mergedFile is a merge's result: the bytes (or, fromUpper, the layer's
@@ -526,9 +570,10 @@ type mergedFile struct {
 // (the host's, the layer's and git's base): larger ones stay conflicts.
 const mergeMaxSize = 8 << 20
 
-// writeUpper replaces the layer's file rel by m, atomically, keeping its
-// owner.
-func (s *trees) writeUpper(rel string, m mergedFile) error {
+// writeUpper replaces the layer's file rel, atomically, keeping its
+// owner, by the merge in spool file from (with mode); from "" changes
+// only its mode (a merge that takes the layer's file as it is).
+func (s *trees) writeUpper(rel, from string, mode uint32) error {
 	cur, err := s.up.lstat(rel)
 	if err != nil {
 		return err
@@ -536,9 +581,14 @@ func (s *trees) writeUpper(rel string, m mergedFile) error {
 	if cur == nil || cur.Type != "file" {
 		return fmt.Errorf("%s is no longer a file in the layer", rel)
 	}
-	if m.fromUpper {
-		return s.chmod(s.up, rel, m.mode)
+	if from == "" {
+		return s.chmod(s.up, rel, mode)
 	}
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
 	pfd, base, err := s.up.parentDir(rel)
 	if err != nil {
 		return err
@@ -549,7 +599,7 @@ func (s *trees) writeUpper(rel string, m mergedFile) error {
 		uid, gid = int(cur.UID), int(cur.GID)
 	}
 	tmp := s.tempName()
-	if _, err := copyTo(bytes.NewReader(m.data), pfd, tmp, m.mode, uid, gid, true); err != nil {
+	if _, err := copyTo(in, pfd, tmp, mode, uid, gid, true); err != nil {
 		unix.Unlinkat(pfd, tmp, 0)
 		return err
 	}
@@ -613,27 +663,23 @@ func (s *trees) owner(cur *node, dir dirEnt, typ string) (int, int) {
 	return int(dir.uid), int(dir.gid)
 }
 
-// source opens what change ch writes at a file: the merge, or the
-// layer's file; with the mode it gets.
-func (s *trees) source(ch Change) (io.ReadCloser, uint32, error) {
-	m, merged := s.merged[ch.Path]
-	if merged && !m.fromUpper {
-		return io.NopCloser(bytes.NewReader(m.data)), m.mode, nil
+// source opens what journal entry e writes at a file: the merge the
+// plan names (e.Merge), or the layer's file; with the mode it gets.
+func (s *trees) source(e journalEntry) (io.ReadCloser, uint32, error) {
+	if e.Merge != "" {
+		f, err := os.Open(e.Merge)
+		return f, e.Mode, err
 	}
-	dir, base := splitRel(ch.Path)
+	dir, base := splitRel(e.Path)
 	d, err := s.updirs.get(dir)
 	if err != nil {
 		return nil, 0, err
 	}
 	fd, err := unix.Openat(d.fd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
-		return nil, 0, &os.PathError{Op: "open", Path: s.up.abs(ch.Path), Err: err}
+		return nil, 0, &os.PathError{Op: "open", Path: s.up.abs(e.Path), Err: err}
 	}
-	mode := ch.New.Mode
-	if merged {
-		mode = m.mode
-	}
-	return fdCloser(fd), mode, nil
+	return fdCloser(fd), e.Mode, nil
 }
 
 // fdCloser is an fdFile that closes.
@@ -642,64 +688,73 @@ type fdCloser int
 func (f fdCloser) Read(b []byte) (int, error) { return fdFile(f).Read(b) }
 func (f fdCloser) Close() error               { return unix.Close(int(f)) }
 
-// stage writes the new file of each change into a temporary file beside
-// it in Lower (making the directories the layer adds on the way), and
-// fills in each file's hash in j; it fsyncs nothing (Apply syncs each
-// filesystem once). A file whose way Lower blocks with another type
-// (the layer turned a file into a directory) is only hashed here, and
-// written by write after the directory.
-func (s *trees) stage(changes []Change, done map[string]bool, j *journal) error {
-	s.staged = map[string]string{}
-	for i, ch := range changes {
-		if ch.New == nil || ch.New.Type != "file" {
-			continue
-		}
-		e := &j.Entries[i]
-		clear, err := s.clearWay(path.Dir(ch.Path))
-		if err != nil {
-			return err
-		}
-		if done[ch.Path] || !clear {
-			in, _, err := s.source(ch)
-			if err != nil {
+// stage reads the plan and writes the journal: each file's new content
+// goes into a temporary file beside it in Lower (making the directories
+// the layer adds on the way), named in its entry with its hash; it
+// fsyncs nothing (Apply syncs each filesystem once). A file Lower
+// already holds (Done), or whose way Lower blocks with another type (the
+// layer turned a file into a directory), is only hashed here, and the
+// latter written by writeEntry after the directory.
+func (s *trees) stage(plan string, j *journalWriter) error {
+	return readSpool(plan, false, func(e journalEntry) error {
+		if e.Type == "file" {
+			if err := s.stageFile(&e); err != nil {
 				return err
 			}
-			h := sha256.New()
-			_, err = io.Copy(h, in)
-			in.Close()
-			if err != nil {
-				return err
-			}
-			e.SHA256 = hex.EncodeToString(h.Sum(nil))
-			continue
 		}
-		dir, base := splitRel(ch.Path)
-		if err := s.mkdirs(dir); err != nil {
-			return err
-		}
-		d, err := s.dirFD(dir)
+		e.Merged = false
+		e.Merge = "" // the merge is in the layer by the time writeEntry reads it
+		return j.w.put(e)
+	})
+}
+
+func (s *trees) stageFile(e *journalEntry) error {
+	clear, err := s.clearWay(path.Dir(e.Path))
+	if err != nil {
+		return err
+	}
+	if e.Done || !clear {
+		in, _, err := s.source(*e)
 		if err != nil {
 			return err
 		}
-		pfd := d.fd
-		cur, err := lstatAt(pfd, base, s.lo.abs(ch.Path))
-		if err != nil {
-			return err
-		}
-		uid, gid := s.owner(cur, d, "file")
-		in, mode, err := s.source(ch)
-		if err != nil {
-			return err
-		}
-		tmp := s.tempName()
-		e.SHA256, err = copyTo(in, pfd, tmp, mode, uid, gid, false)
+		h := sha256.New()
+		buf := copyBufs.Get().(*[]byte)
+		_, err = io.CopyBuffer(h, in, *buf)
+		copyBufs.Put(buf)
 		in.Close()
 		if err != nil {
-			unix.Unlinkat(pfd, tmp, 0)
 			return err
 		}
-		s.staged[ch.Path] = tmp
+		e.SHA256 = hex.EncodeToString(h.Sum(nil))
+		return nil
 	}
+	dir, base := splitRel(e.Path)
+	if err := s.mkdirs(dir); err != nil {
+		return err
+	}
+	d, err := s.dirFD(dir)
+	if err != nil {
+		return err
+	}
+	pfd := d.fd
+	cur, err := lstatAt(pfd, base, s.lo.abs(e.Path))
+	if err != nil {
+		return err
+	}
+	uid, gid := s.owner(cur, d, "file")
+	in, mode, err := s.source(*e)
+	if err != nil {
+		return err
+	}
+	tmp := s.tempName()
+	e.SHA256, err = copyTo(in, pfd, tmp, mode, uid, gid, false)
+	in.Close()
+	if err != nil {
+		unix.Unlinkat(pfd, tmp, 0)
+		return err
+	}
+	e.Tmp = tmp
 	return nil
 }
 
@@ -707,7 +762,7 @@ func (s *trees) stage(changes []Change, done map[string]bool, j *journal) error 
 // directory or missing (stage may make it), not another type.
 func (s *trees) clearWay(dir string) (bool, error) {
 	for d := dir; d != "." && d != ""; d = path.Dir(d) {
-		if s.isDir[d] {
+		if s.isDir.has(d) {
 			return true, nil
 		}
 		cur, err := s.lo.lstat(d)
@@ -720,7 +775,7 @@ func (s *trees) clearWay(dir string) (bool, error) {
 		if cur.Type != "dir" {
 			return false, nil
 		}
-		s.isDir[d] = true
+		s.isDir.add(d)
 		return true, nil
 	}
 	return true, nil
@@ -818,7 +873,7 @@ func (c *dirCache) close() {
 func (s *trees) dirFD(dir string) (dirEnt, error) {
 	e, err := s.lodirs.get(dir)
 	if err == nil {
-		s.isDir[dir] = true
+		s.isDir.add(dir)
 	}
 	return e, err
 }
@@ -841,11 +896,7 @@ func (s *trees) loStat(rel string) (*node, error) {
 // rel is removed or replaced.
 func (s *trees) forget(rel string) {
 	s.lodirs.forget(rel)
-	for d := range s.isDir {
-		if rel == "" || d == rel || strings.HasPrefix(d, rel+"/") {
-			delete(s.isDir, d)
-		}
-	}
+	s.isDir.forget(rel)
 }
 
 // syncLower flushes the filesystems of the directories written so far
@@ -881,14 +932,19 @@ func lstatAt(pfd int, name, abs string) (*node, error) {
 	return n, nil
 }
 
-// unstage removes the temporary files write did not rename.
-func (s *trees) unstage() {
-	for rel, tmp := range s.staged {
-		if d, err := s.dirFD(path.Dir(rel)); err == nil {
-			unix.Unlinkat(d.fd, tmp, 0)
+// unstage removes the temporary files the journal at p names from its
+// entry from on (counting from 0): those staged and not renamed into
+// place. A missing one is no error: it was renamed, or never made.
+func (s *trees) unstage(p string, from int) {
+	i := 0
+	readJournalFile(p, func(e journalEntry) error {
+		if i++; i > from && e.Tmp != "" {
+			if d, err := s.dirFD(path.Dir(e.Path)); err == nil {
+				unix.Unlinkat(d.fd, e.Tmp, 0)
+			}
 		}
-	}
-	s.staged = nil
+		return nil
+	})
 }
 
 func (l *Layer) open() (*trees, error) {
@@ -902,8 +958,7 @@ func (l *Layer) open() (*trees, error) {
 		return nil, fmt.Errorf("opening the working directory: %w", err)
 	}
 	return &trees{lo: lo, up: up, root: os.Geteuid() == 0, prefix: xattrPrefixes[0],
-		lodirs: newDirCache(lo, unix.O_RDONLY, true), updirs: newDirCache(up, unix.O_PATH, false),
-		isDir: map[string]bool{}}, nil
+		lodirs: newDirCache(lo, unix.O_RDONLY, true), updirs: newDirCache(up, unix.O_PATH, false)}, nil
 }
 
 func (s *trees) close() {
@@ -938,10 +993,21 @@ func (s *trees) holds(ch Change, cur *node) (bool, error) {
 
 // write makes Lower's entry at ch.Path what the layer has.
 func (s *trees) write(ch Change) error {
-	if ch.New == nil {
-		s.forget(ch.Path)
-		return s.lo.removeAll(ch.Path)
+	return s.writeEntry(planEntry(ch))
+}
+
+// writeEntry makes Lower's entry at e.Path what journal entry e says:
+// its staged temporary file (e.Tmp) renamed into place, or the layer's
+// entry written now.
+func (s *trees) writeEntry(e journalEntry) error {
+	if e.Type == "" {
+		s.forget(e.Path)
+		return s.lo.removeAll(e.Path)
 	}
+	ch := struct {
+		Path string
+		New  journalEntry
+	}{e.Path, e}
 	dir, base := splitRel(ch.Path)
 	if err := s.mkdirs(dir); err != nil {
 		return err
@@ -973,7 +1039,7 @@ func (s *trees) write(ch Change) error {
 				return err
 			}
 		}
-		s.isDir[ch.Path] = true
+		s.isDir.add(ch.Path)
 		// The umask, a setgid parent or chown may have changed the bits.
 		if now, err := lstatAt(pfd, base, s.lo.abs(ch.Path)); err != nil || now == nil || now.Mode != ch.New.Mode || uid >= 0 {
 			return s.chmod(s.lo, ch.Path, ch.New.Mode)
@@ -997,12 +1063,11 @@ func (s *trees) write(ch Change) error {
 			unix.Fchownat(pfd, tmp, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
 		}
 	case "file":
-		if staged, ok := s.staged[ch.Path]; ok {
-			tmp = staged
-			delete(s.staged, ch.Path)
+		if e.Tmp != "" {
+			tmp = e.Tmp
 			break
 		}
-		in, mode, err := s.source(ch)
+		in, mode, err := s.source(e)
 		if err != nil {
 			return err
 		}
@@ -1014,7 +1079,7 @@ func (s *trees) write(ch Change) error {
 			return err
 		}
 	default:
-		return fmt.Errorf("%s: cannot apply %s", s.lo.abs(ch.Path), article(ch.New.Special))
+		return fmt.Errorf("%s: cannot apply %s", s.lo.abs(ch.Path), article(""))
 	}
 	if err := unix.Renameat(pfd, tmp, pfd, base); err != nil {
 		unix.Unlinkat(pfd, tmp, 0)
@@ -1094,7 +1159,7 @@ func (s *trees) tempName() string {
 // mkdirs makes the directories of Lower on the way to dir that are
 // missing, with the layer's modes.
 func (s *trees) mkdirs(dir string) error {
-	if dir == "." || dir == "" || s.isDir[dir] {
+	if dir == "." || dir == "" || s.isDir.has(dir) {
 		return nil
 	}
 	cur, err := s.lo.lstat(dir)
@@ -1105,7 +1170,7 @@ func (s *trees) mkdirs(dir string) error {
 		if cur.Type != "dir" {
 			return fmt.Errorf("%s is not a directory", s.lo.abs(dir))
 		}
-		s.isDir[dir] = true
+		s.isDir.add(dir)
 		return nil
 	}
 	if err := s.mkdirs(path.Dir(dir)); err != nil {
@@ -1167,6 +1232,9 @@ func (s *trees) hidden(rel string) (bool, error) {
 func (s *trees) opaqueDir(a string) (op bool, err error) {
 	defer func() {
 		if err == nil && s.opaqueAt != nil {
+			if len(s.opaqueAt) >= maxOpaqueCache {
+				clear(s.opaqueAt)
+			}
 			s.opaqueAt[a] = op
 		}
 	}()
@@ -1260,130 +1328,6 @@ func (s *trees) copyIn(rel string) error {
 	}
 	return fmt.Errorf("%s: cannot copy a special file into the layer", s.lo.abs(rel))
 }
-
-// prune removes from upper what no longer differs from Lower among paths
-// and the directories above them, repeating until nothing more goes:
-// a whiteout of what Lower no longer has, a file or symlink identical to
-// Lower's, an empty directory like Lower's; an opaque directory that
-// hides nothing of Lower (Lower's entries all have one in upper) stops
-// being opaque, its subdirectories that lie over Lower's becoming opaque
-// in its stead (overlayfs.rst: below an opaque directory lower layers are
-// not looked up). Nothing is removed below an opaque directory, where
-// removing would hide Lower's entry instead of showing it.
-//
-// known are files the caller knows Lower and upper hold alike (what the
-// apply just wrote from upper): they are not read again, and are
-// removed first, in parallel (unlinkKnown).
-func (s *trees) prune(paths []string, known map[string]bool) error {
-	s.opaqueAt = map[string]bool{}
-	defer func() { s.opaqueAt = nil }()
-	set := map[string]bool{}
-	for _, p := range paths {
-		for q := p; q != "." && q != ""; q = path.Dir(q) {
-			set[q] = true
-		}
-	}
-	order := make([]string, 0, len(set))
-	for p := range set {
-		order = append(order, p)
-	}
-	sort.Sort(sort.Reverse(sort.StringSlice(order))) // deepest first
-	if len(known) > 0 {
-		gone, err := s.unlinkKnown(known)
-		if err != nil {
-			return err
-		}
-		order = slices.DeleteFunc(order, func(p string) bool { return gone[p] })
-	}
-	for {
-		// Deepest first, a pass removes a directory's emptied entries
-		// before the directory; only a directory that stopped being opaque
-		// can make entries below it removable, and needs another pass.
-		again := false
-		for _, p := range order {
-			c, err := s.pruneOne(p)
-			if err != nil {
-				return err
-			}
-			if c == unopaqued {
-				again = true
-				clear(s.opaqueAt)
-			}
-		}
-		if !again {
-			return nil
-		}
-	}
-}
-
-// pruned is what pruneOne did.
-type pruned int
-
-const (
-	kept pruned = iota
-	removed
-	unopaqued
-)
-
-// unlinkKnown removes from upper the files of known that no opaque
-// directory above keeps, several directories at a time (each unlink
-// waits on the filesystem's journal, and waits in flight overlap), and
-// returns those it removed.
-func (s *trees) unlinkKnown(known map[string]bool) (map[string]bool, error) {
-	byDir := map[string][]string{}
-	for p := range known {
-		hidden, err := s.hidden(p)
-		if err != nil {
-			return nil, err
-		}
-		if !hidden {
-			dir, base := splitRel(p)
-			byDir[dir] = append(byDir[dir], base)
-		}
-	}
-	var mu sync.Mutex
-	gone := map[string]bool{}
-	var errs []error
-	work := make(chan string)
-	var wg sync.WaitGroup
-	for range min(pruneWorkers, len(byDir)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for dir := range work {
-				var done []string
-				fd, err := s.up.open(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
-				if err == nil {
-					for _, base := range byDir[dir] {
-						if e := unix.Unlinkat(fd, base, 0); e != nil && !errors.Is(e, unix.ENOENT) {
-							err = &os.PathError{Op: "remove", Path: s.up.abs(path.Join(dir, base)), Err: e}
-							break
-						}
-						done = append(done, base)
-					}
-					unix.Close(fd)
-				}
-				mu.Lock()
-				for _, base := range done {
-					gone[path.Join(dir, base)] = true
-				}
-				if err != nil {
-					errs = append(errs, err)
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for dir := range byDir {
-		work <- dir
-	}
-	close(work)
-	wg.Wait()
-	return gone, errors.Join(errs...)
-}
-
-// pruneWorkers is how many directories unlinkKnown empties at a time.
-const pruneWorkers = 8
 
 func (s *trees) pruneOne(p string) (pruned, error) {
 	un, err := s.up.lstat(p)

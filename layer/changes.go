@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"iter"
 	"path"
 	"path/filepath"
 	"sort"
@@ -64,55 +65,95 @@ type Change struct {
 // binarySniff is how much of a file the binary test reads, as git does.
 const binarySniff = 8000
 
-// Changes returns what the layer changes relative to Lower, sorted by
-// path. paths filters the result: each is relative to Lower or absolute
-// inside it, and selects itself and everything below; none selects all.
-// A file the layer holds identical to Lower's (same type, bytes, mode) is
-// no change. Directories appear as changes of their own (added, deleted,
-// mode, type) besides the changes below them. It fails on a path outside
-// Lower, and on a layer overlayfs made with redirect_dir (a renamed
-// directory recorded by an overlay.redirect xattr), which this reading
-// does not follow.
+// Changes returns what the layer changes relative to Lower, in path
+// order (cmpPath: component by component, a directory right before what
+// it holds). paths filters the result: each is relative to Lower or
+// absolute inside it, and selects itself and everything below; none
+// selects all. A file the layer holds identical to Lower's (same type,
+// bytes, mode) is no change. Directories appear as changes of their own
+// (added, deleted, mode, type) besides the changes below them. It fails
+// on a path outside Lower, and on a layer overlayfs made with redirect_dir
+// (a renamed directory recorded by an overlay.redirect xattr), which this
+// reading does not follow.
+//
+// The slice holds every selected change: Walk yields them one at a time
+// instead, in memory that does not grow with their number.
 func Changes(l *Layer, paths []string) ([]Change, error) {
-	sel, err := l.selection(paths)
-	if err != nil {
-		return nil, err
+	var out []Change
+	for ch, err := range Walk(l, paths) {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ch)
 	}
+	return out, nil
+}
+
+// Walk yields the changes Changes returns, in the same order, one at a
+// time, then stops; an error (a path outside Lower, a read failing, an
+// overlay.redirect) is yielded once, with a zero Change, and ends it. It
+// reads one directory at a time, beneath the layer's and Lower's roots
+// without following symlinks: its memory is the names of the
+// directories on the way to the change it yields (O(depth x largest
+// directory)), not the number of changes. Changes between two reads of
+// the layer's directories are seen or not, as with any walk.
+func Walk(l *Layer, paths []string) iter.Seq2[Change, error] {
+	return func(yield func(Change, error) bool) {
+		sel, err := l.selection(paths)
+		if err != nil {
+			yield(Change{}, err)
+			return
+		}
+		stopped := errors.New("stopped")
+		err = l.walk(sel, func(ch Change) error {
+			if !sel.match(ch.Path) {
+				return nil
+			}
+			if !yield(ch, nil) {
+				return stopped
+			}
+			return nil
+		})
+		if err != nil && err != stopped {
+			yield(Change{}, err)
+		}
+	}
+}
+
+// walk calls fn with each change in path order that sel selects, and
+// with those on the way to sel's paths (the directories above them),
+// which the caller filters (Apply takes an added directory above a
+// selected change with it). Subtrees sel cannot reach are not read.
+func (l *Layer) walk(sel selection, fn func(Change) error) error {
 	up, err := openTree(l.Upper())
 	if err != nil {
-		return nil, fmt.Errorf("reading the layer: %w", err)
+		return fmt.Errorf("reading the layer: %w", err)
 	}
 	defer up.close()
 	lo, err := openTree(l.Lower)
 	if err != nil {
-		return nil, fmt.Errorf("reading the working directory: %w", err)
+		return fmt.Errorf("reading the working directory: %w", err)
 	}
 	defer lo.close()
-	c := &collector{l: l, up: up, lo: lo}
-	if err := c.dir("", false, false); err != nil {
-		return nil, err
-	}
-	out := c.out[:0]
-	for _, ch := range c.out {
-		if sel.match(ch.Path) {
-			out = append(out, ch)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, nil
+	c := &collector{l: l, up: up, lo: lo, sel: sel, fn: fn, head: make([]byte, binarySniff)}
+	return c.dir("", false, false)
 }
 
 type collector struct {
 	l      *Layer
 	up, lo *tree
-	out    []Change
+	sel    selection
+	fn     func(Change) error
+	head   []byte // the binary test's buffer, reused
 }
 
 // dir collects the changes of upper directory rel; hidden says Lower's
 // directory at rel is not merged in (an opaque directory, or one that
 // replaced a non-directory), so Lower's entries missing from upper are
 // deleted; fresh says Lower has no directory at rel, so nothing below
-// it is looked up there.
+// it is looked up there. Upper's and (when hidden) Lower's names are
+// merged in order, so that the changes come out sorted without being
+// kept.
 //
 // Each directory is opened once on each side, and its entries looked up
 // beneath that descriptor (fstatat(2) of one name, never following it),
@@ -135,29 +176,40 @@ func (c *collector) dir(rel string, hidden, fresh bool) error {
 		}
 		defer unix.Close(lofd)
 	}
-	inUpper := map[string]bool{}
-	for _, name := range names {
-		inUpper[name] = true
-		if err := c.entry(path.Join(rel, name), upfd, lofd, name, hidden); err != nil {
+	var lnames []string
+	if hidden && !fresh {
+		ln, err := c.lo.lstat(rel)
+		if err != nil {
 			return err
 		}
-	}
-	if !hidden || fresh {
-		return nil
-	}
-	ln, err := c.lo.lstat(rel)
-	if err != nil || ln == nil || ln.Type != "dir" {
-		return err
-	}
-	lnames, err := c.lo.names(rel)
-	if err != nil {
-		return err
-	}
-	for _, name := range lnames {
-		if !inUpper[name] {
-			if err := c.deleted(path.Join(rel, name)); err != nil {
+		if ln != nil && ln.Type == "dir" {
+			if lnames, err = c.lo.names(rel); err != nil {
 				return err
 			}
+		}
+	}
+	for i, j := 0, 0; i < len(names) || j < len(lnames); {
+		var name string
+		inUpper := true
+		switch {
+		case j == len(lnames) || i < len(names) && names[i] < lnames[j]:
+			name, i = names[i], i+1
+		case i == len(names) || lnames[j] < names[i]:
+			name, j, inUpper = lnames[j], j+1, false
+		default: // in both
+			name, i, j = names[i], i+1, j+1
+		}
+		p := path.Join(rel, name)
+		if !c.sel.visit(p) {
+			continue
+		}
+		if !inUpper {
+			err = c.deleted(p)
+		} else {
+			err = c.entry(p, upfd, lofd, name, hidden)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -176,10 +228,8 @@ func (c *collector) entry(rel string, upfd, lofd int, name string, parentHidden 
 			return err
 		}
 	}
-	if un.Type == "file" && un.Size == 0 {
-		if v, _, err := c.up.overlayXattr(rel, "whiteout"); err == nil && v != "" {
-			un.Type = "whiteout" // an xattr whiteout (overlayfs.rst, "whiteouts and opaque directories")
-		}
+	if un.Type == "file" && un.Size == 0 && xattrWhiteout(upfd, name, c.up, rel) {
+		un.Type = "whiteout" // an xattr whiteout (overlayfs.rst, "whiteouts and opaque directories")
 	}
 	switch un.Type {
 	case "whiteout":
@@ -199,28 +249,33 @@ func (c *collector) entry(rel string, upfd, lofd int, name string, parentHidden 
 		}
 		switch {
 		case ln == nil:
-			c.add(Change{Path: rel, Kind: Added, New: side(un)})
+			if err := c.add(Change{Path: rel, Kind: Added, New: side(un)}); err != nil {
+				return err
+			}
 			return c.dir(rel, false, true)
 		case ln.Type != "dir":
-			c.add(Change{Path: rel, Kind: TypeChanged, Old: side(ln), New: side(un)})
+			if err := c.add(Change{Path: rel, Kind: TypeChanged, Old: side(ln), New: side(un)}); err != nil {
+				return err
+			}
 			return c.dir(rel, false, true)
 		}
 		if ln.Mode != un.Mode {
-			c.add(Change{Path: rel, Kind: Modified, Old: side(ln), New: side(un), ModeChanged: true})
+			if err := c.add(Change{Path: rel, Kind: Modified, Old: side(ln), New: side(un), ModeChanged: true}); err != nil {
+				return err
+			}
 		}
 		return c.dir(rel, op || parentHidden, false)
 	}
 	if ln == nil {
 		ch := Change{Path: rel, Kind: Added, New: side(un)}
 		if un.Type == "file" {
-			head, err := readHeadAt(upfd, name, c.up.abs(rel), binarySniff)
+			head, err := readHeadAt(upfd, name, c.up.abs(rel), c.head)
 			if err != nil {
 				return err
 			}
 			ch.Binary = isBinary(head)
 		}
-		c.add(ch)
-		return nil
+		return c.add(ch)
 	}
 	if ln.Type != un.Type {
 		ch := Change{Path: rel, Kind: TypeChanged, Old: side(ln), New: side(un)}
@@ -236,7 +291,9 @@ func (c *collector) entry(rel string, upfd, lofd int, name string, parentHidden 
 				ch.Binary = ch.Binary || b
 			}
 		}
-		c.add(ch)
+		if err := c.add(ch); err != nil {
+			return err
+		}
 		if ln.Type == "dir" { // what Lower had below is gone with it
 			return c.deletedBelow(rel)
 		}
@@ -255,7 +312,7 @@ func (c *collector) entry(rel string, upfd, lofd int, name string, parentHidden 
 		ch.ContentChanged, ch.Binary = !same, bin
 	}
 	if ch.ContentChanged || ch.ModeChanged {
-		c.add(ch)
+		return c.add(ch)
 	}
 	return nil
 }
@@ -272,7 +329,9 @@ func (c *collector) deleted(rel string) error {
 			return err
 		}
 	}
-	c.add(ch)
+	if err := c.add(ch); err != nil {
+		return err
+	}
 	if ln.Type == "dir" {
 		return c.deletedBelow(rel)
 	}
@@ -285,6 +344,9 @@ func (c *collector) deletedBelow(rel string) error {
 		return err
 	}
 	for _, n := range names {
+		if p := path.Join(rel, n); !c.sel.visit(p) {
+			continue
+		}
 		if err := c.deleted(path.Join(rel, n)); err != nil {
 			return err
 		}
@@ -292,18 +354,20 @@ func (c *collector) deletedBelow(rel string) error {
 	return nil
 }
 
-func (c *collector) add(ch Change) {
+func (c *collector) add(ch Change) error {
 	ch.lower, ch.upper = c.l.Lower, c.l.Upper()
-	c.out = append(c.out, ch)
+	return c.fn(ch)
 }
 
 // binary reads the head of file rel, as much as git's test looks at.
 func (c *collector) binary(t *tree, rel string) (bool, error) {
-	b, err := t.readHead(rel, binarySniff)
+	fd, err := t.open(rel, unix.O_RDONLY, 0)
 	if err != nil {
 		return false, err
 	}
-	return isBinary(b), nil
+	defer unix.Close(fd)
+	b, err := readInto(fdFile(fd), c.head, t.abs(rel))
+	return isBinary(b), err
 }
 
 // sameFile compares two regular files' bytes, streaming (files of other
@@ -340,6 +404,20 @@ func side(n *node) *Side {
 
 // selection is a set of slash paths relative to Lower; empty selects all.
 type selection []string
+
+// visit says whether a walk must read p: p is selected, or lies on the
+// way to a selected path.
+func (s selection) visit(p string) bool {
+	if s.match(p) {
+		return true
+	}
+	for _, q := range s {
+		if strings.HasPrefix(q, p+"/") {
+			return true
+		}
+	}
+	return false
+}
 
 func (s selection) match(p string) bool {
 	if len(s) == 0 {
@@ -383,3 +461,26 @@ func (l *Layer) selection(paths []string) (selection, error) {
 var ErrOutside = errors.New("path outside the working directory")
 
 func sortStrings(s []string) { sort.Strings(s) }
+
+// xattrWhiteout says whether empty file name of upper's directory dirfd
+// (rel in t) carries overlayfs's whiteout xattr. The file is opened
+// (never following a symlink) and asked with fgetxattr(2): one call per
+// prefix, where overlayXattr's O_PATH descriptor needs a lookup of
+// /proc/self/fd/N for each, which costs more than the rest of a walk's
+// look at an empty file; one that cannot be opened is asked that way.
+func xattrWhiteout(dirfd int, name string, t *tree, rel string) bool {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		v, _, err := t.overlayXattr(rel, "whiteout")
+		return err == nil && v != ""
+	}
+	defer unix.Close(fd)
+	var buf [64]byte
+	for _, pre := range xattrPrefixes {
+		// A value is needed, as overlayXattr's callers need one.
+		if n, err := unix.Fgetxattr(fd, pre+"whiteout", buf[:]); err == nil && n > 0 || errors.Is(err, unix.ERANGE) {
+			return true
+		}
+	}
+	return false
+}

@@ -42,7 +42,10 @@ const contextLines = 3
 // as a deletion followed by an addition; a deleted path and an added one
 // whose contents are alike as one rename ("similarity index", "rename
 // from", "rename to", then the hunks of what else changed), as git diff
-// does by default (see pairRenames). Directories are shown only when
+// does by default (see pairRenames), unless either side has more than
+// renameMaxFiles candidates: then no rename is looked for, and a "#" line
+// at the top says so (git skips its inexact search past diff.renameLimit
+// in the same way). Directories are shown only when
 // their mode changes. A special file (fifo, socket, device), which git
 // has no form for, is a header and a "#" line naming what it is. A file
 // over 2 MiB (diffMaxText) is not compared line by line: "Large files
@@ -58,77 +61,255 @@ const contextLines = 3
 // compressed objects and binary indexes that read as noise, so each
 // repository gets one line saying how many of its files changed (the
 // commits are seen with git log inside the session; corral apply applies
-// them with the rest, or alone by naming the .git directory).
+// them with the rest, or alone by naming the .git directory); past
+// ListMax repositories, one line counts the rest.
 //
 // What would make the host run code once applied (Risky: git hooks and
 // configuration at any depth, shell start-up files, editor settings...)
 // comes first: a list of the paths and why, in lines starting with "#"
-// (git apply skips them), then their patches, those inside git
-// directories included, then the rest. Paths are quoted as git quotes
-// them (handback.QuotePath), so no name can forge a line.
+// (git apply skips them; past ListMax paths, a line counts the rest),
+// then their patches, those inside git directories included, then the
+// rest. Paths are quoted as git quotes them (handback.QuotePath), so no
+// name can forge a line.
+//
+// DiffLayer does the same from the layer itself, for any number of
+// changes.
 func Diff(w io.Writer, changes []Change, opts DiffOptions) error {
-	bw := bufio.NewWriter(w)
-	risks, err := Risky(changes, GatePolicy(opts.Protected, nil), false)
-	if err != nil {
-		return err
+	if len(changes) == 0 {
+		return nil
 	}
-	risky := map[string]bool{}
-	if len(risks) > 0 {
-		fmt.Fprintf(bw, "# %d risky path%s: the host would run %s (corral apply holds %s back unless named with --include-risky PATH):\n",
-			len(risks), plural(len(risks)), itThem(len(risks)), itThem(len(risks)))
-		for _, r := range risks {
-			fmt.Fprintf(bw, "#   %s\n", r)
-			risky[r.Path] = true
-		}
-	}
-	var ps, first []patch
-	var repos []string
-	inRepo := map[string]int{}
-	for _, ch := range changes {
-		if risky[ch.Path] {
-			p, err := patches(ch)
-			if err != nil {
+	src := func(fn func(Change) error) error {
+		for _, ch := range changes {
+			if err := fn(ch); err != nil {
 				return err
 			}
-			first = append(first, p...)
-			continue
 		}
-		if repo, ok := gitDirOf(ch.Path); ok {
-			if inRepo[repo] == 0 {
-				repos = append(repos, repo)
+		return nil
+	}
+	_, err := diff(w, changes[0].lower, changes[0].upper, src, opts)
+	return err
+}
+
+// DiffLayer writes the changes of l selected by paths (as in Changes) as
+// Diff does, and returns how many there are (directories included). It
+// walks the layer (Walk) two or three times instead of holding the
+// changes: first for the list of risky paths and the rename candidates,
+// then for the patches of the risky ones (only when more than ListMax,
+// else they were kept), then for the rest; with Stat and more than
+// statMaxRows files, the patches are made twice, first to learn the
+// widths git's form aligns on. Its memory is that of one patch, the
+// kept lists and the rename candidates, whatever the number of changes.
+func DiffLayer(w io.Writer, l *Layer, paths []string, opts DiffOptions) (int, error) {
+	sel, err := l.selection(paths)
+	if err != nil {
+		return 0, err
+	}
+	src := func(fn func(Change) error) error {
+		return l.walk(sel, func(ch Change) error {
+			if !sel.match(ch.Path) {
+				return nil
 			}
-			inRepo[repo]++
-			continue
+			return fn(ch)
+		})
+	}
+	return diff(w, l.Lower, l.Upper(), src, opts)
+}
+
+// renameMaxFiles bounds the deleted and the added files rename detection
+// pairs: each is kept (path and sides) until the patches are written. A
+// variable for tests.
+var renameMaxFiles = 10000
+
+// statMaxRows bounds the --stat rows kept to be aligned; past it the
+// patches are made twice. A variable for tests.
+var statMaxRows = 4096
+
+// diff is Diff over src, which yields the changes in order each time it
+// is called; lower and upper are the trees their sides are read from.
+func diff(w io.Writer, lower, upper string, src func(func(Change) error) error, opts DiffOptions) (int, error) {
+	bw := bufio.NewWriter(w)
+	v, err := openMergedView(lower, upper)
+	if err != nil {
+		return 0, err
+	}
+	defer v.close()
+	policy := GatePolicy(opts.Protected, nil)
+	risky := func(ch Change) string { why, _ := v.risk(policy, ch); return why }
+
+	// First: the risky paths, and the rename candidates.
+	var risks capped[handback.Risk]
+	var riskyChanges []Change
+	var cands []patch
+	var dels, adds, n int
+	err = src(func(ch Change) error {
+		n++
+		if why := risky(ch); why != "" {
+			risks.add(handback.Risk{Path: ch.Path, Why: why})
+			if len(riskyChanges) < ListMax {
+				riskyChanges = append(riskyChanges, ch)
+			}
+			return nil
 		}
-		p, err := patches(ch)
+		if _, ok := gitDirOf(ch.Path); ok || ch.Kind == TypeChanged || ch.Kind == Modified {
+			return nil
+		}
+		ps, err := patches(ch)
 		if err != nil {
 			return err
 		}
-		ps = append(ps, p...)
-	}
-	renames, err := pairRenames(ps)
+		for _, p := range ps {
+			switch {
+			case !renameCandidate(p):
+				continue
+			case p.b == nil:
+				dels++
+			default:
+				adds++
+			}
+			if dels <= renameMaxFiles && adds <= renameMaxFiles {
+				cands = append(cands, p)
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return err
+		return 0, err
 	}
-	ps = append(first, renames...)
-	// One patch's text at a time: the hunks are made, written (or
-	// counted) and dropped.
-	if opts.Stat {
-		if err := writeStat(bw, ps); err != nil {
+	if risks.total > 0 {
+		fmt.Fprintf(bw, "# %d risky path%s: the host would run %s (corral apply holds %s back unless named with --include-risky PATH):\n",
+			risks.total, plural(risks.total), itThem(risks.total), itThem(risks.total))
+		for _, r := range risks.items {
+			fmt.Fprintf(bw, "#   %s\n", r)
+		}
+		if more := risks.total - len(risks.items); more > 0 {
+			fmt.Fprintf(bw, "#   and %d more (corral apply lists them all as it holds them back)\n", more)
+		}
+	}
+	// A rename shows at the added path, from the deleted one, which is
+	// not shown by itself.
+	renames := map[string]patch{}
+	renamedFrom := map[string]bool{}
+	if dels > 0 && adds > 0 && (dels > renameMaxFiles || adds > renameMaxFiles) {
+		fmt.Fprintf(bw, "# renames not looked for: %d deleted and %d added files, more than %d a side (name fewer paths to see them)\n", dels, adds, renameMaxFiles)
+	} else if dels > 0 && adds > 0 {
+		paired, err := pairRenames(cands)
+		if err != nil {
+			return 0, err
+		}
+		for _, p := range paired {
+			if p.from != "" {
+				renames[p.path], renamedFrom[p.from] = p, true
+			}
+		}
+	}
+	cands = nil
+
+	// Then the patches: the risky ones, then the rest; a repository's
+	// files are one run of the order, counted as they pass (a line each
+	// at the end, ListMax of them, then one for the rest).
+	var repos []string
+	var counts []int
+	moreFiles := 0
+	each := func(emit func(patch) error) error {
+		repos, counts, moreFiles = nil, nil, 0
+		emitAll := func(ch Change) error {
+			ps, err := patches(ch)
+			if err != nil {
+				return err
+			}
+			for _, p := range ps {
+				if err := emit(p); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if risks.total == len(riskyChanges) {
+			for _, ch := range riskyChanges {
+				if err := emitAll(ch); err != nil {
+					return err
+				}
+			}
+		} else if err := src(func(ch Change) error {
+			if risky(ch) == "" {
+				return nil
+			}
+			return emitAll(ch)
+		}); err != nil {
 			return err
 		}
+		return src(func(ch Change) error {
+			if risky(ch) != "" {
+				return nil
+			}
+			if repo, ok := gitDirOf(ch.Path); ok {
+				switch {
+				case len(repos) > 0 && repos[len(repos)-1] == repo:
+					counts[len(counts)-1]++
+				case len(repos) < ListMax:
+					repos, counts = append(repos, repo), append(counts, 1)
+				default:
+					moreFiles++
+				}
+				return nil
+			}
+			ps, err := patches(ch)
+			if err != nil {
+				return err
+			}
+			for _, p := range ps {
+				if ch.Kind != TypeChanged {
+					if renameCandidate(p) && p.b == nil && renamedFrom[p.path] {
+						continue
+					}
+					if r, ok := renames[p.path]; ok && p.a == nil {
+						p = r
+					}
+				}
+				if err := emit(p); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if opts.Stat {
+		err = writeStat(bw, each)
 	} else {
-		for _, p := range ps {
+		// One patch's text at a time: the hunks are made, written and
+		// dropped.
+		err = each(func(p patch) error {
 			if err := p.render(); err != nil {
 				return err
 			}
 			p.write(bw, opts.Color)
-		}
+			return nil
+		})
 	}
-	for _, r := range repos {
-		fmt.Fprintf(bw, "git directory %s: %d file%s changed (commits, objects, refs; see git log in the session; applied with the rest, or alone with corral apply %s)\n", handback.QuotePath(r), inRepo[r], plural(inRepo[r]), handback.QuotePath(r))
+	if err != nil {
+		return 0, err
 	}
-	return bw.Flush()
+	for i, r := range repos {
+		fmt.Fprintf(bw, "git directory %s: %d file%s changed (commits, objects, refs; see git log in the session; applied with the rest, or alone with corral apply %s)\n", handback.QuotePath(r), counts[i], plural(counts[i]), handback.QuotePath(r))
+	}
+	if moreFiles > 0 {
+		fmt.Fprintf(bw, "git directories: %d more file%s changed in further repositories (corral diff PATH shows one)\n", moreFiles, plural(moreFiles))
+	}
+	return n, bw.Flush()
+}
+
+// renameCandidate says whether patch p may be one side of a rename: a
+// file or symlink deleted or added whole.
+func renameCandidate(p patch) bool {
+	switch {
+	case p.modeOnly:
+		return false
+	case p.a != nil && p.b == nil:
+		return p.a.Type != "dir" && !special(p.a)
+	case p.a == nil && p.b != nil:
+		return p.b.Type != "dir" && !special(p.b)
+	}
+	return false
 }
 
 // itThem is "it" for one, "them" for more.
@@ -506,17 +687,75 @@ func (p patch) write(w *bufio.Writer, color bool) {
 // writeStat prints git diff --stat's form: " path | N +++--" per file
 // (binary files "Bin A -> B bytes"), the bar scaled to at most 50
 // characters, and " F files changed, I insertions(+), D deletions(-)".
-func writeStat(w *bufio.Writer, ps []patch) error {
-	// A type change is two patches of one path: git counts it once.
-	type row struct {
-		path       string
-		ins, del   int
-		bin, large bool
-		kind       string // a special file's
-		aS, bS     int64
+// each calls its function with the patches in order; it is called once,
+// and a second time when there are more than statMaxRows rows, which are
+// then not kept: the first time only learns the widths.
+func writeStat(w *bufio.Writer, each func(func(patch) error) error) error {
+	var st statRows
+	st.keep = true
+	if err := st.run(each, nil); err != nil {
+		return err
 	}
-	var rows []row
-	for _, p := range ps {
+	width, most := st.width, st.most
+	digits := len(fmt.Sprint(most))
+	print := func(r statRow) { r.print(w, width, most, digits) }
+	if st.keep {
+		for _, r := range st.rows {
+			print(r)
+		}
+	} else if err := (&statRows{}).run(each, print); err != nil {
+		return err
+	}
+	if st.files == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, " %d file%s changed, %d insertion%s(+), %d deletion%s(-)\n",
+		st.files, plural(st.files), st.ins, plural(st.ins), st.del, plural(st.del))
+	return nil
+}
+
+// statRow is one --stat line.
+type statRow struct {
+	path       string // quoted; a rename's "from => to"
+	ins, del   int
+	bin, large bool
+	kind       string // a special file's
+	aS, bS     int64
+}
+
+// statRows makes --stat rows from patches: a type change's two patches
+// of one path make one row, as git counts it once.
+type statRows struct {
+	keep bool // rows are kept until statMaxRows, then not
+	rows []statRow
+	last *statRow
+	// Of all rows: the widest name, the most lines changed, the totals.
+	width, most, files, ins, del int
+}
+
+// run makes the rows of each's patches, calling out (when not nil) with
+// each row once it is whole.
+func (st *statRows) run(each func(func(patch) error) error, out func(statRow)) error {
+	done := func() {
+		if st.last == nil {
+			return
+		}
+		r := *st.last
+		st.width, st.most = max(st.width, len(r.path)), max(st.most, r.ins+r.del)
+		st.files, st.ins, st.del = st.files+1, st.ins+r.ins, st.del+r.del
+		if st.keep {
+			if len(st.rows) < statMaxRows {
+				st.rows = append(st.rows, r)
+			} else {
+				st.keep, st.rows = false, nil
+			}
+		}
+		if out != nil {
+			out(r)
+		}
+		st.last = nil
+	}
+	err := each(func(p patch) error {
 		if err := p.render(); err != nil {
 			return err
 		}
@@ -526,53 +765,43 @@ func writeStat(w *bufio.Writer, ps []patch) error {
 		} else if special(p.a) {
 			kind = p.a.Special
 		}
-		if n := len(rows); n > 0 && rows[n-1].path == handback.QuotePath(p.path) {
-			r := &rows[n-1]
+		if r := st.last; r != nil && r.path == handback.QuotePath(p.path) {
 			r.ins, r.del, r.bin, r.large = r.ins+p.ins, r.del+p.del, r.bin || p.binary, r.large || p.large && p.a != nil && p.b != nil
 			r.bS = p.bSize
 			if kind != "" {
 				r.kind = kind
 			}
-			continue
+			return nil
 		}
+		done()
 		name := handback.QuotePath(p.path)
 		if p.from != "" {
 			name = handback.QuotePath(p.from) + " => " + name
 		}
-		rows = append(rows, row{name, p.ins, p.del, p.binary, p.large && p.a != nil && p.b != nil, kind, p.aSize, p.bSize})
-	}
-	width, most := 0, 0
-	for _, r := range rows {
-		width = max(width, len(r.path))
-		most = max(most, r.ins+r.del)
-	}
-	digits := len(fmt.Sprint(most))
-	var ins, del int
-	for _, r := range rows {
-		ins, del = ins+r.ins, del+r.del
-		switch {
-		case r.kind != "":
-			fmt.Fprintf(w, " %-*s | %s\n", width, r.path, r.kind)
-			continue
-		case r.bin:
-			fmt.Fprintf(w, " %-*s | Bin %d -> %d bytes\n", width, r.path, r.aS, r.bS)
-			continue
-		case r.large:
-			fmt.Fprintf(w, " %-*s | Large %d -> %d bytes\n", width, r.path, r.aS, r.bS)
-			continue
-		}
-		plus, minus := r.ins, r.del
-		if most > 50 {
-			plus, minus = scale(r.ins, most), scale(r.del, most)
-		}
-		fmt.Fprintf(w, " %-*s | %*d %s%s\n", width, r.path, digits, r.ins+r.del, strings.Repeat("+", plus), strings.Repeat("-", minus))
-	}
-	if len(rows) == 0 {
+		st.last = &statRow{name, p.ins, p.del, p.binary, p.large && p.a != nil && p.b != nil, kind, p.aSize, p.bSize}
 		return nil
+	})
+	done()
+	return err
+}
+
+func (r statRow) print(w *bufio.Writer, width, most, digits int) {
+	switch {
+	case r.kind != "":
+		fmt.Fprintf(w, " %-*s | %s\n", width, r.path, r.kind)
+		return
+	case r.bin:
+		fmt.Fprintf(w, " %-*s | Bin %d -> %d bytes\n", width, r.path, r.aS, r.bS)
+		return
+	case r.large:
+		fmt.Fprintf(w, " %-*s | Large %d -> %d bytes\n", width, r.path, r.aS, r.bS)
+		return
 	}
-	fmt.Fprintf(w, " %d file%s changed, %d insertion%s(+), %d deletion%s(-)\n",
-		len(rows), plural(len(rows)), ins, plural(ins), del, plural(del))
-	return nil
+	plus, minus := r.ins, r.del
+	if most > 50 {
+		plus, minus = scale(r.ins, most), scale(r.del, most)
+	}
+	fmt.Fprintf(w, " %-*s | %*d %s%s\n", width, r.path, digits, r.ins+r.del, strings.Repeat("+", plus), strings.Repeat("-", minus))
 }
 
 func scale(n, most int) int {

@@ -29,7 +29,6 @@
 package layer
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/corralhq/corral/internal/atomicfile"
@@ -139,18 +138,19 @@ func (l *Layer) Ensure() error {
 	if syscall.Stat(l.Upper(), &a) == nil && syscall.Stat(l.Work(), &b) == nil && a.Dev != b.Dev {
 		return fmt.Errorf("making the layer: %s and %s are on different filesystems", l.Upper(), l.Work())
 	}
-	base, err := Scan(l.Lower)
-	if err != nil {
-		return fmt.Errorf("recording what %s holds: %w", l.Lower, err)
-	}
-	data, err := json.Marshal(base)
-	if err != nil {
-		return err
-	}
 	if err := writeAtomic(l.lowerPath(), []byte(l.Lower+"\n")); err != nil {
 		return err
 	}
-	return writeAtomic(l.BasePath(), data)
+	// Written as it is read: memory does not grow with Lower's size.
+	w, err := l.newBaseWriter()
+	if err != nil {
+		return err
+	}
+	if err := scanTo(l.Lower, w.put); err != nil {
+		w.abort()
+		return fmt.Errorf("recording what %s holds: %w", l.Lower, err)
+	}
+	return w.commit()
 }
 
 // ErrInsideLower means the layer's directory lies inside the working
@@ -185,40 +185,11 @@ func (l *Layer) checkApart() error {
 var ErrOtherLower = errors.New("layer made over another working directory")
 
 // Scan returns what dir holds, every path below it (not following
-// symlinks), sorted
-// by path.
+// symlinks), in path order (a directory right before what it holds, each
+// directory's names sorted).
 func Scan(dir string) ([]Entry, error) {
 	var out []Entry
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == dir {
-				return err
-			}
-			return nil // unreadable: not recorded, so apply treats it as new
-		}
-		if p == dir {
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		rel, _ := filepath.Rel(dir, p)
-		e := Entry{Path: filepath.ToSlash(rel), Mode: uint32(fi.Mode().Perm()), MTime: fi.ModTime().UnixNano()}
-		switch {
-		case fi.Mode().IsRegular():
-			e.Type, e.Size = "file", fi.Size()
-		case fi.IsDir():
-			e.Type = "dir"
-		case fi.Mode()&fs.ModeSymlink != 0:
-			e.Type = "symlink"
-			e.Target, _ = os.Readlink(p)
-		default:
-			e.Type = "other"
-		}
-		out = append(out, e)
-		return nil
-	})
+	err := scanTo(dir, func(e Entry) error { out = append(out, e); return nil })
 	return out, err
 }
 

@@ -686,16 +686,20 @@ func TestDiffOnTerminalShowsControls(t *testing.T) {
 	}
 }
 
-// diffOf returns Diff's output for all of l's changes.
+// diffOf returns Diff's output for all of l's changes, which DiffLayer's
+// must equal.
 func diffOf(t *testing.T, l *Layer, opts DiffOptions) string {
 	t.Helper()
 	cs, err := Changes(l, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b bytes.Buffer
+	var b, streamed bytes.Buffer
 	if err := Diff(&b, cs, opts); err != nil {
 		t.Fatal(err)
+	}
+	if n, err := DiffLayer(&streamed, l, nil, opts); err != nil || n != len(cs) || streamed.String() != b.String() {
+		t.Errorf("DiffLayer: %d changes, %v, output:\n%s\nDiff's (%d changes):\n%s", n, err, streamed.String(), len(cs), b.String())
 	}
 	return b.String()
 }

@@ -36,21 +36,28 @@ func Risky(cs []Change, p handback.Policy, onlyHeld bool) ([]handback.Risk, erro
 	}
 	var out []handback.Risk
 	for _, ch := range cs {
-		if ch.New == nil {
-			continue
-		}
-		why, ok := p.Check(ch.Path, kindOfSide(ch.New), v.isGitDir)
-		if d, marker := handback.GitDirMarker(ch.Path); why == "" && marker && v.isGitDir(d) && !v.lowerGitDir(d) && v.lowerGitRunnables(d) {
-			// Lower already holds a configuration or hooks there (an
-			// earlier apply's): this change would make git run them.
-			why, ok = handback.WhyMakesGit, p.Included(ch.Path)
-		}
+		why, ok := v.risk(p, ch)
 		if why == "" || onlyHeld && ok {
 			continue
 		}
 		out = append(out, handback.Risk{Path: ch.Path, Why: why})
 	}
 	return out, nil
+}
+
+// risk returns why change ch is risky under p ("" when it is not: a
+// deletion never is), and whether p lets it through (Include).
+func (v *mergedView) risk(p handback.Policy, ch Change) (why string, ok bool) {
+	if ch.New == nil {
+		return "", false
+	}
+	why, ok = p.Check(ch.Path, kindOfSide(ch.New), v.isGitDir)
+	if d, marker := handback.GitDirMarker(ch.Path); why == "" && marker && v.isGitDir(d) && !v.lowerGitDir(d) && v.lowerGitRunnables(d) {
+		// Lower already holds a configuration or hooks there (an
+		// earlier apply's): this change would make git run them.
+		why, ok = handback.WhyMakesGit, p.Included(ch.Path)
+	}
+	return why, ok
 }
 
 // kindOfSide is a side's kind for handback.
@@ -68,11 +75,15 @@ func kindOfSide(s *Side) handback.Kind {
 
 // mergedView is the tree a session sees: the layer's entries over Lower's.
 // gitDirs caches isGitDir's answers (every path asks of each directory
-// above it).
+// above it), at most maxGitDirCache of them: changes come in path order,
+// so the directories asked of recently are those asked of next.
 type mergedView struct {
 	lo, up  *tree
 	gitDirs map[string]bool
 }
+
+// maxGitDirCache bounds mergedView.gitDirs.
+const maxGitDirCache = 4096
 
 func openMergedView(lower, upper string) (*mergedView, error) {
 	lo, err := openTree(lower)
@@ -120,6 +131,9 @@ func (v *mergedView) isGitDir(d string) bool {
 	// refs/heads/main, objects linked elsewhere).
 	has := func(n string) bool { return v.typeOf(path.Join(d, n)) != "" }
 	is := has("HEAD") && (has("objects") && has("refs") || has("commondir"))
+	if len(v.gitDirs) >= maxGitDirCache {
+		clear(v.gitDirs)
+	}
 	v.gitDirs[d] = is
 	return is
 }

@@ -230,29 +230,35 @@ func (t *tree) readFile(rel string) ([]byte, error) {
 }
 
 // readHead returns up to n bytes from the start of regular file rel.
+// The buffer grows with what is read (a diff reads every changed file
+// with n past 2 MiB, and most are small).
 func (t *tree) readHead(rel string, n int) ([]byte, error) {
 	fd, err := t.open(rel, unix.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(fd)
-	return readUpTo(fdFile(fd), n, t.abs(rel))
+	b, err := io.ReadAll(io.LimitReader(fdFile(fd), int64(n)))
+	if err != nil {
+		err = &os.PathError{Op: "read", Path: t.abs(rel), Err: err}
+	}
+	return b, err
 }
 
-// readHeadAt returns up to n bytes from the start of file name of
-// directory dirfd, opened without following a symlink; abs names it in
-// errors.
-func readHeadAt(dirfd int, name, abs string, n int) ([]byte, error) {
+// readHeadAt reads the start of file name of directory dirfd, opened
+// without following a symlink, into buf and returns what it read; abs
+// names it in errors.
+func readHeadAt(dirfd int, name, abs string, buf []byte) ([]byte, error) {
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: abs, Err: err}
 	}
 	defer unix.Close(fd)
-	return readUpTo(fdFile(fd), n, abs)
+	return readInto(fdFile(fd), buf, abs)
 }
 
-func readUpTo(r io.Reader, n int, abs string) ([]byte, error) {
-	b := make([]byte, n)
+// readInto fills b from r as far as r goes and returns the part filled.
+func readInto(r io.Reader, b []byte, abs string) ([]byte, error) {
 	k, err := io.ReadFull(r, b)
 	if err == io.ErrUnexpectedEOF || err == io.EOF {
 		err = nil

@@ -49,13 +49,6 @@ func (s *Server) workspaceDiff(_ context.Context, c *call, in WorkspaceDiffInput
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
-	cs, err := layer.Changes(l, in.Paths)
-	if errors.Is(err, layer.ErrOutside) {
-		return nil, nil, badInput("%v", err)
-	}
-	if err != nil {
-		return nil, nil, toolError(err)
-	}
 	limit := 64 << 10
 	var protected []string
 	if s.opts.Spec != nil {
@@ -68,14 +61,20 @@ func (s *Server) workspaceDiff(_ context.Context, c *call, in WorkspaceDiffInput
 	}
 	// Only what can be returned is kept: a diff of any size costs at
 	// most the limit in memory.
+	// The changes are streamed from the layer too (DiffLayer): neither
+	// their number nor the diff's size grows what this keeps.
 	b := &headWriter{limit: limit}
-	if err := layer.Diff(b, cs, layer.DiffOptions{Stat: in.Stat, Protected: protected}); err != nil {
+	files, err := layer.DiffLayer(b, l, in.Paths, layer.DiffOptions{Stat: in.Stat, Protected: protected})
+	if errors.Is(err, layer.ErrOutside) {
+		return nil, nil, badInput("%v", err)
+	}
+	if err != nil {
 		return nil, nil, toolError(err)
 	}
-	res := &WorkspaceDiffResult{Files: len(cs), Diff: b.head.String()}
+	res := &WorkspaceDiffResult{Files: files, Diff: b.head.String()}
 	text := res.Diff
 	switch {
-	case len(cs) == 0:
+	case files == 0:
 		text = "No changes: the working directory is as the session found it (or everything was applied or discarded)."
 	case b.total > int64(limit):
 		cut := bytes.LastIndexByte(b.head.Bytes()[:limit], '\n') + 1 // whole lines

@@ -80,7 +80,7 @@ first, with why, and written only when named with --include-risky PATH
 				return &exitError{Code: 1, Err: err}
 			}
 			warnUnmatched(os.Stderr, "corral cp", include, res.Held, res.Included)
-			printHeld(os.Stderr, "corral cp", res.Held)
+			printHeld(os.Stderr, "corral cp", res.Held, len(res.Held))
 			fmt.Fprintf(os.Stderr, "corral cp: %d files (%d bytes), %d directories, %d symlinks -> %s\n", res.Files, res.Bytes, res.Dirs, res.Symlinks, res.Into)
 			return nil
 		},
@@ -115,14 +115,19 @@ func warnUnmatched(w io.Writer, cmd string, include []string, held, included []h
 }
 
 // printHeld lists what a hand-back held back, with why and how to have
-// it written, before the command's summary.
-func printHeld(w io.Writer, cmd string, held []handback.Risk) {
-	if len(held) == 0 {
+// it written, before the command's summary; total counts them all when
+// held lists only the first (layer.ListMax).
+func printHeld(w io.Writer, cmd string, held []handback.Risk, total int) {
+	total = max(total, len(held))
+	if total == 0 {
 		return
 	}
-	fmt.Fprintf(w, "%s: held back %d risky path%s (not written; to write one, name it with --include-risky PATH):\n", cmd, len(held), plural(len(held)))
+	fmt.Fprintf(w, "%s: held back %d risky path%s (not written; to write one, name it with --include-risky PATH):\n", cmd, total, plural(total))
 	for _, r := range held {
 		fmt.Fprintf(w, "  %s\n", r)
+	}
+	if more := total - len(held); more > 0 {
+		fmt.Fprintf(w, "  and %d more\n", more)
 	}
 }
 
@@ -164,7 +169,7 @@ directory named after DIR (corral cp ./DIR S:DIR copies the directory).`,
 				return &exitError{Code: 1, Err: err}
 			}
 			warnUnmatched(os.Stderr, "corral sync", include, res.Held, res.Included)
-			printHeld(os.Stderr, "corral sync", res.Held)
+			printHeld(os.Stderr, "corral sync", res.Held, len(res.Held))
 			fmt.Fprintf(os.Stderr, "corral sync: %d files (%d bytes), %d directories, %d symlinks, %d deleted -> %s\n", res.Files, res.Bytes, res.Dirs, res.Symlinks, len(res.Deleted), res.Into)
 			return nil
 		},

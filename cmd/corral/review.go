@@ -89,16 +89,17 @@ The default session is the one the MCP server uses for the current directory.`,
 			if err != nil {
 				return corralErr(err)
 			}
-			cs, err := layer.Changes(t.l, args)
-			if err != nil {
-				return corralErr(err)
-			}
 			protected, err := protectedPaths(g)
 			if err != nil {
 				return corralErr(err)
 			}
 			color := term.IsTerminal(int(os.Stdout.Fd()))
-			return layer.Diff(os.Stdout, cs, layer.DiffOptions{Stat: stat, Color: color, Protected: protected})
+			// Streamed from the layer: memory does not grow with the number
+			// of changes.
+			if _, err := layer.DiffLayer(os.Stdout, t.l, args, layer.DiffOptions{Stat: stat, Color: color, Protected: protected}); err != nil {
+				return corralErr(err)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&name, "session", "", "session (default: the MCP server's session of the current directory)")
@@ -151,21 +152,24 @@ lists the same paths at its top.`,
 			}
 			res, err := layer.Apply(t.l, args, layer.ApplyOptions{Logger: newLogger(g), Overwrite: overwrite, Merge: merge, IncludeRisky: include, Protected: protected})
 			warnUnmatched(os.Stderr, "corral apply", include, res.Held, res.Included)
-			printHeld(os.Stderr, "corral apply", res.Held)
+			printHeld(os.Stderr, "corral apply", res.Held, res.HeldTotal)
 			if errors.Is(err, layer.ErrConflict) {
 				return corralErr(conflictMessage(t, res, merge))
 			}
 			if err != nil {
 				return corralErr(err)
 			}
-			if len(res.Applied) == 0 {
+			if res.AppliedTotal == 0 {
 				fmt.Fprintln(os.Stderr, "corral: nothing to apply")
 				return nil
 			}
 			for _, p := range res.Merged {
 				fmt.Fprintf(os.Stderr, "corral: merged %s (the working directory's and the session's changes)\n", handback.QuotePath(p))
 			}
-			fmt.Fprintf(os.Stderr, "corral: applied %d change%s to %s\n", len(res.Applied), plural(len(res.Applied)), t.l.Lower)
+			if more := res.MergedTotal - len(res.Merged); more > 0 {
+				fmt.Fprintf(os.Stderr, "corral: merged %d more\n", more)
+			}
+			fmt.Fprintf(os.Stderr, "corral: applied %d change%s to %s\n", res.AppliedTotal, plural(res.AppliedTotal), t.l.Lower)
 			return nil
 		},
 	}
@@ -180,9 +184,10 @@ lists the same paths at its top.`,
 // after --merge (merged), why each could not be merged.
 func conflictMessage(t *reviewTarget, res layer.ApplyResult, merged bool) error {
 	paths := res.Conflicts
+	n := max(res.ConflictsTotal, len(paths))
 	var b strings.Builder
 	fmt.Fprintf(&b, "nothing applied: %d path%s changed in %s since session %q first saw %s, and the session changed %s too:\n",
-		len(paths), plural(len(paths)), t.l.Lower, t.name, them(len(paths)), them(len(paths)))
+		n, plural(n), t.l.Lower, t.name, them(n), them(n))
 	for _, p := range paths {
 		if why, ok := res.Unmerged[p]; ok {
 			fmt.Fprintf(&b, "  %s (no merge: %s)\n", handback.QuotePath(p), why)
@@ -190,12 +195,19 @@ func conflictMessage(t *reviewTarget, res layer.ApplyResult, merged bool) error 
 		}
 		fmt.Fprintf(&b, "  %s\n", handback.QuotePath(p))
 	}
+	if more := n - len(paths); more > 0 {
+		fmt.Fprintf(&b, "  and %d more (corral apply PATH checks fewer at a time)\n", more)
+	}
 	sess := ""
 	if t.name != "" {
 		sess = fmt.Sprintf(" --session %q", t.name)
 	}
 	if len(res.Merged) > 0 {
-		fmt.Fprintf(&b, "(%s would merge cleanly.)\n", strings.Join(res.Merged, ", "))
+		merged := strings.Join(res.Merged, ", ")
+		if more := res.MergedTotal - len(res.Merged); more > 0 {
+			merged += fmt.Sprintf(" and %d more", more)
+		}
+		fmt.Fprintf(&b, "(%s would merge cleanly.)\n", merged)
 	}
 	if !merged {
 		fmt.Fprintf(&b, "Where both sides edited a file in different places, corral apply%s --merge merges it (git merge-file).\n", sess)
@@ -240,18 +252,22 @@ there again. The working directory is not touched.`,
 			if err := t.checkUsers("discard"); err != nil {
 				return corralErr(err)
 			}
-			cs, err := layer.Changes(t.l, args)
-			if err != nil {
-				return corralErr(err)
+			// Counted, not kept: a layer may hold any number of changes.
+			n := 0
+			for _, err := range layer.Walk(t.l, args) {
+				if err != nil {
+					return corralErr(err)
+				}
+				n++
 			}
-			if len(cs) == 0 {
+			if n == 0 {
 				fmt.Fprintln(os.Stderr, "corral: nothing to discard")
 				return nil
 			}
 			if err := layer.Discard(t.l, args); err != nil {
 				return corralErr(err)
 			}
-			fmt.Fprintf(os.Stderr, "corral: discarded %d change%s\n", len(cs), plural(len(cs)))
+			fmt.Fprintf(os.Stderr, "corral: discarded %d change%s\n", n, plural(n))
 			return nil
 		},
 	}
