@@ -19,6 +19,7 @@ import (
 	"github.com/knadh/koanf/v2"
 	yamlv3 "go.yaml.in/yaml/v3"
 
+	"github.com/corralhq/corral/internal/startdir"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -655,7 +656,7 @@ func resolvePath(path string, getenv func(string) string, home homeFunc) (string
 		}
 		path = filepath.Join(h, path[1:])
 	}
-	abs, err := filepath.Abs(path)
+	abs, err := startdir.Abs(path)
 	if err != nil {
 		return "", fmt.Errorf("settings file %s: %w", path, err)
 	}
