@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -338,9 +339,26 @@ type Route struct {
 	// WorkspaceMode, when set, replaces the workspace_mode key for the
 	// sessions of the route.
 	WorkspaceMode string `json:"workspace_mode,omitempty" yaml:"workspace_mode,omitempty"`
-	// Secrets, when not empty, replace the secrets key for the sessions of
-	// the route (entries as there).
+	// Secrets, when not nil, replace the secrets key for the sessions of
+	// the route (entries as there): an empty list (secrets: []) leaves
+	// them none of the secrets they would inherit; nil (left out) keeps
+	// the key's.
 	Secrets []sandbox.Secret `json:"secrets,omitempty" yaml:"secrets,omitempty"`
+}
+
+// MarshalJSON implements json.Marshaler: the fields as tagged, and
+// "secrets": [] for a route that empties the list (which omitempty would
+// drop, turning it into one that inherits them).
+func (r Route) MarshalJSON() ([]byte, error) {
+	type plain Route
+	b, err := json.Marshal(plain(r))
+	if err != nil || r.Secrets == nil || len(r.Secrets) > 0 {
+		return b, err
+	}
+	if string(b) == "{}" {
+		return []byte(`{"secrets":[]}`), nil
+	}
+	return append(b[:len(b)-1:len(b)-1], `,"secrets":[]}`...), nil
 }
 
 // Match reports whether the session called name matches r.Sessions. A
@@ -379,7 +397,8 @@ func (s *Settings) Clone() *Settings {
 // ForSession returns the settings the session called name runs with: a
 // copy of s whose backend, profile, network.allow, network.deny and
 // secrets come from the first matching route, where that route sets them
-// (allow, deny and secrets when not empty). Their [Settings.Source] is then SourceRoute with
+// (allow and deny when not empty; secrets when given, an empty list
+// included). Their [Settings.Source] is then SourceRoute with
 // the origin "routes[N]". A value given by [Settings.Apply] (a
 // command-line flag) beats the route. s is not changed.
 func (s *Settings) ForSession(name string) *Settings {
@@ -413,7 +432,7 @@ func (s *Settings) ForSession(name string) *Settings {
 		out.WorkspaceMode = r.WorkspaceMode
 		out.origins["workspace_mode"] = o
 	}
-	if len(r.Secrets) > 0 && out.origins["secrets"].source != SourceFlag {
+	if r.Secrets != nil && out.origins["secrets"].source != SourceFlag {
 		out.Secrets = slices.Clone(r.Secrets)
 		out.origins["secrets"] = o
 	}
