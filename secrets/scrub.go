@@ -422,8 +422,9 @@ func (s *Scrubber) Reader(r io.Reader, done func(Hits, error)) io.Reader {
 	return &scrubReader{s: s, src: r, done: done}
 }
 
-// scrubReadSize is how much a scrubReader asks of its source at once.
-const scrubReadSize = 32 << 10
+// scrubMinRead is the least a scrubReader asks of its source at once,
+// however small the caller's buffer.
+const scrubMinRead = 4 << 10
 
 type scrubReader struct {
 	s     *Scrubber
@@ -461,12 +462,17 @@ func (r *scrubReader) Read(p []byte) (int, error) {
 			}
 			return 0, r.err
 		}
-		if cap(r.buf)-len(r.buf) < scrubReadSize/2 {
-			nb := make([]byte, len(r.buf), len(r.buf)+scrubReadSize+r.s.max)
+		// What is held plus what is read fits in p, so a read of r
+		// goes on in one piece (a reverse proxy writes each piece it
+		// gets: a piece cut off the end of p would be a write, and a
+		// TLS record, of its own).
+		want := max(len(p)-len(r.buf), scrubMinRead)
+		if cap(r.buf)-len(r.buf) < want {
+			nb := make([]byte, len(r.buf), len(r.buf)+want)
 			copy(nb, r.buf)
 			r.buf = nb
 		}
-		n, err := r.src.Read(r.buf[len(r.buf):cap(r.buf)])
+		n, err := r.src.Read(r.buf[len(r.buf) : len(r.buf)+want])
 		r.buf = r.buf[:len(r.buf)+n]
 		if err != nil {
 			r.err = err

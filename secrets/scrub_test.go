@@ -383,3 +383,27 @@ func BenchmarkScrubReader(b *testing.B) {
 		}
 	}
 }
+
+// TestScrubReaderKeepsPieces: where nothing is held back, each Read
+// gives what one read of the source gave, whole, not more than fits in
+// the caller's buffer: a reverse proxy writes each piece, and a piece
+// cut in two is one more write (and TLS record) each time.
+func TestScrubReaderKeepsPieces(t *testing.T) {
+	s := mustScrubber(t, EncodedForms("GH", scrubValue, scrubStandIn(t)))
+	data := bytes.Repeat([]byte("\n"), 8*32768)
+	r := s.Reader(&chunkReader{data: data, n: 1 << 20}, nil) // gives all it is asked for
+	buf := make([]byte, 32768)
+	var sizes []int
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			sizes = append(sizes, n)
+		}
+		if err != nil {
+			break
+		}
+	}
+	if len(sizes) != 8 || slices.ContainsFunc(sizes, func(n int) bool { return n != 32768 }) {
+		t.Errorf("Read sizes %v, want 8 of 32768", sizes)
+	}
+}
