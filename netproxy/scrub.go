@@ -31,6 +31,9 @@ const maxScrubbers = 64
 // scrubberFor returns the scrubber of host's answers, nil when no secret
 // belongs to host. It is built once per set of secrets.
 func (s *Server) scrubberFor(host string) (*secrets.Scrubber, error) {
+	if s.noScrub.Load() {
+		return nil, nil
+	}
 	var key strings.Builder
 	for i, sec := range s.secrets {
 		if sec.Belongs(host) {

@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/corralhq/corral/internal/testkit"
 )
@@ -302,4 +306,54 @@ func compressed(t *testing.T, enc string, data []byte) []byte {
 		t.Fatalf("testkit.Compress does not know %s", enc)
 	}
 	return out
+}
+
+// bigBody is 16 MiB of random bytes, made once.
+var bigBody = sync.OnceValue(func() []byte {
+	b := make([]byte, 16<<20)
+	rng := rand.New(rand.NewPCG(26, 16))
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+})
+
+// BenchmarkSecretHostDownload is a 16 MiB download from a secret's host
+// through the terminating proxy, in turns with its answer scrubbed and
+// with scrubbing turned off (Server.noScrub), so that both see the same
+// load: it reports each one's milliseconds per download and their ratio
+// (what scrubbing adds to a terminated download; bench/scrubbench
+// compares a whole download with a blind tunnel).
+func BenchmarkSecretHostDownload(b *testing.B) {
+	w := newSecretWorld(b)
+	c := w.clientKA(w.caPool, false, true)
+	b.SetBytes(2 * int64(len(bigBody()))) // made before the clock starts
+	download := func(scrub bool) time.Duration {
+		w.srv.noScrub.Store(!scrub)
+		t0 := time.Now()
+		req, _ := http.NewRequest("GET", "https://api.allowed.test/big", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if n != int64(len(bigBody())) {
+			b.Fatalf("%d bytes", n)
+		}
+		return time.Since(t0)
+	}
+	var on, off []time.Duration
+	for b.Loop() {
+		on = append(on, download(true))
+		off = append(off, download(false))
+	}
+	med := func(ds []time.Duration) float64 {
+		slices.Sort(ds)
+		return float64(ds[len(ds)/2]) / float64(time.Millisecond)
+	}
+	m1, m0 := med(on), med(off)
+	b.ReportMetric(m1, "scrubbed-ms")
+	b.ReportMetric(m0, "unscrubbed-ms")
+	b.ReportMetric(m1/m0, "ratio")
 }

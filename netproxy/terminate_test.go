@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -65,6 +66,10 @@ func newSecretWorld(t testing.TB) *secretWorld {
 		switch {
 		case strings.HasPrefix(r.URL.Path, "/reflect"):
 			testkit.Reflect(rw, r)
+			return
+		case r.URL.Path == "/big":
+			rw.Header().Set("Content-Length", strconv.Itoa(len(bigBody())))
+			_, _ = rw.Write(bigBody())
 			return
 		case r.URL.Path == "/holds-ai":
 			// A host that holds another host's secret.
