@@ -51,6 +51,8 @@
 // secret.response_refused). TRACE, TRACK, a CONNECT inside a terminated
 // connection and upgrades other than WebSocket are refused
 // (secret.request_refused); replacements are logged as secret.scrubbed.
+// A SOCKS5 CONNECT to a secret's host is refused (secret.socks_refused):
+// its blind tunnel could bring back a value the host keeps.
 //
 // What the filter does not do: it cannot see inside TLS, so a client that
 // tunnels to an allowed host can reach whatever that host serves (domain

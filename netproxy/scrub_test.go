@@ -254,6 +254,18 @@ func TestScrubRefusals(t *testing.T) {
 	})
 }
 
+// TestScrubSOCKSRefused: a secret's host is not reached through SOCKS5,
+// whose blind tunnel no scrubber sees into; another allowed host is.
+func TestScrubSOCKSRefused(t *testing.T) {
+	w := newSecretWorld(t)
+	host := "api.allowed.test"
+	got := socksExchange(t, w.srv.SOCKSSocket(), append(append([]byte{5, 1, 0, 5, 1, 0, 3, byte(len(host))}, host...), 1, 187))
+	if want := string([]byte{5, 0, 5, 2, 0, 1, 0, 0, 0, 0, 0, 0}); string(got) != want {
+		t.Errorf("SOCKS5 CONNECT to a secret's host: reply %q, want %q (not allowed)", got, want)
+	}
+	w.rec.waitFor(t, "secret.socks_refused", host)
+}
+
 // TestContentCodings is ContentCodings' table.
 func TestContentCodings(t *testing.T) {
 	for _, tc := range []struct {
