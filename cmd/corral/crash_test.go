@@ -77,7 +77,7 @@ func cores(dirs []string, shallow bool) []string {
 // corral's working directory is not the project. A plain process crashed
 // the same way in the same place first must leave a core there, or the
 // test would prove nothing.
-func crashLeavesNoCore(t *testing.T, c *cli) {
+func crashLeavesNoCore(t *testing.T, c *cli, runArgs ...string) {
 	relativeCores(t)
 	real := "ghp_" + strings.Repeat("Cr4sh", 7) + "x"
 	for _, kv := range [][2]string{{"profile", "allowlist"}, {"secrets", `[{name: GITHUB_TOKEN, from: "env:GH_REAL", hosts: [api.example.test]}]`}} {
@@ -116,7 +116,8 @@ func crashLeavesNoCore(t *testing.T, c *cli) {
 	}
 	rootBefore := cores([]string{"/"}, true)
 
-	cmd := exec.Command("bash", "-c", `ulimit -c unlimited && exec "$0" "$@"`, corralBin, "run", "--", "sh", "-c", "echo ready; exec sleep 120")
+	args := append(append([]string{"run"}, runArgs...), "--", "sh", "-c", "echo ready; exec sleep 120")
+	cmd := exec.Command("bash", append([]string{"-c", `ulimit -c unlimited && exec "$0" "$@"`, corralBin}, args...)...)
 	cmd.Dir = c.work
 	cmd.Env = append(append([]string{}, c.env...), "GH_REAL="+real, "GOTRACEBACK=crash")
 	out, err := cmd.StdoutPipe()
@@ -189,5 +190,6 @@ func TestCrashLeavesNoCoreKubernetes(t *testing.T) {
 	c := newCLI(t)
 	c.env = append(c.env, "CORRAL_BACKEND=kubernetes", "CORRAL_KUBERNETES_KUBECONFIG="+os.Getenv(k8stest.EnvKubeconfig),
 		"CORRAL_KUBERNETES_NAMESPACE="+cl.Namespace, "CORRAL_KUBERNETES_IMAGE="+cl.Image, "CORRAL_KUBERNETES_MEMORY=256Mi", "CORRAL_KUBERNETES_CPUS=500m")
-	crashLeavesNoCore(t, c)
+	// A session's pod, as the other CLI tests use.
+	crashLeavesNoCore(t, c, "--session", "crash-"+itoa(os.Getpid()))
 }
