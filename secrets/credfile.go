@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/corralhq/corral/internal/lazyre"
 )
 
 // Credential files (issue 26): a secret's files are parsed, and the
@@ -188,7 +189,7 @@ func swapBasic(v string, vals map[string]string) (string, bool) {
 
 // urlPassword matches a URL with a user and password, for settings that
 // hold one.
-var urlPassword = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^/@\s"']*:[^/@\s"']*@`)
+var urlPassword = lazyre.New(`[A-Za-z][A-Za-z0-9+.-]*://[^/@\s"']*:[^/@\s"']*@`)
 
 // swapURLs returns v with each URL password (or user) that is a real
 // value replaced by its stand-in (percent-encoded as URLs are); ok false
@@ -196,7 +197,7 @@ var urlPassword = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^/@\s"']*:[^/@\
 // hidden).
 func swapURLs(v string, vals map[string]string) (string, bool) {
 	ok := true
-	out := urlPassword.ReplaceAllStringFunc(v, func(m string) string {
+	out := urlPassword.Get().ReplaceAllStringFunc(v, func(m string) string {
 		scheme, rest, _ := strings.Cut(m, "://")
 		userinfo := strings.TrimSuffix(rest, "@")
 		eu, ep, _ := strings.Cut(userinfo, ":")
@@ -219,12 +220,22 @@ func swapURLs(v string, vals map[string]string) (string, bool) {
 	return out, ok
 }
 
-// npmSecretKeys are the .npmrc keys whose values are credentials, and how
-// each is encoded; npmIdentityKeys go with them.
-var (
-	npmSecretKeys   = map[string]string{"_authToken": "raw", "_auth": "basic", "_password": "base64", "password": "raw"}
-	npmIdentityKeys = []string{"username", "email", "certfile", "keyfile", "always-auth"}
-)
+// npmSecret returns how an .npmrc key's value is encoded when the key is
+// a credential ("raw", "basic": base64 of user:password, "base64"), else
+// ""; npmIdentityKeys go with them.
+func npmSecret(key string) string {
+	switch key {
+	case "_authToken", "password":
+		return "raw"
+	case "_auth":
+		return "basic"
+	case "_password":
+		return "base64"
+	}
+	return ""
+}
+
+var npmIdentityKeys = []string{"username", "email", "certfile", "keyfile", "always-auth"}
 
 // npmLine is one line of an .npmrc.
 type npmLine struct {
@@ -274,7 +285,7 @@ func filterNpmrc(data []byte, vals map[string]string) ([]byte, error) {
 				l.scope, l.key = l.key[:j+1], l.key[j+1:]
 			}
 		}
-		if enc, ok := npmSecretKeys[l.key]; ok && !strings.Contains(l.value, "${") {
+		if enc := npmSecret(l.key); enc != "" && !strings.Contains(l.value, "${") {
 			if _, ok := npmSwap(enc, l.value, vals); ok {
 				declared[l.scope] = true
 			} else {
@@ -288,12 +299,12 @@ func filterNpmrc(data []byte, vals map[string]string) ([]byte, error) {
 		switch {
 		case l.key == "" || l.key == "[section]":
 			b.WriteString(l.text)
-		case npmSecretKeys[l.key] != "" || slices.Contains(npmIdentityKeys, l.key):
-			if !declared[l.scope] && (other[l.scope] || npmSecretKeys[l.key] != "" && !strings.Contains(l.value, "${")) {
+		case npmSecret(l.key) != "" || slices.Contains(npmIdentityKeys, l.key):
+			if !declared[l.scope] && (other[l.scope] || npmSecret(l.key) != "" && !strings.Contains(l.value, "${")) {
 				continue
 			}
 			v := l.value
-			if enc := npmSecretKeys[l.key]; enc != "" && !strings.Contains(v, "${") {
+			if enc := npmSecret(l.key); enc != "" && !strings.Contains(v, "${") {
 				nv, ok := npmSwap(enc, v, vals)
 				if !ok {
 					continue // another credential in a declared group
