@@ -361,6 +361,23 @@ func (r Route) MarshalJSON() ([]byte, error) {
 	return append(b[:len(b)-1:len(b)-1], `,"secrets":[]}`...), nil
 }
 
+// MarshalYAML implements yaml.Marshaler, as MarshalJSON: `corral config
+// set routes` writes the file through it, and a route that empties the
+// list must be written with secrets: [].
+func (r Route) MarshalYAML() (any, error) {
+	type plain Route
+	if r.Secrets == nil || len(r.Secrets) > 0 {
+		return plain(r), nil
+	}
+	var n yamlv3.Node
+	if err := n.Encode(plain(r)); err != nil {
+		return nil, err
+	}
+	n.Content = append(n.Content, &yamlv3.Node{Kind: yamlv3.ScalarNode, Value: "secrets"},
+		&yamlv3.Node{Kind: yamlv3.SequenceNode, Tag: "!!seq", Style: yamlv3.FlowStyle})
+	return &n, nil
+}
+
 // Match reports whether the session called name matches r.Sessions. A
 // malformed pattern (refused by Load) matches nothing.
 func (r Route) Match(name string) bool {

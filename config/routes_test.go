@@ -350,3 +350,20 @@ routes:
 		t.Errorf("routes shown as %s, want secrets: [] on the first only", out)
 	}
 }
+
+// TestSetRoutesKeepsEmptySecrets: corral config set routes writes a
+// route's secrets: [] to the file, and it reads back as an empty list
+// (omitempty would drop it, and the route would inherit the secrets).
+func TestSetRoutesKeepsEmptySecrets(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := set(p, "routes", `[{sessions: "free:*", secrets: []}, {sessions: "x:*", profile: workspace}]`, testEnv); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(p, testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.Routes; len(r) != 2 || r[0].Secrets == nil || len(r[0].Secrets) != 0 || r[1].Secrets != nil {
+		t.Errorf("routes read back as %+v, want secrets: [] on the first only", r)
+	}
+}
