@@ -22,6 +22,7 @@ import (
 	"github.com/corralhq/corral/backend/local"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/internal/startdir"
 	"github.com/corralhq/corral/mcpserver"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
@@ -299,12 +300,12 @@ func PolicyOf(st *config.Settings) (sandbox.Policy, error) {
 	wd := st.Cwd
 	if wd == "" {
 		var err error
-		if wd, err = os.Getwd(); err != nil {
+		if wd, err = startdir.Get(); err != nil {
 			return sandbox.Policy{}, fmt.Errorf("finding the current directory: %w", err)
 		}
 	}
 	if !filepath.IsAbs(wd) {
-		abs, err := filepath.Abs(wd)
+		abs, err := startdir.Abs(wd)
 		if err != nil {
 			return sandbox.Policy{}, err
 		}
@@ -449,11 +450,11 @@ func (h *Host) DirSession() (string, error) {
 	}
 	wd := st.Cwd
 	if wd == "" {
-		if wd, err = os.Getwd(); err != nil {
+		if wd, err = startdir.Get(); err != nil {
 			return "", fmt.Errorf("finding the current directory: %w", err)
 		}
 	}
-	if abs, err := filepath.Abs(wd); err == nil {
+	if abs, err := startdir.Abs(wd); err == nil {
 		wd = abs
 	}
 	return mcpserver.DirSessionName(wd), nil

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -18,6 +19,7 @@ import (
 	"github.com/knadh/koanf/v2"
 	yamlv3 "go.yaml.in/yaml/v3"
 
+	"github.com/corralhq/corral/internal/startdir"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -336,9 +338,43 @@ type Route struct {
 	// WorkspaceMode, when set, replaces the workspace_mode key for the
 	// sessions of the route.
 	WorkspaceMode string `json:"workspace_mode,omitempty" yaml:"workspace_mode,omitempty"`
-	// Secrets, when not empty, replace the secrets key for the sessions of
-	// the route (entries as there).
+	// Secrets, when not nil, replace the secrets key for the sessions of
+	// the route (entries as there): an empty list (secrets: []) leaves
+	// them none of the secrets they would inherit; nil (left out) keeps
+	// the key's.
 	Secrets []sandbox.Secret `json:"secrets,omitempty" yaml:"secrets,omitempty"`
+}
+
+// MarshalJSON implements json.Marshaler: the fields as tagged, and
+// "secrets": [] for a route that empties the list (which omitempty would
+// drop, turning it into one that inherits them).
+func (r Route) MarshalJSON() ([]byte, error) {
+	type plain Route
+	b, err := json.Marshal(plain(r))
+	if err != nil || r.Secrets == nil || len(r.Secrets) > 0 {
+		return b, err
+	}
+	if string(b) == "{}" {
+		return []byte(`{"secrets":[]}`), nil
+	}
+	return append(b[:len(b)-1:len(b)-1], `,"secrets":[]}`...), nil
+}
+
+// MarshalYAML implements yaml.Marshaler, as MarshalJSON: `corral config
+// set routes` writes the file through it, and a route that empties the
+// list must be written with secrets: [].
+func (r Route) MarshalYAML() (any, error) {
+	type plain Route
+	if r.Secrets == nil || len(r.Secrets) > 0 {
+		return plain(r), nil
+	}
+	var n yamlv3.Node
+	if err := n.Encode(plain(r)); err != nil {
+		return nil, err
+	}
+	n.Content = append(n.Content, &yamlv3.Node{Kind: yamlv3.ScalarNode, Value: "secrets"},
+		&yamlv3.Node{Kind: yamlv3.SequenceNode, Tag: "!!seq", Style: yamlv3.FlowStyle})
+	return &n, nil
 }
 
 // Match reports whether the session called name matches r.Sessions. A
@@ -377,7 +413,8 @@ func (s *Settings) Clone() *Settings {
 // ForSession returns the settings the session called name runs with: a
 // copy of s whose backend, profile, network.allow, network.deny and
 // secrets come from the first matching route, where that route sets them
-// (allow, deny and secrets when not empty). Their [Settings.Source] is then SourceRoute with
+// (allow and deny when not empty; secrets when given, an empty list
+// included). Their [Settings.Source] is then SourceRoute with
 // the origin "routes[N]". A value given by [Settings.Apply] (a
 // command-line flag) beats the route. s is not changed.
 func (s *Settings) ForSession(name string) *Settings {
@@ -411,7 +448,7 @@ func (s *Settings) ForSession(name string) *Settings {
 		out.WorkspaceMode = r.WorkspaceMode
 		out.origins["workspace_mode"] = o
 	}
-	if len(r.Secrets) > 0 && out.origins["secrets"].source != SourceFlag {
+	if r.Secrets != nil && out.origins["secrets"].source != SourceFlag {
 		out.Secrets = slices.Clone(r.Secrets)
 		out.origins["secrets"] = o
 	}
@@ -654,7 +691,7 @@ func resolvePath(path string, getenv func(string) string, home homeFunc) (string
 		}
 		path = filepath.Join(h, path[1:])
 	}
-	abs, err := filepath.Abs(path)
+	abs, err := startdir.Abs(path)
 	if err != nil {
 		return "", fmt.Errorf("settings file %s: %w", path, err)
 	}

@@ -503,7 +503,7 @@ var registry = []Key{
 	{
 		Name: "routes", Kind: KindRoutes, Default: []Route(nil),
 		Accepts: `a list of {sessions, backend, profile, allow, deny, secrets, workspace_mode, ports} mappings such as [{sessions: "tg:*", profile: workspace}]`,
-		Doc:     `backend, profile, network allowlist, secrets, workspace_mode and ports by session name: [{sessions: "tg:*", backend: bwrap, profile: allowlist, allow: ["pypi.org"]}, ...]; sessions is a glob (* also matches / and :), the first matching route wins, every field is optional, and what a route leaves out comes from the backend, profile, network.allow, network.deny, secrets and workspace_mode keys`,
+		Doc:     `backend, profile, network allowlist, secrets, workspace_mode and ports by session name: [{sessions: "tg:*", backend: bwrap, profile: allowlist, allow: ["pypi.org"]}, ...]; sessions is a glob (* also matches / and :), the first matching route wins, every field is optional, and what a route leaves out comes from the backend, profile, network.allow, network.deny, secrets and workspace_mode keys (secrets: [] gives its sessions none)`,
 		field:   func(s *Settings) any { return &s.Routes },
 	},
 	{
@@ -537,7 +537,7 @@ var registry = []Key{
 	{
 		Name: "secrets", Kind: KindSecrets, Default: []sandbox.Secret(nil),
 		Accepts: `a list of {name, from, hosts, headers} mappings such as [{name: GITHUB_TOKEN, from: "env:GH_TOKEN", hosts: [github.com, api.github.com]}]`,
-		Doc:     `credentials commands use but never see (allowlist profile only): the variable name holds a stand-in of the real value's length and shape, and corral's proxy puts the real value (from env:VAR or file:/abs/path, read on the host) into the Authorization, x-api-key and listed headers of HTTPS requests to hosts only (kind: aws pairs, with secret_from, are re-signed with SigV4; git gets corral as credential helper, username optional; files: [~/.netrc, ...] shows those credential files read-only with the stand-in in place of the real value; on docker and kubernetes below the container's HOME, /tmp); the hosts are allowed egress`,
+		Doc:     `credentials commands use but never see (allowlist profile only): the variable name holds a stand-in of the real value's length and shape, and corral's proxy puts the real value (from env:VAR or file:/abs/path, read on the host) into the Authorization, x-api-key and listed headers of HTTPS requests to hosts only (kind: aws pairs, with secret_from, are re-signed with SigV4; git gets corral as credential helper, username optional; files: [~/.netrc, ...] shows those credential files (.npmrc, .netrc, .git-credentials, Docker's config.json, .pypirc) read-only with only the entries that hold a secret's value, the stand-in in its place; on docker and kubernetes below the container's HOME, /tmp); the hosts' answers are scrubbed of the real value; the hosts are allowed egress`,
 		field:   func(s *Settings) any { return &s.Secrets },
 	},
 	{

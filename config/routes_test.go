@@ -323,3 +323,47 @@ func TestRouteToDocker(t *testing.T) {
 		t.Errorf("ForSession(tg:42).Backend = %q", got)
 	}
 }
+
+// TestRouteEmptySecrets: a route's secrets: [] leaves its sessions none of
+// the secrets key's, says so in its origin, and shows as [] (a route that
+// leaves the field out inherits them).
+func TestRouteEmptySecrets(t *testing.T) {
+	p := writeFile(t, `profile: allowlist
+secrets: [{name: GITHUB_TOKEN, from: "env:GH", hosts: [api.github.com]}]
+routes:
+  - {sessions: "untrusted:*", secrets: []}
+  - {sessions: "*"}
+`)
+	s, err := Load(p, testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ForSession("untrusted:1"); len(got.Secrets) != 0 {
+		t.Errorf("secrets of a session whose route says secrets: [] = %v, want none", got.Secrets)
+	} else if src, where := got.Source("secrets"); src != SourceRoute || where != "routes[0]" {
+		t.Errorf("Source(secrets) = %s %s, want the route", src, where)
+	}
+	if got := s.ForSession("other"); len(got.Secrets) != 1 {
+		t.Errorf("a route without secrets: %v, want the inherited one", got.Secrets)
+	}
+	if out := format(s.Routes); !strings.Contains(out, `"sessions":"untrusted:*","secrets":[]`) || strings.Count(out, "secrets") != 1 {
+		t.Errorf("routes shown as %s, want secrets: [] on the first only", out)
+	}
+}
+
+// TestSetRoutesKeepsEmptySecrets: corral config set routes writes a
+// route's secrets: [] to the file, and it reads back as an empty list
+// (omitempty would drop it, and the route would inherit the secrets).
+func TestSetRoutesKeepsEmptySecrets(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := set(p, "routes", `[{sessions: "free:*", secrets: []}, {sessions: "x:*", profile: workspace}]`, testEnv); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(p, testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.Routes; len(r) != 2 || r[0].Secrets == nil || len(r[0].Secrets) != 0 || r[1].Secrets != nil {
+		t.Errorf("routes read back as %+v, want secrets: [] on the first only", r)
+	}
+}

@@ -42,6 +42,18 @@
 // their blind tunnel, where a stand-in cannot be seen (it is worthless
 // there).
 //
+// What a secret's host answers (issue 26, scrub.go) is scrubbed of the
+// real values of the secrets that belong to it (secrets.ScrubPairs)
+// before the client sees it: header fields, 1xx answers, trailers and the
+// body as a stream, and the server side of a WebSocket connection. Those
+// requests ask for the identity coding; a gzip, deflate or br body is
+// decoded (decode.go), any other coding refused (502,
+// secret.response_refused). TRACE, TRACK, a CONNECT inside a terminated
+// connection and upgrades other than WebSocket are refused
+// (secret.request_refused); replacements are logged as secret.scrubbed.
+// A SOCKS5 CONNECT to a secret's host is refused (secret.socks_refused):
+// its blind tunnel could bring back a value the host keeps.
+//
 // What the filter does not do: it cannot see inside TLS, so a client that
 // tunnels to an allowed host can reach whatever that host serves (domain
 // fronting through a CDN included); it handles TCP only (no UDP, so no

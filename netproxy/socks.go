@@ -21,6 +21,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"github.com/corralhq/corral/netproxy/internal/relay"
+	"github.com/corralhq/corral/secrets"
 	"io"
 	"log/slog"
 	"net"
@@ -90,6 +91,15 @@ func (s *Server) serveSOCKS(c net.Conn) {
 		return
 	}
 	if !s.check(s.ctx, "socks5", req.host, req.port) {
+		_ = writeSOCKSReply(c, socksRepNotAllowed)
+		return
+	}
+	if len(s.secrets) > 0 && secrets.Declares(s.secrets, req.host) {
+		// A secret's host is reached through the HTTP proxy only, where
+		// its answers are scrubbed: a blind tunnel to it could bring back
+		// a real value the host keeps (issue 26).
+		s.log.LogAttrs(s.ctx, slog.LevelWarn, "secret.socks_refused",
+			slog.String("session", s.session), slog.String("host", req.host), slog.String("port", req.port))
 		_ = writeSOCKSReply(c, socksRepNotAllowed)
 		return
 	}

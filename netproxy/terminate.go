@@ -22,7 +22,8 @@ import (
 // tunnelled blind but terminated with a certificate from corral's CA, and
 // each request inside is forwarded upstream over a new, verified TLS
 // connection with the secrets' stand-ins replaced by their real values
-// (secrets.Substitute). Every other CONNECT keeps its blind tunnel.
+// (secrets.Substitute), and each answer is scrubbed of them (scrub.go).
+// Every other CONNECT keeps its blind tunnel.
 
 // terminatedConn is the client side of a terminated CONNECT: the hijacked
 // connection, with the bytes net/http had already buffered (the start of
@@ -102,11 +103,13 @@ func (s *Server) startTerminator(opts Options) {
 				pr.Out.URL.Host = tc.host
 			}
 			pr.Out.Host = ""
+			prepareSecretHostRequest(pr.Out.Header)
 		},
-		Transport:     s.termTransport,
-		FlushInterval: -1,
-		ErrorHandler:  s.terminatedError,
-		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		Transport:      &scrubTransport{s: s, rt: s.termTransport},
+		ModifyResponse: s.scrubResponse,
+		FlushInterval:  -1,
+		ErrorHandler:   s.terminatedError,
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	s.termSrv = &http.Server{
 		Handler:           http.HandlerFunc(s.serveTerminatedRequest),
@@ -219,6 +222,9 @@ func (s *Server) serveTerminatedRequest(w http.ResponseWriter, r *http.Request) 
 		refuse(w, fmt.Sprintf("corral proxy: refused: the request's Host %q is not the host this connection was opened to (%s)", r.Host, tc.host))
 		return
 	}
+	if s.refuseMethod(w, r, tc.host) {
+		return
+	}
 	if !s.substitute(w, r, tc.host, true) {
 		return
 	}
@@ -276,6 +282,9 @@ func refuse(w http.ResponseWriter, msg string) {
 
 // terminatedError answers a terminated request whose upstream failed.
 func (s *Server) terminatedError(w http.ResponseWriter, r *http.Request, err error) {
+	if s.refuseUnscrubbable(w, r, err) {
+		return
+	}
 	tc, _ := r.Context().Value(terminatedKey{}).(*terminatedConn)
 	host, port := "", ""
 	if tc != nil {

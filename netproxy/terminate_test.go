@@ -15,12 +15,14 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/corralhq/corral/internal/testcert"
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/secrets"
 )
 
@@ -59,8 +61,24 @@ func newSecretWorld(t testing.TB) *secretWorld {
 	w.up = httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.mu.Lock()
-		w.arrivals = append(w.arrivals, fmt.Sprintf("%s %s auth=%s key=%s body=%s", r.Host, r.Proto, r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"), body))
+		w.arrivals = append(w.arrivals, fmt.Sprintf("%s %s auth=%s key=%s body=%s ae=%q ext=%q", r.Host, r.Proto, r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"), body, r.Header.Get("Accept-Encoding"), r.Header.Get("Sec-WebSocket-Extensions")))
 		w.mu.Unlock()
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/reflect"):
+			testkit.Reflect(rw, r)
+			return
+		case r.URL.Path == "/big":
+			rw.Header().Set("Content-Length", strconv.Itoa(len(bigBody())))
+			_, _ = rw.Write(bigBody())
+			return
+		case r.URL.Path == "/holds-ai":
+			// A host that holds another host's secret.
+			fmt.Fprintf(rw, "ai=%s", w.ai.Value)
+			return
+		case strings.HasPrefix(r.URL.Path, "/ws"):
+			serveRawUpgrade(rw, r, testkit.ReflectedToken(r))
+			return
+		}
 		fmt.Fprintf(rw, "up host=%s proto=%s", r.Host, r.Proto)
 	}))
 	w.up.EnableHTTP2 = true
@@ -71,6 +89,11 @@ func newSecretWorld(t testing.TB) *secretWorld {
 		w.mu.Lock()
 		w.arrivals = append(w.arrivals, "plain "+r.Host)
 		w.mu.Unlock()
+		if r.URL.Path == "/holds" {
+			// A secret's host that holds its value, over plain HTTP.
+			rw.Header().Set("X-Token", w.gh.Value)
+			fmt.Fprintf(rw, "token=%s", w.gh.Value)
+		}
 	}))
 	t.Cleanup(plain.Close)
 	var err error

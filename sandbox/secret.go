@@ -114,6 +114,23 @@ func CheckSecrets(p Policy) error {
 		ErrBadRequest, strings.Join(names, ", "), prof)
 }
 
+// SecretBackends are the backends that carry secrets, under the allowlist
+// profile: those whose sandboxes reach the network through corral's
+// egress proxy, which swaps the stand-ins.
+var SecretBackends = []string{"bwrap", "docker", "kubernetes"}
+
+// NoSecretsBackendError is the refusal of a policy with secrets by a
+// backend without corral's egress proxy (local): it names the secrets and
+// the backends that have them. It wraps ErrBadRequest. Pure.
+func NoSecretsBackendError(backend string, p Policy) error {
+	names := make([]string, len(p.Secrets))
+	for i, s := range p.Secrets {
+		names[i] = s.Name
+	}
+	return fmt.Errorf("%w: secrets (%s) need a backend with corral's egress proxy under the allowlist profile: %s; the %s backend has none (use one of those, or leave the secrets out for this session, for example with a route's secrets: [])",
+		ErrBadRequest, strings.Join(names, ", "), strings.Join(SecretBackends, ", "), backend)
+}
+
 // SecretHosts returns the hosts of every secret, in order, for the
 // allowlist (a secret's hosts are implicitly allowed egress).
 func SecretHosts(secrets []Secret) []string {

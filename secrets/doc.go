@@ -22,10 +22,21 @@
 //     uses to terminate TLS for the hosts some secret names (and for no
 //     other host), so that it can see and rewrite those requests.
 //   - [Resolve] reads the real values on the host (env:VAR, file:/path).
+//   - [Scrubber] and [ScrubPairs] take the real values back out of what a
+//     secret's host answers (issue 26): every form of [EncodedForms] (raw,
+//     URL, JSON, base64 and base64url alone and inside longer data) of the
+//     values of the secrets that belong to that host is replaced by the
+//     stand-in's same form, in a stream that is never held whole.
 //   - [CredentialFiles] writes a secret's credential files (a .netrc, an
-//     .npmrc) as copies with every real value replaced by its stand-in
-//     ([ReplaceValues], pure), for a backend to bind over the originals.
+//     .npmrc, .git-credentials, Docker's config.json, .pypirc) as copies
+//     that hold only the entries with a declared real value, each with its
+//     stand-in in the format's encoding ([FilterCredentials], pure), for a
+//     backend to bind over the originals; a file it cannot parse is
+//     refused ([ErrUnparsable]).
+//   - [ProtectProcess] makes corral non-dumpable before Resolve reads a
+//     value: no core of it holds one.
 //
-// Everything but CA's files and Resolve is pure and table-tested. No
-// function of the package puts a real value in an error message.
+// Everything but CA's files, Resolve and ProtectProcess is pure and
+// table-tested. No function of the package puts a real value in an error
+// message.
 package secrets

@@ -109,29 +109,40 @@ func ReplaceValues(data []byte, secs []Secret) []byte {
 	return out
 }
 
-// holdsValue reports whether data holds any real value of secs.
+// holdsValue reports whether data holds any real value of secs in any of
+// the forms a response scrubber looks for (EncodedForms).
 func holdsValue(data []byte, secs []Secret) bool {
+	var pairs []Pair
 	for _, s := range secs {
-		if s.Value != "" && bytes.Contains(data, []byte(s.Value)) {
-			return true
+		if s.Value != "" && s.StandIn != "" {
+			pairs = append(pairs, EncodedForms(s.Name, s.Value, s.StandIn)...)
 		}
-		if s.SecretValue != "" && bytes.Contains(data, []byte(s.SecretValue)) {
+		if s.SecretValue != "" && s.SecretStandIn != "" {
+			pairs = append(pairs, EncodedForms(s.SecretName, s.SecretValue, s.SecretStandIn)...)
+		}
+		if s.Value != "" && bytes.Contains(data, []byte(s.Value)) || s.SecretValue != "" && bytes.Contains(data, []byte(s.SecretValue)) {
 			return true
 		}
 	}
-	return false
+	if len(pairs) == 0 {
+		return false
+	}
+	sc, err := NewScrubber(pairs)
+	return err != nil || len(sc.Bytes(bytes.Clone(data))) > 0
 }
 
 // CredentialFiles reads the Files of specs (resolved as secs, in the same
-// order) on the host, home being the caller's home for "~/", and writes
-// each substituted copy (ReplaceValues with all of secs, so one file may
-// carry several secrets) to dir/HASH-NAME: 0600 in a 0700
+// order) on the host, home being the caller's home for "~/", parses each
+// by its name (FormatOf) and writes its copy (FilterCredentials with all
+// of secs, so one file may carry several secrets: only their entries,
+// with stand-ins, then ReplaceValues) to dir/HASH-NAME: 0600 in a 0700
 // directory, named by its path and content so a changed source gives a
 // new copy and a running sandbox keeps the one it has. No copy ever holds
-// a real value (checked after substitution). Errors wrap ErrUnusable
-// (bad path, missing, not a regular file, larger than
-// MaxCredentialFileBytes) or are the write's; they name the secret and
-// "files", never a value.
+// a real value in any form a response scrubber knows (checked after
+// substitution). Errors wrap ErrUnusable (bad path, missing, not a
+// regular file, larger than MaxCredentialFileBytes; ErrUnparsable: a kind
+// of file corral does not parse, or one not valid in its format) or are
+// the write's; they name the secret and "files", never a value.
 func CredentialFiles(dir, home string, specs []sandbox.Secret, secs []Secret) ([]FileCopy, error) {
 	var out []FileCopy
 	for _, sp := range specs {
@@ -149,7 +160,20 @@ func CredentialFiles(dir, home string, specs []sandbox.Secret, secs []Secret) ([
 			if err != nil {
 				return nil, fmt.Errorf("%w %s: %v", ErrUnusable, key, err)
 			}
-			sub := ReplaceValues(data, secs)
+			format := FormatOf(given, p)
+			if isSourceFile(specs, given, p) {
+				format = FormatValueFile
+			}
+			if format == "" {
+				return nil, fmt.Errorf("%w %s: corral cannot parse this kind of file, and will not show it whole (it may hold other credentials); it parses %s", ErrUnparsable, key, KnownFormats)
+			}
+			sub, err := FilterCredentials(format, data, secs)
+			if err != nil {
+				return nil, fmt.Errorf("%w %s (read as %s): %v", ErrUnparsable, key, format, err)
+			}
+			// A value in a setting that is no credential (a query string)
+			// becomes the stand-in too; any form of one left refuses.
+			sub = ReplaceValues(sub, secs)
 			if holdsValue(sub, secs) {
 				return nil, fmt.Errorf("%w %s: a real value survived the substitution", ErrUnusable, key)
 			}
@@ -161,6 +185,26 @@ func CredentialFiles(dir, home string, specs []sandbox.Secret, secs []Secret) ([
 		}
 	}
 	return out, nil
+}
+
+// isSourceFile reports whether given (or p, its symlinks resolved) is the
+// file: source of one of specs.
+func isSourceFile(specs []sandbox.Secret, given, p string) bool {
+	for _, sp := range specs {
+		for _, src := range sp.Sources() {
+			f, ok := sandbox.SourceFile(src)
+			if !ok {
+				continue
+			}
+			if r, err := filepath.EvalSymlinks(f); err == nil {
+				f = r
+			}
+			if f == given || f == p {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func readCredentialFile(p string) ([]byte, error) {

@@ -118,7 +118,11 @@ func TestCredentialFiles(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(home, "dir"), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	write("hosts.yml", "github.com:\n  oauth_token: ghp_REALREALREAL\n")
+	write(".pypirc", "password = ghp_REALREALREAL\n")
 	bad := []struct{ file, want string }{
+		{"~/hosts.yml", `GH files[0] "~/hosts.yml": corral cannot parse this kind of file`},
+		{"~/.pypirc", `GH files[0] "~/.pypirc" (read as pypirc): .pypirc line 1 is not a [section]`},
 		{"relative/.netrc", `GH files[0] "relative/.netrc": is not an absolute path`},
 		{"~/missing", `GH files[0] "~/missing": cannot open the file`},
 		{"~/dir", `GH files[0] "~/dir": is not a regular file`},
@@ -157,7 +161,7 @@ func TestStale(t *testing.T) {
 func TestPruneCopies(t *testing.T) {
 	home := t.TempDir()
 	dir := filepath.Join(t.TempDir(), "secretfiles")
-	if err := os.WriteFile(filepath.Join(home, ".netrc"), []byte("password ghp_REALREALREAL\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(home, ".netrc"), []byte("machine m.test password ghp_REALREALREAL\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	specs := []sandbox.Secret{{Name: "GH", Files: []string{"~/.netrc"}}}

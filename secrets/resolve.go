@@ -24,9 +24,16 @@ var ErrUnusable = fmt.Errorf("%w: secret", sandbox.ErrBadRequest)
 // caller's own environment (for "env:VAR"); "file:/path" is read whole,
 // one trailing newline dropped. A value must be at least [MinValueLen]
 // bytes of printable ASCII without spaces (it travels in an HTTP header),
-// and its stand-in must differ from it. Errors wrap [ErrUnusable] and name
-// the secret and the source.
+// and its stand-in must differ from it. Before reading anything it makes
+// the process non-dumpable ([ProtectProcess]). Errors wrap [ErrUnusable]
+// and name the secret and the source.
 func Resolve(specs []sandbox.Secret, getenv func(string) (string, bool), key []byte) ([]Secret, error) {
+	if len(specs) > 0 {
+		// From here on the process holds real values: no core of it.
+		if err := ProtectProcess(); err != nil {
+			return nil, fmt.Errorf("%w: corral cannot keep its memory out of core dumps, so it reads no value: %v", ErrUnusable, err)
+		}
+	}
 	out := make([]Secret, 0, len(specs))
 	for _, sp := range specs {
 		v, si, err := resolveOne(sp.Name, sp.From, getenv, key)

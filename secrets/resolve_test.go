@@ -60,3 +60,15 @@ func TestResolve(t *testing.T) {
 		t.Errorf("SourceVars = %q", v)
 	}
 }
+
+// TestResolveProtectsProcess: once Resolve has read a value the process
+// is not dumpable (no core of it can hold the value).
+func TestResolveProtectsProcess(t *testing.T) {
+	getenv := func(string) (string, bool) { return "ghp_RealRealRealReal01", true }
+	if _, err := Resolve([]sandbox.Secret{{Name: "GH", From: "env:X", Hosts: []string{"h.example"}}}, getenv, []byte("0123456789abcdef")); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := Dumpable(); err != nil || d {
+		t.Errorf("Dumpable() = %v, %v after Resolve; want false", d, err)
+	}
+}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/corralhq/corral/backend/kubernetes"
 	"github.com/corralhq/corral/handback"
+	"github.com/corralhq/corral/internal/startdir"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/transfer"
 )
@@ -249,7 +250,7 @@ func CopyIn(ctx context.Context, w *Workspace, src, dst string) (Result, error) 
 	if err != nil {
 		return Result{}, err
 	}
-	abs, err := filepath.Abs(src)
+	abs, err := startdir.Abs(src)
 	if err != nil {
 		return Result{}, err
 	}
@@ -302,7 +303,7 @@ func CopyOut(ctx context.Context, w *Workspace, src, dst string, o Out) (Result,
 	if rel == "." {
 		top = path.Base(w.Root)
 	}
-	abs, err := filepath.Abs(dst)
+	abs, err := startdir.Abs(dst)
 	if err != nil {
 		return Result{}, err
 	}
@@ -357,7 +358,7 @@ func pull(ctx context.Context, w *Workspace, rel, top, root string, o transfer.O
 // protected paths; pulling holds back what o does not include of the
 // risky paths, and never deletes one on the host.
 func Sync(ctx context.Context, w *Workspace, dir string, pullBack, del bool, o Out) (Result, error) {
-	abs, err := filepath.Abs(dir)
+	abs, err := startdir.Abs(dir)
 	if err != nil {
 		return Result{}, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/corralhq/corral/layer"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/secrets"
 )
 
 // Review mode: the sandbox writes its working directory, the host's files
@@ -138,5 +139,23 @@ func TestReviewLayerRefusals(t *testing.T) {
 		if !errors.Is(err, sandbox.ErrPolicy) || !strings.Contains(err.Error(), other) {
 			t.Errorf("another working directory: %v", err)
 		}
+	}
+}
+
+// TestReviewLayerNotDumpable: a corral that holds a secret's value is not
+// dumpable (secrets.ProtectProcess) and so cannot write a child's uid
+// map; a review layer still mounts for a caller who is not root (its
+// holder starts in two stages). Root's holder always does.
+func TestReviewLayerNotDumpable(t *testing.T) {
+	e := newEnv(t)
+	if err := secrets.ProtectProcess(); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(e.work, "a.txt"), []byte("old\n"), 0o644)
+	layerDir := filepath.Join(e.base, "layer")
+	o := e.sh(`echo new > a.txt && cat a.txt`, func(r *sandbox.Request) { r.LayerDir = layerDir })
+	mustContain(t, o, "new")
+	if b, _ := os.ReadFile(filepath.Join(e.work, "a.txt")); string(b) != "old\n" {
+		t.Errorf("host a.txt changed: %q", b)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/reexec"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/secrets"
 )
 
 // Review mode (workspace_mode: review) puts a session's working directory
@@ -89,7 +90,8 @@ const layerReadyTimeout = 15 * time.Second
 // waits for that copy: a root caller's
 // holder is started by a thread holding run_as's identity, whose process
 // is not dumpable (prctl(2) PR_SET_DUMPABLE, reset by the change of
-// credentials), so that thread cannot write a child's uid map
+// credentials), and so is a corral that holds a secret's value
+// (secrets.ProtectProcess), so neither can write a child's uid map
 // (/proc/PID/uid_map is root's then); a freshly executed process is
 // dumpable and can.
 func layerHoldMain(args []string) int {
@@ -370,7 +372,11 @@ func (b *Backend) layerFor(bin *Binary, req *sandbox.Request, first func() (*Pla
 		}
 		h, err = startRootLayerHolder(l, gen, plan, ra, reach...)
 	} else {
-		h, err = startLayerHolder(l, gen, false)
+		// Once corral holds a secret's value it is not dumpable
+		// (secrets.ProtectProcess), and cannot write a child's uid map:
+		// the holder then starts in two stages, as a root caller's does.
+		dumpable, derr := secrets.Dumpable()
+		h, err = startLayerHolder(l, gen, derr != nil || !dumpable)
 	}
 	if err != nil {
 		return nil, err
@@ -463,7 +469,7 @@ func startRootLayerHolder(l *layer.Layer, gen int64, plan *Plan, ra sandbox.RunA
 // user and mount namespaces, the caller mapped to uid 0 (user_namespaces(7):
 // an unprivileged process may map its own ids), mounting the overlay. exe,
 // twoStage starts it first without namespaces, from a root caller's thread
-// holding run_as (see layerHoldMain).
+// holding run_as or a process that is not dumpable (see layerHoldMain).
 func startLayerHolder(l *layer.Layer, gen int64, twoStage bool) (*layerHolder, error) {
 	unavailable := func(format string, a ...any) error {
 		return fmt.Errorf("%w: the session's review layer could not be mounted, so the command does not run: %s", sandbox.ErrUnavailable, fmt.Sprintf(format, a...))

@@ -92,6 +92,11 @@ func newSecretsWorld(t *testing.T, e *env) *secretsWorld {
 		w.mu.Lock()
 		w.arrivals = append(w.arrivals, fmt.Sprintf("%s %s %s auth=%s key=%s body=%s", hostOnly(r.Host), r.Method, r.URL.Path, auth, r.Header.Get("X-Api-Key"), body))
 		w.mu.Unlock()
+		if strings.HasPrefix(r.URL.Path, "/reflect") {
+			// A secret's host that hands the credential back.
+			testkit.Reflect(rw, r)
+			return
+		}
 		if h := hostOnly(r.Host); h == "s3.allowed.test" || h == "sts.allowed.test" {
 			// A service that checks the signature with the real pair
 			// (the stand-in's "re-signing" to a throwaway pair fails

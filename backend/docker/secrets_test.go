@@ -74,6 +74,11 @@ func newSecretsFixture(t *testing.T) *secretsFixture {
 		sf.mu.Lock()
 		sf.arrivals = append(sf.arrivals, host+" auth="+r.Header.Get("Authorization"))
 		sf.mu.Unlock()
+		if strings.HasPrefix(r.URL.Path, "/reflect") {
+			// A secret's host that hands the credential back.
+			testkit.Reflect(w, r)
+			return
+		}
 		if host == "npm.allowed.test" {
 			// A registry that takes any publish.
 			w.Header().Set("Content-Type", "application/json")

@@ -67,6 +67,11 @@ func newEgressKube(t *testing.T) *egressKube {
 		k.mu.Lock()
 		k.arrivals = append(k.arrivals, host+r.URL.Path+" auth="+r.Header.Get("Authorization"))
 		k.mu.Unlock()
+		if strings.HasPrefix(r.URL.Path, "/reflect") {
+			// A secret's host that hands the credential back.
+			testkit.Reflect(w, r)
+			return
+		}
 		fmt.Fprintf(w, "hello %s", host)
 	})
 	cert, _ := testcert.New(t, "allowed.test", "*.allowed.test")

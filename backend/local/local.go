@@ -52,7 +52,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if len(req.Secrets) > 0 {
 		// No sandbox, no proxy: nothing could keep the real value from
 		// the command or swap a stand-in for it.
-		return nil, fmt.Errorf("%w: secrets need the bwrap backend with the allowlist profile; the local backend has no egress proxy", sandbox.ErrBadRequest)
+		return nil, sandbox.NoSecretsBackendError("local", req.Policy)
 	}
 	dir := req.Dir
 	if dir == "" {

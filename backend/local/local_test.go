@@ -3,6 +3,7 @@ package local
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os/exec"
 	"strings"
@@ -45,6 +46,23 @@ func TestEnvPolicy(t *testing.T) {
 	for _, m := range envsecrets.Markers {
 		if strings.Contains(logged.String(), m) {
 			t.Errorf("the log holds a withheld value (%q)", m)
+		}
+	}
+}
+
+// TestSecretsRefusedNamingBackends: the local backend refuses secrets, and
+// its message names the secret and every backend that has them.
+func TestSecretsRefusedNamingBackends(t *testing.T) {
+	var out bytes.Buffer
+	req := &sandbox.Request{Argv: []string{"true"}, Stdout: &out, Stderr: &out,
+		Policy: sandbox.Policy{Workdir: t.TempDir(), Profile: sandbox.ProfileAllowlist, Secrets: []sandbox.Secret{{Name: "GITHUB_TOKEN", From: "env:GH", Hosts: []string{"api.github.com"}}}}}
+	_, err := New(nil).Run(context.Background(), req)
+	if !errors.Is(err, sandbox.ErrBadRequest) {
+		t.Fatalf("Run = %v, want ErrBadRequest", err)
+	}
+	for _, want := range []string{"GITHUB_TOKEN", "bwrap", "docker", "kubernetes", "local backend has none", "secrets: []"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %q does not name %q", err, want)
 		}
 	}
 }

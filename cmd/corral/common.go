@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"github.com/corralhq/corral/internal/startdir"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/corralhq/corral"
@@ -68,7 +68,7 @@ func (g *globalOptions) selfCommand() []string {
 	}
 	argv := []string{exe}
 	if g.configPath != "" {
-		if abs, err := filepath.Abs(g.configPath); err == nil {
+		if abs, err := startdir.Abs(g.configPath); err == nil {
 			argv = append(argv, "--config", abs)
 		}
 	}

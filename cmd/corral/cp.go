@@ -14,6 +14,7 @@ import (
 	"github.com/corralhq/corral/backend/kubernetes"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/handback"
+	"github.com/corralhq/corral/internal/startdir"
 	"github.com/corralhq/corral/mcpserver"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/wscopy"
@@ -187,7 +188,7 @@ func sessionOrDir(name string) (string, error) {
 	if name != "" {
 		return name, nil
 	}
-	wd, err := os.Getwd()
+	wd, err := startdir.Get()
 	if err != nil {
 		return "", fmt.Errorf("finding the current directory: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/corralhq/corral/internal/startdir"
 	"github.com/corralhq/corral/reexec"
 	"github.com/corralhq/corral/sandbox"
 
@@ -26,9 +27,18 @@ import (
 // the command line, settings or backends are touched: the allowlist
 // forwarder and trampoline (package egress/inside), the file server
 // (package sandboxfs, on CORRAL_SANDBOXFS), the port relay (package
-// portfwd) and the docker helpers (package inside).
+// portfwd) and the docker helpers (package inside). The CLI then leaves
+// its working directory for "/" (package startdir).
 func main() {
 	reexec.Init()
+	// corral does not stay in the directory it was started in, usually
+	// the project its sandboxes write: a crash there would leave a core
+	// in their reach (issue 26). Paths given relative to it are resolved
+	// by package startdir.
+	if err := startdir.Leave("/"); err != nil {
+		fmt.Fprintf(os.Stderr, "corral: %v\n", err)
+		os.Exit(sandbox.ExitCorralError)
+	}
 	os.Exit(realMain())
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/corralhq/corral/backend/bwrap"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/internal/rmtree"
+	"github.com/corralhq/corral/internal/startdir"
 	"github.com/corralhq/corral/internal/tail"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
@@ -210,11 +211,9 @@ func parseBindFlag(s string) (sandbox.Bind, error) {
 	if s == "" {
 		return b, fmt.Errorf("--bind: empty value; want SRC[:DEST][:rw]")
 	}
-	if _, err := os.Lstat(s); err == nil {
-		abs, err := filepath.Abs(s)
-		if err != nil {
-			return b, err
-		}
+	if abs, err := startdir.Abs(s); err != nil {
+		return b, err
+	} else if _, err := os.Lstat(abs); err == nil {
 		b.Src = abs
 		return b, nil
 	}
@@ -249,7 +248,7 @@ func parseBindFlag(s string) (sandbox.Bind, error) {
 		return b, fmt.Errorf("--bind %q: want SRC[:DEST][:rw] (write a colon inside a path as \\:)", s)
 	}
 	if !filepath.IsAbs(b.Src) {
-		abs, err := filepath.Abs(b.Src)
+		abs, err := startdir.Abs(b.Src)
 		if err != nil {
 			return b, err
 		}

@@ -2,8 +2,10 @@
 // share: a hash of a directory tree (to prove a host tree unchanged), a
 // buffer that collects log records written from many goroutines, and a
 // JDK with a trust store of its own (the bwrap and docker Java tests),
-// random letters and digits for the secrets tests' real values, and a
-// command whose stdout and stderr must arrive in the order written.
+// random letters and digits for the secrets tests' real values, a
+// command whose stdout and stderr must arrive in the order written, and
+// a server that reflects the credential it gets (Reflect) with the
+// checks of what a sandbox then sees (CheckReflect).
 package testkit
 
 import (

@@ -1,0 +1,409 @@
+package secrets
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+// A value with bytes that every encoding escapes differently, and its
+// stand-in as StandIn makes it.
+const (
+	scrubValue = `ghp_Ab3/dE+f9<h&"Ij\Kl0=mNoPq`
+)
+
+func scrubStandIn(t testing.TB) string {
+	t.Helper()
+	si, ok := StandIn([]byte("0123456789abcdef0123456789abcdef"), "GH", scrubValue)
+	if !ok || len(si) != len(scrubValue) {
+		t.Fatalf("StandIn = %q, %v", si, ok)
+	}
+	return si
+}
+
+func mustScrubber(t testing.TB, pairs []Pair) *Scrubber {
+	t.Helper()
+	s, err := NewScrubber(pairs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestScrubEncodings puts the value into a response in every form
+// EncodedForms covers, scrubs it, decodes each form again and checks
+// that the real value is gone and the stand-in is there instead (all of
+// it where the value is alone or ends the data, all but the bits shared
+// with a neighbour where it sits inside longer base64 data).
+func TestScrubEncodings(t *testing.T) {
+	v, si := scrubValue, scrubStandIn(t)
+	s := mustScrubber(t, EncodedForms("GH", v, si))
+	jsonGo, _ := json.Marshal(v) // Go escapes <, > and & as \u003c...
+	b64 := func(enc *base64.Encoding, x string) string { return enc.EncodeToString([]byte(x)) }
+	type form struct {
+		name   string
+		encode func(string) string
+		decode func(string) (string, error)
+	}
+	unb64 := func(enc *base64.Encoding) func(string) (string, error) {
+		return func(x string) (string, error) { b, err := enc.DecodeString(x); return string(b), err }
+	}
+	forms := []form{
+		{"raw", func(x string) string { return x }, func(x string) (string, error) { return x, nil }},
+		{"query escape", url.QueryEscape, url.QueryUnescape},
+		{"path escape", url.PathEscape, url.PathUnescape},
+		{"query escape, lower-case hex", func(x string) string { return lowerPercent(url.QueryEscape(x)) }, url.QueryUnescape},
+		{"json (Go)", func(x string) string { b, _ := json.Marshal(x); return string(b) }, func(x string) (string, error) {
+			var out string
+			err := json.Unmarshal([]byte(x), &out)
+			return out, err
+		}},
+		{"json with \\/", func(x string) string { return `"` + jsonString(x, false, true) + `"` }, func(x string) (string, error) {
+			var out string
+			err := json.Unmarshal([]byte(x), &out)
+			return out, err
+		}},
+	}
+	for _, enc := range []struct {
+		name string
+		e    *base64.Encoding
+	}{{"std", base64.StdEncoding}, {"std raw", base64.RawStdEncoding}, {"url", base64.URLEncoding}, {"url raw", base64.RawURLEncoding}} {
+		forms = append(forms, form{"base64 " + enc.name + " alone", func(x string) string { return b64(enc.e, x) }, unb64(enc.e)})
+		for _, user := range []string{"", "u", "us", "x-access-token", "ab"} {
+			forms = append(forms, form{"base64 " + enc.name + " basic " + user + ":token", func(x string) string { return b64(enc.e, user+":"+x) },
+				func(x string) (string, error) { d, err := unb64(enc.e)(x); return strings.TrimPrefix(d, user+":"), err }})
+		}
+	}
+	if !strings.Contains(string(jsonGo), `\u003c`) {
+		t.Fatalf("json.Marshal did not escape <: %s", jsonGo)
+	}
+	for _, f := range forms {
+		t.Run(f.name, func(t *testing.T) {
+			enc := f.encode(v)
+			body := []byte("before [" + enc + "] after")
+			h := s.Bytes(body)
+			got := string(body)
+			if h.Total() == 0 || h["GH"] == 0 {
+				t.Fatalf("no replacement in %q", got)
+			}
+			inner := got[len("before [") : len(got)-len("] after")]
+			dec, err := f.decode(inner)
+			if err != nil {
+				t.Fatalf("the scrubbed form %q no longer decodes: %v", inner, err)
+			}
+			// Inside a Basic credential the value's first character
+			// shares bits with the ':' before it: those may stay.
+			if len(dec) != len(si) || dec[1:] != si[1:] || strings.Contains(dec, v) {
+				t.Errorf("decoded %q, want the stand-in %q", dec, si)
+			}
+			if len(got) != len(body) {
+				t.Errorf("length changed")
+			}
+		})
+	}
+	// Inside longer base64 data, at each offset within a group, followed
+	// by more data: what decodes from the scrubbed text holds the
+	// stand-in but for the bits the value's first and last characters
+	// share with their neighbours, and never the real value.
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawURLEncoding} {
+		for pre := range 6 {
+			for post := range 4 {
+				data := strings.Repeat("\xfb", pre) + v + strings.Repeat("\xff", post)
+				text := []byte(enc.EncodeToString([]byte(data)))
+				if s.Bytes(text).Total() == 0 {
+					t.Errorf("pre %d post %d: not found in %s", pre, post, text)
+					continue
+				}
+				dec, err := enc.DecodeString(string(text))
+				if err != nil {
+					t.Fatalf("pre %d post %d: %v", pre, post, err)
+				}
+				mid := string(dec[pre : pre+len(v)])
+				if strings.Contains(string(dec), v) || !strings.Contains(mid, si[1:len(si)-1]) {
+					t.Errorf("pre %d post %d: decodes to %q, want the stand-in %q (its ends may keep a few bits)", pre, post, mid, si)
+				}
+			}
+		}
+	}
+}
+
+// TestScrubPairsOnlyBound: a host's answers are scrubbed of the values of
+// the secrets it was given, not of the others'.
+func TestScrubPairsOnlyBound(t *testing.T) {
+	gh := Secret{Name: "GH", Value: "ghp_RealRealRealReal01", StandIn: "ghp_StndStndStndStnd98", Hosts: []string{"api.github.com", "*.github.com"}}
+	ai := Secret{Name: "AI", Value: "sk-ant-RealRealReal01", StandIn: "sk-ant-StndStndStnd98", Hosts: []string{"ai.example"}}
+	aws := Secret{Name: "AK", Kind: KindAWS, Value: "AKIAREALREALREALREAL", StandIn: "AKIASTNDSTNDSTNDSTND", SecretName: "SK", SecretValue: "realSecretAccessKey/0123456789abcdefghij", SecretStandIn: "stndSecretAccessKey/9876543210zyxwvutsrq", Hosts: []string{"s3.example"}}
+	all := []Secret{gh, ai, aws}
+	names := func(ps []Pair) []string {
+		var out []string
+		for _, p := range ps {
+			if !slices.Contains(out, p.Name) {
+				out = append(out, p.Name)
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		host string
+		want []string
+	}{
+		{"api.github.com", []string{"GH"}},
+		{"x.y.github.com", []string{"GH"}},
+		{"ai.example", []string{"AI"}},
+		{"s3.example", []string{"AK", "SK"}},
+		{"other.example", nil},
+	} {
+		if got := names(ScrubPairs(all, tc.host)); !slices.Equal(got, tc.want) {
+			t.Errorf("ScrubPairs(%s) names %v, want %v", tc.host, got, tc.want)
+		}
+	}
+	s := mustScrubber(t, ScrubPairs(all, "api.github.com"))
+	body := []byte("gh=" + gh.Value + " ai=" + ai.Value)
+	s.Bytes(body)
+	if want := "gh=" + gh.StandIn + " ai=" + ai.Value; string(body) != want {
+		t.Errorf("scrubbed %q, want %q (another host's value is not looked for)", body, want)
+	}
+	for _, p := range ScrubPairs(all, "s3.example") {
+		if len(p.Old) != len(p.New) || p.Old == p.New {
+			t.Errorf("pair %s %s: lengths %d, %d", p.Name, p.Form, len(p.Old), len(p.New))
+		}
+	}
+}
+
+// naiveScrub is the reference: leftmost, then longest, no overlaps, and
+// a start of MinPartialTail bytes or more at the very end.
+func naiveScrub(b []byte, pairs []Pair) []byte {
+	out := bytes.Clone(b)
+	for pos := 0; pos < len(out); {
+		best := -1
+		for j, p := range pairs {
+			if bytes.HasPrefix(out[pos:], []byte(p.Old)) && (best < 0 || len(p.Old) > len(pairs[best].Old)) {
+				best = j
+			}
+		}
+		if best >= 0 {
+			copy(out[pos:], pairs[best].New)
+			pos += len(pairs[best].Old)
+			continue
+		}
+		if rest := out[pos:]; len(rest) >= MinPartialTail {
+			for _, p := range pairs {
+				if len(p.Old) > len(rest) && strings.HasPrefix(p.Old, string(rest)) {
+					copy(out[pos:], p.New[:len(rest)])
+					return out
+				}
+			}
+		}
+		pos++
+	}
+	return out
+}
+
+// TestScrubberAgainstNaive compares Bytes, and Reader over every way of
+// cutting the input into reads, with the naive reference on random
+// patterns from a small alphabet (so that they overlap and nest) and
+// random texts full of them.
+func TestScrubberAgainstNaive(t *testing.T) {
+	rng := rand.New(rand.NewPCG(26, 1))
+	word := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = "abcd"[rng.IntN(4)]
+		}
+		return string(b)
+	}
+	for round := range 300 {
+		var pairs []Pair
+		seen := map[string]bool{}
+		for range 1 + rng.IntN(6) {
+			o := word(2 + rng.IntN(9))
+			if seen[o] {
+				continue
+			}
+			seen[o] = true
+			pairs = append(pairs, Pair{Old: o, New: strings.ToUpper(o), Name: "P"})
+		}
+		s := mustScrubber(t, pairs)
+		var text strings.Builder
+		for range rng.IntN(12) {
+			if rng.IntN(2) == 0 {
+				text.WriteString(pairs[rng.IntN(len(pairs))].Old)
+			} else {
+				text.WriteString(word(rng.IntN(6)))
+			}
+		}
+		in := []byte(text.String())
+		want := naiveScrub(in, pairs)
+		got := bytes.Clone(in)
+		s.Bytes(got)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("round %d: Bytes(%q) = %q, want %q (pairs %v)", round, in, got, want, pairs)
+		}
+		for chunk := 1; chunk <= len(in)+1; chunk++ {
+			var hits Hits
+			r := s.Reader(&chunkReader{data: in, n: chunk}, func(h Hits, err error) { hits = h })
+			out, err := io.ReadAll(r)
+			if err != nil || !bytes.Equal(out, want) {
+				t.Fatalf("round %d: Reader in reads of %d = %q, %v; want %q (pairs %v)", round, chunk, out, err, want, pairs)
+			}
+			if hits.Total() != s.Bytes(bytes.Clone(in)).Total() {
+				t.Fatalf("round %d: Reader counted %d, Bytes %d", round, hits.Total(), s.Bytes(bytes.Clone(in)).Total())
+			}
+		}
+	}
+}
+
+// chunkReader gives data n bytes at a time.
+type chunkReader struct {
+	data []byte
+	n    int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	k := min(c.n, len(p), len(c.data))
+	copy(p, c.data[:k])
+	c.data = c.data[k:]
+	return k, nil
+}
+
+// stepReader gives its steps one Read each; reading past the steps the
+// test allowed so far is an error the test sees.
+type stepReader struct {
+	steps   []string
+	allowed int
+	reads   int
+}
+
+var errTooFar = errors.New("read past what the test allowed")
+
+func (s *stepReader) Read(p []byte) (int, error) {
+	if s.reads >= s.allowed {
+		return 0, errTooFar
+	}
+	if s.reads >= len(s.steps) {
+		return 0, io.EOF
+	}
+	n := copy(p, s.steps[s.reads])
+	s.reads++
+	return n, nil
+}
+
+// TestScrubReaderStreams: bytes that cannot begin a value are passed on
+// from the read that brought them, without waiting for more; the start of
+// a value is held until the read that completes it, and is then replaced.
+func TestScrubReaderStreams(t *testing.T) {
+	v, si := scrubValue, scrubStandIn(t)
+	s := mustScrubber(t, EncodedForms("GH", v, si))
+	src := &stepReader{steps: []string{"data: {\"n\":1}\n\n", "data: x " + v[:9], v[9:] + " y\n\n"}, allowed: 1}
+	r := s.Reader(src, nil)
+	buf := make([]byte, 1024)
+	n, err := r.Read(buf)
+	if err != nil || string(buf[:n]) != "data: {\"n\":1}\n\n" {
+		t.Fatalf("first Read = %q, %v; want the first event whole, without reading further", buf[:n], err)
+	}
+	src.allowed = 2
+	n, err = r.Read(buf)
+	if err != nil || string(buf[:n]) != "data: x " {
+		t.Fatalf("second Read = %q, %v; want what precedes the start of the value, and the start held back", buf[:n], err)
+	}
+	src.allowed = 4
+	rest, err := io.ReadAll(r)
+	if err != nil || string(rest) != si+" y\n\n" {
+		t.Fatalf("the rest = %q, %v; want the stand-in whole", rest, err)
+	}
+}
+
+// TestScrubTruncatedEnd: a value cut short at the end of the data is
+// replaced as far as it goes, from MinPartialTail bytes on.
+func TestScrubTruncatedEnd(t *testing.T) {
+	v, si := scrubValue, scrubStandIn(t)
+	s := mustScrubber(t, EncodedForms("GH", v, si))
+	for _, k := range []int{MinPartialTail, 10, len(v) - 1} {
+		got, _ := s.String("token: " + v[:k])
+		if got != "token: "+si[:k] {
+			t.Errorf("cut at %d: %q, want %q", k, got, "token: "+si[:k])
+		}
+		out, _ := io.ReadAll(s.Reader(iotest.OneByteReader(strings.NewReader("token: "+v[:k])), nil))
+		if string(out) != "token: "+si[:k] {
+			t.Errorf("cut at %d, streamed: %q", k, out)
+		}
+	}
+	if got, h := s.String("token: " + v[:MinPartialTail-1]); got != "token: "+v[:MinPartialTail-1] || h != nil {
+		t.Errorf("a start shorter than MinPartialTail changed: %q", got)
+	}
+}
+
+func TestScrubberLeftmostLongest(t *testing.T) {
+	s := mustScrubber(t, []Pair{{Old: "abcdef", New: "ABCDEF"}, {Old: "abcdefgh", New: "12345678"}, {Old: "cdefghij", New: "CDEFGHIJ"}, {Old: "ghij", New: "GHIJ"}})
+	for in, want := range map[string]string{
+		"abcdefghij":   "12345678ij",
+		"xxabcdefxx":   "xxABCDEFxx",
+		"xcdefghijabc": "xCDEFGHIJabc",
+		"abcdefghij!!": "12345678ij!!",
+	} {
+		if got, _ := s.String(in); got != want {
+			t.Errorf("%q: got %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestNewScrubberRefuses(t *testing.T) {
+	for _, pairs := range [][]Pair{nil, {{Old: "abcdef", New: "abc"}}, {{Old: "a", New: "b"}}} {
+		if _, err := NewScrubber(pairs); !errors.Is(err, ErrScrubPair) {
+			t.Errorf("NewScrubber(%v) = %v, want ErrScrubPair", pairs, err)
+		}
+	}
+}
+
+// BenchmarkScrubReader is the scrubber's own cost on 16 MiB of random
+// bytes with one secret's forms (bench/scrubbench measures a download
+// through the proxy).
+func BenchmarkScrubReader(b *testing.B) {
+	s := mustScrubber(b, EncodedForms("GH", "ghp_"+strings.Repeat("aZ09", 9), "ghp_"+strings.Repeat("qW51", 9)))
+	data := make([]byte, 16<<20)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := io.Copy(io.Discard, s.Reader(bytes.NewReader(data), nil)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestScrubReaderKeepsPieces: where nothing is held back, each Read
+// gives what one read of the source gave, whole, not more than fits in
+// the caller's buffer: a reverse proxy writes each piece, and a piece
+// cut in two is one more write (and TLS record) each time.
+func TestScrubReaderKeepsPieces(t *testing.T) {
+	s := mustScrubber(t, EncodedForms("GH", scrubValue, scrubStandIn(t)))
+	data := bytes.Repeat([]byte("\n"), 8*32768)
+	r := s.Reader(&chunkReader{data: data, n: 1 << 20}, nil) // gives all it is asked for
+	buf := make([]byte, 32768)
+	var sizes []int
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			sizes = append(sizes, n)
+		}
+		if err != nil {
+			break
+		}
+	}
+	if len(sizes) != 8 || slices.ContainsFunc(sizes, func(n int) bool { return n != 32768 }) {
+		t.Errorf("Read sizes %v, want 8 of 32768", sizes)
+	}
+}
