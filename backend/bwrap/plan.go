@@ -301,9 +301,11 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 	p.caBundles()
 	plan.Chdir = p.chdir(workdir)
 	set := []string{}
-	if scratch != "" {
+	if scratch != "" && writable {
 		set = append(set, "TMPDIR="+scratch, "TMP="+scratch, "TEMP="+scratch)
 	} else {
+		// Under restricted the scratch directory is read-only: temporary
+		// files (mktemp, go build, gcc, javac) go to the fresh /tmp.
 		set = append(set, "TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp")
 	}
 	if sessionHome != "" {
