@@ -334,6 +334,9 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		// on the caller's values, which must not bring back what the
 		// policy withheld.
 		plan.Env = sandbox.FilterEnv(plan.Env, nil, p.cacheEnv(cache, scratch, sessionHome, writable, plan.Env)...)
+	} else if req.CacheDir != "" {
+		// Restricted: the caches go to the fresh /tmp (tmpCache).
+		plan.Env = sandbox.FilterEnv(plan.Env, nil, p.tmpCacheEnv(scratch, sessionHome, plan.Env)...)
 	}
 	plan.Mounts = p.ordered()
 	plan.Warnings = p.warns
