@@ -99,7 +99,7 @@ func Instructions(name string, sp *session.Spec, specErr error) string {
 	if profile.Writable() {
 		p("- /tmp is fresh and empty for every command (%d MiB): nothing left there survives the command. $TMPDIR persists between this session's commands: keep scratch files there.", tmp)
 	} else {
-		p("- /tmp is fresh and empty for every command (%d MiB): nothing left there survives the command. $TMPDIR is this session's scratch directory, read-only under this profile.", tmp)
+		p("- /tmp is fresh and empty for every command (%d MiB), and $TMPDIR is /tmp: nothing left there survives the command. This session's scratch directory is read-only under this profile.", tmp)
 	}
 	if line := cachesLine(sp, profile); line != "" {
 		p("%s", line)
@@ -195,7 +195,7 @@ func cachesLine(sp *session.Spec, profile sandbox.Profile) string {
 	case sp.Backend.Name() == "docker":
 		return "- Package and build caches (" + tools + ") are in this container's " + docker.CacheDir + " (the variables point there): kept between this session's commands, gone with the container."
 	case !profile.Writable():
-		return "- Package and build caches: none under the restricted profile (the tools' defaults are read-only)."
+		return "- Package and build caches (npm, yarn, pnpm, pip, uv, Go (GOCACHE, GOMODCACHE), Gradle and Maven) are in /tmp/.toolcache under the restricted profile (the tools' variables point there): fresh for every command, gone after it; cargo keeps its own CARGO_HOME. The host's own caches are never written."
 	case sp.SessionCache:
 		return "- Package and build caches (" + tools + ") are in a writable directory of this session's own (the tools' variables point there), kept between its commands; the host's own caches (~/.npm, ~/.cache, ~/go/pkg/mod) are never written. Do not change those variables to $HOME paths: they are read-only."
 	default:

@@ -109,7 +109,7 @@ func TestInstructions(t *testing.T) {
 		{"allowlist without hosts", with(func(s *session.Spec) { s.Profile = sandbox.ProfileAllowlist }), nil,
 			[]string{"to no host at all (network.allow is empty)"}, nil},
 		{"restricted", with(func(s *session.Spec) { s.Profile = sandbox.ProfileRestricted }), nil,
-			[]string{"It is read-only under the restricted profile", "Writable: /tmp and /dev/shm.", "$TMPDIR is this session's scratch directory, read-only", "Network: none"},
+			[]string{"It is read-only under the restricted profile", "Writable: /tmp and /dev/shm.", "$TMPDIR is /tmp", "This session's scratch directory is read-only", "Network: none"},
 			[]string{"$TMPDIR persists", "It is writable"}},
 		{"binds and session home", with(func(s *session.Spec) {
 			s.Binds = []sandbox.Bind{{Src: "/data", ReadOnly: true}, {Src: "/srv/out", Dest: "/out"}}
@@ -121,7 +121,7 @@ func TestInstructions(t *testing.T) {
 			[]string{"in a writable directory of this session's own"}, []string{"shared"}},
 		{"tool caches off", &base, nil, []string{"Package and build caches: the tools' defaults under $HOME, which are read-only here"}, nil},
 		{"restricted tool cache", with(func(s *session.Spec) { s.CacheDir = "/c"; s.Profile = sandbox.ProfileRestricted }), nil,
-			[]string{"Package and build caches: none under the restricted profile"}, nil},
+			[]string{"Package and build caches (npm, yarn, pnpm, pip, uv, Go (GOCACHE, GOMODCACHE), Gradle and Maven) are in /tmp/.toolcache under the restricted profile", "fresh for every command"}, []string{"/c"}},
 		{"docker tool cache", with(func(s *session.Spec) { s.CacheDir = "/c"; s.Backend = fakeBackend{name: "docker"} }), nil,
 			[]string{"are in this container's /tmp/.toolcache"}, []string{"/c"}},
 		{"memory for the whole command", with(func(s *session.Spec) { s.Backend = memcgBackend{fakeBackend{name: "bwrap"}, true} }), nil,

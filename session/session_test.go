@@ -257,9 +257,9 @@ func TestScratchDirectory(t *testing.T) {
 	if r := f.exec(b, `ls "$TMPDIR"; ls `+a.ScratchDir()+` 2>/dev/null | wc -l`); strings.Contains(r.Output.Text, "note") {
 		t.Errorf("session b sees a's scratch: %q", r.Output.Text)
 	}
-	// Read-only under restricted.
+	// Read-only under restricted, where TMPDIR is the fresh /tmp.
 	f.spec.Profile = sandbox.ProfileRestricted
-	if r := f.exec(a, `(echo x > "$TMPDIR/w") 2>/dev/null && echo WRITABLE; cat "$TMPDIR/note"`); r.Output.Text != "keep\n" {
+	if r := f.exec(a, `(echo x > `+a.ScratchDir()+`/w) 2>/dev/null && echo WRITABLE; cat `+a.ScratchDir()+`/note; echo "$TMPDIR"; echo t > "$TMPDIR/t" && echo TMP-OK`); r.Output.Text != "keep\n/tmp\nTMP-OK\n" {
 		t.Errorf("restricted scratch: %q", r.Output.Text)
 	}
 }

@@ -301,9 +301,11 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 	p.caBundles()
 	plan.Chdir = p.chdir(workdir)
 	set := []string{}
-	if scratch != "" {
+	if scratch != "" && writable {
 		set = append(set, "TMPDIR="+scratch, "TMP="+scratch, "TEMP="+scratch)
 	} else {
+		// Under restricted the scratch directory is read-only: temporary
+		// files (mktemp, go build, gcc, javac) go to the fresh /tmp.
 		set = append(set, "TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp")
 	}
 	if sessionHome != "" {
@@ -332,6 +334,9 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		// on the caller's values, which must not bring back what the
 		// policy withheld.
 		plan.Env = sandbox.FilterEnv(plan.Env, nil, p.cacheEnv(cache, scratch, sessionHome, writable, plan.Env)...)
+	} else if req.CacheDir != "" {
+		// Restricted: the caches go to the fresh /tmp (tmpCache).
+		plan.Env = sandbox.FilterEnv(plan.Env, nil, p.tmpCacheEnv(scratch, sessionHome, plan.Env)...)
 	}
 	plan.Mounts = p.ordered()
 	plan.Warnings = p.warns

@@ -539,6 +539,7 @@ func TestPlanEnv(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		scratch string
+		profile sandbox.Profile
 		want    []string
 	}{
 		{name: "scratch dir", scratch: f.scratch,
@@ -547,9 +548,19 @@ func TestPlanEnv(t *testing.T) {
 			want: []string{"PATH=/usr/bin:/bin", "TMPDIR=" + f.scratch, "LANG=C", "TEMP=" + f.scratch, "TMP=" + f.scratch}},
 		{name: "no scratch dir", scratch: "",
 			want: []string{"PATH=/usr/bin:/bin", "TMPDIR=/tmp", "LANG=C", "TEMP=/tmp", "TMP=/tmp"}},
+		// The scratch directory is read-only under restricted: a TMPDIR
+		// there would make mktemp, go build and gcc fail.
+		{name: "restricted: the fresh /tmp", scratch: f.scratch, profile: sandbox.ProfileRestricted,
+			want: []string{"PATH=/usr/bin:/bin", "TMPDIR=/tmp", "LANG=C", "TEMP=/tmp", "TMP=/tmp"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan := f.build(t, func(r *sandbox.Request) { r.Env = in; r.ScratchDir = tc.scratch })
+			plan := f.build(t, func(r *sandbox.Request) {
+				r.Env = in
+				r.ScratchDir = tc.scratch
+				if tc.profile != "" {
+					r.Profile = tc.profile
+				}
+			})
 			if !slices.Equal(plan.Env, tc.want) {
 				t.Errorf("Env = %q, want %q", plan.Env, tc.want)
 			}

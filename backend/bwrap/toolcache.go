@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -14,7 +15,7 @@ import (
 
 // toolCache binds req.CacheDir read-write at its own path and returns it
 // (resolved), or "" when there is none or the profile writes nothing
-// (restricted: the tools get no cache). It lies in corral's state
+// (restricted: tmpCacheEnv points the tools into /tmp). It lies in corral's state
 // directory, which is hidden whole, so only this one directory of it is
 // shown: one that lies elsewhere, or overlaps another writable directory of
 // the sandbox (a command could swap it for a symlink before the next
@@ -83,6 +84,23 @@ func (p *planner) cargoConfig(cache string) {
 		}
 		p.add(phaseReveal, mount{Kind: mRoBind, Src: r, Dest: d})
 	}
+}
+
+// tmpCache is where the tools' caches go in a sandbox that writes no
+// cache of corral's (restricted, whose working directory is read-only
+// too): the command's fresh /tmp, where an agent then works, so npm
+// install, go build and pip work there and keep nothing. It is the docker
+// backend's cache directory too (docker.CacheDir).
+const tmpCache = "/tmp/.toolcache"
+
+// tmpCacheEnv returns the tools' variables pointed into tmpCache
+// (cacheEnv's rules), all but CARGO_HOME: cargo reads the user's
+// configuration there, and a build without downloads (all that an
+// offline sandbox can do) writes nothing to it.
+func (p *planner) tmpCacheEnv(scratch, sessionHome string, env []string) []string {
+	return slices.DeleteFunc(p.cacheEnv(tmpCache, scratch, sessionHome, false, env), func(kv string) bool {
+		return strings.HasPrefix(kv, "CARGO_HOME=")
+	})
 }
 
 // cacheEnv returns the tool cache's variables for env, the command's

@@ -72,11 +72,24 @@ func TestPlanToolCacheRestricted(t *testing.T) {
 	if planFind(plan.Mounts, mBind, cache) >= 0 || planFind(plan.Mounts, mRoBind, cache) >= 0 {
 		t.Errorf("the cache is mounted under restricted:%s", planDump(plan.Mounts))
 	}
-	if v, ok := sandbox.LookupEnv(plan.Env, "GOCACHE"); ok {
-		t.Errorf("GOCACHE = %q under restricted, want it gone (it leads into a hidden directory)", v)
+	// The caches go to the command's fresh /tmp (the session's saved
+	// GOCACHE leads into a hidden directory); CARGO_HOME stays unset
+	// (cargo reads the user's configuration in ~/.cargo).
+	for name, want := range map[string]string{
+		"GOCACHE": tmpCache + "/go-build", "GOMODCACHE": tmpCache + "/go-mod", "npm_config_cache": tmpCache + "/npm",
+		"PIP_CACHE_DIR": tmpCache + "/pip", "GRADLE_USER_HOME": tmpCache + "/gradle", "MAVEN_OPTS": "-Xmx1g -Dmaven.repo.local=" + tmpCache + "/m2",
+	} {
+		if got, _ := sandbox.LookupEnv(plan.Env, name); got != want {
+			t.Errorf("%s = %q under restricted, want %q", name, got, want)
+		}
 	}
-	if v, _ := sandbox.LookupEnv(plan.Env, "MAVEN_OPTS"); v != "-Xmx1g" {
-		t.Errorf("MAVEN_OPTS = %q, want the caller's other flags only", v)
+	if v, ok := sandbox.LookupEnv(plan.Env, "CARGO_HOME"); ok {
+		t.Errorf("CARGO_HOME = %q under restricted, want it unset", v)
+	}
+	// tool_caches: off sets nothing.
+	plan = f.build(t, func(r *sandbox.Request) { r.Profile = sandbox.ProfileRestricted })
+	if v, ok := sandbox.LookupEnv(plan.Env, "GOCACHE"); ok {
+		t.Errorf("GOCACHE = %q under restricted without a cache directory, want it unset", v)
 	}
 }
 

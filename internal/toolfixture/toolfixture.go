@@ -1,14 +1,21 @@
 // Package toolfixture writes the tiny projects and packages that corral's
 // tests build and install with real toolchains inside a sandbox, with no
 // network: an npm package, a Python wheel, Go modules (one with a
-// dependency served by a file:// GOPROXY or found in a module cache) and a
-// cargo crate with a vendored path dependency. It also finds the tools in
-// the system's directories, never in a home directory (the unprivileged
-// test user cannot reach root's ~/.cargo). For tests only.
+// dependency served by a file:// GOPROXY or found in a module cache), cargo
+// crates, a one-class Java program, a C program with its Makefile and a
+// bare git repository. It also finds the tools in the system's
+// directories, never in a home directory (the unprivileged test user
+// cannot reach root's ~/.cargo). For tests only.
+//
+// A missing tool skips the test, except where CORRAL_REQUIRE_TOOLS=1 (set
+// by .ci/run for both of its passes): there it fails the test, naming the
+// package that brings it, since CI installs them all.
 package toolfixture
 
 import (
+	"archive/tar"
 	"archive/zip"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -20,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // SystemPath is the PATH the tests give sandboxed toolchains: Go's
@@ -30,10 +38,29 @@ const SystemPath = "/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin"
 var packages = map[string]string{
 	"go": "golang (or Go in /usr/local/go)", "npm": "npm", "node": "nodejs",
 	"python3": "python3 and python3-venv", "cargo": "cargo",
+	"java": "openjdk-17-jdk-headless", "javac": "openjdk-17-jdk-headless",
+}
+
+// RequireEnv is the variable that turns a missing tool from a skip into a
+// failure ("1"); .ci/run sets it.
+const RequireEnv = "CORRAL_REQUIRE_TOOLS"
+
+// Required reports whether a missing tool must fail the test
+// (CORRAL_REQUIRE_TOOLS=1) rather than skip it.
+func Required() bool { return os.Getenv(RequireEnv) == "1" }
+
+// Missing skips the test with msg, or fails it where Required.
+func Missing(t testing.TB, msg string) {
+	t.Helper()
+	if Required() {
+		t.Fatal(msg + "; " + RequireEnv + "=1 forbids skipping")
+	}
+	t.Skip(msg)
 }
 
 // Tool returns the absolute path of name in SystemPath's directories, or
-// skips the test naming the package to install. CI installs them all.
+// skips the test naming the package to install (fails it where Required).
+// CI installs them all.
 func Tool(t testing.TB, name string) string {
 	t.Helper()
 	for _, d := range filepath.SplitList(SystemPath) {
@@ -46,17 +73,17 @@ func Tool(t testing.TB, name string) string {
 	if pkg == "" {
 		pkg = name
 	}
-	t.Skipf("%s is not installed in %s (apt-get install %s; .ci/run installs it)", name, SystemPath, pkg)
+	Missing(t, name+" is not installed in "+SystemPath+" (apt-get install "+pkg+"; .ci/run installs it)")
 	return ""
 }
 
-// RequireVenv skips unless python3 can make a virtual environment with pip
-// (Debian's python3-venv).
+// RequireVenv skips (fails where Required) unless python3 can make a
+// virtual environment with pip (Debian's python3-venv).
 func RequireVenv(t testing.TB) {
 	t.Helper()
 	py := Tool(t, "python3")
 	if err := exec.Command(py, "-c", "import venv, ensurepip").Run(); err != nil {
-		t.Skip("python3 cannot make a venv with pip (apt-get install python3-venv; .ci/run installs it)")
+		Missing(t, "python3 cannot make a venv with pip (apt-get install python3-venv; .ci/run installs it)")
 	}
 }
 
@@ -83,6 +110,42 @@ func NpmPackage(t testing.TB, dir string) {
 		"package.json": `{"name": "tiny", "version": "1.0.0", "main": "index.js", "license": "MIT"}` + "\n",
 		"index.js":     "module.exports = 42;\n",
 	})
+}
+
+// NpmTarball writes tiny-1.0.0.tgz in dir, the package NpmPackage
+// describes as `npm pack` would make it (a gzipped tar whose entries lie
+// under package/), without npm, and returns its path.
+func NpmTarball(t testing.TB, dir string) string {
+	t.Helper()
+	files := map[string]string{
+		"package/package.json": `{"name": "tiny", "version": "1.0.0", "main": "index.js", "license": "MIT"}` + "\n",
+		"package/index.js":     "module.exports = 42;\n",
+	}
+	p := filepath.Join(dir, "tiny-1.0.0.tgz")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := gzip.NewWriter(f)
+	tw := tar.NewWriter(zw)
+	for _, name := range sortedKeys(files) {
+		hdr := &tar.Header{Name: name, Mode: 0o644, Size: int64(len(files[name])), ModTime: time.Unix(499162500, 0), Typeflag: tar.TypeReg}
+		if err := tw.WriteHeader(hdr); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(files[name])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []interface{ Close() error }{tw, zw, f} {
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // Wheel writes tinywheel-1.0-py3-none-any.whl in dir and returns its
@@ -169,6 +232,73 @@ func CargoCrate(t testing.TB, dir string) {
 		"vendor/dep/Cargo.toml": "[package]\nname = \"dep\"\nversion = \"0.1.0\"\nedition = \"2018\"\n",
 		"vendor/dep/src/lib.rs": "pub fn answer() -> i32 {\n    42\n}\n",
 	})
+}
+
+// PlainCrate writes the binary crate "plain" in dir, without
+// dependencies: `cargo build --offline` makes target/debug/plain, which
+// prints 42.
+func PlainCrate(t testing.TB, dir string) {
+	Write(t, dir, map[string]string{
+		"Cargo.toml":  "[package]\nname = \"plain\"\nversion = \"0.1.0\"\nedition = \"2018\"\n",
+		"src/main.rs": "fn main() {\n    println!(\"{}\", 6 * 7);\n}\n",
+	})
+}
+
+// JavaClass writes Hello.java in dir, one class whose main prints 42.
+func JavaClass(t testing.TB, dir string) {
+	Write(t, dir, map[string]string{
+		"Hello.java": "public class Hello {\n    public static void main(String[] args) {\n        System.out.println(6 * 7);\n    }\n}\n",
+	})
+}
+
+// CProgram writes hello.c (a program that prints 42) and a Makefile whose
+// default target builds it as hello with $(CC) in dir.
+func CProgram(t testing.TB, dir string) {
+	Write(t, dir, map[string]string{
+		"hello.c":  "#include <stdio.h>\n\nint main(void) {\n    printf(\"%d\\n\", 6 * 7);\n    return 0;\n}\n",
+		"Makefile": "hello: hello.c\n\t$(CC) -o $@ hello.c\n",
+	})
+}
+
+// GitRepo makes the bare repository dir (a directory that does not exist
+// yet, named like repo.git) with the host's git: one commit on main
+// holding the file answer, whose content is "42\n". Everything in it is
+// readable by everyone. It needs git.
+func GitRepo(t testing.TB, dir string) {
+	t.Helper()
+	git := Tool(t, "git")
+	src := dir + ".src"
+	Write(t, src, map[string]string{"answer": "42\n"})
+	env := append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_AUTHOR_NAME=corral", "GIT_AUTHOR_EMAIL=corral@example.test",
+		"GIT_COMMITTER_NAME=corral", "GIT_COMMITTER_EMAIL=corral@example.test", "GIT_AUTHOR_DATE=2024-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2024-01-01T00:00:00Z")
+	for _, args := range [][]string{
+		{"-C", src, "init", "-q", "-b", "main"},
+		{"-C", src, "add", "answer"},
+		{"-C", src, "commit", "-q", "-m", "the answer"},
+		{"clone", "-q", "--bare", src, dir},
+	} {
+		cmd := exec.Command(git, args...)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	if err := os.RemoveAll(src); err != nil {
+		t.Fatal(err)
+	}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		mode := fs.FileMode(0o644)
+		if d.IsDir() {
+			mode = 0o755
+		}
+		return os.Chmod(p, mode)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TreeHash returns a digest of everything at or below root (names, kinds,
