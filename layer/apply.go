@@ -324,7 +324,7 @@ func (l *Layer) check(s *trees, sel selection, base *baseReader, opts ApplyOptio
 		return 0, err
 	}
 	defer v.close()
-	policy := GatePolicy(opts.Protected, opts.IncludeRisky)
+	policy := GatePolicy(l.Lower, opts.Protected, opts.IncludeRisky)
 	var held, included capped[handback.Risk]
 	var conflicts, merged capped[string]
 	named := make([]bool, len(opts.IncludeRisky)) // an IncludeRisky path that named a listed risk

@@ -133,7 +133,7 @@ func diff(w io.Writer, lower, upper string, src func(func(Change) error) error, 
 		return 0, err
 	}
 	defer v.close()
-	policy := GatePolicy(opts.Protected, nil)
+	policy := GatePolicy(lower, opts.Protected, nil)
 	risky := func(ch Change) string { why, _ := v.risk(policy, ch); return why }
 
 	// First: the risky paths, and the rename candidates.

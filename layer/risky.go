@@ -10,10 +10,11 @@ import (
 // package handback's rules (which hold what sandbox.DefaultProtected
 // names, with git's sample hooks taken for the data they are), the
 // protected-path patterns of the setting protected_paths (nil when it is
-// unset), matched relative to Lower, and include (paths relative to
+// unset), matched relative to Lower, what lower's own repositories run
+// from their trees (handback.HostGit), and include (paths relative to
 // Lower; a directory includes what lies below it) let through.
-func GatePolicy(protected, include []string) handback.Policy {
-	return handback.Policy{Protected: protected, Include: include}
+func GatePolicy(lower string, protected, include []string) handback.Policy {
+	return handback.Policy{Protected: protected, Include: include, Host: handback.NewHostGit(lower).Why}
 }
 
 // Risky returns the changes of cs that write (add, modify, change the
