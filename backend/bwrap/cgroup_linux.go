@@ -34,7 +34,7 @@ func readCgroupFacts() cgroupFacts {
 // 0: none) bounds a bwrap command on this machine for this caller: for the
 // whole command in a memory cgroup where corral can make one (see
 // placeMemoryCgroup; the ptrace gate moves bwrap in, so a setuid bwrap,
-// which runs ungated, never gets one), else per process through RLIMIT_AS,
+// which runs ungated, never gets one), else per process through RLIMIT_DATA,
 // with the reason. It reads /proc and the cgroup filesystem and writes
 // nothing.
 func MemoryLimit(bin *Binary, memoryMB int) string {
@@ -52,7 +52,7 @@ func MemoryLimit(bin *Binary, memoryMB int) string {
 		}
 		return fmt.Sprintf("memory: %d MiB for the whole command (cgroup v%d memory controller at %s%s)", memoryMB, p.Version, p.Dir, extra)
 	}
-	return fmt.Sprintf("memory: %d MiB of address space per process (RLIMIT_AS); no cgroup memory controller corral can use (%s)", memoryMB, why)
+	return fmt.Sprintf("memory: %d MiB of memory per process (RLIMIT_DATA); no cgroup memory controller corral can use (%s)", memoryMB, why)
 }
 
 // memCgroups is the process's place for memory cgroups, found once: it
@@ -72,7 +72,7 @@ var processMemCgroups memCgroups
 // decides (placeMemoryCgroup), sweeps the empty cgroups crashed corral
 // processes left there, and on cgroup v2 enables the controller when
 // needed; a failure of that makes the place unusable (Version 0), and
-// commands then get RLIMIT_AS.
+// commands then get RLIMIT_DATA.
 func (m *memCgroups) get(log *slog.Logger) memPlace {
 	m.once.Do(func() {
 		p := placeMemoryCgroup(readCgroupFacts())

@@ -321,8 +321,9 @@ func corralCgroups(dir string) []string {
 // this machine's cgroup v1), memory_mb bounds the whole command: four
 // children at 0.6 of it each are killed and reported as a memory kill of
 // the whole command, one alone runs, RLIMIT_AS is not set, and no cgroup
-// is left behind. Elsewhere (an unprivileged caller here) memory_mb stays
-// per process (RLIMIT_AS), and MemoryLimit says which holds.
+// is left behind. Elsewhere (an unprivileged caller here) memory_mb is
+// RLIMIT_DATA per process, never RLIMIT_AS, and MemoryLimit says which
+// holds.
 func TestMemoryWholeCommand(t *testing.T) {
 	e := newEnv(t)
 	requireTool(t, "python3", "apt-get install python3")
@@ -334,13 +335,13 @@ func TestMemoryWholeCommand(t *testing.T) {
 		if os.Getuid() == 0 {
 			t.Skipf("root, but no memory cgroup corral can use here (%s): the whole-command limit cannot be exercised", p.Reason)
 		}
-		// The per-process path: RLIMIT_AS, and doctor's line says so.
-		if !strings.Contains(text, "address space per process (RLIMIT_AS)") || !strings.Contains(text, p.Reason) {
-			t.Errorf("MemoryLimit = %q, want RLIMIT_AS and the reason %q", text, p.Reason)
+		// The per-process path: RLIMIT_DATA, and doctor's line says so.
+		if !strings.Contains(text, "memory per process (RLIMIT_DATA)") || !strings.Contains(text, p.Reason) {
+			t.Errorf("MemoryLimit = %q, want RLIMIT_DATA and the reason %q", text, p.Reason)
 		}
-		o := e.sh(`ulimit -v`, lim)
-		if strings.TrimSpace(o.stdout) != fmt.Sprint(mb*1024) {
-			t.Errorf("ulimit -v = %q, want %d KiB\n%s", o.stdout, mb*1024, o)
+		o := e.sh(`ulimit -d; ulimit -v`, lim)
+		if want := fmt.Sprintf("%d\nunlimited\n", mb*1024); o.stdout != want {
+			t.Errorf("ulimit -d; ulimit -v = %q, want %q (KiB)\n%s", o.stdout, want, o)
 		}
 		return
 	}
@@ -351,10 +352,9 @@ func TestMemoryWholeCommand(t *testing.T) {
 	if !strings.Contains(text, want) {
 		t.Errorf("MemoryLimit = %q, want %q", text, want)
 	}
-	// RLIMIT_AS is left off: the cgroup holds the real bound, and runtimes
-	// that reserve address space (Go, V8, JVMs) work under it.
-	if o := e.sh(`ulimit -v`, lim); strings.TrimSpace(o.stdout) != "unlimited" {
-		t.Errorf("ulimit -v = %q, want unlimited under the cgroup\n%s", o.stdout, o)
+	// No rlimit holds memory: the cgroup holds the real bound.
+	if o := e.sh(`ulimit -d; ulimit -v`, lim); o.stdout != "unlimited\nunlimited\n" {
+		t.Errorf("ulimit -d; ulimit -v = %q, want unlimited under the cgroup\n%s", o.stdout, o)
 	}
 	size := uint64(mb) << 20 * 6 / 10
 	one := e.sh(holdScript(1, size), lim)
@@ -391,7 +391,7 @@ func TestMemoryWholeCommand(t *testing.T) {
 
 // memoryLimitName is the LimitHit a gated command that exceeds memory_mb
 // gets on this machine for this caller: the whole-command memory cgroup's
-// where corral can use one, else RLIMIT_AS's.
+// where corral can use one, else RLIMIT_DATA's.
 func memoryLimitName() string {
 	if placeMemoryCgroup(readCgroupFacts()).Version != 0 {
 		return sandbox.LimitCommandMemory

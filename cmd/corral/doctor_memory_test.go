@@ -10,7 +10,7 @@ import (
 
 // TestDoctorMemory: doctor says which kind of memory limit holds for this
 // caller (the whole command in a memory cgroup, as root on this machine's
-// cgroup v1; address space per process, with the reason, for an
+// cgroup v1; RLIMIT_DATA per process, with the reason, for an
 // unprivileged user here), for the configured memory_mb.
 func TestDoctorMemory(t *testing.T) {
 	requireBwrap(t)
@@ -29,7 +29,7 @@ func TestDoctorMemory(t *testing.T) {
 		t.Errorf("doctor memory = %q, want %q", rep.Memory, want)
 	}
 	if !strings.HasPrefix(want, "memory: 300 MiB for the whole command (cgroup v") &&
-		!strings.HasPrefix(want, "memory: 300 MiB of address space per process (RLIMIT_AS); no cgroup memory controller corral can use (") {
+		!strings.HasPrefix(want, "memory: 300 MiB of memory per process (RLIMIT_DATA); no cgroup memory controller corral can use (") {
 		t.Errorf("MemoryLimit = %q: neither kind", want)
 	}
 	_, so, _ = c.run(env, "doctor")
