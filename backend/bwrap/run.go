@@ -901,14 +901,14 @@ func (b *Backend) memoryCgroupPlace(memoryMB int, bin *Binary, root bool) (memPl
 
 // perProcessMemory returns memoryMB (MiB) where it becomes RLIMIT_DATA on
 // each process of a command (memoryCgroupPlace finds no cgroup), else 0.
-// decide false asks without deciding (placeMemoryCgroup), so nothing
+// decide false asks without deciding (memCgroups.forecast), so nothing
 // moves: for Command, which runs nothing.
 func (b *Backend) perProcessMemory(memoryMB int, bin *Binary, decide bool) int {
 	if memoryMB <= 0 {
 		return 0
 	}
 	if !decide && !b.noGate && !(bin.Setuid && os.Getuid() != 0) {
-		if placeMemoryCgroup(readCgroupFacts()).Version != 0 {
+		if processMemCgroups.forecast().Place.Version != 0 {
 			return 0
 		}
 		return memoryMB
@@ -924,7 +924,8 @@ func (b *Backend) perProcessMemory(memoryMB int, bin *Binary, decide bool) int {
 // together in a memory cgroup, rather than each process's memory
 // (RLIMIT_DATA): the choice Run makes, asked without making a cgroup. It
 // finds bwrap (Binary) and this process's cgroup place (done once per
-// process, as by the first command with a memory limit); where bwrap
+// process, as by the first command with a memory limit, which may move
+// corral into a systemd user scope: userscope.go); where bwrap
 // cannot be had the answer is false.
 func (b *Backend) MemoryPerCommand(ctx context.Context, memoryMB int) bool {
 	bin, err := b.Binary(ctx)
