@@ -32,8 +32,8 @@ type Settings struct {
 	Backend string
 	// Profile selects write and network access (key profile).
 	Profile sandbox.Profile
-	// MemoryMB caps each process's address space, in MiB; 0 disables
-	// (key memory_mb).
+	// MemoryMB caps memory, in MiB (sandbox.Limits.MemoryMB); 0
+	// disables (key memory_mb).
 	MemoryMB int
 	// CPUSeconds caps each process's CPU time, in seconds; 0 disables
 	// (key cpu_seconds).

@@ -14,7 +14,7 @@
 //
 //	backend: bwrap
 //	profile: workspace
-//	memory_mb: 2048    # MiB of address space per process; 0 disables
+//	memory_mb: 2048    # MiB of memory (see corral doctor); 0 disables
 //	timeout: 5m        # or a whole number of seconds
 //	binds:
 //	  - {src: /data}                       # read-only unless readonly: false

@@ -367,7 +367,7 @@ var registry = []Key{
 	{
 		Name: "memory_mb", Kind: KindInt, Default: sandbox.DefaultLimits.MemoryMB,
 		Accepts: "a whole number of MiB (0 disables)",
-		Doc:     "address space per process, in MiB (RLIMIT_AS); 0 disables",
+		Doc:     "memory, in MiB: of the whole command where corral can make a memory cgroup (bwrap as root; cgroup v2 delegated or through a systemd user scope), else of each process (RLIMIT_DATA); `corral doctor` says which; 0 disables",
 		field:   func(s *Settings) any { return &s.MemoryMB },
 	},
 	{

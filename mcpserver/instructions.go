@@ -219,7 +219,7 @@ type memoryScoper interface {
 }
 
 // memoryPerCommand reports whether sp's backend bounds memory_mb for a
-// whole command; backends that do not say bound each process (RLIMIT_AS).
+// whole command; backends that do not say bound each process (RLIMIT_DATA).
 func memoryPerCommand(sp *session.Spec) bool {
 	m, ok := sp.Backend.(memoryScoper)
 	return ok && m.MemoryPerCommand(context.Background(), sp.Limits.MemoryMB)
@@ -232,7 +232,7 @@ func limitsText(l sandbox.Limits, wholeMemory bool) string {
 	if l.MemoryMB > 0 && wholeMemory {
 		parts = append(parts, fmt.Sprintf("%d MiB of memory for the whole command (all its processes together)", l.MemoryMB))
 	} else if l.MemoryMB > 0 {
-		parts = append(parts, fmt.Sprintf("%d MiB of address space per process", l.MemoryMB))
+		parts = append(parts, fmt.Sprintf("%d MiB of memory per process", l.MemoryMB))
 	} else {
 		parts = append(parts, "no memory limit")
 	}

@@ -30,7 +30,7 @@ func LimitMessage(r *Result, l Limits) string {
 	case LimitCPU:
 		return fmt.Sprintf("corral: the command was killed by the CPU time limit (%d s of CPU per process); raise cpu_seconds (--cpu-seconds, or `corral config set cpu_seconds 600`; 0 disables)", l.CPUSeconds)
 	case LimitMemory:
-		return fmt.Sprintf("corral: the command most likely ran out of memory under the memory limit (%d MiB of address space per process); raise memory_mb (--memory-mb, or `corral config set memory_mb 2048`; 0 disables)", l.MemoryMB)
+		return fmt.Sprintf("corral: the command most likely ran out of memory under the memory limit (%d MiB of memory per process: RLIMIT_DATA, no memory cgroup here); raise memory_mb (--memory-mb, or `corral config set memory_mb 2048`; 0 disables)", l.MemoryMB)
 	case LimitCommandMemory:
 		return fmt.Sprintf("corral: the command was killed by its memory limit (%d MiB for the whole command, all its processes together); raise memory_mb (--memory-mb, or `corral config set memory_mb 2048`; 0 disables)", l.MemoryMB)
 	case LimitContainerMemory:

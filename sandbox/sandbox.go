@@ -75,7 +75,10 @@ type Limits struct {
 	// MemoryMB caps memory, in MiB: on bwrap, where corral can use a
 	// memory cgroup, the whole command's (all its processes together,
 	// swap included; see bwrap.MemoryLimit), elsewhere each process's
-	// virtual address space (RLIMIT_AS, setrlimit(2)).
+	// private writable memory (RLIMIT_DATA, setrlimit(2): what it has
+	// mapped writable, since Linux 4.7 mmap(2) as well as brk(2); not
+	// address space it only reserves). Other backends have limits of
+	// their own (docker.memory, kubernetes.memory).
 	MemoryMB int
 	// CPUSeconds caps each process's CPU time (RLIMIT_CPU), in seconds. The
 	// kernel sends SIGXCPU at the limit and SIGKILL one second later.
@@ -90,7 +93,7 @@ type Limits struct {
 }
 
 // DefaultLimits are the reference backend's deliberately tight defaults:
-// 256 MiB of address space, 30 s of CPU, 256 processes.
+// 256 MiB of memory, 30 s of CPU, 256 processes.
 var DefaultLimits = Limits{MemoryMB: 256, CPUSeconds: 30, MaxProcs: 256}
 
 // Bind is an extra host path mounted into the sandbox.

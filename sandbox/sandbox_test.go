@@ -136,7 +136,7 @@ func TestLimitMessage(t *testing.T) {
 		notWant []string
 	}{
 		{hit: LimitCPU, want: []string{"CPU", "cpu_seconds", "--cpu-seconds", strconv.Itoa(lim.CPUSeconds) + " s"}, notWant: []string{"memory_mb", "max_procs"}},
-		{hit: LimitMemory, want: []string{"memory", "memory_mb", "--memory-mb", strconv.Itoa(lim.MemoryMB) + " MiB"}, notWant: []string{"cpu_seconds", "max_procs"}},
+		{hit: LimitMemory, want: []string{"memory", "memory_mb", "--memory-mb", strconv.Itoa(lim.MemoryMB) + " MiB of memory per process: RLIMIT_DATA"}, notWant: []string{"cpu_seconds", "max_procs", "address space"}},
 		{hit: LimitCommandMemory, want: []string{"killed by its memory limit", "memory_mb", "--memory-mb", strconv.Itoa(lim.MemoryMB) + " MiB for the whole command"}, notWant: []string{"cpu_seconds", "max_procs", "address space"}},
 		{hit: LimitProcs, want: []string{"process", "max_procs", "--max-procs", strconv.Itoa(lim.MaxProcs) + " processes"}, notWant: []string{"cpu_seconds", "memory_mb"}},
 		{hit: ""},

@@ -1,12 +1,14 @@
 package bwrap
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,73 +32,190 @@ func readCgroupFacts() cgroupFacts {
 	}
 }
 
-// MemoryLimit says, in one line for `corral doctor`, how memory_mb (MiB;
-// 0: none) bounds a bwrap command on this machine for this caller: for the
-// whole command in a memory cgroup where corral can make one (see
-// placeMemoryCgroup; the ptrace gate moves bwrap in, so a setuid bwrap,
-// which runs ungated, never gets one), else per process through RLIMIT_AS,
-// with the reason. It reads /proc and the cgroup filesystem and writes
-// nothing.
-func MemoryLimit(bin *Binary, memoryMB int) string {
-	if memoryMB <= 0 {
-		return "memory: no limit (memory_mb 0)"
-	}
-	p := placeMemoryCgroup(readCgroupFacts())
-	why := p.Reason
-	if p.Version != 0 && bin != nil && bin.Setuid && os.Getuid() != 0 {
-		why = "a setuid bwrap starts without the ptrace gate that moves it into the cgroup"
-	} else if p.Version != 0 {
-		extra := ""
-		if p.Enable {
-			extra = "; corral moves itself into a leaf cgroup there to enable the controller"
-		}
-		return fmt.Sprintf("memory: %d MiB for the whole command (cgroup v%d memory controller at %s%s)", memoryMB, p.Version, p.Dir, extra)
-	}
-	return fmt.Sprintf("memory: %d MiB of address space per process (RLIMIT_AS); no cgroup memory controller corral can use (%s)", memoryMB, why)
+// MemoryDiagnosis is how memory_mb holds for this caller's bwrap
+// commands, for `corral doctor`.
+type MemoryDiagnosis struct {
+	// Kind is MemoryCgroupV1 or MemoryCgroupV2 (the whole command, all
+	// its processes together), MemoryRlimitData (each process) or
+	// MemoryNone (memory_mb 0).
+	Kind string `json:"kind"`
+	// Line says it in one line: the bound, over what, and where there is
+	// no cgroup why, what that means and what would give one
+	// (describeMemory).
+	Line string `json:"line"`
 }
 
-// memCgroups is the process's place for memory cgroups, found once: it
-// is about the process's own cgroup, so every Backend of the process
-// shares it (and, on v2, corral moves itself into its leaf only once), and
+// DiagnoseMemory says how memory_mb (MiB; 0: none) bounds a bwrap command
+// for this caller on this machine: what this process decided at its first
+// command with a memory limit (memCgroups.get), or before that, what it
+// would decide, found without changing anything: the cgroups are read
+// and, where corral would ask its systemd user manager for a scope, the
+// manager is asked for its cgroup only. bin is the bwrap in use (nil:
+// unknown); a setuid one run unprivileged starts through prlimit(1) and
+// gets RLIMIT_DATA.
+func DiagnoseMemory(bin *Binary, memoryMB int) MemoryDiagnosis {
+	b := processMemCgroups.forecast()
+	if bin != nil && bin.Setuid && os.Getuid() != 0 {
+		b = memoryBound{Prlimit: true, Fix: "a bwrap without the setuid bit, where unprivileged user namespaces work"}
+	}
+	if b.kind(memoryMB) == MemoryRlimitData {
+		b.Caveat = rlimitDataCaveat(kernelRelease(), readTrim("/sys/module/kernel/parameters/ignore_rlimit_data"))
+	}
+	return MemoryDiagnosis{Kind: b.kind(memoryMB), Line: describeMemory(b, memoryMB)}
+}
+
+// MemoryLimit is DiagnoseMemory's line.
+func MemoryLimit(bin *Binary, memoryMB int) string { return DiagnoseMemory(bin, memoryMB).Line }
+
+// kernelRelease is uname(2)'s release, or "".
+func kernelRelease() string {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// readTrim returns a file's contents without surrounding white space, or
+// "".
+func readTrim(p string) string {
+	b, _ := os.ReadFile(p)
+	return strings.TrimSpace(string(b))
+}
+
+// memCgroups is the process's bound for memory, found once: it is about
+// the process's own cgroup, so every Backend of the process shares it
+// (and, on v2, corral moves itself into a scope or leaf only once), and
 // the numbers in the cgroups' names are the process's, never repeated.
 type memCgroups struct {
-	once  sync.Once
-	place memPlace
-	n     atomic.Int64
+	once    sync.Once
+	decided atomic.Bool
+	bound   memoryBound
+	n       atomic.Int64
 }
 
 // processMemCgroups is the one memCgroups of this process.
 var processMemCgroups memCgroups
 
-// get returns where this process makes its memory cgroups. The first call
-// decides (placeMemoryCgroup), sweeps the empty cgroups crashed corral
-// processes left there, and on cgroup v2 enables the controller when
-// needed; a failure of that makes the place unusable (Version 0), and
-// commands then get RLIMIT_AS.
+// get returns where this process makes its memory cgroups (Version 0:
+// nowhere; commands then get RLIMIT_DATA). The first call decides
+// (settleMemory).
 func (m *memCgroups) get(log *slog.Logger) memPlace {
 	m.once.Do(func() {
-		p := placeMemoryCgroup(readCgroupFacts())
-		if p.Version == 0 {
-			log.Debug("bwrap.memcg.none", "reason", p.Reason)
-			m.place = p
-			return
-		}
-		if n := sweepMemCgroupsIn(p.Dir); len(n) > 0 {
-			log.Info("bwrap.memcg.swept", "dir", p.Dir, "removed", len(n))
-		}
-		if p.Enable {
-			leaf := filepath.Join(p.Dir, fmt.Sprintf("%s%d-self", cgroupPrefix, os.Getpid()))
-			if err := applyWrites(enableWrites(p, leaf, os.Getpid())); err != nil {
-				// Move back, so nothing of corral's is left in the leaf.
-				_ = os.WriteFile(filepath.Join(p.Dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
-				_ = os.Remove(leaf)
-				p = memPlace{Reason: fmt.Sprintf("cgroup v2: enabling memory for the children of %s failed (%v); other processes sharing corral's cgroup prevent it: start corral in a cgroup of its own (systemd-run --scope -p Delegate=yes)", p.Dir, err)}
-				log.Warn("bwrap.memcg.unavailable", "reason", p.Reason)
-			}
-		}
-		m.place = p
+		m.bound = settleMemory(log)
+		m.decided.Store(true)
 	})
-	return m.place
+	return m.bound.Place
+}
+
+// forecast returns the bound get decided, or, before it has, the one it
+// would decide, found without changing anything (DiagnoseMemory).
+func (m *memCgroups) forecast() memoryBound {
+	if m.decided.Load() {
+		return m.bound
+	}
+	f := readCgroupFacts()
+	p := placeMemoryCgroup(f)
+	b := memoryBound{Place: p}
+	if p.Version != 0 {
+		return b
+	}
+	why, fix := userScopeBlocked(f, os.Getuid(), os.Getpid(), p)
+	if why != "" {
+		b.Fix = fix
+		return b
+	}
+	cg, err := probeUserManager()
+	if err == nil {
+		why, fix = userScopeFits(f, cg)
+	} else {
+		why, fix = err.Error(), fixNoManager
+	}
+	if why != "" {
+		b.Place.Reason = joinReasons(p.Reason, "systemd user scope: "+why)
+		b.Fix = fix
+		return b
+	}
+	// It would be asked for, and below it memory enabled for the
+	// commands' cgroups.
+	_, mv2 := parseCgroupMounts(f.MountInfo)
+	dir, _ := cgroupDir(mv2, cg)
+	unit := userScopeUnit(os.Getpid())
+	return memoryBound{Place: memPlace{Version: 2, Dir: filepath.Join(dir, "app.slice", unit), Swap: true, Enable: true}, Scope: unit, ScopePending: true}
+}
+
+// settleMemory decides where this process makes its memory cgroups, and
+// readies the place: corral's own cgroup where it can use one
+// (placeMemoryCgroup, readyPlace), else, for an unprivileged caller on
+// cgroup v2, a transient scope of its systemd user manager that corral
+// moves itself into (userscope.go); else none, with why and what would
+// give one.
+func settleMemory(log *slog.Logger) memoryBound {
+	p := readyPlace(placeMemoryCgroup(readCgroupFacts()), log)
+	if p.Version != 0 {
+		return memoryBound{Place: p}
+	}
+	b := memoryBound{Place: p}
+	why, fix := userScopeBlocked(readCgroupFacts(), os.Getuid(), os.Getpid(), p)
+	if why != "" {
+		b.Fix = fix
+		log.Debug("bwrap.memcg.none", "reason", p.Reason, "scope", why)
+		return b
+	}
+	unit, err := joinUserScope(context.Background())
+	if err != nil {
+		var se *scopeError
+		if errors.As(err, &se) {
+			b.Fix = se.fix
+		}
+		b.Place.Reason = joinReasons(p.Reason, "systemd user scope: "+err.Error())
+		log.Warn("bwrap.memcg.scope_failed", "error", err)
+		return b
+	}
+	q := readyPlace(placeMemoryCgroup(readCgroupFacts()), log)
+	if q.Version == 0 {
+		b.Place.Reason = joinReasons(p.Reason, fmt.Sprintf("in the systemd user scope %s corral moved itself into: %s", unit, q.Reason))
+		b.Scope, b.Fix = unit, fixNotDelegated
+		log.Warn("bwrap.memcg.unavailable", "unit", unit, "reason", q.Reason)
+		return b
+	}
+	log.Info("bwrap.memcg.scope", "unit", unit, "dir", q.Dir)
+	return memoryBound{Place: q, Scope: unit}
+}
+
+// joinReasons joins the non-empty reasons with "; ".
+func joinReasons(rs ...string) string {
+	var out []string
+	for _, r := range rs {
+		if r != "" {
+			out = append(out, r)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// readyPlace readies a place placeMemoryCgroup found: it sweeps the empty
+// cgroups crashed corral processes left there and, on cgroup v2 where
+// needed, enables the controller (enableWrites). A failure of that makes
+// the place unusable: Version 0, with the reason.
+func readyPlace(p memPlace, log *slog.Logger) memPlace {
+	if p.Version == 0 {
+		return p
+	}
+	if n := sweepMemCgroupsIn(p.Dir); len(n) > 0 {
+		log.Info("bwrap.memcg.swept", "dir", p.Dir, "removed", len(n))
+	}
+	if p.Enable {
+		leaf := filepath.Join(p.Dir, fmt.Sprintf("%s%d-self", cgroupPrefix, os.Getpid()))
+		if err := applyWrites(enableWrites(p, leaf, os.Getpid())); err != nil {
+			// Move back, so nothing of corral's is left in the leaf.
+			_ = os.WriteFile(filepath.Join(p.Dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
+			_ = os.Remove(leaf)
+			p = memPlace{Reason: fmt.Sprintf("cgroup v2: enabling memory for the children of %s failed (%v): other processes share corral's cgroup (start corral in a cgroup of its own: systemd-run --scope -p Delegate=yes)", p.Dir, err)}
+			log.Warn("bwrap.memcg.unavailable", "reason", p.Reason)
+		}
+	}
+	return p
 }
 
 // applyWrites carries out ws in order.

@@ -2,6 +2,7 @@ package bwrap
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -320,41 +321,42 @@ func corralCgroups(dir string) []string {
 // TestMemoryWholeCommand: where corral can use a memory cgroup (root on
 // this machine's cgroup v1), memory_mb bounds the whole command: four
 // children at 0.6 of it each are killed and reported as a memory kill of
-// the whole command, one alone runs, RLIMIT_AS is not set, and no cgroup
-// is left behind. Elsewhere (an unprivileged caller here) memory_mb stays
-// per process (RLIMIT_AS), and MemoryLimit says which holds.
+// the whole command, one alone runs, no rlimit holds memory, and no
+// cgroup is left behind. Elsewhere (an unprivileged caller here) memory_mb
+// is RLIMIT_DATA per process, and MemoryLimit says which holds.
 func TestMemoryWholeCommand(t *testing.T) {
 	e := newEnv(t)
 	requireTool(t, "python3", "apt-get install python3")
 	const mb = 200
-	p := placeMemoryCgroup(readCgroupFacts())
+	// What the backend decides at its first command with a limit.
+	p := processMemCgroups.get(e.backend.log)
 	text := MemoryLimit(nil, mb)
 	lim := func(r *sandbox.Request) { r.Limits = sandbox.Limits{MemoryMB: mb, CPUSeconds: 60, MaxProcs: 64} }
 	if p.Version == 0 {
 		if os.Getuid() == 0 {
 			t.Skipf("root, but no memory cgroup corral can use here (%s): the whole-command limit cannot be exercised", p.Reason)
 		}
-		// The per-process path: RLIMIT_AS, and doctor's line says so.
-		if !strings.Contains(text, "address space per process (RLIMIT_AS)") || !strings.Contains(text, p.Reason) {
-			t.Errorf("MemoryLimit = %q, want RLIMIT_AS and the reason %q", text, p.Reason)
+		// The per-process path: RLIMIT_DATA, never RLIMIT_AS, and
+		// doctor's line says so.
+		if !strings.Contains(text, fmt.Sprintf("RLIMIT_DATA %d MiB per process", mb)) || !strings.Contains(text, p.Reason) {
+			t.Errorf("MemoryLimit = %q, want RLIMIT_DATA and the reason %q", text, p.Reason)
 		}
-		o := e.sh(`ulimit -v`, lim)
-		if strings.TrimSpace(o.stdout) != fmt.Sprint(mb*1024) {
-			t.Errorf("ulimit -v = %q, want %d KiB\n%s", o.stdout, mb*1024, o)
+		o := e.sh(`ulimit -d; ulimit -v`, lim)
+		if want := fmt.Sprintf("%d\nunlimited\n", mb*1024); o.stdout != want {
+			t.Errorf("ulimit -d; ulimit -v = %q, want %q (KiB)\n%s", o.stdout, want, o)
 		}
 		return
 	}
 	if p.Version == 2 {
 		t.Logf("cgroup v2 at %s", p.Dir)
 	}
-	want := fmt.Sprintf("memory: %d MiB for the whole command (cgroup v%d memory controller at %s", mb, p.Version, p.Dir)
-	if !strings.Contains(text, want) {
-		t.Errorf("MemoryLimit = %q, want %q", text, want)
+	want := fmt.Sprintf("memory: cgroup v%d ", p.Version)
+	if !strings.HasPrefix(text, want) || !strings.Contains(text, fmt.Sprintf(" %d MiB for the whole sandbox", mb)) || !strings.Contains(text, p.Dir) {
+		t.Errorf("MemoryLimit = %q, want %q..., %d MiB for the whole sandbox, and %s", text, want, mb, p.Dir)
 	}
-	// RLIMIT_AS is left off: the cgroup holds the real bound, and runtimes
-	// that reserve address space (Go, V8, JVMs) work under it.
-	if o := e.sh(`ulimit -v`, lim); strings.TrimSpace(o.stdout) != "unlimited" {
-		t.Errorf("ulimit -v = %q, want unlimited under the cgroup\n%s", o.stdout, o)
+	// No rlimit holds memory: the cgroup holds the real bound.
+	if o := e.sh(`ulimit -d; ulimit -v`, lim); o.stdout != "unlimited\nunlimited\n" {
+		t.Errorf("ulimit -d; ulimit -v = %q, want unlimited under the cgroup\n%s", o.stdout, o)
 	}
 	size := uint64(mb) << 20 * 6 / 10
 	one := e.sh(holdScript(1, size), lim)
@@ -391,9 +393,9 @@ func TestMemoryWholeCommand(t *testing.T) {
 
 // memoryLimitName is the LimitHit a gated command that exceeds memory_mb
 // gets on this machine for this caller: the whole-command memory cgroup's
-// where corral can use one, else RLIMIT_AS's.
+// where corral can use one, else RLIMIT_DATA's.
 func memoryLimitName() string {
-	if placeMemoryCgroup(readCgroupFacts()).Version != 0 {
+	if processMemCgroups.get(slog.New(slog.DiscardHandler)).Version != 0 {
 		return sandbox.LimitCommandMemory
 	}
 	return sandbox.LimitMemory

@@ -353,12 +353,12 @@ func TestAllowlistCommandContract(t *testing.T) {
 		}
 	})
 	t.Run("limits and filter", func(t *testing.T) {
-		o := e.sh(`ulimit -v; ulimit -t; grep -E '^(Seccomp|Seccomp_filters|NoNewPrivs|CapEff):' /proc/self/status`, allowlist, func(r *sandbox.Request) {
+		o := e.sh(`ulimit -d; ulimit -v; ulimit -t; grep -E '^(Seccomp|Seccomp_filters|NoNewPrivs|CapEff):' /proc/self/status`, allowlist, func(r *sandbox.Request) {
 			r.Limits = sandbox.Limits{MemoryMB: 256, CPUSeconds: 30, MaxProcs: 256}
 		})
-		as := "262144\n30\n"
+		as := "262144\nunlimited\n30\n"
 		if memoryLimitName() == sandbox.LimitCommandMemory {
-			as = "unlimited\n30\n" // the memory cgroup holds memory_mb instead
+			as = "unlimited\nunlimited\n30\n" // the memory cgroup holds memory_mb instead
 		}
 		// Two filters: connect(2) mediation and the main one.
 		mustContain(t, o, as, "Seccomp:\t2", "Seccomp_filters:\t2", "NoNewPrivs:\t1", "CapEff:\t0000000000000000")
@@ -412,8 +412,8 @@ func TestAllowlistThroughNsenter(t *testing.T) {
 	mustContain(t, o, "hello host=api.allowed.test path=/ns tls=false", "\n0 1 2 3 \n", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000", "Seccomp_filters:\t2")
 	// And where the gate is refused altogether (prlimit(1) starts bwrap).
 	e.backend.forceNsenter, e.backend.noGate = false, true
-	o = e.sh(`curl -q -sS --max-time 10 http://api.allowed.test/nogate; echo; ulimit -v`, allowlist, func(r *sandbox.Request) { r.Limits.MaxProcs = 0 })
-	mustContain(t, o, "hello host=api.allowed.test path=/nogate tls=false", "\n262144\n")
+	o = e.sh(`curl -q -sS --max-time 10 http://api.allowed.test/nogate; echo; ulimit -d; ulimit -v`, allowlist, func(r *sandbox.Request) { r.Limits.MaxProcs = 0 })
+	mustContain(t, o, "hello host=api.allowed.test path=/nogate tls=false", "\n262144\nunlimited\n")
 }
 
 // TestAllowlistFailsClosed: when the proxy cannot start, the command does

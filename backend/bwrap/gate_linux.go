@@ -27,9 +27,10 @@ var errGateUnavailable = errors.New("ptrace gate unavailable")
 //  1. the child is started with PTRACE_TRACEME (SysProcAttr.Ptrace) and so
 //     stops right after execve(2), before bwrap's first instruction;
 //  2. when cg is given, it is moved into that memory cgroup, which bounds
-//     the whole command and takes RLIMIT_AS's place (memCgroup.enter; if
-//     the move fails, RLIMIT_AS is set as without one); RLIMIT_AS and
-//     RLIMIT_CPU are set on it with prlimit(2);
+//     the whole command (memCgroup.enter); without one, or if the move
+//     fails, memory_mb becomes RLIMIT_DATA (dataLimit, memory.go: what each
+//     process makes writable, never RLIMIT_AS, which counts reservations);
+//     it and RLIMIT_CPU are set on it with prlimit(2);
 //  3. when lim.MaxProcs > 0 it is followed to its first fork or clone, which is
 //     bwrap's sandbox child, already inside the new user namespace, and
 //     RLIMIT_NPROC is set on that child. Since Linux 5.14 the process count
@@ -84,11 +85,11 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, 
 	if exited {
 		return nil
 	}
-	as := mib(lim.MemoryMB)
+	data := dataLimit(lim.MemoryMB)
 	if cg.enter(pid, log) {
-		as = 0 // the cgroup bounds the whole command instead
+		data = 0 // the cgroup bounds the whole command instead
 	}
-	if err := setLimit(pid, unix.RLIMIT_AS, as); err != nil {
+	if err := setLimit(pid, unix.RLIMIT_DATA, data); err != nil {
 		return fail(err)
 	}
 	if lim.CPUSeconds > 0 {
@@ -226,6 +227,8 @@ func waitEvent(pid int) (exited bool, ws unix.WaitStatus, err error) {
 	}
 }
 
+// setLimit sets resource (unix.RLIMIT_*) of process pid to value, soft
+// and hard; 0 leaves it as it is.
 func setLimit(pid, resource int, value uint64) error {
 	if value == 0 {
 		return nil

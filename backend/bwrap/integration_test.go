@@ -766,15 +766,16 @@ func TestRootSeesNoSystemSecrets(t *testing.T) {
 }
 
 // TestGateUnavailable: where ptrace is refused, memory and CPU limits come
-// from prlimit(1); max_procs is refused with a message (prlimit would count
+// from prlimit(1), memory as RLIMIT_DATA (never RLIMIT_AS), and no memory
+// cgroup; max_procs is refused with a message (prlimit would count
 // all the uid's processes, root's sandboxes included: they are held by
 // run_as); the allowlist profile enters its namespace through nsenter.
 func TestGateUnavailable(t *testing.T) {
 	e := newEnv(t)
 	e.backend.noGate = true
-	o := e.sh(`ulimit -v; ulimit -t`, func(r *sandbox.Request) { r.Limits = sandbox.Limits{MemoryMB: 256, CPUSeconds: 30} })
-	if o.stdout != "262144\n30\n" {
-		t.Errorf("limits without the gate: %q\n%s", o.stdout, o)
+	o := e.sh(`ulimit -d; ulimit -v; ulimit -t`, func(r *sandbox.Request) { r.Limits = sandbox.Limits{MemoryMB: 256, CPUSeconds: 30} })
+	if o.stdout != "262144\nunlimited\n30\n" {
+		t.Errorf("limits without the gate (ulimit -d, -v, -t): %q\n%s", o.stdout, o)
 	}
 	req := &sandbox.Request{Argv: []string{"/bin/sh", "-c", `for i in $(seq 40); do sleep 2 & done; wait`}, Env: e.envv, Policy: sandbox.Policy{Workdir: e.work, Profile: sandbox.ProfileWorkspace, Limits: sandbox.Limits{MaxProcs: 16}}, Stdout: io.Discard, Stderr: io.Discard, Timeout: time.Minute}
 	res, err := e.backend.Run(context.Background(), req)

@@ -79,6 +79,10 @@ type Host struct {
 	// Secrets are the request's prepared secrets (stand-ins, trust
 	// bundle); nil when it declares none. See SecretFacts.
 	Secrets *SecretFacts
+	// JavaMaxRAMMB is memory_mb where it is RLIMIT_DATA per process (no
+	// memory cgroup holds the command), else 0: the command's JVMs are
+	// told it (withJavaMaxRAM, memory.go).
+	JavaMaxRAMMB int
 	// NodeShim is a host directory (egress.WriteNodeShim) bound read-only
 	// at egress.NodeShimDir in allowlist sandboxes; "" leaves
 	// NODE_OPTIONS out of their environment, which would otherwise name
@@ -338,6 +342,8 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		// Restricted: the caches go to the fresh /tmp (tmpCache).
 		plan.Env = sandbox.FilterEnv(plan.Env, nil, p.tmpCacheEnv(scratch, sessionHome, plan.Env)...)
 	}
+	// Last: the secrets' JAVA_TOOL_OPTIONS is in by now.
+	plan.Env = withJavaMaxRAM(plan.Env, host.JavaMaxRAMMB)
 	plan.Mounts = p.ordered()
 	plan.Warnings = p.warns
 	plan.Reach = p.reach

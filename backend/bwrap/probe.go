@@ -177,7 +177,7 @@ func LimitsMechanism(bin *Binary) string {
 	case os.Getuid() == 0:
 		return "rlimits set on bwrap before it runs (ptrace gate); RLIMIT_NPROC set inside the sandbox's user namespace, which a run_as identity is subject to (root would not be)"
 	case bin != nil && bin.Setuid:
-		return "setuid bwrap: RLIMIT_AS and RLIMIT_CPU through prlimit(1); max_procs is not enforced"
+		return "setuid bwrap: RLIMIT_DATA and RLIMIT_CPU through prlimit(1); max_procs is not enforced"
 	}
 	return "rlimits set on bwrap before it runs (ptrace gate); RLIMIT_NPROC set inside the sandbox's user namespace"
 }

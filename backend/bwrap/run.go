@@ -473,6 +473,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 // allowlist (ens nil, srv the session's proxy server) the layer holder's
 // forwarder is made to relay to srv first.
 func (b *Backend) attempt(ctx context.Context, bin *Binary, host Host, req *sandbox.Request, ens *egressNS, srv *netproxy.Server) (*sandbox.Result, error) {
+	host.JavaMaxRAMMB = b.perProcessMemory(req.Limits.MemoryMB, bin, true)
 	if req.LayerDir != "" {
 		// The plan reads the working directory as the layer shows it. A
 		// root caller's new holder is made from the host view of the plan
@@ -554,6 +555,7 @@ func (b *Backend) Command(ctx context.Context, req *sandbox.Request) (argv, env,
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	host.JavaMaxRAMMB = b.perProcessMemory(req.Limits.MemoryMB, bin, false)
 	plan, err := BuildPlan(req, host)
 	if err != nil {
 		return nil, nil, nil, err
@@ -827,9 +829,11 @@ func (st *status) parse(line []byte, pidC chan<- int) {
 
 // startWithPrlimit is the fallback when the ptrace gate cannot be used (a
 // setuid bwrap loses its privileges when traced): prlimit(1) from util-linux
-// sets RLIMIT_AS and RLIMIT_CPU on itself and executes bwrap. RLIMIT_NPROC
-// is not set here: before the user namespace exists it would be counted
-// against every process of the uid on the machine.
+// sets RLIMIT_DATA (dataLimit) and RLIMIT_CPU on itself and executes bwrap.
+// No memory cgroup holds such a command: only the gate moves bwrap into one
+// before it runs. RLIMIT_NPROC is not set here: before the user namespace
+// exists it would be counted against every process of the uid on the
+// machine.
 func (b *Backend) startWithPrlimit(cmd *exec.Cmd, lim sandbox.Limits) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -841,7 +845,7 @@ func (b *Backend) startWithPrlimit(cmd *exec.Cmd, lim sandbox.Limits) error {
 		}
 		args := []string{pl}
 		if lim.MemoryMB > 0 {
-			args = append(args, fmt.Sprintf("--as=%d", mib(lim.MemoryMB)))
+			args = append(args, fmt.Sprintf("--data=%d", dataLimit(lim.MemoryMB)))
 		}
 		if lim.CPUSeconds > 0 {
 			args = append(args, fmt.Sprintf("--cpu=%d:%d", lim.CPUSeconds, lim.CPUSeconds+1))
@@ -871,7 +875,7 @@ func rebuild(c *exec.Cmd) *exec.Cmd {
 // (memCgroups.get), or no ptrace gate to move bwrap in before its first
 // instruction (a setuid bwrap run by an unprivileged caller, or the gate
 // turned off). A cgroup that cannot be made is logged and the command gets
-// RLIMIT_AS.
+// RLIMIT_DATA.
 func (b *Backend) memoryCgroup(lim sandbox.Limits, bin *Binary, root bool) *memCgroup {
 	p, ok := b.memoryCgroupPlace(lim.MemoryMB, bin, root)
 	if !ok {
@@ -895,12 +899,33 @@ func (b *Backend) memoryCgroupPlace(memoryMB int, bin *Binary, root bool) (memPl
 	return p, p.Version != 0
 }
 
+// perProcessMemory returns memoryMB (MiB) where it becomes RLIMIT_DATA on
+// each process of a command (memoryCgroupPlace finds no cgroup), else 0.
+// decide false asks without deciding (memCgroups.forecast), so nothing
+// moves: for Command, which runs nothing.
+func (b *Backend) perProcessMemory(memoryMB int, bin *Binary, decide bool) int {
+	if memoryMB <= 0 {
+		return 0
+	}
+	if !decide && !b.noGate && !(bin.Setuid && os.Getuid() != 0) {
+		if processMemCgroups.forecast().Place.Version != 0 {
+			return 0
+		}
+		return memoryMB
+	}
+	if _, ok := b.memoryCgroupPlace(memoryMB, bin, os.Getuid() == 0); ok {
+		return 0
+	}
+	return memoryMB
+}
+
 // MemoryPerCommand reports whether memory_mb (MiB; 0 or less: no limit)
 // bounds each of this backend's commands as a whole, all its processes
-// together in a memory cgroup, rather than each process's address space
-// (RLIMIT_AS): the choice Run makes, asked without making a cgroup. It
+// together in a memory cgroup, rather than each process's memory
+// (RLIMIT_DATA): the choice Run makes, asked without making a cgroup. It
 // finds bwrap (Binary) and this process's cgroup place (done once per
-// process, as by the first command with a memory limit); where bwrap
+// process, as by the first command with a memory limit, which may move
+// corral into a systemd user scope: userscope.go); where bwrap
 // cannot be had the answer is false.
 func (b *Backend) MemoryPerCommand(ctx context.Context, memoryMB int) bool {
 	bin, err := b.Binary(ctx)
@@ -912,7 +937,7 @@ func (b *Backend) MemoryPerCommand(ctx context.Context, memoryMB int) bool {
 }
 
 // memoryPerProcess is lim as limitHit should judge it: without memory_mb
-// when the cgroup, not RLIMIT_AS, held the memory (an allocation then does
+// when the cgroup, not RLIMIT_DATA, held the memory (an allocation then does
 // not fail with a message; the OOM killer ends a process).
 func memoryPerProcess(lim sandbox.Limits, cg *memCgroup) sandbox.Limits {
 	if cg.inside() {
@@ -958,11 +983,16 @@ func limitHit(res *sandbox.Result, lim sandbox.Limits, tail *tailBuffer) string 
 }
 
 // memoryPatterns are (lower-cased) messages programs print when an
-// allocation fails under RLIMIT_AS.
+// allocation fails under RLIMIT_DATA: mmap(2) and brk(2) fail with ENOMEM
+// (strerror "Cannot allocate memory"), and runtimes say it their way
+// (Python's MemoryError, Go's "fatal error: runtime: out of memory",
+// V8's "Fatal process out of memory", the JVM's "There is insufficient
+// memory for the Java Runtime Environment" or OutOfMemoryError).
 var memoryPatterns = []string{
 	"memoryerror", "cannot allocate memory", "out of memory", "bad_alloc",
 	"memory exhausted", "xmalloc: cannot allocate", "failed to reserve",
 	"allocation failed", "could not allocate", "unable to allocate",
+	"insufficient memory", "outofmemoryerror",
 }
 
 // tailBuffer keeps the last max bytes written to it.

@@ -3,6 +3,7 @@ package bwrap
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -80,12 +81,10 @@ func TestSecretsJava(t *testing.T) {
 		allowlist(r)
 		r.Secrets = []sandbox.Secret{{Name: "GITHUB_TOKEN", From: "env:GH_REAL", Hosts: []string{"api.allowed.test"}}}
 		r.Timeout = 120e9
-		// Where memory_mb is an address-space limit (RLIMIT_AS: no
-		// memory cgroup, as for an unprivileged caller here) the JVM
-		// cannot start under the default 256 MiB: it reserves
-		// gigabytes it never touches (see javaMemoryMB). The source
+		// The default memory_mb: where it is RLIMIT_DATA (an
+		// unprivileged caller here) the JVM is told it
+		// (withJavaMaxRAM) ahead of the secrets' options. The source
 		// launcher compiles the program first: a few CPU seconds.
-		r.Limits.MemoryMB = javaMemoryMB
 		r.Limits.CPUSeconds = 60
 	}
 	for _, home := range homes {
@@ -94,8 +93,10 @@ func TestSecretsJava(t *testing.T) {
 			m := w.mark()
 			o := e.sh(java+` Fetch.java https://api.allowed.test/java-client https://api.allowed.test/java-urlconnection`, secretsOn)
 			mustContain(t, o, "httpclient: 200 hello host=api.allowed.test path=/java-client",
-				"urlconnection: 200 hello host=api.allowed.test path=/java-urlconnection",
-				"Picked up JAVA_TOOL_OPTIONS: -Dhttp.proxyHost=127.0.0.1")
+				"urlconnection: 200 hello host=api.allowed.test path=/java-urlconnection")
+			if !pickedUpProxy.MatchString(o.stdout + o.stderr) {
+				t.Errorf("the JVM did not pick up the proxy options first (after corral's -XX:MaxRAM where memory is per process)\n%s", o)
+			}
 			mustNotContain(t, o, realGH)
 			seen := w.seenSince(m)
 			for _, p := range []string{"/java-client", "/java-urlconnection"} {
@@ -124,11 +125,7 @@ func TestSecretsJava(t *testing.T) {
 	}
 }
 
-// javaMemoryMB is the memory limit the Java test gives its sandboxes,
-// in MiB. Measured here (24 GiB of RAM) under ulimit -v: Java 17 starts
-// from 4096, Temurin 25 from 6144 (the JVM reserves its maximum heap, a
-// quarter of the machine's memory capped by the limit, plus 1 GiB of
-// compressed class space and 240 MiB of code cache, and glibc reserves
-// up to 64 MiB per thread for malloc). Under a memory cgroup (bwrap run
-// by root here) the default 256 suffices for this program.
-const javaMemoryMB = 8192
+// pickedUpProxy matches the JVM's note of the JAVA_TOOL_OPTIONS it read
+// under secrets: corral's -XX:MaxRAM first where memory_mb is RLIMIT_DATA
+// (withJavaMaxRAM), then the proxy's properties.
+var pickedUpProxy = regexp.MustCompile(`Picked up JAVA_TOOL_OPTIONS: (-XX:MaxRAM=[0-9]+m )?-Dhttp\.proxyHost=127\.0\.0\.1`)

@@ -29,7 +29,8 @@ func newDoctorCmd(g *globalOptions) *cobra.Command {
 		Short: "Check that the sandbox works on this machine, and say how to fix it if not",
 		Long: `doctor checks the bubblewrap sandbox: bwrap found (path, version), a probe
 sandbox runs, unprivileged user namespaces usable, how limits are applied
-(memory_mb for the whole command in a memory cgroup, or per process);
+(memory_mb for the whole sandbox in a memory cgroup, or per process through
+RLIMIT_DATA, and what would give a cgroup);
 the syscall filter every sandbox gets (built and loaded in a throwaway
 thread); whether the allowlist profile's proxy can start; and the Docker
 engine: reachable, its version and API version, whether docker.image is
@@ -79,10 +80,13 @@ type doctorResult struct {
 	Kubernetes *kubernetes.Diagnosis `json:"kubernetes,omitempty"`
 	Limits     string                `json:"limits"`
 	// Memory says how memory_mb holds for a bwrap command: for the whole
-	// command (a memory cgroup) or per process (RLIMIT_AS), and why
-	// (bwrap.MemoryLimit).
+	// command (a memory cgroup) or per process (RLIMIT_DATA), and where
+	// per process, why and what would give a cgroup (bwrap.DiagnoseMemory).
 	Memory string `json:"memory"`
-	Root   bool   `json:"root"`
+	// MemoryKind is bwrap.DiagnoseMemory's kind: "cgroup-v1", "cgroup-v2",
+	// "rlimit-data" or "none".
+	MemoryKind string `json:"memory_kind"`
+	Root       bool   `json:"root"`
 	// Identity says which host user holds the sandboxes of a root caller
 	// (run_as); "" when corral does not run as root.
 	Identity string      `json:"identity,omitempty"`
@@ -139,7 +143,6 @@ func doctorReport(c *cobra.Command, g *globalOptions, backend string) *doctorRes
 	}
 	r.Bwrap = bwrap.Diagnose(c.Context(), nil, st.Bwrap)
 	r.Limits = bwrap.LimitsMechanism(r.Bwrap.Binary)
-	r.Memory = bwrap.MemoryLimit(r.Bwrap.Binary, st.MemoryMB)
 	r.Seccomp = checkFilter()
 	r.Proxy = proxyCheck{Dir: filepath.Join(r.StateDir, "net")}
 	if err := egress.Check(r.Proxy.Dir); err != nil {
@@ -163,6 +166,10 @@ func doctorReport(c *cobra.Command, g *globalOptions, backend string) *doctorRes
 			r.CommandError = err.Error()
 		}
 	}
+	// After the command: what its memory limit settled on (a systemd user
+	// scope asked for, say), else what a command would get.
+	md := bwrap.DiagnoseMemory(r.Bwrap.Binary, st.MemoryMB)
+	r.Memory, r.MemoryKind = md.Line, md.Kind
 	e := docker.NewEngine(docker.Options{Logger: newLogger(g)})
 	defer e.Close()
 	r.Docker = e.Diagnose(c.Context(), corral.DockerSettings(st))

@@ -44,7 +44,7 @@ sandbox). --user runs as another account where the backend can switch users
 	f.BoolVarP(&o.interactive, "interactive", "i", false, "keep stdin open (otherwise the program reads /dev/null)")
 	f.StringVar(&o.user, "user", "", "account to run as, where the backend can switch users (docker)")
 	f.StringVar(&o.backend, "backend", "", "backend: bwrap, docker, kubernetes or local (default: the backend setting, or the session's route)")
-	f.IntVar(&o.memoryMB, "memory-mb", -1, "address space per process in MiB (RLIMIT_AS; 0 disables; default: the session's)")
+	f.IntVar(&o.memoryMB, "memory-mb", -1, "memory in MiB: of the whole command in a memory cgroup, else per process (RLIMIT_DATA); 0 disables; default: the session's")
 	f.IntVar(&o.cpuSeconds, "cpu-seconds", -1, "CPU seconds per process (0 disables; default: the session's)")
 	f.IntVar(&o.maxProcs, "max-procs", -1, "processes and threads (0 disables; default: the session's)")
 	f.DurationVar(&o.timeout, "timeout", 0, "end the program after this long (default: never)")
