@@ -109,7 +109,7 @@ func TestHostResolvesPerSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sp.Profile != sandbox.ProfileRestricted || sp.Limits.MemoryMB != 256 {
+	if sp.Profile != sandbox.ProfileRestricted || sp.Limits.MemoryMB != 1024 {
 		t.Errorf("after the settings changed: profile %q, memory %d; want restricted, 256", sp.Profile, sp.Limits.MemoryMB)
 	}
 	// A broken settings file refuses the command, naming the key.

@@ -54,7 +54,7 @@ func TestDefaults(t *testing.T) {
 	}
 	want := &Settings{
 		Backend: "bwrap", Profile: sandbox.ProfileNetwork,
-		MemoryMB: 256, CPUSeconds: 30, MaxProcs: 256,
+		MemoryMB: 1024, CPUSeconds: 30, MaxProcs: 256,
 		Timeout: 180 * time.Second, HomeMode: "host", WorkspaceMode: "direct", ToolCaches: "shared", DegradedMode: "degrade",
 		TmpSizeMB: 512, OutputLimit: 65536,
 		Approval: "ask", AuditMaxMB: 10, Docker: defaultDocker, Kubernetes: defaultKubernetes, Skills: defaultSkills,
@@ -151,8 +151,8 @@ func TestScalarForms(t *testing.T) {
 		}},
 		{"empty env var counts as unset", "memory_mb: 7", env("CORRAL_MEMORY_MB="), func(s *Settings) bool { return s.MemoryMB == 7 }},
 		{"last duplicate env var wins", "", env("CORRAL_MAX_PROCS=1", "CORRAL_MAX_PROCS=2"), func(s *Settings) bool { return s.MaxProcs == 2 }},
-		{"empty file", "", nil, func(s *Settings) bool { return s.MemoryMB == 256 }},
-		{"comment-only file", "# nothing\n", nil, func(s *Settings) bool { return s.MemoryMB == 256 }},
+		{"empty file", "", nil, func(s *Settings) bool { return s.MemoryMB == 1024 }},
+		{"comment-only file", "# nothing\n", nil, func(s *Settings) bool { return s.MemoryMB == 1024 }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -479,8 +479,8 @@ func TestSetGetUnset(t *testing.T) {
 		{"set", "binds", `[{"src":"/rw","readonly":false}]`, `[{"src":"/rw","readonly":false}]`, SourceFile},
 		{"set", "cwd", "~/src", "/home/u/src", SourceFile},
 		{"unset", "cpu_seconds", "", "30", SourceDefault},
-		{"unset", "memory_mb", "", "256", SourceDefault},
-		{"unset", "memory_mb", "", "256", SourceDefault}, // twice is fine
+		{"unset", "memory_mb", "", "1024", SourceDefault},
+		{"unset", "memory_mb", "", "1024", SourceDefault}, // twice is fine
 	}
 	for _, st := range steps {
 		var err error

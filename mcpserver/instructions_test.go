@@ -53,7 +53,7 @@ func TestInstructionsMemoryOfBwrap(t *testing.T) {
 	doctor := bwrap.DiagnoseMemory(bin, 256)
 	got := Instructions("s1", &session.Spec{Backend: be, Policy: sandbox.Policy{Workdir: "/src", Limits: sandbox.DefaultLimits}, Timeout: time.Minute}, nil)
 	whole := doctor.Kind == bwrap.MemoryCgroupV1 || doctor.Kind == bwrap.MemoryCgroupV2
-	if whole != strings.Contains(got, "256 MiB of memory for the whole command") || whole == strings.Contains(got, "256 MiB of memory per process") {
+	if whole != strings.Contains(got, "1024 MiB of memory for the whole command") || whole == strings.Contains(got, "1024 MiB of memory per process") {
 		t.Errorf("doctor says %q, instructions say:\n%s", doctor.Line, got)
 	}
 	t.Logf("doctor: %s", doctor.Line)
@@ -86,7 +86,7 @@ func TestInstructions(t *testing.T) {
 			"$TMPDIR persists between this session's commands",
 			"Network: none",
 			"3 min of wall-clock time per command",
-			"256 MiB of memory per process, 30 s of CPU time per process, 256 processes and threads",
+			"1024 MiB of memory per process, 30 s of CPU time per process, 256 processes and threads",
 			"Output beyond 64 KiB is cut",
 			"background: true returns an id",
 			"bash_output {id}", "bash_kill {id}", "run_code",
@@ -125,9 +125,9 @@ func TestInstructions(t *testing.T) {
 		{"docker tool cache", with(func(s *session.Spec) { s.CacheDir = "/c"; s.Backend = fakeBackend{name: "docker"} }), nil,
 			[]string{"are in this container's /tmp/.toolcache"}, []string{"/c"}},
 		{"memory for the whole command", with(func(s *session.Spec) { s.Backend = memcgBackend{fakeBackend{name: "bwrap"}, true} }), nil,
-			[]string{"256 MiB of memory for the whole command (all its processes together), 30 s of CPU time per process"}, []string{"address space"}},
+			[]string{"1024 MiB of memory for the whole command (all its processes together), 30 s of CPU time per process"}, []string{"address space"}},
 		{"memory per process, said by the backend", with(func(s *session.Spec) { s.Backend = memcgBackend{fakeBackend{name: "bwrap"}, false} }), nil,
-			[]string{"256 MiB of memory per process"}, []string{"whole command", "address space"}},
+			[]string{"1024 MiB of memory per process"}, []string{"whole command", "address space"}},
 		{"no limits", with(func(s *session.Spec) { s.Limits = sandbox.Limits{}; s.Timeout = 90 * time.Second }), nil,
 			[]string{"90 s of wall-clock time", "no memory limit, no CPU time limit, no process limit"}, nil},
 		{"default cwd", with(func(s *session.Spec) { s.Workdir = "" }), nil, []string{"Working directory: the directory corral was started in."}, nil},

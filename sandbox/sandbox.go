@@ -92,9 +92,11 @@ type Limits struct {
 	MaxProcs int
 }
 
-// DefaultLimits are the reference backend's deliberately tight defaults:
-// 256 MiB of memory, 30 s of CPU, 256 processes.
-var DefaultLimits = Limits{MemoryMB: 256, CPUSeconds: 30, MaxProcs: 256}
+// DefaultLimits are the reference backend's defaults: 1024 MiB of memory
+// (docker.memory's default, so one policy holds on every backend; a cold
+// go build of a module needs more than 256, which killed it), 30 s of
+// CPU per process, 256 processes.
+var DefaultLimits = Limits{MemoryMB: 1024, CPUSeconds: 30, MaxProcs: 256}
 
 // Bind is an extra host path mounted into the sandbox.
 type Bind struct {
