@@ -125,7 +125,7 @@ func (m *memCgroups) forecast() memoryBound {
 		b.Fix = fix
 		return b
 	}
-	cg, err := probeUserManager()
+	cg, err := probeUserManager(thisScopeHost())
 	if err == nil {
 		why, fix = userScopeFits(f, cg)
 	} else {
@@ -162,7 +162,7 @@ func settleMemory(log *slog.Logger) memoryBound {
 		log.Debug("bwrap.memcg.none", "reason", p.Reason, "scope", why)
 		return b
 	}
-	unit, err := joinUserScope(context.Background())
+	unit, err := joinUserScope(context.Background(), thisScopeHost())
 	if err != nil {
 		var se *scopeError
 		if errors.As(err, &se) {

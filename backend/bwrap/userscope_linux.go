@@ -26,6 +26,23 @@ const (
 // and waiting for the manager to move corral.
 const userScopeWait = 10 * time.Second
 
+// scopeHost is what asking for a scope reads of this process and machine;
+// thisScopeHost is the real one (tests give fakes).
+type scopeHost struct {
+	uid, pid   int
+	getenv     func(string) string
+	facts      func() cgroupFacts
+	procCgroup func() string
+}
+
+// thisScopeHost is scopeHost of this process.
+func thisScopeHost() scopeHost {
+	return scopeHost{
+		uid: os.Getuid(), pid: os.Getpid(), getenv: os.Getenv, facts: readCgroupFacts,
+		procCgroup: func() string { b, _ := os.ReadFile("/proc/self/cgroup"); return string(b) },
+	}
+}
+
 // scopeError is why corral has no scope, with the fix to name.
 type scopeError struct{ why, fix string }
 
@@ -40,11 +57,10 @@ type userManager struct {
 // userBusSockets that answers, authenticated as this uid (EXTERNAL: the
 // manager checks the socket's peer credentials). Every read and write on
 // the connection ends by ctx's deadline.
-func dialUserManager(ctx context.Context) (*userManager, error) {
-	uid := os.Getuid()
+func dialUserManager(ctx context.Context, h scopeHost) (*userManager, error) {
 	var errs []error
-	for _, s := range userBusSockets(os.Getenv, uid) {
-		c, err := dialBus(ctx, s, uid)
+	for _, s := range userBusSockets(h.getenv, h.uid) {
+		c, err := dialBus(ctx, s, h.uid)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", s.Path, err))
 			continue
@@ -152,10 +168,10 @@ func (m *userManager) unitState(ctx context.Context, unit string) (string, error
 
 // probeUserManager returns the user manager's cgroup without changing
 // anything, for doctor's forecast; the error is a *scopeError.
-func probeUserManager() (string, error) {
+func probeUserManager(h scopeHost) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), userScopeWait)
 	defer cancel()
-	m, err := dialUserManager(ctx)
+	m, err := dialUserManager(ctx, h)
 	if err != nil {
 		return "", err
 	}
@@ -174,10 +190,10 @@ func probeUserManager() (string, error) {
 // says nothing. A manager that cannot give a scope memory is not asked
 // (userScopeFits). Errors are *scopeError; the whole is bounded by
 // userScopeWait.
-func joinUserScope(ctx context.Context) (string, error) {
+func joinUserScope(ctx context.Context, h scopeHost) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, userScopeWait)
 	defer cancel()
-	m, err := dialUserManager(ctx)
+	m, err := dialUserManager(ctx, h)
 	if err != nil {
 		return "", err
 	}
@@ -186,17 +202,16 @@ func joinUserScope(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", &scopeError{why: err.Error(), fix: fixNoManager}
 	}
-	if why, fix := userScopeFits(readCgroupFacts(), cg); why != "" {
+	if why, fix := userScopeFits(h.facts(), cg); why != "" {
 		return "", &scopeError{why: why, fix: fix}
 	}
-	pid := os.Getpid()
-	unit := userScopeUnit(pid)
-	if err := m.startScope(ctx, unit, userScopeProperties(pid)); err != nil {
+	unit := userScopeUnit(h.pid)
+	if err := m.startScope(ctx, unit, userScopeProperties(h.pid)); err != nil {
 		return "", &scopeError{why: err.Error(), fix: fixNotDelegated}
 	}
 	state := "unknown"
 	joined := waitFor(userScopeWait, func() bool {
-		if b, err := os.ReadFile("/proc/self/cgroup"); err == nil && inUserScope(string(b), unit) {
+		if inUserScope(h.procCgroup(), unit) {
 			return true
 		}
 		if s, err := m.unitState(ctx, unit); err == nil {
@@ -209,7 +224,7 @@ func joinUserScope(ctx context.Context) (string, error) {
 		}
 		return false
 	})
-	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil && inUserScope(string(b), unit) {
+	if inUserScope(h.procCgroup(), unit) {
 		return unit, nil
 	}
 	if state == "" {
