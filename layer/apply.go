@@ -1004,11 +1004,7 @@ func (s *trees) writeEntry(e journalEntry) error {
 		s.forget(e.Path)
 		return s.lo.removeAll(e.Path)
 	}
-	ch := struct {
-		Path string
-		New  journalEntry
-	}{e.Path, e}
-	dir, base := splitRel(ch.Path)
+	dir, base := splitRel(e.Path)
 	if err := s.mkdirs(dir); err != nil {
 		return err
 	}
@@ -1017,47 +1013,47 @@ func (s *trees) writeEntry(e journalEntry) error {
 		return err
 	}
 	pfd := d.fd
-	cur, err := lstatAt(pfd, base, s.lo.abs(ch.Path))
+	cur, err := lstatAt(pfd, base, s.lo.abs(e.Path))
 	if err != nil {
 		return err
 	}
-	uid, gid := s.owner(cur, d, ch.New.Type)
-	if ch.New.Type == "dir" {
+	uid, gid := s.owner(cur, d, e.Type)
+	if e.Type == "dir" {
 		if cur != nil && cur.Type == "dir" {
-			return s.chmod(s.lo, ch.Path, ch.New.Mode)
+			return s.chmod(s.lo, e.Path, e.Mode)
 		}
 		if cur != nil {
-			if err := s.lo.removeAll(ch.Path); err != nil {
+			if err := s.lo.removeAll(e.Path); err != nil {
 				return err
 			}
 		}
-		if err := unix.Mkdirat(pfd, base, ch.New.Mode&0o777); err != nil {
-			return &os.PathError{Op: "mkdir", Path: s.lo.abs(ch.Path), Err: err}
+		if err := unix.Mkdirat(pfd, base, e.Mode&0o777); err != nil {
+			return &os.PathError{Op: "mkdir", Path: s.lo.abs(e.Path), Err: err}
 		}
 		if uid >= 0 {
 			if err := unix.Fchownat(pfd, base, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				return err
 			}
 		}
-		s.isDir.add(ch.Path)
+		s.isDir.add(e.Path)
 		// The umask, a setgid parent or chown may have changed the bits.
-		if now, err := lstatAt(pfd, base, s.lo.abs(ch.Path)); err != nil || now == nil || now.Mode != ch.New.Mode || uid >= 0 {
-			return s.chmod(s.lo, ch.Path, ch.New.Mode)
+		if now, err := lstatAt(pfd, base, s.lo.abs(e.Path)); err != nil || now == nil || now.Mode != e.Mode || uid >= 0 {
+			return s.chmod(s.lo, e.Path, e.Mode)
 		}
 		return nil
 	}
 	if cur != nil && cur.Type == "dir" { // a type change: rename cannot replace a directory
-		s.forget(ch.Path)
-		if err := s.lo.removeAll(ch.Path); err != nil {
+		s.forget(e.Path)
+		if err := s.lo.removeAll(e.Path); err != nil {
 			return err
 		}
 	}
 	tmp := ""
-	switch ch.New.Type {
+	switch e.Type {
 	case "symlink":
 		tmp = s.tempName()
-		if err := unix.Symlinkat(ch.New.Target, pfd, tmp); err != nil {
-			return &os.PathError{Op: "symlink", Path: s.lo.abs(ch.Path), Err: err}
+		if err := unix.Symlinkat(e.Target, pfd, tmp); err != nil {
+			return &os.PathError{Op: "symlink", Path: s.lo.abs(e.Path), Err: err}
 		}
 		if uid >= 0 {
 			unix.Fchownat(pfd, tmp, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
@@ -1079,11 +1075,11 @@ func (s *trees) writeEntry(e journalEntry) error {
 			return err
 		}
 	default:
-		return fmt.Errorf("%s: cannot apply %s", s.lo.abs(ch.Path), article(""))
+		return fmt.Errorf("%s: cannot apply %s", s.lo.abs(e.Path), article(""))
 	}
 	if err := unix.Renameat(pfd, tmp, pfd, base); err != nil {
 		unix.Unlinkat(pfd, tmp, 0)
-		return &os.PathError{Op: "rename", Path: s.lo.abs(ch.Path), Err: err}
+		return &os.PathError{Op: "rename", Path: s.lo.abs(e.Path), Err: err}
 	}
 	return nil
 }

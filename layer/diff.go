@@ -99,6 +99,9 @@ func Diff(w io.Writer, changes []Change, opts DiffOptions) error {
 // statMaxRows files, the patches are made twice, first to learn the
 // widths git's form aligns on. Its memory is that of one patch, the
 // kept lists and the rename candidates, whatever the number of changes.
+// A layer that changes meanwhile (a command of the session running) can
+// show a change in one walk and not in the next; each patch is the
+// contents as read when it is written, as with Diff.
 func DiffLayer(w io.Writer, l *Layer, paths []string, opts DiffOptions) (int, error) {
 	sel, err := l.selection(paths)
 	if err != nil {
