@@ -144,15 +144,17 @@ type matrixResult struct {
 }
 
 func (r matrixResult) String() string {
-	return fmt.Sprintf("exit %d\n--- stdout\n%s\n--- stderr\n%s", r.code, lastBytes(r.stdout, 3000), lastBytes(r.stderr, 3000))
+	return fmt.Sprintf("exit %d\n--- stdout\n%s\n--- stderr\n%s", r.code, ends(r.stdout, 1500), ends(r.stderr, 1500))
 }
 
-// lastBytes is the last n bytes of s.
-func lastBytes(s string, n int) string {
-	if len(s) <= n {
+// ends is s, or its first and last n bytes when it is longer than 2n (a
+// Go runtime's fatal error says why first, then dumps every goroutine,
+// then corral says what it makes of it).
+func ends(s string, n int) string {
+	if len(s) <= 2*n {
 		return s
 	}
-	return "..." + s[len(s)-n:]
+	return s[:n] + "\n[... " + strconv.Itoa(len(s)-2*n) + " bytes ...]\n" + s[len(s)-n:]
 }
 
 var matrixCells = []matrixCell{
