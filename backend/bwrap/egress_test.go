@@ -413,7 +413,8 @@ func TestAllowlistThroughNsenter(t *testing.T) {
 	// And where the gate is refused altogether (prlimit(1) starts bwrap).
 	e.backend.forceNsenter, e.backend.noGate = false, true
 	o = e.sh(`curl -q -sS --max-time 10 http://api.allowed.test/nogate; echo; ulimit -d; ulimit -v`, allowlist, func(r *sandbox.Request) { r.Limits.MaxProcs = 0 })
-	mustContain(t, o, "hello host=api.allowed.test path=/nogate tls=false", "\n262144\nunlimited\n")
+	// memory_mb is RLIMIT_DATA there (KiB in ulimit -d), never RLIMIT_AS.
+	mustContain(t, o, "hello host=api.allowed.test path=/nogate tls=false", fmt.Sprintf("\n%d\nunlimited\n", sandbox.DefaultLimits.MemoryMB<<10))
 }
 
 // TestAllowlistFailsClosed: when the proxy cannot start, the command does
