@@ -1,0 +1,6 @@
+//go:build !race
+
+package transfer
+
+// raceDetector says the test binary runs under the race detector.
+const raceDetector = false
