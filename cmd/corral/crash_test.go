@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corralhq/corral/internal/k8stest"
 )
 
 // corePatternFile is where the kernel reads how to name a core.
@@ -192,14 +191,3 @@ func TestCrashLeavesNoCoreDocker(t *testing.T) {
 	crashLeavesNoCore(t, c)
 }
 
-func TestCrashLeavesNoCoreKubernetes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kubernetes cluster test (-short)")
-	}
-	cl := k8stest.Require(t)
-	c := newCLI(t)
-	c.env = append(c.env, "CORRAL_BACKEND=kubernetes", "CORRAL_KUBERNETES_KUBECONFIG="+os.Getenv(k8stest.EnvKubeconfig),
-		"CORRAL_KUBERNETES_NAMESPACE="+cl.Namespace, "CORRAL_KUBERNETES_IMAGE="+cl.Image, "CORRAL_KUBERNETES_MEMORY=256Mi", "CORRAL_KUBERNETES_CPUS=500m")
-	// A session's pod, as the other CLI tests use.
-	crashLeavesNoCore(t, c, "--session", "crash-"+itoa(os.Getpid()))
-}
