@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
 )
 
 // corePatternFile is where the kernel reads how to name a core.
@@ -190,4 +189,3 @@ func TestCrashLeavesNoCoreDocker(t *testing.T) {
 	c, _ := dockerCLI(t)
 	crashLeavesNoCore(t, c)
 }
-
