@@ -729,19 +729,11 @@ func (s *trees) stageFile(e *journalEntry) error {
 		e.SHA256 = hex.EncodeToString(h.Sum(nil))
 		return nil
 	}
-	dir, base := splitRel(e.Path)
-	if err := s.mkdirs(dir); err != nil {
-		return err
-	}
-	d, err := s.dirFD(dir)
+	d, _, cur, err := s.placeOf(e.Path)
 	if err != nil {
 		return err
 	}
 	pfd := d.fd
-	cur, err := lstatAt(pfd, base, s.lo.abs(e.Path))
-	if err != nil {
-		return err
-	}
 	uid, gid := s.owner(cur, d, "file")
 	in, mode, err := s.source(*e)
 	if err != nil {
@@ -912,6 +904,21 @@ func (s *trees) syncLower() error {
 
 // lstatAt returns entry name of directory pfd (nil when missing); abs
 // names it in errors.
+// placeOf makes path's parent directory in Lower when missing and
+// returns it, path's last component, and what Lower holds at path now
+// (lstatAt): what staging and writing an entry both start from.
+func (s *trees) placeOf(path string) (d dirEnt, base string, cur *node, err error) {
+	dir, base := splitRel(path)
+	if err := s.mkdirs(dir); err != nil {
+		return dirEnt{}, "", nil, err
+	}
+	if d, err = s.dirFD(dir); err != nil {
+		return dirEnt{}, "", nil, err
+	}
+	cur, err = lstatAt(d.fd, base, s.lo.abs(path))
+	return d, base, cur, err
+}
+
 func lstatAt(pfd int, name, abs string) (*node, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -1004,19 +1011,11 @@ func (s *trees) writeEntry(e journalEntry) error {
 		s.forget(e.Path)
 		return s.lo.removeAll(e.Path)
 	}
-	dir, base := splitRel(e.Path)
-	if err := s.mkdirs(dir); err != nil {
-		return err
-	}
-	d, err := s.dirFD(dir)
+	d, base, cur, err := s.placeOf(e.Path)
 	if err != nil {
 		return err
 	}
 	pfd := d.fd
-	cur, err := lstatAt(pfd, base, s.lo.abs(e.Path))
-	if err != nil {
-		return err
-	}
 	uid, gid := s.owner(cur, d, e.Type)
 	if e.Type == "dir" {
 		if cur != nil && cur.Type == "dir" {
