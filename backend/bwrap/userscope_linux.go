@@ -171,16 +171,27 @@ func (m *userManager) unitState(ctx context.Context, unit string) (string, error
 func probeUserManager(h scopeHost) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), userScopeWait)
 	defer cancel()
-	m, err := dialUserManager(ctx, h)
+	m, cg, err := managerAndCgroup(ctx, h)
 	if err != nil {
 		return "", err
 	}
-	defer m.close()
+	m.close()
+	return cg, nil
+}
+
+// managerAndCgroup dials the user's manager and asks for its cgroup; the
+// caller closes the manager. Errors are *scopeError.
+func managerAndCgroup(ctx context.Context, h scopeHost) (*userManager, string, error) {
+	m, err := dialUserManager(ctx, h)
+	if err != nil {
+		return nil, "", err
+	}
 	cg, err := m.controlGroup(ctx)
 	if err != nil {
-		return "", &scopeError{why: err.Error(), fix: fixNoManager}
+		m.close()
+		return nil, "", &scopeError{why: err.Error(), fix: fixNoManager}
 	}
-	return cg, nil
+	return m, cg, nil
 }
 
 // joinUserScope moves this process into a new transient scope of the
@@ -193,15 +204,11 @@ func probeUserManager(h scopeHost) (string, error) {
 func joinUserScope(ctx context.Context, h scopeHost) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, userScopeWait)
 	defer cancel()
-	m, err := dialUserManager(ctx, h)
+	m, cg, err := managerAndCgroup(ctx, h)
 	if err != nil {
 		return "", err
 	}
 	defer m.close()
-	cg, err := m.controlGroup(ctx)
-	if err != nil {
-		return "", &scopeError{why: err.Error(), fix: fixNoManager}
-	}
 	if why, fix := userScopeFits(h.facts(), cg); why != "" {
 		return "", &scopeError{why: why, fix: fix}
 	}
