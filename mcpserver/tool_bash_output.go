@@ -36,7 +36,10 @@ type BashOutputResult struct {
 	NextOffset int64 `json:"next_offset" jsonschema:"byte offset to pass next time for the output that follows"`
 	// SkippedBytes is how many bytes before Offset were dropped: past
 	// 64 MiB only the newest output is kept.
-	SkippedBytes int64 `json:"skipped_bytes,omitempty" jsonschema:"bytes before offset that were dropped (only the newest output is kept past 64 MiB)"`
+	SkippedBytes int64 `json:"skipped_bytes,omitempty" jsonschema:"bytes before offset that were dropped (only the newest output is kept past 64 MiB or when corral's disk is nearly full)"`
+	// SkippedReason says why SkippedBytes were dropped
+	// (session.Chunk.SkippedReason).
+	SkippedReason string `json:"skipped_reason,omitempty" jsonschema:"why the skipped bytes were dropped"`
 	// More is set when output beyond NextOffset is already there.
 	More bool `json:"more,omitempty" jsonschema:"more output is already available: call again with next_offset"`
 	// Running is false once the process has ended; ExitCode, TimedOut,
@@ -92,7 +95,7 @@ func (s *Server) bashOutput(_ context.Context, c *call, in BashOutputInput) (*mc
 		return nil, zero, unknownProcess(c.sess, in.ID, err)
 	}
 	out := BashOutputResult{
-		ID: in.ID, Output: ch.Data, Offset: ch.Offset, NextOffset: ch.Next, SkippedBytes: ch.Skipped,
+		ID: in.ID, Output: ch.Data, Offset: ch.Offset, NextOffset: ch.Next, SkippedBytes: ch.Skipped, SkippedReason: ch.SkippedReason,
 		Running: ch.Running, TimedOut: ch.TimedOut, LimitHit: ch.LimitHit, Error: ch.Error, InvalidUTF8: ch.InvalidUTF8,
 	}
 	live := map[string]bool{}
@@ -119,12 +122,17 @@ func (s *Server) bashOutput(_ context.Context, c *call, in BashOutputInput) (*mc
 	s.mu.Unlock()
 
 	var b strings.Builder
+	if ch.Skipped > 0 {
+		// Where the gap is, before the output that follows it.
+		fmt.Fprintf(&b, "[corral: %d older bytes were dropped before offset %d", ch.Skipped, ch.Offset)
+		if ch.SkippedReason != "" {
+			fmt.Fprintf(&b, ": %s", ch.SkippedReason)
+		}
+		b.WriteString("]\n")
+	}
 	b.WriteString(ch.Data)
 	if ch.Data != "" && !strings.HasSuffix(ch.Data, "\n") {
 		b.WriteString("\n")
-	}
-	if ch.Skipped > 0 {
-		fmt.Fprintf(&b, "[corral: %d older bytes were dropped before offset %d]\n", ch.Skipped, ch.Offset)
 	}
 	switch {
 	case ch.Error != "":

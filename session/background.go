@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -70,6 +69,10 @@ type Chunk struct {
 	// Offset is where Data starts; it is past the requested offset when
 	// older bytes were dropped (Skipped says how many).
 	Offset, Next, Skipped int64
+	// SkippedReason says why the Skipped bytes were dropped: output past
+	// 64 MiB, or the disk holding corral's session state full or nearly
+	// so (a reserve of max(16 MiB, 5% of that filesystem) is kept free).
+	SkippedReason string
 	// Running is false once the process has exited; ExitCode is then its
 	// status (128+N for signal N).
 	Running  bool
@@ -134,7 +137,7 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 	started := sync.OnceFunc(releaseStart)
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Process{ID: id, Command: req.Command, Started: time.Now(), cancel: cancel, done: make(chan struct{}),
-		out: &spool{path: filepath.Join(s.dir, "bg", id+".log")}}
+		out: newSpool(filepath.Join(s.dir, "bg", id+".log"))}
 	// Background commands do not change the session's cwd or variables.
 	sreq := s.request(sp, st, dir, bashArgv(`eval "$1"`, req.Command), req.Timeout)
 	sreq.Stdout, sreq.Stderr = p.out, p.out
@@ -188,14 +191,9 @@ func (s *Session) Output(id string, offset int64) (*Chunk, error) {
 	default:
 		running = true
 	}
-	data, start, next, skipped := p.out.read(offset, bgChunk)
-	if cut := trimPartialEnd(data); len(cut) < len(data) && (running || next < p.out.size()) {
-		// Leave a character split by the chunk boundary for the next call.
-		next -= int64(len(data) - len(cut))
-		data = cut
-	}
-	text, invalid, _ := sanitize(data)
-	c := &Chunk{Data: text, Offset: start, Next: next, Skipped: skipped, Running: running, InvalidUTF8: invalid}
+	r := p.out.chunk(offset, bgChunk, running)
+	text, invalid, _ := sanitize(r.data)
+	c := &Chunk{Data: text, Offset: r.start, Next: r.next, Skipped: r.skipped, SkippedReason: r.reason, Running: running, InvalidUTF8: invalid}
 	if !running {
 		p.mu.Lock()
 		if p.result != nil {
@@ -204,7 +202,7 @@ func (s *Session) Output(id string, offset int64) (*Chunk, error) {
 		if p.err != nil {
 			c.Error, c.ExitCode = p.err.Error(), sandbox.ExitCorralError
 		}
-		if next >= p.out.size() && p.readDone.IsZero() {
+		if r.next >= p.out.size() && p.readDone.IsZero() {
 			p.readDone = time.Now()
 		}
 		p.mu.Unlock()
@@ -325,132 +323,5 @@ func (s *Session) reapLocked() {
 			delete(s.procs, p.ID)
 			p.out.remove()
 		}
-	}
-}
-
-// spool holds a background process's output within bounded memory: in
-// memory up to bgMemory, then in a file up to bgFileCap, then only the
-// newest bgMemory bytes (offsets stay absolute; dropped bytes are
-// reported as skipped).
-type spool struct {
-	mu      sync.Mutex
-	path    string
-	mem     []byte // before spilling: bytes [0, total)
-	file    *os.File
-	fileLen int64
-	ring    []byte // after the cap: bytes [total-len(ring), total)
-	capped  bool
-	total   int64
-	ioErr   error
-}
-
-// Write implements io.Writer within the spool's memory and file bounds.
-func (s *spool) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := len(p)
-	s.total += int64(n)
-	switch {
-	case s.file == nil && !s.capped:
-		if len(s.mem)+len(p) <= bgMemory {
-			s.mem = append(s.mem, p...)
-			return n, nil
-		}
-		f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-		if err != nil {
-			// Cannot spill: keep only the newest bytes in memory.
-			s.ioErr = err
-			s.capped, s.fileLen = true, 0
-			s.ring = append(s.mem, p...)
-			s.mem = nil
-			s.trimRing()
-			return n, nil
-		}
-		s.file = f
-		buf := append(s.mem, p...)
-		s.mem = nil
-		s.writeFile(buf)
-	case !s.capped:
-		s.writeFile(p)
-	default:
-		s.ring = append(s.ring, p...)
-		s.trimRing()
-	}
-	return n, nil
-}
-
-// writeFile appends to the spill file up to the cap; the rest goes to the ring.
-func (s *spool) writeFile(p []byte) {
-	room := bgFileCap - s.fileLen
-	k := int64(len(p))
-	if k > room {
-		k = room
-	}
-	if k > 0 {
-		if _, err := s.file.WriteAt(p[:k], s.fileLen); err != nil {
-			s.ioErr = err
-		}
-		s.fileLen += k
-	}
-	if rest := p[k:]; len(rest) > 0 {
-		s.capped = true
-		s.ring = append(s.ring, rest...)
-		s.trimRing()
-	}
-}
-
-func (s *spool) trimRing() {
-	if over := len(s.ring) - bgMemory; over > 0 {
-		s.ring = append(s.ring[:0], s.ring[over:]...)
-	}
-}
-
-func (s *spool) size() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.total
-}
-
-// read returns up to max bytes from offset: the data, where it starts,
-// where the next read starts, and how many bytes before it were dropped.
-func (s *spool) read(offset int64, max int) (data []byte, start, next, skipped int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if offset < 0 {
-		offset = 0
-	}
-	if offset > s.total {
-		offset = s.total
-	}
-	if s.file == nil && !s.capped {
-		end := min(offset+int64(max), s.total)
-		return append([]byte(nil), s.mem[offset:end]...), offset, end, 0
-	}
-	if offset < s.fileLen && s.file != nil {
-		end := min(offset+int64(max), s.fileLen)
-		buf := make([]byte, end-offset)
-		n, err := s.file.ReadAt(buf, offset)
-		if err != nil && err != io.EOF {
-			s.ioErr = err
-		}
-		return buf[:n], offset, offset + int64(n), 0
-	}
-	ringStart := s.total - int64(len(s.ring))
-	if offset < ringStart {
-		skipped = ringStart - offset
-		offset = ringStart
-	}
-	end := min(offset+int64(max), s.total)
-	return append([]byte(nil), s.ring[offset-ringStart:end-ringStart]...), offset, end, skipped
-}
-
-// remove deletes the spill file.
-func (s *spool) remove() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.file != nil {
-		s.file.Close()
-		s.file = nil
-		_ = os.Remove(s.path)
 	}
 }
