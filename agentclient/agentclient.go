@@ -245,7 +245,7 @@ func (s *Stream) Result() (*inside.Exit, error) {
 	// The command was sent: the helper may have run it before it died, so
 	// this is no sandbox.ErrUnavailable ("nothing was run").
 	cause := strings.TrimPrefix(s.c.err.Error(), sandbox.ErrUnavailable.Error()+": ")
-	return nil, fmt.Errorf("%s; the command was sent to it and may have run, in part or whole, but its exit status is unknown: look at its effects before running it again", cause)
+	return nil, sandbox.MayHaveRun(fmt.Errorf("%s; the command was sent to it and may have run, in part or whole, but its exit status is unknown: look at its effects before running it again", cause))
 }
 
 // tailNote is ": " and what t kept, or "".

@@ -47,6 +47,17 @@ func toolError(err error) error {
 	msg := err.Error()
 	var out string
 	switch {
+	case errors.Is(err, sandbox.ErrMayHaveRun):
+		// First: the cause may match ErrUnavailable too, and "nothing was
+		// run" would send the agent to run it twice.
+		msg = strip(msg, sandbox.ErrUnavailable)
+		out = msg
+		if !strings.Contains(msg, "may have run") {
+			out = "the command may have run, in part or whole, but its outcome is unknown: " + msg
+		}
+		if !strings.Contains(msg, "look at its effects") {
+			out += ". Look at its effects before running it again"
+		}
 	case errors.Is(err, context.Canceled):
 		out = "the call was cancelled; the command and every process it started were ended"
 	case errors.Is(err, context.DeadlineExceeded):
@@ -55,8 +66,10 @@ func toolError(err error) error {
 		out = "this session has been closed (corral is shutting down, or the MCP session it belonged to has ended), so nothing was run"
 	case errors.Is(err, session.ErrStateUnreadable):
 		out = msg + ". Call the tool again: a passing cause (too many open files) clears by itself; if it fails the same way, tell the person running corral (the session's state directory needs them)"
-	case errors.Is(err, sandbox.ErrHostChanged):
-		out = "nothing was run: " + msg + ". This passes by itself (the machine can sandbox); call the tool again"
+	case sandbox.IsTransient(err):
+		// Before ErrUnavailable: a passing cause is the agent's to retry,
+		// not a person's to fix.
+		out = "nothing was run: " + strip(msg, sandbox.ErrUnavailable) + ". This passes by itself; call the tool again (if it fails the same way several times, tell the person running corral)"
 	case errors.Is(err, sandbox.ErrUnavailable):
 		out = "no sandbox can be had on this machine, so nothing was run: " + strip(msg, sandbox.ErrUnavailable) +
 			". Only the person running corral can fix this (`corral doctor` says how); tell them"
@@ -69,7 +82,7 @@ func toolError(err error) error {
 		out = "corral's settings are invalid, so nothing was run: " + msg +
 			". Only the person running corral can fix them (`corral config list`); tell them"
 	default:
-		out = "corral could not run it: " + msg
+		out = "corral failed: " + msg
 	}
 	return &ToolError{Msg: out, Err: err}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -90,7 +92,12 @@ func TestToolError(t *testing.T) {
 		{fmt.Errorf("%w: the working directory / is refused", sandbox.ErrPolicy), []string{"refused by corral's sandbox policy", "the working directory / is refused", "nothing was run"}},
 		{fmt.Errorf("%w: empty command", sandbox.ErrBadRequest), []string{"empty command"}},
 		{&config.ValueError{Key: "memory_mb", Value: "lots", Reason: "is not a number"}, []string{"corral's settings are invalid", "memory_mb", "corral config list"}},
-		{errors.New("disk on fire"), []string{"corral could not run it: disk on fire"}},
+		{errors.New("disk on fire"), []string{"corral failed: disk on fire"}},
+		// A cause that may match ErrUnavailable does not make a command
+		// that was started into one that did not run.
+		{sandbox.MayHaveRun(fmt.Errorf("%w: docker backend: the engine went away", sandbox.ErrUnavailable)), []string{"may have run", "ook at its effects", "the engine went away"}},
+		{sandbox.Transient(fmt.Errorf("%w: docker backend: container c is gone or stopped; the next command starts a new one", sandbox.ErrUnavailable)), []string{"nothing was run", "call the tool again", "gone or stopped"}},
+		{fmt.Errorf("starting bwrap: %w", &os.PathError{Op: "fork/exec", Path: "/usr/bin/bwrap", Err: syscall.EMFILE}), []string{"nothing was run", "too many open files", "call the tool again"}},
 		{&ToolError{Msg: "as is"}, []string{"as is"}},
 	} {
 		got := toolError(tc.err)
@@ -103,6 +110,12 @@ func TestToolError(t *testing.T) {
 			if !strings.Contains(got.Error(), w) {
 				t.Errorf("toolError(%v) = %q, want it to contain %q", tc.err, got, w)
 			}
+		}
+		if (errors.Is(tc.err, sandbox.ErrMayHaveRun) || sandbox.IsTransient(tc.err)) && (strings.Contains(got.Error(), "no sandbox can be had") || strings.Contains(got.Error(), "tell them")) {
+			t.Errorf("toolError(%v) = %q, sends the agent to a person", tc.err, got)
+		}
+		if errors.Is(tc.err, sandbox.ErrMayHaveRun) && strings.Contains(got.Error(), "nothing was run") {
+			t.Errorf("toolError(%v) = %q, says nothing ran", tc.err, got)
 		}
 		if !errors.Is(got, tc.err) && te.Err != nil {
 			t.Errorf("toolError(%v) does not wrap it", tc.err)

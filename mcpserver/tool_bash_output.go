@@ -53,8 +53,12 @@ type BashOutputResult struct {
 	// LimitHit names the resource limit that ended it: "cpu", "memory" or
 	// "procs".
 	LimitHit string `json:"limit_hit,omitempty" jsonschema:"the resource limit that ended it: cpu, memory or procs"`
-	// Error says why it could not run at all (no sandbox), if so.
-	Error string `json:"error,omitempty" jsonschema:"why it could not run, if it could not"`
+	// Error says why it could not run at all (no sandbox), if so, or,
+	// with MayHaveRun, how corral lost track of it.
+	Error string `json:"error,omitempty" jsonschema:"why it could not run, if it could not; with may_have_run, how corral lost track of it"`
+	// MayHaveRun is set with Error when the process was started and
+	// corral lost track of it: it may have run, in part or whole.
+	MayHaveRun bool `json:"may_have_run,omitempty" jsonschema:"it was started and may have run, in part or whole, before corral lost track of it: look at its effects before running it again"`
 	// InvalidUTF8 says that bytes that are not UTF-8 were replaced by
 	// U+FFFD.
 	InvalidUTF8 bool `json:"invalid_utf8,omitempty" jsonschema:"bytes that are not UTF-8 were replaced by U+FFFD"`
@@ -96,7 +100,7 @@ func (s *Server) bashOutput(_ context.Context, c *call, in BashOutputInput) (*mc
 	}
 	out := BashOutputResult{
 		ID: in.ID, Output: ch.Data, Offset: ch.Offset, NextOffset: ch.Next, SkippedBytes: ch.Skipped, SkippedReason: ch.SkippedReason,
-		Running: ch.Running, TimedOut: ch.TimedOut, LimitHit: ch.LimitHit, Error: ch.Error, InvalidUTF8: ch.InvalidUTF8,
+		Running: ch.Running, TimedOut: ch.TimedOut, LimitHit: ch.LimitHit, Error: ch.Error, MayHaveRun: ch.MayHaveRun, InvalidUTF8: ch.InvalidUTF8,
 	}
 	live := map[string]bool{}
 	for _, p := range c.sess.List() {
@@ -135,6 +139,8 @@ func (s *Server) bashOutput(_ context.Context, c *call, in BashOutputInput) (*mc
 		b.WriteString("\n")
 	}
 	switch {
+	case ch.Error != "" && ch.MayHaveRun:
+		fmt.Fprintf(&b, "[corral: %s was started, but corral lost track of it, so it may have run, in part or whole (look at its effects before running it again): %s]", in.ID, ch.Error)
 	case ch.Error != "":
 		fmt.Fprintf(&b, "[corral: %s could not run: %s]", in.ID, ch.Error)
 	case ch.Running:

@@ -2,12 +2,14 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/corralhq/corral/sandbox"
@@ -83,6 +85,10 @@ type Chunk struct {
 	Error    string
 	// InvalidUTF8 is set when bytes that are not UTF-8 were replaced.
 	InvalidUTF8 bool
+	// MayHaveRun is set with Error when the process was started and
+	// corral lost track of it (sandbox.ErrMayHaveRun): it may have run,
+	// in part or whole; when unset, Error means it never started.
+	MayHaveRun bool
 }
 
 // ProcessInfo describes a background process for List.
@@ -148,8 +154,11 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 	s.pmu.Lock()
 	s.procs[id] = p
 	s.pmu.Unlock()
+	var began atomic.Bool
+	sreq.OnStart = onStarted(sreq.OnStart, &began)
 	go func() {
 		res, err := sp.Backend.Run(ctx, sreq)
+		err = mayHaveRun(err, began.Load())
 		started()
 		_ = os.Remove(s.sandboxFile(id))
 		p.mu.Lock()
@@ -201,6 +210,7 @@ func (s *Session) Output(id string, offset int64) (*Chunk, error) {
 		}
 		if p.err != nil {
 			c.Error, c.ExitCode = p.err.Error(), sandbox.ExitCorralError
+			c.MayHaveRun = errors.Is(p.err, sandbox.ErrMayHaveRun)
 		}
 		if r.next >= p.out.size() && p.readDone.IsZero() {
 			p.readDone = time.Now()

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/corralhq/corral/internal/tail"
@@ -240,6 +241,7 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	}()
 
 	sreq := s.request(sp, st, dir, bashArgv(wrapper, req.Command), timeout)
+	var began atomic.Bool
 	sreq.ExtraFiles = []*os.File{stateW}
 	sreq.Signals = req.Signals
 	sreq.Progress = req.Progress
@@ -267,11 +269,12 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	case req.Stdin != nil:
 		sreq.Stdin = bytes.NewReader(req.Stdin)
 	}
+	sreq.OnStart = onStarted(sreq.OnStart, &began)
 	res, runErr := sp.Backend.Run(ctx, sreq)
 	stateW.Close()
 	raw := <-stateC
 	if runErr != nil {
-		return nil, runErr
+		return nil, mayHaveRun(runErr, began.Load() || bytes.HasPrefix(raw, []byte(startMagic)))
 	}
 	out := &ExecResult{
 		ExitCode: res.ExitCode, Duration: res.Duration, TimedOut: res.TimedOut, Timeout: timeout,
@@ -627,4 +630,29 @@ func teeTo(w io.Writer, t io.Writer) io.Writer {
 		return nil
 	}
 	return io.MultiWriter(w, t)
+}
+
+// onStarted returns an OnStart that sets began and then calls next (if
+// any).
+func onStarted(next func(int), began *atomic.Bool) func(int) {
+	return func(pid int) {
+		began.Store(true)
+		if next != nil {
+			next(pid)
+		}
+	}
+}
+
+// mayHaveRun holds the rule that a command that may have run is never
+// reported as not run: once the backend said the command was started
+// (sandbox.Request.OnStart) or the session's shell said it began, a failed
+// Run is sandbox.ErrMayHaveRun, unless the backend knows the command never
+// started (sandbox.ErrNotStarted, sandbox.ErrHostChanged) or the caller
+// ended it (its context's error: the front ends say it was ended).
+func mayHaveRun(err error, began bool) error {
+	if !began || errors.Is(err, sandbox.ErrMayHaveRun) || errors.Is(err, sandbox.ErrNotStarted) || errors.Is(err, sandbox.ErrHostChanged) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return sandbox.MayHaveRun(fmt.Errorf("the command was started, but corral lost track of it (%w); it may have run, in part or whole: look at its effects before running it again", err))
 }

@@ -33,7 +33,7 @@ func (f *startFailure) Error() string {
 
 // final is the error Run returns when the last of attempts failed so.
 func (f *startFailure) final(attempts int) error {
-	return fmt.Errorf("%w (%d attempts, the last: %s); nothing was run, and the machine can sandbox: run the command again", sandbox.ErrHostChanged, attempts, f.line)
+	return sandbox.NotStarted(fmt.Errorf("%w (%d attempts, the last: %s); nothing was run, and the machine can sandbox: run the command again", sandbox.ErrHostChanged, attempts, f.line))
 }
 
 // hostChangedLine returns the first of bwrap's own messages (lines of its

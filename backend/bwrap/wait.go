@@ -138,7 +138,8 @@ func (b *Backend) wait(ctx context.Context, bin *Binary, req *sandbox.Request, s
 	res := &sandbox.Result{Duration: time.Since(sb.begin), TimedOut: timedOut}
 	ps := cmd.ProcessState
 	if ps == nil {
-		return nil, fmt.Errorf("waiting for bwrap: %w", out.Err)
+		// bwrap ran, and with it maybe the command.
+		return nil, sandbox.MayHaveRun(fmt.Errorf("waiting for bwrap: %w", out.Err))
 	}
 	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
 		res.CPUTime = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -165,13 +166,13 @@ func (b *Backend) wait(ctx context.Context, bin *Binary, req *sandbox.Request, s
 			if diag.Ready() || diag.hostChanged() {
 				return nil, &startFailure{line: line}
 			}
-			return nil, b.unavailable(fmt.Errorf("%w: bwrap could not build the sandbox (%s); %s", sandbox.ErrUnavailable, line, diag.Summary()))
+			return nil, sandbox.NotStarted(b.unavailable(fmt.Errorf("%w: bwrap could not build the sandbox (%s); %s", sandbox.ErrUnavailable, line, diag.Summary())))
 		}
 		if st.childPid == 0 {
 			// bwrap failed before it made the sandbox's pid 1: find out
 			// why and name the fix.
 			diag := Diagnose(context.Background(), bin, "")
-			return nil, b.unavailable(fmt.Errorf("%w: bwrap could not build the sandbox (exit status %d); %s", sandbox.ErrUnavailable, res.ExitCode, diag.Summary()))
+			return nil, sandbox.NotStarted(b.unavailable(fmt.Errorf("%w: bwrap could not build the sandbox (exit status %d); %s", sandbox.ErrUnavailable, res.ExitCode, diag.Summary())))
 		}
 		// The sandbox's setup failed, or the command could not be
 		// executed ("bwrap: execvp ..."): bwrap's message is on stderr and

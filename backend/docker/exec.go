@@ -60,7 +60,8 @@ func (e *Engine) simpleExec(ctx context.Context, cli *client.Client, c *ctr, arg
 func (e *Engine) execErr(c *ctr, err error) error {
 	if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) {
 		e.forget(c)
-		return fmt.Errorf("%w: docker backend: container %s is gone or stopped (%v); the next command starts a new one", sandbox.ErrUnavailable, c.name, err)
+		// Passing: the next command makes a new container.
+		return sandbox.Transient(fmt.Errorf("%w: docker backend: container %s is gone or stopped (%v); the next command starts a new one", sandbox.ErrUnavailable, c.name, err))
 	}
 	return e.engineErr("running a command in "+c.name, err)
 }
@@ -269,10 +270,10 @@ func (r *relayStream) Result() (*inside.Exit, error) {
 	defer cancel()
 	ins, err := r.cli.ExecInspect(ctx, r.execID, client.ExecInspectOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("docker backend: the command was started, but its output stream ended without its exit status and the engine did not say how it ended (%v); it may have run, in part or whole: look at its effects before running it again", err)
+		return nil, sandbox.MayHaveRun(fmt.Errorf("docker backend: the command was started, but its output stream ended without its exit status and the engine did not say how it ended (%v); it may have run, in part or whole: look at its effects before running it again", err))
 	}
 	if ins.Running || ferr != nil {
-		return nil, fmt.Errorf("docker backend: the command was started, but corral lost its output stream (%v); it may have run, in part or whole: look at its effects before running it again", ferr)
+		return nil, sandbox.MayHaveRun(fmt.Errorf("docker backend: the command was started, but corral lost its output stream (%v); it may have run, in part or whole: look at its effects before running it again", ferr))
 	}
 	return &inside.Exit{Code: ins.ExitCode}, nil
 }
