@@ -107,10 +107,19 @@ wait:
 		return nil, err
 	}
 	res := &sandbox.Result{Duration: time.Since(start), TimedOut: timedOut, ExitCode: ex.Code, Signal: ex.Signal}
-	if ex.Signal == int(syscall.SIGKILL) && !killing {
-		if ex.OOM || (!ex.OOMKnown && o.OOM != nil && o.OOM()) {
+	switch {
+	case killing:
+		// corral ended it (timeout, cancel): not the memory limit.
+	case ex.OOM:
+		// Whatever the top process's status: a shell that outlives its
+		// killed children exits 137 or 0 by itself, and the agent must
+		// still learn why they died (as bwrap's memory cgroup reports).
+		res.MemoryKills, res.MemoryLimit = max(int(ex.OOMKills), 1), o.OOMLimit
+		if res.ExitCode != 0 && !timedOut {
 			res.LimitHit = o.OOMLimit
 		}
+	case ex.Signal == int(syscall.SIGKILL) && !ex.OOMKnown && o.OOM != nil && o.OOM():
+		res.LimitHit = o.OOMLimit
 	}
 	return res, nil
 }

@@ -93,6 +93,10 @@ type Exit struct {
 	// OOMKnown is set when the oom_kill count could be read at all
 	// (cgroup v2 memory.events, or v1 memory.oom_control on kernels 4.13+).
 	OOMKnown bool `json:"oom_known,omitempty"`
+	// OOMKills is by how much that count rose while the command ran: the
+	// processes the memory limit killed (in the whole cgroup, so a
+	// background process of the same container counts too).
+	OOMKills int64 `json:"oom_kills,omitempty"`
 	// Error says why the command could not be started ("bash: not found");
 	// Code is then 127 or 126, as a shell reports it.
 	Error string `json:"error,omitempty"`

@@ -252,6 +252,7 @@ func runCommand(c command, emit func(kind byte, p []byte) error, started func(pg
 	if after, ok := oomKills(); ok && oomKnown {
 		ex.OOMKnown = true
 		ex.OOM = after > oomBefore
+		ex.OOMKills = max(after-oomBefore, 0)
 	}
 	return ex
 }

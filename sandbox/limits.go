@@ -45,6 +45,12 @@ func LimitMessage(r *Result, l Limits) string {
 		if r.MemoryKills > 1 {
 			what, verb = fmt.Sprintf("%d processes", r.MemoryKills), "were"
 		}
+		switch r.MemoryLimit {
+		case LimitContainerMemory:
+			return fmt.Sprintf("corral: %s in the container %s killed by the container's memory limit, though the command itself went on; raise docker.memory (`corral config set docker.memory 2g`)", what, verb)
+		case LimitPodMemory:
+			return fmt.Sprintf("corral: %s in the pod %s killed by the pod's memory limit, though the command itself went on; raise kubernetes.memory (`corral config set kubernetes.memory 2Gi`)", what, verb)
+		}
 		return fmt.Sprintf("corral: %s of the command %s killed by its memory limit (%d MiB for the whole command, all its processes together), though the command itself went on; raise memory_mb (--memory-mb, or `corral config set memory_mb 2048`; 0 disables)", what, verb, l.MemoryMB)
 	}
 	return ""

@@ -238,6 +238,10 @@ type Result struct {
 	// above 0 while the command itself went on and exited 0 (a parent
 	// whose children were killed): LimitMessage then says so.
 	MemoryKills int
+	// MemoryLimit names the limit MemoryKills were under: "" for the
+	// command's own (memory_mb), LimitContainerMemory or LimitPodMemory
+	// where the engine's limit holds the whole container or pod.
+	MemoryLimit string
 	// Warnings are things the person should know that did not stop the
 	// command (a skipped bind, a home directory used as working directory).
 	Warnings []string
