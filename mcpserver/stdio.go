@@ -286,6 +286,16 @@ func parseLine(line []byte) (jsonrpc.Message, *rejection) {
 		}
 		return nil, &rejection{code: jsonrpc.CodeInvalidRequest, msg: "Invalid Request: a message must be a JSON-RPC 2.0 request, notification or response object, not " + what}
 	}
+	utf := utf8.Valid(text)
+	var decodeErr error
+	if utf {
+		msg, err := jsonrpc.DecodeMessage(text)
+		if err == nil {
+			return msg, nil
+		}
+		decodeErr = err
+	}
+	// Not a message: find the id to answer and say why.
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(text, &members); err != nil {
 		return nil, &rejection{code: jsonrpc.CodeInvalidRequest, msg: "Invalid Request: " + err.Error()}
@@ -294,17 +304,14 @@ func parseLine(line []byte) (jsonrpc.Message, *rejection) {
 	if _, ok := members["method"]; ok {
 		id = usableID(members["id"])
 	}
-	if !utf8.Valid(text) {
+	var version string
+	switch {
+	case !utf:
 		return nil, &rejection{code: jsonrpc.CodeParseError, id: id, msg: "Parse error: the message is not valid UTF-8 (MCP messages must be UTF-8 encoded)"}
-	}
-	if v := members["jsonrpc"]; string(v) != `"2.0"` {
+	case json.Unmarshal(members["jsonrpc"], &version) != nil || version != "2.0":
 		return nil, &rejection{code: jsonrpc.CodeInvalidRequest, id: id, msg: `Invalid Request: a message must have "jsonrpc": "2.0"`}
 	}
-	msg, err := jsonrpc.DecodeMessage(text)
-	if err != nil {
-		return nil, &rejection{code: jsonrpc.CodeInvalidRequest, id: id, msg: "Invalid Request: " + err.Error()}
-	}
-	return msg, nil
+	return nil, &rejection{code: jsonrpc.CodeInvalidRequest, id: id, msg: "Invalid Request: " + decodeErr.Error()}
 }
 
 // usableID returns a request's id to answer an error with: a string or a
