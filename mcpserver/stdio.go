@@ -56,7 +56,7 @@ var ErrMessageTooLarge = errors.New("message too large")
 // object with a "method" and a string or number "id", else id null; the
 // connection then reads the next line. A line longer than MaxMessageBytes
 // is answered with -32600 (id null) and ends the connection: Read returns
-// [ErrMessageTooLarge]. The end of the input ends the connection cleanly
+// an error wrapping [ErrMessageTooLarge]. The end of the input ends the connection cleanly
 // (Read returns io.EOF).
 //
 // Writes are serialized: each message is written whole, as one line, with
@@ -70,7 +70,8 @@ type StdioTransport struct {
 	Writer io.WriteCloser
 	// MaxMessageBytes bounds one line, in bytes, without its "\n" or
 	// "\r\n"; zero or less means [DefaultMaxRequestBytes] (64 MiB). No
-	// more than this (and a 64 KiB read buffer) is held for a line.
+	// more than this and its line end (and a 64 KiB read buffer) is held
+	// for a line.
 	MaxMessageBytes int
 	// Logger receives mcp.stdio.bad_message for each line answered with an
 	// error; nil discards it.
