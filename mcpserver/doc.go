@@ -18,9 +18,14 @@
 //
 //	srv, _ := mcpserver.New(mcpserver.Options{Manager: m, DefaultSession: "dir:/src/p", Spec: resolve})
 //	defer srv.Close()
-//	err := srv.MCPServer("dir:/src/p").Run(ctx, &mcp.StdioTransport{})
+//	err := srv.MCPServer("dir:/src/p").Run(ctx, &mcpserver.StdioTransport{})
+//
+// Over stdio, use [StdioTransport] rather than the SDK's: a line that is
+// not a JSON-RPC message is answered with a JSON-RPC error and the
+// connection goes on.
 //
 // Log events (log/slog, stable names): mcp.tool.called, mcp.tool.done,
 // mcp.tool.rejected, mcp.session.opened, mcp.session.closed,
-// mcp.progress.failed, mcp.http.unauthorized, mcp.http.bad_session.
+// mcp.progress.failed, mcp.http.unauthorized, mcp.http.bad_session,
+// mcp.stdio.bad_message.
 package mcpserver

@@ -17,11 +17,11 @@ import (
 // Mcp-Protocol-Version header and no Mcp-Session-Id.
 const StatelessProtocolVersion = "2026-07-28"
 
-// DefaultMaxRequestBytes bounds one request: an HTTP body, and one stdio
-// frame (corral mcp sets the SDK's StdioTransport.MaxLineLength to it), 64
-// MiB, so that an oversized argument (write_file takes 10 MB) is answered
-// by the tool with a message saying so over both transports. Past it, HTTP
-// answers 413 and the SDK ends a stdio connection.
+// DefaultMaxRequestBytes bounds one request, 64 MiB: an HTTP body, and one
+// line of stdio (the default [StdioTransport.MaxMessageBytes]), so that an
+// oversized argument (write_file takes 10 MB) is answered by the tool with
+// a message saying so over both transports. Past it, HTTP answers 413, and
+// stdio answers a JSON-RPC error and ends the connection.
 const DefaultMaxRequestBytes = 64 << 20
 
 // HTTPOptions configure [Server.HTTPHandler].

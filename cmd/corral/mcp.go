@@ -24,8 +24,11 @@ func newMCPCmd(g *globalOptions) *cobra.Command {
 		Long: `mcp serves the Model Context Protocol on stdin and stdout, for an agent that
 starts corral itself (Claude Code, Codex, any MCP client): the tools bash,
 bash_output, bash_kill, run_code, read_file, write_file, edit_file and
-search_files run in the sandbox of one session. A request larger than 64 MiB
-ends the connection (the SDK's frame limit); write_file takes at most 10 MB.
+search_files run in the sandbox of one session. Each line of stdin is one
+JSON-RPC message: a line that is not one is answered with a JSON-RPC error
+(-32700 parse error, -32600 invalid request) and the next line is read. A
+line longer than 64 MiB is answered with an error and ends the connection;
+write_file takes at most 10 MB.
 
 The session is --session NAME, by default "dir:" followed by the working
 directory (the cwd setting, else the current directory), so an agent
@@ -55,7 +58,7 @@ func runMCP(ctx context.Context, g *globalOptions, sessionName string) error {
 	defer srv.Close()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	ss, err := srv.MCPServer(name).Connect(ctx, &mcp.StdioTransport{MaxLineLength: mcpserver.DefaultMaxRequestBytes}, nil)
+	ss, err := srv.MCPServer(name).Connect(ctx, &mcpserver.StdioTransport{Logger: logger}, nil)
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("mcp over stdio: %w", err)}
 	}
