@@ -176,9 +176,11 @@ func (c *Conn) Start(req *sandbox.Request, env []string, dir string) (*Stream, e
 		started: make(chan int, 1), finished: make(chan struct{})}
 	c.mu.Lock()
 	if c.err != nil {
+		// The helper is gone and nothing was sent: the next command
+		// starts another helper (or container).
 		err := c.err
 		c.mu.Unlock()
-		return nil, err
+		return nil, sandbox.Transient(err)
 	}
 	c.next++
 	id := c.next
@@ -188,7 +190,8 @@ func (c *Conn) Start(req *sandbox.Request, env []string, dir string) (*Stream, e
 		Merged: sandbox.SameWriter(req.Stdout, req.Stderr)})
 	if err := c.frame(inside.KindOpen, id, b); err != nil {
 		c.w.Close()
-		return nil, fmt.Errorf("%w: %s: sending a command to corral's helper: %v", sandbox.ErrUnavailable, strings.SplitN(c.label, ":", 2)[0], err)
+		// Not sent whole, so not run: a frame is read only complete.
+		return nil, sandbox.Transient(fmt.Errorf("%w: %s: sending a command to corral's helper: %v", sandbox.ErrUnavailable, strings.SplitN(c.label, ":", 2)[0], err))
 	}
 	s := &Stream{c: c, id: id, call: cl}
 	if req.Stdin != nil {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -209,6 +210,21 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 		case <-ctx.Done():
 			return nil, nil, nil, nil, ctx.Err()
 		}
+		if c.err == nil && !c.ephemeral {
+			if why := e.restartedOutside(ctx, c); why != "" {
+				// Its /tmp, processes and mounts are not what corral
+				// made: replace it, once, and say so.
+				e.forget(c)
+				e.remove(c, "restarted outside corral")
+				c2, p2, w2, sec2, err := b.ensure(ctx, req)
+				if err != nil {
+					return nil, nil, nil, nil, err
+				}
+				note := fmt.Sprintf("the session's container %s %s, so corral started a new one: what the session kept outside the workspace (/tmp, the home directory, installed packages) and its background processes were lost", c.name, why)
+				e.log.Warn("docker.container.replaced", "container", c.name, "new", c2.name, "reason", why)
+				return c2, p2, append(w2, note), sec2, nil
+			}
+		}
 		if c.err == nil {
 			// The container's mounts were fixed at its start; a command
 			// since may have made the workspace wider than the scan
@@ -283,7 +299,7 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 		if err != nil {
 			return err
 		}
-		c.releaseEgress = release
+		c.releaseEgress = sync.OnceFunc(release) // remove may run twice (execErr, then Release)
 		spec.Host.Mounts = append(spec.Host.Mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Dir(srv.HTTPSocket()), Target: EgressDir, ReadOnly: true})
 	}
 	c.name = randomName()
@@ -304,6 +320,11 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	}
 	if _, err := cli.ContainerStart(ctx, c.id, client.ContainerStartOptions{}); err != nil {
 		return fail(e.engineErr("starting the container", err))
+	}
+	// When it started, to notice a restart behind corral's back
+	// (restartedOutside).
+	if r, err := cli.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{}); err == nil && r.Container.State != nil {
+		c.startedAt = r.Container.State.StartedAt
 	}
 	e.log.Info("docker.container.started", "container", c.name, "image", b.st.Image, "network", b.st.Network, "key", c.key)
 	if err := b.prepare(ctx, cli, c); err != nil {

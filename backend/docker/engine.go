@@ -139,6 +139,40 @@ type ctr struct {
 
 	agentMu sync.Mutex
 	agent   *agentclient.Conn // this process's helper in the container (agent.go)
+
+	// startedAt is the engine's State.StartedAt when corral started it
+	// ("" when joined or unknown): a later value is a restart.
+	startedAt string
+}
+
+// restartedOutside says how c was changed behind corral's back ("" when
+// it was not): removed, stopped, or restarted (`docker restart`, a daemon
+// restart with a restart policy). It asks the engine only when c's agent
+// died, which every stop or restart causes, so a healthy session pays
+// nothing.
+func (e *Engine) restartedOutside(ctx context.Context, c *ctr) string {
+	c.agentMu.Lock()
+	a := c.agent
+	c.agentMu.Unlock()
+	if a == nil || a.Alive() {
+		return ""
+	}
+	cli, err := e.client()
+	if err != nil {
+		return ""
+	}
+	r, err := cli.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{})
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return "was removed outside corral"
+	case err != nil || r.Container.State == nil:
+		return ""
+	case !r.Container.State.Running:
+		return fmt.Sprintf("was stopped outside corral (%s)", r.Container.State.Status)
+	case c.startedAt != "" && r.Container.State.StartedAt != c.startedAt:
+		return "was restarted outside corral (at " + r.Container.State.StartedAt + ")"
+	}
+	return ""
 }
 
 // NewEngine returns an engine; nothing is contacted until the first command.
@@ -327,6 +361,7 @@ func (e *Engine) Close() error {
 		go func() { defer wg.Done(); e.remove(c, "corral stopped") }()
 	}
 	wg.Wait()
+	e.removeOwn()
 	if e.cli != nil {
 		return e.cli.Close()
 	}
@@ -375,6 +410,58 @@ func (e *Engine) remove(c *ctr, why string) {
 		return
 	}
 	e.log.Info("docker.container.removed", "container", c.name, "key", c.key, "reason", why)
+}
+
+// removeStopped force-removes c when this process owns it and it is not
+// running (stopped by a daemon restart, killed): remove's checks exec in
+// the container, which a stopped one refuses, and which fail back here.
+func (e *Engine) removeStopped(c *ctr) {
+	if !c.owned || c.id == "" {
+		return
+	}
+	cli, err := e.client()
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := cli.ContainerInspect(ctx, c.id, client.ContainerInspectOptions{})
+	if err != nil || r.Container.State == nil || r.Container.State.Running {
+		return // gone already, or running: Close's sweep takes it
+	}
+	if _, err := cli.ContainerRemove(ctx, c.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		e.log.Warn("docker.container.remove_failed", "container", c.name, "error", err)
+		return
+	}
+	if c.releaseEgress != nil {
+		c.releaseEgress()
+	}
+	e.log.Info("docker.container.removed", "container", c.name, "key", c.key, "reason", "stopped outside corral")
+}
+
+// removeOwn force-removes every container labelled as this process's
+// (LabelOwner), in whatever state: those its table no longer holds (gone
+// from the engine's view while stopped, killed by a daemon restart, left
+// by a failed start) must not outlive it.
+func (e *Engine) removeOwn() {
+	if e.cli == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := client.Filters{}.Add("label", LabelEnv+"=1", LabelOwner+"="+e.self.String())
+	res, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		e.log.Warn("docker.container.sweep_failed", "error", err)
+		return
+	}
+	for _, s := range res.Items {
+		if _, err := e.cli.ContainerRemove(ctx, s.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			e.log.Warn("docker.container.remove_failed", "container", s.ID[:12], "error", err)
+			continue
+		}
+		e.log.Info("docker.container.removed", "container", s.ID[:12], "key", s.Labels[LabelKey], "reason", "corral stopped; it had left the table ("+string(s.State)+")")
+	}
 }
 
 // othersInside reports whether an agent other than this process's runs in

@@ -60,6 +60,8 @@ func (e *Engine) simpleExec(ctx context.Context, cli *client.Client, c *ctr, arg
 func (e *Engine) execErr(c *ctr, err error) error {
 	if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) {
 		e.forget(c)
+		// Stopped is not gone: it would stay on the engine for good.
+		e.removeStopped(c)
 		// Passing: the next command makes a new container.
 		return sandbox.Transient(fmt.Errorf("%w: docker backend: container %s is gone or stopped (%v); the next command starts a new one", sandbox.ErrUnavailable, c.name, err))
 	}
