@@ -85,3 +85,9 @@ func TestMayHaveRunIsNeverNotRun(t *testing.T) {
 		})
 	}
 }
+
+func TestMayHaveRunKeepsSuccess(t *testing.T) {
+	if err := mayHaveRun(nil, true); err != nil {
+		t.Fatalf("mayHaveRun(nil, true) = %v", err)
+	}
+}

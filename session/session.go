@@ -650,7 +650,7 @@ func onStarted(next func(int), began *atomic.Bool) func(int) {
 // started (sandbox.ErrNotStarted, sandbox.ErrHostChanged) or the caller
 // ended it (its context's error: the front ends say it was ended).
 func mayHaveRun(err error, began bool) error {
-	if !began || errors.Is(err, sandbox.ErrMayHaveRun) || errors.Is(err, sandbox.ErrNotStarted) || errors.Is(err, sandbox.ErrHostChanged) ||
+	if err == nil || !began || errors.Is(err, sandbox.ErrMayHaveRun) || errors.Is(err, sandbox.ErrNotStarted) || errors.Is(err, sandbox.ErrHostChanged) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
