@@ -20,9 +20,11 @@
 //     core.sshCommand, core.pager, filter and diff drivers run on the next
 //     git status; git's safe.directory, CVE-2022-24765, exists for this),
 //     gitfiles, git attributes (they pick filter, diff and merge drivers),
-//     direnv's .envrc, shell start-up files, editor and agent settings
-//     (tasks, launch configurations, MCP servers, hooks), and the
-//     configured protected paths.
+//     direnv's .envrc, Mercurial's hgrc, mise's project configuration,
+//     Python start-up code (.pth in a site directory, sitecustomize),
+//     shell start-up files, editor and agent settings (tasks, launch
+//     configurations, MCP servers, hooks), and the configured protected
+//     paths.
 //
 // Names are compared as a case-insensitive file system would take them
 // (".GIT", ".Git", NTFS's "git~1" and trailing dots or spaces), so a
@@ -73,6 +75,9 @@ const (
 	WhyEditor     = "editor or agent settings: tasks, launch configurations, MCP servers and hooks run programs"
 	WhyHome       = "a home directory's configuration: git, ssh, editors or the desktop run programs it names"
 	WhyMakesGit   = "it makes its directory a git directory whose configuration or hooks are already there (git would run them)"
+	WhyHg         = "Mercurial configuration: its [hooks] and [extensions] run programs on every hg command (hg status)"
+	WhyToolConfig = "a tool manager's project configuration: mise's [hooks] and [tasks] run programs when a shell enters the directory"
+	WhyPython     = "Python start-up code: a .pth line starting with import, and sitecustomize/usercustomize, run at every start of that Python"
 )
 
 // shellFiles are the shell start-up files (bash(1) INVOCATION, zsh(1)
@@ -80,7 +85,8 @@ const (
 // home directory, or become one.
 var shellFiles = []string{
 	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
-	".bash_aliases", // Debian's and Ubuntu's default .bashrc sources it
+	".bash_aliases",    // Debian's and Ubuntu's default .bashrc sources it
+	".bash_completion", // bash-completion sources it in every interactive shell
 	".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout",
 	".kshrc", ".mkshrc", ".cshrc", ".tcshrc", ".login", ".logout",
 	".xprofile", ".xsession", ".xsessionrc", ".xinitrc",
@@ -93,12 +99,20 @@ var shellFiles = []string{
 // start-up files (vi's .exrc, Neovim's .nvim.lua, Emacs' .dir-locals.el).
 var homeConfig = []string{
 	".gitconfig", ".ssh", ".exrc", ".vimrc", ".nvimrc", ".nvim.lua", ".emacs", ".dir-locals.el", ".dir-locals-2.el",
+	".hgrc", // Mercurial's user configuration (hgrc(5)): [hooks], [extensions]
 }
 
 // configDirs are directories under ~/.config (XDG_CONFIG_HOME) whose files
 // name programs to run: git's global configuration and attributes, fish's
-// start-up files, systemd user units, desktop autostart entries.
-var configDirs = []string{"git", "fish", "systemd", "autostart", "nvim"}
+// start-up files, systemd user units, desktop autostart entries,
+// environment.d (systemd's user environment: LD_PRELOAD, PATH), direnv's
+// direnvrc, mise's and Mercurial's user configuration.
+var configDirs = []string{"git", "fish", "systemd", "autostart", "nvim", "environment.d", "direnv", "mise", "mise.toml", "hg"}
+
+// toolConfigs are tool managers' per-directory configuration that runs
+// programs when a shell enters the directory (mise's [hooks] enter,
+// [env] _.source; mise.jdx.dev/configuration.html lists the names).
+var toolConfigs = []string{".mise.toml", "mise.toml", ".mise.local.toml", "mise.local.toml", ".mise", ".rtx.toml"}
 
 // editorNames are editor and agent settings, files or directories, risky
 // at any depth (an editor may open any directory as its workspace): VS
@@ -108,6 +122,7 @@ var configDirs = []string{"git", "fish", "systemd", "autostart", "nvim"}
 var editorNames = []string{
 	".vscode", ".idea", ".devcontainer", ".devcontainer.json", ".mcp.json",
 	".claude", ".codex", ".cursor", ".gemini",
+	".zed", ".helix", // Zed's tasks.json; Helix's languages.toml names language servers
 }
 
 // fold is a name as a case-insensitive file system takes it: lower case,
@@ -173,6 +188,21 @@ func Classify(rel string, k Kind, isGitDir func(dir string) bool) string {
 			return WhyHome
 		case f == ".config" && !last && slices.Contains(configDirs, fold(comps[i+1])):
 			return WhyHome
+		case f == ".hg" && !last:
+			// hgrc(5): a repository's .hg/hgrc (and hgrc-not-shared);
+			// sharedpath points hg at another repository's, as
+			// commondir does git.
+			switch fold(comps[i+1]) {
+			case "hgrc", "hgrc-not-shared", "sharedpath", "hgrc.d":
+				return WhyHg
+			}
+		case slices.Contains(toolConfigs, f):
+			return WhyToolConfig
+		case last && (f == "sitecustomize.py" || f == "usercustomize.py"):
+			return WhyPython
+		case last && strings.HasSuffix(f, ".pth") && i > 0 && (fold(comps[i-1]) == "site-packages" || fold(comps[i-1]) == "dist-packages"):
+			// site(7)'s .pth files are read only in a site directory.
+			return WhyPython
 		}
 		if !last && isGitDir != nil && isGitDir(strings.Join(comps[:i+1], "/")) {
 			return inGitDir(comps[i+1:])

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ const (
 	WhyHooksPath   = "the host repository's core.hooksPath names this directory: git runs the hooks in it"
 	WhyIncludePath = "the host repository's configuration includes this file (include.path): it can name programs git runs"
 	WhyHookLink    = "a hook of the host repository is a symlink to this file: git runs it"
+	WhyConfigProg  = "the host's git configuration names this file as a program git runs (core.fsmonitor, core.sshCommand, a filter, diff or merge driver, an alias, ...)"
 )
 
 // HostGit finds the paths below a destination that the host's own git
@@ -27,8 +29,12 @@ const (
 // nearest directory at or above a path's directory, up to the
 // filesystem's root, holding a .git directory or gitfile (git's
 // discovery, setup.c); what its configuration says is read once per
-// repository, with git config --file (no includes followed, no system or
-// global files). Where git cannot be run there is nothing to run hooks.
+// repository, with git config --file over the system, global and
+// repository files in git's order (no includes followed), ~/ forms
+// expanded for the person running corral; keys that name programs
+// (core.fsmonitor, aliases with "!", filter and diff drivers, ...) make
+// the tree's files they name risky too. Where git cannot be run there is
+// nothing to run hooks.
 // A path is judged by its own repository only: a hook of another
 // repository that is a symlink out of its own tree, into this one, is
 // not seen. It is not safe for concurrent use.
@@ -42,6 +48,7 @@ type hostRepo struct {
 	hooksPath string          // absolute; "" when unset or outside every tree
 	files     map[string]bool // absolute: included files, hook symlinks' targets
 	links     map[string]bool
+	progs     map[string]bool // absolute: programs the configuration names
 }
 
 // NewHostGit returns a HostGit for paths relative to root, an absolute
@@ -67,6 +74,9 @@ func (h *HostGit) Why(rel string) string {
 	}
 	if r.files[abs] {
 		return WhyIncludePath
+	}
+	if r.progs[abs] {
+		return WhyConfigProg
 	}
 	return ""
 }
@@ -131,26 +141,44 @@ func gitDirAt(dir string) string {
 // readHostRepo reads what the repository with working tree tree and git
 // directory gitdir runs from its tree.
 func readHostRepo(tree, gitdir string) *hostRepo {
-	r := &hostRepo{files: map[string]bool{}, links: map[string]bool{}}
-	cfg := ConfigPaths(gitConfigList(filepath.Join(gitdir, "config")))
+	r := &hostRepo{files: map[string]bool{}, links: map[string]bool{}, progs: map[string]bool{}}
+	// Every file git reads, in its order (git-config(1), FILES): system,
+	// global (XDG, then ~/.gitconfig), the repository's own; the last
+	// core.hooksPath wins. An include's relative path is relative to the
+	// file that includes it.
+	var cfg GitConfigPaths
+	for _, f := range append(hostConfigFiles(), filepath.Join(gitdir, "config")) {
+		c := ConfigPaths(gitConfigList(f))
+		if c.HooksPath != "" {
+			cfg.HooksPath = c.HooksPath
+		}
+		for _, inc := range c.Includes {
+			if inc = expandHome(inc); inc != "" {
+				if !filepath.IsAbs(inc) {
+					inc = filepath.Join(filepath.Dir(f), inc)
+				}
+				r.files[filepath.Clean(inc)] = true
+			}
+		}
+		for _, p := range c.Programs {
+			// Commands run in the working tree's top (git-config(1),
+			// core.fsmonitor, alias.*).
+			if p = expandHome(p); p != "" {
+				if !filepath.IsAbs(p) {
+					p = filepath.Join(tree, p)
+				}
+				r.progs[filepath.Clean(p)] = true
+			}
+		}
+	}
 	hooks := filepath.Join(gitdir, "hooks")
-	if cfg.HooksPath != "" && !strings.HasPrefix(cfg.HooksPath, "~") {
+	if hp := expandHome(cfg.HooksPath); hp != "" {
 		// Relative to where hooks run: the working tree's top (githooks(5)).
-		hp := cfg.HooksPath
 		if !filepath.IsAbs(hp) {
 			hp = filepath.Join(tree, hp)
 		}
 		hooks = filepath.Clean(hp)
 		r.hooksPath = hooks
-	}
-	for _, inc := range cfg.Includes {
-		if strings.HasPrefix(inc, "~") {
-			continue
-		}
-		if !filepath.IsAbs(inc) {
-			inc = filepath.Join(gitdir, inc) // relative to the including file (git-config(1))
-		}
-		r.files[filepath.Clean(inc)] = true
 	}
 	ents, _ := os.ReadDir(hooks)
 	for _, e := range ents {
@@ -170,6 +198,55 @@ func readHostRepo(tree, gitdir string) *hostRepo {
 		}
 	}
 	return r
+}
+
+// hostConfigFiles are git's system and global configuration files, in
+// the order git reads them (git-config(1), FILES), as they are for the
+// person running corral: $GIT_CONFIG_SYSTEM or /etc/gitconfig,
+// $GIT_CONFIG_GLOBAL or $XDG_CONFIG_HOME/git/config and ~/.gitconfig.
+func hostConfigFiles() []string {
+	var out []string
+	if os.Getenv("GIT_CONFIG_NOSYSTEM") == "" {
+		if f := os.Getenv("GIT_CONFIG_SYSTEM"); f != "" {
+			out = append(out, f)
+		} else {
+			out = append(out, "/etc/gitconfig")
+		}
+	}
+	if f := os.Getenv("GIT_CONFIG_GLOBAL"); f != "" {
+		return append(out, f)
+	}
+	home, _ := os.UserHomeDir()
+	xdg := os.Getenv("XDG_CONFIG_HOME")
+	if xdg == "" && home != "" {
+		xdg = filepath.Join(home, ".config")
+	}
+	if xdg != "" {
+		out = append(out, filepath.Join(xdg, "git", "config"))
+	}
+	if home != "" {
+		out = append(out, filepath.Join(home, ".gitconfig"))
+	}
+	return out
+}
+
+// expandHome expands a leading ~/ or ~user/ as git does for pathname
+// values (git-config(1), "pathname"); "" when it cannot.
+func expandHome(p string) string {
+	if !strings.HasPrefix(p, "~") {
+		return p
+	}
+	name, rest, _ := strings.Cut(p[1:], "/")
+	var home string
+	if name == "" {
+		home, _ = os.UserHomeDir()
+	} else if u, err := user.Lookup(name); err == nil {
+		home = u.HomeDir
+	}
+	if home == "" {
+		return ""
+	}
+	return filepath.Join(home, rest)
 }
 
 // gitConfigList returns `git config --file file --null --list`: NUL-ended
@@ -197,6 +274,62 @@ type GitConfigPaths struct {
 	// Includes are the values of include.path and includeIf.<cond>.path,
 	// as written.
 	Includes []string
+	// Programs are the words that look like paths (hold a slash) in the
+	// values of keys that name commands git runs: core.fsmonitor,
+	// core.sshCommand, core.editor, core.pager, core.askPass,
+	// sequence.editor, gpg.program, credential.helper, diff.external,
+	// diff.<driver>.textconv and .command, filter.<driver>.clean, .smudge
+	// and .process, merge.<driver>.driver, and alias.<name> values that
+	// start with "!" (git-config(1), gitattributes(5)).
+	Programs []string
+}
+
+// commandKey reports whether git runs k's value as a command (see
+// GitConfigPaths.Programs). k is as git lists it: section and key lower
+// case, a subsection as written.
+func commandKey(k, v string) bool {
+	switch k {
+	case "core.fsmonitor":
+		// A boolean selects the built-in daemon; anything else is a hook.
+		lv := strings.ToLower(v)
+		return lv != "true" && lv != "false" && lv != "yes" && lv != "no" && lv != "on" && lv != "off" && lv != "1" && lv != "0" && lv != ""
+	case "core.sshcommand", "core.editor", "core.pager", "core.askpass", "sequence.editor", "gpg.program", "credential.helper", "diff.external":
+		return true
+	}
+	sec, rest, ok := strings.Cut(k, ".")
+	if !ok {
+		return false
+	}
+	i := strings.LastIndexByte(rest, '.')
+	last := rest[i+1:]
+	switch {
+	case sec == "alias":
+		return strings.HasPrefix(v, "!")
+	case sec == "diff" && i > 0:
+		return last == "textconv" || last == "command"
+	case sec == "filter" && i > 0:
+		return last == "clean" || last == "smudge" || last == "process"
+	case sec == "merge" && i > 0:
+		return last == "driver"
+	case sec == "gpg" && i > 0:
+		return last == "program"
+	case sec == "credential" && i > 0:
+		return last == "helper"
+	}
+	return false
+}
+
+// pathWords returns the words of a command line that name files (hold a
+// slash), quotes and a leading "!" removed.
+func pathWords(cmd string) []string {
+	var out []string
+	for _, w := range strings.Fields(strings.TrimPrefix(cmd, "!")) {
+		w = strings.Trim(w, `"'`)
+		if strings.Contains(w, "/") {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // ConfigPaths picks core.hooksPath and the include paths out of list,
@@ -219,6 +352,8 @@ func ConfigPaths(list []byte) GitConfigPaths {
 			c.Includes = append(c.Includes, string(val))
 		case strings.HasPrefix(k, "includeif.") && strings.HasSuffix(k, ".path"):
 			c.Includes = append(c.Includes, string(val))
+		case commandKey(k, string(val)):
+			c.Programs = append(c.Programs, pathWords(string(val))...)
 		}
 	}
 	return c

@@ -108,3 +108,50 @@ func TestHostGit(t *testing.T) {
 		t.Error("an included path held")
 	}
 }
+
+// TestHostGitGlobalAndPrograms: core.hooksPath from the global
+// configuration, a ~/ form, and the files other keys name as programs
+// (core.fsmonitor, an alias, a filter driver) are what git runs too.
+func TestHostGitGlobalAndPrograms(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is needed (apt-get install git)")
+	}
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	global := filepath.Join(home, "global.gitconfig")
+	t.Setenv("GIT_CONFIG_GLOBAL", global)
+	repo := filepath.Join(home, "ws")
+	os.MkdirAll(repo, 0o755)
+	git(t, repo, "init", "-q")
+	if err := os.WriteFile(global, []byte("[core]\n\thooksPath = .githooks\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "config", "core.fsmonitor", "./fsmon.sh")
+	git(t, repo, "config", "alias.up", "!sh ./tools/up.sh --fast")
+	git(t, repo, "config", "filter.lfsx.clean", `"./bin/clean" %f`)
+	git(t, repo, "config", "core.pager", "less")
+	g := NewHostGit(repo)
+	for rel, want := range map[string]string{
+		".githooks/pre-commit": WhyHooksPath,
+		"fsmon.sh":             WhyConfigProg,
+		"tools/up.sh":          WhyConfigProg,
+		"bin/clean":            WhyConfigProg,
+		"less":                 "",
+		"src/main.go":          "",
+	} {
+		if got := g.Why(rel); got != want {
+			t.Errorf("Why(%q) = %q, want %q", rel, got, want)
+		}
+	}
+	// The repository's own ~/ form wins over the global value.
+	git(t, repo, "config", "core.hooksPath", "~/ws/.hk3")
+	g = NewHostGit(repo)
+	if got := g.Why(".hk3/pre-commit"); got != WhyHooksPath {
+		t.Errorf("~/ form: Why = %q", got)
+	}
+	if got := g.Why(".githooks/pre-commit"); got != "" {
+		t.Errorf("overridden global hooksPath still held: %q", got)
+	}
+}

@@ -311,6 +311,7 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 		return e.engineErr("creating the container", err)
 	}
 	c.id, c.owned = res.ID, true
+	e.made.Store(true)
 	fail := func(err error) error {
 		rctx, cancel := context.WithTimeout(context.Background(), 30e9)
 		defer cancel()

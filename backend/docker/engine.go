@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -88,6 +89,7 @@ type Engine struct {
 	self owner.ID
 
 	cliOnce sync.Once
+	made    atomic.Bool // a container was created (removeOwn has work)
 	cli     *client.Client
 	cliErr  error
 
@@ -444,8 +446,8 @@ func (e *Engine) removeStopped(c *ctr) {
 // from the engine's view while stopped, killed by a daemon restart, left
 // by a failed start) must not outlive it.
 func (e *Engine) removeOwn() {
-	if e.cli == nil {
-		return
+	if e.cli == nil || !e.made.Load() {
+		return // it made none: nothing to ask an engine it may not reach
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
