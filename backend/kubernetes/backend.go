@@ -155,7 +155,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		if err != nil {
 			return nil, err
 		}
-		res, err, again := b.runIn(ctx, req, plan, p)
+		res, again, err := b.runIn(ctx, req, plan, p)
 		if !again {
 			return res, err
 		}
@@ -175,7 +175,7 @@ const maxUnreachable = 2
 // runIn runs req in p, ready for it (ensure). again reports that nothing
 // was run because p is gone (Engine.lose has taken it out of the table):
 // the caller runs req in a new pod; err then says why.
-func (b *Backend) runIn(ctx context.Context, req *sandbox.Request, plan *egressPlan, p *podRef) (res *sandbox.Result, err error, again bool) {
+func (b *Backend) runIn(ctx context.Context, req *sandbox.Request, plan *egressPlan, p *podRef) (res *sandbox.Result, again bool, err error) {
 	e := b.e
 	defer e.idleDone(p)
 	if p.ephemeral {
@@ -189,25 +189,25 @@ func (b *Backend) runIn(ctx context.Context, req *sandbox.Request, plan *egressP
 		// the pod went with it (its next command would find out slowly).
 		if why := e.lossOf(ctx, p, 0); why != "" {
 			e.lose(p, why)
-			return nil, fmt.Errorf("pod %s %s", p.name, why), true
+			return nil, true, fmt.Errorf("pod %s %s", p.name, why)
 		}
 	}
 	// notSent is the outcome of a command that could not be sent to p
 	// (cause): nothing ran.
-	notSent := func(cause error) (*sandbox.Result, error, bool) {
+	notSent := func(cause error) (*sandbox.Result, bool, error) {
 		if ctx.Err() != nil {
-			return nil, cause, false
+			return nil, false, cause
 		}
 		if why := e.lossOf(ctx, p, lossSettle); why != "" {
 			e.lose(p, why)
-			return nil, fmt.Errorf("pod %s %s", p.name, why), true
+			return nil, true, fmt.Errorf("pod %s %s", p.name, why)
 		}
 		if p.unreachable.Add(1) >= maxUnreachable {
 			e.lose(p, fmt.Sprintf("could not be reached by %d commands in a row, although the API server showed it running (last: %v)", maxUnreachable, cause))
-			return nil, cause, true
+			return nil, true, cause
 		}
 		e.log.Warn("kubernetes.pod.unreachable", "pod", p.name, "namespace", p.namespace, "error", cause)
-		return nil, sandbox.Transient(cause), false
+		return nil, false, sandbox.Transient(cause)
 	}
 	if p.egress != nil {
 		// Fail closed: without the tunnel the command does not run.
@@ -263,7 +263,7 @@ func (b *Backend) runIn(ctx context.Context, req *sandbox.Request, plan *egressP
 			e.log.Warn("kubernetes.agent.lost", "pod", p.name, "namespace", p.namespace, "error", err)
 		}
 	}
-	return res, err, false
+	return res, false, err
 }
 
 // drop removes p from the engine's table.
