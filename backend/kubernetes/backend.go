@@ -132,6 +132,16 @@ func (b *Backend) refuse(req *sandbox.Request) error {
 // removed afterwards. req.ScratchDir, req.HomeDir and req.CacheDir are not
 // mounted: /tmp (TMPDIR, HOME) is the pod's, kept between the commands of
 // a session. Commands never get a terminal.
+//
+// A pod gone behind corral's back (evicted, deleted, its commands'
+// container ended: podLoss) is replaced. A command that could not be sent
+// to it runs in a new pod (once; a second lost pod fails as passing,
+// sandbox.ErrTransient), whose result carries a note naming the cause and
+// what was lost (lostNote). A command running when the pod went fails as
+// sandbox.ErrMayHaveRun naming the cause, and the session's next command
+// runs in a new pod with that note. A pod that looks usable but cannot be
+// reached fails the command as passing and is kept, until a second
+// command in a row cannot reach it either: that one runs in a new pod.
 func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Result, error) {
 	if err := b.refuse(req); err != nil {
 		return nil, err
@@ -140,26 +150,74 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if err != nil {
 		return nil, err
 	}
-	p, err := b.ensure(ctx, req, plan)
-	if err != nil {
-		return nil, err
+	for try := 1; ; try++ {
+		p, err := b.ensure(ctx, req, plan)
+		if err != nil {
+			return nil, err
+		}
+		res, again, err := b.runIn(ctx, req, plan, p)
+		if !again {
+			return res, err
+		}
+		if try == 2 {
+			return nil, sandbox.Transient(fmt.Errorf("%w: kubernetes backend: %v; nothing was run, and the next command starts another pod", sandbox.ErrUnavailable, err))
+		}
+		b.e.log.Info("kubernetes.pod.replaced", "pod", p.name, "namespace", p.namespace, "session", req.Session, "error", err)
 	}
-	defer b.e.idleDone(p)
+}
+
+// maxUnreachable is how many commands in a row may fail to reach a pod
+// that looks usable before it is replaced (runIn): one failure may be the
+// API server's or the network's for a moment, and replacing the pod
+// loses its workspace.
+const maxUnreachable = 2
+
+// runIn runs req in p, ready for it (ensure). again reports that nothing
+// was run because p is gone (Engine.lose has taken it out of the table):
+// the caller runs req in a new pod; err then says why.
+func (b *Backend) runIn(ctx context.Context, req *sandbox.Request, plan *egressPlan, p *podRef) (res *sandbox.Result, again bool, err error) {
+	e := b.e
+	defer e.idleDone(p)
 	if p.ephemeral {
 		defer func() {
-			b.e.drop(p)
-			b.e.remove(p, "command done")
+			e.drop(p)
+			e.remove(p, "command done")
 		}()
+	}
+	if p.agentDied() {
+		// An earlier command's agent stream broke: one read says whether
+		// the pod went with it (its next command would find out slowly).
+		if why := e.lossOf(ctx, p, 0); why != "" {
+			e.lose(p, why)
+			return nil, true, fmt.Errorf("pod %s %s", p.name, why)
+		}
+	}
+	// notSent is the outcome of a command that could not be sent to p
+	// (cause): nothing ran.
+	notSent := func(cause error) (*sandbox.Result, bool, error) {
+		if ctx.Err() != nil {
+			return nil, false, cause
+		}
+		if why := e.lossOf(ctx, p, lossSettle); why != "" {
+			e.lose(p, why)
+			return nil, true, fmt.Errorf("pod %s %s", p.name, why)
+		}
+		if p.unreachable.Add(1) >= maxUnreachable {
+			e.lose(p, fmt.Sprintf("could not be reached by %d commands in a row, although the API server showed it running (last: %v)", maxUnreachable, cause))
+			return nil, true, cause
+		}
+		e.log.Warn("kubernetes.pod.unreachable", "pod", p.name, "namespace", p.namespace, "error", cause)
+		return nil, false, sandbox.Transient(cause)
 	}
 	if p.egress != nil {
 		// Fail closed: without the tunnel the command does not run.
-		if err := b.e.tunnelFor(ctx, p); err != nil {
-			return nil, err
+		if err := e.tunnelFor(ctx, p); err != nil {
+			return notSent(err)
 		}
 	}
-	a, err := b.e.agentFor(p)
+	a, err := e.agentFor(p)
 	if err != nil {
-		return nil, err
+		return notSent(err)
 	}
 	dir := req.Dir
 	if dir == "" {
@@ -180,31 +238,32 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	start := time.Now()
 	s, err := a.Start(req, cmdEnv, dir)
 	if err != nil {
-		b.e.forget(p)
-		return nil, err
+		return notSent(err)
 	}
-	res, err := agentclient.Wait(ctx, req, s, start, agentclient.WaitOptions{
-		KillGrace: b.e.opts.KillGrace,
-		Fallback:  func(pgid int, sig syscall.Signal) { b.e.signalFallback(p, pgid, sig) },
-		OOM:       func() bool { return b.e.oomKilled(p) },
+	p.unreachable.Store(0)
+	res, err = agentclient.Wait(ctx, req, s, start, agentclient.WaitOptions{
+		KillGrace: e.opts.KillGrace,
+		Fallback:  func(pgid int, sig syscall.Signal) { e.signalFallback(p, pgid, sig) },
+		OOM:       func() bool { return e.oomKilled(p) },
 		OOMLimit:  sandbox.LimitPodMemory,
 	})
 	if res != nil {
 		res.Warnings = append(res.Warnings, p.takeNotes()...)
 	}
 	if err != nil && !a.Alive() {
-		// The pod may be gone (deleted, evicted): the next command makes
-		// a new one.
-		b.e.forget(p)
+		// The command was sent: whatever became of the pod, it may have
+		// run (err is sandbox.ErrMayHaveRun), so it is never sent again.
+		// A pod that went takes its cause into the error and a note to
+		// the session's next command; one still there keeps its
+		// workspace, and the next command starts another agent in it.
+		if why := e.lossOf(context.WithoutCancel(ctx), p, lossSettle); why != "" {
+			e.lose(p, why)
+			err = fmt.Errorf("kubernetes backend: pod %s %s (the session's next command runs in a new pod): %w", p.name, why, err)
+		} else {
+			e.log.Warn("kubernetes.agent.lost", "pod", p.name, "namespace", p.namespace, "error", err)
+		}
 	}
-	return res, err
-}
-
-// forget drops p from the engine's table and removes it: its agent is
-// gone, so its pod is of no more use to this process.
-func (e *Engine) forget(p *podRef) {
-	e.drop(p)
-	go e.remove(p, "agent lost")
+	return res, false, err
 }
 
 // drop removes p from the engine's table.
@@ -353,11 +412,13 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 		if e.pods[scopeKey] == ref {
 			delete(e.pods, scopeKey)
 		}
-		keep := rs != nil && rs.pvc != "" && !e.closed
-		if keep {
-			// The session's kept workspace stays for its next try.
+		if rs != nil && !e.closed {
+			// The session's kept workspace, and the note of what became
+			// of its old pod, stay for its next try.
 			e.resets[scopeKey] = rs
-			ref.pvc = ""
+			if rs.pvc != "" {
+				ref.pvc = ""
+			}
 		}
 		e.mu.Unlock()
 		go e.remove(ref, "start failed")
@@ -371,13 +432,13 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 
 // start gives ref a ready pod of sp for session: a free one of the warm
 // pool when there is one (and no kept workspace PVC to mount), else a new
-// one (makePod). rs is the session's pod removed for idleness, if any:
-// its workspace PVC is mounted again, and the first result says what was
-// reset. On error the caller removes what was made.
+// one (makePod). rs is the session's pod removed for idleness or lost, if
+// any: its workspace PVC is mounted again, and the first result says what
+// was reset (reset.note). On error the caller removes what was made.
 func (b *Backend) start(ctx context.Context, ref *podRef, sp *podSpec, session string, rs *reset, req *sandbox.Request) error {
 	e := b.e
 	if rs != nil {
-		ref.notes = append(ref.notes, idleNote(rs.idle, rs.pvc != ""))
+		ref.notes = append(ref.notes, rs.note())
 	}
 	if sp.st.WarmPool > 0 && (rs == nil || rs.pvc == "") {
 		t0 := time.Now()

@@ -50,7 +50,7 @@ func (p Permission) String() string {
 // create since Kubernetes 1.31 (AuthorizePodWebsocketUpgradeCreatePermission).
 var Permissions = []Permission{
 	{Resource: resPods, Verb: "create", Why: "a session's pod (Backend.start)"},
-	{Resource: resPods, Verb: "get", Why: "waiting for Ready, memory-kill status (waitReady, oomKilled)"},
+	{Resource: resPods, Verb: "get", Why: "waiting for Ready, memory-kill status, what became of a pod whose agent stream broke (waitReady, oomKilled, lossOf)"},
 	{Resource: resPods, Verb: "list", Why: "corral cleanup (Engine.Cleanup)"},
 	{Resource: resPods, Verb: "delete", Why: "the session's end, corral cleanup"},
 	{Resource: resPods, Verb: "update", Why: "the warm pool: a pool pod marked free, and its claim (kubernetes.warm_pool)"},

@@ -73,6 +73,17 @@
 // K"), so agent-sandbox's SandboxWarmPool and SandboxClaim
 // (agents.x-k8s.io) can replace it where a cluster runs that controller.
 //
+// A pod gone behind corral's back (evicted by its kubelet, for instance
+// for a workspace past its sizeLimit, or through the Eviction API;
+// deleted; its commands' container ended) is noticed when its agent
+// stream breaks or cannot be opened: corral reads the pod (podLoss: the
+// kubelet's Evicted message, the DisruptionTarget condition's reason),
+// removes it, and runs the command that could not be sent, or else the
+// session's next one, in a new pod whose first result notes what went
+// (lostNote: the workspace emptyDir, /tmp, background processes). A
+// command running when its pod went is sandbox.ErrMayHaveRun, naming the
+// cause; it is never run again.
+//
 // Settings.IdleTimeout: a session pod in which no command (background
 // processes included) has run for that long is removed; the session's
 // next command gets a new pod (from the pool when it can) and a note that

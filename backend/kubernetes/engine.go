@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -75,21 +76,32 @@ type Engine struct {
 	mu      sync.Mutex
 	clients map[string]*cluster
 	pods    map[string]*podRef // by scope key
-	resets  map[string]*reset  // by scope key: sessions whose idle pod was removed
+	resets  map[string]*reset  // by scope key: sessions whose pod was removed for idleness or lost
 	sums    map[string]string  // the helper's SHA-256 by path
 	closed  bool
 	quit    chan struct{} // closed by Close
 }
 
-// reset is a session (or shared) pod removed by idle_timeout: the next
-// command of its scope key starts a new pod and says so; pvc is the
-// workspace PVC kept for it ("" under emptyDir).
+// reset is a session (or shared) pod that is gone: removed by
+// idle_timeout (idle), or lost behind corral's back (lost: podLoss's
+// phrase; pod its name). The next command of its scope key starts a new
+// pod and says so (note); pvc is the workspace PVC kept for it ("" under
+// emptyDir).
 type reset struct {
-	idle     time.Duration
-	pvc      string
-	cl       *cluster
-	ns       string
-	sessions map[string]bool
+	idle      time.Duration
+	pod, lost string
+	pvc       string
+	cl        *cluster
+	ns        string
+	sessions  map[string]bool
+}
+
+// note is what the first result in the new pod says about the old one.
+func (r *reset) note() string {
+	if r.lost != "" {
+		return lostNote(r.pod, r.lost, r.pvc != "")
+	}
+	return idleNote(r.idle, r.pvc != "")
 }
 
 // cluster is one kubeconfig's client.
@@ -126,6 +138,10 @@ type podRef struct {
 	agent   *agentclient.Conn
 	stop    context.CancelFunc // ends the agent's exec
 
+	// unreachable counts the commands in a row that could not be sent
+	// to it while it looked usable (Backend.runIn).
+	unreachable atomic.Int32
+
 	// egress is the pod's allowlist plan (nil under other profiles);
 	// proxy its server in the pool, held until remove calls release.
 	egress  *egressPlan
@@ -134,6 +150,13 @@ type podRef struct {
 	tunMu   sync.Mutex
 	tun     *tunnel.Host
 	tunStop context.CancelFunc // ends the tunnel's exec
+}
+
+// agentDied reports whether p had an agent whose stream has ended.
+func (p *podRef) agentDied() bool {
+	p.agentMu.Lock()
+	defer p.agentMu.Unlock()
+	return p.agent != nil && !p.agent.Alive()
 }
 
 // takeNotes returns the pod's notes once.
@@ -278,7 +301,7 @@ func (e *Engine) Release(name string) {
 // removeKept deletes the workspace PVC kept for a session whose idle pod
 // was removed.
 func (e *Engine) removeKept(r *reset) {
-	if r.pvc == "" {
+	if r.pvc == "" || r.cl == nil || r.cl.cs == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
