@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/internal/forkfds"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/seccomp"
@@ -187,7 +188,7 @@ func (b *Backend) startEgressNSOnce(bin *Binary, srv *netproxy.Server, session s
 		cmd.ExtraFiles = append(cmd.ExtraFiles, into.netns)
 		err = startGated(cmd, sandbox.Limits{}, &join, nil, nil, b.log)
 	} else {
-		err = cmd.Start()
+		err = forkfds.Start(cmd)
 	}
 	infoW.Close()
 	readyW.Close()

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corralhq/corral/internal/forkfds"
 	"github.com/corralhq/corral/internal/procfs"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -64,7 +65,7 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, 
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Ptrace = true
-	if err := cmd.Start(); err != nil {
+	if err := forkfds.Start(cmd); err != nil {
 		if errors.Is(err, syscall.EPERM) {
 			return fmt.Errorf("%w: %v", errGateUnavailable, err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corralhq/corral/internal/forkfds"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -69,7 +70,7 @@ func newMappedUserns(owner, ra sandbox.RunAs) (*os.File, error) {
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: owner.GID, HostID: ra.GID, Size: 1}},
 		Pdeathsig:   syscall.SIGKILL,
 	}
-	err = cmd.Start()
+	err = forkfds.Start(cmd)
 	r.Close()
 	if err != nil {
 		return nil, fmt.Errorf("making the user namespace of an idmapped mount: %w", err)

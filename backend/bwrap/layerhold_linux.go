@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corralhq/corral/internal/forkfds"
 	"github.com/corralhq/corral/layer"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/reexec"
@@ -500,7 +501,7 @@ func startLayerHolder(l *layer.Layer, gen int64, twoStage bool) (*layerHolder, e
 	cmd.Stdin, cmd.Stdout = lifeR, outW
 	stderr := &tailBuffer{max: 4 << 10}
 	cmd.Stderr = stderr
-	err = cmd.Start()
+	err = forkfds.Start(cmd)
 	lifeR.Close()
 	outW.Close()
 	if err != nil {

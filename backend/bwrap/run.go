@@ -25,6 +25,7 @@ import (
 
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/atomicfile"
+	"github.com/corralhq/corral/internal/forkfds"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/secrets"
@@ -857,7 +858,7 @@ func (b *Backend) startWithPrlimit(cmd *exec.Cmd, lim sandbox.Limits) error {
 	if lim.MaxProcs > 0 {
 		b.log.Warn("bwrap.limit.nproc_unenforced", "reason", "setuid bwrap or no ptrace")
 	}
-	return cmd.Start()
+	return forkfds.Start(cmd)
 }
 
 // rebuild returns a fresh copy of an unstarted-but-failed cmd.
