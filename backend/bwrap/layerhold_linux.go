@@ -287,16 +287,23 @@ type layerHolders struct {
 	m  map[string]*layerHolder
 }
 
-// closeAll ends every holder (Backend.Close).
+// closeAll ends every holder (Backend.Close): now those no command
+// holds, the others at their last release, as a replaced one is
+// (layerFor). A command starting passes the holder's namespace
+// descriptors to its bwrap without a lock; closed under it, their numbers
+// could be another session's files by the time it forks.
 func (hs *layerHolders) closeAll() {
 	hs.mu.Lock()
-	var all []*layerHolder
+	var idle []*layerHolder
 	for k, h := range hs.m {
 		delete(hs.m, k)
-		all = append(all, h)
+		h.stale = true
+		if h.refs == 0 {
+			idle = append(idle, h)
+		}
 	}
 	hs.mu.Unlock()
-	for _, h := range all {
+	for _, h := range idle {
 		h.close()
 	}
 }
