@@ -121,35 +121,37 @@ func (b *Backend) startEgressNS(bin *Binary, srv *netproxy.Server, session strin
 // startEgressNSOnce is one attempt of startEgressNS; when it fails because
 // the host's mounts changed under bwrap, it sets *changed to bwrap's line.
 func (b *Backend) startEgressNSOnce(bin *Binary, srv *netproxy.Server, session string, into *layerHolder, changed *string) (*egressNS, error) {
+	// format may wrap its cause (%w): a full descriptor table (EMFILE)
+	// stays in the chain, where sandbox.IsTransient finds it.
 	unavailable := func(format string, a ...any) error {
-		return fmt.Errorf("%w: the allowlist profile's network namespace could not be set up, so the command does not run: %s", sandbox.ErrUnavailable, fmt.Sprintf(format, a...))
+		return fmt.Errorf("%w: the allowlist profile's network namespace could not be set up, so the command does not run: %w", sandbox.ErrUnavailable, fmt.Errorf(format, a...))
 	}
 	exe, err := os.Open("/proc/self/exe")
 	if err != nil {
-		return nil, unavailable("opening corral's executable for the forwarder: %v", err)
+		return nil, unavailable("opening corral's executable for the forwarder: %w", err)
 	}
 	defer exe.Close()
 	filter, err := seccomp.File(seccomp.Options{})
 	if err != nil {
-		return nil, unavailable("the syscall filter cannot be built: %v", err)
+		return nil, unavailable("the syscall filter cannot be built: %w", err)
 	}
 	defer filter.Close()
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
-		return nil, unavailable("%v", err)
+		return nil, unavailable("%w", err)
 	}
 	defer infoR.Close()
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
 		infoW.Close()
-		return nil, unavailable("%v", err)
+		return nil, unavailable("%w", err)
 	}
 	defer readyR.Close()
 	lifeR, lifeW, err := os.Pipe()
 	if err != nil {
 		infoW.Close()
 		readyW.Close()
-		return nil, unavailable("%v", err)
+		return nil, unavailable("%w", err)
 	}
 	// Descriptors in the sandbox: 3 info, 4 seccomp, 5 exe, 6 ready.
 	sockDir := filepath.Dir(srv.HTTPSocket())
@@ -210,7 +212,7 @@ func (b *Backend) startEgressNSOnce(bin *Binary, srv *netproxy.Server, session s
 	lifeR.Close()
 	if err != nil {
 		lifeW.Close()
-		return nil, unavailable("starting bwrap: %v", err)
+		return nil, unavailable("starting bwrap: %w", err)
 	}
 	e := &egressNS{log: b.log, cmd: cmd, life: lifeW, pidfd: -1, done: make(chan struct{})}
 	go func() {
@@ -263,7 +265,7 @@ func (b *Backend) startEgressNSOnce(bin *Binary, srv *netproxy.Server, session s
 	}
 	if into == nil {
 		if err := e.openNamespaces(r.pid); err != nil {
-			return fail(unavailable("%v", err))
+			return fail(unavailable("%w", err))
 		}
 	}
 	select {

@@ -102,7 +102,7 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, 
 	}
 	if join != nil {
 		if err := joinNamespaces(pid, *join); err != nil {
-			return fail(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
+			return fail(fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err))
 		}
 	}
 	if lim.MaxProcs <= 0 && !canJoinByInjection {
@@ -151,7 +151,7 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, 
 				if err != nil {
 					_ = unix.Kill(child, unix.SIGKILL)
 					_ = unix.PtraceDetach(child)
-					return fail(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
+					return fail(fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err))
 				}
 				med.listener, med.diag = l, d
 			}

@@ -291,6 +291,10 @@ func openBindFDs(plan *Plan, bin *Binary, first int, view *layerHolder) ([]*os.F
 			for _, f := range files {
 				f.Close()
 			}
+			if sandbox.IsTransient(err) {
+				// A full table (EMFILE), not a path that moved.
+				return nil, fmt.Errorf("opening the protected path %s: %w", m.Src, err)
+			}
 			return nil, fmt.Errorf("%w: protected path %s: %v; run the command again", sandbox.ErrPolicy, m.Src, err)
 		}
 		files = append(files, os.NewFile(uintptr(fd), m.Src))

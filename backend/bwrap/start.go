@@ -323,7 +323,7 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 			// The sandbox must not run with sockets nobody checks.
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
-			return nil, b.unavailable(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
+			return nil, b.unavailable(fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err))
 		}
 		// Stopped once the command is over (close runs after wait); every
 		// task holding the filter is gone by then.
