@@ -271,7 +271,13 @@ func armParentDeath(child, parent int) error {
 	if err := errors.Join(err, in.finish()); err != nil {
 		return err
 	}
-	if ppid, ok := procfs.ParentID(child); !ok || ppid != parent {
+	ppid, err := procfs.ParentOf(child)
+	if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ESRCH) {
+		// Not a sign that bwrap ended (a full descriptor table, EMFILE):
+		// said as it is, so a passing cause reads as one.
+		return fmt.Errorf("reading the parent of bwrap's sandbox child: %w", err)
+	}
+	if err != nil || ppid != parent {
 		return fmt.Errorf("bwrap ended while its sandbox was being set up")
 	}
 	return nil
