@@ -52,18 +52,17 @@ func Explain(cmd *exec.Cmd, err error) error {
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) == nil {
 		limit = fmt.Sprintf("the open-files limit (%d)", lim.Cur)
 	}
-	return &fs.PathError{Op: pe.Op, Path: pe.Path, Err: &tableFull{limit: limit, files: len(files)}}
+	return &fs.PathError{Op: pe.Op, Path: pe.Path, Err: &tableFull{limit: limit}}
 }
 
 // tableFull is a start that failed for a full descriptor table: its
 // message says what happened, and it matches syscall.EMFILE.
 type tableFull struct {
-	limit string
-	files int
+	limit string // "the open-files limit (N)"
 }
 
 func (e *tableFull) Error() string {
-	return fmt.Sprintf("too many open files: %s left no room to place the %d descriptors the child is given (Go reports this as \"bad file descriptor\")", e.limit, e.files)
+	return fmt.Sprintf("too many open files: %s left no room to place the descriptors passed to the child (Go reports this as \"bad file descriptor\")", e.limit)
 }
 
 // Unwrap returns syscall.EMFILE.
