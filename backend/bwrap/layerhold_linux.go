@@ -597,17 +597,17 @@ func (h *layerHolder) path(path string) string {
 	return "/proc/" + strconv.Itoa(h.pid) + "/root" + path
 }
 
-// findProtected is sandbox.FindProtected of root as view shows it, with
-// the paths it reports given as on the host.
-func findProtected(root string, pats []string, view *layerHolder) ([]sandbox.ProtectedPath, bool) {
+// findProtected is sandbox.FindProtectedErr of root as view shows it,
+// with the paths it reports given as on the host.
+func findProtected(root string, pats []string, view *layerHolder) ([]sandbox.ProtectedPath, bool, error) {
 	if !view.covers(root) {
-		return sandbox.FindProtected(root, pats)
+		return sandbox.FindProtectedErr(root, pats)
 	}
-	found, cut := sandbox.FindProtected(view.path(root), pats)
+	found, cut, err := sandbox.FindProtectedErr(view.path(root), pats)
 	for i := range found {
 		found[i].Path = filepath.Join(root, filepath.FromSlash(found[i].Rel))
 	}
-	return found, cut
+	return found, cut, err
 }
 
 // openInView opens path (absolute) as the layer's mount namespace shows
