@@ -85,3 +85,14 @@ func TestMayHaveRunIsNeverNotRun(t *testing.T) {
 		})
 	}
 }
+
+// TestMayHaveRunOfSuccess: a run that succeeded is no failure, begun or
+// not (a background command's outcome goes through mayHaveRun whatever
+// it is; a nil became "corral lost track of it (%!w(<nil>))").
+func TestMayHaveRunOfSuccess(t *testing.T) {
+	for _, began := range []bool{false, true} {
+		if err := mayHaveRun(nil, began); err != nil {
+			t.Errorf("mayHaveRun(nil, %v) = %v", began, err)
+		}
+	}
+}
