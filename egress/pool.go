@@ -75,9 +75,9 @@ type Pool struct {
 	opts Options
 	log  *slog.Logger
 
-	caOnce sync.Once
-	ca     *secrets.CA
-	caErr  error
+	caMu  sync.Mutex // guards ca and caErr
+	ca    *secrets.CA
+	caErr error
 
 	mu      sync.Mutex
 	servers map[string]*entry
@@ -234,18 +234,29 @@ func poolKey(policy netproxy.Policy, session string, secs []secrets.Secret) stri
 }
 
 // CA returns corral's certificate authority, loaded (or made) from
-// Options.CADir on first use and kept. Errors wrap sandbox.ErrUnavailable.
+// Options.CADir on first use and kept. Errors wrap sandbox.ErrUnavailable;
+// a passing one (sandbox.IsTransient: too many open files) stays in the
+// chain and is not kept, so the next call tries again.
 func (p *Pool) CA() (*secrets.CA, error) {
-	p.caOnce.Do(func() {
-		if p.opts.CADir == "" {
-			p.caErr = fmt.Errorf("%w: secrets: no directory for corral's certificate authority configured", sandbox.ErrUnavailable)
-			return
+	p.caMu.Lock()
+	defer p.caMu.Unlock()
+	if p.ca != nil || p.caErr != nil {
+		return p.ca, p.caErr
+	}
+	if p.opts.CADir == "" {
+		p.caErr = fmt.Errorf("%w: secrets: no directory for corral's certificate authority configured", sandbox.ErrUnavailable)
+		return nil, p.caErr
+	}
+	ca, err := secrets.LoadCA(p.opts.CADir)
+	if err != nil {
+		err = fmt.Errorf("%w: secrets need corral's certificate authority, which could not be loaded: %w", sandbox.ErrUnavailable, err)
+		if !sandbox.IsTransient(err) {
+			p.caErr = err
 		}
-		if p.ca, p.caErr = secrets.LoadCA(p.opts.CADir); p.caErr != nil {
-			p.caErr = fmt.Errorf("%w: secrets need corral's certificate authority, which could not be loaded: %v", sandbox.ErrUnavailable, p.caErr)
-		}
-	})
-	return p.ca, p.caErr
+		return nil, err
+	}
+	p.ca = ca
+	return ca, nil
 }
 
 func (p *Pool) startLocked(key string, policy netproxy.Policy, session string, secs []secrets.Secret, ca *secrets.CA) (*entry, error) {
@@ -253,7 +264,7 @@ func (p *Pool) startLocked(key string, policy netproxy.Policy, session string, s
 		return nil, fmt.Errorf("%w: allowlist proxy: no socket directory configured", sandbox.ErrUnavailable)
 	}
 	if err := os.MkdirAll(p.opts.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("%w: allowlist proxy: creating %s: %v", sandbox.ErrUnavailable, p.opts.Dir, err)
+		return nil, fmt.Errorf("%w: allowlist proxy: creating %s: %w", sandbox.ErrUnavailable, p.opts.Dir, err)
 	}
 	if !p.swept {
 		p.swept = true
@@ -262,7 +273,7 @@ func (p *Pool) startLocked(key string, policy netproxy.Policy, session string, s
 	p.seq++
 	dir := filepath.Join(p.opts.Dir, fmt.Sprintf("%d-%d", os.Getpid(), p.seq))
 	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("%w: allowlist proxy: creating %s: %v", sandbox.ErrUnavailable, dir, err)
+		return nil, fmt.Errorf("%w: allowlist proxy: creating %s: %w", sandbox.ErrUnavailable, dir, err)
 	}
 	srv, err := netproxy.Start(netproxy.Options{
 		Policy:        policy,
@@ -277,7 +288,7 @@ func (p *Pool) startLocked(key string, policy netproxy.Policy, session string, s
 	})
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("%w: allowlist proxy could not start, so the command does not run: %v", sandbox.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: allowlist proxy could not start, so the command does not run: %w", sandbox.ErrUnavailable, err)
 	}
 	names := make([]string, len(secs))
 	for i, s := range secs {

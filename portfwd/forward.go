@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corralhq/corral/internal/forkfds"
 )
 
 // Options configure a Forward.
@@ -159,7 +161,7 @@ func Start(nsPID int, target netip.AddrPort, o Options) (_ *Forward, err error) 
 	cmd.Dir = "/"
 	cmd.ExtraFiles = files
 	cmd.Stderr = &logWriter{log: log, event: "portfwd.relay.message"}
-	if err := cmd.Start(); err != nil {
+	if err := forkfds.Start(cmd); err != nil {
 		return nil, fmt.Errorf("starting the relay (%s): %w", nsenter, err)
 	}
 	stopR, stopW, err := os.Pipe()

@@ -380,8 +380,20 @@ type ProtectedPath struct {
 // project; the file tools, which judge one path at a time with
 // MatchProtectedIn, refuse to write them wherever they lie. A tree wider
 // than the bounds reports truncated, and the backends then refuse commands
-// (ScanCutError).
+// (ScanCutError). So does a scan that could not open a directory or a
+// gitfile for a passing cause (too many open files): what it did not look
+// at may hold a protected path; FindProtectedErr tells that cause apart.
 func FindProtected(root string, patterns []string) (found []ProtectedPath, truncated bool) {
+	found, truncated, err := FindProtectedErr(root, patterns)
+	return found, truncated || err != nil
+}
+
+// FindProtectedErr is FindProtected with the passing failure (an error
+// IsTransient accepts: EMFILE, ENFILE, ENOMEM) that kept the scan from
+// opening a directory or a gitfile it had to read, which FindProtected
+// reports as truncated: the paths found are then not all there are, and
+// a command must not run on them.
+func FindProtectedErr(root string, patterns []string) (found []ProtectedPath, truncated bool, err error) {
 	s := newScanner(root)
 	pats := parsePatterns(patterns)
 	seen := map[string]bool{}
@@ -392,10 +404,10 @@ func FindProtected(root string, patterns []string) (found []ProtectedPath, trunc
 		}
 	}
 	if len(pats) == 0 {
-		return nil, false
+		return nil, false, nil
 	}
 	if _, ok := s.list("", &s.budget); !ok {
-		return nil, false
+		return nil, false, s.err
 	}
 	for _, p := range pats {
 		s.match(p, "", p.comps, true, nil, emit)
@@ -416,7 +428,7 @@ func FindProtected(root string, patterns []string) (found []ProtectedPath, trunc
 			s.submoduleGitfiles(p, append([]string{""}, anchors...), emit)
 		}
 	}
-	return found, s.truncated
+	return found, s.truncated, s.err
 }
 
 // submoduleGitfiles reports, for the gitfile pattern p ("**/.git"), the
@@ -538,6 +550,18 @@ type protScanner struct {
 	budget    int                               // listings left (ScanLists)
 	deepDirs  int                               // directories "**" in the middle may still list
 	truncated bool
+	// err is the first passing failure (IsTransient) to open what the scan
+	// had to read: unlike a directory that is missing or unreadable, it
+	// says nothing of what the directory holds.
+	err error
+}
+
+// failed notes err, from opening or reading what the scan needs, when it
+// is a passing failure.
+func (s *protScanner) failed(err error) {
+	if s.err == nil && IsTransient(err) {
+		s.err = err
+	}
 }
 
 func newScanner(root string) *protScanner {
@@ -566,6 +590,7 @@ func (s *protScanner) list(rel string, budget *int) (map[string]fs.DirEntry, boo
 	// the poller set-up of os.OpenFile, which costs as much as the listing.
 	fd, err := syscall.Open(s.abs(rel), syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
+		s.failed(&os.PathError{Op: "open", Path: s.abs(rel), Err: err})
 		s.lists[rel] = nil
 		return nil, false
 	}
@@ -580,6 +605,7 @@ func (s *protScanner) list(rel string, budget *int) (map[string]fs.DirEntry, boo
 	}
 	f.Close()
 	if err != nil && !errors.Is(err, io.EOF) {
+		s.failed(err)
 		s.lists[rel] = nil
 		return nil, false
 	}
@@ -859,11 +885,11 @@ func (s *protScanner) gitfileTargets(dir string) []string {
 		return t
 	}
 	if e, ok := s.entry(dir, ".git"); ok && !e.IsDir() {
-		if b, ok := readSmall(s.abs(joinRel(dir, ".git"))); ok {
+		if b, ok := s.readSmall(s.abs(joinRel(dir, ".git"))); ok {
 			if target, ok := strings.CutPrefix(strings.TrimRight(b, "\r\n"), "gitdir: "); ok && target != "" {
 				if base, err := filepath.EvalSymlinks(s.abs(dir)); err == nil {
 					if t := add(base, target); t != "" {
-						if c, ok := readSmall(filepath.Join(t, "commondir")); ok {
+						if c, ok := s.readSmall(filepath.Join(t, "commondir")); ok {
 							if c = strings.TrimRight(c, "\r\n"); c != "" {
 								add(t, c)
 							}
@@ -878,25 +904,39 @@ func (s *protScanner) gitfileTargets(dir string) []string {
 }
 
 // readSmall reads the regular file p if it is small, as git reads a gitfile
-// or commondir, without blocking on a FIFO put in its place.
-func readSmall(p string) (string, bool) { return readLimited(p, 4096) }
+// or commondir, without blocking on a FIFO put in its place; a passing
+// failure to open it is noted (failed).
+func (s *protScanner) readSmall(p string) (string, bool) {
+	b, ok, err := readLimitedErr(p, 4096)
+	if err != nil {
+		s.failed(err)
+	}
+	return b, ok
+}
 
-// readLimited is readSmall for files of up to max bytes.
+// readLimited reads the regular file p if it holds at most max bytes,
+// as readSmall.
 func readLimited(p string, max int64) (string, bool) {
+	b, ok, _ := readLimitedErr(p, max)
+	return b, ok
+}
+
+// readLimitedErr is readLimited with the error of opening p.
+func readLimitedErr(p string, max int64) (string, bool, error) {
 	fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return "", false
+		return "", false, &os.PathError{Op: "open", Path: p, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || st.Size() > max {
-		return "", false
+		return "", false, nil
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil || int64(len(b)) > max {
-		return "", false
+		return "", false, nil
 	}
-	return string(b), true
+	return string(b), true, nil
 }
 
 func hasMeta(c string) bool { return strings.ContainsAny(c, `*?[\`) }

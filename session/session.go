@@ -648,7 +648,9 @@ func onStarted(next func(int), began *atomic.Bool) func(int) {
 // (sandbox.Request.OnStart) or the session's shell said it began, a failed
 // Run is sandbox.ErrMayHaveRun, unless the backend knows the command never
 // started (sandbox.ErrNotStarted, sandbox.ErrHostChanged) or the caller
-// ended it (its context's error: the front ends say it was ended).
+// ended it (its context's error: the front ends say it was ended). A
+// run that succeeded (nil) stays nil: background commands pass every
+// outcome through here.
 func mayHaveRun(err error, began bool) error {
 	if err == nil || !began || errors.Is(err, sandbox.ErrMayHaveRun) || errors.Is(err, sandbox.ErrNotStarted) || errors.Is(err, sandbox.ErrHostChanged) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

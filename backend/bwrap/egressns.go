@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/internal/forkfds"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/seccomp"
@@ -62,15 +63,30 @@ const egressReadyTimeout = 15 * time.Second
 // input, a pipe whose other end only corral holds, reaches end of file),
 // or when it fails; Alive then reports false and the next command starts
 // a new one.
+//
+// The namespace descriptors are shared by the session's commands, which
+// pass them to bwrap (ExtraFiles), name them to nsenter(1) by number
+// (joinArgv) or setns(2) into them (startAs), all without a lock; and the
+// pool closes a holder that died (egress.Pool.Attach) while other commands
+// may be starting with it. So each command holds a reference (acquire,
+// release) from before it first reads them until its bwrap is reaped, and
+// Close ends the holder at once but leaves the descriptors to the last
+// reference: closed under a command starting, their numbers could be
+// taken by another session's files in between, and its bwrap would enter
+// that session's namespace, or fail with "bad file descriptor".
 type egressNS struct {
 	log    *slog.Logger
 	cmd    *exec.Cmd
 	life   *os.File // corral's end of the forwarder's standard input
 	netns  *os.File // the namespace the commands join
 	userns *os.File // its owning user namespace; nil when joining as root
-	pidfd  int      // the sandbox's pid 1 (pidfd_open(2)), or -1
 	done   chan struct{}
 	once   sync.Once
+
+	mu      sync.Mutex
+	pidfd   int  // the sandbox's pid 1 (pidfd_open(2)), or -1; under mu
+	refs    int  // commands holding the descriptors (acquire)
+	closing bool // Close was called: the last release closes them
 }
 
 // startEgressNS starts the holder for srv's sockets with bwrap bin and
@@ -105,35 +121,37 @@ func (b *Backend) startEgressNS(bin *Binary, srv *netproxy.Server, session strin
 // startEgressNSOnce is one attempt of startEgressNS; when it fails because
 // the host's mounts changed under bwrap, it sets *changed to bwrap's line.
 func (b *Backend) startEgressNSOnce(bin *Binary, srv *netproxy.Server, session string, into *layerHolder, changed *string) (*egressNS, error) {
+	// format may wrap its cause (%w): a full descriptor table (EMFILE)
+	// stays in the chain, where sandbox.IsTransient finds it.
 	unavailable := func(format string, a ...any) error {
-		return fmt.Errorf("%w: the allowlist profile's network namespace could not be set up, so the command does not run: %s", sandbox.ErrUnavailable, fmt.Sprintf(format, a...))
+		return fmt.Errorf("%w: the allowlist profile's network namespace could not be set up, so the command does not run: %w", sandbox.ErrUnavailable, fmt.Errorf(format, a...))
 	}
 	exe, err := os.Open("/proc/self/exe")
 	if err != nil {
-		return nil, unavailable("opening corral's executable for the forwarder: %v", err)
+		return nil, unavailable("opening corral's executable for the forwarder: %w", err)
 	}
 	defer exe.Close()
 	filter, err := seccomp.File(seccomp.Options{})
 	if err != nil {
-		return nil, unavailable("the syscall filter cannot be built: %v", err)
+		return nil, unavailable("the syscall filter cannot be built: %w", err)
 	}
 	defer filter.Close()
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
-		return nil, unavailable("%v", err)
+		return nil, unavailable("%w", err)
 	}
 	defer infoR.Close()
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
 		infoW.Close()
-		return nil, unavailable("%v", err)
+		return nil, unavailable("%w", err)
 	}
 	defer readyR.Close()
 	lifeR, lifeW, err := os.Pipe()
 	if err != nil {
 		infoW.Close()
 		readyW.Close()
-		return nil, unavailable("%v", err)
+		return nil, unavailable("%w", err)
 	}
 	// Descriptors in the sandbox: 3 info, 4 seccomp, 5 exe, 6 ready.
 	sockDir := filepath.Dir(srv.HTTPSocket())
@@ -187,14 +205,14 @@ func (b *Backend) startEgressNSOnce(bin *Binary, srv *netproxy.Server, session s
 		cmd.ExtraFiles = append(cmd.ExtraFiles, into.netns)
 		err = startGated(cmd, sandbox.Limits{}, &join, nil, nil, b.log)
 	} else {
-		err = cmd.Start()
+		err = forkfds.Start(cmd)
 	}
 	infoW.Close()
 	readyW.Close()
 	lifeR.Close()
 	if err != nil {
 		lifeW.Close()
-		return nil, unavailable("starting bwrap: %v", err)
+		return nil, unavailable("starting bwrap: %w", err)
 	}
 	e := &egressNS{log: b.log, cmd: cmd, life: lifeW, pidfd: -1, done: make(chan struct{})}
 	go func() {
@@ -247,7 +265,7 @@ func (b *Backend) startEgressNSOnce(bin *Binary, srv *netproxy.Server, session s
 	}
 	if into == nil {
 		if err := e.openNamespaces(r.pid); err != nil {
-			return fail(unavailable("%v", err))
+			return fail(unavailable("%w", err))
 		}
 	}
 	select {
@@ -327,9 +345,39 @@ func (e *egressNS) files() []*os.File {
 	return []*os.File{e.netns}
 }
 
+// acquire takes a command's reference on the namespace descriptors, which
+// stay open until its release; false when the holder is closed already
+// (the caller asks the pool again, which starts a new one).
+func (e *egressNS) acquire() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closing {
+		return false
+	}
+	e.refs++
+	return true
+}
+
+// release drops a reference acquire took; the last one after Close
+// closes the descriptors.
+func (e *egressNS) release() {
+	e.mu.Lock()
+	e.refs--
+	last := e.closing && e.refs == 0
+	e.mu.Unlock()
+	if last {
+		e.closeFiles()
+	}
+}
+
 // Alive reports whether the holder still runs (egress.Pool.Attach starts a
-// new one when not).
+// new one when not); a closed one does not.
 func (e *egressNS) Alive() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closing {
+		return false
+	}
 	select {
 	case <-e.done:
 		return false
@@ -347,11 +395,16 @@ func (e *egressNS) Alive() bool {
 
 // Close ends the holder: its forwarder's standard input is closed, then
 // the whole sandbox is killed (SIGKILL to bwrap's process group; with
-// --unshare-pid its pid 1 takes the rest), and the namespace descriptors
-// are closed. Commands still running in the namespace lose the proxy. It
-// always returns nil (it is an io.Closer for egress.Pool).
+// --unshare-pid its pid 1 takes the rest). The namespace descriptors are
+// closed now when no command holds them, else by the last release.
+// Commands still running in the namespace lose the proxy. It always
+// returns nil (it is an io.Closer for egress.Pool).
 func (e *egressNS) Close() error {
 	e.once.Do(func() {
+		e.mu.Lock()
+		e.closing = true
+		unused := e.refs == 0
+		e.mu.Unlock()
 		_ = e.life.Close()
 		select {
 		case <-e.done:
@@ -360,18 +413,29 @@ func (e *egressNS) Close() error {
 			_ = e.cmd.Process.Kill()
 			<-e.done
 		}
-		if e.netns != nil {
-			_ = e.netns.Close()
-		}
-		if e.userns != nil {
-			_ = e.userns.Close()
-		}
+		e.mu.Lock()
 		if e.pidfd >= 0 {
 			_ = unix.Close(e.pidfd)
+			e.pidfd = -1
+		}
+		e.mu.Unlock()
+		if unused {
+			e.closeFiles()
 		}
 		e.log.Debug("bwrap.egress.stopped", "pid", e.cmd.Process.Pid)
 	})
 	return nil
+}
+
+// closeFiles closes the namespace descriptors, once no command holds
+// them (Close, release).
+func (e *egressNS) closeFiles() {
+	if e.netns != nil {
+		_ = e.netns.Close()
+	}
+	if e.userns != nil {
+		_ = e.userns.Close()
+	}
 }
 
 // CheckEgress runs `true` under the allowlist profile (nothing allowed) in

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corralhq/corral/internal/forkfds"
 	"github.com/corralhq/corral/internal/procfs"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -64,7 +65,7 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, 
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Ptrace = true
-	if err := cmd.Start(); err != nil {
+	if err := forkfds.Start(cmd); err != nil {
 		if errors.Is(err, syscall.EPERM) {
 			return fmt.Errorf("%w: %v", errGateUnavailable, err)
 		}
@@ -101,7 +102,7 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, 
 	}
 	if join != nil {
 		if err := joinNamespaces(pid, *join); err != nil {
-			return fail(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
+			return fail(fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err))
 		}
 	}
 	if lim.MaxProcs <= 0 && !canJoinByInjection {
@@ -150,7 +151,7 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, 
 				if err != nil {
 					_ = unix.Kill(child, unix.SIGKILL)
 					_ = unix.PtraceDetach(child)
-					return fail(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
+					return fail(fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err))
 				}
 				med.listener, med.diag = l, d
 			}
@@ -270,7 +271,13 @@ func armParentDeath(child, parent int) error {
 	if err := errors.Join(err, in.finish()); err != nil {
 		return err
 	}
-	if ppid, ok := procfs.ParentID(child); !ok || ppid != parent {
+	ppid, err := procfs.ParentOf(child)
+	if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ESRCH) {
+		// Not a sign that bwrap ended (a full descriptor table, EMFILE):
+		// said as it is, so a passing cause reads as one.
+		return fmt.Errorf("reading the parent of bwrap's sandbox child: %w", err)
+	}
+	if err != nil || ppid != parent {
 		return fmt.Errorf("bwrap ended while its sandbox was being set up")
 	}
 	return nil

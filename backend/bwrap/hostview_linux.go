@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corralhq/corral/internal/forkfds"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -69,7 +70,7 @@ func newMappedUserns(owner, ra sandbox.RunAs) (*os.File, error) {
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: owner.GID, HostID: ra.GID, Size: 1}},
 		Pdeathsig:   syscall.SIGKILL,
 	}
-	err = cmd.Start()
+	err = forkfds.Start(cmd)
 	r.Close()
 	if err != nil {
 		return nil, fmt.Errorf("making the user namespace of an idmapped mount: %w", err)
@@ -93,11 +94,13 @@ func newMappedUserns(owner, ra sandbox.RunAs) (*os.File, error) {
 // and must never run other goroutines again (it ends locked): the mount
 // namespace is the thread's. Errors wrap sandbox.ErrUnavailable.
 func enterHostView(plan *Plan, ra sandbox.RunAs, maps *idmapCache) error {
+	// format may wrap its cause (%w): a full descriptor table (EMFILE)
+	// stays in the chain, where sandbox.IsTransient finds it.
 	fail := func(format string, a ...any) error {
-		return fmt.Errorf("%w: preparing the mounts of a sandbox that runs as %s instead of root: %s", sandbox.ErrUnavailable, ra, fmt.Sprintf(format, a...))
+		return fmt.Errorf("%w: preparing the mounts of a sandbox that runs as %s instead of root: %w", sandbox.ErrUnavailable, ra, fmt.Errorf(format, a...))
 	}
 	if err := enterPrivateMounts(); err != nil {
-		return fail("%v", err)
+		return fail("%w", err)
 	}
 	owned := ownedSources(plan)
 	for _, t := range blockedDirs(neededPaths(plan), ra, idmappedStat(owned, ra, statDir)) {
@@ -121,7 +124,7 @@ func vanished(err error, fail func(string, ...any) error) error {
 	if errors.Is(err, unix.ENOENT) {
 		return &startFailure{line: "corral: preparing the sandbox's mounts: " + err.Error()}
 	}
-	return fail("%v", err)
+	return fail("%w", err)
 }
 
 // statDir reports directory d's permission bits and owner.
@@ -241,7 +244,7 @@ func (b *Backend) startAs(plan *Plan, ra sandbox.RunAs, ens *egressNS, launch fu
 		}
 		if ens != nil {
 			if err := unix.Setns(int(ens.netns.Fd()), unix.CLONE_NEWNET); err != nil {
-				res <- fmt.Errorf("%w: entering the session's network namespace: %v", sandbox.ErrUnavailable, err)
+				res <- fmt.Errorf("%w: entering the session's network namespace: %w", sandbox.ErrUnavailable, err)
 				return
 			}
 		}

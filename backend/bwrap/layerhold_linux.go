@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corralhq/corral/internal/forkfds"
 	"github.com/corralhq/corral/layer"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/reexec"
@@ -286,16 +287,23 @@ type layerHolders struct {
 	m  map[string]*layerHolder
 }
 
-// closeAll ends every holder (Backend.Close).
+// closeAll ends every holder (Backend.Close): now those no command
+// holds, the others at their last release, as a replaced one is
+// (layerFor). A command starting passes the holder's namespace
+// descriptors to its bwrap without a lock; closed under it, their numbers
+// could be another session's files by the time it forks.
 func (hs *layerHolders) closeAll() {
 	hs.mu.Lock()
-	var all []*layerHolder
+	var idle []*layerHolder
 	for k, h := range hs.m {
 		delete(hs.m, k)
-		all = append(all, h)
+		h.stale = true
+		if h.refs == 0 {
+			idle = append(idle, h)
+		}
 	}
 	hs.mu.Unlock()
-	for _, h := range all {
+	for _, h := range idle {
 		h.close()
 	}
 }
@@ -340,7 +348,7 @@ func (b *Backend) layerFor(bin *Binary, req *sandbox.Request, first func() (*Pla
 	// Read every command: an apply or discard in another process raises it.
 	gen, err := l.Generation()
 	if err != nil {
-		return nil, fmt.Errorf("%w: reading the layer's generation: %v", sandbox.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: reading the layer's generation: %w", sandbox.ErrUnavailable, err)
 	}
 	hs := &b.layers
 	hs.mu.Lock()
@@ -358,6 +366,10 @@ func (b *Backend) layerFor(bin *Binary, req *sandbox.Request, first func() (*Pla
 	}
 	// A new holder: the layer made (or checked to lie over lower) first.
 	if err := l.Ensure(); err != nil {
+		if sandbox.IsTransient(err) {
+			// A full table (EMFILE) says nothing of the layer: retry.
+			return nil, sandbox.Transient(fmt.Errorf("the session's layer: %w", err))
+		}
 		return nil, fmt.Errorf("%w: the session's layer: %v", sandbox.ErrPolicy, err)
 	}
 	var h *layerHolder
@@ -471,18 +483,20 @@ func startRootLayerHolder(l *layer.Layer, gen int64, plan *Plan, ra sandbox.RunA
 // twoStage starts it first without namespaces, from a root caller's thread
 // holding run_as or a process that is not dumpable (see layerHoldMain).
 func startLayerHolder(l *layer.Layer, gen int64, twoStage bool) (*layerHolder, error) {
+	// format may wrap its cause (%w): a full descriptor table (EMFILE)
+	// stays in the chain, where sandbox.IsTransient finds it.
 	unavailable := func(format string, a ...any) error {
-		return fmt.Errorf("%w: the session's review layer could not be mounted, so the command does not run: %s", sandbox.ErrUnavailable, fmt.Sprintf(format, a...))
+		return fmt.Errorf("%w: the session's review layer could not be mounted, so the command does not run: %w", sandbox.ErrUnavailable, fmt.Errorf(format, a...))
 	}
 	lifeR, lifeW, err := os.Pipe()
 	if err != nil {
-		return nil, unavailable("%v", err)
+		return nil, unavailable("%w", err)
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		lifeR.Close()
 		lifeW.Close()
-		return nil, unavailable("%v", err)
+		return nil, unavailable("%w", err)
 	}
 	defer outR.Close()
 	cmd := exec.Command("/proc/self/exe", layerHoldArg, l.Lower, l.Upper(), l.Work())
@@ -500,12 +514,16 @@ func startLayerHolder(l *layer.Layer, gen int64, twoStage bool) (*layerHolder, e
 	cmd.Stdin, cmd.Stdout = lifeR, outW
 	stderr := &tailBuffer{max: 4 << 10}
 	cmd.Stderr = stderr
-	err = cmd.Start()
+	err = forkfds.Start(cmd)
 	lifeR.Close()
 	outW.Close()
 	if err != nil {
 		lifeW.Close()
-		return nil, unavailable("starting the holder: %v (unprivileged user namespaces may be disabled)", err)
+		if sandbox.IsTransient(err) {
+			// A full table, not a kernel that refuses the namespaces.
+			return nil, unavailable("starting the holder: %w", err)
+		}
+		return nil, unavailable("starting the holder: %w (unprivileged user namespaces may be disabled)", err)
 	}
 	h := &layerHolder{gen: gen, lower: l.Lower, cmd: cmd, life: lifeW, done: make(chan struct{})}
 	go func() {
@@ -555,7 +573,7 @@ func startLayerHolder(l *layer.Layer, gen int64, twoStage bool) (*layerHolder, e
 		f, err := os.OpenFile(o.path, o.flag|unix.O_CLOEXEC, 0)
 		if err != nil {
 			h.close()
-			return nil, unavailable("opening the holder's %s: %v", filepath.Base(o.path), err)
+			return nil, unavailable("opening the holder's %s: %w", filepath.Base(o.path), err)
 		}
 		*o.dst = f
 	}
@@ -579,17 +597,17 @@ func (h *layerHolder) path(path string) string {
 	return "/proc/" + strconv.Itoa(h.pid) + "/root" + path
 }
 
-// findProtected is sandbox.FindProtected of root as view shows it, with
-// the paths it reports given as on the host.
-func findProtected(root string, pats []string, view *layerHolder) ([]sandbox.ProtectedPath, bool) {
+// findProtected is sandbox.FindProtectedErr of root as view shows it,
+// with the paths it reports given as on the host.
+func findProtected(root string, pats []string, view *layerHolder) ([]sandbox.ProtectedPath, bool, error) {
 	if !view.covers(root) {
-		return sandbox.FindProtected(root, pats)
+		return sandbox.FindProtectedErr(root, pats)
 	}
-	found, cut := sandbox.FindProtected(view.path(root), pats)
+	found, cut, err := sandbox.FindProtectedErr(view.path(root), pats)
 	for i := range found {
 		found[i].Path = filepath.Join(root, filepath.FromSlash(found[i].Rel))
 	}
-	return found, cut
+	return found, cut, err
 }
 
 // openInView opens path (absolute) as the layer's mount namespace shows

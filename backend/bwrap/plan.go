@@ -155,6 +155,10 @@ type Plan struct {
 	// ProtectScanCut lists the writable directories whose scan for nested
 	// protected paths stopped at its bounds (sandbox.FindProtected).
 	ProtectScanCut []string
+	// ProtectScanErr is why a scan could not read all it had to (a full
+	// descriptor table: sandbox.FindProtectedErr), or nil; the command is
+	// refused as for a cut scan, as a passing failure.
+	ProtectScanErr error
 	// protectRoots are the writable directories (directories only) the
 	// protected paths were looked for in, protectPats the patterns, and
 	// protectBefore the paths (as found) that existed, or were made, before

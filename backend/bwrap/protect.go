@@ -148,9 +148,12 @@ func (p *planner) protected(plan *Plan) error {
 	}
 	links := map[string]bool{}
 	for _, r := range roots {
-		found, truncated := findProtected(r.src, pats, view)
+		found, truncated, err := findProtected(r.src, pats, view)
 		if truncated {
 			plan.ProtectScanCut = append(plan.ProtectScanCut, r.src)
+		}
+		if err != nil && plan.ProtectScanErr == nil {
+			plan.ProtectScanErr = fmt.Errorf("looking for protected paths in %s: %w", r.src, err)
 		}
 		for _, f := range found {
 			if view.covers(f.Path) && len(f.Links) > 0 {
@@ -214,6 +217,10 @@ func (p *planner) protected(plan *Plan) error {
 // repository, a submodule's git directory or gitfile) would be writable.
 // The refusal comes before anything is made on the host.
 func scanCutError(plan *Plan) error {
+	if plan.ProtectScanErr != nil {
+		// Not the tree's size: a passing cause, the caller may retry.
+		return plan.ProtectScanErr
+	}
 	if len(plan.ProtectScanCut) == 0 {
 		return nil
 	}
@@ -290,6 +297,10 @@ func openBindFDs(plan *Plan, bin *Binary, first int, view *layerHolder) ([]*os.F
 		if err != nil {
 			for _, f := range files {
 				f.Close()
+			}
+			if sandbox.IsTransient(err) {
+				// A full table (EMFILE), not a path that moved.
+				return nil, fmt.Errorf("opening the protected path %s: %w", m.Src, err)
 			}
 			return nil, fmt.Errorf("%w: protected path %s: %v; run the command again", sandbox.ErrPolicy, m.Src, err)
 		}
@@ -436,8 +447,12 @@ func (b *Backend) checkProtected(plan *Plan) []string {
 		}
 	}
 	for _, r := range plan.protectRoots {
-		found, truncated := findProtected(r.src, plan.protectPats, plan.view)
-		if truncated {
+		found, truncated, err := findProtected(r.src, plan.protectPats, plan.view)
+		if err != nil {
+			// What the scan could not open is not checked; the next
+			// command's scan looks again before it runs.
+			warns = append(warns, fmt.Sprintf("the check for protected paths after the command could not read all of %s (%v); what the command made there at a protected path was not moved out", r.src, err))
+		} else if truncated {
 			// What the scan did not reach is not checked; the next
 			// command is refused (scanCutError).
 			warns = append(warns, sandbox.ScanCutWarning(r.src, r.dest == plan.Workdir))

@@ -25,6 +25,7 @@ import (
 
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/atomicfile"
+	"github.com/corralhq/corral/internal/forkfds"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/secrets"
@@ -143,12 +144,19 @@ type egressLease struct {
 	release   func()
 }
 
+// egressAcquireTries bounds how often egress asks the pool for a holder
+// that is closed before the command can take its reference: each time
+// another command found it dead and started the next one.
+const egressAcquireTries = 3
+
 // egress returns the egress namespace of req's session, network policy
 // and secrets (secs, resolved by prepareSecrets)
 // (starting the proxy server and the namespace's holder when there is
-// none), and keeps both up until the lease's release. Errors wrap
-// sandbox.ErrUnavailable (the command must not run) or
-// sandbox.ErrBadRequest (a malformed network.allow or network.deny entry).
+// none), and keeps both up until the lease's release: the server leased,
+// the namespace's descriptors referenced (egressNS.acquire). Errors wrap
+// sandbox.ErrUnavailable (the command must not run),
+// sandbox.ErrBadRequest (a malformed network.allow or network.deny entry)
+// or sandbox.ErrTransient (holders kept dying as the command started).
 //
 // Under workspace_mode review the namespace is the layer holder's, not
 // the pool's (see layerhold_linux.go): the lease then holds only the
@@ -168,14 +176,22 @@ func (b *Backend) egress(bin *Binary, req *sandbox.Request, secs []secrets.Secre
 	if req.LayerDir != "" {
 		return &egressLease{srv: srv, release: release}, nil
 	}
-	v, err := pool.Attach(srv, egressAttachment, func() (io.Closer, error) {
-		return b.startEgressNS(bin, srv, req.Session, nil)
-	})
-	if err != nil {
-		release()
-		return nil, err
+	for range egressAcquireTries {
+		v, err := pool.Attach(srv, egressAttachment, func() (io.Closer, error) {
+			return b.startEgressNS(bin, srv, req.Session, nil)
+		})
+		if err != nil {
+			release()
+			return nil, err
+		}
+		// Closed between Attach and here (another command found it dead):
+		// Attach then starts the next one.
+		if ens := v.(*egressNS); ens.acquire() {
+			return &egressLease{egressNS: ens, srv: srv, release: func() { ens.release(); release() }}, nil
+		}
 	}
-	return &egressLease{egressNS: v.(*egressNS), srv: srv, release: release}, nil
+	release()
+	return nil, sandbox.Transient(fmt.Errorf("%w: the allowlist profile's network namespace ended %d times as the command started, so it does not run", sandbox.ErrUnavailable, egressAcquireTries))
 }
 
 // New returns a bwrap backend. It does not look for bwrap yet: the first
@@ -857,7 +873,7 @@ func (b *Backend) startWithPrlimit(cmd *exec.Cmd, lim sandbox.Limits) error {
 	if lim.MaxProcs > 0 {
 		b.log.Warn("bwrap.limit.nproc_unenforced", "reason", "setuid bwrap or no ptrace")
 	}
-	return cmd.Start()
+	return forkfds.Start(cmd)
 }
 
 // rebuild returns a fresh copy of an unstarted-but-failed cmd.

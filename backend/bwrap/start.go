@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -139,18 +140,24 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 	if filter != nil {
 		plan.SeccompFD = layout.Seccomp
 	}
+	// Each descriptor has one owner, which closes it once: statusW this
+	// function (bwrap holds its own copy once started, and the status
+	// stream ends when bwrap's copies are gone), statusR and argsR the
+	// started sandbox (close), argsW the writer below once it runs, else
+	// close.
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("creating status pipe: %w", err)
 	}
+	defer statusW.Close()
 	sb.statusR = statusR
 	sb.undo = append(sb.undo, func() { statusR.Close() })
 	argsR, argsW, err := os.Pipe()
 	if err != nil {
-		statusW.Close()
 		return nil, fmt.Errorf("creating argument pipe: %w", err)
 	}
-	sb.undo = append(sb.undo, func() { argsR.Close() })
+	closeArgsW := sync.OnceFunc(func() { argsW.Close() })
+	sb.undo = append(sb.undo, func() { argsR.Close() }, closeArgsW)
 	// The arguments go through --args rather than the command line, so the
 	// mount plan (hidden names, symlink targets) is not readable in
 	// /proc/1/cmdline inside the sandbox, and no ARG_MAX limit applies.
@@ -175,8 +182,6 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 			err = fmt.Errorf("opened %d protected paths' descriptors, laid out %d", len(bindFiles), layout.Binds)
 		}
 		if err != nil {
-			statusW.Close()
-			argsW.Close()
 			return err
 		}
 		argv := Argv(plan, FeaturesFor(bin.Version), layout.Status, command)
@@ -187,7 +192,7 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 				buf = append(append(buf, a...), 0)
 			}
 			_, _ = argsW.Write(buf)
-			argsW.Close()
+			closeArgsW()
 		}()
 		bargs := append(nsenterArgv, bin.Path, "--args", strconv.Itoa(layout.Args))
 		cmd = exec.Command(bargs[0], append(bargs[1:], command...)...)
@@ -255,14 +260,12 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 		if mntns != nil {
 			// Without the gate nothing moves bwrap into the layer: it
 			// would build the sandbox over the host's own files.
-			statusW.Close()
 			return fmt.Errorf("%w: workspace_mode review needs the ptrace gate, which is refused here (%v); allow ptrace of corral's children, or use workspace_mode direct", sandbox.ErrUnavailable, err)
 		}
 		if lim.MaxProcs > 0 {
 			// prlimit(1) would count every process of the uid on the
 			// machine (the user namespace does not exist yet): refuse
 			// rather than run without the limit.
-			statusW.Close()
 			return fmt.Errorf("%w: max_procs=%d cannot be enforced: the ptrace gate that sets it inside the sandbox is refused here (%v: Yama ptrace_scope 3, a seccomp policy, or corral itself being traced); allow ptrace of corral's children, or set max_procs to 0 to run without a process limit", sandbox.ErrUnavailable, lim.MaxProcs, err)
 		}
 		cmd = rebuild(cmd)
@@ -271,7 +274,6 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 			// sockets outright takes the mediated one's place.
 			strict, serr := b.filters.open(seccomp.Options{DenyUnixSockets: plan.DenyUnixSockets})
 			if serr != nil {
-				statusW.Close()
 				return fmt.Errorf("%w: the syscall filter cannot be built, so the command does not run: %w", sandbox.ErrUnavailable, serr)
 			}
 			helpers = append(helpers, strict)
@@ -291,7 +293,6 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 			cmd.ExtraFiles = cmd.ExtraFiles[:first-3]
 			argv, nerr := b.nsenterArgv(ens)
 			if nerr != nil {
-				statusW.Close()
 				return nerr
 			}
 			cmd.Path, cmd.Args = argv[0], append(argv, cmd.Args...)
@@ -306,7 +307,6 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 	} else {
 		err = launch()
 	}
-	statusW.Close()
 	if errors.Is(err, sandbox.ErrUnavailable) {
 		return nil, b.unavailable(err)
 	}
@@ -323,7 +323,7 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 			// The sandbox must not run with sockets nobody checks.
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
-			return nil, b.unavailable(fmt.Errorf("%w: %v", sandbox.ErrUnavailable, err))
+			return nil, b.unavailable(fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err))
 		}
 		// Stopped once the command is over (close runs after wait); every
 		// task holding the filter is gone by then.

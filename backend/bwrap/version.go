@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corralhq/corral/internal/forkfds"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -131,7 +132,13 @@ func FindBinary(ctx context.Context, path string) (*Binary, error) {
 	cmd := exec.CommandContext(ctx, p, "--version")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%w: `%s --version` failed: %v: %s", sandbox.ErrUnavailable, p, err, strings.TrimSpace(out.String()))
+		// %w: a full descriptor table (EMFILE) stays in the chain, where
+		// sandbox.IsTransient finds it.
+		err = fmt.Errorf("%w: `%s --version` failed: %w", sandbox.ErrUnavailable, p, forkfds.Explain(cmd, err))
+		if said := strings.TrimSpace(out.String()); said != "" {
+			err = fmt.Errorf("%w: %s", err, said)
+		}
+		return nil, err
 	}
 	v, err := ParseVersion(out.String())
 	if err != nil {

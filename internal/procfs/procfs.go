@@ -19,16 +19,23 @@ import (
 // (starttime). The command name (field 2) is in parentheses and may hold
 // spaces and parentheses, so the fields are taken after its last ')'.
 func statFields(pid int) ([]string, bool) {
+	f, err := readStat(pid)
+	return f, err == nil
+}
+
+// readStat is statFields with the error of the read: a process that is
+// gone (ENOENT, ESRCH) or a file that cannot be opened now (EMFILE).
+func readStat(pid int) ([]string, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return nil, false
+		return nil, err
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return nil, false
+		return nil, errors.New("/proc/" + strconv.Itoa(pid) + "/stat: no command name")
 	}
-	return strings.Fields(s[i+1:]), true
+	return strings.Fields(s[i+1:]), nil
 }
 
 // SessionID returns the session id of pid (field 6 of /proc/PID/stat).
@@ -41,15 +48,25 @@ func SessionID(pid int) (int, bool) {
 	return n, err == nil
 }
 
+// ParentOf is ParentID with the reason it could not be read: the
+// process is gone (ENOENT, ESRCH), or the file cannot be opened now
+// (EMFILE), which says nothing of the process.
+func ParentOf(pid int) (int, error) {
+	f, err := readStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	if len(f) < 2 {
+		return 0, errors.New("/proc/" + strconv.Itoa(pid) + "/stat: too few fields")
+	}
+	return strconv.Atoi(f[1])
+}
+
 // ParentID returns the parent process id of pid as this process's pid
 // namespace sees it (field 4 of /proc/PID/stat; 0 for a parent outside
 // it).
 func ParentID(pid int) (int, bool) {
-	f, ok := statFields(pid)
-	if !ok || len(f) < 2 {
-		return 0, false
-	}
-	n, err := strconv.Atoi(f[1])
+	n, err := ParentOf(pid)
 	return n, err == nil
 }
 

@@ -1,6 +1,7 @@
 package procfs
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,5 +62,16 @@ func TestSweepDead(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, n)); (err == nil) == removed {
 			t.Errorf("%s: removed %v, want %v", n, err != nil, removed)
 		}
+	}
+}
+
+// TestParentOf: the parent, or why it could not be read: a process that
+// is gone says ENOENT, which armParentDeath takes for an ended bwrap.
+func TestParentOf(t *testing.T) {
+	if pp, err := ParentOf(os.Getpid()); err != nil || pp != os.Getppid() {
+		t.Errorf("ParentOf(self) = %d, %v; want %d", pp, err, os.Getppid())
+	}
+	if _, err := ParentOf(1 << 30); !errors.Is(err, unix.ENOENT) {
+		t.Errorf("ParentOf(a pid that cannot exist) = %v, want ENOENT", err)
 	}
 }
