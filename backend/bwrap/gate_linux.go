@@ -281,7 +281,10 @@ func mib(n int) uint64 {
 // signal itself only late, after the sandbox's mounts (do_init); a bwrap
 // killed before that (corral killed with -9, and bwrap with it through its
 // own parent-death signal) left the child running with nobody to end it,
-// the command included (bubblewrap issue #633). The call is followed by
+// the command included (bubblewrap issue #633). (A corral killed while
+// the gate holds the child takes it along by PTRACE_O_EXITKILL,
+// exitKillOptions; the signal armed here covers bwrap's death after the
+// gate has let both go.) The call is followed by
 // a look at its parent (from here: inside its pid namespace getppid(2)
 // says 0): a child whose parent died before the signal was armed is
 // killed by the caller (the signal fires only for a death after it is
