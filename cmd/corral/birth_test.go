@@ -205,34 +205,51 @@ func holdingArg(arg string) []string {
 // bwrap that was dead, for ever.
 func TestKillAtBirthLeavesNoOrphan(t *testing.T) {
 	requireBwrap(t)
-	c := newCLI(t)
+	killAtBirth(t, newCLI(t), 250, []int{stageStarted, stageForked, stageExecuted, stageLetGo, stageCommandForked, stageCommandRunning})
+}
+
+// TestKillAtEgressBirthLeavesNoOrphan: the same at the birth of the
+// allowlist profile's egress holder, the first sandbox such a `corral
+// run` starts (its bwrap carries the owner's pid in CORRAL_BWRAP_OWNER,
+// not the marker). The holder now starts through the gate, which holds
+// its child at its birth as a command's; before, it started without, and
+// its child's unarmed instant (from bwrap's clone to its first write to
+// the child) was too short for this test to hit.
+func TestKillAtEgressBirthLeavesNoOrphan(t *testing.T) {
+	requireBwrap(t)
+	killAtBirth(t, newCLI(t), 60, []int{stageStarted, stageForked, stageExecuted, stageLetGo}, "--profile", "allowlist")
+}
+
+// killAtBirth is the birth test: tries kills of `corral run [args] --
+// sleep MARKER`, most aimed at the first sandbox child's birth, every
+// third at one of others in turn; processes that carry the marker, or
+// name the killed corral as their owner (ownedBy), must be gone within
+// a bound.
+func killAtBirth(t *testing.T, c *cli, tries int, others []int, args ...string) {
 	const (
-		tries      = 250
 		maxOrphans = 3 // enough to fail; each costs the whole bound
 		gone       = 20 * time.Second
 	)
 	// Settle the state directory (the bwrap version cache, the orphan
 	// sweep's stamp) so that every try's birth is the same short path.
-	if code, _, se := c.run(nil, "run", "--", "true"); code != 0 {
+	if code, _, se := c.run(nil, append(append([]string{"run"}, args...), "--", "true")...); code != 0 {
 		t.Fatalf("corral run true: %d %s", code, se)
 	}
 	hits := map[string]int{}
 	var orphans []string
-	// Most tries aim at the sandbox's child, whose birth is the narrowest
-	// instant; the others go round the rest.
-	others := []int{stageStarted, stageForked, stageExecuted, stageLetGo, stageCommandForked, stageCommandRunning}
 	for i := 0; i < tries && len(orphans) < maxOrphans; i++ {
 		target := []int{stageBorn, stageHeld}[i%2]
 		if i%3 == 2 {
 			target = others[(i/3)%len(others)]
 		}
 		mk := fmt.Sprintf("86%03d.%04d", rand.IntN(1000), i)
-		cmd := exec.Command(corralBin, "run", "--", "sleep", mk)
+		cmd := exec.Command(corralBin, append(append([]string{"run"}, args...), "--", "sleep", mk)...)
 		cmd.Dir, cmd.Env = c.work, c.env
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		seen := watchBirth(cmd.Process.Pid, target, time.Now().Add(time.Minute))
+		pid := cmd.Process.Pid
+		seen := watchBirth(pid, target, time.Now().Add(time.Minute))
 		if seen == target && target > stageHeld {
 			// Past the birth: spread the kills around the stage.
 			spin(time.Duration(rand.IntN(300)) * time.Microsecond)
@@ -240,12 +257,13 @@ func TestKillAtBirthLeavesNoOrphan(t *testing.T) {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
 		hits[stageNames[seen]]++
-		if !pollUntil(gone, func() bool { return len(holdingArg(mk)) == 0 }) {
-			left := holdingArg(mk)
-			orphans = append(orphans, fmt.Sprintf("try %d, aimed at %q, killed at %q: %s", i, stageNames[target], stageNames[seen], strings.Join(left, "; ")))
-			for _, l := range left {
-				if p, err := strconv.Atoi(l[:strings.IndexByte(l, ' ')]); err == nil {
-					_ = syscall.Kill(p, syscall.SIGKILL)
+		left := func() []string { return append(holdingArg(mk), ownedBy(pid)...) }
+		if !pollUntil(gone, func() bool { return len(left()) == 0 }) {
+			l := left()
+			orphans = append(orphans, fmt.Sprintf("try %d, aimed at %q, killed at %q: %s", i, stageNames[target], stageNames[seen], strings.Join(l, "; ")))
+			for _, p := range l {
+				if n, err := strconv.Atoi(p[:strings.IndexByte(p, ' ')]); err == nil {
+					_ = syscall.Kill(n, syscall.SIGKILL)
 				}
 			}
 		}
@@ -258,6 +276,33 @@ func TestKillAtBirthLeavesNoOrphan(t *testing.T) {
 	if hits[stageNames[stageBorn]]+hits[stageNames[stageHeld]] == 0 {
 		t.Logf("no kill landed at the sandbox child's birth: this run proved little about that instant")
 	}
+}
+
+// ownedBy returns the live processes whose environment names corral as
+// their owner (CORRAL_BWRAP_OWNER=PID:..., which corral gives every bwrap
+// it starts, and bwrap's sandbox child keeps), described as holdingArg
+// does.
+func ownedBy(corral int) []string {
+	var out []string
+	needle := []byte(fmt.Sprintf("\x00CORRAL_BWRAP_OWNER=%d:", corral))
+	ents, _ := os.ReadDir("/proc")
+	for _, d := range ents {
+		p, err := strconv.Atoi(d.Name())
+		if err != nil || p == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "environ"))
+		if err != nil || !bytes.Contains(append([]byte{0}, b...), needle) {
+			continue
+		}
+		e, ok := readProc(p)
+		if !ok || e.state == "Z" || e.state == "X" {
+			continue
+		}
+		wchan, _ := os.ReadFile(filepath.Join("/proc", d.Name(), "wchan"))
+		out = append(out, fmt.Sprintf("%d (%s, state %s, parent %d, wchan %s)", p, e.comm, e.state, e.ppid, wchan))
+	}
+	return out
 }
 
 // spin waits d without sleeping: a sleep's timer slack is larger than the
