@@ -257,7 +257,19 @@ func killAtBirth(t *testing.T, c *cli, tries int, others []int, args ...string) 
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
 		hits[stageNames[seen]]++
-		left := func() []string { return append(holdingArg(mk), ownedBy(pid)...) }
+		left := func() []string {
+			// Each process once: bwrap's carry both the marker and
+			// the owner.
+			var out []string
+			seen := map[string]bool{}
+			for _, p := range append(holdingArg(mk), ownedBy(pid)...) {
+				if !seen[p] {
+					seen[p] = true
+					out = append(out, p)
+				}
+			}
+			return out
+		}
 		if !pollUntil(gone, func() bool { return len(left()) == 0 }) {
 			l := left()
 			orphans = append(orphans, fmt.Sprintf("try %d, aimed at %q, killed at %q: %s", i, stageNames[target], stageNames[seen], strings.Join(l, "; ")))
