@@ -58,6 +58,10 @@ func toolError(err error) error {
 		if !strings.Contains(msg, "look at its effects") {
 			out += ". Look at its effects before running it again"
 		}
+	case errors.Is(err, session.ErrCancelledWaiting):
+		// Before context.Canceled, which it may wrap too: here nothing
+		// ran at all.
+		out = "the call was cancelled while it waited for the session's running command to end, so nothing was run; call the tool again to run it"
 	case errors.Is(err, context.Canceled):
 		out = "the call was cancelled; the command and every process it started were ended"
 	case errors.Is(err, context.DeadlineExceeded):

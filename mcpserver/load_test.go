@@ -275,8 +275,8 @@ func TestServeUnderLoad(t *testing.T) {
 	}
 	// A new server in the same directory works, and the sessions' state
 	// carried over. Its first sandbox ends what the killed one left
-	// (bwrap.SweepOrphans): a sandbox the kill caught while corral's gate
-	// held it at its birth has no parent-death signal yet.
+	// (bwrap.SweepOrphans): where corral's gate is not used, a sandbox
+	// the kill caught at its birth has no parent-death signal yet.
 	p2 := c.serve(t, env, "--listen", "127.0.0.1:0")
 	for _, i := range []int{0, clients - 1} {
 		cs, err := httpConnect(t, p2.url, "", SessionHeader, fmt.Sprintf("load-%d", i))

@@ -98,7 +98,9 @@ type ExecRequest struct {
 	// CLI); otherwise it is captured, interleaved in order, for the result.
 	Stdout, Stderr io.Writer
 	// Signals, when set, carries a person's ^C to the command (see
-	// sandbox.Request.Signals).
+	// sandbox.Request.Signals). One that comes while the command still
+	// waits for its turn ends it there, without running
+	// (*WaitCancelledError).
 	Signals <-chan os.Signal
 	// Progress, when set, receives reports of slow preparation (an image
 	// pull, a container start; see sandbox.Request.Progress).
@@ -177,7 +179,10 @@ func bashArgv(script, arg string) []string {
 // Exec runs req.Command in a new sandbox with the session's cwd and
 // environment, and records the cwd and environment it leaves behind. A
 // non-zero exit is a result, not an error: errors mean the command could
-// not be run (policy refusal, bad request, cancelled while waiting).
+// not be run (policy refusal, bad request). The session's foreground
+// commands run one at a time; one that waits for its turn ends at once,
+// without running, when ctx ends or a signal comes on req.Signals: the
+// error is then a *WaitCancelledError (ErrCancelledWaiting).
 func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error) {
 	if strings.IndexByte(req.Command, 0) >= 0 {
 		return nil, fmt.Errorf("%w: the command contains a NUL byte", sandbox.ErrBadRequest)
@@ -190,20 +195,8 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 		return nil, err
 	}
 	// One foreground command at a time: in this process, then across
-	// processes.
-	locked := make(chan struct{})
-	go func() { s.mu.Lock(); close(locked) }()
-	select {
-	case <-locked:
-	case <-ctx.Done():
-		go func() { <-locked; s.mu.Unlock() }()
-		return nil, ctx.Err()
-	}
-	defer s.mu.Unlock()
-	if s.isClosed() {
-		return nil, ErrClosed
-	}
-	release, err := lockFile(filepath.Join(s.dir, "lock"))
+	// processes; a command called off while it waits never runs.
+	release, err := s.takeTurn(ctx, req.Signals)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -75,30 +76,79 @@ const startLockName = "start.lock"
 // lockFile takes an exclusive flock(2) on path, waiting for it; the
 // returned function releases it.
 func lockFile(path string) (func(), error) {
-	return flockFile(path, unix.LOCK_EX)
+	return flockContext(context.Background(), path, unix.LOCK_EX, nil)
 }
 
 // lockShared takes a shared flock(2) on path, waiting for it.
 func lockShared(path string) (func(), error) {
-	return flockFile(path, unix.LOCK_SH)
+	return flockContext(context.Background(), path, unix.LOCK_SH, nil)
 }
 
-func flockFile(path string, how int) (func(), error) {
+// flockContext takes flock(2) how (unix.LOCK_EX or unix.LOCK_SH) on path,
+// made if missing, and returns the function that releases it. When
+// another holds the lock it calls waiting (if not nil) once and waits,
+// until it gets the lock or ctx ends; then it returns context.Cause(ctx)
+// and nothing is held. Errors of open(2) and flock(2) say "session lock".
+//
+// A blocking flock(2) cannot be called off: a signal does not end it (the
+// Go runtime installs its handlers with SA_RESTART, and signal(7) lists
+// flock(2) among the calls restarted then), and closing the descriptor
+// does not wake it. So it is made in a goroutine of its own; when ctx
+// ends first, that goroutine keeps the descriptor and lets the lock go as
+// soon as it gets it, and the caller returns at once. That costs the
+// goroutine (and the thread it blocks) until the lock's holder lets go;
+// nothing polls.
+func flockContext(ctx context.Context, path string, how int, waiting func()) (func(), error) {
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening session lock: %w", err)
 	}
-	for {
-		err = unix.Flock(int(f.Fd()), how)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
+	fd := int(f.Fd())
+	release := func() { _ = unix.Flock(fd, unix.LOCK_UN); f.Close() }
+	err = flockRetry(fd, how|unix.LOCK_NB)
+	if err == nil {
+		return release, nil
 	}
-	if err != nil {
+	if !errors.Is(err, unix.EWOULDBLOCK) {
 		f.Close()
 		return nil, fmt.Errorf("locking session: %w", err)
 	}
-	return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+	if waiting != nil {
+		waiting()
+	}
+	got := make(chan error, 1)
+	go func() { got <- flockRetry(fd, how) }()
+	select {
+	case err := <-got:
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("locking session: %w", err)
+		}
+		return release, nil
+	case <-ctx.Done():
+		go func() {
+			if <-got == nil {
+				release()
+			} else {
+				f.Close()
+			}
+		}()
+		return nil, context.Cause(ctx)
+	}
+}
+
+// flockRetry is flock(2) on fd, made again when a signal interrupted it
+// (EINTR).
+func flockRetry(fd, how int) error {
+	for {
+		err := unix.Flock(fd, how)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
 }
 
 // tryLock takes the lock without waiting; ok is false when it is held.

@@ -205,7 +205,21 @@ func (b *Backend) startEgressNSOnce(bin *Binary, srv *netproxy.Server, session s
 		cmd.ExtraFiles = append(cmd.ExtraFiles, into.netns)
 		err = startGated(cmd, sandbox.Limits{}, &join, nil, nil, b.log)
 	} else {
-		err = forkfds.Start(cmd)
+		// Through the gate too, though it sets no limit: it holds the
+		// holder's sandbox child from its birth until that child's
+		// parent-death signal is armed, so a corral killed meanwhile
+		// leaves no child blocked for ever on a dead bwrap (see
+		// exitKillOptions); the forwarder's end of file on its standard
+		// input ends it only once it runs. Where the gate is refused,
+		// bwrap arms the signal itself after its mounts, as before.
+		err = errGateUnavailable
+		if !b.noGate {
+			err = startGated(cmd, sandbox.Limits{}, nil, nil, nil, b.log)
+		}
+		if errors.Is(err, errGateUnavailable) {
+			cmd = rebuild(cmd)
+			err = forkfds.Start(cmd)
+		}
 	}
 	infoW.Close()
 	readyW.Close()

@@ -17,6 +17,22 @@ import (
 	"github.com/corralhq/corral/sandbox"
 )
 
+// exitKillOptions are the ptrace options the gate holds bwrap with from
+// its exec stop on: PTRACE_O_EXITKILL, under which the kernel sends
+// SIGKILL to every tracee of a tracer that exits (ptrace(2), since Linux
+// 3.8; kernel/ptrace.c, exit_ptrace), corral's tracing thread included
+// when corral is killed with -9. The option is part of the tracee's
+// ptrace flags, which a child traced from its birth (PTRACE_O_TRACECLONE)
+// inherits (kernel/fork.c, ptrace_init_task), so the sandbox's child has
+// it too from its first instant. It closes the window in which nothing
+// else ends that child: from its birth until armParentDeath has armed its
+// parent-death signal, the gate holds it stopped; a corral killed then
+// took bwrap with it (its own parent-death signal), and left the child
+// stopped for ever, or, when the gate's wait had taken its stop, let go to
+// block in bwrap's eventfd for a parent that was gone (issue 27). Once the
+// gate has detached a process, its parent-death signal holds instead.
+const exitKillOptions = unix.PTRACE_O_EXITKILL
+
 // errGateUnavailable means the ptrace gate cannot be used here (a setuid
 // bwrap, or ptrace refused by Yama or a seccomp policy); the caller falls
 // back to the prlimit(1) wrapper.
@@ -50,6 +66,12 @@ var errGateUnavailable = errors.New("ptrace gate unavailable")
 //     caller serves them. A failure kills bwrap: its main filter then
 //     allows Unix sockets that nobody would check;
 //  6. it is detached and runs on.
+//
+// From its exec stop until it is detached, bwrap is traced with
+// PTRACE_O_EXITKILL (exitKillOptions), and so is its sandbox child from
+// its birth: a corral killed at any instant of the start takes both with
+// it; after the detach, their parent-death signals do (Go's Pdeathsig for
+// bwrap, armParentDeath for the child).
 //
 // The calling goroutine is locked to its thread for the duration, as
 // ptrace(2) requests must come from the tracing thread. A bwrap that exits
@@ -86,6 +108,12 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, 
 	if exited {
 		return nil
 	}
+	// From here until the detach, a corral that dies takes bwrap and the
+	// sandbox's child with it, whatever instant it dies at (see
+	// exitKillOptions).
+	if err := unix.PtraceSetOptions(pid, exitKillOptions); err != nil {
+		return fail(fmt.Errorf("ptrace options: %w", err))
+	}
 	data := dataLimit(lim.MemoryMB)
 	if cg.enter(pid, log) {
 		data = 0 // the cgroup bounds the whole command instead
@@ -111,7 +139,7 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, 
 		}
 		return nil
 	}
-	opts := unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACECLONE
+	opts := exitKillOptions | unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACECLONE
 	if err := unix.PtraceSetOptions(pid, opts); err != nil {
 		return fail(fmt.Errorf("ptrace options: %w", err))
 	}
@@ -254,7 +282,10 @@ func mib(n int) uint64 {
 // signal itself only late, after the sandbox's mounts (do_init); a bwrap
 // killed before that (corral killed with -9, and bwrap with it through its
 // own parent-death signal) left the child running with nobody to end it,
-// the command included (bubblewrap issue #633). The call is followed by
+// the command included (bubblewrap issue #633). (A corral killed while
+// the gate holds the child takes it along by PTRACE_O_EXITKILL,
+// exitKillOptions; the signal armed here covers bwrap's death after the
+// gate has let both go.) The call is followed by
 // a look at its parent (from here: inside its pid namespace getppid(2)
 // says 0): a child whose parent died before the signal was armed is
 // killed by the caller (the signal fires only for a death after it is

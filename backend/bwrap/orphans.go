@@ -37,10 +37,13 @@ func bwrapProcessEnv() []string {
 
 // SweepOrphans ends the sandboxes whose corral process is gone and returns
 // how many. bwrap arms its sandbox's parent-death signal only after the
-// sandbox's mounts (bubblewrap issue #633); corral arms it at the sandbox's
-// birth through the limits gate, but a corral killed with -9 while the gate
-// held a starting sandbox leaves that one behind, waiting for ever or
-// running its command with nobody to end it. Such a bwrap carries ownerVar
+// sandbox's mounts (bubblewrap issue #633). Through the limits gate
+// corral arms it at the sandbox's birth, and until then holds bwrap and
+// the child with PTRACE_O_EXITKILL (exitKillOptions), so a corral killed
+// with -9 takes them along at any instant; where the gate is not used (a
+// setuid bwrap, ptrace refused, no system call injection on this
+// architecture) a corral killed while a sandbox starts leaves that one
+// behind, waiting for ever or running its command with nobody to end it. Such a bwrap carries ownerVar
 // naming a process that no longer exists (or whose pid now belongs to
 // another start time); it is killed through a pidfd opened before its
 // environment is read, so a reused pid is never signalled. Processes this

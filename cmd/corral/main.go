@@ -14,6 +14,7 @@ import (
 	"github.com/corralhq/corral/internal/startdir"
 	"github.com/corralhq/corral/reexec"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/session"
 
 	// The helper modes, registered at init.
 	_ "github.com/corralhq/corral/egress/inside"
@@ -61,10 +62,59 @@ func (e *exitError) Error() string {
 // Unwrap returns the error behind the status, if any.
 func (e *exitError) Unwrap() error { return e.Err }
 
+// caughtSignal is the cause (context.Cause) of the context realMain
+// cancels when corral gets SIGTERM or SIGHUP: that signal, so a command
+// ended before it ran can exit with 128+N for it.
+type caughtSignal struct{ sig syscall.Signal }
+
+// Error names the signal.
+func (c caughtSignal) Error() string { return c.sig.String() + " signal received" }
+
+// Is makes it a context.Canceled, as signal.NotifyContext's cause is.
+func (c caughtSignal) Is(target error) bool { return target == context.Canceled }
+
+// signalContext is signal.NotifyContext with the signal as the cause
+// (caughtSignal), which NotifyContext gives only in words.
+func signalContext(parent context.Context, sigs ...os.Signal) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
+	go func() {
+		select {
+		case s := <-ch:
+			if sig, ok := s.(syscall.Signal); ok {
+				cancel(caughtSignal{sig})
+			} else {
+				cancel(nil)
+			}
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel(nil) }
+}
+
+// signalOf returns the signal behind err, a command ended before it ran
+// (session.WaitCancelledError): the one that came while it waited, or the
+// one that cancelled corral's context (caughtSignal).
+func signalOf(err error) (syscall.Signal, bool) {
+	var wc *session.WaitCancelledError
+	if !errors.As(err, &wc) {
+		return 0, false
+	}
+	if s, ok := wc.Signal.(syscall.Signal); ok {
+		return s, true
+	}
+	var cs caughtSignal
+	if errors.As(wc.Cause, &cs) {
+		return cs.sig, true
+	}
+	return 0, false
+}
+
 func realMain() int {
 	// SIGTERM and SIGHUP (a closed terminal) end corral cleanly: running
 	// sandboxes end and containers are removed.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := signalContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	g := &globalOptions{}
 	root := newRootCmd(g)

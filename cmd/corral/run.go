@@ -281,6 +281,12 @@ func (o *runOptions) runSession(c *cobra.Command, g *globalOptions, words []stri
 		Command: strings.Join(words, " "), Timeout: o.timeout,
 		StdinReader: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Signals: sigs, Progress: progressLine,
 	})
+	if sig, ok := signalOf(err); ok {
+		// Queued behind the session's running command and ended by a
+		// signal before its turn: nothing ran, and corral ends as a
+		// shell's command killed by that signal would (130, 143).
+		return &exitError{Code: sandbox.ExitSignalBase + int(sig), Err: err}
+	}
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}

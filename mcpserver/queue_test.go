@@ -1,0 +1,162 @@
+package mcpserver
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
+
+	"github.com/corralhq/corral/session"
+)
+
+// eventLog is a slog.Handler that passes each record's message on to a
+// channel (dropping it when the channel is full).
+type eventLog struct{ c chan string }
+
+func (h eventLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h eventLog) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case h.c <- r.Message:
+	default:
+	}
+	return nil
+}
+func (h eventLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h eventLog) WithGroup(string) slog.Handler      { return h }
+
+// awaitEvent waits up to d for the event msg; it reports whether it came.
+func awaitEvent(events <-chan string, msg string, d time.Duration) bool {
+	deadline := time.After(d)
+	for {
+		select {
+		case m := <-events:
+			if m == msg {
+				return true
+			}
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+// threadInFlock reports whether a thread of this process sleeps in
+// flock(2) (wchan locks_lock_inode_wait).
+func threadInFlock() bool {
+	tasks, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(os.Getpid()), "task", "*", "wchan"))
+	for _, w := range tasks {
+		if b, _ := os.ReadFile(w); string(b) == "locks_lock_inode_wait" {
+			return true
+		}
+	}
+	return false
+}
+
+// pipeConnect connects a client to srv's MCP server for session name over
+// a pair of pipes, as a stdio client is; goAway closes the client's ends
+// at once, as a client that dies does (no goodbye: the server reads end
+// of file).
+func pipeConnect(t *testing.T, srv *Server, name string) (cs *mcp.ClientSession, goAway func()) {
+	t.Helper()
+	toServer, fromClient, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	toClient, fromServer, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := srv.MCPServer(name).Connect(context.Background(), &mcp.IOTransport{Reader: toServer, Writer: fromServer}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err = mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "v0"}, nil).Connect(context.Background(), &mcp.IOTransport{Reader: toClient, Writer: fromClient}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fromClient.Close(); toClient.Close(); ss.Wait() })
+	return cs, func() { fromClient.Close(); toClient.Close() }
+}
+
+// TestQueuedCallCancelled (issue 27, item 9): a bash call queued behind
+// its session's running command (another process's: the test holds the
+// session's lock file, as that process's corral would) ends, in the
+// server, as soon as its request is cancelled (notifications/cancelled)
+// or its client goes away, and its command never runs, not even once the
+// lock is let go. That the call waits, and that the server's handler
+// stopped waiting, are read from the session's events (session.lock.wait,
+// session.lock.cancelled; a thread asleep in flock(2) also says it waits),
+// never guessed from time.
+func TestQueuedCallCancelled(t *testing.T) {
+	f := newFixture(t)
+	events := make(chan string, 64)
+	m := session.NewManager(session.Options{StateDir: f.state, Resolve: f.resolve, Logger: slog.New(eventLog{events})})
+	srv, err := New(Options{Manager: m, DefaultSession: "queue", Spec: f.resolve, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Close(); m.Close() }()
+	cs := connectTo(t, srv, "queue", nil)
+	bash(t, cs, "true") // the session and its lock file exist
+	locks, _ := filepath.Glob(filepath.Join(f.state, "sessions", "queue-*", "lock"))
+	if len(locks) != 1 {
+		t.Fatalf("the session's lock file: %v", locks)
+	}
+	for _, how := range []string{"notifications/cancelled", "client gone"} {
+		t.Run(how, func(t *testing.T) {
+			lf, err := os.OpenFile(locks[0], os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lf.Close()
+			if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
+				t.Fatal(err)
+			}
+			client, goAway := cs, func() {}
+			if how == "client gone" {
+				client, goAway = pipeConnect(t, srv, "queue")
+			}
+			mark := filepath.Join(f.work, "ran-"+marker())
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := client.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "touch " + mark}})
+				done <- err
+			}()
+			// Waiting: the event, or (a server that does not log it) a
+			// thread of this process asleep in flock(2).
+			deadline := time.Now().Add(time.Minute)
+			for !awaitEvent(events, "session.lock.wait", 10*time.Millisecond) && !threadInFlock() {
+				if time.Now().After(deadline) {
+					t.Fatal("the call did not wait for the session's lock within a minute")
+				}
+			}
+			if how == "client gone" {
+				goAway()
+			} else {
+				cancel()
+			}
+			if !awaitEvent(events, "session.lock.cancelled", 20*time.Second) {
+				t.Fatal("20 s after the call was called off, the server still waited for the session's lock to run it")
+			}
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the call had not ended 20 s after it was called off")
+			}
+			_ = unix.Flock(int(lf.Fd()), unix.LOCK_UN)
+			if got := bash(t, cs, "echo next").str("output"); got != "next\n" {
+				t.Errorf("the session's next command: %q", got)
+			}
+			if _, err := os.Stat(mark); err == nil {
+				t.Errorf("the called-off command ran (%s exists)", mark)
+			}
+		})
+	}
+}
