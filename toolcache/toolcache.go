@@ -37,7 +37,11 @@ type Var struct {
 // read-only by the bwrap backend, and ~/.cargo/bin stays on PATH as it was.
 // GRADLE_USER_HOME likewise holds gradle.properties and init scripts, which
 // are not carried over (gradle.properties reads as empty in a sandbox
-// anyway: it often holds credentials). pnpm's store follows PNPM_HOME
+// anyway: it often holds credentials). GOPATH holds the checksum
+// database's cache (GOPATH/pkg/sumdb, which a fresh user's go creates
+// under ~/go: read-only in a sandbox, and a poisoned one would weaken the
+// host's module verification) and what `go install` makes (GOPATH/bin,
+// not on PATH). pnpm's store follows PNPM_HOME
 // (PNPM_HOME/store): pnpm's own store-dir variable, npm_config_store_dir,
 // makes npm warn about an unknown setting at every command.
 var Vars = []Var{
@@ -48,6 +52,7 @@ var Vars = []Var{
 	{"UV_CACHE_DIR", "uv"},
 	{"GOCACHE", "go-build"},
 	{"GOMODCACHE", "go-mod"},
+	{"GOPATH", "go-path"},
 	{"CARGO_HOME", "cargo"},
 	{"GRADLE_USER_HOME", "gradle"},
 }

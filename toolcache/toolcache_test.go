@@ -30,6 +30,7 @@ func TestEnvPrecedence(t *testing.T) {
 	}
 	for name, want := range map[string]string{
 		"GOMODCACHE":        "/root-cache/go-mod",
+		"GOPATH":            "/root-cache/go-path", // its pkg/sumdb: a fresh user has no ~/go
 		"npm_config_cache":  "/root-cache/npm",
 		"PIP_CACHE_DIR":     "/root-cache/pip",
 		"CARGO_HOME":        "/root-cache/cargo",

@@ -442,9 +442,10 @@ func (e *Engine) removeStopped(c *ctr) {
 }
 
 // removeOwn force-removes every container labelled as this process's
-// (LabelOwner), in whatever state: those its table no longer holds (gone
-// from the engine's view while stopped, killed by a daemon restart, left
-// by a failed start) must not outlive it.
+// (LabelOwner) that is not running: those its table no longer holds
+// (stopped, killed by a daemon restart, dead) must not outlive it. A
+// running one went through remove, which keeps it only for another corral
+// that joined it.
 func (e *Engine) removeOwn() {
 	if e.cli == nil || !e.made.Load() {
 		return // it made none: nothing to ask an engine it may not reach
@@ -458,6 +459,12 @@ func (e *Engine) removeOwn() {
 		return
 	}
 	for _, s := range res.Items {
+		if s.State == "running" {
+			// remove judged it (kept for another corral that joined it,
+			// which removes it at its end): the sweep is for the
+			// stopped and dead that left the table.
+			continue
+		}
 		if _, err := e.cli.ContainerRemove(ctx, s.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			e.log.Warn("docker.container.remove_failed", "container", s.ID[:12], "error", err)
 			continue

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -284,6 +285,8 @@ func printDoctor(r *doctorResult) {
 	}
 	if r.ConfigError != "" {
 		fmt.Printf("%s settings %s: %s\n", ok(false), r.ConfigFile, r.ConfigError)
+	} else if _, err := os.Stat(r.ConfigFile); errors.Is(err, os.ErrNotExist) {
+		fmt.Printf("%s settings: no file (%s), so the defaults hold\n", ok(true), r.ConfigFile)
 	} else {
 		fmt.Printf("%s settings %s\n", ok(true), r.ConfigFile)
 	}

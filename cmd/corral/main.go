@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/corralhq/corral/internal/startdir"
@@ -126,9 +127,33 @@ func realMain() int {
 	if errors.As(err, &ee) {
 		if ee.Err != nil {
 			fmt.Fprintf(os.Stderr, "corral: %v\n", ee.Err)
+			if hint := outcomeHint(ee.Err); hint != "" {
+				fmt.Fprintln(os.Stderr, hint)
+			}
 		}
 		return ee.Code
 	}
 	fmt.Fprintf(os.Stderr, "corral: %v\n", err)
+	if hint := outcomeHint(err); hint != "" {
+		fmt.Fprintln(os.Stderr, hint)
+	}
 	return sandbox.ExitCorralError
+}
+
+// outcomeHint is the line that says what a failure means for the command
+// (sandbox/outcome.go): that it may have run, or that nothing ran for a
+// passing cause and running it again is safe; "" when the message says
+// enough.
+func outcomeHint(err error) string {
+	msg := err.Error()
+	switch {
+	case errors.Is(err, sandbox.ErrMayHaveRun):
+		if strings.Contains(msg, "may have run") {
+			return ""
+		}
+		return "corral: the command may have run, in part or whole: look at its effects before running it again"
+	case sandbox.IsTransient(err):
+		return "corral: nothing was run, for a passing cause: running it again is safe"
+	}
+	return ""
 }
