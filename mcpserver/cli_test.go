@@ -129,7 +129,20 @@ func (c *cliEnv) stdioClient(t *testing.T, stderr *syncBuffer, args ...string) (
 // connects to it.
 func (c *cliEnv) pipedMCP(t *testing.T, stderr *syncBuffer, args ...string) (cs *mcp.ClientSession, cmd *exec.Cmd, stdin io.Closer, exited <-chan error) {
 	t.Helper()
-	cmd = c.command(t, nil, append([]string{"mcp", "--log-level", "info"}, args...)...)
+	cmd, in, out, ch := c.startMCP(t, stderr, args...)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "piped-test", Version: "v0"}, nil).Connect(context.Background(), &mcp.IOTransport{Reader: out, Writer: nopWriteCloser{in}}, nil)
+	if err != nil {
+		t.Fatalf("connecting to corral mcp: %v (stderr: %s)", err, stderr)
+	}
+	return cs, cmd, in, ch
+}
+
+// startMCP starts `corral mcp --log-level info ARGS` with its stdin and
+// stdout as pipes and stderr into stderr (if not nil); exited receives
+// its Wait's error. It is killed at the test's end.
+func (c *cliEnv) startMCP(t *testing.T, stderr *syncBuffer, args ...string) (*exec.Cmd, io.WriteCloser, io.ReadCloser, <-chan error) {
+	t.Helper()
+	cmd := c.command(t, nil, append([]string{"mcp", "--log-level", "info"}, args...)...)
 	if stderr != nil {
 		cmd.Stderr = stderr
 	}
@@ -144,14 +157,10 @@ func (c *cliEnv) pipedMCP(t *testing.T, stderr *syncBuffer, args ...string) (cs 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ch := make(chan error, 1)
-	go func() { ch <- cmd.Wait() }()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() { cmd.Process.Kill() })
-	cs, err = mcp.NewClient(&mcp.Implementation{Name: "piped-test", Version: "v0"}, nil).Connect(context.Background(), &mcp.IOTransport{Reader: out, Writer: nopWriteCloser{in}}, nil)
-	if err != nil {
-		t.Fatalf("connecting to corral mcp: %v (stderr: %s)", err, stderr)
-	}
-	return cs, cmd, in, ch
+	return cmd, in, out, exited
 }
 
 // nopWriteCloser keeps the client's Close from closing stdin: the test

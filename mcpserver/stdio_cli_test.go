@@ -16,22 +16,7 @@ import (
 func TestStdioBinaryBadLines(t *testing.T) {
 	c := newCLIEnv(t, "")
 	var stderr syncBuffer
-	cmd := c.command(t, nil, "mcp", "--session", "raw", "--log-level", "info")
-	cmd.Stderr = &stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { cmd.Process.Kill() })
+	_, in, out, exited := c.startMCP(t, &stderr, "--session", "raw")
 	defer func() {
 		if t.Failed() {
 			t.Logf("stderr:\n%s", stderr.String())
@@ -63,7 +48,7 @@ func TestStdioBinaryBadLines(t *testing.T) {
 	if r, ok := p.next(); ok {
 		t.Errorf("an answer after the line past 64 MiB: %.300s", r.line)
 	}
-	err = <-exited
+	err := <-exited
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 125 {
 		t.Errorf("corral mcp exited with %v after a line past 64 MiB, want exit status 125", err)
