@@ -12,23 +12,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/session"
 )
-
-// eventLog is a slog.Handler that passes each record's message on to a
-// channel (dropping it when the channel is full).
-type eventLog struct{ c chan string }
-
-func (h eventLog) Enabled(context.Context, slog.Level) bool { return true }
-func (h eventLog) Handle(_ context.Context, r slog.Record) error {
-	select {
-	case h.c <- r.Message:
-	default:
-	}
-	return nil
-}
-func (h eventLog) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h eventLog) WithGroup(string) slog.Handler      { return h }
 
 // awaitEvent waits up to d for the event msg; it reports whether it came.
 func awaitEvent(events <-chan string, msg string, d time.Duration) bool {
@@ -95,7 +81,7 @@ func pipeConnect(t *testing.T, srv *Server, name string) (cs *mcp.ClientSession,
 func TestQueuedCallCancelled(t *testing.T) {
 	f := newFixture(t)
 	events := make(chan string, 64)
-	m := session.NewManager(session.Options{StateDir: f.state, Resolve: f.resolve, Logger: slog.New(eventLog{events})})
+	m := session.NewManager(session.Options{StateDir: f.state, Resolve: f.resolve, Logger: slog.New(testkit.Events{C: events})})
 	srv, err := New(Options{Manager: m, DefaultSession: "queue", Spec: f.resolve, Version: "test"})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -24,21 +25,6 @@ func (b *countingBackend) Run(context.Context, *sandbox.Request) (*sandbox.Resul
 	b.runs.Add(1)
 	return &sandbox.Result{}, nil
 }
-
-// eventHandler is a slog.Handler that reports each record's message on
-// a channel (and drops it when nobody reads).
-type eventHandler struct{ c chan string }
-
-func (h eventHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h eventHandler) Handle(_ context.Context, r slog.Record) error {
-	select {
-	case h.c <- r.Message:
-	default:
-	}
-	return nil
-}
-func (h eventHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h eventHandler) WithGroup(string) slog.Handler      { return h }
 
 // waitEvent waits for the event msg on events, failing after a minute.
 func waitEvent(t *testing.T, events <-chan string, msg string) {
@@ -112,7 +98,7 @@ func TestQueuedExecEndsWithoutRunning(t *testing.T) {
 	state := t.TempDir()
 	be := &countingBackend{}
 	events := make(chan string, 16)
-	m := NewManager(Options{StateDir: state, Logger: slog.New(eventHandler{events}), Resolve: func(string) (*Spec, error) {
+	m := NewManager(Options{StateDir: state, Logger: slog.New(testkit.Events{C: events}), Resolve: func(string) (*Spec, error) {
 		return &Spec{Backend: be, Timeout: time.Minute}, nil
 	}})
 	defer m.Close()

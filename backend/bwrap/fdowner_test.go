@@ -3,7 +3,6 @@ package bwrap
 import (
 	"log/slog"
 	"os"
-	"os/exec"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -28,16 +27,7 @@ func isOpenFile(f *os.File) bool {
 // namespace descriptors are opens of this process's own namespaces.
 func fakeEgressNS(t *testing.T) *egressNS {
 	t.Helper()
-	lifeR, lifeW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("cat")
-	cmd.Stdin = lifeR
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lifeR.Close()
+	cmd, lifeW := lifelineProcess(t)
 	e := &egressNS{log: slog.New(slog.DiscardHandler), cmd: cmd, life: lifeW, pidfd: -1, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()

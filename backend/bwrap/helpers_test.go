@@ -124,3 +124,21 @@ func (e *env) sh(script string, tweak ...func(*sandbox.Request)) out {
 	}
 	return out{res, so.String(), se.String()}
 }
+
+// lifelineProcess starts a holder's stand-in: cat reading the returned
+// pipe's read end, so it lives until the write end (a holder's life) is
+// closed, as corral's holders do.
+func lifelineProcess(t *testing.T) (*exec.Cmd, *os.File) {
+	t.Helper()
+	lifeR, lifeW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("cat")
+	cmd.Stdin = lifeR
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lifeR.Close()
+	return cmd, lifeW
+}

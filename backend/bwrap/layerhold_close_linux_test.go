@@ -2,7 +2,6 @@ package bwrap
 
 import (
 	"os"
-	"os/exec"
 	"testing"
 )
 
@@ -11,16 +10,7 @@ import (
 // process's own, with refs references taken.
 func fakeLayerHolder(t *testing.T, hs *layerHolders, key string, refs int) *layerHolder {
 	t.Helper()
-	lifeR, lifeW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("cat")
-	cmd.Stdin = lifeR
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lifeR.Close()
+	cmd, lifeW := lifelineProcess(t)
 	h := &layerHolder{cmd: cmd, life: lifeW, done: make(chan struct{}), hs: hs, refs: refs}
 	go func() {
 		_ = cmd.Wait()
