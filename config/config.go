@@ -86,7 +86,8 @@ type Settings struct {
 	// Listen is the host:port `corral serve` listens on, or "" for
 	// [DefaultListen] (key listen).
 	Listen string
-	// Token is the bearer token HTTP clients must present, or "" for none;
+	// Token is the bearer token HTTP clients must present, or "" for the one
+	// `corral serve` makes and keeps in the state directory;
 	// when set it is at least 16 characters without spaces (key token,
 	// CORRAL_TOKEN).
 	Token string

@@ -773,7 +773,7 @@ var registry = []Key{
 	{
 		Name: "token", Kind: KindString, Default: "",
 		Accepts: "a string of at least 16 characters, or empty for none",
-		Doc:     "bearer token clients of `corral serve` must send (Authorization: Bearer TOKEN); required to listen beyond loopback; prefer the CORRAL_TOKEN environment variable to the file",
+		Doc:     "bearer token clients of `corral serve` must send (Authorization: Bearer TOKEN); empty: serve makes one and keeps it in <state dir>/serve-token; required to listen beyond loopback; prefer the CORRAL_TOKEN environment variable to the file",
 		item:    bearerToken,
 		field:   func(s *Settings) any { return &s.Token },
 	},

@@ -378,11 +378,38 @@ func TestMCPBadSettings(t *testing.T) {
 type serveProc struct {
 	cmd    *exec.Cmd
 	url    string
+	token  string // the kept bearer token it printed the path of, if any
 	stderr *syncBuffer
 	exited chan error
 }
 
-var servingRE = regexp.MustCompile(`serving MCP at (http://\S+/mcp)`)
+var (
+	servingRE = regexp.MustCompile(`serving MCP at (http://\S+/mcp)`)
+	tokenRE   = regexp.MustCompile(`Bearer \$\(cat (\S+)\)`)
+)
+
+// keptToken reads the token file a serve's stderr names, or "" when it
+// names none.
+func keptToken(t *testing.T, stderr string) string {
+	t.Helper()
+	m := tokenRE.FindStringSubmatch(stderr)
+	if m == nil {
+		return ""
+	}
+	b, err := os.ReadFile(m[1])
+	if err != nil {
+		t.Fatalf("the token file serve names: %v", err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// connect connects to p with its kept token, if any, and headers.
+func (p *serveProc) connect(t *testing.T, version string, headers ...string) (*mcp.ClientSession, error) {
+	if p.token != "" {
+		headers = append([]string{"Authorization", "Bearer " + p.token}, headers...)
+	}
+	return httpConnect(t, p.url, version, headers...)
+}
 
 // serve starts `corral serve args...` and waits until it listens.
 func (c *cliEnv) serve(t *testing.T, extraEnv []string, args ...string) *serveProc {
@@ -420,6 +447,11 @@ func (c *cliEnv) serve(t *testing.T, extraEnv []string, args ...string) *servePr
 	case <-time.After(20 * time.Second):
 		t.Fatalf("corral serve did not start listening:\n%s", p.stderr)
 	}
+	// The token line follows the URL's.
+	for i := 0; i < 100 && !strings.Contains(p.stderr.String(), "Bearer") && !strings.Contains(p.stderr.String(), "no bearer token"); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.token = keptToken(t, p.stderr.String())
 	return p
 }
 
@@ -453,19 +485,19 @@ func closeSoon(cs *mcp.ClientSession) {
 func TestServeBinary(t *testing.T) {
 	c := newCLIEnv(t, "profile: workspace\n")
 	p := c.serve(t, nil, "--listen", "127.0.0.1:0", "--session", "http-default")
-	legacyA, err := httpConnect(t, p.url, legacyVersion)
+	legacyA, err := p.connect(t, legacyVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
-	legacyB, err := httpConnect(t, p.url, legacyVersion)
+	legacyB, err := p.connect(t, legacyVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
-	chat, err := httpConnect(t, p.url, "", SessionHeader, "tg:77")
+	chat, err := p.connect(t, "", SessionHeader, "tg:77")
 	if err != nil {
 		t.Fatal(err)
 	}
-	stateless, err := httpConnect(t, p.url, "")
+	stateless, err := p.connect(t, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +506,7 @@ func TestServeBinary(t *testing.T) {
 		t.Errorf("two MCP sessions share a corral session: %q", got)
 	}
 	bash(t, chat, "export CHAT=77")
-	chat2, err := httpConnect(t, p.url, legacyVersion, SessionHeader, "tg:77")
+	chat2, err := p.connect(t, legacyVersion, SessionHeader, "tg:77")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,6 +558,8 @@ func TestServeListenRules(t *testing.T) {
 		{"listen setting without a token", []string{"CORRAL_LISTEN=0.0.0.0:0"}, nil, "refusing to listen"},
 		{"a token too short", []string{"CORRAL_TOKEN=short"}, []string{"--listen", "0.0.0.0:0"}, "too short"},
 		{"not host:port", nil, []string{"--listen", "nonsense"}, "not host:port"},
+		{"--no-token beyond loopback", nil, []string{"--listen", "0.0.0.0:0", "--no-token"}, "without a bearer token"},
+		{"--no-token and a token", []string{"CORRAL_TOKEN=0123456789abcdef0123"}, []string{"--listen", "127.0.0.1:0", "--no-token"}, "drop one of them"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := c.command(t, tc.env, append([]string{"serve"}, tc.args...)...)
@@ -563,4 +597,86 @@ func TestServeListenRules(t *testing.T) {
 	if !strings.Contains(p.stderr.String(), "mcp.http.unauthorized") {
 		t.Errorf("refused requests were not logged:\n%s", p.stderr)
 	}
+}
+
+// TestServeLoopbackToken: on loopback too, serve requires a bearer token
+// by default (other users and network-profile sandboxes reach loopback);
+// without a token setting it makes one, keeps it where no sandbox sees it
+// even when the state directory lies in the workspace, and keeps it
+// across restarts; it refuses a token file others could read or that is a
+// link; --no-token serves without one, with a warning.
+func TestServeLoopbackToken(t *testing.T) {
+	// No tool cache: it would lie in the workspace with the state
+	// directory, which policy refuses.
+	c := newCLIEnv(t, "profile: workspace\ntool_caches: off\n")
+	state := filepath.Join(c.work, ".state")
+	env := []string{"XDG_STATE_HOME=" + state}
+	file := filepath.Join(state, "corral", TokenFileName)
+
+	p := c.serve(t, env, "--listen", "127.0.0.1:0")
+	if p.token == "" {
+		t.Fatalf("serve named no token file:\n%s", p.stderr)
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file %s: %v (want mode 0600)", file, err)
+	}
+	if strings.Contains(p.stderr.String(), p.token) {
+		t.Errorf("serve printed the token itself:\n%s", p.stderr)
+	}
+	if _, err := httpConnect(t, p.url, ""); err == nil {
+		t.Error("connected to a loopback serve without the token")
+	}
+	cs, err := p.connect(t, "")
+	if err != nil {
+		t.Fatalf("with the kept token: %v\n%s", err, p.stderr)
+	}
+	// The state directory is in the workspace here: still hidden.
+	if r := callTool(t, cs, "bash", map[string]any{"command": "cat " + file + " 2>&1; ls -a " + state + "/corral 2>&1"}); strings.Contains(r.text, p.token) || strings.Contains(r.text, "\n"+TokenFileName+"\n") {
+		t.Errorf("a sandboxed command saw the token file:\n%s", r.text)
+	}
+	p.cmd.Process.Signal(os.Interrupt)
+	<-p.exited
+
+	p2 := c.serve(t, env, "--listen", "127.0.0.1:0")
+	if p2.token != p.token || !strings.Contains(p2.stderr.String(), "the token was kept there") {
+		t.Errorf("after a restart the token changed (%q, was %q):\n%s", p2.token, p.token, p2.stderr)
+	}
+	p2.cmd.Process.Signal(os.Interrupt)
+	<-p2.exited
+
+	refuse := func(why string) {
+		t.Helper()
+		out, err := c.command(t, env, "serve", "--listen", "127.0.0.1:0").CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 125 || !strings.Contains(string(out), why) || !strings.Contains(string(out), "remove it") {
+			t.Errorf("serve with a bad token file: %v %s; want exit 125 and %q", err, out, why)
+		}
+	}
+	if err := os.Chmod(file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refuse("read or written by others")
+	other := filepath.Join(c.home, "elsewhere")
+	if err := os.WriteFile(other, []byte("0123456789abcdef0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(file)
+	if err := os.Symlink(other, file); err != nil {
+		t.Fatal(err)
+	}
+	refuse("symbolic link")
+	os.Remove(file)
+	if err := os.WriteFile(file, []byte("short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refuse("does not hold a token")
+
+	p3 := c.serve(t, env, "--listen", "127.0.0.1:0", "--no-token")
+	if !strings.Contains(p3.stderr.String(), "warning: no bearer token") {
+		t.Errorf("--no-token gave no warning:\n%s", p3.stderr)
+	}
+	cs3, err := httpConnect(t, p3.url, "")
+	if err != nil {
+		t.Fatalf("--no-token: %v\n%s", err, p3.stderr)
+	}
+	bash(t, cs3, "true")
 }

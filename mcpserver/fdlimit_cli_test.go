@@ -125,11 +125,12 @@ func TestServeUnderFDLimit(t *testing.T) {
 	okCalls, emfile := 0, 0
 	for _, n := range []int{40, 48, 56, 64, 80} {
 		cmd := exec.Command(prlimit, fmt.Sprintf("--nofile=%d:%d", n, n), bin, "serve", "--listen", "127.0.0.1:0", "--session", "default", "--log-level", "warn")
-		cmd.Env, cmd.Dir = c.env, c.work
+		const token = "fdlimit-test-token-0123456789"
+		cmd.Env, cmd.Dir = append(append([]string{}, c.env...), "CORRAL_TOKEN="+token), c.work
 		url, stop := startServe(t, cmd)
 		var wg sync.WaitGroup
 		for _, p := range fdLimitPrefixes {
-			cs, err := httpConnect(t, url, "", SessionHeader, fmt.Sprintf("%s:serve-%d", p, n))
+			cs, err := httpConnect(t, url, "", "Authorization", "Bearer "+token, SessionHeader, fmt.Sprintf("%s:serve-%d", p, n))
 			if err != nil {
 				t.Logf("%s at %d open files: no MCP session (%v)", p, n, err)
 				continue

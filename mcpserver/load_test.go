@@ -152,7 +152,7 @@ func TestServeUnderLoad(t *testing.T) {
 
 	sessions := make([]*mcp.ClientSession, clients)
 	for i := range sessions {
-		cs, err := httpConnect(t, p.url, "", SessionHeader, fmt.Sprintf("load-%d", i))
+		cs, err := p.connect(t, "", SessionHeader, fmt.Sprintf("load-%d", i))
 		if err != nil {
 			t.Fatalf("client %d: %v\n%s", i, err, p.stderr)
 		}
@@ -279,7 +279,7 @@ func TestServeUnderLoad(t *testing.T) {
 	// the kill caught at its birth has no parent-death signal yet.
 	p2 := c.serve(t, env, "--listen", "127.0.0.1:0")
 	for _, i := range []int{0, clients - 1} {
-		cs, err := httpConnect(t, p2.url, "", SessionHeader, fmt.Sprintf("load-%d", i))
+		cs, err := p2.connect(t, "", SessionHeader, fmt.Sprintf("load-%d", i))
 		if err != nil {
 			t.Fatalf("new server: %v\n%s", err, p2.stderr)
 		}

@@ -38,7 +38,7 @@ func TestServeMemoryBounded(t *testing.T) {
 	// A timeout no loaded machine reaches: a command that ran must not be
 	// reported as timed out.
 	p := c.serve(t, []string{"CORRAL_TIMEOUT=900"}, "--listen", "127.0.0.1:0")
-	cs, err := httpConnect(t, p.url, "")
+	cs, err := p.connect(t, "")
 	if err != nil {
 		t.Fatal(err)
 	}

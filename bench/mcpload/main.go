@@ -42,7 +42,7 @@ func main() {
 
 	srv := exec.Command(*corral, "serve", "--listen", "127.0.0.1:0")
 	srv.Dir = work
-	srv.Env = append(os.Environ(), "CORRAL_PROFILE=workspace", "CORRAL_APPROVAL=off", "CORRAL_TIMEOUT=900", "XDG_STATE_HOME="+filepath.Join(base, "state"))
+	srv.Env = append(os.Environ(), "CORRAL_PROFILE=workspace", "CORRAL_APPROVAL=off", "CORRAL_TIMEOUT=900", "XDG_STATE_HOME="+filepath.Join(base, "state"), "CORRAL_TOKEN="+loadToken)
 	stderr, err := srv.StderrPipe()
 	check(err)
 	check(srv.Start())
@@ -166,12 +166,17 @@ func main() {
 	}
 }
 
-// headerTransport sends one header with every request.
+// loadToken is the bearer token the server under load requires.
+const loadToken = "mcpload-bearer-token-0123456789"
+
+// headerTransport sends one header, and the bearer token, with every
+// request.
 type headerTransport struct{ k, v string }
 
 func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set(h.k, h.v)
+	r.Header.Set("Authorization", "Bearer "+loadToken)
 	return http.DefaultTransport.RoundTrip(r)
 }
 

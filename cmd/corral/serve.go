@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -26,6 +27,7 @@ type serveOptions struct {
 	listen         string
 	session        string
 	sessionTimeout time.Duration
+	noToken        bool
 }
 
 func newServeCmd(g *globalOptions) *cobra.Command {
@@ -44,11 +46,16 @@ id, whose background processes end with it; stateless clients share the
 --session session. The routes setting picks backend and profile by name.
 
 ADDR defaults to the listen setting, else 127.0.0.1:8765 (loopback only).
-Listening beyond loopback requires a bearer token (the token setting or
-CORRAL_TOKEN), and serve refuses to start without one; when a token is set,
-every request must carry "Authorization: Bearer TOKEN". Put a TLS proxy in
-front of a server reachable from other machines: the token travels in the
-clear otherwise.
+Every request must carry "Authorization: Bearer TOKEN". TOKEN is the token
+setting (or CORRAL_TOKEN); without one, serve makes a token and keeps it in
+<state dir>/serve-token (mode 0600, hidden from every sandbox; the same
+token after a restart), whose path it prints. Loopback is not private:
+other users of the machine, and commands in network-profile sandboxes,
+reach it too. --no-token serves loopback without one, for a client that
+cannot send headers, on a machine where no one else can reach it. Listening
+beyond loopback requires a token you set. Put a TLS proxy in front of a
+server reachable from other machines: the token travels in the clear
+otherwise.
 
 SIGINT or SIGTERM stop the server: running commands and background
 processes end, nothing is left behind.`,
@@ -58,6 +65,7 @@ processes end, nothing is left behind.`,
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", "", "host:port to listen on (default: the listen setting, else "+config.DefaultListen+")")
 	f.StringVar(&o.session, "session", "", `session of stateless clients that send no Corral-Session header (default: "dir:" + the working directory)`)
+	f.BoolVar(&o.noToken, "no-token", false, "on loopback, serve without a bearer token (anyone who reaches the port, sandboxes with the network profile included, can run commands)")
 	f.DurationVar(&o.sessionTimeout, "session-timeout", 24*time.Hour, "close an MCP session idle for this long, ending its background processes (0: never)")
 	return cmd
 }
@@ -78,6 +86,10 @@ func (o *serveOptions) run(c *cobra.Command, g *globalOptions) error {
 	if err := mcpserver.CheckListen(addr, st.Token); err != nil {
 		return fail(err)
 	}
+	token, tokenNote, err := o.bearerToken(st.Token)
+	if err != nil {
+		return fail(err)
+	}
 	if o.sessionTimeout < 0 {
 		return fail(fmt.Errorf("--session-timeout: %s is negative (0 means never)", o.sessionTimeout))
 	}
@@ -94,7 +106,7 @@ func (o *serveOptions) run(c *cobra.Command, g *globalOptions) error {
 		return fail(fmt.Errorf("listening on %s: %w", addr, err))
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Token: st.Token, SessionTimeout: o.sessionTimeout}))
+	mux.Handle("/mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Token: token, SessionTimeout: o.sessionTimeout}))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	ctx, stop := signal.NotifyContext(c.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -103,7 +115,8 @@ func (o *serveOptions) run(c *cobra.Command, g *globalOptions) error {
 	go func() { served <- hs.Serve(ln) }()
 	url := fmt.Sprintf("http://%s/mcp", ln.Addr())
 	fmt.Fprintf(os.Stderr, "corral: serving MCP at %s (default session %q)\n", url, name)
-	logger.Info("mcp.server.started", "transport", "http", "url", url, "session", name, "token", st.Token != "")
+	fmt.Fprintf(os.Stderr, "corral: %s\n", tokenNote)
+	logger.Info("mcp.server.started", "transport", "http", "url", url, "session", name, "token", token != "")
 
 	select {
 	case err = <-served:
@@ -127,4 +140,34 @@ func (o *serveOptions) run(c *cobra.Command, g *globalOptions) error {
 	}
 	logger.Info("mcp.server.stopped", "transport", "http")
 	return nil
+}
+
+// bearerToken picks the token requests must carry: the token setting, else
+// none with --no-token (CheckListen has kept that to loopback), else the
+// one kept in the state directory. note tells the user how clients present
+// it, without the token itself (serve's stderr often ends in a log).
+func (o *serveOptions) bearerToken(set string) (token, note string, err error) {
+	switch {
+	case set != "":
+		if o.noToken {
+			return "", "", errors.New("--no-token, and a token is set (the token setting or CORRAL_TOKEN): drop one of them")
+		}
+		return set, `clients send "Authorization: Bearer TOKEN", TOKEN being the token setting`, nil
+	case o.noToken:
+		return "", "warning: no bearer token (--no-token): any program that reaches this port, commands in network-profile sandboxes included, can run commands here", nil
+	}
+	dir := config.StateDir()
+	if dir == "" {
+		return "", "", errors.New("no state directory to keep the bearer token in: set HOME or XDG_STATE_HOME, or set a token (CORRAL_TOKEN)")
+	}
+	path := filepath.Join(dir, mcpserver.TokenFileName)
+	token, created, err := mcpserver.LoadOrCreateToken(path)
+	if err != nil {
+		return "", "", err
+	}
+	made := "kept"
+	if created {
+		made = "made now, kept"
+	}
+	return token, fmt.Sprintf(`clients send "Authorization: Bearer $(cat %s)" (the token was %s there; set the token setting to choose your own)`, path, made), nil
 }
