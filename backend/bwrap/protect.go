@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corralhq/corral/handback"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -54,13 +55,15 @@ import (
 //     the walk's bounds), a bare repository or the git directory a new
 //     gitfile points to.
 //
-// So when a command runs `git init` where there was no .git, the fresh
-// .git/hooks and .git/config are writable during that command (a hook
-// written then runs only inside the sandbox) and moved out when it ends;
-// the repository works without them (git reads no settings), and from the
-// next command on they exist, empty, and are read-only. The same holds for
-// a repository cloned into the tree within the scan's bounds: its remote
-// settings go with its .git/config, and `git fetch URL` still works.
+// So when a command runs `git init` or `git clone` where there was no
+// .git, the fresh .git/hooks and .git/config are writable during that
+// command (a hook written then runs only inside the sandbox) and moved out
+// when it ends. The configuration's safe part (its remotes, branch
+// upstreams and repository format: handback.SanitizeGitConfig) is written
+// back in its place, so a clone still knows its origin and `git pull`
+// works; what runs programs on the host (core.fsmonitor, aliases with "!",
+// drivers, include.path, ...) is dropped and named in the note. From the
+// next command on both exist and are read-only.
 //
 // Symlinks: a protected path reached through a symlink is bound at its real
 // location when that lies in a writable directory of the sandbox, never
@@ -546,7 +549,21 @@ func (q *quarantine) sweep(f sandbox.ProtectedPath, roots []protectRoot, view *l
 	if f.NotDir && st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		return "" // a .git directory, where a gitfile is protected
 	}
-	return q.report(fd, parent, name, "was made by the command")
+	if !handback.IsGitConfigPattern(f.Pattern) || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return q.report(fd, parent, name, "was made by the command")
+	}
+	// A git configuration: its safe part is written back once it is out.
+	root, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return q.report(fd, parent, name, "was made by the command")
+	}
+	defer root.Close()
+	cfg := handback.ReadGitConfig(root, name)
+	msg := q.report(fd, parent, name, "was made by the command")
+	if cfg != nil {
+		msg += handback.WriteBackGitConfig(root, name, cfg)
+	}
+	return msg
 }
 
 // restoreLink puts back the symlink l if the command replaced or removed

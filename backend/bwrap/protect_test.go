@@ -132,35 +132,68 @@ git log --oneline | wc -l`, prof)
 	}
 }
 
-// A command that makes a repository where there was none: git works in
-// it, its hooks and configuration are moved out afterwards, and from the
-// next command on they exist, empty, and are read-only.
+// A command that makes a repository where there was none (git init, git
+// clone): git works in it; afterwards its hooks are moved out and its
+// configuration is replaced by the safe part of it (a clone keeps its
+// origin and upstream, so git pull works; what would run programs on the
+// host is dropped, named in the note); from the next command on both are
+// read-only.
 func TestProtectedPathsGitInit(t *testing.T) {
 	e := newEnv(t)
+	upstream := filepath.Join(e.work, "upstream.git")
+	e.git(e.work, "init", "-q", "--bare", upstream)
+	seed := filepath.Join(e.base, "seed")
+	os.MkdirAll(seed, 0o755)
+	e.git(seed, "init", "-q", "-b", "main")
+	e.git(seed, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "one")
+	e.git(seed, "push", "-q", upstream, "main")
 	o := e.sh(`set -e
 git init -q
 printf '#!/bin/sh\necho HOOK-RAN-IN-SANDBOX\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit
-echo a > a.txt && git add a.txt && git -c user.name=t -c user.email=t@example.com commit -qm first && echo COMMITTED`)
-	mustContain(t, o, "HOOK-RAN-IN-SANDBOX", "COMMITTED")
-	for _, p := range []string{".git/hooks", ".git/config"} {
+git remote add origin https://example.com/a.git
+git config core.fsmonitor 'echo PWNED' && git config alias.co '!echo PWNED'
+echo a > a.txt && git add a.txt && git -c user.name=t -c user.email=t@example.com commit -qm first && echo COMMITTED
+git clone -q upstream.git cloned && echo CLONED`)
+	mustContain(t, o, "HOOK-RAN-IN-SANDBOX", "COMMITTED", "CLONED")
+	for _, p := range []string{".git/hooks", "cloned/.git/hooks"} {
 		if onHost(filepath.Join(e.work, p)) {
 			t.Errorf("%s made by the command is still there", p)
 		}
 	}
+	if got := e.git(e.work, "config", "--get", "remote.origin.url"); strings.TrimSpace(got) != "https://example.com/a.git" {
+		t.Errorf("the repository's origin after the command: %q", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, ".git", "config")); strings.Contains(string(b), "PWNED") {
+		t.Errorf(".git/config kept what runs programs:\n%s", b)
+	}
+	if got := e.git(filepath.Join(e.work, "cloned"), "config", "--get", "branch.main.remote"); strings.TrimSpace(got) != "origin" {
+		t.Errorf("the clone's upstream after the command: %q", got)
+	}
+	if !slices.ContainsFunc(o.res.Warnings, func(w string) bool {
+		return strings.Contains(w, filepath.Join(e.work, ".git", "config")) && strings.Contains(w, "written back, without core.fsmonitor, alias.co")
+	}) {
+		t.Errorf("no note of the dropped settings: %q", o.res.Warnings)
+	}
 	if log := e.git(e.work, "log", "--format=%s"); !strings.Contains(log, "first") {
 		t.Errorf("the repository does not work without its moved-out files: %q", log)
 	}
+	e.git(seed, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "two")
+	e.git(seed, "push", "-q", upstream, "main")
+	before, _ := os.ReadFile(filepath.Join(e.work, ".git", "config"))
 	o = e.sh(`
 (printf '#!/bin/sh\necho PWNED\n' > .git/hooks/pre-commit) 2>/dev/null && echo WROTE-HOOK
 (echo '[core]' > .git/config) 2>/dev/null && echo WROTE-CONFIG
-echo b > b.txt && git add b.txt && git -c user.name=t -c user.email=t@example.com commit -qm second && echo COMMITTED`)
-	mustContain(t, o, "COMMITTED")
-	mustNotContain(t, o, "WROTE-HOOK", "WROTE-CONFIG", "PWNED")
+(echo '[core]' >> cloned/.git/config) 2>/dev/null && echo WROTE-CLONE-CONFIG
+git remote -v
+echo b > b.txt && git add b.txt && git -c user.name=t -c user.email=t@example.com commit -qm second && echo COMMITTED
+git -C cloned pull -q && git -C cloned log --format=%s | head -1`)
+	mustContain(t, o, "COMMITTED", "origin\thttps://example.com/a.git", "two")
+	mustNotContain(t, o, "WROTE-HOOK", "WROTE-CONFIG", "WROTE-CLONE-CONFIG", "PWNED")
 	if ents, err := os.ReadDir(filepath.Join(e.work, ".git", "hooks")); err != nil || len(ents) != 0 {
 		t.Errorf(".git/hooks: %v %v, want: an empty directory", ents, err)
 	}
-	if st, err := os.Stat(filepath.Join(e.work, ".git", "config")); err != nil || st.Size() != 0 {
-		t.Errorf(".git/config: %v, want: an empty file", err)
+	if now, _ := os.ReadFile(filepath.Join(e.work, ".git", "config")); string(now) != string(before) {
+		t.Errorf(".git/config changed in the second command:\n%s", now)
 	}
 	if len(o.res.Warnings) != 0 {
 		t.Errorf("warnings: %q", o.res.Warnings)
@@ -376,10 +409,13 @@ git init -q src && git -C src config core.fsmonitor 'echo PWNED'
 mkdir -p .git/modules/lib/hooks && echo 'ref: refs/heads/main' > .git/modules/lib/HEAD && echo evil > .git/modules/lib/hooks/post-checkout
 echo DONE`)
 	mustContain(t, o, "DONE")
-	for _, p := range []string{"src/.git/config", "src/.git/hooks", ".git/modules/lib/hooks"} {
+	for _, p := range []string{"src/.git/hooks", ".git/modules/lib/hooks"} {
 		if onHost(filepath.Join(e.work, p)) {
 			t.Errorf("%s made by the command is still there", p)
 		}
+	}
+	if b, err := os.ReadFile(filepath.Join(e.work, "src/.git/config")); err != nil || strings.Contains(string(b), "PWNED") {
+		t.Errorf("src/.git/config after the command: %v, want its safe part only:\n%s", err, b)
 	}
 	for _, p := range []string{"src/.git/HEAD", ".git/modules/lib/HEAD"} {
 		if !onHost(filepath.Join(e.work, p)) {
@@ -550,10 +586,14 @@ git push -q ./remote.git HEAD:refs/heads/main && echo PUSHED
 git init -q --bare made.git && printf "$hook" > made.git/hooks/post-receive && chmod +x made.git/hooks/post-receive && echo MADE`)
 	mustContain(t, o, "refused top-hook", "refused top-config", "refused nested-hook", "refused nested-config", "refused bare-hook", "refused bare-config",
 		"refused move-gd", "refused move-bare", "COMMITTED-TOP", "COMMITTED-NESTED", "PUSHED", "MADE")
-	for _, p := range []string{".gd/hooks/pre-commit", "gd/hooks/pre-commit", "remote.git/hooks/post-receive", "made.git/hooks", "made.git/config"} {
+	for _, p := range []string{".gd/hooks/pre-commit", "gd/hooks/pre-commit", "remote.git/hooks/post-receive", "made.git/hooks"} {
 		if onHost(filepath.Join(e.work, p)) {
 			t.Errorf("%s is on the host", p)
 		}
+	}
+	// The bare repository's configuration: its safe part, written back.
+	if got := e.git(e.work, "config", "--file", "made.git/config", "--get", "core.bare"); strings.TrimSpace(got) != "true" {
+		t.Errorf("made.git/config after the command: core.bare %q, want its safe part kept", got)
 	}
 	for _, p := range []string{"made.git/hooks", "made.git/config"} {
 		if !slices.ContainsFunc(o.res.Warnings, func(w string) bool { return strings.Contains(w, filepath.Join(e.work, p)+" was made by the command") }) {

@@ -520,19 +520,21 @@ done
 (cd vendor/lib && git commit -q --allow-empty -m in-container) && echo committed-sub
 git commit -q --allow-empty -m top && echo committed-top
 git push -q ./remote.git HEAD:refs/heads/main && echo pushed
-git init -q --bare made.git && echo evil > made.git/hooks/post-receive && echo made`)
+git init -q --bare made.git && echo evil > made.git/hooks/post-receive && git config --file made.git/config core.fsmonitor evil && echo made`)
 	for _, want := range []string{"ro .gd/modules/vendor/lib/hooks/post-checkout", "ro .gd/modules/vendor/lib/config", "ro .gd/hooks/pre-commit", "ro .gd/config",
 		"ro remote.git/hooks/post-receive", "ro remote.git/config", "committed-sub", "committed-top", "pushed", "made"} {
 		if !strings.Contains(out, want+"\n") {
 			t.Errorf("output lacks %q: exit %d, %q", want, res.ExitCode, out)
 		}
 	}
-	for _, p := range []string{"made.git/hooks", "made.git/config"} {
-		if _, err := os.Lstat(filepath.Join(f.ws, p)); err == nil {
-			t.Errorf("%s stayed in the workspace", p)
-		}
+	if _, err := os.Lstat(filepath.Join(f.ws, "made.git/hooks")); err == nil {
+		t.Errorf("made.git/hooks stayed in the workspace")
 	}
-	if len(res.Warnings) != 2 {
+	// The new repository's configuration: its safe part, written back.
+	if b, err := os.ReadFile(filepath.Join(f.ws, "made.git/config")); err != nil || !strings.Contains(string(b), "bare = \"true\"") || strings.Contains(string(b), "evil") {
+		t.Errorf("made.git/config after the command (%v), want its safe part:\n%s", err, b)
+	}
+	if len(res.Warnings) != 2 || !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "written back, without core.fsmonitor") }) {
 		t.Errorf("warnings %q", res.Warnings)
 	}
 }

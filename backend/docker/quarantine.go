@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corralhq/corral/handback"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -36,6 +37,12 @@ func (e *Engine) quarantine(c *ctr) []string {
 		notes = append(notes, sandbox.ScanCutWarning(c.ws.Host, true))
 	}
 	var dest string
+	var wsRoot *os.Root
+	defer func() {
+		if wsRoot != nil {
+			wsRoot.Close()
+		}
+	}()
 	for _, p := range found {
 		if !p.Exists || slices.Contains(c.protected, p.Rel) {
 			continue
@@ -54,6 +61,17 @@ func (e *Engine) quarantine(c *ctr) []string {
 				dest = d
 			}
 		}
+		// A git configuration: its safe part is written back once it
+		// is out, through a root that no symlink leads out of.
+		var cfg []byte
+		if handback.IsGitConfigPattern(p.Pattern) && st.Mode().IsRegular() {
+			if wsRoot == nil {
+				wsRoot, _ = os.OpenRoot(c.ws.Host)
+			}
+			if wsRoot != nil {
+				cfg = handback.ReadGitConfig(wsRoot, filepath.FromSlash(p.Rel))
+			}
+		}
 		where := "removed"
 		moved := false
 		if dest != "" {
@@ -69,7 +87,11 @@ func (e *Engine) quarantine(c *ctr) []string {
 			}
 		}
 		e.log.Warn("docker.protected.quarantined", "container", c.name, "path", p.Rel, "to", where)
-		notes = append(notes, fmt.Sprintf("%s is a protected path (programs on the host run it later) that the command made; it was %s", p.Rel, where))
+		kept := ""
+		if cfg != nil {
+			kept = handback.WriteBackGitConfig(wsRoot, filepath.FromSlash(p.Rel), cfg)
+		}
+		notes = append(notes, fmt.Sprintf("%s is a protected path (programs on the host run it later) that the command made; it was %s%s", p.Rel, where, kept))
 	}
 	return notes
 }
@@ -148,12 +170,20 @@ func (e *Engine) quarantineReview(c *ctr) []string {
 			}
 		}
 		rel := filepath.Join(strings.TrimPrefix(c.ws.Target, "/"), filepath.FromSlash(p.Rel))
+		var cfg []byte
+		if handback.IsGitConfigPattern(p.Pattern) && st.Mode().IsRegular() {
+			cfg = handback.ReadGitConfig(croot, rel)
+		}
 		if err := croot.RemoveAll(rel); err != nil {
 			notes = append(notes, fmt.Sprintf("%s is a protected path the command made in the review layer and it could not be removed: %v", p.Rel, err))
 			continue
 		}
 		e.log.Warn("docker.protected.quarantined", "container", c.name, "path", p.Rel, "to", "removed", "layer", c.review.l.Dir)
-		notes = append(notes, fmt.Sprintf("%s is a protected path (programs on the host run it later) that the command made in the review layer; it was removed", p.Rel))
+		kept := ""
+		if cfg != nil {
+			kept = handback.WriteBackGitConfig(croot, rel, cfg)
+		}
+		notes = append(notes, fmt.Sprintf("%s is a protected path (programs on the host run it later) that the command made in the review layer; it was removed%s", p.Rel, kept))
 	}
 	return notes
 }

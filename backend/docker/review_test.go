@@ -324,7 +324,7 @@ func TestReviewProtected(t *testing.T) {
 	res, out := f.run("prot", `cat .git/hooks/pre-commit; ls .git/hooks | grep -c sample
 { echo x >> .git/hooks/pre-commit; } 2>/dev/null && echo HOOK-WRITTEN || echo hook-refused
 { echo x > .git/hooks/post-commit; } 2>/dev/null && echo HOOK-MADE || echo hook-not-made
-mkdir nested && cd nested && git init -q . && echo evil > .git/hooks/pre-push && echo nested-made`, review)
+mkdir nested && cd nested && git init -q . && echo evil > .git/hooks/pre-push && git remote add origin https://example.com/n.git && git config core.fsmonitor evil && echo nested-made`, review)
 	if res.ExitCode != 0 || !strings.HasPrefix(out, "layer hook\n") || !strings.Contains(out, "hook-refused\nhook-not-made\nnested-made\n") || strings.Contains(out, "\n0\n") {
 		t.Fatalf("exit %d:\n%s", res.ExitCode, out)
 	}
@@ -333,6 +333,9 @@ mkdir nested && cd nested && git init -q . && echo evil > .git/hooks/pre-push &&
 	}
 	if _, err := os.Lstat(filepath.Join(l.Upper(), "nested/.git/hooks")); err == nil {
 		t.Error("nested/.git/hooks stayed in the layer")
+	}
+	if b, err := os.ReadFile(filepath.Join(l.Upper(), "nested/.git/config")); err != nil || !strings.Contains(string(b), "https://example.com/n.git") || strings.Contains(string(b), "evil") {
+		t.Errorf("nested/.git/config in the layer (%v), want its safe part:\n%s", err, b)
 	}
 	if _, err := os.Lstat(filepath.Join(f.ws, "nested")); err == nil {
 		t.Error("nested was made on the host")
