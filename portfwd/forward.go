@@ -298,12 +298,23 @@ func (f *Forward) watch(stop *os.File) {
 
 // accept hands each connection to the relay until the listener closes.
 func (f *Forward) accept() {
+	var delay time.Duration
 	for {
 		c, err := f.ln.AcceptTCP()
 		if err != nil {
-			f.end(fmt.Sprintf("accepting: %v", err))
-			return
+			next, retry := acceptBackoff(err, delay)
+			if !retry {
+				f.end(fmt.Sprintf("accepting: %v", err))
+				return
+			}
+			if delay == 0 {
+				f.log.Warn("portfwd.accept.retry", "host", f.Addr().String(), "error", err)
+			}
+			delay = next
+			time.Sleep(delay)
+			continue
 		}
+		delay = 0
 		if f.dial != nil {
 			go f.serveDial(c)
 			continue
@@ -468,4 +479,25 @@ func (f *Forward) serveDial(c *net.TCPConn) {
 	}()
 	<-done
 	<-done
+}
+
+// acceptBackoff decides what an accept error does to a forward: errors that
+// pass (a full descriptor table, EMFILE or ENFILE; no memory or buffers; a
+// connection aborted or reset before it was accepted: accept(2), ERRORS)
+// are retried after delay doubled from 5 ms up to 1 s, as net/http's
+// Server.Serve does, so the forward outlives a moment of fd exhaustion;
+// any other (the listener closed) ends it.
+func acceptBackoff(err error, delay time.Duration) (next time.Duration, retry bool) {
+	if errors.Is(err, net.ErrClosed) {
+		return 0, false
+	}
+	for _, e := range []error{unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM, unix.ECONNABORTED, unix.ECONNRESET, unix.EINTR, unix.EAGAIN} {
+		if errors.Is(err, e) {
+			if delay == 0 {
+				return 5 * time.Millisecond, true
+			}
+			return min(2*delay, time.Second), true
+		}
+	}
+	return 0, false
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/corralhq/corral/internal/procfs"
 )
 
@@ -132,3 +134,29 @@ func TestForwardBadInput(t *testing.T) {
 }
 
 func netipAddrPort(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+// TestAcceptBackoff: a forward outlives a full descriptor table (it was
+// ended for good by one EMFILE), backing off; a closed listener ends it.
+func TestAcceptBackoff(t *testing.T) {
+	emfile := &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", unix.EMFILE)}
+	for _, tc := range []struct {
+		name  string
+		err   error
+		delay time.Duration
+		next  time.Duration
+		retry bool
+	}{
+		{"EMFILE first", emfile, 0, 5 * time.Millisecond, true},
+		{"EMFILE again", emfile, 5 * time.Millisecond, 10 * time.Millisecond, true},
+		{"EMFILE capped", emfile, 800 * time.Millisecond, time.Second, true},
+		{"ENFILE", &net.OpError{Op: "accept", Err: os.NewSyscallError("accept4", unix.ENFILE)}, 0, 5 * time.Millisecond, true},
+		{"ECONNABORTED", &net.OpError{Op: "accept", Err: os.NewSyscallError("accept4", unix.ECONNABORTED)}, 0, 5 * time.Millisecond, true},
+		{"closed", &net.OpError{Op: "accept", Err: net.ErrClosed}, 0, 0, false},
+		{"EBADF", &net.OpError{Op: "accept", Err: os.NewSyscallError("accept4", unix.EBADF)}, 0, 0, false},
+	} {
+		next, retry := acceptBackoff(tc.err, tc.delay)
+		if next != tc.next || retry != tc.retry {
+			t.Errorf("%s: acceptBackoff = %v, %v; want %v, %v", tc.name, next, retry, tc.next, tc.retry)
+		}
+	}
+}
