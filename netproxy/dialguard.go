@@ -2,6 +2,8 @@ package netproxy
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -164,6 +166,29 @@ func failureReason(err error) string {
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF),
 		errors.Is(err, io.ErrUnexpectedEOF):
 		return "connection closed by the host"
+	case errors.As(err, new(*tls.CertificateVerificationError)), errors.As(err, new(x509.UnknownAuthorityError)),
+		errors.As(err, new(x509.HostnameError)), errors.As(err, new(x509.CertificateInvalidError)):
+		// A host of a secret, whose TLS corral's proxy ends and opens
+		// again: it checks the host's certificate against the host
+		// machine's CAs (Go's crypto/x509 on Linux: SSL_CERT_FILE,
+		// SSL_CERT_DIR, else /etc/ssl/certs).
+		return "its certificate is not trusted by corral's proxy (" + certReason(err) + "); for a private CA, add it to the host's CAs (update-ca-certificates) or give corral SSL_CERT_FILE"
 	}
 	return "connection failed"
+}
+
+// certReason names what is wrong with a certificate, shortly.
+func certReason(err error) string {
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ci x509.CertificateInvalidError
+	switch {
+	case errors.As(err, &ua):
+		return "signed by an unknown authority"
+	case errors.As(err, &he):
+		return "issued for another name"
+	case errors.As(err, &ci) && ci.Reason == x509.Expired:
+		return "expired or not yet valid"
+	}
+	return "it does not verify"
 }

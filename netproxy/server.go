@@ -655,7 +655,9 @@ func (s *Server) serveForward(w http.ResponseWriter, r *http.Request) {
 	if len(s.secrets) > 0 && secrets.Declares(s.secrets, host) && s.refuseMethod(w, r, host) {
 		return
 	}
-	if !s.substitute(w, r, host, false) {
+	// Secrets go over HTTPS only: a stand-in here is refused, nothing is
+	// put in.
+	if _, ok := s.substitute(w, r, host, false); !ok {
 		return
 	}
 	s.forward.ServeHTTP(w, r)

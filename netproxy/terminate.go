@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/corralhq/corral/secrets"
@@ -225,18 +227,39 @@ func (s *Server) serveTerminatedRequest(w http.ResponseWriter, r *http.Request) 
 	if s.refuseMethod(w, r, tc.host) {
 		return
 	}
-	if !s.substitute(w, r, tc.host, true) {
+	used, ok := s.substitute(w, r, tc.host, true)
+	if !ok {
 		return
 	}
+	if len(used) == 0 {
+		s.termForward.ServeHTTP(w, r)
+		return
+	}
+	// A secret is used once the request's headers, which carry it, were
+	// written upstream (httptrace's WroteHeaders): not when the upstream
+	// could not be reached or its certificate was refused.
+	var wrote atomic.Bool
+	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }}))
 	s.termForward.ServeHTTP(w, r)
+	for _, name := range used {
+		ev := "secret.used"
+		if !wrote.Load() {
+			ev = "secret.not_sent"
+		}
+		s.log.LogAttrs(r.Context(), slog.LevelInfo, ev,
+			slog.String("session", s.session), slog.String("name", name),
+			slog.String("host", tc.host))
+	}
 }
 
 // substitute applies the declared secrets to r's headers for host
-// (secrets.Substitute) and logs each use. A misdirected stand-in is
-// answered 403 and logged; it returns false then.
-func (s *Server) substitute(w http.ResponseWriter, r *http.Request, host string, overTLS bool) bool {
+// (secrets.Substitute) and returns the names of those put in, for the
+// caller to log once it knows whether they were sent (secret.used,
+// secret.not_sent). A misdirected stand-in is answered 403 and logged; ok
+// is false then.
+func (s *Server) substitute(w http.ResponseWriter, r *http.Request, host string, overTLS bool) (used []string, ok bool) {
 	if len(s.secrets) == 0 {
-		return true
+		return nil, true
 	}
 	res := secrets.Substitute(r.Header, r.RequestURI, host, overTLS, s.secrets)
 	if len(res.Misdirected) > 0 {
@@ -256,22 +279,17 @@ func (s *Server) substitute(w http.ResponseWriter, r *http.Request, host string,
 			msg += "; secrets are only sent over HTTPS"
 		}
 		refuse(w, msg)
-		return false
+		return nil, false
 	}
 	if name, err := secrets.ResignAWS(r, host, s.secrets); err != nil {
 		s.log.LogAttrs(r.Context(), slog.LevelWarn, "secret.resign_failed",
 			slog.String("session", s.session), slog.String("host", host), slog.String("error", err.Error()))
 		refuse(w, "corral proxy: refused: "+err.Error())
-		return false
+		return nil, false
 	} else if name != "" {
 		res.Used = append(res.Used, name)
 	}
-	for _, name := range res.Used {
-		s.log.LogAttrs(r.Context(), slog.LevelInfo, "secret.used",
-			slog.String("session", s.session), slog.String("name", name),
-			slog.String("host", host))
-	}
-	return true
+	return res.Used, true
 }
 
 // refuse answers 403 with msg.

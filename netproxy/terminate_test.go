@@ -277,10 +277,21 @@ func TestTerminatedRefusals(t *testing.T) {
 	t.Run("upstream not trusted", func(t *testing.T) {
 		w.srv.termTransport.TLSClientConfig.RootCAs = x509.NewCertPool()
 		w.srv.termTransport.CloseIdleConnections()
-		before := len(w.seen())
-		resp, _ := do(t, c, "GET", "https://api.allowed.test/untrusted", "", map[string]string{"Authorization": "Bearer " + w.gh.StandIn})
+		before, used := len(w.seen()), w.rec.count("secret.used")
+		resp, body := do(t, c, "GET", "https://api.allowed.test/untrusted", "", map[string]string{"Authorization": "Bearer " + w.gh.StandIn})
 		if resp.StatusCode != 502 || len(w.seen()) != before {
 			t.Errorf("got %d; upstream reached: %v", resp.StatusCode, len(w.seen()) != before)
+		}
+		// Said as what it is, with the way to trust a private CA.
+		if !strings.Contains(body, "certificate is not trusted") || !strings.Contains(body, "signed by an unknown authority") || !strings.Contains(body, "SSL_CERT_FILE") {
+			t.Errorf("the answer does not name the certificate: %q", body)
+		}
+		// The secret never left: logged as not sent, not as used.
+		if a := w.rec.waitFor(t, "secret.not_sent", "api.allowed.test"); a["name"] != "GH_TOKEN" {
+			t.Errorf("secret.not_sent record %v", a)
+		}
+		if n := w.rec.count("secret.used"); n != used {
+			t.Errorf("secret.used logged for a request whose upstream refused the handshake (%d records, were %d)", n, used)
 		}
 	})
 	for _, a := range w.seen() {
