@@ -135,7 +135,7 @@ func TestPoolLinger(t *testing.T) {
 		t.Error("the next command within Linger got a new server")
 	}
 	rel()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if _, err := os.Stat(a.HTTPSocket()); errors.Is(err, os.ErrNotExist) {
 			break
@@ -302,7 +302,7 @@ func TestPoolLogsDeniedAsWarn(t *testing.T) {
 	defer rel()
 	get(t, srv, "bad.allowed.test")
 	get(t, srv, "ok.allowed.test")
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !strings.Contains(buf.String(), "network.denied") && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -271,7 +271,7 @@ func TestBackground(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	var c *Chunk
 	for {
 		if c, err = s.Output(p.ID, 0); err != nil {
@@ -447,7 +447,7 @@ func TestManySessionsInParallel(t *testing.T) {
 	// the shell get SIGKILL as it exits (--die-with-parent), so allow the
 	// kernel a moment to finish them, but no more.
 	var left []string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if left = processesWith(marker); len(left) == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -500,7 +500,7 @@ func TestBackgroundDiesWithHolder(t *testing.T) {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if o, _ := exec.Command("pgrep", "-f", marker).Output(); len(o) == 0 {
 			return

@@ -158,7 +158,7 @@ func (r *logRecorder) WithGroup(string) slog.Handler      { return r }
 // waiting a little: the proxy may log just after the client got its answer.
 func (r *logRecorder) waitFor(t *testing.T, msg, host string) map[string]string {
 	t.Helper()
-	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		r.mu.Lock()
 		i := slices.IndexFunc(r.recs, func(a map[string]string) bool { return a["msg"] == msg && a["host"] == host })
 		var a map[string]string
@@ -531,7 +531,7 @@ func TestAllowlistServerShared(t *testing.T) {
 			o, err := run("egress-test", 10, 3*time.Second)
 			got <- fmt.Sprint(o, err)
 		}()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			if _, err := os.Stat(filepath.Join(e.work, "served-10")); err == nil {
 				break
 			}
@@ -548,7 +548,7 @@ func TestAllowlistServerShared(t *testing.T) {
 			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
 		// Its parent, the holder's pid 1, ends with it.
-		for deadline := time.Now().Add(5 * time.Second); slices.ContainsFunc(parents, running) && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(60 * time.Second); slices.ContainsFunc(parents, running) && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Millisecond)
 		}
 		// The running command holds its lease: the next one finds the
@@ -622,7 +622,7 @@ func running(pid int) bool {
 // a few seconds after every lease ended.
 func waitNoForwarder(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for len(forwarderPids()) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("forwarder processes left: %v", forwarderPids())
