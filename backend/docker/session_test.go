@@ -58,7 +58,7 @@ func TestSessionOnDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		c, err := s.Output(p.ID, 0)
 		if err != nil {
