@@ -82,12 +82,20 @@ func ScrubPairs(secs []Secret, host string) []Pair {
 //     precedes it and is left alone unless the value starts a group:
 //     at most 4 bits of the value stay visible there.
 //
-// Not covered: other encodings (hex, base32, quoted-printable, HTML
-// entities, MIME base64 broken across lines), an encoding of an
-// encoding (base64 of a JSON string, a URL-encoded base64 form), case
-// changes, and anything the server computes from the value (a hash, an
-// encryption, a part of it in the middle of other text). Duplicates are
-// left out. Pure.
+// A [Scrubber] also finds each of these forms with any of its
+// characters escaped one at a time (JSON \u00XX, %XX, HTML character
+// references, in either case of hex, mixed with literal characters) and
+// broken by up to 3 bytes of white space between two characters
+// (base64 wrapped at 76 or 64 columns, a folded header value); see
+// scrubdecode.go.
+//
+// Not covered: other encodings (hex, base32, quoted-printable, a JSON
+// \u escape of a UTF-16 surrogate or of a character above U+007F), an
+// encoding of a whole encoded form (base64 of a JSON string, base64 of
+// base64), case changes, a form broken by more than 3 bytes of white
+// space or by anything else, and anything the server computes from the
+// value (a hash, an encryption, a part of it in the middle of other
+// text). Duplicates are left out. Pure.
 func EncodedForms(name, value, standIn string) []Pair {
 	var out []Pair
 	seen := map[string]bool{}
@@ -217,7 +225,11 @@ func alphabetOf(enc *base64.Encoding) string {
 // It finds its strings with the Wu-Manber algorithm (S. Wu and U. Manber,
 // "A fast algorithm for multi-pattern searching", 1994): a table indexed
 // by two bytes tells how far the next match can be at the least, so most
-// bytes of a body are skipped over rather than looked at.
+// bytes of a body are skipped over rather than looked at. A second pass
+// (scrubdecode.go) then finds the strings with some of their bytes
+// escaped one at a time (%XX, JSON \u00XX and \", HTML &#N; and &#xH;)
+// or with up to 3 bytes of white space between two of them, and
+// rewrites each escape as the same escape of the replacement's byte.
 type Scrubber struct {
 	old, new [][]byte
 	names    []string
