@@ -660,3 +660,69 @@ func TestScrubStreamHoldBound(t *testing.T) {
 		t.Fatalf("%d bytes, %v", len(out), err)
 	}
 }
+
+// TestScrubDecodingStreamsLikeBytes: on random texts made of the value's
+// characters escaped at random, pieces of escapes, white space and noise,
+// Reader, over every size of reads, gives what Bytes gives, and neither
+// leaves a whole escaped value that it built in.
+func TestScrubDecodingStreamsLikeBytes(t *testing.T) {
+	v, si := scrubValue, scrubStandIn(t)
+	s := mustScrubber(t, EncodedForms("GH", v, si))
+	rng := rand.New(rand.NewPCG(26, 2))
+	esc := func(c byte) string {
+		k := rng.IntN(7)
+		if c == '\\' && k >= 4 {
+			k = 0 // a literal backslash would escape what follows
+		}
+		switch k {
+		case 0:
+			return fmt.Sprintf("%%%02X", c)
+		case 1:
+			return fmt.Sprintf(`\u%04x`, c)
+		case 2:
+			return fmt.Sprintf("&#%d;", c)
+		case 3:
+			return fmt.Sprintf("&#x%02X;", c)
+		case 4:
+			return []string{"\r\n", "\n", " "}[rng.IntN(3)] + string(c)
+		}
+		return string(c)
+	}
+	noise := []string{"%", "%4", "\\", "\\u", "\\u00", "&", "&#", "&#x", "&#12", "&amp;", " ", "\r\n", "g", "gh", "x"}
+	for round := range 200 {
+		var b strings.Builder
+		var whole int
+		for range 1 + rng.IntN(4) {
+			if rng.IntN(2) == 0 {
+				b.WriteString(noise[rng.IntN(len(noise))])
+				continue
+			}
+			// The value, or a start of it, escaped at random.
+			n := len(v)
+			if rng.IntN(3) == 0 {
+				n = 1 + rng.IntN(len(v))
+			} else {
+				whole++
+			}
+			for i := range n {
+				if i == 0 {
+					b.WriteString(fmt.Sprintf("%%%02X", v[0]))
+					continue
+				}
+				b.WriteString(esc(v[i]))
+			}
+		}
+		in := []byte(b.String())
+		want := bytes.Clone(in)
+		h := s.Bytes(want)
+		if h.Total() < whole {
+			t.Fatalf("round %d: %d replacements in %q, want %d at the least", round, h.Total(), in, whole)
+		}
+		for chunk := 1; chunk <= len(in)+1; chunk += 1 + chunk/8 {
+			out, err := io.ReadAll(s.Reader(&chunkReader{data: bytes.Clone(in), n: chunk}, nil))
+			if err != nil || !bytes.Equal(out, want) {
+				t.Fatalf("round %d, reads of %d: %q, want %q (in %q)", round, chunk, out, want, in)
+			}
+		}
+	}
+}
