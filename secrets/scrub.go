@@ -244,7 +244,10 @@ type Scrubber struct {
 	byFirst [256][]int32
 	// pair2 marks the first two bytes of the patterns (for the second
 	// pass, scrubdecode.go).
-	pair2 []bool
+	pair2 *[1 << 16 / 64]uint64
+	// start marks the bytes a match of the second pass may start with:
+	// the patterns' first bytes and the first bytes of escapes.
+	start [256]bool
 }
 
 // ErrScrubPair is returned by NewScrubber for a pair it cannot use.
@@ -276,10 +279,17 @@ func NewScrubber(pairs []Pair) (*Scrubber, error) {
 		s.min = min(s.min, len(o))
 		s.max = max(s.max, len(o))
 	}
-	s.pair2 = make([]bool, 1<<16)
+	s.pair2 = new([1 << 16 / 64]uint64)
 	for i, o := range s.old {
 		s.byFirst[o[0]] = append(s.byFirst[o[0]], int32(i))
-		s.pair2[uint16(o[0])<<8|uint16(o[1])] = true
+		k := uint(o[0])<<8 | uint(o[1])
+		s.pair2[k/64] |= 1 << (k % 64)
+		s.start[o[0]] = true
+	}
+	for c := range 256 {
+		if special[c] == 1 {
+			s.start[c] = true
+		}
 	}
 	// Wu-Manber with blocks of two bytes over each pattern's first min
 	// bytes.

@@ -29,8 +29,9 @@ const (
 	maxUnit = 10
 )
 
-// unitStart marks the bytes that may begin an escape.
-var unitStart = [256]bool{'%': true, '\\': true, '&': true}
+// special marks the bytes that may begin an escape (1) or sit between
+// two units (2).
+var special = [256]uint8{'%': 1, '\\': 1, '&': 1, ' ': 2, '\t': 2, '\r': 2, '\n': 2}
 
 // isGap reports whether c may sit between two units of a match.
 func isGap(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
@@ -216,10 +217,15 @@ func walk(b []byte, p int, o []byte, final bool, fn func(start, n, k int)) (walk
 // final, it returns the position it starts at.
 func (s *Scrubber) dscan(b []byte, final bool, h *Hits) int {
 	for pos := 0; pos < len(b); pos++ {
-		// The common case first: two plain bytes that no pattern
-		// starts with.
-		if x := b[pos]; !unitStart[x] && pos+1 < len(b) {
-			if y := b[pos+1]; !unitStart[y] && !isGap(y) && !s.pair2[uint16(x)<<8|uint16(y)] {
+		// The common cases first: a plain byte that no pattern starts
+		// with, two plain bytes that no pattern starts with.
+		x := b[pos]
+		if !s.start[x] {
+			continue
+		}
+		if pos+1 < len(b) {
+			y := b[pos+1]
+			if k := uint(x)<<8 | uint(y); special[x]|special[y] == 0 && s.pair2[k/64]&(1<<(k%64)) == 0 {
 				continue
 			}
 		}
