@@ -645,19 +645,42 @@ func TestScrubDecodingLeavesText(t *testing.T) {
 }
 
 // TestScrubStreamHoldBound: what a stream holds back stays within
-// MaxHold, however the value is escaped.
+// MaxHold, however the value is escaped: at every read of the source,
+// all but MaxHold bytes of what it gave have been passed on.
 func TestScrubStreamHoldBound(t *testing.T) {
-	s := mustScrubber(t, EncodedForms("GH", scrubValue, scrubStandIn(t)))
-	if s.MaxHold() > 20*s.MaxLen() {
+	v := scrubValue
+	s := mustScrubber(t, EncodedForms("GH", v, scrubStandIn(t)))
+	if s.MaxHold() > 13*s.MaxLen() {
 		t.Fatalf("MaxHold %d for MaxLen %d", s.MaxHold(), s.MaxLen())
 	}
-	// An endless run of a start that never completes.
-	start := []byte(escapeMixed(scrubValue[:len(scrubValue)-1], false, func(c byte) string { return fmt.Sprintf("&#x00%X;", c) }))
-	src := io.MultiReader(bytes.NewReader(start), bytes.NewReader(bytes.Repeat([]byte("\n"), 1)), bytes.NewReader([]byte("x")))
-	r := s.Reader(iotest.OneByteReader(src), nil)
-	out, err := io.ReadAll(r)
-	if err != nil || len(out) != len(start)+2 {
-		t.Fatalf("%d bytes, %v", len(out), err)
+	// Starts of the value that never complete, each escaped as long as
+	// an escape can be, with white space between characters.
+	var in strings.Builder
+	for range 20 {
+		for i := range len(v) - 1 {
+			fmt.Fprintf(&in, "&#x%06X;\r\n ", v[i])
+		}
+		in.WriteString("!")
+	}
+	data := []byte(in.String())
+	src := &chunkReader{data: data, n: 1}
+	r := s.Reader(src, nil)
+	out, most := 0, 0
+	buf := make([]byte, 1)
+	for {
+		n, err := r.Read(buf)
+		out += n
+		given := len(data) - len(src.data)
+		if given-out > s.MaxHold() {
+			t.Fatalf("holding %d bytes, MaxHold %d", given-out, s.MaxHold())
+		}
+		most = max(most, given-out)
+		if err != nil {
+			break
+		}
+	}
+	if out != len(data) || most <= s.MaxLen() {
+		t.Fatalf("passed on %d of %d bytes, holding %d at the most (MaxLen %d)", out, len(data), most, s.MaxLen())
 	}
 }
 
