@@ -544,6 +544,17 @@ func TestScrubEscapedPerCharacter(t *testing.T) {
 			}, false})
 		}
 	}
+	// Base64 URL-encoded (%2B, %2F, %3D), as in a query or a form.
+	for _, user := range []string{"", "u:", "ab:"} {
+		cases = append(cases, tc{"base64 url-encoded " + user, url.QueryEscape(base64.StdEncoding.EncodeToString([]byte(user + v))), func(x string) (string, error) {
+			q, err := url.QueryUnescape(x)
+			if err != nil {
+				return "", err
+			}
+			b, err := base64.StdEncoding.DecodeString(q)
+			return string(b), err
+		}, false})
+	}
 	rng := rand.New(rand.NewPCG(9, 26))
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
