@@ -168,6 +168,36 @@ func TestScrubPlainHTTP(t *testing.T) {
 	}
 }
 
+// TestScrubRawHeaders: through the proxy, an answer whose header field
+// has a name in an odd case (x-API-key), or whose value the server folded
+// over lines (obs-fold, RFC 9112 section 5.2, which Go's client unfolds
+// into one SP), and a body with the value escaped a character at a time,
+// reach the client scrubbed.
+func TestScrubRawHeaders(t *testing.T) {
+	w := newSecretWorld(t)
+	c := w.client(w.caPool, false)
+	resp, text := answerText(t, c, "GET", "http://api.allowed.test/raw", nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d:\n%s", resp.StatusCode, text)
+	}
+	v, si := w.gh.Value, w.gh.StandIn
+	for _, leak := range []string{v, v[:8], v[8:], v[:12], v[12:], v[1:], v[1 : len(v)-1]} {
+		if strings.Contains(text, leak) {
+			t.Errorf("the answer shows %q of the real value:\n%s", leak, text)
+		}
+	}
+	for _, want := range []string{
+		"X-Api-Key: " + si,
+		"X-Folded: token " + si[:8] + " " + si[8:],
+		"X-Folded-Tab: " + si[:12] + " " + si[12:],
+		fmt.Sprintf("json=\\u%04x%s&pct=%%%02x%s&html=&#%d;%s&#x%x;", si[0], si[1:], si[0], si[1:], si[0], si[1:len(si)-1], si[len(si)-1]),
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the answer lacks %q:\n%s", want, text)
+		}
+	}
+}
+
 // TestScrubRefusals: TRACE and CONNECT to a secret's host, an upgrade to
 // anything but WebSocket, a body in a coding corral cannot decode and a
 // WebSocket answer that switched on an extension are refused; what a

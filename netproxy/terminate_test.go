@@ -89,6 +89,22 @@ func newSecretWorld(t testing.TB) *secretWorld {
 		w.mu.Lock()
 		w.arrivals = append(w.arrivals, "plain "+r.Host)
 		w.mu.Unlock()
+		if r.URL.Path == "/raw" {
+			// Header fields as a hostile server may write them: a
+			// name in an odd case, a value folded over lines
+			// (obs-fold), and the value escaped a character at a time.
+			conn, brw, err := http.NewResponseController(rw).Hijack()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			v := w.gh.Value
+			body := fmt.Sprintf("json=\\u%04x%s&pct=%%%02x%s&html=&#%d;%s&#x%x;", v[0], v[1:], v[0], v[1:], v[0], v[1:len(v)-1], v[len(v)-1])
+			fmt.Fprintf(brw, "HTTP/1.1 200 OK\r\nx-API-key: %s\r\nX-Folded: token %s\r\n %s\r\nX-Folded-Tab: %s\r\n\t%s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+				v, v[:8], v[8:], v[:12], v[12:], len(body), body)
+			_ = brw.Flush()
+			return
+		}
 		if r.URL.Path == "/holds" {
 			// A secret's host that holds its value, over plain HTTP.
 			rw.Header().Set("X-Token", w.gh.Value)

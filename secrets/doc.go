@@ -24,9 +24,11 @@
 //   - [Resolve] reads the real values on the host (env:VAR, file:/path).
 //   - [Scrubber] and [ScrubPairs] take the real values back out of what a
 //     secret's host answers (issue 26): every form of [EncodedForms] (raw,
-//     URL, JSON, base64 and base64url alone and inside longer data) of the
-//     values of the secrets that belong to that host is replaced by the
-//     stand-in's same form, in a stream that is never held whole.
+//     URL, JSON, base64 and base64url alone and inside longer data, also
+//     with characters escaped one at a time as %XX, \u00XX or an HTML
+//     character reference, or broken over lines) of the values of the
+//     secrets that belong to that host is replaced by the stand-in's same
+//     form, in a stream that is never held whole.
 //   - [CredentialFiles] writes a secret's credential files (a .netrc, an
 //     .npmrc, .git-credentials, Docker's config.json, .pypirc) as copies
 //     that hold only the entries with a declared real value, each with its

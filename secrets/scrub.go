@@ -82,12 +82,20 @@ func ScrubPairs(secs []Secret, host string) []Pair {
 //     precedes it and is left alone unless the value starts a group:
 //     at most 4 bits of the value stay visible there.
 //
-// Not covered: other encodings (hex, base32, quoted-printable, HTML
-// entities, MIME base64 broken across lines), an encoding of an
-// encoding (base64 of a JSON string, a URL-encoded base64 form), case
-// changes, and anything the server computes from the value (a hash, an
-// encryption, a part of it in the middle of other text). Duplicates are
-// left out. Pure.
+// A [Scrubber] also finds each of these forms with any of its
+// characters escaped one at a time (JSON \u00XX, %XX, HTML character
+// references, in either case of hex, mixed with literal characters) and
+// broken by up to 3 bytes of white space between two characters
+// (base64 wrapped at 76 or 64 columns, a folded header value); see
+// scrubdecode.go.
+//
+// Not covered: other encodings (hex, base32, quoted-printable, a JSON
+// \u escape of a UTF-16 surrogate or of a character above U+007F), an
+// encoding of a whole encoded form (base64 of a JSON string, base64 of
+// base64), case changes, a form broken by more than 3 bytes of white
+// space or by anything else, and anything the server computes from the
+// value (a hash, an encryption, a part of it in the middle of other
+// text). Duplicates are left out. Pure.
 func EncodedForms(name, value, standIn string) []Pair {
 	var out []Pair
 	seen := map[string]bool{}
@@ -217,7 +225,11 @@ func alphabetOf(enc *base64.Encoding) string {
 // It finds its strings with the Wu-Manber algorithm (S. Wu and U. Manber,
 // "A fast algorithm for multi-pattern searching", 1994): a table indexed
 // by two bytes tells how far the next match can be at the least, so most
-// bytes of a body are skipped over rather than looked at.
+// bytes of a body are skipped over rather than looked at. A second pass
+// (scrubdecode.go) then finds the strings with some of their bytes
+// escaped one at a time (%XX, JSON \u00XX and \", HTML &#N; and &#xH;)
+// or with up to 3 bytes of white space between two of them, and
+// rewrites each escape as the same escape of the replacement's byte.
 type Scrubber struct {
 	old, new [][]byte
 	names    []string
@@ -230,6 +242,12 @@ type Scrubber struct {
 	// byFirst lists the patterns by their first byte, for the last
 	// bytes of a buffer, looked at one position at a time.
 	byFirst [256][]int32
+	// pair2 marks the first two bytes of the patterns (for the second
+	// pass, scrubdecode.go).
+	pair2 *[1 << 16 / 64]uint64
+	// start marks the bytes a match of the second pass may start with:
+	// the patterns' first bytes and the first bytes of escapes.
+	start [256]bool
 }
 
 // ErrScrubPair is returned by NewScrubber for a pair it cannot use.
@@ -261,8 +279,17 @@ func NewScrubber(pairs []Pair) (*Scrubber, error) {
 		s.min = min(s.min, len(o))
 		s.max = max(s.max, len(o))
 	}
+	s.pair2 = new([1 << 16 / 64]uint64)
 	for i, o := range s.old {
 		s.byFirst[o[0]] = append(s.byFirst[o[0]], int32(i))
+		k := uint(o[0])<<8 | uint(o[1])
+		s.pair2[k/64] |= 1 << (k % 64)
+		s.start[o[0]] = true
+	}
+	for c := range 256 {
+		if special[c] == 1 {
+			s.start[c] = true
+		}
 	}
 	// Wu-Manber with blocks of two bytes over each pattern's first min
 	// bytes.
@@ -286,8 +313,14 @@ func NewScrubber(pairs []Pair) (*Scrubber, error) {
 }
 
 // MaxLen is the length of the longest string the scrubber replaces, in
-// bytes: what a stream may hold back at the most.
+// bytes, as it is; escaped a character at a time and broken across
+// lines, it may take up to MaxHold bytes.
 func (s *Scrubber) MaxLen() int { return s.max }
+
+// MaxHold is what a stream ([Scrubber.Reader]) may hold back at the
+// most, in bytes: MaxLen units of up to 10 bytes each (&#x000041;) with
+// up to 3 bytes of white space between two of them.
+func (s *Scrubber) MaxHold() int { return s.max*(maxUnit+maxGap) - maxGap }
 
 // Hits counts replacements by secret name (Pair.Name).
 type Hits map[string]int
@@ -323,8 +356,17 @@ func (h Hits) Names() []string {
 // ends b too. It returns what was replaced.
 func (s *Scrubber) Bytes(b []byte) Hits {
 	var h Hits
-	s.scan(b, 0, true, &h)
+	s.scanAll(b, true, &h)
 	return h
+}
+
+// scanAll runs both passes over b: scan, of the forms as they are, and
+// dscan, of the forms escaped a character at a time or broken across
+// lines (scrubdecode.go), over what the first pass decided. It returns
+// the end of what both decided (see scan).
+func (s *Scrubber) scanAll(b []byte, final bool, h *Hits) int {
+	r := s.scan(b, 0, final, h)
+	return s.dscan(b[:r], final && r == len(b), h)
 }
 
 // String is Bytes for a string; it returns s itself when nothing
@@ -412,7 +454,7 @@ func (s *Scrubber) scan(b []byte, from int, final bool, h *Hits) int {
 // Reader returns a reader of r's bytes scrubbed as a stream: a match is
 // found wherever r's reads cut it, and only the bytes that may begin one
 // (a start of one of the strings, at most MaxLen-1 bytes) are held back
-// until the next read of r tells; everything else is passed on as soon as
+// until the next read of r tells (at most [Scrubber.MaxHold] bytes); everything else is passed on as soon as
 // r gives it, so a streamed answer (server-sent events, a long poll)
 // keeps flowing. When r ends (io.EOF or another error), the held bytes
 // are scrubbed as the end of the data (see [Scrubber.Bytes]), passed on,
@@ -452,7 +494,7 @@ func (r *scrubReader) Read(p []byte) (int, error) {
 		if r.err != nil {
 			if !r.ended {
 				r.ended = true
-				r.ready = r.s.scan(r.buf, 0, true, &r.hits)
+				r.ready = r.s.scanAll(r.buf, true, &r.hits)
 				if r.done != nil {
 					r.done(r.hits, r.err)
 				}
@@ -481,7 +523,7 @@ func (r *scrubReader) Read(p []byte) (int, error) {
 		if n > 0 {
 			// Bytes before the held ones were passed on; the held ones
 			// are looked at again with what came after them.
-			r.ready = r.s.scan(r.buf, 0, false, &r.hits)
+			r.ready = r.s.scanAll(r.buf, false, &r.hits)
 		}
 	}
 	n := copy(p, r.buf[r.off:r.off+r.ready])

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/url"
@@ -405,5 +406,357 @@ func TestScrubReaderKeepsPieces(t *testing.T) {
 	}
 	if len(sizes) != 8 || slices.ContainsFunc(sizes, func(n int) bool { return n != 32768 }) {
 		t.Errorf("Read sizes %v, want 8 of 32768", sizes)
+	}
+}
+
+// escapeMixed writes v with every other character (from the first, or
+// the second with odd) escaped by esc and the others as they are, but
+// for the ones that must be escaped (lit, when not nil).
+func escapeMixed(v string, odd bool, esc func(c byte) string, lit ...func(c byte) string) string {
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		switch {
+		case (i%2 == 0) != odd:
+			b.WriteString(esc(v[i]))
+		case len(lit) > 0:
+			b.WriteString(lit[0](v[i]))
+		default:
+			b.WriteByte(v[i])
+		}
+	}
+	return b.String()
+}
+
+// jsonLit and htmlLit write c as it must be at the least in a JSON
+// string and in HTML text.
+func jsonLit(c byte) string { return jsonString(string(c), false, false) }
+func htmlLit(c byte) string {
+	switch c {
+	case '&':
+		return "&amp;"
+	case '<':
+		return "&lt;"
+	case '"':
+		return "&quot;"
+	}
+	return string(c)
+}
+
+// wrapLines breaks s every n characters with eol.
+func wrapLines(s string, n int, eol string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i += n {
+		if i > 0 {
+			b.WriteString(eol)
+		}
+		b.WriteString(s[i:min(i+n, len(s))])
+	}
+	return b.String()
+}
+
+// htmlUnescape decodes the character references escapeMixed's HTML
+// escapers write.
+func htmlUnescape(s string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '&' {
+			b.WriteByte(s[i])
+			continue
+		}
+		c, n, _ := decodeUnit([]byte(s[i:]), true)
+		if n == 1 {
+			return "", errors.New("bad reference at " + s[i:])
+		}
+		b.WriteByte(c)
+		i += n - 1
+	}
+	return b.String(), nil
+}
+
+// TestScrubEscapedPerCharacter: the value with its characters escaped
+// one at a time (JSON \u00XX, percent-encoding of every byte, HTML
+// character references; upper- and lower-case hex, mixed with literal
+// characters), and base64 of it wrapped at 76 (MIME) and 64 (PEM)
+// columns with CRLF or LF, inside longer text: scrubbed whole, in one
+// buffer and streamed in small reads of random sizes, into something
+// that decodes to the stand-in (or, where a character could not be
+// written in the same escape, never to the real value), of the same
+// length.
+func TestScrubEscapedPerCharacter(t *testing.T) {
+	v, si := scrubValue, scrubStandIn(t)
+	s := mustScrubber(t, EncodedForms("GH", v, si))
+	jsonUnq := func(x string) (string, error) {
+		var out string
+		err := json.Unmarshal([]byte(`"`+x+`"`), &out)
+		return out, err
+	}
+	type tc struct {
+		name   string
+		enc    string
+		decode func(string) (string, error)
+		exact  bool // decodes to the stand-in exactly
+	}
+	var cases []tc
+	for _, odd := range []bool{false, true} {
+		sfx := map[bool]string{false: " (from the first)", true: " (from the second)"}[odd]
+		cases = append(cases,
+			tc{"json \\u00XX lower" + sfx, escapeMixed(v, odd, func(c byte) string { return fmt.Sprintf(`\u%04x`, c) }, jsonLit), jsonUnq, true},
+			tc{"json \\u00XX upper" + sfx, escapeMixed(v, odd, func(c byte) string { return fmt.Sprintf(`\u%04X`, c) }, jsonLit), jsonUnq, true},
+			tc{"percent every byte upper" + sfx, escapeMixed(v, odd, func(c byte) string { return fmt.Sprintf("%%%02X", c) }), url.PathUnescape, true},
+			tc{"percent every byte lower" + sfx, escapeMixed(v, odd, func(c byte) string { return fmt.Sprintf("%%%02x", c) }), url.PathUnescape, true},
+			tc{"html decimal" + sfx, escapeMixed(v, odd, func(c byte) string { return fmt.Sprintf("&#%d;", c) }, htmlLit), htmlUnescape, false},
+			tc{"html decimal zero-padded" + sfx, escapeMixed(v, odd, func(c byte) string { return fmt.Sprintf("&#%03d;", c) }, htmlLit), htmlUnescape, true},
+			tc{"html hex" + sfx, escapeMixed(v, odd, func(c byte) string { return fmt.Sprintf("&#x%X;", c) }, htmlLit), htmlUnescape, true},
+			tc{"html hex lower X" + sfx, escapeMixed(v, odd, func(c byte) string { return fmt.Sprintf("&#X%x;", c) }, htmlLit), htmlUnescape, true},
+		)
+	}
+	cases = append(cases,
+		tc{"percent every byte", escapeMixed(v, false, func(c byte) string { return fmt.Sprintf("%%%02X", c) }) + "", url.PathUnescape, true},
+		tc{"every byte, escapes mixed", func() string {
+			var b strings.Builder
+			for i := 0; i < len(v); i++ {
+				switch i % 4 {
+				case 0:
+					fmt.Fprintf(&b, "%%%02x", v[i])
+				case 1:
+					fmt.Fprintf(&b, `\u%04X`, v[i])
+				case 2:
+					fmt.Fprintf(&b, "&#x%x;", v[i])
+				default:
+					fmt.Fprintf(&b, "&#%d;", v[i])
+				}
+			}
+			return b.String()
+		}(), nil, false},
+	)
+	// Base64 of longer data, wrapped.
+	data := "user:" + v + "\x00and some more data after it, to wrap over lines\x00" + v + strings.Repeat("z", 100)
+	for _, w := range []struct {
+		name string
+		n    int
+		eol  string
+	}{{"MIME CRLF", 76, "\r\n"}, {"MIME LF", 76, "\n"}, {"PEM LF", 64, "\n"}, {"PEM CRLF", 64, "\r\n"}, {"every 7 LF", 7, "\n"}} {
+		for pre := range 3 {
+			d := strings.Repeat("p", pre*25) + data
+			cases = append(cases, tc{"base64 " + w.name + fmt.Sprint(" pre ", pre), wrapLines(base64.StdEncoding.EncodeToString([]byte(d)), w.n, w.eol), func(x string) (string, error) {
+				b, err := base64.StdEncoding.DecodeString(strings.NewReplacer("\r", "", "\n", "").Replace(x))
+				return string(b), err
+			}, false})
+		}
+	}
+	// Base64 URL-encoded (%2B, %2F, %3D), as in a query or a form.
+	for _, user := range []string{"", "u:", "ab:"} {
+		cases = append(cases, tc{"base64 url-encoded " + user, url.QueryEscape(base64.StdEncoding.EncodeToString([]byte(user + v))), func(x string) (string, error) {
+			q, err := url.QueryUnescape(x)
+			if err != nil {
+				return "", err
+			}
+			b, err := base64.StdEncoding.DecodeString(q)
+			return string(b), err
+		}, false})
+	}
+	rng := rand.New(rand.NewPCG(9, 26))
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := "before [" + c.enc + "] after"
+			check := func(how, got string) {
+				t.Helper()
+				if len(got) != len(in) {
+					t.Fatalf("%s: length %d, want %d", how, len(got), len(in))
+				}
+				if got == in {
+					t.Fatalf("%s: nothing replaced in %q", how, in)
+				}
+				inner := got[len("before [") : len(got)-len("] after")]
+				if c.decode == nil {
+					if strings.Contains(inner, v) {
+						t.Fatalf("%s: the value is in %q", how, inner)
+					}
+					return
+				}
+				dec, err := c.decode(inner)
+				if err != nil {
+					t.Fatalf("%s: %q no longer decodes: %v", how, inner, err)
+				}
+				if strings.Contains(dec, v) || strings.Contains(dec, v[1:len(v)-1]) {
+					t.Fatalf("%s: decodes to %q, which holds the value", how, dec)
+				}
+				if c.exact && dec != si {
+					t.Fatalf("%s: decodes to %q, want the stand-in %q", how, dec, si)
+				}
+			}
+			got, _ := s.String(in)
+			check("Bytes", got)
+			for range 20 {
+				out, err := io.ReadAll(s.Reader(&randomChunks{data: []byte(in), rng: rng, max: 7}, nil))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(out) != got {
+					t.Fatalf("streamed %q, Bytes %q", out, got)
+				}
+			}
+		})
+	}
+}
+
+// randomChunks gives data in reads of 1 to max bytes.
+type randomChunks struct {
+	data []byte
+	rng  *rand.Rand
+	max  int
+}
+
+func (c *randomChunks) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	k := min(1+c.rng.IntN(c.max), len(p), len(c.data))
+	copy(p, c.data[:k])
+	c.data = c.data[k:]
+	return k, nil
+}
+
+// TestScrubFoldedHeaderValue: a header value that the server folded
+// (obs-fold), as Go's client hands it over (each fold one SP), or with
+// the fold's bytes kept, is scrubbed.
+func TestScrubFoldedHeaderValue(t *testing.T) {
+	v, si := scrubValue, scrubStandIn(t)
+	s := mustScrubber(t, EncodedForms("GH", v, si))
+	for _, in := range []string{
+		"token " + v[:10] + " " + v[10:],
+		"token " + v[:10] + "\t" + v[10:20] + " " + v[20:],
+		"token " + v[:10] + "\r\n " + v[10:],
+	} {
+		got, h := s.String(in)
+		want := strings.Replace(in, v[:10], si[:10], 1)
+		want = strings.Replace(want, v[10:20], si[10:20], 1)
+		want = strings.Replace(want, v[20:], si[20:], 1)
+		if got != want || h["GH"] == 0 {
+			t.Errorf("%q: scrubbed %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestScrubDecodingLeavesText: escapes, references and white space that
+// do not make up a value are left as they are, and a value broken by
+// more white space than a line break is not looked for.
+func TestScrubDecodingLeavesText(t *testing.T) {
+	v := scrubValue
+	s := mustScrubber(t, EncodedForms("GH", v, scrubStandIn(t)))
+	for _, in := range []string{
+		"a%20b%2Fc &amp; &#65;&#x42; \\u0041\\n &#1234567; &#x; %zz \\u12 gh p_ ghp\r\n_A end",
+		v[:10] + "\r\n\r\n" + v[10:] + " end",
+		v[:10] + "    " + v[10:] + " end",
+	} {
+		if got, h := s.String(in); got != in {
+			t.Errorf("%q changed to %q (%v)", in, got, h)
+		}
+	}
+}
+
+// TestScrubStreamHoldBound: what a stream holds back stays within
+// MaxHold, however the value is escaped: at every read of the source,
+// all but MaxHold bytes of what it gave have been passed on.
+func TestScrubStreamHoldBound(t *testing.T) {
+	v := scrubValue
+	s := mustScrubber(t, EncodedForms("GH", v, scrubStandIn(t)))
+	if s.MaxHold() > 13*s.MaxLen() {
+		t.Fatalf("MaxHold %d for MaxLen %d", s.MaxHold(), s.MaxLen())
+	}
+	// Starts of the value that never complete, each escaped as long as
+	// an escape can be, with white space between characters.
+	var in strings.Builder
+	for range 20 {
+		for i := range len(v) - 1 {
+			fmt.Fprintf(&in, "&#x%06X;\r\n ", v[i])
+		}
+		in.WriteString("!")
+	}
+	data := []byte(in.String())
+	src := &chunkReader{data: data, n: 1}
+	r := s.Reader(src, nil)
+	out, most := 0, 0
+	buf := make([]byte, 1)
+	for {
+		n, err := r.Read(buf)
+		out += n
+		given := len(data) - len(src.data)
+		if given-out > s.MaxHold() {
+			t.Fatalf("holding %d bytes, MaxHold %d", given-out, s.MaxHold())
+		}
+		most = max(most, given-out)
+		if err != nil {
+			break
+		}
+	}
+	if out != len(data) || most <= s.MaxLen() {
+		t.Fatalf("passed on %d of %d bytes, holding %d at the most (MaxLen %d)", out, len(data), most, s.MaxLen())
+	}
+}
+
+// TestScrubDecodingStreamsLikeBytes: on random texts made of the value's
+// characters escaped at random, pieces of escapes, white space and noise,
+// Reader, over every size of reads, gives what Bytes gives, and neither
+// leaves a whole escaped value that it built in.
+func TestScrubDecodingStreamsLikeBytes(t *testing.T) {
+	v, si := scrubValue, scrubStandIn(t)
+	s := mustScrubber(t, EncodedForms("GH", v, si))
+	rng := rand.New(rand.NewPCG(26, 2))
+	esc := func(c byte) string {
+		k := rng.IntN(7)
+		if c == '\\' && k >= 4 {
+			k = 0 // a literal backslash would escape what follows
+		}
+		switch k {
+		case 0:
+			return fmt.Sprintf("%%%02X", c)
+		case 1:
+			return fmt.Sprintf(`\u%04x`, c)
+		case 2:
+			return fmt.Sprintf("&#%d;", c)
+		case 3:
+			return fmt.Sprintf("&#x%02X;", c)
+		case 4:
+			return []string{"\r\n", "\n", " "}[rng.IntN(3)] + string(c)
+		}
+		return string(c)
+	}
+	noise := []string{"%", "%4", "\\", "\\u", "\\u00", "&", "&#", "&#x", "&#12", "&amp;", " ", "\r\n", "g", "gh", "x"}
+	for round := range 200 {
+		var b strings.Builder
+		var whole int
+		for range 1 + rng.IntN(4) {
+			if rng.IntN(2) == 0 {
+				b.WriteString(noise[rng.IntN(len(noise))])
+				continue
+			}
+			// The value, or a start of it, escaped at random.
+			n := len(v)
+			if rng.IntN(3) == 0 {
+				n = 1 + rng.IntN(len(v))
+			} else {
+				whole++
+			}
+			for i := range n {
+				if i == 0 {
+					b.WriteString(fmt.Sprintf("%%%02X", v[0]))
+					continue
+				}
+				b.WriteString(esc(v[i]))
+			}
+		}
+		in := []byte(b.String())
+		want := bytes.Clone(in)
+		h := s.Bytes(want)
+		if h.Total() < whole {
+			t.Fatalf("round %d: %d replacements in %q, want %d at the least", round, h.Total(), in, whole)
+		}
+		for chunk := 1; chunk <= len(in)+1; chunk += 1 + chunk/8 {
+			out, err := io.ReadAll(s.Reader(&chunkReader{data: bytes.Clone(in), n: chunk}, nil))
+			if err != nil || !bytes.Equal(out, want) {
+				t.Fatalf("round %d, reads of %d: %q, want %q (in %q)", round, chunk, out, want, in)
+			}
+		}
 	}
 }
