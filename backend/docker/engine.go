@@ -397,8 +397,11 @@ func (e *Engine) remove(c *ctr, why string) {
 			return
 		}
 	}
-	// What a process that outlived its command made is checked once more.
-	e.quarantine(c)
+	// What a process that outlived its command made is checked once more;
+	// no result carries these notes, so the log says them.
+	for _, n := range e.quarantine(c) {
+		e.log.Warn("docker.protected.changed", "container", c.name, "message", n)
+	}
 	if !c.ephemeral && e.othersInside(ctx, cli, c) {
 		e.log.Info("docker.container.kept", "container", c.name, "key", c.key, "reason", "another corral runs commands in it")
 		return

@@ -68,7 +68,7 @@ func (e *Engine) quarantine(c *ctr) []string {
 				continue
 			}
 		}
-		e.log.Warn("docker.protected.quarantined", "container", c.name, "path", p.Rel, "to", where)
+		e.log.Info("docker.protected.quarantined", "container", c.name, "path", p.Rel, "to", where)
 		notes = append(notes, fmt.Sprintf("%s is a protected path (programs on the host run it later) that the command made; it was %s", p.Rel, where))
 	}
 	return notes
@@ -115,7 +115,7 @@ func (e *Engine) quarantineReview(c *ctr) []string {
 		if _, serr := os.Stat(c.view); serr != nil {
 			return nil // the container is gone: nothing of it can run later
 		}
-		e.log.Warn("docker.protected.unchecked", "container", c.name, "error", err)
+		e.log.Info("docker.protected.unchecked", "container", c.name, "error", err)
 		return []string{fmt.Sprintf("the protected paths of the review layer could not be checked after the command: %v", err)}
 	}
 	found, truncated := sandbox.FindProtected(root, c.patterns)
@@ -152,7 +152,7 @@ func (e *Engine) quarantineReview(c *ctr) []string {
 			notes = append(notes, fmt.Sprintf("%s is a protected path the command made in the review layer and it could not be removed: %v", p.Rel, err))
 			continue
 		}
-		e.log.Warn("docker.protected.quarantined", "container", c.name, "path", p.Rel, "to", "removed", "layer", c.review.l.Dir)
+		e.log.Info("docker.protected.quarantined", "container", c.name, "path", p.Rel, "to", "removed", "layer", c.review.l.Dir)
 		notes = append(notes, fmt.Sprintf("%s is a protected path (programs on the host run it later) that the command made in the review layer; it was removed", p.Rel))
 	}
 	return notes
