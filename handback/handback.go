@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/corralhq/corral/sandbox"
@@ -60,8 +61,10 @@ type Risk struct {
 	Why string `json:"why"`
 }
 
-// String is the path as git prints it (QuotePath) and the reason.
-func (r Risk) String() string { return QuotePath(r.Path) + ": " + r.Why }
+// String is the path as a person names it back (QuoteArg: as git prints
+// it, in double quotes too when a shell would split or expand it) and the
+// reason.
+func (r Risk) String() string { return QuoteArg(r.Path) + ": " + r.Why }
 
 // The reasons Classify gives.
 const (
@@ -286,18 +289,102 @@ func (p Policy) Check(rel string, k Kind, isGitDir func(dir string) bool) (why s
 	return why, p.Included(rel)
 }
 
-// Included reports whether rel is one of Include or lies below one.
+// Included reports whether rel is one of Include or lies below one. An
+// Include is taken as given and, when it reads as a quoted path
+// (UnquotePath: as Risk.String prints one, with or without the double
+// quotes a shell strips), as the path it quotes too.
 func (p Policy) Included(rel string) bool {
 	for _, inc := range p.Include {
 		if strings.TrimSpace(inc) == "" {
 			continue // an unset variable names nothing, not everything
 		}
-		inc = path.Clean(strings.TrimPrefix(inc, "./"))
-		if inc == "." || rel == inc || strings.HasPrefix(rel, inc+"/") {
+		if includes(inc, rel) {
+			return true
+		}
+		if u, ok := UnquotePath(inc); ok && strings.TrimSpace(u) != "" && includes(u, rel) {
 			return true
 		}
 	}
 	return false
+}
+
+func includes(inc, rel string) bool {
+	inc = path.Clean(strings.TrimPrefix(inc, "./"))
+	return inc == "." || rel == inc || strings.HasPrefix(rel, inc+"/")
+}
+
+// QuoteArg returns p as a person can paste it back into a shell command
+// line: QuotePath's form, also in double quotes (with $ and ` escaped)
+// when p holds a space or another byte a shell would split at or expand.
+// UnquotePath reads it back, whether the shell stripped the quotes or not.
+func QuoteArg(p string) string {
+	q := QuotePath(p)
+	if strings.HasPrefix(q, `"`) {
+		return strings.NewReplacer("$", `\$`, "`", "\\`").Replace(q)
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("/._-+,:@%=^", c) >= 0) {
+			return `"` + strings.NewReplacer("$", `\$`, "`", "\\`").Replace(p) + `"`
+		}
+	}
+	if strings.HasPrefix(p, "~") {
+		return `"` + p + `"`
+	}
+	return p
+}
+
+// UnquotePath reads s as QuotePath or QuoteArg print a path: in double
+// quotes with C escapes, or, as a shell leaves that after stripping the
+// quotes, with the escapes alone. ok is false when s has neither quotes
+// nor escapes to read, or an escape QuotePath does not write.
+func UnquotePath(s string) (string, bool) {
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		s = s[1 : len(s)-1]
+	} else if !strings.Contains(s, `\`) {
+		return "", false
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' {
+			b.WriteByte(c)
+			continue
+		}
+		i++
+		if i == len(s) {
+			return "", false
+		}
+		switch c = s[i]; c {
+		case 'a':
+			b.WriteByte('\a')
+		case 'b':
+			b.WriteByte('\b')
+		case 't':
+			b.WriteByte('\t')
+		case 'n':
+			b.WriteByte('\n')
+		case 'v':
+			b.WriteByte('\v')
+		case 'f':
+			b.WriteByte('\f')
+		case 'r':
+			b.WriteByte('\r')
+		case '"', '\\', '$', '`':
+			b.WriteByte(c)
+		default:
+			if i+3 > len(s) {
+				return "", false
+			}
+			n, err := strconv.ParseUint(s[i:i+3], 8, 8)
+			if err != nil {
+				return "", false
+			}
+			b.WriteByte(byte(n))
+			i += 2
+		}
+	}
+	return b.String(), true
 }
 
 // Within reports whether name, a clean slash-separated entry name, is top

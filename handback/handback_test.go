@@ -248,3 +248,33 @@ func TestQuotePathAsGit(t *testing.T) {
 		}
 	}
 }
+
+// TestIncludeAsPrinted: a path as Risk.String prints it, pasted after
+// --include-risky into a shell command line (the shell strips the quotes)
+// or in single quotes (it keeps them), names that path.
+func TestIncludeAsPrinted(t *testing.T) {
+	for _, p := range []string{
+		"q/.bashrc", "a b/.envrc", "caf\xc3\xa9/.envrc", "tab\there/.envrc", `quo"te/.envrc`,
+		`back\slash/.envrc`, "d$HOME/.envrc", "tick`x`/.envrc", "bad\xff/.envrc", "~x/.envrc", "semi;colon/.envrc",
+	} {
+		printed := strings.TrimSuffix(Risk{Path: p, Why: "w"}.String(), ": w")
+		out, err := exec.Command("sh", "-c", `printf '%s\0' `+printed+` '`+strings.ReplaceAll(printed, `'`, `'\''`)+`'`).Output()
+		if err != nil {
+			t.Fatalf("sh: %v", err)
+		}
+		args := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+		if len(args) != 2 {
+			t.Errorf("%q printed as %s: the shell splits it: %q", p, printed, args)
+			continue
+		}
+		for _, a := range args {
+			if !(Policy{Include: []string{a}}).Included(p) {
+				t.Errorf("%q printed as %s: --include-risky %q does not name it", p, printed, a)
+			}
+		}
+	}
+	// What reads as no quoted path names only itself.
+	if (Policy{Include: []string{`a\q`}}).Included("a") || !(Policy{Include: []string{`a\q`}}).Included(`a\q`) {
+		t.Error(`a\q`)
+	}
+}

@@ -172,6 +172,11 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 		s.m.log.Info("session.background.exited", "session", s.name, "id", id, "exit_code", code)
 	}()
 	s.m.log.Info("session.background.started", "session", s.name, "id", id)
+	// Listed with its backend, profile and working directory even when
+	// it runs nothing in the foreground (corral sessions list).
+	if err := s.saveMeta(sp); err != nil {
+		s.m.log.Warn("session.meta.save_failed", "session", s.name, "error", err)
+	}
 	if len(sp.Ports) > 0 && !sp.Profile.HostNetwork() {
 		if pb, ok := sp.Backend.(sandbox.PortBackend); ok {
 			go s.autoForwardBackend(p, sp.Ports, pb, sreq)

@@ -171,6 +171,9 @@ type Info struct {
 	Cwd string `json:"cwd,omitempty"`
 	// Busy is set when a command of the session is running now.
 	Busy bool `json:"busy"`
+	// Background counts its background processes running now whose
+	// sandboxes are on this host (Background).
+	Background int `json:"background,omitempty"`
 }
 
 // List returns every session on disk, most recently used first.
@@ -196,7 +199,12 @@ func (m *Manager) List() ([]Info, error) {
 		var st State
 		if readJSON(filepath.Join(dir, "state.json"), &st) == nil {
 			info.Cwd = st.Cwd
+		} else {
+			// No foreground command yet: the next starts in the
+			// working directory (loadState).
+			info.Cwd = info.Workdir
 		}
+		info.Background = len(Background(dir))
 		if release, ok := tryLock(filepath.Join(dir, "lock")); ok {
 			release()
 		} else {

@@ -413,6 +413,13 @@ func (s *Session) saveState(st *State, sp *Spec) error {
 	if err := writeJSON(filepath.Join(s.dir, "state.json"), st); err != nil {
 		return fmt.Errorf("saving session state: %w", err)
 	}
+	return s.saveMeta(sp)
+}
+
+// saveMeta records in meta.json that the session ran a command (in the
+// foreground or the background) now, with sp's backend, profile and
+// working directory, for corral sessions list.
+func (s *Session) saveMeta(sp *Spec) error {
 	var meta Meta
 	_ = readJSON(filepath.Join(s.dir, "meta.json"), &meta)
 	if meta.Name == "" {

@@ -711,3 +711,29 @@ func TestReviewSession(t *testing.T) {
 		t.Errorf("after a restart: %+v", r)
 	}
 }
+
+// TestListBackgroundOnly: a session that has run only a background
+// process is listed with what is known of it: its backend, profile and
+// working directory (where its next command starts), when it was last
+// used, and its running background process.
+func TestListBackgroundOnly(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("bg-only")
+	p, err := s.Start(StartRequest{Command: "sleep 60"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Kill(p.ID)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(Background(s.Dir())) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	infos, err := f.manager().List()
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("List: %v %+v", err, infos)
+	}
+	in := infos[0]
+	if in.Name != "bg-only" || in.Backend != "bwrap" || in.Profile != string(sandbox.ProfileWorkspace) || in.Workdir != f.work || in.Cwd != f.work || in.LastUsed.IsZero() || in.Background != 1 {
+		t.Errorf("a session with a background process only is listed as %+v", in)
+	}
+}

@@ -101,6 +101,9 @@ func runtimesStart(t *testing.T, e *env, tweak func(*sandbox.Request), perProces
 			if tc.name == "java" && told != perProcess {
 				t.Errorf("java told -XX:MaxRAM: %v, want %v (memory_mb per process)\n%s", told, perProcess, o)
 			}
+			if n := strings.Count(o.stdout, "Picked up"); tc.name == "java" && n > 1 {
+				t.Errorf("one JVM said it picked up options %d times\n%s", n, o)
+			}
 		})
 	}
 }

@@ -468,9 +468,6 @@ func (b *Backend) checkProtected(plan *Plan) []string {
 			}
 		}
 	}
-	for _, w := range warns {
-		b.log.Warn("bwrap.protected.changed", "message", w)
-	}
 	return warns
 }
 

@@ -545,6 +545,16 @@ func (b *Backend) attempt(ctx context.Context, bin *Binary, host Host, req *sand
 	if res != nil {
 		res.Warnings = append(append(plan.Warnings, res.Warnings...), swept...)
 	}
+	// The result's warnings say it to the caller (the CLI prints them):
+	// the log says it at Warn only when there is no result to carry them,
+	// or the CLI, whose log is stderr, would say it twice.
+	lvl := slog.LevelInfo
+	if res == nil {
+		lvl = slog.LevelWarn
+	}
+	for _, w := range swept {
+		b.log.Log(context.Background(), lvl, "bwrap.protected.changed", "message", w)
+	}
 	return res, err
 }
 

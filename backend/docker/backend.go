@@ -203,8 +203,15 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	} else {
 		res, err = b.runCmd(ctx, cli, c, req, env, dirIn(c.ws, req.Dir))
 	}
+	// The notes reach the caller in the result's warnings (the CLI prints
+	// them; the log says them at Info, not twice); without a result, the
+	// log is all that says them.
 	if notes := b.e.quarantine(c); res != nil {
 		res.Warnings = append(append(bindWarnings, res.Warnings...), notes...)
+	} else {
+		for _, n := range notes {
+			b.e.log.Warn("docker.protected.changed", "container", c.name, "message", n)
+		}
 	}
 	return res, err
 }

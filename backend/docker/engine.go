@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -213,7 +214,18 @@ func (e *Engine) unavailable(err error) error {
 	if host == "" {
 		host = client.DefaultDockerHost
 	}
-	return fmt.Errorf("%w: docker backend: the Docker engine at %s is not reachable (%v); start it (`sudo systemctl start docker`, or `sudo dockerd &` where systemd is not running), or point DOCKER_HOST at a running engine (Podman: DOCKER_HOST=unix://$XDG_RUNTIME_DIR/podman/podman.sock); nothing was run", sandbox.ErrUnavailable, host, err)
+	return fmt.Errorf("%w: docker backend: the Docker engine at %s is not reachable (%v); %s; nothing was run", sandbox.ErrUnavailable, host, err, reachFix(err))
+}
+
+// reachFix says how to reach an engine that err (a failed connection)
+// did not: when its socket refused this user, how to be let in (and what
+// the docker group grants) first; then how to start one or name another.
+func reachFix(err error) string {
+	fix := "start the engine (`sudo systemctl start docker`, or `sudo dockerd &` where systemd is not running), or point DOCKER_HOST at a running engine (Podman: DOCKER_HOST=unix://$XDG_RUNTIME_DIR/podman/podman.sock)"
+	if errors.Is(err, fs.ErrPermission) || strings.Contains(strings.ToLower(err.Error()), "permission denied") {
+		fix = "its socket refuses this user: add the user to the docker group (`sudo usermod -aG docker $USER`, then log in again or run `newgrp docker`; the docker group is root-equivalent: its members can run any container as root with the host's files mounted), or run rootless Docker or Podman as this user and point DOCKER_HOST at its socket (Podman: DOCKER_HOST=unix://$XDG_RUNTIME_DIR/podman/podman.sock), or run corral as a user that can reach the engine; if the engine is not running, start it (`sudo systemctl start docker`)"
+	}
+	return fix
 }
 
 // engineErr classifies an error of an Engine API call: a connection
@@ -397,8 +409,11 @@ func (e *Engine) remove(c *ctr, why string) {
 			return
 		}
 	}
-	// What a process that outlived its command made is checked once more.
-	e.quarantine(c)
+	// What a process that outlived its command made is checked once more;
+	// no result carries these notes, so the log says them.
+	for _, n := range e.quarantine(c) {
+		e.log.Warn("docker.protected.changed", "container", c.name, "message", n)
+	}
 	if !c.ephemeral && e.othersInside(ctx, cli, c) {
 		e.log.Info("docker.container.kept", "container", c.name, "key", c.key, "reason", "another corral runs commands in it")
 		return

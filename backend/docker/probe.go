@@ -72,7 +72,7 @@ func (e *Engine) Diagnose(ctx context.Context, st Settings) *Diagnosis {
 	}
 	if err != nil {
 		d.Error = err.Error()
-		d.Fix = "start the engine (sudo systemctl start docker, or sudo dockerd & where systemd does not run), or point DOCKER_HOST at one; an unprivileged user needs to be in the docker group"
+		d.Fix = reachFix(err)
 	}
 	return d
 }

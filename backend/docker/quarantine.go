@@ -86,7 +86,7 @@ func (e *Engine) quarantine(c *ctr) []string {
 				continue
 			}
 		}
-		e.log.Warn("docker.protected.quarantined", "container", c.name, "path", p.Rel, "to", where)
+		e.log.Info("docker.protected.quarantined", "container", c.name, "path", p.Rel, "to", where)
 		kept := ""
 		if cfg != nil {
 			kept = handback.WriteBackGitConfig(wsRoot, filepath.FromSlash(p.Rel), cfg)
@@ -137,7 +137,7 @@ func (e *Engine) quarantineReview(c *ctr) []string {
 		if _, serr := os.Stat(c.view); serr != nil {
 			return nil // the container is gone: nothing of it can run later
 		}
-		e.log.Warn("docker.protected.unchecked", "container", c.name, "error", err)
+		e.log.Info("docker.protected.unchecked", "container", c.name, "error", err)
 		return []string{fmt.Sprintf("the protected paths of the review layer could not be checked after the command: %v", err)}
 	}
 	found, truncated := sandbox.FindProtected(root, c.patterns)
@@ -178,7 +178,7 @@ func (e *Engine) quarantineReview(c *ctr) []string {
 			notes = append(notes, fmt.Sprintf("%s is a protected path the command made in the review layer and it could not be removed: %v", p.Rel, err))
 			continue
 		}
-		e.log.Warn("docker.protected.quarantined", "container", c.name, "path", p.Rel, "to", "removed", "layer", c.review.l.Dir)
+		e.log.Info("docker.protected.quarantined", "container", c.name, "path", p.Rel, "to", "removed", "layer", c.review.l.Dir)
 		kept := ""
 		if cfg != nil {
 			kept = handback.WriteBackGitConfig(croot, rel, cfg)

@@ -1,12 +1,18 @@
 package docker
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net"
+	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
 
 	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/internal/owner"
@@ -336,5 +342,30 @@ func TestEnvToolCaches(t *testing.T) {
 	got, _ = b.env(req)
 	if v, ok := sandbox.LookupEnv(got, "GOMODCACHE"); ok {
 		t.Errorf("GOMODCACHE = %q without a tool cache", v)
+	}
+}
+
+// TestEngineSocketRefused: an engine whose socket refuses this user (not
+// in the docker group) is met with how to be let in, and what the docker
+// group grants, in doctor's fix and in a command's error, besides how to
+// start an engine or name another.
+func TestEngineSocketRefused(t *testing.T) {
+	refused := func(context.Context, string, string) (net.Conn, error) {
+		return nil, &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.EACCES)}
+	}
+	e := NewEngine(Options{ClientOpts: []client.Opt{client.WithHost("unix:///var/run/docker.sock"), client.WithDialContext(refused), client.WithAPIVersionNegotiation()}})
+	d := e.Diagnose(t.Context(), Settings{Image: "x"})
+	cli, _ := e.client()
+	_, err := cli.Ping(t.Context(), client.PingOptions{})
+	err = e.engineErr("ping", err)
+	for what, s := range map[string]string{"doctor's fix": d.Fix, "the error": fmt.Sprint(err)} {
+		for _, want := range []string{"docker group", "usermod -aG docker", "root-equivalent", "rootless", "DOCKER_HOST", "systemctl start docker"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("%s lacks %q: %s", what, want, s)
+			}
+		}
+	}
+	if !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Errorf("not unavailable: %v", err)
 	}
 }

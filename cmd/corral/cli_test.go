@@ -378,6 +378,24 @@ func TestOwnFilesProtected(t *testing.T) {
 	}
 }
 
+// TestProtectedNoteOnce: what a command made at a protected path is
+// moved out and said so on stderr once (it was said twice: the result's
+// warning and the backend's log line).
+func TestProtectedNoteOnce(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	if out, err := exec.Command("git", "init", "-q", c.work).CombinedOutput(); err != nil {
+		t.Skipf("git init: %v %s", err, out)
+	}
+	code, _, se := c.run(nil, "run", "--", "sh", "-c", "echo hi > .bashrc")
+	if code != 0 || strings.Count(se, "was made by the command") != 1 {
+		t.Errorf("a .bashrc made by the command: %d, the note not once: %q", code, se)
+	}
+	if _, err := os.Lstat(filepath.Join(c.work, ".bashrc")); err == nil {
+		t.Error(".bashrc stayed in the working directory")
+	}
+}
+
 // A second ^C ends the whole sandbox at once, even when the command ignores
 // the first.
 func TestSecondInterruptKills(t *testing.T) {

@@ -51,8 +51,13 @@ Sessions unused for a day are removed by "corral sessions prune".`,
 			fmt.Fprintln(tw, "NAME\tLAST USED\tBACKEND\tPROFILE\tCWD")
 			for _, in := range infos {
 				busy := ""
-				if in.Busy {
+				switch {
+				case in.Busy && in.Background > 0:
+					busy = fmt.Sprintf(" (running, %d in background)", in.Background)
+				case in.Busy:
 					busy = " (running)"
+				case in.Background > 0:
+					busy = fmt.Sprintf(" (%d in background)", in.Background)
 				}
 				fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\n", display(in.Name, 60), busy, in.LastUsed.Format(time.DateTime), in.Backend, in.Profile, display(in.Cwd, 200))
 			}
