@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corralhq/corral/internal/termsafe"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -45,7 +46,7 @@ func (e *Engine) quarantine(c *ctr) []string {
 			continue
 		}
 		if len(p.Links) > 0 {
-			notes = append(notes, fmt.Sprintf("%s appeared in the workspace through a symlink; it is a protected path (programs on the host run it later): check it", p.Rel))
+			notes = append(notes, fmt.Sprintf("%s appeared in the workspace through a symlink; it is a protected path (programs on the host run it later): check it", termsafe.Path(p.Rel)))
 			continue
 		}
 		if dest == "" && e.opts.QuarantineDir != "" {
@@ -59,17 +60,17 @@ func (e *Engine) quarantine(c *ctr) []string {
 		if dest != "" {
 			target := filepath.Join(dest, strings.ReplaceAll(p.Rel, "/", "_"))
 			if os.Rename(p.Path, target) == nil {
-				where, moved = "moved to "+target, true
+				where, moved = "moved to "+termsafe.Path(target), true
 			}
 		}
 		if !moved {
 			if err := os.RemoveAll(p.Path); err != nil {
-				notes = append(notes, fmt.Sprintf("%s is a protected path the command made and it could not be removed: %v", p.Rel, err))
+				notes = append(notes, fmt.Sprintf("%s is a protected path the command made and it could not be removed: %v", termsafe.Path(p.Rel), err))
 				continue
 			}
 		}
 		e.log.Warn("docker.protected.quarantined", "container", c.name, "path", p.Rel, "to", where)
-		notes = append(notes, fmt.Sprintf("%s is a protected path (programs on the host run it later) that the command made; it was %s", p.Rel, where))
+		notes = append(notes, fmt.Sprintf("%s is a protected path (programs on the host run it later) that the command made; it was %s", termsafe.Path(p.Rel), where))
 	}
 	return notes
 }
@@ -138,22 +139,22 @@ func (e *Engine) quarantineReview(c *ctr) []string {
 			continue
 		}
 		if len(p.Links) > 0 {
-			notes = append(notes, fmt.Sprintf("%s appeared in the workspace's review layer through a symlink; it is a protected path (programs on the host run it once applied): check it before corral apply", p.Rel))
+			notes = append(notes, fmt.Sprintf("%s appeared in the workspace's review layer through a symlink; it is a protected path (programs on the host run it once applied): check it before corral apply", termsafe.Path(p.Rel)))
 			continue
 		}
 		if croot == nil {
 			if croot, err = os.OpenRoot(c.view + "/root"); err != nil {
-				notes = append(notes, fmt.Sprintf("%s is a protected path the command made in the review layer and it could not be removed: %v", p.Rel, err))
+				notes = append(notes, fmt.Sprintf("%s is a protected path the command made in the review layer and it could not be removed: %v", termsafe.Path(p.Rel), err))
 				continue
 			}
 		}
 		rel := filepath.Join(strings.TrimPrefix(c.ws.Target, "/"), filepath.FromSlash(p.Rel))
 		if err := croot.RemoveAll(rel); err != nil {
-			notes = append(notes, fmt.Sprintf("%s is a protected path the command made in the review layer and it could not be removed: %v", p.Rel, err))
+			notes = append(notes, fmt.Sprintf("%s is a protected path the command made in the review layer and it could not be removed: %v", termsafe.Path(p.Rel), err))
 			continue
 		}
 		e.log.Warn("docker.protected.quarantined", "container", c.name, "path", p.Rel, "to", "removed", "layer", c.review.l.Dir)
-		notes = append(notes, fmt.Sprintf("%s is a protected path (programs on the host run it later) that the command made in the review layer; it was removed", p.Rel))
+		notes = append(notes, fmt.Sprintf("%s is a protected path (programs on the host run it later) that the command made in the review layer; it was removed", termsafe.Path(p.Rel)))
 	}
 	return notes
 }
