@@ -83,7 +83,12 @@ git diff shows them: unified diffs with 3 lines of context, new, deleted and
 binary files, mode changes, symlinks; files over 2 MiB by their sizes, and
 fifos, sockets and devices by what they are. PATHs (relative to the working
 directory, or absolute inside it) limit it to themselves and what lies below.
-The default session is the one the MCP server uses for the current directory.`,
+The default session is the one the MCP server uses for the current directory.
+What the session's commands chose cannot drive the terminal: paths are quoted
+as git quotes them, and in the contents control characters other than tab
+show in caret notation (ESC as ^[, CR as ^M), C1 and bidi controls as
+<U+XXXX>, stray bytes as <XX>, as less shows them; corral apply writes the
+exact bytes.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			t, err := sessionLayer(g, name)
 			if err != nil {
