@@ -208,7 +208,11 @@ func conflictMessage(t *reviewTarget, res layer.ApplyResult, merged bool) error 
 		sess = fmt.Sprintf(" --session %q", t.name)
 	}
 	if len(res.Merged) > 0 {
-		merged := strings.Join(res.Merged, ", ")
+		q := make([]string, len(res.Merged))
+		for i, p := range res.Merged {
+			q[i] = handback.QuotePath(p)
+		}
+		merged := strings.Join(q, ", ")
 		if more := res.MergedTotal - len(res.Merged); more > 0 {
 			merged += fmt.Sprintf(" and %d more", more)
 		}
