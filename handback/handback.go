@@ -38,6 +38,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/corralhq/corral/internal/termsafe"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -396,58 +397,13 @@ func Within(name, top string) bool {
 }
 
 // QuotePath returns p as git prints a path with core.quotePath (its
-// default, quote.c's quote_c_style): unchanged when every byte is
-// printable ASCII other than a double quote and a backslash, else in
-// double quotes with C escapes (\a \b \t \n \v \f \r \" \\) and three
-// octal digits for every other byte (a control character, DEL, a byte of
-// a UTF-8 sequence or of no encoding). A name can then never forge a line
-// of a diff ("dir\n+++ b/evil") or a terminal escape.
-func QuotePath(p string) string {
-	need := false
-	for i := 0; i < len(p); i++ {
-		if c := p[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			need = true
-			break
-		}
-	}
-	if !need {
-		return p
-	}
-	var b strings.Builder
-	b.Grow(len(p) + 8)
-	b.WriteByte('"')
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		switch c {
-		case '\a':
-			b.WriteString(`\a`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\v':
-			b.WriteString(`\v`)
-		case '\f':
-			b.WriteString(`\f`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		default:
-			if c < 0x20 || c >= 0x7f {
-				fmt.Fprintf(&b, `\%03o`, c)
-			} else {
-				b.WriteByte(c)
-			}
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
-}
+// default, quote.c's quote_c_style); it is termsafe.Path, corral's rule
+// for paths in output for people: unchanged when every byte is printable
+// ASCII other than a double quote and a backslash, else in double quotes
+// with C escapes and three octal digits for every other byte. A name can
+// then never forge a line of a diff ("dir\n+++ b/evil"), nor reach a
+// terminal as an escape sequence or a bidi override.
+func QuotePath(p string) string { return termsafe.Path(p) }
 
 // GitDirMarker reports whether rel is one of the entries that make its
 // directory a git directory (HEAD, objects, refs, commondir: git's

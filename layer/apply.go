@@ -405,7 +405,7 @@ func (l *Layer) check(s *trees, sel selection, base *baseReader, opts ApplyOptio
 					break
 				}
 				if !errors.Is(err, ErrNoMergeBase) && !errors.Is(err, ErrMergeConflict) && !errors.Is(err, ErrIndexStaged) {
-					return fmt.Errorf("merging %s: %w", ch.Path, err)
+					return fmt.Errorf("merging %s: %w", handback.QuotePath(ch.Path), err)
 				}
 				if conflicts.total < ListMax {
 					if res.Unmerged == nil {
@@ -579,7 +579,7 @@ func (s *trees) writeUpper(rel, from string, mode uint32) error {
 		return err
 	}
 	if cur == nil || cur.Type != "file" {
-		return fmt.Errorf("%s is no longer a file in the layer", rel)
+		return fmt.Errorf("%s is no longer a file in the layer", handback.QuotePath(rel))
 	}
 	if from == "" {
 		return s.chmod(s.up, rel, mode)
@@ -1074,7 +1074,7 @@ func (s *trees) writeEntry(e journalEntry) error {
 			return err
 		}
 	default:
-		return fmt.Errorf("%s: cannot apply %s", s.lo.abs(e.Path), article(""))
+		return fmt.Errorf("%s: cannot apply %s", handback.QuotePath(s.lo.abs(e.Path)), article(""))
 	}
 	if err := unix.Renameat(pfd, tmp, pfd, base); err != nil {
 		unix.Unlinkat(pfd, tmp, 0)
@@ -1163,7 +1163,7 @@ func (s *trees) mkdirs(dir string) error {
 	}
 	if cur != nil {
 		if cur.Type != "dir" {
-			return fmt.Errorf("%s is not a directory", s.lo.abs(dir))
+			return fmt.Errorf("%s is not a directory", handback.QuotePath(s.lo.abs(dir)))
 		}
 		s.isDir.add(dir)
 		return nil
@@ -1277,7 +1277,7 @@ func (s *trees) unwhiteout(rel string) error {
 			return &os.PathError{Op: "mkdir", Path: s.up.abs(a), Err: err}
 		}
 		if err := s.up.setOverlayXattr(a, s.prefix, "opaque", "y"); err != nil {
-			return fmt.Errorf("marking %s opaque: %w", s.up.abs(a), err)
+			return fmt.Errorf("marking %s opaque: %w", handback.QuotePath(s.up.abs(a)), err)
 		}
 	}
 	return nil
@@ -1321,7 +1321,7 @@ func (s *trees) copyIn(rel string) error {
 		_, err = copyTo(in, pfd, base, ln.Mode, -1, -1, false)
 		return err
 	}
-	return fmt.Errorf("%s: cannot copy a special file into the layer", s.lo.abs(rel))
+	return fmt.Errorf("%s: cannot copy a special file into the layer", handback.QuotePath(s.lo.abs(rel)))
 }
 
 func (s *trees) pruneOne(p string) (pruned, error) {
@@ -1388,7 +1388,7 @@ func (s *trees) pruneOne(p string) (pruned, error) {
 				}
 				if cu != nil && cu.Type == "dir" && cl != nil && cl.Type == "dir" {
 					if err := s.up.setOverlayXattr(c, pre, "opaque", "y"); err != nil {
-						return kept, fmt.Errorf("marking %s opaque: %w", s.up.abs(c), err)
+						return kept, fmt.Errorf("marking %s opaque: %w", handback.QuotePath(s.up.abs(c)), err)
 					}
 				}
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 
 	"github.com/corralhq/corral/handback"
+	"github.com/corralhq/corral/internal/termsafe"
 )
 
 // DiffOptions says how Diff prints.
@@ -26,6 +27,16 @@ type DiffOptions struct {
 	// Protected are the protected-path patterns listed among the risky
 	// paths (as ApplyOptions.Protected).
 	Protected []string
+	// Exact writes the contents' lines byte for byte, for a program (the
+	// MCP server's workspace_diff, which the agent that wrote them
+	// reads). Without it, as for a person's terminal whether or not
+	// stdout is one, each line is shown as termsafe.Text shows it:
+	// controls, C1 controls, bidi controls and bytes of no encoding made
+	// visible (ESC as ^[, U+202E as <U+202E>), so that a file's contents
+	// cannot drive the terminal (clear it, hide a change, retitle it,
+	// write the clipboard) nor reorder what is read (Trojan Source).
+	// Paths are quoted either way (termsafe.Path).
+	Exact bool
 }
 
 // contextLines is how many unchanged lines surround a hunk (diff -u's
@@ -70,7 +81,8 @@ const contextLines = 3
 // (git apply skips them; past ListMax paths, a line counts the rest),
 // then their patches, those inside git directories included, then the
 // rest. Paths are quoted as git quotes them (handback.QuotePath), so no
-// name can forge a line.
+// name can forge a line or reach the terminal raw; the contents' lines
+// are shown as termsafe.Text shows them unless opts.Exact.
 //
 // DiffLayer does the same from the layer itself, for any number of
 // changes.
@@ -285,7 +297,7 @@ func diff(w io.Writer, lower, upper string, src func(func(Change) error) error, 
 			if err := p.render(); err != nil {
 				return err
 			}
-			p.write(bw, opts.Color)
+			p.write(bw, opts.Color, opts.Exact)
 			return nil
 		})
 	}
@@ -593,7 +605,9 @@ const (
 	colorReset = "\x1b[m"
 )
 
-func (p patch) write(w *bufio.Writer, color bool) {
+// write prints the patch; its content lines byte for byte when exact,
+// else as termsafe.Text shows them.
+func (p patch) write(w *bufio.Writer, color, exact bool) {
 	meta := func(format string, args ...any) {
 		line := fmt.Sprintf(format, args...)
 		if color {
@@ -663,10 +677,13 @@ func (p patch) write(w *bufio.Writer, color bool) {
 		if noEOL {
 			l += "\n"
 		}
+		if !exact {
+			// For a person, the session's bytes must not move the
+			// cursor, erase what came before (the risky list) or
+			// reorder the line.
+			l = termsafe.Text(strings.TrimSuffix(l, "\n")) + "\n"
+		}
 		if color {
-			// On a terminal, the session's bytes must not move the
-			// cursor or erase what came before (the risky list).
-			l = visibleControls(strings.TrimSuffix(l, "\n")) + "\n"
 			c := ""
 			switch l[0] {
 			case '@':
@@ -819,34 +836,4 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
-}
-
-// visibleControls returns line with its control characters other than a
-// tab shown in caret notation (ESC as ^[, DEL as ^?, a carriage return as
-// ^M), as less(1) shows them: a file's contents printed on a terminal
-// cannot move the cursor, erase lines or retitle the window.
-func visibleControls(line string) string {
-	clean := true
-	for i := 0; i < len(line); i++ {
-		if c := line[i]; c < 0x20 && c != '\t' || c == 0x7f {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return line
-	}
-	var b strings.Builder
-	for i := 0; i < len(line); i++ {
-		switch c := line[i]; {
-		case c == 0x7f:
-			b.WriteString("^?")
-		case c < 0x20 && c != '\t':
-			b.WriteByte('^')
-			b.WriteByte(c + '@')
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
 }

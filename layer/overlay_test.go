@@ -659,30 +659,34 @@ mkdir -p s/objects s/refs/heads && ln -s refs/heads/main s/HEAD && echo x > s/re
 	}
 }
 
-// TestDiffOnTerminalShowsControls: with colour (a terminal), a file's
-// escape sequences print as caret notation and cannot erase the risky
-// list above them; without it (a pipe) the bytes are kept as git keeps
-// them.
-func TestDiffOnTerminalShowsControls(t *testing.T) {
+// TestDiffShowsControls: a file's escape sequences, carriage returns, C1
+// and bidi controls print visibly (termsafe.Text) and cannot erase the
+// risky list above them, with colour (a terminal) or without (a pipe to
+// a pager, which may pass them on: less -R); with Exact (the MCP server)
+// the bytes are kept.
+func TestDiffShowsControls(t *testing.T) {
 	l := project(t)
-	inOverlay(t, l, `printf 'a\033[1A\033[2Kb\r\n' > esc.txt; echo x > .envrc`)
+	inOverlay(t, l, `printf 'a\033[1A\033[2Kb\r\302\233\342\200\256c\n' > esc.txt; echo x > .envrc`)
 	cs, err := Changes(l, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, color := range []bool{true, false} {
+		var b bytes.Buffer
+		if err := Diff(&b, cs, DiffOptions{Color: color}); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(b.String(), "\x1b[1A") || strings.Contains(b.String(), "\r") || strings.Contains(b.String(), "\u202e") ||
+			!strings.Contains(b.String(), "a^[[1A^[[2Kb^M<U+009B><U+202E>c") {
+			t.Errorf("diff (colour %v):\n%q", color, b.String())
+		}
+	}
 	var b bytes.Buffer
-	if err := Diff(&b, cs, DiffOptions{Color: true}); err != nil {
+	if err := Diff(&b, cs, DiffOptions{Exact: true}); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(b.String(), "\x1b[1A") || strings.Contains(b.String(), "\r") || !strings.Contains(b.String(), "a^[[1A^[[2Kb^M") {
-		t.Errorf("terminal diff:\n%q", b.String())
-	}
-	b.Reset()
-	if err := Diff(&b, cs, DiffOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(b.String(), "+a\x1b[1A\x1b[2Kb\r\n") {
-		t.Errorf("piped diff changed the bytes:\n%q", b.String())
+	if !strings.Contains(b.String(), "+a\x1b[1A\x1b[2Kb\r\u009b\u202ec\n") {
+		t.Errorf("an exact diff changed the bytes:\n%q", b.String())
 	}
 }
 

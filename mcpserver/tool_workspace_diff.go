@@ -64,7 +64,7 @@ func (s *Server) workspaceDiff(_ context.Context, c *call, in WorkspaceDiffInput
 	// The changes are streamed from the layer too (DiffLayer): neither
 	// their number nor the diff's size grows what this keeps.
 	b := &headWriter{limit: limit}
-	files, err := layer.DiffLayer(b, l, in.Paths, layer.DiffOptions{Stat: in.Stat, Protected: protected})
+	files, err := layer.DiffLayer(b, l, in.Paths, layer.DiffOptions{Stat: in.Stat, Protected: protected, Exact: true}) // for the agent, which wrote them: exact
 	if errors.Is(err, layer.ErrOutside) {
 		return nil, nil, badInput("%v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/handback"
+	"github.com/corralhq/corral/internal/termsafe"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -380,7 +381,7 @@ func (b *Backend) prepareProtected(plan *Plan) {
 	var keep []protectItem
 	for _, c := range plan.Create {
 		if err := makeMember(c, plan.protectRoots, plan.view); err != nil {
-			plan.Warnings = append(plan.Warnings, fmt.Sprintf("protected path %s could not be made read-only (%v); it is checked after the command instead", c.Path, err))
+			plan.Warnings = append(plan.Warnings, fmt.Sprintf("protected path %s could not be made read-only (%v); it is checked after the command instead", termsafe.Path(c.Path), err))
 			plan.Mounts = dropMount(plan.Mounts, c.Path)
 			continue
 		}
@@ -454,7 +455,7 @@ func (b *Backend) checkProtected(plan *Plan) []string {
 		if err != nil {
 			// What the scan could not open is not checked; the next
 			// command's scan looks again before it runs.
-			warns = append(warns, fmt.Sprintf("the check for protected paths after the command could not read all of %s (%v); what the command made there at a protected path was not moved out", r.src, err))
+			warns = append(warns, fmt.Sprintf("the check for protected paths after the command could not read all of %s (%v); what the command made there at a protected path was not moved out", termsafe.Path(r.src), err))
 		} else if truncated {
 			// What the scan did not reach is not checked; the next
 			// command is refused (scanCutError).
@@ -525,7 +526,7 @@ func (q *quarantine) take(parentFd int, parent, name string) (string, error) {
 func (q *quarantine) sweep(f sandbox.ProtectedPath, roots []protectRoot, view *layerHolder) string {
 	parent, err := filepath.Dir(f.Path), error(nil)
 	if len(f.Links) > 0 && view.covers(f.Path) {
-		return fmt.Sprintf("%s was made by the command behind a symlink in the review layer; it is a protected path: look at it before you apply the layer", f.Path)
+		return fmt.Sprintf("%s was made by the command behind a symlink in the review layer; it is a protected path: look at it before you apply the layer", termsafe.Path(f.Path))
 	}
 	if len(f.Links) > 0 {
 		parent, err = filepath.EvalSymlinks(parent)
@@ -592,10 +593,10 @@ func (q *quarantine) restoreLink(l protectItem, roots []protectRoot, view *layer
 		msg = q.report(fd, parent, name, "replaced a symlink that leads to a protected path")
 	}
 	if err := unix.Symlinkat(l.Target, fd, name); err != nil {
-		return strings.TrimSpace(msg + fmt.Sprintf(" The symlink %s -> %s could not be put back: %v", l.Path, l.Target, err))
+		return strings.TrimSpace(msg + fmt.Sprintf(" The symlink %s -> %s could not be put back: %v", termsafe.Path(l.Path), termsafe.Path(l.Target), err))
 	}
 	if msg == "" {
-		msg = fmt.Sprintf("%s, a symlink that leads to a protected path, was removed by the command; it was put back", l.Path)
+		msg = fmt.Sprintf("%s, a symlink that leads to a protected path, was removed by the command; it was put back", termsafe.Path(l.Path))
 	} else {
 		msg += "; the symlink was put back"
 	}
@@ -608,9 +609,9 @@ func (q *quarantine) report(fd int, parent, name, what string) string {
 	to, err := q.take(fd, parent, name)
 	switch {
 	case err != nil:
-		return fmt.Sprintf("%s %s, but it is a protected path (programs on the host run it later); moving it out failed (%v): remove it by hand", p, what, err)
+		return fmt.Sprintf("%s %s, but it is a protected path (programs on the host run it later); moving it out failed (%v): remove it by hand", termsafe.Path(p), what, err)
 	case to == "":
-		return fmt.Sprintf("%s %s, but it is a protected path (programs on the host run it later); it was removed", p, what)
+		return fmt.Sprintf("%s %s, but it is a protected path (programs on the host run it later); it was removed", termsafe.Path(p), what)
 	}
-	return fmt.Sprintf("%s %s, but it is a protected path (programs on the host run it later); it was moved to %s", p, what, to)
+	return fmt.Sprintf("%s %s, but it is a protected path (programs on the host run it later); it was moved to %s", termsafe.Path(p), what, termsafe.Path(to))
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/handback"
+	"github.com/corralhq/corral/internal/termsafe"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -52,7 +53,7 @@ func (e *Engine) quarantine(c *ctr) []string {
 			continue
 		}
 		if len(p.Links) > 0 {
-			notes = append(notes, fmt.Sprintf("%s appeared in the workspace through a symlink; it is a protected path (programs on the host run it later): check it", p.Rel))
+			notes = append(notes, fmt.Sprintf("%s appeared in the workspace through a symlink; it is a protected path (programs on the host run it later): check it", termsafe.Path(p.Rel)))
 			continue
 		}
 		if dest == "" && e.opts.QuarantineDir != "" {
@@ -77,12 +78,12 @@ func (e *Engine) quarantine(c *ctr) []string {
 		if dest != "" {
 			target := filepath.Join(dest, strings.ReplaceAll(p.Rel, "/", "_"))
 			if os.Rename(p.Path, target) == nil {
-				where, moved = "moved to "+target, true
+				where, moved = "moved to "+termsafe.Path(target), true
 			}
 		}
 		if !moved {
 			if err := os.RemoveAll(p.Path); err != nil {
-				notes = append(notes, fmt.Sprintf("%s is a protected path the command made and it could not be removed: %v", p.Rel, err))
+				notes = append(notes, fmt.Sprintf("%s is a protected path the command made and it could not be removed: %v", termsafe.Path(p.Rel), err))
 				continue
 			}
 		}
@@ -91,7 +92,7 @@ func (e *Engine) quarantine(c *ctr) []string {
 		if cfg != nil {
 			kept = handback.WriteBackGitConfig(wsRoot, filepath.FromSlash(p.Rel), cfg)
 		}
-		notes = append(notes, fmt.Sprintf("%s is a protected path (programs on the host run it later) that the command made; it was %s%s", p.Rel, where, kept))
+		notes = append(notes, fmt.Sprintf("%s is a protected path (programs on the host run it later) that the command made; it was %s%s", termsafe.Path(p.Rel), where, kept))
 	}
 	return notes
 }
@@ -160,12 +161,12 @@ func (e *Engine) quarantineReview(c *ctr) []string {
 			continue
 		}
 		if len(p.Links) > 0 {
-			notes = append(notes, fmt.Sprintf("%s appeared in the workspace's review layer through a symlink; it is a protected path (programs on the host run it once applied): check it before corral apply", p.Rel))
+			notes = append(notes, fmt.Sprintf("%s appeared in the workspace's review layer through a symlink; it is a protected path (programs on the host run it once applied): check it before corral apply", termsafe.Path(p.Rel)))
 			continue
 		}
 		if croot == nil {
 			if croot, err = os.OpenRoot(c.view + "/root"); err != nil {
-				notes = append(notes, fmt.Sprintf("%s is a protected path the command made in the review layer and it could not be removed: %v", p.Rel, err))
+				notes = append(notes, fmt.Sprintf("%s is a protected path the command made in the review layer and it could not be removed: %v", termsafe.Path(p.Rel), err))
 				continue
 			}
 		}
@@ -175,7 +176,7 @@ func (e *Engine) quarantineReview(c *ctr) []string {
 			cfg = handback.ReadGitConfig(croot, rel)
 		}
 		if err := croot.RemoveAll(rel); err != nil {
-			notes = append(notes, fmt.Sprintf("%s is a protected path the command made in the review layer and it could not be removed: %v", p.Rel, err))
+			notes = append(notes, fmt.Sprintf("%s is a protected path the command made in the review layer and it could not be removed: %v", termsafe.Path(p.Rel), err))
 			continue
 		}
 		e.log.Info("docker.protected.quarantined", "container", c.name, "path", p.Rel, "to", "removed", "layer", c.review.l.Dir)
@@ -183,7 +184,7 @@ func (e *Engine) quarantineReview(c *ctr) []string {
 		if cfg != nil {
 			kept = handback.WriteBackGitConfig(croot, rel, cfg)
 		}
-		notes = append(notes, fmt.Sprintf("%s is a protected path (programs on the host run it later) that the command made in the review layer; it was removed%s", p.Rel, kept))
+		notes = append(notes, fmt.Sprintf("%s is a protected path (programs on the host run it later) that the command made in the review layer; it was removed%s", termsafe.Path(p.Rel), kept))
 	}
 	return notes
 }

@@ -66,7 +66,7 @@ Sessions on disk (cwd, variables, scratch) are not touched: see
 			copies, err := secrets.PruneCopies(filepath.Join(config.StateDir(), "secretfiles"), secrets.CopyLease, time.Now())
 			if err != nil {
 				// Not fatal: the copies hold stand-ins only.
-				fmt.Fprintf(os.Stderr, "corral: secret file copies: %v\n", err)
+				fmt.Fprintf(stderr, "corral: secret file copies: %v\n", err)
 			}
 			dirs = append(dirs, copies...)
 			orphans := bwrap.SweepOrphans()
@@ -95,7 +95,7 @@ Sessions on disk (cwd, variables, scratch) are not touched: see
 			}
 			if asJSON {
 				if skipped != "" {
-					fmt.Fprintln(os.Stderr, "corral: "+skipped)
+					fmt.Fprintln(stderr, "corral: "+skipped)
 				}
 				enc := json.NewEncoder(os.Stdout)
 				enc.SetIndent("", "  ")

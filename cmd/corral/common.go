@@ -2,13 +2,34 @@ package main
 
 import (
 	"context"
-	"github.com/corralhq/corral/internal/startdir"
+	"io"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/startdir"
+	"github.com/corralhq/corral/internal/termsafe"
 )
+
+// stderr is where corral's own lines for the person go (notes, warnings,
+// errors, progress, its log): os.Stderr through termsafe.Text, since
+// they quote what sandboxes chose (paths, commands, messages), which must
+// not drive the person's terminal. The sandboxed command's own stderr
+// goes to os.Stderr untouched, as ssh passes it.
+var stderr io.Writer = textWriter{os.Stderr}
+
+// textWriter writes each write as termsafe.Text shows it; a write is one
+// whole message (fmt.Fprintf's, slog's record), so no UTF-8 sequence is
+// cut between two.
+type textWriter struct{ w io.Writer }
+
+func (t textWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(t.w, termsafe.Text(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
 
 // newLogger returns the stderr logger at the --log-level given.
 func newLogger(g *globalOptions) *slog.Logger {
@@ -16,7 +37,7 @@ func newLogger(g *globalOptions) *slog.Logger {
 	if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
 		lvl = slog.LevelWarn
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 }
 
 // oneShotSweepEvery spaces out the orphan sweep of the one-shot verbs

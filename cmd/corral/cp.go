@@ -80,9 +80,9 @@ first, with why, and written only when named with --include-risky PATH
 			if err != nil {
 				return &exitError{Code: 1, Err: err}
 			}
-			warnUnmatched(os.Stderr, "corral cp", include, res.Held, res.Included)
-			printHeld(os.Stderr, "corral cp", res.Held, len(res.Held))
-			fmt.Fprintf(os.Stderr, "corral cp: %d files (%d bytes), %d directories, %d symlinks -> %s\n", res.Files, res.Bytes, res.Dirs, res.Symlinks, res.Into)
+			warnUnmatched(stderr, "corral cp", include, res.Held, res.Included)
+			printHeld(stderr, "corral cp", res.Held, len(res.Held))
+			fmt.Fprintf(stderr, "corral cp: %d files (%d bytes), %d directories, %d symlinks -> %s\n", res.Files, res.Bytes, res.Dirs, res.Symlinks, res.Into)
 			return nil
 		},
 	}
@@ -169,9 +169,9 @@ directory named after DIR (corral cp ./DIR S:DIR copies the directory).`,
 			if err != nil {
 				return &exitError{Code: 1, Err: err}
 			}
-			warnUnmatched(os.Stderr, "corral sync", include, res.Held, res.Included)
-			printHeld(os.Stderr, "corral sync", res.Held, len(res.Held))
-			fmt.Fprintf(os.Stderr, "corral sync: %d files (%d bytes), %d directories, %d symlinks, %d deleted -> %s\n", res.Files, res.Bytes, res.Dirs, res.Symlinks, len(res.Deleted), res.Into)
+			warnUnmatched(stderr, "corral sync", include, res.Held, res.Included)
+			printHeld(stderr, "corral sync", res.Held, len(res.Held))
+			fmt.Fprintf(stderr, "corral sync: %d files (%d bytes), %d directories, %d symlinks, %d deleted -> %s\n", res.Files, res.Bytes, res.Dirs, res.Symlinks, len(res.Deleted), res.Into)
 			return nil
 		},
 	}

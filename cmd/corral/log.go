@@ -19,6 +19,7 @@ import (
 
 	"github.com/corralhq/corral/audit"
 	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/internal/termsafe"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -229,14 +230,15 @@ func argValue(v any) string {
 	return oneLine(string(b))
 }
 
-// oneLine replaces control characters (newlines, escapes) with spaces.
+// oneLine replaces control characters (newlines, escapes) with spaces,
+// and shows bidi controls as termsafe.Text does (<U+202E>).
 func oneLine(s string) string {
-	return strings.Map(func(r rune) rune {
+	return termsafe.Text(strings.Map(func(r rune) rune {
 		if r < ' ' || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == '\u2028' || r == '\u2029' {
 			return ' '
 		}
 		return r
-	}, strings.ToValidUTF8(s, "\uFFFD"))
+	}, strings.ToValidUTF8(s, "\uFFFD")))
 }
 
 // clip cuts s to n characters, marking the cut with "…".

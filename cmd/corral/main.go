@@ -38,7 +38,7 @@ func main() {
 	// in their reach (issue 26). Paths given relative to it are resolved
 	// by package startdir.
 	if err := startdir.Leave("/"); err != nil {
-		fmt.Fprintf(os.Stderr, "corral: %v\n", err)
+		fmt.Fprintf(stderr, "corral: %v\n", err)
 		os.Exit(sandbox.ExitCorralError)
 	}
 	os.Exit(realMain())
@@ -126,16 +126,16 @@ func realMain() int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.Err != nil {
-			fmt.Fprintf(os.Stderr, "corral: %v\n", ee.Err)
+			fmt.Fprintf(stderr, "corral: %v\n", ee.Err)
 			if hint := outcomeHint(ee.Err); hint != "" {
-				fmt.Fprintln(os.Stderr, hint)
+				fmt.Fprintln(stderr, hint)
 			}
 		}
 		return ee.Code
 	}
-	fmt.Fprintf(os.Stderr, "corral: %v\n", err)
+	fmt.Fprintf(stderr, "corral: %v\n", err)
 	if hint := outcomeHint(err); hint != "" {
-		fmt.Fprintln(os.Stderr, hint)
+		fmt.Fprintln(stderr, hint)
 	}
 	return sandbox.ExitCorralError
 }

@@ -74,7 +74,7 @@ func (o *portOptions) run(c *cobra.Command, g *globalOptions, arg string) error 
 	}
 	defer fw.Close()
 	fmt.Fprintln(c.OutOrStdout(), fw.URL())
-	fmt.Fprintf(c.ErrOrStderr(), "corral: forwarding %s to port %d of %s (%s) in session %q; ^C ends it\n", fw.Addr(), port, t.ID, t.Command, o.session)
+	fmt.Fprintf(c.ErrOrStderr(), "corral: forwarding %s to port %d of %s (%s) in session %q; ^C ends it\n", fw.Addr(), port, t.ID, clip(oneLine(t.Command), 80), o.session)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)

@@ -67,7 +67,7 @@ func (t *reviewTarget) lock() (func(), error) {
 	if !held {
 		return release, nil
 	}
-	fmt.Fprintf(os.Stderr, "corral: a command of session %q is running; waiting for it to end\n", t.name)
+	fmt.Fprintf(stderr, "corral: a command of session %q is running; waiting for it to end\n", t.name)
 	release, _, err = session.LockDir(t.dir, true)
 	return release, err
 }
@@ -83,7 +83,12 @@ git diff shows them: unified diffs with 3 lines of context, new, deleted and
 binary files, mode changes, symlinks; files over 2 MiB by their sizes, and
 fifos, sockets and devices by what they are. PATHs (relative to the working
 directory, or absolute inside it) limit it to themselves and what lies below.
-The default session is the one the MCP server uses for the current directory.`,
+The default session is the one the MCP server uses for the current directory.
+What the session's commands chose cannot drive the terminal: paths are quoted
+as git quotes them, and in the contents control characters other than tab
+show in caret notation (ESC as ^[, CR as ^M), C1 and bidi controls as
+<U+XXXX>, stray bytes as <XX>, as less shows them; corral apply writes the
+exact bytes.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			t, err := sessionLayer(g, name)
 			if err != nil {
@@ -151,8 +156,8 @@ lists the same paths at its top.`,
 				return corralErr(err)
 			}
 			res, err := layer.Apply(t.l, args, layer.ApplyOptions{Logger: newLogger(g), Overwrite: overwrite, Merge: merge, IncludeRisky: include, Protected: protected})
-			warnUnmatched(os.Stderr, "corral apply", include, res.Held, res.Included)
-			printHeld(os.Stderr, "corral apply", res.Held, res.HeldTotal)
+			warnUnmatched(stderr, "corral apply", include, res.Held, res.Included)
+			printHeld(stderr, "corral apply", res.Held, res.HeldTotal)
 			if errors.Is(err, layer.ErrConflict) {
 				return corralErr(conflictMessage(t, res, merge))
 			}
@@ -160,16 +165,16 @@ lists the same paths at its top.`,
 				return corralErr(err)
 			}
 			if res.AppliedTotal == 0 {
-				fmt.Fprintln(os.Stderr, "corral: nothing to apply")
+				fmt.Fprintln(stderr, "corral: nothing to apply")
 				return nil
 			}
 			for _, p := range res.Merged {
-				fmt.Fprintf(os.Stderr, "corral: merged %s (the working directory's and the session's changes)\n", handback.QuotePath(p))
+				fmt.Fprintf(stderr, "corral: merged %s (the working directory's and the session's changes)\n", handback.QuotePath(p))
 			}
 			if more := res.MergedTotal - len(res.Merged); more > 0 {
-				fmt.Fprintf(os.Stderr, "corral: merged %d more\n", more)
+				fmt.Fprintf(stderr, "corral: merged %d more\n", more)
 			}
-			fmt.Fprintf(os.Stderr, "corral: applied %d change%s to %s\n", res.AppliedTotal, plural(res.AppliedTotal), t.l.Lower)
+			fmt.Fprintf(stderr, "corral: applied %d change%s to %s\n", res.AppliedTotal, plural(res.AppliedTotal), t.l.Lower)
 			return nil
 		},
 	}
@@ -203,7 +208,11 @@ func conflictMessage(t *reviewTarget, res layer.ApplyResult, merged bool) error 
 		sess = fmt.Sprintf(" --session %q", t.name)
 	}
 	if len(res.Merged) > 0 {
-		merged := strings.Join(res.Merged, ", ")
+		q := make([]string, len(res.Merged))
+		for i, p := range res.Merged {
+			q[i] = handback.QuotePath(p)
+		}
+		merged := strings.Join(q, ", ")
 		if more := res.MergedTotal - len(res.Merged); more > 0 {
 			merged += fmt.Sprintf(" and %d more", more)
 		}
@@ -261,13 +270,13 @@ there again. The working directory is not touched.`,
 				n++
 			}
 			if n == 0 {
-				fmt.Fprintln(os.Stderr, "corral: nothing to discard")
+				fmt.Fprintln(stderr, "corral: nothing to discard")
 				return nil
 			}
 			if err := layer.Discard(t.l, args); err != nil {
 				return corralErr(err)
 			}
-			fmt.Fprintf(os.Stderr, "corral: discarded %d change%s\n", n, plural(n))
+			fmt.Fprintf(stderr, "corral: discarded %d change%s\n", n, plural(n))
 			return nil
 		},
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -223,5 +224,83 @@ func applyWhileBackgroundRuns(t *testing.T, c *cli) {
 	// The session goes on, on the new layer.
 	if text, _ := call("bash", map[string]any{"command": "cat a.txt; test -f clock.txt && echo clock"}); !strings.Contains(text, "one\ntwo\nclock") {
 		t.Errorf("the session after apply: %q", text)
+	}
+}
+
+// TestReviewHostileNames: a sandboxed command picks names and contents
+// that would drive the person's terminal (clear the screen, a bidi
+// override, an OSC 52 clipboard write, a carriage return that hides
+// what came before, a C1 CSI). What corral prints for people (its notes,
+// corral diff and --stat, apply's messages) holds none of those bytes,
+// shown as termsafe shows them instead, while corral apply writes the
+// exact name and bytes.
+func TestReviewHostileNames(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	if code, _, se := c.run(nil, "config", "set", "workspace_mode", "review"); code != 0 {
+		t.Fatalf("config set: %d %s", code, se)
+	}
+	name := "\x1b[2J\u202ex" // clears the screen; displays right to left
+	content := "safe\x1b]52;c;ZXZpbA==\a\r\u009b31m\u202eevil\n"
+	// The first command makes a nested git directory with a hook (a
+	// protected path: the note names it) and a .envrc (a risky path:
+	// diff lists it and apply holds it back, naming it).
+	script := `N=$(printf '\033[2J\342\200\256x')
+mkdir -p "$N/.git/hooks" "$N/.git/objects" "$N/.git/refs"
+echo 'ref: refs/heads/main' > "$N/.git/HEAD"
+printf '#!/bin/sh\n' > "$N/.git/hooks/pre-commit"
+echo 'export EVIL=1' > "$N/.envrc"
+printf 'safe\033]52;c;ZXZpbA==\007\r\302\23331m\342\200\256evil\n' > "$N.txt"`
+	code, so, se := c.run(nil, "run", "--session", "hostile", "--", script)
+	if code != 0 {
+		t.Fatalf("the command: %d %q %q", code, so, se)
+	}
+	checkTermSafe(t, "run's notes", se)
+	if !strings.Contains(se, `\033[2J\342\200\256x/.git/hooks" was made by the command`) {
+		t.Errorf("the notes do not name the path quoted: %q", se)
+	}
+
+	code, so, se = c.run(nil, "diff", "--session", "hostile")
+	if code != 0 {
+		t.Fatalf("diff: %d %q %q", code, so, se)
+	}
+	checkTermSafe(t, "diff", so+se)
+	if want := "+++ \"b/\\033[2J\\342\\200\\256x.txt\"\n@@ -0,0 +1 @@\n+safe^[]52;c;ZXZpbA==^G^M<U+009B>31m<U+202E>evil\n"; !strings.Contains(so, want) {
+		t.Errorf("diff does not show the content visibly, want %q in:\n%s", want, so)
+	}
+	code, so, se = c.run(nil, "diff", "--session", "hostile", "--stat")
+	if code != 0 {
+		t.Fatalf("diff --stat: %d %q %q", code, so, se)
+	}
+	checkTermSafe(t, "diff --stat", so+se)
+
+	code, so, se = c.run(nil, "apply", "--session", "hostile")
+	if code != 0 {
+		t.Fatalf("apply: %d %q %q", code, so, se)
+	}
+	checkTermSafe(t, "apply", so+se)
+	if !strings.Contains(se, `"\033[2J\342\200\256x/.envrc"`) {
+		t.Errorf("apply does not name the held-back hook quoted: %q", se)
+	}
+	if b, err := os.ReadFile(filepath.Join(c.work, name+".txt")); err != nil || string(b) != content {
+		t.Errorf("applied %q, %v; want %q", b, err, content)
+	}
+}
+
+// checkTermSafe fails t when out holds a byte or character that drives a
+// terminal: a C0 control other than tab and newline, DEL, a C1 control,
+// a bidi control, or bytes that are not UTF-8.
+func checkTermSafe(t *testing.T, what, out string) {
+	t.Helper()
+	for i, r := range out {
+		bad := r < 0x20 && r != '\t' && r != '\n' || r >= 0x7f && r <= 0x9f ||
+			r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x200e || r == 0x200f || r == 0x061c
+		if r == utf8.RuneError && !strings.HasPrefix(out[i:], "\uFFFD") {
+			bad = true
+		}
+		if bad {
+			t.Errorf("%s printed %U at byte %d: %q", what, r, i, out)
+			return
+		}
 	}
 }

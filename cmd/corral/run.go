@@ -94,7 +94,7 @@ func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) erro
 			return &exitError{Code: sandbox.ExitCorralError, Err: err}
 		}
 		for _, w := range warns {
-			fmt.Fprintf(os.Stderr, "corral: warning: %s\n", w)
+			fmt.Fprintf(stderr, "corral: warning: %s\n", w)
 		}
 		for _, a := range argv {
 			fmt.Println(a)
@@ -295,24 +295,24 @@ func (o *runOptions) runSession(c *cobra.Command, g *globalOptions, words []stri
 
 // progressLine prints a report of slow preparation (an image pull) on
 // stderr.
-func progressLine(msg string) { fmt.Fprintf(os.Stderr, "corral: %s\n", msg) }
+func progressLine(msg string) { fmt.Fprintf(stderr, "corral: %s\n", msg) }
 
 // finish tells the person what became of a command (notes, an unavailable
 // sandbox, a timeout, a limit) on stderr and returns corral's exit status:
 // 125 when nothing could run, 124 on timeout, else the command's own.
 func finish(kind string, notes []string, timedOut bool, timeout time.Duration, limitMsg string, code int, denials ...sandbox.Denial) error {
 	for _, n := range notes {
-		fmt.Fprintf(os.Stderr, "corral: %s: %s\n", kind, n)
+		fmt.Fprintf(stderr, "corral: %s: %s\n", kind, n)
 	}
 	if timedOut {
-		fmt.Fprintf(os.Stderr, "corral: the command timed out after %s and its whole sandbox was ended; raise the timeout with --timeout or `corral config set timeout 10m`\n", timeout)
+		fmt.Fprintf(stderr, "corral: the command timed out after %s and its whole sandbox was ended; raise the timeout with --timeout or `corral config set timeout 10m`\n", timeout)
 		return &exitError{Code: sandbox.ExitTimedOut}
 	}
 	if limitMsg != "" {
-		fmt.Fprintln(os.Stderr, limitMsg)
+		fmt.Fprintln(stderr, limitMsg)
 	}
 	for _, d := range denials {
-		fmt.Fprintln(os.Stderr, d.Message)
+		fmt.Fprintln(stderr, d.Message)
 	}
 	if code != 0 {
 		return &exitError{Code: code}

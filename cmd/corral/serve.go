@@ -114,8 +114,8 @@ func (o *serveOptions) run(c *cobra.Command, g *globalOptions) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	url := fmt.Sprintf("http://%s/mcp", ln.Addr())
-	fmt.Fprintf(os.Stderr, "corral: serving MCP at %s (default session %q)\n", url, name)
-	fmt.Fprintf(os.Stderr, "corral: %s\n", tokenNote)
+	fmt.Fprintf(stderr, "corral: serving MCP at %s (default session %q)\n", url, name)
+	fmt.Fprintf(stderr, "corral: %s\n", tokenNote)
 	logger.Info("mcp.server.started", "transport", "http", "url", url, "session", name, "token", token != "")
 
 	select {

@@ -6,14 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/internal/termsafe"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
 )
@@ -130,17 +130,12 @@ Sessions unused for a day are removed by "corral sessions prune".`,
 	return cmd
 }
 
-// display makes s safe for a terminal: control characters and invalid
-// UTF-8 are escaped (Go quoting), and it is cut to max characters.
+// display makes s safe for a terminal and a table cell: when it holds a
+// control character (a tab and a newline too), a bidi control or invalid
+// UTF-8 (termsafe.Text), it is quoted (Go quoting escapes them all), and
+// it is cut to max characters.
 func display(s string, max int) string {
-	safe := utf8.ValidString(s)
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			safe = false
-			break
-		}
-	}
-	if !safe {
+	if termsafe.Text(s) != s || strings.ContainsAny(s, "\t\n") {
 		s = strconv.Quote(s)
 	}
 	if r := []rune(s); len(r) > max {

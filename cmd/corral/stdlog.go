@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"log"
-	"os"
 )
 
 // withheldLog is where the standard library's own log lines go (net/http
@@ -25,5 +24,5 @@ func (l withheldLog) Write(p []byte) (int, error) {
 
 func init() {
 	log.SetFlags(0)
-	log.SetOutput(withheldLog{os.Stderr})
+	log.SetOutput(withheldLog{stderr})
 }

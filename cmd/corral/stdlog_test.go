@@ -14,3 +14,18 @@ func TestStdLogWithholdsData(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// TestStderrShowsControls: corral's own stderr lines show what a sandbox
+// put in them (a path in a note) as termsafe.Text does, and report the
+// whole write as written.
+func TestStderrShowsControls(t *testing.T) {
+	var b bytes.Buffer
+	msg := "corral: note: x\x1b]52;c;ZXZpbA==\a\u202e was made\n"
+	n, err := textWriter{&b}.Write([]byte(msg))
+	if err != nil || n != len(msg) {
+		t.Fatalf("Write = %d, %v; want %d", n, err, len(msg))
+	}
+	if want := "corral: note: x^[]52;c;ZXZpbA==^G<U+202E> was made\n"; b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}
