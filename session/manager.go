@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -240,7 +241,16 @@ func (m *Manager) removeDir(dir string) error {
 	}
 	defer release()
 	// rmtree: a session's tool cache holds Go's read-only module cache.
-	return rmtree.RemoveAll(dir)
+	if err := rmtree.RemoveAll(dir); err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			// The docker backend's review overlay is mounted by the
+			// Docker daemon, as root, and overlayfs leaves root's work
+			// files (layer/work/work) that no other user can remove.
+			return fmt.Errorf("%w: what is left in %s belongs to another user (under docker review mode, the overlay's work files are root's): remove it as root (sudo rm -rf %s)", err, dir, dir)
+		}
+		return err
+	}
+	return nil
 }
 
 // Prune removes sessions unused for longer than MaxIdle (a day by default)

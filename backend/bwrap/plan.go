@@ -52,6 +52,10 @@ type Host struct {
 	Home string
 	// UID is the real uid corral runs as.
 	UID int
+	// GitSystemConfig, set for a root caller, is a host file bound at its
+	// own path and named by GIT_CONFIG_SYSTEM: the system's git settings
+	// (included) and safe.directory = * (see gitTrustAll).
+	GitSystemConfig string
 	// HiddenDirs are directories that must never be visible, whatever their
 	// location: corral's own config and state directories.
 	HiddenDirs []string
@@ -348,6 +352,20 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 	}
 	// Last: the secrets' JAVA_TOOL_OPTIONS is in by now.
 	plan.Env = withJavaMaxRAM(plan.Env, host.JavaMaxRAMMB)
+	if f := p.host.GitSystemConfig; f != "" {
+		// A root caller's sandbox sees the host's root-owned files as the
+		// overflow user (its user namespace maps only the run_as
+		// identity), so git would call every repository outside the
+		// working directory "dubious" (safe.directory, CVE-2022-24765)
+		// where the host's git, run by root, trusts it. Trusting all
+		// repositories inside the sandbox runs their settings in there
+		// only: what could run on the host is the hand-back gate's. The
+		// system file, not GIT_CONFIG_COUNT: git clears the latter for
+		// the upload-pack of a local clone (local_repo_env).
+		p.add(phaseReveal, mount{Kind: mRoBind, Src: f, Dest: f})
+		p.reach = append(p.reach, f)
+		plan.Env = sandbox.FilterEnv(plan.Env, nil, "GIT_CONFIG_SYSTEM="+f)
+	}
 	plan.Mounts = p.ordered()
 	plan.Warnings = p.warns
 	plan.Reach = p.reach

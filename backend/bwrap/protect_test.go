@@ -732,3 +732,19 @@ echo y > d01/s1/y.txt && echo RAN`)
 	}
 	e.git(e.work, "status")
 }
+
+// TestGitTrustsHostRepositories: git in the sandbox reads a repository
+// outside the working directory that the caller owns, as the caller's git
+// on the host does: a root caller's sandbox sees root's files as the
+// overflow user, which git took for "dubious ownership" (safe.directory).
+func TestGitTrustsHostRepositories(t *testing.T) {
+	e := newEnv(t)
+	up := filepath.Join(e.base, "upstream")
+	os.MkdirAll(up, 0o755)
+	e.git(up, "init", "-q", "-b", "main")
+	e.git(up, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "from-the-host")
+	o := e.sh(`git -C `+up+` log --format=%s && git clone -q `+up+` cloned && git -C cloned log --format=%s | sed s/^/CLONED-/`,
+		func(r *sandbox.Request) { r.Binds = []sandbox.Bind{{Src: up, ReadOnly: true}} })
+	mustContain(t, o, "from-the-host\n", "CLONED-from-the-host")
+	mustNotContain(t, o, "dubious")
+}

@@ -297,6 +297,13 @@ func (b *Backend) host() (Host, error) {
 	if err := os.MkdirAll(b.opts.StateDir, 0o700); err != nil {
 		return h, fmt.Errorf("creating state directory: %w", err)
 	}
+	if h.UID == 0 {
+		f, err := gitTrustAll(b.opts.StateDir)
+		if err != nil {
+			return h, err
+		}
+		h.GitSystemConfig = f
+	}
 	for _, d := range append([]string{b.opts.StateDir}, b.opts.HiddenDirs...) {
 		if d != "" && filepath.IsAbs(d) {
 			h.HiddenDirs = append(h.HiddenDirs, filepath.Clean(d))
@@ -1064,4 +1071,23 @@ func writeFileAtomic(p string, data []byte, perm os.FileMode) error {
 		return err
 	}
 	return atomicfile.Write(p, data, perm, false)
+}
+
+// gitTrustAllConfig is the git system configuration of a root caller's
+// sandboxes (Host.GitSystemConfig): the host's own, included (a missing
+// file is skipped), and every repository trusted.
+const gitTrustAllConfig = "[include]\n\tpath = /etc/gitconfig\n[safe]\n\tdirectory = *\n"
+
+// gitTrustAll returns the path of the file holding gitTrustAllConfig in
+// stateDir, written when it holds anything else (mode 0644: the run_as
+// identity reads it).
+func gitTrustAll(stateDir string) (string, error) {
+	f := filepath.Join(stateDir, "gitconfig-sandbox")
+	if b, err := os.ReadFile(f); err == nil && string(b) == gitTrustAllConfig {
+		return f, nil
+	}
+	if err := atomicfile.Write(f, []byte(gitTrustAllConfig), 0o644, false); err != nil {
+		return "", fmt.Errorf("writing the sandbox's git settings: %w", err)
+	}
+	return f, nil
 }

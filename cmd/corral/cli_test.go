@@ -306,7 +306,9 @@ func TestRunSession(t *testing.T) {
 	if code != 0 || !strings.Contains(so, "s1") || !strings.Contains(so, filepath.Join(c.work, "sub")) {
 		t.Errorf("sessions list: %d %s", code, so)
 	}
-	if code, _, se := c.run(nil, "sessions", "rm", "s1"); code != 0 {
+	// A name that cannot be removed is said, and the others go all the
+	// same (it stopped at the first).
+	if code, _, se := c.run(nil, "sessions", "rm", "no-such-session", "s1"); code != 125 || !strings.Contains(se, `no session "no-such-session"`) || !strings.Contains(se, "1 of 2 sessions not removed") {
 		t.Errorf("sessions rm: %d %s", code, se)
 	}
 	if _, so, _ := c.run(nil, "sessions", "list"); strings.Contains(so, "s1") {

@@ -99,11 +99,18 @@ Sessions unused for a day are removed by "corral sessions prune".`,
 		Short: "Remove sessions: state, scratch directory and logs",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			// Every name is tried: one that fails is said and does not
+			// keep the others.
 			m := stateManager(g)
+			failed := 0
 			for _, name := range args {
 				if err := m.Remove(name); err != nil {
-					return &exitError{Code: sandbox.ExitCorralError, Err: err}
+					fmt.Fprintf(stderr, "corral: session %s: %v\n", termsafe.Path(name), err)
+					failed++
 				}
+			}
+			if failed > 0 {
+				return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("%d of %d sessions not removed", failed, len(args))}
 			}
 			return nil
 		},
