@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/corralhq/corral/reexec"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -625,6 +626,16 @@ func TestServeLoopbackToken(t *testing.T) {
 	}
 	if _, err := httpConnect(t, p.url, ""); err == nil {
 		t.Error("connected to a loopback serve without the token")
+	}
+	// A refusal says where the token is.
+	if resp, err := http.Post(p.url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)); err != nil {
+		t.Error(err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 401 || !strings.Contains(string(body), "keeps the token in "+file) {
+			t.Errorf("without the token: %d %q, want 401 naming %s", resp.StatusCode, body, file)
+		}
 	}
 	cs, err := p.connect(t, "")
 	if err != nil {

@@ -30,6 +30,10 @@ type HTTPOptions struct {
 	// (Authorization: Bearer TOKEN, RFC 6750); it is compared in constant
 	// time. Requests without it get 401 Unauthorized.
 	Token string
+	// TokenHint, when set, ends the body of every 401 answer: where the
+	// person finds the token (the file corral serve keeps it in), never
+	// the token itself.
+	TokenHint string
 	// SessionTimeout closes an MCP session (protocol revisions before
 	// 2026-07-28) that has sent no request for this long, and with it the
 	// background processes of its corral session. Zero means never.
@@ -86,7 +90,7 @@ func (s *Server) HTTPHandler(o HTTPOptions) http.Handler {
 		stateful.ServeHTTP(w, r)
 	})
 	if o.Token != "" {
-		h = s.requireToken(o.Token, h)
+		h = s.requireToken(o.Token, o.TokenHint, h)
 	}
 	return http.NewCrossOriginProtection().Handler(h)
 }
@@ -96,21 +100,24 @@ func (s *Server) HTTPHandler(o HTTPOptions) http.Handler {
 // time: the digests have equal lengths whatever the token's length. Others
 // get 401 Unauthorized with a WWW-Authenticate challenge (RFC 6750 section
 // 3).
-func (s *Server) requireToken(want string, next http.Handler) http.Handler {
+func (s *Server) requireToken(want, hint string, next http.Handler) http.Handler {
 	sum := sha256.Sum256([]byte(want))
+	if hint != "" {
+		hint = " (" + hint + ")"
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, token, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			s.log.Warn("mcp.http.unauthorized", "remote", r.RemoteAddr, "reason", "no bearer token")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
-			http.Error(w, "Unauthorized: send the token as \"Authorization: Bearer TOKEN\"", http.StatusUnauthorized)
+			http.Error(w, "Unauthorized: send the token as \"Authorization: Bearer TOKEN\""+hint, http.StatusUnauthorized)
 			return
 		}
 		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
 		if subtle.ConstantTimeCompare(got[:], sum[:]) != 1 {
 			s.log.Warn("mcp.http.unauthorized", "remote", r.RemoteAddr, "reason", "wrong token")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="corral", error="invalid_token"`)
-			http.Error(w, "Unauthorized: wrong bearer token", http.StatusUnauthorized)
+			http.Error(w, "Unauthorized: wrong bearer token"+hint, http.StatusUnauthorized)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -560,3 +560,20 @@ func TestCleanupWithoutDocker(t *testing.T) {
 		t.Errorf("cleanup --json without an engine: exit %d, %v\nstdout:\n%s\nstderr:\n%s", code, err, so, se)
 	}
 }
+
+// TestSecondsFlag: --timeout takes whole seconds too, as the timeout
+// setting does.
+func TestSecondsFlag(t *testing.T) {
+	for in, want := range map[string]time.Duration{"2": 2 * time.Second, "90s": 90 * time.Second, "5m": 5 * time.Minute, "0": 0, "1.5s": 1500 * time.Millisecond} {
+		var d time.Duration
+		if err := (secondsFlag{&d}).Set(in); err != nil || d != want {
+			t.Errorf("Set(%q) = %v, %v; want %v", in, d, err, want)
+		}
+	}
+	for _, in := range []string{"-1", "x", "-5s", "99999999999999999999"} {
+		var d time.Duration
+		if err := (secondsFlag{&d}).Set(in); err == nil {
+			t.Errorf("Set(%q) accepted: %v", in, d)
+		}
+	}
+}

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/corralhq/corral"
@@ -95,3 +98,33 @@ func (g *globalOptions) selfCommand() []string {
 	}
 	return argv
 }
+
+// secondsFlag is a duration flag that also takes whole seconds ("90"), as
+// the timeout setting does (config's KindDuration): pflag's DurationVar
+// takes only Go durations and refused --timeout 2.
+type secondsFlag struct{ d *time.Duration }
+
+func (f secondsFlag) String() string {
+	if f.d == nil {
+		return "0s"
+	}
+	return f.d.String()
+}
+
+func (f secondsFlag) Set(s string) error {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n < 0 || n > math.MaxInt64/int64(time.Second) {
+			return fmt.Errorf("%d seconds is out of range", n)
+		}
+		*f.d = time.Duration(n) * time.Second
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("want a duration such as 90s or 5m, or whole seconds")
+	}
+	*f.d = d
+	return nil
+}
+
+func (f secondsFlag) Type() string { return "duration" }

@@ -67,7 +67,7 @@ exists as given is taken whole). Binds are read-only unless :rw is given.`,
 	f.IntVar(&o.cpuSeconds, "cpu-seconds", -1, "CPU seconds per process (RLIMIT_CPU; 0 disables)")
 	f.IntVar(&o.maxProcs, "max-procs", -1, "processes and threads (0 disables)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the bwrap command line (one argument per line) instead of running it")
-	f.DurationVar(&o.timeout, "timeout", 0, "end the whole sandbox after this long (default: the timeout setting)")
+	f.Var(secondsFlag{&o.timeout}, "timeout", "end the whole sandbox after this long: 90s, 5m or whole seconds (default: the timeout setting)")
 	return cmd
 }
 

@@ -86,7 +86,7 @@ func (o *serveOptions) run(c *cobra.Command, g *globalOptions) error {
 	if err := mcpserver.CheckListen(addr, st.Token); err != nil {
 		return fail(err)
 	}
-	token, tokenNote, err := o.bearerToken(st.Token)
+	token, tokenNote, tokenHint, err := o.bearerToken(st.Token)
 	if err != nil {
 		return fail(err)
 	}
@@ -106,7 +106,7 @@ func (o *serveOptions) run(c *cobra.Command, g *globalOptions) error {
 		return fail(fmt.Errorf("listening on %s: %w", addr, err))
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Token: token, SessionTimeout: o.sessionTimeout}))
+	mux.Handle("/mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Token: token, TokenHint: tokenHint, SessionTimeout: o.sessionTimeout}))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	ctx, stop := signal.NotifyContext(c.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -145,29 +145,31 @@ func (o *serveOptions) run(c *cobra.Command, g *globalOptions) error {
 // bearerToken picks the token requests must carry: the token setting, else
 // none with --no-token (CheckListen has kept that to loopback), else the
 // one kept in the state directory. note tells the user how clients present
-// it, without the token itself (serve's stderr often ends in a log).
-func (o *serveOptions) bearerToken(set string) (token, note string, err error) {
+// it, without the token itself (serve's stderr often ends in a log); hint,
+// for a kept token, says where it is, for the 401 answers.
+func (o *serveOptions) bearerToken(set string) (token, note, hint string, err error) {
 	switch {
 	case set != "":
 		if o.noToken {
-			return "", "", errors.New("--no-token, and a token is set (the token setting or CORRAL_TOKEN): drop one of them")
+			return "", "", "", errors.New("--no-token, and a token is set (the token setting or CORRAL_TOKEN): drop one of them")
 		}
-		return set, `clients send "Authorization: Bearer TOKEN", TOKEN being the token setting`, nil
+		return set, `clients send "Authorization: Bearer TOKEN", TOKEN being the token setting`, "", nil
 	case o.noToken:
-		return "", "warning: no bearer token (--no-token): any program that reaches this port, commands in network-profile sandboxes included, can run commands here", nil
+		return "", "warning: no bearer token (--no-token): any program that reaches this port, commands in network-profile sandboxes included, can run commands here", "", nil
 	}
 	dir := config.StateDir()
 	if dir == "" {
-		return "", "", errors.New("no state directory to keep the bearer token in: set HOME or XDG_STATE_HOME, or set a token (CORRAL_TOKEN)")
+		return "", "", "", errors.New("no state directory to keep the bearer token in: set HOME or XDG_STATE_HOME, or set a token (CORRAL_TOKEN)")
 	}
 	path := filepath.Join(dir, mcpserver.TokenFileName)
 	token, created, err := mcpserver.LoadOrCreateToken(path)
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	made := "kept"
 	if created {
 		made = "made now, kept"
 	}
-	return token, fmt.Sprintf(`clients send "Authorization: Bearer $(cat %s)" (the token was %s there; set the token setting to choose your own)`, path, made), nil
+	return token, fmt.Sprintf(`clients send "Authorization: Bearer $(cat %s)" (the token was %s there; set the token setting to choose your own)`, path, made),
+		"corral serve keeps the token in " + path, nil
 }
