@@ -68,6 +68,8 @@ func toolError(err error) error {
 		out = "the call ran out of time; the command and every process it started were ended"
 	case errors.Is(err, session.ErrClosed):
 		out = "this session has been closed (corral is shutting down, or the MCP session it belonged to has ended), so nothing was run"
+	case errors.Is(err, session.ErrStateUnwritable):
+		out = msg + ". Only the person running corral can fix this; tell them"
 	case errors.Is(err, session.ErrStateUnreadable):
 		out = msg + ". Call the tool again: a passing cause (too many open files) clears by itself; if it fails the same way, tell the person running corral (the session's state directory needs them)"
 	case sandbox.IsTransient(err):

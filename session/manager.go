@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/corralhq/corral/internal/rmtree"
@@ -110,6 +111,25 @@ var ErrClosed = errors.New("session closed")
 // cause passes (EMFILE).
 var ErrStateUnreadable = errors.New("the session's saved state could not be read, so nothing was run and it was left as it is")
 
+// ErrStateUnwritable is wrapped by Open when a new session's directory or
+// metadata cannot be written (a full disk, a read-only or foreign state
+// directory): nothing was run. The wrapped error says why, and the message
+// names the directory and the fix.
+var ErrStateUnwritable = errors.New("a new session cannot be set up, so nothing was run")
+
+// unwritable wraps err, met writing what, for ErrStateUnwritable, naming
+// the fix where the cause is a full or read-only file system.
+func unwritable(what, dir string, err error) error {
+	fix := ""
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		fix = fmt.Sprintf(": the file system of %s is full; free space there, or give corral another state directory (XDG_STATE_HOME)", dir)
+	case errors.Is(err, syscall.EROFS), errors.Is(err, fs.ErrPermission):
+		fix = fmt.Sprintf(": %s cannot be written here; give corral a writable state directory (XDG_STATE_HOME)", dir)
+	}
+	return fmt.Errorf("%w: %s: %w%s", ErrStateUnwritable, what, err, fix)
+}
+
 // Open returns the session called name, creating its directory on first
 // use. The same name gives the same *Session within a process, and the same
 // state across processes.
@@ -128,7 +148,7 @@ func (m *Manager) Open(name string) (*Session, error) {
 	dir := filepath.Join(m.root, dirName(name))
 	for _, d := range []string{dir, filepath.Join(dir, "scratch"), filepath.Join(dir, "bg")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("creating session directory: %w", err)
+			return nil, unwritable("creating the session's directory", m.root, err)
 		}
 	}
 	s := &Session{name: name, dir: dir, m: m, procs: map[string]*Process{}}
@@ -141,7 +161,7 @@ func (m *Manager) Open(name string) (*Session, error) {
 		now := time.Now()
 		meta = Meta{Name: name, Created: now, LastUsed: now}
 		if err := writeJSON(filepath.Join(dir, "meta.json"), meta); err != nil {
-			return nil, fmt.Errorf("writing session metadata: %w", err)
+			return nil, unwritable("writing the session's metadata", m.root, err)
 		}
 	}
 	m.sessions[name] = s

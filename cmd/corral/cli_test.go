@@ -204,6 +204,16 @@ func TestDoctor(t *testing.T) {
 	if code != 0 || !strings.Contains(so, "ready") {
 		t.Errorf("doctor text: %d %s", code, so)
 	}
+	// A state directory corral cannot write makes it not ready, said
+	// with the fix (a full disk read "ready").
+	blocker := filepath.Join(c.home, "not-a-dir")
+	os.WriteFile(blocker, nil, 0o600)
+	if code, so, _ := c.run([]string{"XDG_STATE_HOME=" + filepath.Join(blocker, "state")}, "doctor"); code == 0 || !strings.Contains(so, "cannot be made") || !strings.Contains(so, "XDG_STATE_HOME") {
+		t.Errorf("doctor with an unwritable state directory: %d\n%s", code, so)
+	}
+	if got := checkStateDir(c.home); got != "" {
+		t.Errorf("checkStateDir(%s) = %q", c.home, got)
+	}
 	// The settings file named by $CORRAL_CONFIG is the one reported (a
 	// fresh user's trial saw the default one named instead).
 	other := filepath.Join(c.home, "other-config.yaml")

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/backend/bwrap"
@@ -68,14 +69,18 @@ sandboxes and 1 when not, naming the fix.`,
 // doctorResult is the report `corral doctor` prints.
 type doctorResult struct {
 	// Corral is this executable's build (corral version --json).
-	Corral      corral.BuildInfo  `json:"corral"`
-	Ready       bool              `json:"ready"`
-	ConfigFile  string            `json:"config_file"`
-	ConfigError string            `json:"config_error,omitempty"`
-	StateDir    string            `json:"state_dir"`
-	Backend     string            `json:"backend"`
-	Bwrap       *bwrap.Diagnosis  `json:"bwrap"`
-	Docker      *docker.Diagnosis `json:"docker"`
+	Corral      corral.BuildInfo `json:"corral"`
+	Ready       bool             `json:"ready"`
+	ConfigFile  string           `json:"config_file"`
+	ConfigError string           `json:"config_error,omitempty"`
+	StateDir    string           `json:"state_dir"`
+	// StateError says why the state directory cannot take what corral
+	// writes there (sessions, background output, the audit log): it cannot
+	// be written, or its file system has under stateMinFree left.
+	StateError string            `json:"state_error,omitempty"`
+	Backend    string            `json:"backend"`
+	Bwrap      *bwrap.Diagnosis  `json:"bwrap"`
+	Docker     *docker.Diagnosis `json:"docker"`
 	// Kubernetes is the cluster's report, when the kubernetes backend is
 	// configured (the backend setting, a route) or asked for (--backend).
 	Kubernetes *kubernetes.Diagnosis `json:"kubernetes,omitempty"`
@@ -180,6 +185,7 @@ func doctorReport(c *cobra.Command, g *globalOptions, backend string) *doctorRes
 		r.Kubernetes = ke.Diagnose(c.Context(), corral.KubernetesSettings(st), true)
 		_ = ke.Close()
 	}
+	r.StateError = checkStateDir(r.StateDir)
 	switch st.Backend {
 	case config.BackendKubernetes:
 		r.Ready = r.Kubernetes.Ready() && r.ConfigError == ""
@@ -192,7 +198,39 @@ func doctorReport(c *cobra.Command, g *globalOptions, backend string) *doctorRes
 		// the proxy: without them nothing runs (fail closed).
 		r.Ready = r.Bwrap.Ready() && r.ConfigError == "" && r.Seccomp.OK && r.CommandError == "" && (r.Proxy.OK || !usesAllowlist(st))
 	}
+	r.Ready = r.Ready && r.StateError == ""
 	return r
+}
+
+// stateMinFree is the free space below which doctor calls the state
+// directory full: the reserve background output keeps (session's spill
+// reserve), and room for a session's state and the audit log.
+const stateMinFree = 16 << 20
+
+// checkStateDir says why dir cannot take corral's state, or "": it is
+// made if missing, a file is written and removed there, and its file
+// system must have stateMinFree bytes free (statfs(2), for unprivileged
+// users: f_bavail).
+func checkStateDir(dir string) string {
+	if dir == "" {
+		return "no state directory: set HOME or XDG_STATE_HOME"
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Sprintf("cannot be made (%v): give corral a writable one (XDG_STATE_HOME)", err)
+	}
+	f, err := os.CreateTemp(dir, ".doctor-*")
+	if err != nil {
+		return fmt.Sprintf("cannot be written (%v): new sessions fail; free space there or give corral another one (XDG_STATE_HOME)", err)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err == nil {
+		if free := int64(fs.Bavail) * fs.Bsize; free < stateMinFree {
+			return fmt.Sprintf("its file system has %d KiB free: new sessions, background output and the audit log fail; free space there or give corral another one (XDG_STATE_HOME)", free>>10)
+		}
+	}
+	return ""
 }
 
 // rootIdentity describes, for a root caller, who holds its sandboxes.
@@ -290,7 +328,11 @@ func printDoctor(r *doctorResult) {
 	} else {
 		fmt.Printf("%s settings %s\n", ok(true), r.ConfigFile)
 	}
-	fmt.Printf("     state directory: %s\n", r.StateDir)
+	if r.StateError != "" {
+		fmt.Printf("%s state directory %s: %s\n", ok(false), r.StateDir, r.StateError)
+	} else {
+		fmt.Printf("     state directory: %s\n", r.StateDir)
+	}
 	dd := r.Docker
 	if dd.Reachable {
 		fmt.Printf("%s docker engine %s at %s (API %s; engine accepts %s and later)\n", ok(true), dd.Version, dd.Host, dd.APIVersion, dd.MinAPIVersion)
