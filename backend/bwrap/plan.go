@@ -52,9 +52,9 @@ type Host struct {
 	Home string
 	// UID is the real uid corral runs as.
 	UID int
-	// GitSystemConfig, set for a root caller, is a host file bound at its
-	// own path and named by GIT_CONFIG_SYSTEM: the system's git settings
-	// (included) and safe.directory = * (see gitTrustAll).
+	// GitSystemConfig, set for a root caller, is a host file bound at
+	// gitSystemConfigDest and named by GIT_CONFIG_SYSTEM: the system's git
+	// settings (included) and safe.directory = * (see gitTrustAll).
 	GitSystemConfig string
 	// HiddenDirs are directories that must never be visible, whatever their
 	// location: corral's own config and state directories.
@@ -362,9 +362,12 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		// only: what could run on the host is the hand-back gate's. The
 		// system file, not GIT_CONFIG_COUNT: git clears the latter for
 		// the upload-pack of a local clone (local_repo_env).
-		p.add(phaseReveal, mount{Kind: mRoBind, Src: f, Dest: f})
+		// At a path of the sandbox's own /dev (a fresh tmpfs): at its
+		// host path it would show where corral's hidden state directory
+		// lies.
+		p.add(phaseReveal, mount{Kind: mRoBind, Src: f, Dest: gitSystemConfigDest})
 		p.reach = append(p.reach, f)
-		plan.Env = sandbox.FilterEnv(plan.Env, nil, "GIT_CONFIG_SYSTEM="+f)
+		plan.Env = sandbox.FilterEnv(plan.Env, nil, "GIT_CONFIG_SYSTEM="+gitSystemConfigDest)
 	}
 	plan.Mounts = p.ordered()
 	plan.Warnings = p.warns
@@ -429,6 +432,10 @@ func depth(p string) int {
 	}
 	return strings.Count(p, "/")
 }
+
+// gitSystemConfigDest is where a root caller's sandbox sees
+// Host.GitSystemConfig.
+const gitSystemConfigDest = "/dev/.corral-gitconfig"
 
 // base adds the fixed part of every sandbox: the host root read-only, a
 // fresh /dev with a private /dev/shm, a private /proc, a fresh /tmp and an
