@@ -124,7 +124,7 @@ func Open(dir string, maxBytes int64) (*Log, error) {
 func (l *Log) Path() string { return l.path }
 
 func (l *Log) open() (*os.File, error) {
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := openRegular(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
@@ -191,7 +191,7 @@ func (l *Log) reopen() (int64, error) {
 // be written. It holds audit.lock so that two processes do not both
 // rotate: under the lock it checks again whether rotation is still due.
 func (l *Log) rotate(n int64) error {
-	lk, err := os.OpenFile(filepath.Join(l.dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	lk, err := openRegular(filepath.Join(l.dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("audit log: %w", err)
 	}

@@ -3,6 +3,7 @@ package audit
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -494,5 +496,50 @@ func TestProcesses(t *testing.T) {
 		if c != 1 {
 			t.Errorf("record %s appears %d times", id, c)
 		}
+	}
+}
+
+// TestSpecialFiles: a FIFO or a device where the audit log goes is refused
+// at once, by the writer, Read and Follow (a FIFO blocked corral mcp in
+// open(2) for good, SIGTERM ignored; /dev/zero made corral log read
+// forever).
+func TestSpecialFiles(t *testing.T) {
+	for _, kind := range []string{"fifo", "device"} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, FileName)
+			if kind == "fifo" {
+				if err := syscall.Mkfifo(p, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.Symlink("/dev/zero", p); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				l, err := Open(dir, 1<<20)
+				if err == nil {
+					err = l.Record(Entry{Tool: "bash"})
+					l.Close()
+				}
+				if !errors.Is(err, ErrNotRegular) {
+					t.Errorf("writing: %v, want ErrNotRegular", err)
+				}
+				if _, err := Read(dir, func(Entry) error { return nil }); !errors.Is(err, ErrNotRegular) {
+					t.Errorf("Read: %v, want ErrNotRegular", err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				if err := Follow(ctx, dir, Position{}, func(Entry) error { return nil }); !errors.Is(err, ErrNotRegular) {
+					t.Errorf("Follow: %v, want ErrNotRegular", err)
+				}
+			}()
+			select {
+			case <-done:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the audit log's reader or writer hangs on a special file")
+			}
+		})
 	}
 }

@@ -48,7 +48,7 @@ func files(dir string) []string {
 func Read(dir string, fn func(Entry) error) (Position, error) {
 	fs := files(dir)
 	for _, p := range fs[:len(fs)-1] {
-		f, err := os.Open(p)
+		f, err := openRegular(p, os.O_RDONLY, 0)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -61,7 +61,7 @@ func Read(dir string, fn func(Entry) error) (Position, error) {
 			return Position{}, err
 		}
 	}
-	f, err := os.Open(fs[len(fs)-1])
+	f, err := openRegular(fs[len(fs)-1], os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return Position{set: true}, nil
 	}
@@ -144,7 +144,9 @@ func Follow(ctx context.Context, dir string, from Position, fn func(Entry) error
 
 	switch {
 	case !from.set:
-		if f, err := os.Open(path); err == nil {
+		if f, err := openRegular(path, os.O_RDONLY, 0); errors.Is(err, ErrNotRegular) {
+			return err
+		} else if err == nil {
 			off, err := f.Seek(0, io.SeekEnd)
 			if err != nil {
 				f.Close()
@@ -162,7 +164,7 @@ func Follow(ctx context.Context, dir string, from Position, fn func(Entry) error
 				continue
 			}
 			if i == len(fs)-1 {
-				f, err := os.Open(p)
+				f, err := openRegular(p, os.O_RDONLY, 0)
 				if err != nil {
 					break
 				}
@@ -187,7 +189,9 @@ func Follow(ctx context.Context, dir string, from Position, fn func(Entry) error
 
 	for {
 		if t.f == nil {
-			if f, err := os.Open(path); err == nil {
+			if f, err := openRegular(path, os.O_RDONLY, 0); errors.Is(err, ErrNotRegular) {
+				return err
+			} else if err == nil {
 				t.f, t.off, t.buf = f, 0, nil
 			}
 		}
@@ -245,7 +249,7 @@ func newerRotated(dir string, old os.FileInfo, fn func(Entry) error) error {
 
 // readFrom calls fn for the records of the file p from offset off on.
 func readFrom(p string, off int64, fn func(Entry) error) error {
-	f, err := os.Open(p)
+	f, err := openRegular(p, os.O_RDONLY, 0)
 	if err != nil {
 		return nil // rotated out of reach meanwhile
 	}
