@@ -3,9 +3,9 @@ package audit
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
