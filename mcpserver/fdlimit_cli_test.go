@@ -10,10 +10,14 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/sandboxfs"
 )
 
 // fdLimitSettings route sessions by name prefix to each way a sandbox is
@@ -238,4 +242,25 @@ func startServe(t *testing.T, cmd *exec.Cmd) (string, func()) {
 		t.Fatalf("corral serve did not start listening:\n%s", log)
 	}
 	return "", nil
+}
+
+// TestFileErrorTransient: the file tools word a passing cause as bash
+// does (call again), also when the cause reached corral as text from the
+// file server; another cause still goes to the person.
+func TestFileErrorTransient(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: accept: too many open files", sandboxfs.ErrUnavailable), "call the tool again"},
+		{fmt.Errorf("%w: %w", sandboxfs.ErrUnavailable, syscall.EMFILE), "call the tool again"},
+		{fmt.Errorf("%w: no bwrap", sandboxfs.ErrUnavailable), "tell the person running corral"},
+	} {
+		if got := fileError(tc.err).Error(); !strings.Contains(got, tc.want) {
+			t.Errorf("fileError(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+	if !sandbox.IsTransientText("open x: too many open files") || sandbox.IsTransientText("permission denied") {
+		t.Error("IsTransientText")
+	}
 }

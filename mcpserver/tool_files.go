@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/sandboxfs"
 )
 
@@ -22,6 +23,10 @@ func fileError(err error) error {
 	var fe *sandboxfs.Error
 	if errors.As(err, &fe) {
 		return &ToolError{Msg: fe.Message, Err: err}
+	}
+	if errors.Is(err, sandboxfs.ErrUnavailable) && (sandbox.IsTransient(err) || sandbox.IsTransientText(err.Error())) {
+		// Too many open files, for one: it passes, as for bash.
+		return &ToolError{Msg: fmt.Sprintf("nothing was done: the file tools' sandbox could not be reached (%v). This passes by itself; call the tool again (if it fails the same way several times, use bash and tell the person running corral)", err), Err: err}
 	}
 	if errors.Is(err, sandboxfs.ErrUnavailable) {
 		return &ToolError{Msg: fmt.Sprintf("the file tools' sandbox could not be reached (%v); use bash (cat, sed) for now, and tell the person running corral", err), Err: err}

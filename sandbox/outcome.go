@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"errors"
+	"strings"
 	"syscall"
 )
 
@@ -79,6 +80,19 @@ func IsTransient(err error) bool {
 	}
 	for _, e := range transientErrnos {
 		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsTransientText reports whether msg, an error's text that crossed a
+// process boundary and lost its chain (a helper's answer), names one of
+// the passing causes IsTransient knows by their strerror(3) texts ("too
+// many open files", ...).
+func IsTransientText(msg string) bool {
+	for _, e := range transientErrnos {
+		if strings.Contains(msg, e.Error()) {
 			return true
 		}
 	}
