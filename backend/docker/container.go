@@ -175,15 +175,20 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 	}
 	if !found {
 		var cut bool
+		var serr error
 		if rv != nil {
 			// The merged view's protected paths (the layer's own
 			// included), found before the overlay is mounted.
-			if rv.prot, cut = mergedSources(rv.l, req.ProtectedPatterns()); cut {
+			if rv.prot, cut, serr = mergedSources(rv.l, req.ProtectedPatterns()); serr != nil {
+				c.err = scanErr(ws.Host, serr)
+			} else if cut {
 				c.err = sandbox.ScanCutError(ws.Host, true)
 			} else if len(rv.prot) > 0 {
 				spec, c.err = buildSpec(&st, p, ws, helper, extra, binds, empty, nil, filter, eg, trust, rv)
 			}
-		} else if c.protected, cut = protectedIn(ws, req); cut {
+		} else if c.protected, cut, serr = protectedIn(ws, req); serr != nil {
+			c.err = scanErr(ws.Host, serr)
+		} else if cut {
 			// Fail closed: the mounts would leave out what the scan missed.
 			c.err = sandbox.ScanCutError(ws.Host, true)
 		} else if len(c.protected) > 0 {
@@ -500,13 +505,14 @@ func listNames(dir string, max int) ([]string, error) {
 // command), since what the scan did not see could hold a protected path
 // that is neither bound nor moved out.
 //
-// truncated reports that the scan was cut short (sandbox.FindProtected):
-// the container must then not start.
-func protectedIn(ws workspace, req *sandbox.Request) (out []string, truncated bool) {
+// truncated reports that the scan was cut short (sandbox.FindProtected),
+// err that a passing cause kept it from reading what it had to
+// (sandbox.FindProtectedErr): the container must then not start.
+func protectedIn(ws workspace, req *sandbox.Request) (out []string, truncated bool, err error) {
 	if !ws.Writable {
-		return nil, false
+		return nil, false, nil
 	}
-	found, truncated := sandbox.FindProtected(ws.Host, req.ProtectedPatterns())
+	found, truncated, err := sandbox.FindProtectedErr(ws.Host, req.ProtectedPatterns())
 	for _, p := range found {
 		if !p.Exists || len(p.Links) > 0 {
 			continue
@@ -517,7 +523,15 @@ func protectedIn(ws workspace, req *sandbox.Request) (out []string, truncated bo
 		}
 		out = append(out, p.Rel)
 	}
-	return out, truncated
+	return out, truncated, err
+}
+
+// scanErr is the refusal of a command whose protected-path scan a passing
+// cause (too many open files) kept from finishing: nothing ran, and it may
+// be tried again (not sandbox.ScanCutError, which is the tree's size and
+// tells the person to change a setting).
+func scanErr(root string, err error) error {
+	return sandbox.NotStarted(fmt.Errorf("%w: looking for protected paths in %s: %w", sandbox.ErrUnavailable, root, err))
 }
 
 // containerIDs returns the uid and gid that docker.user "" gives commands:

@@ -30,9 +30,14 @@ func (e *Engine) quarantine(c *ctr) []string {
 	if c.review != nil {
 		return e.quarantineReview(c)
 	}
-	found, truncated := sandbox.FindProtected(c.ws.Host, c.patterns)
+	found, truncated, serr := sandbox.FindProtectedErr(c.ws.Host, c.patterns)
 	var notes []string
-	if truncated {
+	switch {
+	case serr != nil:
+		// A passing cause (too many open files), not the tree's size:
+		// the next command's scan (scanCut) looks again first.
+		notes = append(notes, scanFailedNote(c.ws.Host, serr))
+	case truncated:
 		// What the scan did not reach is not checked; the next command is
 		// refused (scanCut).
 		notes = append(notes, sandbox.ScanCutWarning(c.ws.Host, true))
@@ -114,10 +119,21 @@ func (e *Engine) scanCut(c *ctr) error {
 		// The overlay, as the container sees it.
 		root = c.view + "/root" + c.ws.Target
 	}
-	if _, truncated := sandbox.FindProtected(root, c.patterns); truncated {
+	_, truncated, err := sandbox.FindProtectedErr(root, c.patterns)
+	switch {
+	case err != nil:
+		// Not the tree's size: a passing cause, the caller may retry.
+		return sandbox.NotStarted(fmt.Errorf("%w: looking for protected paths in %s: %w", sandbox.ErrUnavailable, c.ws.Host, err))
+	case truncated:
 		return sandbox.ScanCutError(c.ws.Host, true)
 	}
 	return nil
+}
+
+// scanFailedNote says that the check after a command could not finish for
+// a passing cause (sandbox.FindProtectedErr's error).
+func scanFailedNote(root string, err error) string {
+	return fmt.Sprintf("the check for protected paths after the command could not read all of %s (%v, which passes by itself); what the command made there at a protected path is moved out after the next command instead", root, err)
 }
 
 // quarantineReview is quarantine for a review container (review.go): the
@@ -141,9 +157,12 @@ func (e *Engine) quarantineReview(c *ctr) []string {
 		e.log.Info("docker.protected.unchecked", "container", c.name, "error", err)
 		return []string{fmt.Sprintf("the protected paths of the review layer could not be checked after the command: %v", err)}
 	}
-	found, truncated := sandbox.FindProtected(root, c.patterns)
+	found, truncated, serr := sandbox.FindProtectedErr(root, c.patterns)
 	var notes []string
-	if truncated {
+	switch {
+	case serr != nil:
+		notes = append(notes, scanFailedNote(c.ws.Host, serr))
+	case truncated:
 		notes = append(notes, sandbox.ScanCutWarning(c.ws.Host, true))
 	}
 	var croot *os.Root

@@ -264,12 +264,15 @@ func opaque(p string) bool {
 // decides what the merged view shows); a path the two scans miss is
 // removed after the next command instead (quarantine). truncated reports
 // that a scan was cut short.
-func mergedSources(l *layer.Layer, patterns []string) (out []protSource, truncated bool) {
+func mergedSources(l *layer.Layer, patterns []string) (out []protSource, truncated bool, err error) {
 	seen := map[string]bool{}
 	var cands []sandbox.ProtectedPath
 	for _, root := range []string{l.Upper(), l.Lower} {
-		found, cut := sandbox.FindProtected(root, patterns)
+		found, cut, serr := sandbox.FindProtectedErr(root, patterns)
 		truncated = truncated || cut
+		if serr != nil && err == nil {
+			err = serr
+		}
 		for _, p := range found {
 			if p.Exists && len(p.Links) == 0 && !seen[p.Rel] {
 				seen[p.Rel] = true
@@ -294,7 +297,7 @@ func mergedSources(l *layer.Layer, patterns []string) (out []protSource, truncat
 		}
 		out = append(out, ps)
 	}
-	return out, truncated
+	return out, truncated, err
 }
 
 // viewRoot returns the path through which corral sees c's working

@@ -369,3 +369,17 @@ func TestEngineSocketRefused(t *testing.T) {
 		t.Errorf("not unavailable: %v", err)
 	}
 }
+
+// TestScanErrIsPassing: a protected-path scan kept from finishing by a
+// full descriptor table is a passing refusal (nothing ran, retry), not the
+// tree's size (which tells the person to turn protection off): under
+// EMFILE docker said the latter.
+func TestScanErrIsPassing(t *testing.T) {
+	err := scanErr("/w", &os.PathError{Op: "open", Path: "/w/x", Err: syscall.EMFILE})
+	if !sandbox.IsTransient(err) || !errors.Is(err, sandbox.ErrNotStarted) || strings.Contains(err.Error(), "protected_paths") {
+		t.Errorf("scanErr: %v (transient %v)", err, sandbox.IsTransient(err))
+	}
+	if n := scanFailedNote("/w", syscall.EMFILE); strings.Contains(n, "protected_paths") || !strings.Contains(n, "passes by itself") {
+		t.Errorf("scanFailedNote: %s", n)
+	}
+}
