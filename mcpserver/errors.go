@@ -90,6 +90,10 @@ func toolError(err error) error {
 	default:
 		out = "corral failed: " + msg
 	}
+	var oe *session.OutputError
+	if errors.As(err, &oe) {
+		out += "\nWhat the command wrote before that:\n" + oe.Output
+	}
 	return &ToolError{Msg: out, Err: err}
 }
 

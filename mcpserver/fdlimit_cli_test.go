@@ -18,6 +18,7 @@ import (
 
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/sandboxfs"
+	"github.com/corralhq/corral/session"
 )
 
 // fdLimitSettings route sessions by name prefix to each way a sandbox is
@@ -262,5 +263,15 @@ func TestFileErrorTransient(t *testing.T) {
 	}
 	if !sandbox.IsTransientText("open x: too many open files") || sandbox.IsTransientText("permission denied") {
 		t.Error("IsTransientText")
+	}
+}
+
+// TestToolErrorKeepsOutput: what a command that may have run wrote before
+// its sandbox was lost reaches the agent with the error.
+func TestToolErrorKeepsOutput(t *testing.T) {
+	err := &session.OutputError{Err: sandbox.MayHaveRun(fmt.Errorf("%w: the container was removed", sandbox.ErrUnavailable)), Output: "start\n"}
+	got := toolError(err).Error()
+	if !strings.Contains(got, "may have run") || !strings.Contains(got, "What the command wrote before that:\nstart\n") {
+		t.Errorf("toolError = %q", got)
 	}
 }

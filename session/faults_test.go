@@ -1,12 +1,16 @@
 package session
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // TestCwdBecameFile: a session whose cwd was replaced by a file on the
@@ -156,5 +160,52 @@ func TestStateDiskFullAfterRun(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(f.work, "made.txt")); string(b) != "made\n" {
 		t.Errorf("the command's file: %q", b)
+	}
+}
+
+// lostBackend runs a command in its backend, then reports the sandbox
+// lost, as docker does when the container is killed under a command.
+type lostBackend struct{ sandbox.Backend }
+
+func (b lostBackend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Result, error) {
+	if _, err := b.Backend.Run(ctx, req); err != nil {
+		return nil, err
+	}
+	return nil, sandbox.MayHaveRun(fmt.Errorf("%w: the container was removed", sandbox.ErrUnavailable))
+}
+
+// TestOutputKeptWhenLost: a command that may have run and whose sandbox
+// was lost keeps what it wrote with the error (it was dropped).
+func TestOutputKeptWhenLost(t *testing.T) {
+	f := newFixture(t)
+	f.spec.Backend = lostBackend{f.be}
+	f.m = f.manager()
+	s := f.open("lost")
+	_, err := s.Exec(context.Background(), ExecRequest{Command: "echo started-before-the-loss"})
+	var oe *OutputError
+	if !errors.Is(err, sandbox.ErrMayHaveRun) || !errors.As(err, &oe) || !strings.Contains(oe.Output, "started-before-the-loss") {
+		t.Errorf("Exec: %v (output kept: %v)", err, oe)
+	}
+}
+
+// TestDamagedTwice: a second damaged state does not overwrite the first
+// one kept aside.
+func TestDamagedTwice(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("damaged-twice")
+	path := filepath.Join(s.Dir(), "state.json")
+	for i, garbage := range []string{"first garbage", "second garbage"} {
+		f.exec(s, "true")
+		if err := os.WriteFile(path, []byte(garbage), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f.exec(s, "true")
+		aside := path + ".damaged"
+		if i > 0 {
+			aside += ".1"
+		}
+		if b, err := os.ReadFile(aside); err != nil || string(b) != garbage {
+			t.Errorf("%s: %q %v, want %q", aside, b, err, garbage)
+		}
 	}
 }

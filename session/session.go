@@ -267,7 +267,15 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	stateW.Close()
 	raw := <-stateC
 	if runErr != nil {
-		return nil, mayHaveRun(runErr, began.Load() || bytes.HasPrefix(raw, []byte(startMagic)))
+		err := mayHaveRun(runErr, began.Load() || bytes.HasPrefix(raw, []byte(startMagic)))
+		if capt != nil && errors.Is(err, sandbox.ErrMayHaveRun) {
+			// What it wrote before the sandbox was lost is kept with
+			// the error (a killed docker container dropped it).
+			if o := capt.result(); o.Text != "" {
+				return nil, &OutputError{Err: err, Output: o.Text}
+			}
+		}
+		return nil, err
 	}
 	out := &ExecResult{
 		ExitCode: res.ExitCode, Duration: res.Duration, TimedOut: res.TimedOut, Timeout: timeout,
@@ -311,6 +319,18 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	out.Cwd = st.Cwd
 	return out, nil
 }
+
+// OutputError is Exec's error for a command that may have run
+// (sandbox.ErrMayHaveRun) and wrote output before its sandbox was lost:
+// Output is what it wrote (cut to the output limit as a result's is), so
+// that nothing it produced is dropped without a note.
+type OutputError struct {
+	Err    error
+	Output string
+}
+
+func (e *OutputError) Error() string { return e.Err.Error() }
+func (e *OutputError) Unwrap() error { return e.Err }
 
 // request builds the sandbox request for argv in the session.
 func (s *Session) request(sp *Spec, st *State, dir string, argv []string, timeout time.Duration) *sandbox.Request {
@@ -380,8 +400,15 @@ func (s *Session) loadState(sp *Spec) (*State, error) {
 	switch {
 	case err == nil, errors.Is(err, os.ErrNotExist):
 	case errors.Is(err, errDamaged):
-		// Kept aside for a person to look at, never read again.
+		// Kept aside for a person to look at, never read again; an
+		// earlier damaged copy is kept too.
 		aside := path + ".damaged"
+		for i := 1; i < 1000; i++ {
+			if _, err := os.Lstat(aside); errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			aside = fmt.Sprintf("%s.damaged.%d", path, i)
+		}
 		if rerr := os.Rename(path, aside); rerr != nil {
 			return nil, fmt.Errorf("%w: %w; and it could not be moved aside: %w", ErrStateUnreadable, err, rerr)
 		}
