@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -61,14 +62,16 @@ func (c *call) progress(ctx context.Context, what string, timeout time.Duration)
 	}
 }
 
-// notify sends p, its progress raised to the last one sent if need be, so
-// that the values only grow.
+// notify sends p, its progress raised just above the last one sent if need
+// be, so that the values strictly grow, as the protocol requires ("The
+// progress value MUST increase with each notification", MCP
+// specification, basic/utilities/progress): a note and a tick, or two
+// ticks of a loaded machine, can carry the same or an older time.
 func (c *call) notify(ctx context.Context, p *mcp.ProgressNotificationParams) {
 	c.progMu.Lock()
 	defer c.progMu.Unlock()
-	if p.Progress < c.progLast {
-		p.Progress = c.progLast
-	}
+	p.Progress = nextProgress(c.progLast, c.progSent, p.Progress)
+	c.progSent = true
 	c.progLast = p.Progress
 	if err := c.req.Session.NotifyProgress(ctx, p); err != nil {
 		c.log.Debug("mcp.progress.failed", "error", err)
@@ -92,4 +95,13 @@ func (c *call) note(ctx context.Context) func(string) {
 	return func(msg string) {
 		c.notify(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: time.Since(start).Seconds(), Message: msg})
 	}
+}
+
+// nextProgress is the progress to send for p after last (when sent): p,
+// or the next float64 above last when p does not exceed it.
+func nextProgress(last float64, sent bool, p float64) float64 {
+	if sent && p <= last {
+		return math.Nextafter(last, math.Inf(1))
+	}
+	return p
 }

@@ -247,6 +247,7 @@ type call struct {
 	progMu    sync.Mutex
 	progStart time.Time
 	progLast  float64
+	progSent  bool // a notification went out: later ones exceed progLast
 }
 
 // handler is the typed function a tool implements. A non-nil error is

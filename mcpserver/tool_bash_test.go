@@ -292,3 +292,20 @@ func TestScratchPersistsAcrossServers(t *testing.T) {
 		t.Error("$TMPDIR is the working directory")
 	}
 }
+
+// TestNextProgress: a notification whose time is not past the last one
+// sent goes out just above it (two at the same time went out equal, which
+// the protocol forbids).
+func TestNextProgress(t *testing.T) {
+	last, sent := 0.0, false
+	for _, p := range []float64{0, 0.2, 0.2, 0.1, 0.3} {
+		next := nextProgress(last, sent, p)
+		if sent && next <= last {
+			t.Errorf("after %v, %v went out as %v", last, p, next)
+		}
+		if next < p {
+			t.Errorf("%v went out as %v", p, next)
+		}
+		last, sent = next, true
+	}
+}
