@@ -5,10 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -117,7 +120,7 @@ func (s *Server) runCode(ctx context.Context, c *call, in RunCodeInput) (*mcp.Ca
 		if file, err = writeScript(c.sess, ip.ext, in.Code); err != nil {
 			return nil, zero, err
 		}
-		defer os.Remove(file)
+		defer removeScript(file)
 	}
 
 	stop := c.progress(ctx, "run_code", effectiveTimeout(c, timeout))
@@ -167,29 +170,62 @@ func writeScriptInside(ctx context.Context, sess *session.Session, ext, code str
 
 // writeScript writes code to a file of its own in the session's scratch
 // directory, which the sandbox sees at the same path, and returns the
-// path.
+// path. The sandbox writes that directory: every step goes through an
+// os.Root of it, so a symlink the sandbox left at .corral-code (or
+// anywhere) cannot lead the write out of it (a link to ~/.bashrc.d would
+// have put a script there that the host's shell sources).
 func writeScript(sess *session.Session, ext, code string) (string, error) {
-	dir := filepath.Join(sess.ScratchDir(), ".corral-code")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("creating the script directory: %w", err)
+	scratch := sess.ScratchDir()
+	if real, err := filepath.EvalSymlinks(scratch); err == nil {
+		scratch = real // corral's own directory: its path, not the sandbox's
 	}
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = real
-	}
-	f, err := os.CreateTemp(dir, "code-*"+ext)
+	root, err := os.OpenRoot(scratch)
 	if err != nil {
-		return "", fmt.Errorf("creating the script file: %w", err)
+		return "", sandbox.NotStarted(fmt.Errorf("opening the scratch directory: %w", err))
 	}
-	if _, err := f.WriteString(code); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return "", fmt.Errorf("writing the script file: %w", err)
+	defer root.Close()
+	const sub = ".corral-code"
+	if fi, err := root.Lstat(sub); err == nil && !fi.IsDir() {
+		// Not the directory corral made: a file or a link the sandbox
+		// put there. Only the entry goes, never what it leads to.
+		if err := root.Remove(sub); err != nil {
+			return "", sandbox.NotStarted(fmt.Errorf("clearing %s: %w", filepath.Join(scratch, sub), err))
+		}
 	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("writing the script file: %w", err)
+	if err := root.Mkdir(sub, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", sandbox.NotStarted(fmt.Errorf("creating the script directory: %w", err))
 	}
-	return f.Name(), nil
+	var rnd [8]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return "", err
+	}
+	name := filepath.Join(sub, "code-"+hex.EncodeToString(rnd[:])+ext)
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return "", sandbox.NotStarted(fmt.Errorf("creating the script file: %w", err))
+	}
+	_, err = f.WriteString(code)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		root.Remove(name)
+		return "", sandbox.NotStarted(fmt.Errorf("writing the script file: %w", err))
+	}
+	return filepath.Join(scratch, name), nil
+}
+
+// removeScript removes the script writeScript made at file, through an
+// os.Root of its scratch directory: the sandbox may have replaced the
+// directory on the way by a link meanwhile.
+func removeScript(file string) {
+	scratch := filepath.Dir(filepath.Dir(file))
+	root, err := os.OpenRoot(scratch)
+	if err != nil {
+		return
+	}
+	defer root.Close()
+	_ = root.Remove(filepath.Join(filepath.Base(filepath.Dir(file)), filepath.Base(file)))
 }
 
 // scriptCommand is the command line that runs file with the first of

@@ -48,6 +48,29 @@ func TestRunCode(t *testing.T) {
 		}
 	})
 
+	// The sandbox writes the scratch directory: a link it leaves where the
+	// scripts go must not lead corral's write out of it (a link to a
+	// directory the host's shell sources scripts from).
+	t.Run("a link at the script directory leads nowhere", func(t *testing.T) {
+		s, err := f.m.Open("test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := filepath.Join(f.base, "sourced-by-the-host")
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(s.ScratchDir(), ".corral-code")
+		bash(t, cs, "rm -rf "+dir+" && ln -s "+target+" "+dir+" && echo linked")
+		r := callTool(t, cs, "run_code", map[string]any{"code": "echo still-runs", "language": "bash"}).ok(t)
+		if !strings.Contains(r.str("output"), "still-runs") {
+			t.Errorf("run_code after the link: %q", r.str("output"))
+		}
+		if left, _ := os.ReadDir(target); len(left) != 0 {
+			t.Errorf("the script went where the sandbox's link leads: %v", left)
+		}
+	})
+
 	t.Run("same limits: the timeout", func(t *testing.T) {
 		r := callTool(t, cs, "run_code", map[string]any{"code": "sleep 30", "language": "bash", "timeout_s": 0.3}).ok(t)
 		if r.data["timed_out"] != true {
