@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -91,15 +92,19 @@ func ParsePair(src, dst, defSession string) (Endpoint, Endpoint, error) {
 type Workspace struct {
 	Session string
 	Root    string
-	Pod     *kubernetes.PodTarget
-	Engine  *kubernetes.Engine
+	// Cwd is the session's current directory, where a relative path
+	// starts, as for the MCP file tools and the session's next command;
+	// "" or a directory outside Root means Root.
+	Cwd    string
+	Pod    *kubernetes.PodTarget
+	Engine *kubernetes.Engine
 }
 
-// Rel returns p, a path in the workspace (relative to Root or absolute
-// below it), relative to Root (pure).
+// Rel returns p, a path in the workspace (relative to Cwd, else Root, or
+// absolute below Root), relative to Root (pure).
 func (w *Workspace) Rel(p string) (string, error) {
 	if !path.IsAbs(p) {
-		p = path.Join(w.Root, p)
+		p = path.Join(w.base(), p)
 	}
 	p = path.Clean(p)
 	if p == w.Root {
@@ -307,7 +312,19 @@ func CopyOut(ctx context.Context, w *Workspace, src, dst string, o Out) (Result,
 	if err != nil {
 		return Result{}, err
 	}
-	return pull(ctx, w, rel, top, filepath.Dir(abs), transfer.Options{Dest: filepath.Base(abs), Top: top, Gate: o.gate()})
+	res, err := pull(ctx, w, rel, top, filepath.Dir(abs), transfer.Options{Dest: filepath.Base(abs), Top: top, Gate: o.gate()})
+	if errors.Is(err, fs.ErrNotExist) {
+		return res, fmt.Errorf("session %s has no %s (a relative path starts at its current directory, %s): %w", w.Session, path.Join(w.Root, rel), w.base(), err)
+	}
+	return res, err
+}
+
+// base is where Rel starts a relative path: Cwd, else Root.
+func (w *Workspace) base() string {
+	if c := path.Clean(w.Cwd); w.Cwd != "" && (c == w.Root || strings.HasPrefix(c, strings.TrimSuffix(w.Root, "/")+"/")) {
+		return c
+	}
+	return w.Root
 }
 
 // pull packs rel of the workspace (entries named top) and unpacks it

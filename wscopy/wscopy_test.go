@@ -49,6 +49,18 @@ func TestRel(t *testing.T) {
 			t.Errorf("Rel(%q) = %q, want %q", in, got, want)
 		}
 	}
+	// From the session's current directory, as the file tools go; one
+	// outside the workspace counts for nothing.
+	w.Cwd = "/work/p/up"
+	for in, want := range map[string]string{"r.txt": "up/r.txt", "../x": "x", ".": "up", "/work/p/a": "a", "../../..": "outside"} {
+		if got, err := w.Rel(in); got != want && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("Rel(%q) from %s = %q, %v; want %q", in, w.Cwd, got, err, want)
+		}
+	}
+	w.Cwd = "/elsewhere"
+	if got, _ := w.Rel("r.txt"); got != "r.txt" {
+		t.Errorf("Rel from a cwd outside = %q", got)
+	}
 }
 
 func TestIEC(t *testing.T) {

@@ -32,7 +32,8 @@ directory, else as DST. One side is SESSION:PATH, or :PATH for the session
 of --session (default: the one corral mcp, diff and apply use for the
 current directory, "dir:" + its path; a name with a colon, such as that
 one, can only be given this way); PATH is relative to the session's
-working directory, or absolute below it. A path starting with / or . is
+current directory (where its next command starts, as for the MCP file
+tools), or absolute below its working directory. A path starting with / or . is
 the host's (symlinks on the way to it are the host's own and followed).
 
 Modes and times are kept, symlinks are copied as symlinks and never
@@ -210,7 +211,7 @@ func openWorkspace(ctx context.Context, g *globalOptions, name string) (*wscopy.
 			if in.Workdir == "" {
 				return nil, nil, fmt.Errorf("session %s has no working directory on record; run a command in it first", name)
 			}
-			return &wscopy.Workspace{Session: name, Root: in.Workdir}, func() {}, nil
+			return &wscopy.Workspace{Session: name, Root: in.Workdir, Cwd: in.Cwd}, func() {}, nil
 		}
 		st, err := config.Load(g.configPath, os.Environ())
 		if err != nil {
@@ -222,7 +223,7 @@ func openWorkspace(ctx context.Context, g *globalOptions, name string) (*wscopy.
 			e.Close()
 			return nil, nil, err
 		}
-		return &wscopy.Workspace{Session: name, Root: pod.Workspace, Pod: pod, Engine: e}, func() { e.Close() }, nil
+		return &wscopy.Workspace{Session: name, Root: pod.Workspace, Cwd: in.Cwd, Pod: pod, Engine: e}, func() { e.Close() }, nil
 	}
 	return nil, nil, fmt.Errorf("no session %q (corral sessions list shows them; a session exists once a command ran in it)", name)
 }

@@ -42,6 +42,23 @@ func TestCpSyncBwrap(t *testing.T) {
 	if a, b := testkit.TreeHash(t, filepath.Join(host, "src")), testkit.TreeHash(t, back); a != b {
 		t.Errorf("round trip differs")
 	}
+	// A relative path starts at the session's current directory, as the
+	// file tools' do; one that is not there is said with where it looked.
+	if code, _, se := c.run(nil, "run", "--session", "w", "--", "mkdir -p up && cd up && echo r > result.txt"); code != 0 {
+		t.Fatalf("cd up: %d %s", code, se)
+	}
+	res := filepath.Join(filepath.Dir(c.home), "result.txt")
+	if code, _, se := c.run(nil, "cp", "w:result.txt", res); code != 0 {
+		t.Errorf("cp w:result.txt from the session's cwd: %d %s", code, se)
+	} else if b, _ := os.ReadFile(res); string(b) != "r\n" {
+		t.Errorf("copied %q", b)
+	}
+	if code, _, se := c.run(nil, "cp", "w:nothing-here", res+"2"); code == 0 || !strings.Contains(se, "has no "+filepath.Join(c.work, "up", "nothing-here")) {
+		t.Errorf("cp of a missing path: %d %s", code, se)
+	}
+	if code, _, se := c.run(nil, "run", "--session", "w", "--", "cd .."); code != 0 {
+		t.Fatalf("cd ..: %d %s", code, se)
+	}
 	if code, _, se := c.run(nil, "sync", "--session", "w", "--delete", filepath.Join(host, "src/sub")); code != 0 || !strings.Contains(se, "deleted") {
 		t.Fatalf("sync --delete: %d %s", code, se)
 	}
