@@ -587,3 +587,23 @@ func TestSecondsFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeoutAdvice: a timeout's advice names where the timeout came
+// from (it advised `corral config set` for a CORRAL_TIMEOUT, which
+// overrides the file).
+func TestTimeoutAdvice(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	for _, tc := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{[]string{"CORRAL_TIMEOUT=1s"}, []string{"run", "--", "sleep", "30"}, "in CORRAL_TIMEOUT (which overrides the settings file)"},
+		{nil, []string{"run", "--timeout", "1", "--", "sleep", "30"}, "raise --timeout"},
+	} {
+		if code, _, se := c.run(tc.env, tc.args...); code != 124 || !strings.Contains(se, tc.want) {
+			t.Errorf("%v %v: %d %s; want 124 and %q", tc.env, tc.args, code, se, tc.want)
+		}
+	}
+}

@@ -198,6 +198,7 @@ func (o *runOptions) override(st *config.Settings) error {
 	if o.timeout > 0 {
 		st.Timeout = o.timeout
 	}
+	timeoutAdvice = adviceForTimeout(st, o.timeout > 0)
 	if o.backend != "" {
 		st.Backend = o.backend
 	}
@@ -305,7 +306,7 @@ func finish(kind string, notes []string, timedOut bool, timeout time.Duration, l
 		fmt.Fprintf(stderr, "corral: %s: %s\n", kind, n)
 	}
 	if timedOut {
-		fmt.Fprintf(stderr, "corral: the command timed out after %s and its whole sandbox was ended; raise the timeout with --timeout or `corral config set timeout 10m`\n", timeout)
+		fmt.Fprintf(stderr, "corral: the command timed out after %s and its whole sandbox was ended; %s\n", timeout, timeoutAdvice)
 		return &exitError{Code: sandbox.ExitTimedOut}
 	}
 	if limitMsg != "" {
@@ -318,4 +319,24 @@ func finish(kind string, notes []string, timedOut bool, timeout time.Duration, l
 		return &exitError{Code: code}
 	}
 	return nil
+}
+
+// timeoutAdvice is how a timed-out command's timeout is raised, for the
+// settings of this command (adviceForTimeout).
+var timeoutAdvice = "raise the timeout with --timeout or `corral config set timeout 10m`"
+
+// adviceForTimeout names where the timeout came from, so that the advice
+// works: a CORRAL_TIMEOUT overrides the file, which `corral config set`
+// would change in vain.
+func adviceForTimeout(st *config.Settings, flag bool) string {
+	if flag {
+		return "raise --timeout"
+	}
+	switch src, where := st.Source("timeout"); src {
+	case config.SourceEnv:
+		return fmt.Sprintf("raise it with --timeout or in %s (which overrides the settings file)", where)
+	case config.SourceRoute:
+		return "raise it with --timeout or in the route of this session (the routes setting)"
+	}
+	return "raise it with --timeout or `corral config set timeout 10m`"
 }
