@@ -292,6 +292,12 @@ func parseLine(line []byte) (jsonrpc.Message, *rejection) {
 	if utf {
 		msg, err := jsonrpc.DecodeMessage(text)
 		if err == nil {
+			if nullID(msg, text) {
+				// MCP: "Unlike base JSON-RPC, the ID MUST NOT be null"
+				// (basic, Requests); the SDK took it for a notification
+				// and nothing answered.
+				return nil, &rejection{code: jsonrpc.CodeInvalidRequest, msg: "Invalid Request: a request's id must be a string or an integer, not null (leave the id out for a notification)"}
+			}
 			return msg, nil
 		}
 		decodeErr = err
@@ -313,6 +319,23 @@ func parseLine(line []byte) (jsonrpc.Message, *rejection) {
 		return nil, &rejection{code: jsonrpc.CodeInvalidRequest, id: id, msg: `Invalid Request: a message must have "jsonrpc": "2.0"`}
 	}
 	return nil, &rejection{code: jsonrpc.CodeInvalidRequest, id: id, msg: "Invalid Request: " + decodeErr.Error()}
+}
+
+// nullID reports whether msg, decoded from text as a notification (no
+// id), has an "id" member that is null. Only notifications are looked at
+// again, and only when the text holds "id" at all: a large request is not
+// decoded twice.
+func nullID(msg jsonrpc.Message, text []byte) bool {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || req.ID.IsValid() || !bytes.Contains(text, []byte(`"id"`)) {
+		return false
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(text, &members) != nil {
+		return false
+	}
+	raw, has := members["id"]
+	return has && string(bytes.TrimSpace(raw)) == "null"
 }
 
 // usableID returns a request's id to answer an error with: a string or a

@@ -432,3 +432,25 @@ func TestParseLineIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestParseLineNullID: a request whose id is null is refused (-32600, id
+// null), as MCP forbids it; the SDK took it for a notification and it went
+// unanswered. A notification and a request with an id pass.
+func TestParseLineNullID(t *testing.T) {
+	for line, refused := range map[string]bool{
+		`{"jsonrpc":"2.0","id":null,"method":"ping"}`:                       true,
+		`{"jsonrpc":"2.0", "id" : null ,"method":"tools/list","params":{}}`: true,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`:            false,
+		`{"jsonrpc":"2.0","method":"notifications/x","params":{"id":null}}`: false,
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`:                          false,
+		`{"jsonrpc":"2.0","id":"a","method":"ping","params":{"id":null}}`:   false,
+	} {
+		msg, bad := parseLine([]byte(line))
+		if refused != (bad != nil) || refused == (msg != nil) {
+			t.Errorf("%s: message %v, refusal %+v; want refused %v", line, msg, bad, refused)
+		}
+		if bad != nil && (bad.code != -32600 || bad.id != nil) {
+			t.Errorf("%s: refusal %+v, want -32600 with id null", line, bad)
+		}
+	}
+}

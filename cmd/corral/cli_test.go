@@ -607,3 +607,14 @@ func TestTimeoutAdvice(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptySessionName: --session given empty is refused, not taken for
+// no session (run then did not join the words: "echo ok" exited 127).
+func TestEmptySessionName(t *testing.T) {
+	c := newCLI(t)
+	for _, args := range [][]string{{"run", "--session", "", "--", "echo", "ok"}, {"run", "--session=", "--", "echo ok"}, {"shell", "--session", " "}} {
+		if code, so, se := c.run(nil, args...); code != 125 || so != "" || !strings.Contains(se, "--session: a session needs a name") {
+			t.Errorf("%q: %d %q %q", args, code, so, se)
+		}
+	}
+}

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/sandbox"
 )
 
 // globalOptions are the flags every verb shares.
@@ -28,6 +32,14 @@ Exit status: the command's own status, 128+N when it died of signal N, and
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       corral.Version(),
+		// A --session given empty is a mistake (an unset variable in a
+		// script), never "no session": run would not join the words.
+		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
+			if f := c.Flags().Lookup("session"); f != nil && f.Changed && strings.TrimSpace(f.Value.String()) == "" {
+				return &exitError{Code: sandbox.ExitCorralError, Err: errors.New("--session: a session needs a name (leave the flag out for none)")}
+			}
+			return nil
+		},
 	}
 	root.SetVersionTemplate(versionLine() + "\n")
 	root.PersistentFlags().StringVar(&g.configPath, "config", "", "settings file (default: $XDG_CONFIG_HOME/corral/config.yaml; env CORRAL_CONFIG)")
