@@ -39,14 +39,30 @@ var safeGitKeys = []string{
 	"init.defaultbranch", "lfs.repositoryformatversion",
 }
 
-// safeGitSubKeys are the variables kept under a subsection, by section:
-// a remote's URLs and refspecs (not uploadpack, receivepack, proxy, vcs),
-// a branch's upstream, a submodule's URL and state (not update, which may
-// be "!command").
-var safeGitSubKeys = map[string][]string{
-	"remote":    {"url", "pushurl", "fetch", "push", "tagopt", "prune", "prunetags", "mirror", "promisor", "partialclonefilter", "skipdefaultupdate", "skipfetchall"},
-	"branch":    {"remote", "pushremote", "merge", "rebase", "description"},
-	"submodule": {"url", "active", "branch", "shallow", "ignore", "fetchrecursesubmodules"},
+// safeGitSubKey reports whether the variable name is kept under a
+// subsection of section sec: a remote's URLs and refspecs (not
+// uploadpack, receivepack, proxy, vcs), a branch's upstream, a
+// submodule's URL and state (not update, which may be "!command"). A
+// switch, not a map: nothing allocated at init.
+func safeGitSubKey(sec, name string) bool {
+	switch sec {
+	case "remote":
+		switch name {
+		case "url", "pushurl", "fetch", "push", "tagopt", "prune", "prunetags", "mirror", "promisor", "partialclonefilter", "skipdefaultupdate", "skipfetchall":
+			return true
+		}
+	case "branch":
+		switch name {
+		case "remote", "pushremote", "merge", "rebase", "description":
+			return true
+		}
+	case "submodule":
+		switch name {
+		case "url", "active", "branch", "shallow", "ignore", "fetchrecursesubmodules":
+			return true
+		}
+	}
+	return false
 }
 
 // IsGitConfigPattern reports whether a protected-path pattern names a git
@@ -61,7 +77,7 @@ func IsGitConfigPattern(pattern string) bool {
 // SafeGitConfig rebuilds a git configuration from list, the output of
 // `git config --file F --null --list` (NUL-ended "key\nvalue" records, a
 // key alone for a key without a value; git-config(1), "--null"), keeping
-// only the keys of safeGitKeys and safeGitSubKeys. It returns the file's
+// only the keys of safeGitKeys and safeGitSubKey. It returns the file's
 // new content (every value quoted and escaped as git-config(1), "Syntax",
 // says) and the keys it dropped, in order, each once. A remote URL of the
 // ext:: or fd:: transports (which run commands, git-remote-ext(1)) is
@@ -132,7 +148,7 @@ func safeGitKey(sec, sub, name, v string) bool {
 	if sub == "" {
 		return slices.Contains(safeGitKeys, sec+"."+name)
 	}
-	if !slices.Contains(safeGitSubKeys[sec], name) {
+	if !safeGitSubKey(sec, name) {
 		return false
 	}
 	if name == "url" || name == "pushurl" {
