@@ -62,6 +62,11 @@ func toolError(err error) error {
 		// Before context.Canceled, which it may wrap too: here nothing
 		// ran at all.
 		out = "the call was cancelled while it waited for the session's running command to end, so nothing was run; call the tool again to run it"
+		if wc := (*session.WaitCancelledError)(nil); errors.As(err, &wc) && wc.AtStart {
+			// Its sandbox was ended by a signal from outside (a kill of
+			// corral's processes on the host) before the shell began.
+			out = msg + "; call the tool again to run it"
+		}
 	case errors.Is(err, context.Canceled):
 		out = "the call was cancelled; the command and every process it started were ended"
 	case errors.Is(err, context.DeadlineExceeded):

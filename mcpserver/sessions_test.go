@@ -87,6 +87,7 @@ func TestToolError(t *testing.T) {
 	}{
 		{context.Canceled, []string{"cancelled", "every process it started were ended"}},
 		{&session.WaitCancelledError{Cause: context.Canceled}, []string{"cancelled while it waited", "nothing was run", "call the tool again"}},
+		{&session.WaitCancelledError{Signal: syscall.SIGKILL, AtStart: true}, []string{"did not run", "SIGKILL ended its sandbox", "nothing was run", "call the tool again"}},
 		{session.ErrClosed, []string{"has been closed", "nothing was run"}},
 		{fmt.Errorf("%w: bwrap not found; apt install bubblewrap", sandbox.ErrUnavailable), []string{"no sandbox can be had", "bwrap not found; apt install bubblewrap", "corral doctor"}},
 		{hostChanged, []string{"nothing was run", "the host's mounts changed", "Read-only file system", "call the tool again"}},

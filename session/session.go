@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/corralhq/corral/internal/tail"
@@ -291,6 +292,14 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	}
 	started := bytes.HasPrefix(raw, []byte(startMagic))
 	raw = bytes.TrimPrefix(raw, []byte(startMagic))
+	if !started && !res.TimedOut && ctx.Err() == nil && res.Signal > 0 {
+		// A signal (a person's ^C, which the backend passes on) ended
+		// the sandbox before the shell began: the shell writes
+		// startMagic before anything of the command, and all it wrote is
+		// in raw, so nothing of the command ran.
+		s.m.log.Info("session.start.signalled", "session", s.name, "signal", res.Signal)
+		return nil, &WaitCancelledError{Signal: syscall.Signal(res.Signal), AtStart: true}
+	}
 	if !started && !res.TimedOut && ctx.Err() == nil {
 		// The shell never ran: bwrap failed while building the sandbox
 		// (its message is in the output).

@@ -30,6 +30,11 @@ type WaitCancelledError struct {
 	// command waited (a person's ^C, a kill), or nil when its context
 	// ended.
 	Signal os.Signal
+	// AtStart says that Signal came once the turn was had, while the
+	// command's sandbox was being made, and ended it before the shell
+	// began (Exec knows: the shell says it began before the command
+	// runs).
+	AtStart bool
 	// Cause is context.Cause of the command's context when that ended
 	// the wait, else nil.
 	Cause error
@@ -38,6 +43,8 @@ type WaitCancelledError struct {
 // Error says what stopped the wait and that nothing was run.
 func (e *WaitCancelledError) Error() string {
 	switch {
+	case e.Signal != nil && e.AtStart:
+		return fmt.Sprintf("the command did not run: %s ended its sandbox while it was being made, before the shell began; nothing was run, so it is safe to run it again", signalName(e.Signal))
 	case e.Signal != nil:
 		return fmt.Sprintf("the command did not run: %s came while it waited for the session's running command to end; nothing was run, so it is safe to run it again", signalName(e.Signal))
 	case e.Cause != nil:

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -169,5 +170,46 @@ func TestQueuedExecEndsWithoutRunning(t *testing.T) {
 	// The control: with nothing held, the command is started.
 	if _, err := s.Exec(context.Background(), ExecRequest{Command: "true"}); err == nil || be.runs.Load() != 1 {
 		t.Errorf("a command with the turn free: %v, %d runs, want 1 (and the error of a shell that never ran)", err, be.runs.Load())
+	}
+}
+
+// resultBackend runs nothing and returns its result: a sandbox that ended
+// before the session's shell began (the shell's start mark never came).
+type resultBackend struct{ res sandbox.Result }
+
+func (*resultBackend) Name() string       { return "result" }
+func (*resultBackend) DefaultCwd() string { return "/" }
+func (b *resultBackend) Run(context.Context, *sandbox.Request) (*sandbox.Result, error) {
+	r := b.res
+	return &r, nil
+}
+
+// TestSignalBeforeShellBegan (issue 27, item 9): a signal that ended the
+// sandbox once the turn was had but before the shell began (a ^C at the
+// sandbox's birth) is "did not run" with that signal (the CLI's 130/143),
+// not "the sandbox could not be set up" (125) nor a result; a sandbox that
+// failed on its own, with no signal, is still unavailable.
+func TestSignalBeforeShellBegan(t *testing.T) {
+	be := &resultBackend{}
+	m := NewManager(Options{StateDir: t.TempDir(), Resolve: func(string) (*Spec, error) {
+		return &Spec{Backend: be, Timeout: time.Minute}, nil
+	}})
+	defer m.Close()
+	s, err := m.Open("birth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	be.res = sandbox.Result{ExitCode: 143, Signal: int(syscall.SIGTERM)}
+	res, err := s.Exec(context.Background(), ExecRequest{Command: "touch ran"})
+	var wc *WaitCancelledError
+	if !errors.As(err, &wc) || !wc.AtStart || wc.Signal != syscall.SIGTERM || !errors.Is(err, ErrCancelledWaiting) {
+		t.Fatalf("Exec = %+v, %v; want a *WaitCancelledError at start with SIGTERM", res, err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "did not run") || !strings.Contains(msg, "SIGTERM") || !strings.Contains(msg, "safe to run it again") {
+		t.Errorf("the error does not say what happened: %s", msg)
+	}
+	be.res = sandbox.Result{ExitCode: 1}
+	if _, err := s.Exec(context.Background(), ExecRequest{Command: "true"}); !errors.Is(err, sandbox.ErrUnavailable) || errors.As(err, &wc) {
+		t.Errorf("a sandbox that failed with no signal: %v, want sandbox.ErrUnavailable", err)
 	}
 }

@@ -110,19 +110,36 @@ func (b *Backend) wait(ctx context.Context, bin *Binary, req *sandbox.Request, s
 		}
 	}
 	end := func() { graces = append(graces, b.terminate(pid1(), kill, live)) }
+	// early is the person's signal that came before the command existed
+	// and so ended the sandbox (Handlers.Signal), or 0.
+	var early syscall.Signal
 	out := waitloop.Wait(ctx, done, req.Timeout, req.Signals, waitloop.Handlers{
 		Timeout: end,
 		Cancel:  end,
 		// A person's ^C or kill: pass it on to the command the first
-		// time; end the whole sandbox the second time.
+		// time; end the whole sandbox the second time. One that comes
+		// before the command exists (bwrap has not reported pid 1, or
+		// pid 1 has not forked the command yet, so no process would take
+		// it and the command would then run as if nothing came) ends the
+		// sandbox at once, and the command is reported as ended by that
+		// signal, not by corral's SIGKILL.
 		Signal: func(sig os.Signal, n int) {
 			if s, ok := sig.(syscall.Signal); ok && n == 1 {
 				if p := pid1(); p > 0 {
-					live(func() { signalCommand(p, s) })
-					return
+					reached := false
+					live(func() {
+						if len(childrenOf(p)) > 0 {
+							signalCommand(p, s)
+							reached = true
+						}
+					})
+					if reached {
+						return
+					}
 				}
+				early = s
 			}
-			kill() // the second one: at once
+			kill() // the second one, or one the command was not there for: at once
 		},
 	})
 	timedOut, cancelled := out.TimedOut, out.Cancelled
@@ -150,6 +167,12 @@ func (b *Backend) wait(ctx context.Context, bin *Binary, req *sandbox.Request, s
 		// The command (not bwrap) was killed by a signal: bwrap exits
 		// with the shell's 128+N for it.
 		res.Signal = res.ExitCode - sandbox.ExitSignalBase
+	}
+	if early != 0 && res.ExitCode == sandbox.ExitSignalBase+int(syscall.SIGKILL) && !timedOut && !cancelled {
+		// The SIGKILL was corral's answer to the person's signal: report
+		// that signal, as a shell whose command it ended would (130, 143).
+		res.Signal, res.ExitCode = int(early), sandbox.ExitSignalBase+int(early)
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%s came while the sandbox was being made, so the command was ended before it could take the signal; it may have partly run", unix.SignalName(early)))
 	}
 	// Did the command start? Decided from facts, never from timing:
 	// bubblewrap writes child-pid before the sandbox's pid 1 may go on,
