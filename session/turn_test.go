@@ -98,7 +98,7 @@ func TestFlockContext(t *testing.T) {
 func TestQueuedExecEndsWithoutRunning(t *testing.T) {
 	state := t.TempDir()
 	be := &countingBackend{}
-	events := make(chan string, 16)
+	events := make(chan string, 256) // Events drops what does not fit
 	m := NewManager(Options{StateDir: state, Logger: slog.New(testkit.Events{C: events}), Resolve: func(string) (*Spec, error) {
 		return &Spec{Backend: be, Timeout: time.Minute}, nil
 	}})
