@@ -133,6 +133,24 @@ type agentChan struct {
 	mu     sync.Mutex
 	pgid   int
 	closed bool // stdin closed
+	// pending is a signal that came before the command was started
+	// (pgid 0), sent to it as soon as it is: dropping it would let a
+	// command that a person ended at its start run on as if nothing came.
+	// SIGKILL when corral went away first.
+	pending syscall.Signal
+}
+
+// signal sends sig to the command's session, or keeps it for the command
+// when that has not been started yet; a SIGKILL kept is not replaced.
+// c.mu is held.
+func (c *agentChan) signal(sig syscall.Signal) {
+	if c.pgid > 0 {
+		KillSession(c.pgid, sig)
+		return
+	}
+	if c.pending != syscall.SIGKILL {
+		c.pending = sig
+	}
 }
 
 // agentMain is `__corral-agent [--deny-unix]`: it serves commands on stdin
@@ -167,9 +185,7 @@ func agentMain(args []string) int {
 			mu.Lock()
 			for _, c := range chans {
 				c.mu.Lock()
-				if c.pgid > 0 {
-					KillSession(c.pgid, syscall.SIGKILL)
-				}
+				c.signal(syscall.SIGKILL)
 				c.mu.Unlock()
 			}
 			mu.Unlock()
@@ -219,8 +235,8 @@ func agentMain(args []string) int {
 			}
 			n, err := strconv.Atoi(string(p))
 			c.mu.Lock()
-			if err == nil && n > 0 && n < 65 && c.pgid > 0 {
-				KillSession(c.pgid, syscall.Signal(n))
+			if err == nil && n > 0 && n < 65 {
+				c.signal(syscall.Signal(n))
 			}
 			c.mu.Unlock()
 		}
@@ -258,6 +274,9 @@ func agentRun(id uint32, c *agentChan, st Start, out *muxWriter) {
 			r.Close()
 			c.mu.Lock()
 			c.pgid = pgid
+			if c.pending != 0 {
+				KillSession(pgid, c.pending)
+			}
 			c.mu.Unlock()
 		})
 	r.Close() // when the command never started
