@@ -237,6 +237,40 @@ func npmSecret(key string) string {
 
 var npmIdentityKeys = []string{"username", "email", "certfile", "keyfile", "always-auth"}
 
+// npmNeverKeys are .npmrc keys whose values are credentials that no
+// declared secret stands for (an inline TLS client key and its
+// certificate, npm's "key" and "cert"; a one-time password): a copy never
+// holds them.
+var npmNeverKeys = []string{"key", "cert", "otp"}
+
+// urlQueryCredential matches a URL query parameter whose name says it
+// carries a credential (?access_token=, &api_key=, &sig=, ...), with its
+// value in group 2: registries take tokens that way too.
+var urlQueryCredential = lazyre.New(`(?i)([?&](?:[a-z0-9_.-]*(?:token|auth|key|secret|passw|pass|pwd|sig|signature|credential|session)[a-z0-9_.-]*)=)([^&#\s"']*)`)
+
+// swapURLQueries returns v with each credential query value (see
+// urlQueryCredential) that is a real value replaced by its stand-in
+// (query-escaped); ok false when one is not a real value (v must then be
+// hidden).
+func swapURLQueries(v string, vals map[string]string) (string, bool) {
+	ok := true
+	re := urlQueryCredential.Get()
+	out := re.ReplaceAllStringFunc(v, func(m string) string {
+		sub := re.FindStringSubmatch(m)
+		val, err := url.QueryUnescape(sub[2])
+		if sub[2] == "" || strings.Contains(sub[2], "${") {
+			return m
+		}
+		nv, found := vals[val]
+		if err != nil || !found {
+			ok = false
+			return m
+		}
+		return sub[1] + url.QueryEscape(nv)
+	})
+	return out, ok
+}
+
 // npmLine is one line of an .npmrc.
 type npmLine struct {
 	text       string // as written
@@ -299,6 +333,18 @@ func filterNpmrc(data []byte, vals map[string]string) ([]byte, error) {
 		switch {
 		case l.key == "" || l.key == "[section]":
 			b.WriteString(l.text)
+		case slices.Contains(npmNeverKeys, l.key):
+			continue
+		case l.scope != "" && npmSecret(l.key) == "" && !slices.Contains(npmIdentityKeys, l.key):
+			// A key of a registry's scope that npm does not define as a
+			// credential or an identity (an "authToken" some tool reads,
+			// say): its value may be one. It is kept only as a declared
+			// value's stand-in.
+			nv, ok := vals[l.value]
+			if !ok {
+				continue
+			}
+			b.WriteString(l.text[:l.valueAt] + nv)
 		case npmSecret(l.key) != "" || slices.Contains(npmIdentityKeys, l.key):
 			if !declared[l.scope] && (other[l.scope] || npmSecret(l.key) != "" && !strings.Contains(l.value, "${")) {
 				continue
@@ -315,6 +361,9 @@ func filterNpmrc(data []byte, vals map[string]string) ([]byte, error) {
 		default:
 			v, ok := swapURLs(l.value, vals)
 			if !ok {
+				continue
+			}
+			if v, ok = swapURLQueries(v, vals); !ok {
 				continue
 			}
 			if v == l.value {

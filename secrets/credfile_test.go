@@ -40,6 +40,21 @@ func TestFilterCredentials(t *testing.T) {
 				"//basic.example/:_auth=" + enc("me:"+gh.StandIn) + "\n" +
 				"//pw.example/:username=me\n//pw.example/:_password=" + enc(pw.StandIn) + "\n" +
 				"//env.example/:_authToken=${NPM_TOKEN}\n", false},
+		{"npmrc: an inline TLS key, a one-time password, other keys of undeclared scopes and tokens in query strings hidden", FormatNpmrc,
+			"key=\"-----BEGIN PRIVATE KEY-----\\n" + other + "\\n-----END PRIVATE KEY-----\"\n" +
+				"cert=\"-----BEGIN CERTIFICATE-----\\nMIIB\\n-----END CERTIFICATE-----\"\n" +
+				"otp=123456\n" +
+				"//other.example/:authToken=" + other + "\n" +
+				"//other.example/:otp=654321\n" +
+				"//npm.example/:authToken=" + gh.Value + "\n" +
+				"@acme:registry=https://other.example/npm/?access_token=" + other + "\n" +
+				"@mine:registry=https://npm.example/npm/?x=1&access_token=" + gh.Value + "\n" +
+				"@env:registry=https://npm.example/?token=${NPM_TOKEN}\n" +
+				"strict-ssl=true\n",
+			"//npm.example/:authToken=" + gh.StandIn + "\n" +
+				"@mine:registry=https://npm.example/npm/?x=1&access_token=" + gh.StandIn + "\n" +
+				"@env:registry=https://npm.example/?token=${NPM_TOKEN}\n" +
+				"strict-ssl=true\n", false},
 		{"npmrc quoted value", FormatNpmrc, `//npm.example/:_authToken="` + gh.Value + "\"\n", "//npm.example/:_authToken=" + gh.StandIn + "\n", false},
 		{"npmrc garbage", FormatNpmrc, "just words\n", "", true},
 		{"netrc", FormatNetrc,
