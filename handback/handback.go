@@ -165,6 +165,14 @@ func Classify(rel string, k Kind, isGitDir func(dir string) bool) string {
 		return ""
 	}
 	comps := strings.Split(rel, "/")
+	if isGitDir != nil && isGitDir(".") {
+		// The destination's top is itself a git directory (a bare
+		// repository made by `git init --bare .`): git run there, or
+		// anywhere below, reads its config and hooks.
+		if why := inGitDir(comps); why != "" {
+			return why
+		}
+	}
 	for i, c := range comps {
 		last := i == len(comps)-1
 		if isDotGit(c) {

@@ -132,6 +132,37 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// TestClassifyTopIsGitDir: a destination whose top is a git directory (a
+// sandbox's `git init --bare .`) holds its hooks, config and attributes
+// like any other git directory's; its data passes. The hostile trial had
+// an archive with config (core.pager) and hooks/ at the top written
+// through the gate, which looked at the directories below the top only.
+func TestClassifyTopIsGitDir(t *testing.T) {
+	top := func(dir string) bool { return dir == "." }
+	for _, tc := range []struct {
+		rel  string
+		want string
+	}{
+		{"config", WhyGitConfig},
+		{"hooks/post-checkout", WhyHook},
+		{"hooks/pre-commit.sample", ""},
+		{"info/attributes", WhyAttributes},
+		{"commondir", WhyCommondir},
+		{"modules/sub/config", WhyGitConfig},
+		{"HEAD", ""},
+		{"objects/ab/cdef", ""},
+		{"refs/heads/main", ""},
+		{"description", ""},
+	} {
+		if got := Classify(tc.rel, File, top); got != tc.want {
+			t.Errorf("top a git directory: Classify(%q) = %q, want %q", tc.rel, got, tc.want)
+		}
+	}
+	if got := Classify("config", File, func(string) bool { return false }); got != "" {
+		t.Errorf("top no git directory: Classify(config) = %q", got)
+	}
+}
+
 func TestClassifyWithoutLook(t *testing.T) {
 	if got := Classify("remote.git/hooks/update", File, nil); got != "" {
 		t.Errorf("nil isGitDir: %q", got)

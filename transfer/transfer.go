@@ -324,6 +324,11 @@ func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 		seen = pathSet{}
 	}
 	var dirs []dirMode
+	// heldDirs are the directories the gate held back (a git directory's
+	// objects/ that would make one, WhyMakesGit): what the archive holds
+	// below them is held with them, not written into a directory that
+	// is not there (that failed the whole unpack with ENOENT halfway).
+	var heldDirs []string
 	tr := tar.NewReader(tee)
 	for {
 		hdr, err := tr.Next()
@@ -344,6 +349,9 @@ func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 			return finish(err)
 		}
 		seen.add(rel)
+		if o.Gate != nil && slices.ContainsFunc(heldDirs, func(d string) bool { return strings.HasPrefix(rel, d+"/") }) {
+			continue
+		}
 		if o.Gate != nil {
 			why, ok := o.Gate.Check(rel, kindOf(hdr.Typeflag), isGitDir)
 			if d, marker := handback.GitDirMarker(rel); why == "" && marker && isGitDir(d) && !gitDirOnDisk(rt, d) && gitRunnablesOnDisk(rt, d) {
@@ -359,6 +367,9 @@ func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 				}
 				if !same {
 					st.Held = append(st.Held, handback.Risk{Path: rel, Why: why})
+					if hdr.Typeflag == tar.TypeDir {
+						heldDirs = append(heldDirs, rel)
+					}
 				}
 				continue
 			}

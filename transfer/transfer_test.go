@@ -469,3 +469,64 @@ func TestGateHostRepository(t *testing.T) {
 		t.Errorf("the rest was not written: %v", err)
 	}
 }
+
+// TestGateTopIsGitDir: an archive that makes the destination's top a git
+// directory (a pod's `git init --bare .` before `corral sync --pull`)
+// has its configuration, hooks and attributes held, as a git directory's
+// below the top are; into a destination whose top already holds a file
+// named config, the archive's objects/ (which would make the top a git
+// directory that runs it) is held with everything below it, and the
+// unpack ends well (it failed with ENOENT on objects/info, halfway).
+func TestGateTopIsGitDir(t *testing.T) {
+	reg := func(n, _ string) *tar.Header { return &tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o755} }
+	dir := func(n string) *tar.Header { return &tar.Header{Name: n + "/", Typeflag: tar.TypeDir, Mode: 0o755} }
+	t.Run("bare repository", func(t *testing.T) {
+		ar := tarOf(t, reg("HEAD", ""), dir("objects"), dir("refs"), reg("config", ""), dir("hooks"), reg("hooks/post-checkout", ""),
+			dir("info"), reg("info/attributes", ""), reg("description", ""))
+		d := t.TempDir()
+		st, err := Unpack(bytes.NewReader(ar), d, Options{Dir: ".", Gate: &handback.Policy{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := map[string]string{}
+		for _, r := range st.Held {
+			held[r.Path] = r.Why
+		}
+		for p, why := range map[string]string{"config": handback.WhyGitConfig, "hooks/post-checkout": handback.WhyHook, "info/attributes": handback.WhyAttributes} {
+			if held[p] != why {
+				t.Errorf("%s: held for %q, want %q (held: %v)", p, held[p], why, held)
+			}
+			if _, err := os.Lstat(filepath.Join(d, p)); err == nil {
+				t.Errorf("%s was written", p)
+			}
+		}
+		for _, p := range []string{"HEAD", "objects", "refs", "description"} {
+			if _, err := os.Lstat(filepath.Join(d, p)); err != nil {
+				t.Errorf("%s (data) was not written: %v", p, err)
+			}
+		}
+	})
+	t.Run("top config on disk", func(t *testing.T) {
+		d := t.TempDir()
+		os.MkdirAll(filepath.Join(d, "refs"), 0o755)
+		os.WriteFile(filepath.Join(d, "config"), []byte("[core]\n\tpager = touch pwned\n"), 0o644)
+		ar := tarOf(t, reg("HEAD", "ref: refs/heads/main\n"), dir("objects"), dir("objects/info"), reg("objects/info/packs", ""), reg("src.txt", "x"))
+		st, err := Unpack(bytes.NewReader(ar), d, Options{Dir: ".", Gate: &handback.Policy{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := map[string]string{}
+		for _, r := range st.Held {
+			held[r.Path] = r.Why
+		}
+		if held["objects"] != handback.WhyMakesGit {
+			t.Errorf("objects: held for %q, want %q (held: %v)", held["objects"], handback.WhyMakesGit, held)
+		}
+		if _, err := os.Lstat(filepath.Join(d, "objects")); err == nil {
+			t.Error("objects was written: git would now run ./config")
+		}
+		if b, err := os.ReadFile(filepath.Join(d, "src.txt")); err != nil || string(b) != "evil" { // tarOf's body
+			t.Errorf("the rest of the archive: %q, %v", b, err)
+		}
+	})
+}
