@@ -467,9 +467,11 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		if hold != nil {
 			r := *req
 			r.Stderr = hold
-			if _, file := req.Stdout.(*os.File); !file && sandbox.SameWriter(req.Stdout, req.Stderr) {
+			if sandbox.SameWriter(req.Stdout, req.Stderr) {
 				// os/exec gives one writer one pipe: keep the command's
-				// stdout and stderr the same pipe, in order.
+				// stdout and stderr the same pipe, in order (a file for
+				// both too: passed as it is for stdout, it would be
+				// written apart from stderr's pipe).
 				r.Stdout = hold
 			}
 			areq = &r

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/internal/startdir"
 	"github.com/corralhq/corral/internal/termsafe"
@@ -21,6 +23,30 @@ import (
 // not drive the person's terminal. The sandboxed command's own stderr
 // goes to os.Stderr untouched, as ssh passes it.
 var stderr io.Writer = textWriter{os.Stderr}
+
+// commandOutputs returns the writers a sandboxed command's stdout and
+// stderr go to: os.Stdout and os.Stderr, or os.Stdout for both when the
+// two are one open file (fstat(2): the same device and inode, as after
+// `2>&1`, `|&`, or on one terminal). One writer for both is what the
+// backends give one pipe (sandbox.SameWriter), so the reader gets the
+// command's lines in the order it wrote them; two pipes are read apart
+// and that order is lost.
+func commandOutputs() (stdout, stderr io.Writer) {
+	if sameFile(os.Stdout, os.Stderr) {
+		return os.Stdout, os.Stdout
+	}
+	return os.Stdout, os.Stderr
+}
+
+// sameFile reports whether a and b are open on one file (the same device
+// and inode: a pipe, a terminal, a regular file).
+func sameFile(a, b *os.File) bool {
+	var sa, sb unix.Stat_t
+	if unix.Fstat(int(a.Fd()), &sa) != nil || unix.Fstat(int(b.Fd()), &sb) != nil {
+		return false
+	}
+	return sa.Dev == sb.Dev && sa.Ino == sb.Ino && sa.Rdev == sb.Rdev
+}
 
 // textWriter writes each write as termsafe.Text shows it; a write is one
 // whole message (fmt.Fprintf's, slog's record), so no UTF-8 sequence is

@@ -70,7 +70,7 @@ func (o *execOptions) exec(c *cobra.Command, g *globalOptions, argv []string) er
 	if sb, ok := sp.Backend.(sandbox.StreamBackend); !ok || !sb.SupportsStreams() {
 		return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("the %s backend cannot hold a long-lived program", sp.Backend.Name())}
 	}
-	req.Stdout, req.Stderr = os.Stdout, os.Stderr
+	req.Stdout, req.Stderr = commandOutputs()
 	if o.interactive {
 		req.Stdin = os.Stdin
 	}

@@ -82,7 +82,8 @@ func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) erro
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
 	st, req, be := cmd.Settings, cmd.Request, cmd.Backend
-	req.Stdin, req.Stdout, req.Stderr = os.Stdin, os.Stdout, os.Stderr
+	req.Stdin = os.Stdin
+	req.Stdout, req.Stderr = commandOutputs()
 	ctx := c.Context()
 	if o.dryRun {
 		bb, ok := be.(*bwrap.Backend)
@@ -144,7 +145,14 @@ func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) erro
 	var last *tail.Buffer
 	if !term.IsTerminal(int(os.Stderr.Fd())) {
 		last = &tail.Buffer{}
-		req.Stderr = io.MultiWriter(os.Stderr, last)
+		if sandbox.SameWriter(req.Stdout, req.Stderr) {
+			// Still one writer (one pipe, in order); the tail holds
+			// stdout too, which the reasons tolerate.
+			w := io.MultiWriter(req.Stdout, last)
+			req.Stdout, req.Stderr = w, w
+		} else {
+			req.Stderr = io.MultiWriter(os.Stderr, last)
+		}
 	}
 	res, err := be.Run(ctx, req)
 	if err != nil {
@@ -278,9 +286,10 @@ func (o *runOptions) runSession(c *cobra.Command, g *globalOptions, words []stri
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGHUP, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	cout, cerr := commandOutputs()
 	res, err := s.Exec(c.Context(), session.ExecRequest{
 		Command: strings.Join(words, " "), Timeout: o.timeout,
-		StdinReader: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Signals: sigs, Progress: progressLine,
+		StdinReader: os.Stdin, Stdout: cout, Stderr: cerr, Signals: sigs, Progress: progressLine,
 	})
 	if sig, ok := signalOf(err); ok {
 		// Queued behind the session's running command and ended by a
