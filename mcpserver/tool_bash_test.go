@@ -126,6 +126,7 @@ func TestBadInput(t *testing.T) {
 		{"zero timeout", "bash", map[string]any{"command": "true", "timeout_s": 0}, []string{"timeout_s is 0", "greater than 0"}},
 		{"timeout beyond a day", "bash", map[string]any{"command": "true", "timeout_s": 1e12}, []string{"at most 86400 seconds", "background"}},
 		{"NUL in workdir", "bash", map[string]any{"command": "true", "workdir": "a\x00b"}, []string{"workdir"}},
+		{"workdir that does not exist", "bash", map[string]any{"command": "touch ran-here", "workdir": "buidl"}, []string{"buidl", "does not exist", "nothing was run"}},
 		{"bash_output without id", "bash_output", map[string]any{}, []string{"invalid arguments for bash_output", "id: string (required)"}},
 		{"bash_output of an unknown id", "bash_output", map[string]any{"id": "bg-99"}, []string{`no background process "bg-99"`, "none at all"}},
 		{"bash_output negative offset", "bash_output", map[string]any{"id": "bg-1", "offset": -5}, []string{"offset is -5"}},

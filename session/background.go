@@ -101,6 +101,15 @@ type ProcessInfo struct {
 	Bytes    int64     `json:"bytes"`
 }
 
+// bgWrapper runs a background command ($1) in the directory $2 names, when
+// it names one (as the foreground wrapper does), and else where the
+// sandbox starts.
+const bgWrapper = `__corral_dir=$2; ` +
+	`[[ $__corral_dir == "~" || $__corral_dir == "~/"* ]] && __corral_dir=$HOME${__corral_dir:1}; ` +
+	`if [[ -n $__corral_dir ]] && ! builtin cd -- "$__corral_dir" 2>/dev/null; then ` +
+	`builtin printf 'corral: the directory %s does not exist in the sandbox, or cannot be entered; nothing was run\n' "$__corral_dir" >&2; builtin exit 126; fi; ` +
+	`builtin unset __corral_dir; builtin eval "$1"`
+
 // Start runs req.Command in its own sandbox in the background and returns
 // at once. The process lives until it exits, is killed, or the session (or
 // the process holding the Manager) ends; with bwrap, the sandbox dies with
@@ -145,7 +154,13 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 	p := &Process{ID: id, Command: req.Command, Started: time.Now(), cancel: cancel, done: make(chan struct{}),
 		out: newSpool(filepath.Join(s.dir, "bg", id+".log"))}
 	// Background commands do not change the session's cwd or variables.
-	sreq := s.request(sp, st, dir, bashArgv(`eval "$1"`, req.Command), req.Timeout)
+	// A directory the caller named must be the one the command runs in:
+	// the backends start one that is gone in its nearest parent.
+	want := ""
+	if req.Workdir != "" {
+		want = dir
+	}
+	sreq := s.request(sp, st, dir, bashArgv(bgWrapper, req.Command, want), req.Timeout)
 	sreq.Stdout, sreq.Stderr = p.out, p.out
 	sreq.OnStart = func(pid int) {
 		s.recordSandbox(p, pid)

@@ -138,6 +138,14 @@ type ExecResult struct {
 // startMagic is written by the wrapper as soon as the shell runs.
 const startMagic = "corral-started\x00"
 
+// noDirMagic is written by the wrapper instead of startMagic when the
+// directory a command was asked to start in (ExecRequest.Workdir, $2)
+// cannot be entered in the sandbox: the command is not run. The backends
+// start a sandbox whose directory is gone in its nearest parent, which
+// suits the session's own cwd (removed behind it) but not a directory
+// the caller named: a mistyped workdir ran `rm *.txt` one level up.
+const noDirMagic = "corral-nodir"
+
 // stateMagic starts what the wrapper writes on the state descriptor.
 const stateMagic = "corral-state-1"
 
@@ -150,8 +158,10 @@ const stateMagic = "corral-state-1"
 // bash numbers an error's line in the eval'd text from the eval's own line
 // ("bash: line 3: x: command not found" for the command's third line), so
 // the eval must stand on line 1 for the numbers to be the command's.
-const wrapper = `__corral_cmd=$1; builtin set --; ` +
+const wrapper = `__corral_cmd=$1 __corral_dir=$2; builtin set --; ` +
 	`builtin exec {__corral_fd}>&3 3>&-; ` +
+	`[[ $__corral_dir == "~" || $__corral_dir == "~/"* ]] && __corral_dir=$HOME${__corral_dir:1}; ` +
+	`if [[ -n $__corral_dir ]] && ! builtin cd -- "$__corral_dir" 2>/dev/null; then builtin printf '` + noDirMagic + `\0' >&"$__corral_fd"; builtin exit 126; fi; ` +
 	`builtin printf 'corral-started\0' >&"$__corral_fd"; ` +
 	`__corral_save() { ` +
 	`builtin local s=$? n; ` +
@@ -173,9 +183,10 @@ const allVarNames = "${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!
 // "bash", as in a plain `bash -c`: bash then prints a command's errors as
 // "bash: x: command not found", where another $0 adds the line of
 // corral's wrapper ("corral: line 12: ..."), which is not the user's.
-func bashArgv(script, arg string) []string {
-	return []string{"/bin/bash", "--noprofile", "--norc", "-c", script, "bash", arg}
+func bashArgv(script string, args ...string) []string {
+	return append([]string{"/bin/bash", "--noprofile", "--norc", "-c", script, "bash"}, args...)
 }
+
 
 // Exec runs req.Command in a new sandbox with the session's cwd and
 // environment, and records the cwd and environment it leaves behind. A
@@ -234,7 +245,13 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 		stateC <- b
 	}()
 
-	sreq := s.request(sp, st, dir, bashArgv(wrapper, req.Command), timeout)
+	// A directory the caller named must be the one the command runs in
+	// (the wrapper checks it in the sandbox).
+	want := ""
+	if req.Workdir != "" {
+		want = dir
+	}
+	sreq := s.request(sp, st, dir, bashArgv(wrapper, req.Command, want), timeout)
 	var began atomic.Bool
 	sreq.ExtraFiles = []*os.File{stateW}
 	sreq.Signals = req.Signals
@@ -289,6 +306,9 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	}
 	if res.ExitCode != 0 && !res.TimedOut {
 		out.Denials = sandbox.ExplainDenials(last.String(), sandbox.DenialContextFor(sreq, sp.Backend, sp.Backend.Name() == "bwrap"))
+	}
+	if bytes.HasPrefix(raw, []byte(noDirMagic+"\x00")) {
+		return nil, fmt.Errorf("%w: the directory %s does not exist in the sandbox, or cannot be entered; nothing was run", sandbox.ErrBadRequest, dir)
 	}
 	started := bytes.HasPrefix(raw, []byte(startMagic))
 	raw = bytes.TrimPrefix(raw, []byte(startMagic))

@@ -3,6 +3,7 @@ package session
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -735,5 +736,57 @@ func TestListBackgroundOnly(t *testing.T) {
 	in := infos[0]
 	if in.Name != "bg-only" || in.Backend != "bwrap" || in.Profile != string(sandbox.ProfileWorkspace) || in.Workdir != f.work || in.Cwd != f.work || in.LastUsed.IsZero() || in.Background != 1 {
 		t.Errorf("a session with a background process only is listed as %+v", in)
+	}
+}
+
+// TestMissingWorkdirRunsNothing: a command asked to start in a directory
+// that does not exist (a mistyped workdir) runs nowhere and says so
+// (sandbox.ErrBadRequest, "nothing was run"); the session's cwd stays. The
+// backends start a gone directory's nearest parent, and a new user's
+// `rm -f *.txt` with workdir "buidl" deleted the files one level up.
+// An existing workdir (absolute, relative, ~/) runs there, and a
+// background command with a missing one ends at once, having run
+// nothing.
+func TestMissingWorkdirRunsNothing(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("wd")
+	f.exec(s, "mkdir -p build && echo keep > important.txt")
+	_, err := s.Exec(context.Background(), ExecRequest{Command: "rm -f *.txt; touch ran", Workdir: "buidl"})
+	if !errors.Is(err, sandbox.ErrBadRequest) || !strings.Contains(err.Error(), "nothing was run") || !strings.Contains(err.Error(), "buidl") {
+		t.Fatalf("Exec with a missing workdir: %v, want a bad request that says nothing was run", err)
+	}
+	if _, err := os.Stat(filepath.Join(f.work, "important.txt")); err != nil {
+		t.Fatalf("the command ran one level up: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(f.work, "ran")); err == nil {
+		t.Fatal("the command ran")
+	}
+	if r := f.exec(s, "pwd"); r.Cwd != f.work {
+		t.Errorf("the session's cwd moved to %q", r.Cwd)
+	}
+	if _, err := s.Exec(context.Background(), ExecRequest{Command: "true", Workdir: "/nonexistent/x"}); !errors.Is(err, sandbox.ErrBadRequest) {
+		t.Errorf("an absolute missing workdir: %v", err)
+	}
+	for _, wd := range []string{"build", filepath.Join(f.work, "build")} {
+		r, err := s.Exec(context.Background(), ExecRequest{Command: "pwd", Workdir: wd})
+		if err != nil || strings.TrimSpace(r.Output.Text) != filepath.Join(f.work, "build") {
+			t.Errorf("workdir %q: %v, %+v", wd, err, r)
+		}
+	}
+	home := filepath.Join(f.base, "home")
+	if r, err := s.Exec(context.Background(), ExecRequest{Command: "pwd", Workdir: "~/work"}); err != nil || strings.TrimSpace(r.Output.Text) != filepath.Join(home, "work") {
+		t.Errorf("workdir ~/work: %v, %+v", err, r)
+	}
+	p, err := s.Start(StartRequest{Command: "touch ran-bg", Workdir: "buidl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(time.Minute):
+		t.Fatal("the background command with a missing workdir did not end")
+	}
+	if _, err := os.Stat(filepath.Join(f.work, "ran-bg")); err == nil {
+		t.Error("the background command ran one level up")
 	}
 }
