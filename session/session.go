@@ -187,7 +187,6 @@ func bashArgv(script string, args ...string) []string {
 	return append([]string{"/bin/bash", "--noprofile", "--norc", "-c", script, "bash"}, args...)
 }
 
-
 // Exec runs req.Command in a new sandbox with the session's cwd and
 // environment, and records the cwd and environment it leaves behind. A
 // non-zero exit is a result, not an error: errors mean the command could
