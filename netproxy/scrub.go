@@ -75,11 +75,16 @@ func (e *unscrubbableError) Error() string {
 // prepareSecretHostRequest changes a request on its way to a secret's
 // host so that the answer can be scrubbed: the identity content coding
 // is asked for (RFC 9110 section 12.5.3) whatever the client accepts,
-// and a WebSocket client's extensions (permessage-deflate would compress
-// the frames) are not offered.
+// a WebSocket client's extensions (permessage-deflate would compress
+// the frames) are not offered, and a range is not asked for (RFC 9110
+// section 14.2): the whole representation comes back, since ranges that
+// cut a stored value into pieces (a byte at a time) would each pass the
+// scrubber, and the sandbox would put the value together.
 func prepareSecretHostRequest(h http.Header) {
 	h.Set("Accept-Encoding", "identity")
 	h.Del("Sec-WebSocket-Extensions")
+	h.Del("Range")
+	h.Del("If-Range")
 }
 
 // refusedMethod returns why a request of method to a secret's host is

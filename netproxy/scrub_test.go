@@ -144,6 +144,29 @@ func TestScrubReflection(t *testing.T) {
 	}
 }
 
+// TestScrubNoRanges: a request to a secret's host goes without Range and
+// If-Range, so a stored value cannot be fetched a piece at a time, each
+// piece too short to be known and scrubbed, and put together in the
+// sandbox (a hostile trial did it a byte at a time).
+func TestScrubNoRanges(t *testing.T) {
+	w := newSecretWorld(t)
+	c := w.client(w.caPool, false)
+	for _, tc := range []struct {
+		host, want string
+	}{
+		{"api.allowed.test", `range="" if-range=""`},
+	} {
+		mark := len(w.seen())
+		resp, text := answerText(t, c, "GET", "https://"+tc.host+"/reflect", map[string]string{"Authorization": "Bearer " + w.gh.StandIn, "Range": "bytes=5-9", "If-Range": `"v1"`})
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: status %d:\n%s", tc.host, resp.StatusCode, text)
+		}
+		if arr := w.seen()[mark:]; len(arr) != 1 || !strings.Contains(arr[0], tc.want) {
+			t.Errorf("%s: upstream saw %q, want %s", tc.host, arr, tc.want)
+		}
+	}
+}
+
 // TestScrubOnlyBoundSecrets: a host's answers are scrubbed of its own
 // secrets' values only: another secret's value that the host holds by
 // other means passes (see secrets.ScrubPairs), and an undeclared host's

@@ -61,7 +61,7 @@ func newSecretWorld(t testing.TB) *secretWorld {
 	w.up = httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.mu.Lock()
-		w.arrivals = append(w.arrivals, fmt.Sprintf("%s %s auth=%s key=%s body=%s ae=%q ext=%q", r.Host, r.Proto, r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"), body, r.Header.Get("Accept-Encoding"), r.Header.Get("Sec-WebSocket-Extensions")))
+		w.arrivals = append(w.arrivals, fmt.Sprintf("%s %s auth=%s key=%s body=%s ae=%q ext=%q range=%q if-range=%q", r.Host, r.Proto, r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"), body, r.Header.Get("Accept-Encoding"), r.Header.Get("Sec-WebSocket-Extensions"), r.Header.Get("Range"), r.Header.Get("If-Range")))
 		w.mu.Unlock()
 		switch {
 		case strings.HasPrefix(r.URL.Path, "/reflect"):
