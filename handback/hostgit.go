@@ -274,7 +274,7 @@ type GitConfigPaths struct {
 	// Includes are the values of include.path and includeIf.<cond>.path,
 	// as written.
 	Includes []string
-	// Programs are the words that look like paths (hold a slash) in the
+	// Programs are the words that may name files (pathWords) in the
 	// values of keys that name commands git runs: core.fsmonitor,
 	// core.sshCommand, core.editor, core.pager, core.askPass,
 	// sequence.editor, gpg.program, credential.helper, diff.external,
@@ -319,15 +319,22 @@ func commandKey(k, v string) bool {
 	return false
 }
 
-// pathWords returns the words of a command line that name files (hold a
-// slash), quotes and a leading "!" removed.
+// pathWords returns the words of a command line that may name files in
+// the working tree, with quotes, a leading "!" and the shell's
+// punctuation around a word ("f() { ./x.sh; }") removed: the command
+// word when it holds a slash (without one the shell looks it up in PATH,
+// not the tree), and every argument but options. `bash fsmon.sh` runs
+// fsmon.sh from the working tree as an interpreter's argument. An
+// argument that names no file of the tree holds nothing back.
 func pathWords(cmd string) []string {
 	var out []string
-	for _, w := range strings.Fields(strings.TrimPrefix(cmd, "!")) {
+	for i, w := range strings.Fields(strings.TrimPrefix(cmd, "!")) {
+		w = strings.Trim(w, `"'(){};&|<>`)
 		w = strings.Trim(w, `"'`)
-		if strings.Contains(w, "/") {
-			out = append(out, w)
+		if w == "" || strings.HasPrefix(w, "-") || strings.ContainsAny(w, "$`*?[") || i == 0 && !strings.Contains(w, "/") {
+			continue
 		}
+		out = append(out, w)
 	}
 	return out
 }

@@ -132,13 +132,22 @@ func TestHostGitGlobalAndPrograms(t *testing.T) {
 	git(t, repo, "config", "alias.up", "!sh ./tools/up.sh --fast")
 	git(t, repo, "config", "filter.lfsx.clean", `"./bin/clean" %f`)
 	git(t, repo, "config", "core.pager", "less")
+	// An interpreter and its script (hostile trial: `bash fsmon2.sh` was
+	// not held, and git status ran what the sandbox wrote there).
+	git(t, repo, "config", "core.editor", "bash edit.sh")
+	git(t, repo, "config", "alias.lint", "!sh lint.sh -q")
+	git(t, repo, "config", "alias.fn", "!f() { sh ./fn.sh; }; f")
 	g := NewHostGit(repo)
 	for rel, want := range map[string]string{
 		".githooks/pre-commit": WhyHooksPath,
 		"fsmon.sh":             WhyConfigProg,
 		"tools/up.sh":          WhyConfigProg,
 		"bin/clean":            WhyConfigProg,
+		"edit.sh":              WhyConfigProg,
+		"lint.sh":              WhyConfigProg,
+		"fn.sh":                WhyConfigProg,
 		"less":                 "",
+		"bash":                 "",
 		"src/main.go":          "",
 	} {
 		if got := g.Why(rel); got != want {
