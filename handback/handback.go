@@ -103,20 +103,48 @@ var shellFiles = []string{
 // start-up files (vi's .exrc, Neovim's .nvim.lua, Emacs' .dir-locals.el).
 var homeConfig = []string{
 	".gitconfig", ".ssh", ".exrc", ".vimrc", ".nvimrc", ".nvim.lua", ".emacs", ".dir-locals.el", ".dir-locals-2.el",
-	".hgrc", // Mercurial's user configuration (hgrc(5)): [hooks], [extensions]
+	".hgrc",            // Mercurial's user configuration (hgrc(5)): [hooks], [extensions]
+	".vim", ".emacs.d", // vim's plugin/ and Emacs' init.el load at every start
+	".tmux.conf",       // run-shell, and if-shell's commands
+	".pam_environment", // pam_env(8): LD_PRELOAD for every login
 }
+
+// localDirs are directories under ~/.local whose files run: bin/ is on
+// PATH (Debian's and Ubuntu's .profile put it there, so a git or ls there
+// runs instead of the system's), share/systemd holds user units and
+// share/applications desktop entries (their Exec=).
+var localDirs = map[string][]string{"bin": nil, "share": {"systemd", "applications", "autostart"}}
 
 // configDirs are directories under ~/.config (XDG_CONFIG_HOME) whose files
 // name programs to run: git's global configuration and attributes, fish's
 // start-up files, systemd user units, desktop autostart entries,
 // environment.d (systemd's user environment: LD_PRELOAD, PATH), direnv's
 // direnvrc, mise's and Mercurial's user configuration.
-var configDirs = []string{"git", "fish", "systemd", "autostart", "nvim", "environment.d", "direnv", "mise", "mise.toml", "hg"}
+var configDirs = []string{"git", "fish", "systemd", "autostart", "nvim", "environment.d", "direnv", "mise", "mise.toml", "hg",
+	// and terminals', multiplexers' and editors' (key bindings and
+	// profiles that run programs).
+	"tmux", "code", "cursor", "zed", "helix", "kitty", "alacritty", "wezterm", "opencode"}
 
 // toolConfigs are tool managers' per-directory configuration that runs
 // programs when a shell enters the directory (mise's [hooks] enter,
 // [env] _.source; mise.jdx.dev/configuration.html lists the names).
-var toolConfigs = []string{".mise.toml", "mise.toml", ".mise.local.toml", "mise.local.toml", ".mise", ".rtx.toml"}
+var toolConfigs = []string{".mise.toml", "mise.toml", ".mise.local.toml", "mise.local.toml", ".mise", ".rtx.toml", ".rtx.local.toml"}
+
+// isToolConfig reports whether the path component f (folded), last or
+// not, is one of mise's project configuration names: toolConfigs, a
+// mise/ directory (mise/config.toml, mise/conf.d/*.toml), and the
+// per-environment mise.ENV.toml and .mise.ENV.toml.
+func isToolConfig(f string, last bool) bool {
+	switch {
+	case slices.Contains(toolConfigs, f):
+		return true
+	case f == "mise" && !last:
+		return true
+	case last && strings.HasSuffix(f, ".toml") && (strings.HasPrefix(f, "mise.") || strings.HasPrefix(f, ".mise.")):
+		return true
+	}
+	return false
+}
 
 // editorNames are editor and agent settings, files or directories, risky
 // at any depth (an editor may open any directory as its workspace): VS
@@ -127,6 +155,9 @@ var editorNames = []string{
 	".vscode", ".idea", ".devcontainer", ".devcontainer.json", ".mcp.json",
 	".claude", ".codex", ".cursor", ".gemini",
 	".zed", ".helix", // Zed's tasks.json; Helix's languages.toml names language servers
+	// other agents' MCP server lists and settings
+	".kiro", ".roo", ".continue", ".opencode", "opencode.json", "opencode.jsonc", ".windsurf", ".amazonq",
+	".aider.conf.yml", // aider's lint-cmd and test-cmd
 }
 
 // fold is a name as a case-insensitive file system takes it: lower case,
@@ -208,7 +239,11 @@ func Classify(rel string, k Kind, isGitDir func(dir string) bool) string {
 			case "hgrc", "hgrc-not-shared", "sharedpath", "hgrc.d":
 				return WhyHg
 			}
-		case slices.Contains(toolConfigs, f):
+		case f == ".local" && !last:
+			if subs, ok := localDirs[fold(comps[i+1])]; ok && (subs == nil || i+2 < len(comps) && slices.Contains(subs, fold(comps[i+2]))) {
+				return WhyHome
+			}
+		case isToolConfig(f, last):
 			return WhyToolConfig
 		case last && (f == "sitecustomize.py" || f == "usercustomize.py"):
 			return WhyPython
