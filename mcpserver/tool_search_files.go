@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -50,8 +49,14 @@ func (s *Server) searchFiles(ctx context.Context, c *call, in SearchFilesInput) 
 	if len(r.Matches) == 0 {
 		text = "no matches"
 	}
-	if r.Truncated {
-		text += fmt.Sprintf("\n[more results were left out; narrow the pattern, path or glob]")
+	switch {
+	case r.TimedOut:
+		text += "\n[the search stopped at its 30 s limit: these are the results so far, and matches may lie in what it had not read; narrow the path or glob]"
+	case r.Truncated:
+		text += "\n[more results were left out; narrow the pattern, path or glob]"
+	}
+	if r.Unreadable {
+		text += "\n[some files or directories could not be read and were skipped]"
 	}
 	return textResult(text), r, nil
 }

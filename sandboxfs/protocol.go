@@ -103,4 +103,11 @@ type SearchResult struct {
 	// program that searched (rg, grep, find).
 	Truncated bool   `json:"truncated,omitempty"`
 	Tool      string `json:"tool"`
+	// TimedOut is set when the search was stopped at its time limit
+	// (searchTimeout, 30 s): Matches are what it found until then, and a
+	// match may lie in what it had not read.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Unreadable is set when some files or directories could not be
+	// read (permission denied, gone while searched): they were skipped.
+	Unreadable bool `json:"unreadable,omitempty"`
 }

@@ -189,6 +189,52 @@ func TestSearch(t *testing.T) {
 	}
 }
 
+// TestSearchStatus: grep's and rg's status 2 is a bad pattern only when
+// the tool said so (file errors are silenced: -s, --no-messages) and
+// found nothing; without a message it is files that could not be read,
+// and the results stand (a new user's search of /usr, which holds no
+// match but unreadable entries, was called a bad regular expression).
+func TestSearchStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		code       int
+		found      bool
+		stderr     string
+		unreadable bool
+		bad        string // in the error, "" for none
+	}{
+		{"match", 0, true, "", false, ""},
+		{"no match", 1, false, "", false, ""},
+		{"unreadable files, no match", 2, false, "", true, ""},
+		{"unreadable files, matches", 2, true, "", true, ""},
+		{"bad pattern (grep)", 2, false, "grep: Unmatched ( or \\(\n", false, "Unmatched ( or"},
+		{"bad pattern (rg)", 2, false, "regex parse error:\n    (\n    ^\nerror: unclosed group\n", false, "unclosed group"},
+		{"a message with matches", 2, true, "grep: warning: something\n", true, ""},
+	} {
+		unreadable, err := searchStatus("grep", "(", tc.code, tc.found, tc.stderr)
+		if unreadable != tc.unreadable {
+			t.Errorf("%s: unreadable = %v, want %v", tc.name, unreadable, tc.unreadable)
+		}
+		switch {
+		case tc.bad == "" && err != nil:
+			t.Errorf("%s: %v, want no error", tc.name, err)
+		case tc.bad != "" && (err == nil || kind(err) != ErrBadRequest || !strings.Contains(err.Error(), tc.bad)):
+			t.Errorf("%s: %v, want a bad request that quotes %q", tc.name, err, tc.bad)
+		}
+	}
+}
+
+// TestSearchBadPattern: the search tool's own words for a pattern it
+// cannot compile reach the caller.
+func TestSearchBadPattern(t *testing.T) {
+	f := newFix(t)
+	f.put(t, "work/a.txt", "x\n")
+	_, err := f.c.Search(context.Background(), "(unclosed", "", "", "content")
+	if kind(err) != ErrBadRequest || !strings.Contains(err.Error(), "could not search for") || !strings.Contains(strings.ToLower(err.Error()), "(") {
+		t.Errorf("a bad pattern: %v", err)
+	}
+}
+
 // BenchmarkReadFile10KB measures read_file of a 10 KB file through the
 // session's file server (target: 5 ms median through the MCP server).
 func BenchmarkReadFile10KB(b *testing.B) {

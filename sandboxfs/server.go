@@ -395,6 +395,25 @@ func shortDiff(path, text, old, new string, all bool) string {
 	return b.String()
 }
 
+// searchStatus reads a search's exit status as grep(1) and rg(1) give it:
+// 1 is no match; 2 is an error, which with a message on stderr is the
+// pattern's (a bad request: grep -s and rg --no-messages silence the
+// errors of files, never of the pattern) unless results came too, and
+// without one is files it could not read (permission denied, gone
+// while searched), which the search of the rest outlived.
+func searchStatus(tool, pattern string, code int, found bool, stderr string) (unreadable bool, err error) {
+	if code <= 1 {
+		return false, nil
+	}
+	if m := strings.TrimSpace(stderr); m != "" && !found {
+		if len(m) > 500 {
+			m = m[:500] + " [cut]"
+		}
+		return false, &Error{Kind: ErrBadRequest, Message: fmt.Sprintf("%s could not search for %q: %s", tool, pattern, strings.ToValidUTF8(m, "\uFFFD"))}
+	}
+	return true, nil
+}
+
 func (s *server) search(req *request) (*SearchResult, error) {
 	if req.Pattern == "" {
 		return nil, &Error{Kind: ErrBadRequest, Message: "pattern is empty"}
@@ -438,16 +457,24 @@ func (s *server) search(req *request) (*SearchResult, error) {
 	cmd.Stdin = nil
 	var out bytes.Buffer
 	cmd.Stdout = &limitWriter{w: &out, n: maxSearchBytes * 4}
+	// What the tool says of the pattern: grep -s and rg --no-messages keep
+	// unreadable files quiet, not a pattern they cannot compile.
+	var msg bytes.Buffer
+	cmd.Stderr = &limitWriter{w: &msg, n: 4 << 10}
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		res.Truncated = true
+		res.Truncated, res.TimedOut = true, true
 	}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) && ctx.Err() == nil {
 		return nil, &Error{Kind: ErrInternal, Message: fmt.Sprintf("%s failed: %v", res.Tool, err)}
 	}
-	if errors.As(err, &ee) && ee.ExitCode() > 1 && out.Len() == 0 {
-		return nil, &Error{Kind: ErrBadRequest, Message: fmt.Sprintf("%s could not search for %q (a bad regular expression?)", res.Tool, req.Pattern)}
+	if errors.As(err, &ee) && ctx.Err() == nil {
+		unreadable, serr := searchStatus(res.Tool, req.Pattern, ee.ExitCode(), out.Len() > 0, msg.String())
+		if serr != nil {
+			return nil, serr
+		}
+		res.Unreadable = unreadable
 	}
 	size := 0
 	sep := "\n"
