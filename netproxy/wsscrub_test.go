@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/corralhq/corral/secrets"
 )
@@ -372,5 +374,30 @@ func TestWSScrubReaderStreams(t *testing.T) {
 	}
 	if r.hits["GH_TOKEN"] < total/(1<<20)-1 {
 		t.Errorf("hits %v, want at least %d", r.hits, total/(1<<20)-1)
+	}
+}
+
+// waitForAttr polls r for a record with message msg whose attribute key
+// is val (see waitFor).
+func (r *recorder) waitForAttr(t *testing.T, msg, key, val string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r.mu.Lock()
+		found := false
+		for _, rec := range r.records {
+			rec.Attrs(func(a slog.Attr) bool {
+				found = found || rec.Message == msg && a.Key == key && a.Value.String() == val
+				return !found
+			})
+		}
+		r.mu.Unlock()
+		if found {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s record with %s=%q", msg, key, val)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
