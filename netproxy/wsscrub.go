@@ -62,7 +62,11 @@ func (e *wsFrameError) Error() string {
 //   - a control frame (close, ping, pong; section 5.5) is passed on
 //     whole at once, between two frames of the message, its payload
 //     scrubbed as a whole (a close frame's status code, its first 2
-//     bytes, section 5.5.1, is kept).
+//     bytes, section 5.5.1, is kept). It is not kept back until the
+//     message ends (a server may wait for the pong of its ping), so the
+//     bytes the message's stream holds go out after it: section 5.4 lets
+//     control frames come between fragments, and the message's bytes keep
+//     their order.
 //
 // The frames it writes are unmasked (section 5.1) with the minimal
 // payload length (section 5.2). A frame that is masked, has an RSV bit
