@@ -45,12 +45,15 @@
 // What a secret's host answers (issue 26, scrub.go) is scrubbed of the
 // real values of the secrets that belong to it (secrets.ScrubPairs)
 // before the client sees it: header fields, 1xx answers, trailers and the
-// body as a stream, and the server side of a WebSocket connection. Those
+// body as a stream, and the server side of a WebSocket connection, a
+// message at a time across its frames (wsscrub.go, RFC 6455). Those
 // requests ask for the identity coding; a gzip, deflate or br body is
 // decoded (decode.go), any other coding refused (502,
 // secret.response_refused). TRACE, TRACK, a CONNECT inside a terminated
 // connection and upgrades other than WebSocket are refused
-// (secret.request_refused); replacements are logged as secret.scrubbed.
+// (secret.request_refused); a WebSocket frame of the server that breaks
+// RFC 6455 where it could hide a value ends the connection
+// (secret.websocket_refused); replacements are logged as secret.scrubbed.
 // A SOCKS5 CONNECT to a secret's host is refused (secret.socks_refused):
 // its blind tunnel could bring back a value the host keeps.
 //

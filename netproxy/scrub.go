@@ -19,8 +19,10 @@ import (
 // secrets that belong to that host (secrets.ScrubPairs) before the
 // sandbox sees it: the header fields of the response, of its 1xx
 // answers and its trailers, names and values, and the body as a stream
-// (decoded first where the server compressed it), and the bytes of an
-// upgraded (WebSocket) connection that come from the server. The policy
+// (decoded first where the server compressed it), and what comes from
+// the server through an upgraded connection: WebSocket messages, each
+// as a stream across its frames (wsscrub.go), and the bytes of any
+// other protocol as one stream. The policy
 // (what is replaced, by what) is package secrets'; here is where it is
 // applied.
 
@@ -202,7 +204,30 @@ func (s *Server) scrubResponse(res *http.Response) error {
 		if !ok {
 			return &unscrubbableError{host: host, why: "its upgraded connection cannot be read"}
 		}
-		res.Body = &scrubbedConn{Reader: sc.Reader(rwc, func(h secrets.Hits, _ error) { s.logScrubbed(host, "upgraded stream", h) }), rwc: rwc}
+		// The reason phrase is the server's text too: it is replaced by
+		// the standard one, as net/http does for every other status
+		// (ResponseWriter.WriteHeader writes only the code's text), so
+		// nothing of it reaches the client; what it held is logged.
+		if _, hits := sc.String(res.Status); len(hits) > 0 {
+			s.logScrubbed(host, "status line", hits)
+		}
+		res.Status = strconv.Itoa(http.StatusSwitchingProtocols) + " " + http.StatusText(http.StatusSwitchingProtocols)
+		if !strings.EqualFold(strings.TrimSpace(res.Header.Get("Upgrade")), "websocket") {
+			res.Body = &scrubbedConn{Reader: sc.Reader(rwc, func(h secrets.Hits, _ error) { s.logScrubbed(host, "upgraded stream", h) }), rwc: rwc}
+			return nil
+		}
+		// WebSocket (RFC 6455): scrubbed a message at a time, across the
+		// frames it is cut into (wsscrub.go); a frame that breaks the
+		// protocol ends the connection.
+		res.Body = &scrubbedConn{Reader: newWSScrubReader(rwc, sc, func(h secrets.Hits, err error) {
+			s.logScrubbed(host, "websocket messages", h)
+			var fe *wsFrameError
+			if errors.As(err, &fe) {
+				s.log.LogAttrs(s.ctx, slog.LevelWarn, "secret.websocket_refused",
+					slog.String("session", s.session), slog.String("host", host), slog.String("why", fe.why))
+				_ = rwc.Close()
+			}
+		}), rwc: rwc}
 		return nil
 	}
 	if res.Body == nil || res.Body == http.NoBody {

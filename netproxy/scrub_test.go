@@ -36,6 +36,38 @@ func serveRawUpgrade(w http.ResponseWriter, r *http.Request, tok string) {
 		ext = "Sec-WebSocket-Extensions: permessage-deflate\r\n"
 	}
 	payload := "token=" + tok
+	switch r.URL.Path {
+	case "/ws-frag":
+		// The value in the reason phrase, and cut across the fragments
+		// of messages, with control frames between them (RFC 6455
+		// section 5.4), in a ping and in the close reason; each frame
+		// flushed on its own.
+		fmt.Fprintf(brw, "HTTP/1.1 101 %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n", tok)
+		for _, f := range [][]byte{
+			wsFrame(false, wsText, "token="+tok[:7], false),
+			wsFrame(true, 0, tok[7:]+" end", false),
+			wsFrame(false, wsText, "a="+tok[:3], false),
+			wsFrame(true, wsPing, tok, false),
+			wsFrame(false, 0, tok[3:11], false),
+			wsFrame(true, wsPong, "", false),
+			wsFrame(true, 0, tok[11:]+" b", false),
+			wsFrame(false, wsBinary, "\x00"+tok[:1], false),
+			wsFrame(true, 0, tok[1:], false),
+			wsFrame(true, wsClose, "\x03\xe8bye "+tok, false),
+		} {
+			brw.Write(f)
+			_ = brw.Flush()
+		}
+		return
+	case "/ws-masked":
+		// A masked frame of the server (RFC 6455 section 5.1) with a
+		// zero key: the value in it as it is.
+		fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		brw.Write(wsFrame(true, wsText, "ok", false))
+		brw.Write(append([]byte{0x81, 0x80 | byte(len(payload)), 0, 0, 0, 0}, payload...))
+		_ = brw.Flush()
+		return
+	}
 	fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n%s\r\n", ext)
 	brw.Write([]byte{0x81, byte(len(payload))})
 	brw.WriteString(payload)
@@ -287,6 +319,35 @@ func TestScrubRefusals(t *testing.T) {
 		}
 		if arr := w.seen()[mark:]; len(arr) != 1 || !strings.Contains(arr[0], `ext=""`) || !strings.Contains(arr[0], "auth=Bearer "+w.gh.Value) {
 			t.Errorf("upstream saw %q, want the real token and no extension offered", arr)
+		}
+	})
+	t.Run("websocket fragmented", func(t *testing.T) {
+		resp, rest := upgrade(t, "/ws-frag", "websocket")
+		if resp.StatusCode != http.StatusSwitchingProtocols || resp.Status != "101 Switching Protocols" {
+			t.Errorf("status line %q, want the standard 101", resp.Status)
+		}
+		if strings.Contains(rest, w.gh.Value) || strings.Contains(resp.Status, w.gh.Value) {
+			t.Errorf("the real value reached the client: %q %q", resp.Status, rest)
+		}
+		got, err := parseWS([]byte(rest))
+		s := w.gh.StandIn
+		want := []wsMsg{{1, "token=" + s + " end"}, {9, s}, {0xA, ""}, {1, "a=" + s + " b"}, {2, "\x00" + s}, {8, "\x03\xe8bye " + s}}
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("the client got %v (%v), want %v\n%q", got, err, want, rest)
+		}
+		w.rec.waitForAttr(t, "secret.scrubbed", "where", "status line")
+		w.rec.waitForAttr(t, "secret.scrubbed", "where", "websocket messages")
+	})
+	t.Run("websocket masked frame", func(t *testing.T) {
+		resp, rest := upgrade(t, "/ws-masked", "websocket")
+		if resp.StatusCode != http.StatusSwitchingProtocols || strings.Contains(rest, w.gh.Value) || strings.Contains(rest, w.gh.StandIn) {
+			t.Errorf("got %d %q", resp.StatusCode, rest)
+		}
+		if got, err := parseWS([]byte(rest)); err != nil || fmt.Sprint(got) != fmt.Sprint([]wsMsg{{1, "ok"}}) {
+			t.Errorf("the client got %v (%v), want the frame before the masked one only", got, err)
+		}
+		if a := w.rec.waitFor(t, "secret.websocket_refused", "api.allowed.test"); !strings.Contains(a["why"], "masked") {
+			t.Errorf("logged %v", a)
 		}
 	})
 	t.Run("websocket extension switched on", func(t *testing.T) {

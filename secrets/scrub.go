@@ -531,3 +531,51 @@ func (r *scrubReader) Read(p []byte) (int, error) {
 	r.ready -= n
 	return n, nil
 }
+
+// Stream scrubs a stream that is pushed to it a piece at a time, where
+// [Scrubber.Reader] pulls one from an io.Reader: a caller that must
+// interleave the scrubbed bytes with its own (netproxy re-frames a
+// WebSocket message around the control frames the server puts between
+// its fragments, RFC 6455 section 5.4) cannot hand the scrubber a reader
+// that blocks for more data. The pieces are scrubbed as one stream: a
+// match is found wherever they are cut, and only the bytes at the end
+// that may begin one are held back, at most [Scrubber.MaxHold]. Not
+// safe for concurrent use.
+type Stream struct {
+	s    *Scrubber
+	buf  []byte // buf[:out] was returned last; buf[out:] is held
+	out  int
+	hits Hits
+}
+
+// Stream returns a new stream of s, with nothing held.
+func (s *Scrubber) Stream() *Stream { return &Stream{s: s} }
+
+// Scrub scrubs p as the next bytes of the stream and returns the bytes
+// of the stream that are now final: the ones held back before and p,
+// less those at the end that may begin a match (held until the next
+// call). The result is valid until the next call of Scrub or End; p is
+// not changed and may be reused at once.
+func (st *Stream) Scrub(p []byte) []byte {
+	st.buf = append(st.buf[:copy(st.buf, st.buf[st.out:])], p...)
+	st.out = st.s.scanAll(st.buf, false, &st.hits)
+	return st.buf[:st.out]
+}
+
+// End scrubs the bytes held back as the end of the stream (see
+// [Scrubber.Bytes]) and returns them; the stream is then empty, and may
+// start again. The result is valid until the next call of Scrub or End.
+func (st *Stream) End() []byte {
+	st.buf = st.buf[:copy(st.buf, st.buf[st.out:])]
+	// With final, scanAll decides every byte (it returns len(st.buf)).
+	st.s.scanAll(st.buf, true, &st.hits)
+	out := st.buf
+	st.buf, st.out = st.buf[:0], 0
+	return out
+}
+
+// Held is the number of bytes held back.
+func (st *Stream) Held() int { return len(st.buf) - st.out }
+
+// Hits returns the replacements made so far.
+func (st *Stream) Hits() Hits { return st.hits }

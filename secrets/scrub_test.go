@@ -760,3 +760,45 @@ func TestScrubDecodingStreamsLikeBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestScrubStreamLikeBytes: a Stream, pushed the same random texts as
+// TestScrubDecodingStreamsLikeBytes in pieces of every size, gives what
+// Bytes gives, holds no more than MaxHold bytes after each piece, and
+// starts again empty after End.
+func TestScrubStreamLikeBytes(t *testing.T) {
+	v, si := scrubValue, scrubStandIn(t)
+	s := mustScrubber(t, EncodedForms("GH", v, si))
+	rng := rand.New(rand.NewPCG(6455, 5))
+	parts := []string{v, v[:5], v[5:], "%" + fmt.Sprintf("%02X", v[0]) + v[1:], fmt.Sprintf(`\u%04x`, v[0]) + v[1:], "&#x", " ", "\r\n", "x", "%4", v[:len(v)-1]}
+	st := s.Stream()
+	for round := range 200 {
+		var b strings.Builder
+		for range 1 + rng.IntN(6) {
+			b.WriteString(parts[rng.IntN(len(parts))])
+		}
+		in := []byte(b.String())
+		want := bytes.Clone(in)
+		s.Bytes(want)
+		for chunk := 1; chunk <= len(in)+1; chunk += 1 + chunk/8 {
+			var out []byte
+			for rest := bytes.Clone(in); len(rest) > 0; {
+				n := min(chunk, len(rest))
+				out = append(out, st.Scrub(rest[:n])...)
+				rest = rest[n:]
+				if st.Held() > s.MaxHold() {
+					t.Fatalf("round %d: holding %d bytes, MaxHold %d", round, st.Held(), s.MaxHold())
+				}
+			}
+			out = append(out, st.End()...)
+			if st.Held() != 0 {
+				t.Fatalf("round %d: %d bytes held after End", round, st.Held())
+			}
+			if !bytes.Equal(out, want) {
+				t.Fatalf("round %d, pieces of %d: %q, want %q", round, chunk, out, want)
+			}
+		}
+	}
+	if st.Hits()["GH"] == 0 {
+		t.Errorf("no hits counted")
+	}
+}
