@@ -261,16 +261,24 @@ func ReadGitConfig(root *os.Root, name string) []byte {
 // what a background command made there since stays, for the check after
 // that command.
 func WriteBackGitConfig(root *os.Root, name string, cfg []byte) string {
+	note, _ := WriteBackGitConfigContent(root, name, cfg)
+	return note
+}
+
+// WriteBackGitConfigContent is WriteBackGitConfig that also returns what
+// it wrote (nil when nothing), so that a caller that checks the same path
+// again can tell its own file from one a command wrote since.
+func WriteBackGitConfigContent(root *os.Root, name string, cfg []byte) (note string, written []byte) {
 	content, dropped, err := SanitizeGitConfig(cfg)
 	if err != nil {
-		return fmt.Sprintf("; none of its settings were kept (%v)", err)
+		return fmt.Sprintf("; none of its settings were kept (%v)", err), nil
 	}
 	if len(content) == 0 {
-		return ""
+		return "", nil
 	}
 	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
-		return fmt.Sprintf("; its safe settings could not be written back (%v)", err)
+		return fmt.Sprintf("; its safe settings could not be written back (%v)", err), nil
 	}
 	_, err = f.Write(content)
 	if cerr := f.Close(); err == nil {
@@ -278,7 +286,7 @@ func WriteBackGitConfig(root *os.Root, name string, cfg []byte) string {
 	}
 	if err != nil {
 		root.Remove(name)
-		return fmt.Sprintf("; its safe settings could not be written back (%v)", err)
+		return fmt.Sprintf("; its safe settings could not be written back (%v)", err), nil
 	}
-	return "; " + keptGitConfigNote(dropped)
+	return "; " + keptGitConfigNote(dropped), content
 }

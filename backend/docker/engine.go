@@ -126,6 +126,15 @@ type ctr struct {
 	// (relative to the workspace); patterns the patterns they came from.
 	// Others that appear are quarantined after each command (quarantine.go).
 	protected, patterns []string
+	// wroteBack holds, by the path's name relative to the workspace, the
+	// SHA-256 of the git configuration corral wrote back after moving a
+	// command's out (handback.WriteBackGitConfigContent): the next check
+	// leaves that file alone while it is unchanged, not taking corral's
+	// own file for a command's (it was moved and noted twice). Under
+	// wroteBackMu: commands of one container end, and are checked, side
+	// by side.
+	wroteBackMu sync.Mutex
+	wroteBack   map[string][32]byte
 	// egress is the network allowlist (profile allowlist), or nil;
 	// releaseEgress gives its proxy back when the container goes.
 	egress        *egressSpec

@@ -537,6 +537,20 @@ git init -q --bare made.git && echo evil > made.git/hooks/post-receive && git co
 	if len(res.Warnings) != 2 || !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "written back, without core.fsmonitor") }) {
 		t.Errorf("warnings %q", res.Warnings)
 	}
+	// The configuration corral wrote back is its own: the next check
+	// leaves it (a new user saw a clone's config moved and noted twice,
+	// at the command's end and at the container's removal); one a command
+	// changed since is the command's again.
+	if res, _ := f.run("gitdirs", "true"); len(res.Warnings) != 0 {
+		t.Errorf("the next command's warnings %q: corral's own written-back configuration was taken for the command's", res.Warnings)
+	}
+	res, _ = f.run("gitdirs", `git config --file made.git/config core.pager evil2`)
+	if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "made.git/config") }) {
+		t.Errorf("a changed written-back configuration was not moved out: warnings %q", res.Warnings)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.ws, "made.git/config")); strings.Contains(string(b), "evil2") {
+		t.Errorf("made.git/config holds the command's core.pager:\n%s", b)
+	}
 }
 
 // TestOtherUser: a command for another user (corral exec --user) runs in a

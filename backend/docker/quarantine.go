@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -77,6 +78,9 @@ func (e *Engine) quarantine(c *ctr) []string {
 			if wsRoot != nil {
 				cfg = handback.ReadGitConfig(wsRoot, filepath.FromSlash(p.Rel))
 			}
+			if c.ownWriteBack(p.Rel, cfg) {
+				continue
+			}
 		}
 		where := "removed"
 		moved := false
@@ -95,11 +99,37 @@ func (e *Engine) quarantine(c *ctr) []string {
 		e.log.Info("docker.protected.quarantined", "container", c.name, "path", p.Rel, "to", where)
 		kept := ""
 		if cfg != nil {
-			kept = handback.WriteBackGitConfig(wsRoot, filepath.FromSlash(p.Rel), cfg)
+			var written []byte
+			kept, written = handback.WriteBackGitConfigContent(wsRoot, filepath.FromSlash(p.Rel), cfg)
+			c.noteWriteBack(p.Rel, written)
 		}
 		notes = append(notes, fmt.Sprintf("%s is a protected path (programs on the host run it later) that the command made; it was %s%s", termsafe.Path(p.Rel), where, kept))
 	}
 	return notes
+}
+
+// ownWriteBack reports whether cfg, the git configuration at rel, is the
+// one corral wrote back there and nothing has changed it since.
+func (c *ctr) ownWriteBack(rel string, cfg []byte) bool {
+	c.wroteBackMu.Lock()
+	defer c.wroteBackMu.Unlock()
+	h, ok := c.wroteBack[rel]
+	return ok && cfg != nil && sha256.Sum256(cfg) == h
+}
+
+// noteWriteBack records what corral wrote back at rel (nothing: forgets
+// it).
+func (c *ctr) noteWriteBack(rel string, written []byte) {
+	c.wroteBackMu.Lock()
+	defer c.wroteBackMu.Unlock()
+	if written == nil {
+		delete(c.wroteBack, rel)
+		return
+	}
+	if c.wroteBack == nil {
+		c.wroteBack = map[string][32]byte{}
+	}
+	c.wroteBack[rel] = sha256.Sum256(written)
 }
 
 // scanCut refuses a command in the running container c when the scan of
@@ -193,6 +223,9 @@ func (e *Engine) quarantineReview(c *ctr) []string {
 		var cfg []byte
 		if handback.IsGitConfigPattern(p.Pattern) && st.Mode().IsRegular() {
 			cfg = handback.ReadGitConfig(croot, rel)
+			if c.ownWriteBack(p.Rel, cfg) {
+				continue
+			}
 		}
 		if err := croot.RemoveAll(rel); err != nil {
 			notes = append(notes, fmt.Sprintf("%s is a protected path the command made in the review layer and it could not be removed: %v", termsafe.Path(p.Rel), err))
@@ -201,7 +234,9 @@ func (e *Engine) quarantineReview(c *ctr) []string {
 		e.log.Info("docker.protected.quarantined", "container", c.name, "path", p.Rel, "to", "removed", "layer", c.review.l.Dir)
 		kept := ""
 		if cfg != nil {
-			kept = handback.WriteBackGitConfig(croot, rel, cfg)
+			var written []byte
+			kept, written = handback.WriteBackGitConfigContent(croot, rel, cfg)
+			c.noteWriteBack(p.Rel, written)
 		}
 		notes = append(notes, fmt.Sprintf("%s is a protected path (programs on the host run it later) that the command made in the review layer; it was removed%s", termsafe.Path(p.Rel), kept))
 	}
