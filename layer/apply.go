@@ -201,7 +201,9 @@ func Apply(l *Layer, paths []string, opts ApplyOptions) (ApplyResult, error) {
 		log.Info("layer.apply.held", "lower", l.Lower, "paths", res.HeldTotal)
 	}
 	if res.ConflictsTotal > 0 {
-		log.Warn("layer.apply.conflict", "lower", l.Lower, "paths", res.Conflicts, "total", res.ConflictsTotal)
+		// Info: the error returned says it to the person (the CLI's
+		// default log level, warn, printed it twice, once as a log line).
+		log.Info("layer.apply.conflict", "lower", l.Lower, "paths", res.Conflicts, "total", res.ConflictsTotal)
 		return res, fmt.Errorf("%w: %s", ErrConflict, listText(res.Conflicts, res.ConflictsTotal))
 	}
 	if planned == 0 {
