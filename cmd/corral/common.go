@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral"
@@ -46,6 +47,17 @@ func sameFile(a, b *os.File) bool {
 		return false
 	}
 	return sa.Dev == sb.Dev && sa.Ino == sb.Ino && sa.Rdev == sb.Rdev
+}
+
+// hideDefaults keeps the help from printing the named flags' defaults
+// ("(default -1)", "(default 0s)"): those are "unset", which the usage
+// says means a setting; pflag leaves out a default it takes for zero.
+func hideDefaults(f *pflag.FlagSet, names ...string) {
+	for _, n := range names {
+		if fl := f.Lookup(n); fl != nil {
+			fl.DefValue = "0"
+		}
+	}
 }
 
 // textWriter writes each write as termsafe.Text shows it; a write is one

@@ -47,6 +47,7 @@ sandbox). --user runs as another account where the backend can switch users
 	f.IntVar(&o.memoryMB, "memory-mb", -1, "memory in MiB: of the whole command in a memory cgroup, else per process (RLIMIT_DATA); 0 disables; default: the session's")
 	f.IntVar(&o.cpuSeconds, "cpu-seconds", -1, "CPU seconds per process (0 disables; default: the session's)")
 	f.IntVar(&o.maxProcs, "max-procs", -1, "processes and threads (0 disables; default: the session's)")
+	hideDefaults(f, "memory-mb", "cpu-seconds", "max-procs")
 	f.Var(secondsFlag{&o.timeout}, "timeout", "end the program after this long: 90s, 5m or whole seconds (default: never)")
 	_ = cmd.MarkFlagRequired("session")
 	return cmd

@@ -27,8 +27,10 @@ func newRootCmd(g *globalOptions) *cobra.Command {
 		Long: `corral runs commands inside a sandbox (bubblewrap by default) that keeps the
 host read-only, hides credentials and limits resources.
 
-Exit status: the command's own status, 128+N when it died of signal N, and
-125 when corral itself failed (bad flags or settings, sandbox unavailable).`,
+Exit status: the command's own status (126 when it could not be executed,
+127 when it was not found, as a shell says), 128+N when it died of signal N,
+124 when it timed out (its whole sandbox was ended), and 125 when corral
+itself failed (bad flags or settings, sandbox unavailable).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       corral.Version(),

@@ -63,11 +63,12 @@ exists as given is taken whole). Binds are read-only unless :rw is given.`,
 	f.StringVar(&o.profile, "profile", "", "restricted, workspace, allowlist or network (default: the profile setting)")
 	f.StringVar(&o.cwd, "cwd", "", "working directory, the one writable tree (default: the cwd setting, else the current directory)")
 	f.StringArrayVar(&o.binds, "bind", nil, "extra bind mount SRC[:DEST][:rw] (repeatable)")
-	f.IntVar(&o.memoryMB, "memory-mb", -1, "memory in MiB: of the whole command in a memory cgroup, else per process (RLIMIT_DATA); 0 disables")
-	f.IntVar(&o.cpuSeconds, "cpu-seconds", -1, "CPU seconds per process (RLIMIT_CPU; 0 disables)")
-	f.IntVar(&o.maxProcs, "max-procs", -1, "processes and threads (0 disables)")
+	f.IntVar(&o.memoryMB, "memory-mb", -1, "memory in MiB: of the whole command in a memory cgroup, else per process (RLIMIT_DATA); 0 disables (default: the memory_mb setting)")
+	f.IntVar(&o.cpuSeconds, "cpu-seconds", -1, "CPU seconds per process (RLIMIT_CPU; 0 disables) (default: the cpu_seconds setting)")
+	f.IntVar(&o.maxProcs, "max-procs", -1, "processes and threads (0 disables) (default: the max_procs setting)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the bwrap command line (one argument per line) instead of running it")
 	f.Var(secondsFlag{&o.timeout}, "timeout", "end the whole sandbox after this long: 90s, 5m or whole seconds (default: the timeout setting)")
+	hideDefaults(f, "memory-mb", "cpu-seconds", "max-procs", "timeout")
 	return cmd
 }
 

@@ -40,6 +40,7 @@ session. Limits default to none for a person (--memory-mb etc. set them).`,
 	f.IntVar(&o.memoryMB, "memory-mb", 0, "memory in MiB: of the whole shell in a memory cgroup, else per process (RLIMIT_DATA); 0: no limit")
 	f.IntVar(&o.cpuSeconds, "cpu-seconds", 0, "CPU seconds per process (0: no limit)")
 	f.IntVar(&o.maxProcs, "max-procs", -1, "processes and threads (default: the max_procs setting)")
+	hideDefaults(f, "max-procs")
 	return cmd
 }
 
