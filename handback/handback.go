@@ -82,7 +82,41 @@ const (
 	WhyHg         = "Mercurial configuration: its [hooks] and [extensions] run programs on every hg command (hg status)"
 	WhyToolConfig = "a tool manager's project configuration: mise's [hooks] and [tasks] run programs when a shell enters the directory"
 	WhyPython     = "Python start-up code: a .pth line starting with import, and sitecustomize/usercustomize, run at every start of that Python"
+	WhyLinkOut    = "a symlink that leads out of the destination: what a tool on the host writes through it (a build's log, an install) lands there"
 )
+
+// systemDirs are where symlinks a sandbox makes may lead out of the
+// destination without being held: a virtual environment's bin/python to
+// /usr/bin/python3, tools under /opt or /nix. Writing there takes root.
+var systemDirs = []string{"/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/lib32/", "/opt/", "/nix/", "/etc/alternatives/", "/snap/"}
+
+// LinksOut reports whether a symlink at rel (relative to the destination's
+// top, slash-separated) with target leads out of the top: an absolute
+// target outside the system's directories (systemDirs), or a relative one
+// that climbs above the top, resolved from rel's directory as the
+// kernel would were no component on the way a symlink (path_resolution(7)).
+func LinksOut(rel, target string) bool {
+	if target == "" {
+		return false
+	}
+	if strings.HasPrefix(target, "/") {
+		t := path.Clean(target) + "/"
+		return !slices.ContainsFunc(systemDirs, func(d string) bool { return strings.HasPrefix(t, d) })
+	}
+	j := path.Join(path.Dir(rel), target)
+	return j == ".." || strings.HasPrefix(j, "../")
+}
+
+// CheckLink is Check for a symlink at rel to target: one that leads out
+// of the destination (LinksOut) is risky too (WhyLinkOut), and written
+// only when included.
+func (p Policy) CheckLink(rel, target string, isGitDir func(dir string) bool) (why string, write bool) {
+	why, write = p.Check(rel, Symlink, isGitDir)
+	if why == "" && LinksOut(rel, target) {
+		return WhyLinkOut, p.Included(rel)
+	}
+	return why, write
+}
 
 // shellFiles are the shell start-up files (bash(1) INVOCATION, zsh(1)
 // STARTUP/SHUTDOWN FILES), risky at any depth: a destination may be a

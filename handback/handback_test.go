@@ -188,6 +188,43 @@ func TestClassifyTopIsGitDir(t *testing.T) {
 	}
 }
 
+// TestLinksOut: a symlink leads out of the destination when its target is
+// absolute (but for the system's directories) or climbs above the top
+// from the link's own directory.
+func TestLinksOut(t *testing.T) {
+	for _, tc := range []struct {
+		rel, target string
+		out         bool
+	}{
+		{"build.log", "../../root/.bashrc", true},
+		{"a/b/link", "../../x", false},
+		{"a/b/link", "../../../x", true},
+		{"a/link", "b/../../..", true},
+		{"link", "..", true},
+		{"link", ".", false},
+		{"node_modules", "/root/.config/autostart", true},
+		{"home", "/home/u", true},
+		{"venv/bin/python", "/usr/bin/python3", false},
+		{"venv/bin/python", "/usr/../root/x", true},
+		{"x", "/usr", false},
+		{"x", "/usrx/y", true},
+		{"node_modules/.bin/tsc", "../typescript/bin/tsc", false},
+		{"x", "", false},
+	} {
+		if got := LinksOut(tc.rel, tc.target); got != tc.out {
+			t.Errorf("LinksOut(%q, %q) = %v, want %v", tc.rel, tc.target, got, tc.out)
+		}
+	}
+	var p Policy
+	if why, ok := p.CheckLink("build.log", "/root/.bashrc", nil); why != WhyLinkOut || ok {
+		t.Errorf("CheckLink out: %q %v", why, ok)
+	}
+	p.Include = []string{"build.log"}
+	if _, ok := p.CheckLink("build.log", "/root/.bashrc", nil); !ok {
+		t.Error("an included link held")
+	}
+}
+
 func TestClassifyWithoutLook(t *testing.T) {
 	if got := Classify("remote.git/hooks/update", File, nil); got != "" {
 		t.Errorf("nil isGitDir: %q", got)

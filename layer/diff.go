@@ -191,8 +191,8 @@ func diff(w io.Writer, lower, upper string, src func(func(Change) error) error, 
 		return 0, err
 	}
 	if risks.total > 0 {
-		fmt.Fprintf(bw, "# %d risky path%s: the host would run %s (corral apply holds %s back unless named with --include-risky PATH):\n",
-			risks.total, plural(risks.total), itThem(risks.total), itThem(risks.total))
+		fmt.Fprintf(bw, "# %d risky path%s: the host would run %s, or write out of the project through %s (corral apply holds %s back unless named with --include-risky PATH):\n",
+			risks.total, plural(risks.total), itThem(risks.total), itThem(risks.total), itThem(risks.total))
 		for _, r := range risks.items {
 			fmt.Fprintf(bw, "#   %s\n", r)
 		}

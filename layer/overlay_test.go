@@ -584,6 +584,45 @@ echo ok > a/b/c/file.txt`)
 	}
 }
 
+// TestApplyHoldsLinksOut: a symlink the session made that leads out of
+// the working directory (build.log to ~/.bashrc, node_modules to
+// ~/.config/autostart) is listed first and held: a host tool that writes
+// through it writes outside the project (hostile trial). One inside the
+// tree, and a virtual environment's link to /usr/bin, are applied.
+func TestApplyHoldsLinksOut(t *testing.T) {
+	l := project(t)
+	inOverlay(t, l, `ln -s ../../../../../../root/.bashrc build.log
+ln -s /root/.config/autostart node_modules
+mkdir -p dist venv/bin; ln -s /root/.ssh/authorized_keys dist/keys.txt
+mkdir sub; ln -s ../README sub/inner; ln -s /usr/bin/python3 venv/bin/python`)
+	out := diffOf(t, l, DiffOptions{})
+	held := []string{"build.log", "dist/keys.txt", "node_modules"}
+	for _, p := range held {
+		if !strings.Contains(out, "#   "+p+": ") {
+			t.Errorf("diff does not list %s first:\n%s", p, out)
+		}
+	}
+	res, err := Apply(l, nil, ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range res.Held {
+		got = append(got, r.Path)
+		if r.Why != handback.WhyLinkOut {
+			t.Errorf("%s held for %q", r.Path, r.Why)
+		}
+	}
+	if !slices.Equal(got, held) {
+		t.Errorf("held %q, want %q", got, held)
+	}
+	for _, p := range []string{"sub/inner", "venv/bin/python"} {
+		if _, err := os.Lstat(filepath.Join(l.Lower, p)); err != nil {
+			t.Errorf("%s was not applied: %v", p, err)
+		}
+	}
+}
+
 // TestDiffQuotesNames: names with a newline, a tab, quotes, backslashes,
 // bytes of no encoding and a leading dash print as git prints them, so
 // none forges a line of the diff.

@@ -53,6 +53,9 @@ func (v *mergedView) risk(p handback.Policy, ch Change) (why string, ok bool) {
 		return "", false
 	}
 	why, ok = p.Check(ch.Path, kindOfSide(ch.New), v.isGitDir)
+	if ch.New.Type == "symlink" {
+		why, ok = p.CheckLink(ch.Path, ch.New.Target, v.isGitDir)
+	}
 	if d, marker := handback.GitDirMarker(ch.Path); why == "" && marker && v.isGitDir(d) && !v.lowerGitDir(d) && v.lowerGitRunnables(d) {
 		// Lower already holds a configuration or hooks there (an
 		// earlier apply's): this change would make git run them.

@@ -354,6 +354,9 @@ func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 		}
 		if o.Gate != nil {
 			why, ok := o.Gate.Check(rel, kindOf(hdr.Typeflag), isGitDir)
+			if hdr.Typeflag == tar.TypeSymlink {
+				why, ok = o.Gate.CheckLink(rel, hdr.Linkname, isGitDir)
+			}
 			if d, marker := handback.GitDirMarker(rel); why == "" && marker && isGitDir(d) && !gitDirOnDisk(rt, d) && gitRunnablesOnDisk(rt, d) {
 				why, ok = handback.WhyMakesGit, o.Gate.Included(rel)
 			}

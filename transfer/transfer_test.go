@@ -530,3 +530,34 @@ func TestGateTopIsGitDir(t *testing.T) {
 		}
 	})
 }
+
+// TestGateLinksOut: an archive's symlink that leads out of the
+// destination (to the person's ~/.bashrc, above the top) is held, as
+// cp and sync --pull list it; one inside the tree and one to the
+// system's directories are written.
+func TestGateLinksOut(t *testing.T) {
+	link := func(n, to string) *tar.Header { return &tar.Header{Name: n, Typeflag: tar.TypeSymlink, Linkname: to} }
+	dir := func(n string) *tar.Header { return &tar.Header{Name: n + "/", Typeflag: tar.TypeDir, Mode: 0o755} }
+	ar := tarOf(t, link("build.log", "../../../root/.bashrc"), link("keys", "/root/.ssh/authorized_keys"),
+		dir("sub"), link("sub/readme", "../README"), link("python", "/usr/bin/python3"))
+	d := t.TempDir()
+	st, err := Unpack(bytes.NewReader(ar), d, Options{Dir: ".", Gate: &handback.Policy{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []string
+	for _, r := range st.Held {
+		held = append(held, r.Path)
+		if r.Why != handback.WhyLinkOut {
+			t.Errorf("%s held for %q", r.Path, r.Why)
+		}
+	}
+	if strings.Join(held, " ") != "build.log keys" {
+		t.Errorf("held %q, want build.log and keys", held)
+	}
+	for _, p := range []string{"sub/readme", "python"} {
+		if _, err := os.Lstat(filepath.Join(d, p)); err != nil {
+			t.Errorf("%s was not written: %v", p, err)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/corralhq/corral/handback"
 	"github.com/corralhq/corral/layer"
 )
 
@@ -125,10 +126,13 @@ func TestReviewEndToEnd(t *testing.T) {
 		t.Fatal("the session wrote the project")
 	}
 	code, so, se := c.run(nil, "diff", "--session", "e2e", "--stat")
-	if want := " a.txt     | 1 +\n notes.txt | 1 +\n pw        | 1 +\n 3 files changed, 3 insertions(+), 0 deletions(-)\n"; code != 0 || so != want {
+	if want := "# 1 risky path: the host would run it, or write out of the project through it (corral apply holds it back unless named with --include-risky PATH):\n" +
+		"#   pw: " + handback.WhyLinkOut + "\n" +
+		" pw        | 1 +\n a.txt     | 1 +\n notes.txt | 1 +\n 3 files changed, 3 insertions(+), 0 deletions(-)\n"; code != 0 || so != want {
 		t.Errorf("diff --stat: %d %q %q, want %q", code, so, se, want)
 	}
-	if code, _, se := c.run(nil, "apply", "--session", "e2e", "a.txt", "pw"); code != 0 {
+	// pw leads out of the project (to /etc/passwd): held unless named.
+	if code, _, se := c.run(nil, "apply", "--session", "e2e", "--include-risky", "pw", "a.txt", "pw"); code != 0 {
 		t.Fatalf("apply: %d %s", code, se)
 	}
 	if b, _ := os.ReadFile(filepath.Join(c.work, "a.txt")); string(b) != "a\nb\nc\n" {
