@@ -369,6 +369,37 @@ func pull(ctx context.Context, w *Workspace, rel, top, root string, o transfer.O
 	return res, err
 }
 
+// nested refuses a sync whose host directory dir (absolute) and w's
+// workspace on this host hold one another: a pull into the workspace
+// (or a directory in it) copies the workspace into itself, a push of a
+// directory that holds the workspace copies it into itself, each
+// growing with what it copies (a new user's pull from the wrong
+// directory copied 842 MB of caches into the project). A pod's
+// workspace is on another machine: nothing to refuse.
+func nested(w *Workspace, dir string, pullBack bool) error {
+	if w.Pod != nil || w.Root == "" {
+		return nil
+	}
+	real := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return filepath.Clean(p)
+	}
+	root, d := real(w.Root), real(dir)
+	within := func(p, top string) bool {
+		rel, err := filepath.Rel(top, p)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+	}
+	switch {
+	case pullBack && within(d, root):
+		return fmt.Errorf("%s lies inside session %s's workspace (%s): a pull would copy the workspace into itself; pull into a directory outside it", dir, w.Session, w.Root)
+	case !pullBack && within(root, d):
+		return fmt.Errorf("%s holds session %s's workspace (%s): a push would copy the workspace into itself; push a directory beside or inside it", dir, w.Session, w.Root)
+	}
+	return nil
+}
+
 // Sync makes the workspace's top hold the host directory dir's contents
 // (pull: the host directory the workspace's), deleting what the other
 // side lacks only with del. Pushing never deletes the workspace's
@@ -377,6 +408,9 @@ func pull(ctx context.Context, w *Workspace, rel, top, root string, o transfer.O
 func Sync(ctx context.Context, w *Workspace, dir string, pullBack, del bool, o Out) (Result, error) {
 	abs, err := startdir.Abs(dir)
 	if err != nil {
+		return Result{}, err
+	}
+	if err := nested(w, abs, pullBack); err != nil {
 		return Result{}, err
 	}
 	if pullBack {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corralhq/corral/backend/kubernetes"
 )
 
 func TestParsePair(t *testing.T) {
@@ -94,5 +96,38 @@ func TestReceiveBound(t *testing.T) {
 	// equality.
 	if b.max <= 0 || b.max > avail/2 || !strings.Contains(b.why, "half of what "+dir+"'s file system has free (") {
 		t.Errorf("bound %d (free %d): %s", b.max, avail, b.why)
+	}
+}
+
+// TestNested: a sync whose host directory and the session's workspace
+// hold one another is refused before anything is copied: a pull into the
+// workspace or below it, a push of the workspace's parent or of the
+// workspace itself. Beside it, both go; a pod's workspace is never on
+// this host.
+func TestNested(t *testing.T) {
+	top := t.TempDir()
+	ws := filepath.Join(top, "proj")
+	w := &Workspace{Session: "s", Root: ws}
+	for _, tc := range []struct {
+		dir  string
+		pull bool
+		bad  bool
+	}{
+		{filepath.Join(ws, "out"), true, true},
+		{ws, true, true},
+		{filepath.Join(top, "out"), true, false},
+		{top, false, true},
+		{ws, false, true},
+		{filepath.Join(ws, "sub"), false, false},
+		{filepath.Join(top, "projector"), true, false},
+		{filepath.Join(top, "other"), false, false},
+	} {
+		err := nested(w, tc.dir, tc.pull)
+		if (err != nil) != tc.bad {
+			t.Errorf("nested(%s, pull %v) = %v, want refused %v", tc.dir, tc.pull, err, tc.bad)
+		}
+	}
+	if err := nested(&Workspace{Session: "s", Root: ws, Pod: &kubernetes.PodTarget{}}, filepath.Join(ws, "out"), true); err != nil {
+		t.Errorf("a pod's workspace: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corralhq/corral/handback"
 	"github.com/corralhq/corral/internal/k8stest"
 	"github.com/corralhq/corral/internal/testkit"
 )
@@ -36,7 +37,12 @@ func TestCpSyncBwrap(t *testing.T) {
 		t.Errorf("in the sandbox: %d %q %s", code, so, se)
 	}
 	back := filepath.Join(filepath.Dir(c.home), "back")
-	if code, _, se := c.run(nil, "cp", "--session", "w", ":in", back); code != 0 {
+	if code, _, se := c.run(nil, "cp", "--session", "w", ":in", back); code != 0 || !strings.Contains(se, "link-out: "+handback.WhyLinkOut) {
+		t.Fatalf("cp out: %d %s (want sub/link-out, to /etc/passwd, held)", code, se)
+	}
+	// The symlink out of the destination comes when named.
+	os.RemoveAll(back)
+	if code, _, se := c.run(nil, "cp", "--session", "w", "--include-risky", "back/sub/link-out", ":in", back); code != 0 {
 		t.Fatalf("cp out: %d %s", code, se)
 	}
 	if a, b := testkit.TreeHash(t, filepath.Join(host, "src")), testkit.TreeHash(t, back); a != b {
@@ -66,11 +72,12 @@ func TestCpSyncBwrap(t *testing.T) {
 		t.Error("sync --delete kept stale")
 	}
 	pulled := filepath.Join(filepath.Dir(c.home), "pulled")
-	if code, _, se := c.run(nil, "sync", "--session", "w", "--pull", pulled); code != 0 {
+	code, _, se = c.run(nil, "sync", "--session", "w", "--pull", "--include-risky", "link-out", "--include-risky", "link-in", pulled) // both lead out of DIR
+	if code != 0 {
 		t.Fatalf("sync --pull: %d %s", code, se)
 	}
 	if a, b := testkit.TreeHash(t, filepath.Join(host, "src/sub")), testkit.TreeHash(t, pulled); a != b {
-		t.Errorf("sync round trip differs")
+		t.Errorf("sync round trip differs:\n%s\n%s\n%s", a, b, se)
 	}
 	os.MkdirAll(filepath.Join(host, "hooks"), 0o755)
 	os.WriteFile(filepath.Join(host, "hooks/pre-commit"), []byte("#!/bin/sh\n"), 0o755)
