@@ -53,6 +53,25 @@ func TestRoundTrip(t *testing.T) {
 }
 
 // tarOf builds an archive of the given headers (regular files get body).
+// tarReg, tarDir and tarLink are archive headers of a regular file (tarOf
+// writes its body), a directory and a symlink.
+func tarReg(n string) *tar.Header { return &tar.Header{Name: n, Typeflag: tar.TypeReg} }
+func tarDir(n string) *tar.Header {
+	return &tar.Header{Name: n + "/", Typeflag: tar.TypeDir, Mode: 0o755}
+}
+func tarLink(n, to string) *tar.Header {
+	return &tar.Header{Name: n, Typeflag: tar.TypeSymlink, Linkname: to}
+}
+
+// heldWhy is what Unpack held back, by path: why.
+func heldWhy(st Stats) map[string]string {
+	held := map[string]string{}
+	for _, r := range st.Held {
+		held[r.Path] = r.Why
+	}
+	return held
+}
+
 func tarOf(t *testing.T, hs ...*tar.Header) []byte {
 	var b bytes.Buffer
 	tw := tar.NewWriter(&b)
@@ -386,9 +405,7 @@ func TestPushKeepsGit(t *testing.T) {
 // an earlier one wrote has that entry (HEAD) held; a new git directory
 // whose configuration the same archive holds back gets its HEAD.
 func TestGateGitDirShapes(t *testing.T) {
-	reg := func(n string) *tar.Header { return &tar.Header{Name: n, Typeflag: tar.TypeReg} }
-	dir := func(n string) *tar.Header { return &tar.Header{Name: n + "/", Typeflag: tar.TypeDir, Mode: 0o755} }
-	link := func(n, to string) *tar.Header { return &tar.Header{Name: n, Typeflag: tar.TypeSymlink, Linkname: to} }
+	reg, dir, link := tarReg, tarDir, tarLink
 	ar := tarOf(t,
 		dir("headlink"), dir("headlink/objects"), dir("headlink/refs"), dir("headlink/refs/heads"), reg("headlink/refs/heads/main"),
 		link("headlink/HEAD", "refs/heads/main"), reg("headlink/config"), dir("headlink/hooks"), reg("headlink/hooks/post-checkout"),
@@ -407,10 +424,7 @@ func TestGateGitDirShapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := map[string]string{}
-	for _, r := range st.Held {
-		held[r.Path] = r.Why
-	}
+	held := heldWhy(st)
 	for p, why := range map[string]string{
 		"headlink/config": handback.WhyGitConfig, "headlink/hooks/post-checkout": handback.WhyHook,
 		"objlink/config": handback.WhyGitConfig, "fresh/config": handback.WhyGitConfig, "two/HEAD": handback.WhyMakesGit,
@@ -478,20 +492,16 @@ func TestGateHostRepository(t *testing.T) {
 // directory that runs it) is held with everything below it, and the
 // unpack ends well (it failed with ENOENT on objects/info, halfway).
 func TestGateTopIsGitDir(t *testing.T) {
-	reg := func(n, _ string) *tar.Header { return &tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o755} }
-	dir := func(n string) *tar.Header { return &tar.Header{Name: n + "/", Typeflag: tar.TypeDir, Mode: 0o755} }
+	reg, dir := tarReg, tarDir
 	t.Run("bare repository", func(t *testing.T) {
-		ar := tarOf(t, reg("HEAD", ""), dir("objects"), dir("refs"), reg("config", ""), dir("hooks"), reg("hooks/post-checkout", ""),
-			dir("info"), reg("info/attributes", ""), reg("description", ""))
+		ar := tarOf(t, reg("HEAD"), dir("objects"), dir("refs"), reg("config"), dir("hooks"), reg("hooks/post-checkout"),
+			dir("info"), reg("info/attributes"), reg("description"))
 		d := t.TempDir()
 		st, err := Unpack(bytes.NewReader(ar), d, Options{Dir: ".", Gate: &handback.Policy{}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		held := map[string]string{}
-		for _, r := range st.Held {
-			held[r.Path] = r.Why
-		}
+		held := heldWhy(st)
 		for p, why := range map[string]string{"config": handback.WhyGitConfig, "hooks/post-checkout": handback.WhyHook, "info/attributes": handback.WhyAttributes} {
 			if held[p] != why {
 				t.Errorf("%s: held for %q, want %q (held: %v)", p, held[p], why, held)
@@ -510,15 +520,12 @@ func TestGateTopIsGitDir(t *testing.T) {
 		d := t.TempDir()
 		os.MkdirAll(filepath.Join(d, "refs"), 0o755)
 		os.WriteFile(filepath.Join(d, "config"), []byte("[core]\n\tpager = touch pwned\n"), 0o644)
-		ar := tarOf(t, reg("HEAD", "ref: refs/heads/main\n"), dir("objects"), dir("objects/info"), reg("objects/info/packs", ""), reg("src.txt", "x"))
+		ar := tarOf(t, reg("HEAD"), dir("objects"), dir("objects/info"), reg("objects/info/packs"), reg("src.txt"))
 		st, err := Unpack(bytes.NewReader(ar), d, Options{Dir: ".", Gate: &handback.Policy{}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		held := map[string]string{}
-		for _, r := range st.Held {
-			held[r.Path] = r.Why
-		}
+		held := heldWhy(st)
 		if held["objects"] != handback.WhyMakesGit {
 			t.Errorf("objects: held for %q, want %q (held: %v)", held["objects"], handback.WhyMakesGit, held)
 		}
@@ -536,8 +543,7 @@ func TestGateTopIsGitDir(t *testing.T) {
 // cp and sync --pull list it; one inside the tree and one to the
 // system's directories are written.
 func TestGateLinksOut(t *testing.T) {
-	link := func(n, to string) *tar.Header { return &tar.Header{Name: n, Typeflag: tar.TypeSymlink, Linkname: to} }
-	dir := func(n string) *tar.Header { return &tar.Header{Name: n + "/", Typeflag: tar.TypeDir, Mode: 0o755} }
+	link, dir := tarLink, tarDir
 	ar := tarOf(t, link("build.log", "../../../root/.bashrc"), link("keys", "/root/.ssh/authorized_keys"),
 		dir("sub"), link("sub/readme", "../README"), link("python", "/usr/bin/python3"))
 	d := t.TempDir()
@@ -545,15 +551,8 @@ func TestGateLinksOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var held []string
-	for _, r := range st.Held {
-		held = append(held, r.Path)
-		if r.Why != handback.WhyLinkOut {
-			t.Errorf("%s held for %q", r.Path, r.Why)
-		}
-	}
-	if strings.Join(held, " ") != "build.log keys" {
-		t.Errorf("held %q, want build.log and keys", held)
+	if held := heldWhy(st); len(held) != 2 || held["build.log"] != handback.WhyLinkOut || held["keys"] != handback.WhyLinkOut {
+		t.Errorf("held %v, want build.log and keys, as symlinks out", held)
 	}
 	for _, p := range []string{"sub/readme", "python"} {
 		if _, err := os.Lstat(filepath.Join(d, p)); err != nil {
