@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -68,19 +69,67 @@ const (
 	ownInitAllocBudget = 60
 )
 
+// initAllocRuns is how many times TestInitAllocations runs the binary; each
+// package's count is the least it made in any run. A package's inittrace
+// count takes in whatever other goroutines (klog's flusher, otel, the
+// runtime) allocate while it initialises, and packages that range over maps
+// allocate differently from run to run (Go randomises map iteration), so
+// one run's counts vary: the egress package measured 2, 3 or 4 and
+// seccomp 3 or 6 in 30 runs, and CI once went over the budget from that
+// noise alone. Noise only ever adds, so the least of a few runs is the
+// package's own cost.
+const initAllocRuns = 5
+
 func TestInitAllocations(t *testing.T) {
+	least := map[string]int{}
+	for run := 0; run < initAllocRuns; run++ {
+		counts := initTrace(t)
+		if len(counts) < 50 {
+			t.Fatalf("only %d inittrace lines; is GODEBUG=inittrace=1 honoured?", len(counts))
+		}
+		for pkg, n := range counts {
+			if m, ok := least[pkg]; !ok || n < m {
+				least[pkg] = n
+			}
+		}
+	}
+	total, own := 0, 0
+	var ours []string
+	for pkg, n := range least {
+		total += n
+		if strings.HasPrefix(pkg, "github.com/corralhq/") {
+			own += n
+			if n > 0 {
+				ours = append(ours, pkg+" "+strconv.Itoa(n))
+			}
+		}
+	}
+	sort.Strings(ours)
+	t.Logf("init allocations (least of %d runs): %d in all, %d in corral's packages (%s)", initAllocRuns, total, own, strings.Join(ours, ", "))
+	if total > initAllocBudget {
+		t.Errorf("package initialisation makes %d allocations, over the budget of %d: a heavy package came back into the binary, or a package computes at init (see GODEBUG=inittrace=1 %s --help)", total, initAllocBudget, corralBin)
+	}
+	if own > ownInitAllocBudget {
+		t.Errorf("corral's own packages make %d allocations at init, over %d (%s): build regexps and tables at first use (internal/lazyre, sync.OnceValue)", own, ownInitAllocBudget, strings.Join(ours, ", "))
+	}
+}
+
+// initTrace runs corral --help once with GODEBUG=inittrace=1 and returns
+// each package's allocation count from its line, "init PKG @T ms, C ms
+// clock, B bytes, A allocs" (runtime package documentation, GODEBUG).
+func initTrace(t *testing.T) map[string]int {
+	t.Helper()
 	cmd := exec.Command(corralBin, "--help")
-	cmd.Env = []string{"GODEBUG=inittrace=1", "PATH=/usr/bin:/bin", "HOME=" + t.TempDir()}
+	// One P: fewer other goroutines run while a package initialises.
+	cmd.Env = []string{"GODEBUG=inittrace=1", "GOMAXPROCS=1", "PATH=/usr/bin:/bin", "HOME=" + t.TempDir()}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("corral --help: %v\n%s", err, stderr.String())
 	}
-	total, own, lines := 0, 0, 0
-	var ours []string
+	counts := map[string]int{}
 	sc := bufio.NewScanner(&stderr)
 	for sc.Scan() {
-		// init PKG @T ms, C ms clock, B bytes, A allocs
 		f := strings.Fields(sc.Text())
 		if len(f) != 11 || f[0] != "init" || f[10] != "allocs" {
 			continue
@@ -89,23 +138,7 @@ func TestInitAllocations(t *testing.T) {
 		if err != nil {
 			t.Fatalf("unreadable inittrace line %q", sc.Text())
 		}
-		lines++
-		total += n
-		if strings.HasPrefix(f[1], "github.com/corralhq/") {
-			own += n
-			if n > 0 {
-				ours = append(ours, f[1]+" "+f[9])
-			}
-		}
+		counts[f[1]] += n
 	}
-	if lines < 50 {
-		t.Fatalf("only %d inittrace lines; is GODEBUG=inittrace=1 honoured?\n%s", lines, stderr.String())
-	}
-	t.Logf("init allocations: %d in all, %d in corral's packages (%s)", total, own, strings.Join(ours, ", "))
-	if total > initAllocBudget {
-		t.Errorf("package initialisation makes %d allocations, over the budget of %d: a heavy package came back into the binary, or a package computes at init (see GODEBUG=inittrace=1 %s --help)", total, initAllocBudget, corralBin)
-	}
-	if own > ownInitAllocBudget {
-		t.Errorf("corral's own packages make %d allocations at init, over %d (%s): build regexps and tables at first use (internal/lazyre, sync.OnceValue)", own, ownInitAllocBudget, strings.Join(ours, ", "))
-	}
+	return counts
 }
