@@ -966,6 +966,7 @@ func (l *Layer) open() (*trees, error) {
 		up.close()
 		return nil, fmt.Errorf("opening the working directory: %w", err)
 	}
+	lo.spill, up.spill = l.Dir, l.Dir
 	return &trees{lo: lo, up: up, root: os.Geteuid() == 0, prefix: xattrPrefixes[0],
 		lodirs: newDirCache(lo, unix.O_RDONLY, true), updirs: newDirCache(up, unix.O_PATH, false)}, nil
 }
@@ -1285,6 +1286,67 @@ func (s *trees) unwhiteout(rel string) error {
 	return nil
 }
 
+// unopaque takes the opaque mark off upper's directory p when upper
+// holds every name Lower's does (so the mark hides nothing), marking
+// opaque instead each of its subdirectories that has one in Lower too;
+// else it keeps p as it is. pre is the xattr prefix p's mark has. Upper's
+// and Lower's listings are merged in order: memory stays bounded however
+// many names they hold.
+func (s *trees) unopaque(p, pre string) (pruned, error) {
+	unames, err := s.up.list(p)
+	if err != nil {
+		return kept, err
+	}
+	defer unames.close()
+	lnames, err := s.lo.list(p)
+	if err != nil {
+		return kept, err
+	}
+	defer lnames.close()
+	un, uok, err := unames.next()
+	for err == nil {
+		var ln string
+		var lok bool
+		if ln, lok, err = lnames.next(); err != nil || !lok {
+			break
+		}
+		for err == nil && uok && un < ln {
+			un, uok, err = unames.next()
+		}
+		if err == nil && (!uok || un != ln) {
+			return kept, nil // Lower has a name upper does not: the mark hides it
+		}
+	}
+	if err != nil {
+		return kept, err
+	}
+	unames.close()
+	if unames, err = s.up.list(p); err != nil {
+		return kept, err
+	}
+	err = unames.each(func(n string) error {
+		c := path.Join(p, n)
+		cu, err := s.up.lstat(c)
+		if err != nil {
+			return err
+		}
+		cl, err := s.lo.lstat(c)
+		if err != nil {
+			return err
+		}
+		if cu != nil && cu.Type == "dir" && cl != nil && cl.Type == "dir" {
+			if err := s.up.setOverlayXattr(c, pre, "opaque", "y"); err != nil {
+				return fmt.Errorf("marking %s opaque: %w", handback.QuotePath(s.up.abs(c)), err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return kept, err
+	}
+	return unopaqued, s.up.removeOverlayXattr(p, "opaque")
+}
+
 // copyIn copies Lower's rel (a directory with all it holds) into upper.
 func (s *trees) copyIn(rel string) error {
 	ln, err := s.lo.lstat(rel)
@@ -1301,16 +1363,11 @@ func (s *trees) copyIn(rel string) error {
 		if err := unix.Mkdirat(pfd, base, ln.Mode&0o7777); err != nil {
 			return &os.PathError{Op: "mkdir", Path: s.up.abs(rel), Err: err}
 		}
-		names, err := s.lo.names(rel)
+		names, err := s.lo.list(rel)
 		if err != nil {
 			return err
 		}
-		for _, n := range names {
-			if err := s.copyIn(path.Join(rel, n)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return names.each(func(n string) error { return s.copyIn(path.Join(rel, n)) })
 	case "symlink":
 		return unix.Symlinkat(ln.Target, pfd, base)
 	case "file":
@@ -1360,43 +1417,14 @@ func (s *trees) pruneOne(p string) (pruned, error) {
 		if err != nil {
 			return kept, err
 		}
-		unames, err := s.up.names(p)
+		if op {
+			return s.unopaque(p, pre)
+		}
+		empty, err := s.up.empty(p)
 		if err != nil {
 			return kept, err
 		}
-		if op {
-			lnames, err := s.lo.names(p)
-			if err != nil {
-				return kept, err
-			}
-			have := map[string]bool{}
-			for _, n := range unames {
-				have[n] = true
-			}
-			for _, n := range lnames {
-				if !have[n] {
-					return kept, nil
-				}
-			}
-			for _, n := range unames {
-				c := path.Join(p, n)
-				cu, err := s.up.lstat(c)
-				if err != nil {
-					return kept, err
-				}
-				cl, err := s.lo.lstat(c)
-				if err != nil {
-					return kept, err
-				}
-				if cu != nil && cu.Type == "dir" && cl != nil && cl.Type == "dir" {
-					if err := s.up.setOverlayXattr(c, pre, "opaque", "y"); err != nil {
-						return kept, fmt.Errorf("marking %s opaque: %w", handback.QuotePath(s.up.abs(c)), err)
-					}
-				}
-			}
-			return unopaqued, s.up.removeOverlayXattr(p, "opaque")
-		}
-		if hidden || len(unames) > 0 || un.Mode != ln.Mode {
+		if hidden || !empty || un.Mode != ln.Mode {
 			return kept, nil
 		}
 		s.updirs.forget(p)

@@ -7,7 +7,6 @@ import (
 	"iter"
 	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -135,6 +134,7 @@ func (l *Layer) walk(sel selection, fn func(Change) error) error {
 		return fmt.Errorf("reading the working directory: %w", err)
 	}
 	defer lo.close()
+	lo.spill, up.spill = l.Dir, l.Dir
 	c := &collector{l: l, up: up, lo: lo, sel: sel, fn: fn, head: make([]byte, binarySniff)}
 	return c.dir("", false, false)
 }
@@ -164,10 +164,11 @@ func (c *collector) dir(rel string, hidden, fresh bool) error {
 		return err
 	}
 	defer unix.Close(upfd)
-	names, err := readNames(upfd, c.up.abs(rel))
+	names, err := listDir(upfd, c.up.abs(rel), c.up.spill)
 	if err != nil {
 		return err
 	}
+	defer names.close()
 	lofd := -1
 	if !fresh {
 		// O_PATH: looking names up needs search permission only.
@@ -176,28 +177,47 @@ func (c *collector) dir(rel string, hidden, fresh bool) error {
 		}
 		defer unix.Close(lofd)
 	}
-	var lnames []string
+	lnames := &listing{}
 	if hidden && !fresh {
 		ln, err := c.lo.lstat(rel)
 		if err != nil {
 			return err
 		}
 		if ln != nil && ln.Type == "dir" {
-			if lnames, err = c.lo.names(rel); err != nil {
+			if lnames, err = c.lo.list(rel); err != nil {
+				return err
+			}
+			defer lnames.close()
+		}
+	}
+	un, uok, err := names.next()
+	if err != nil {
+		return err
+	}
+	lname, lok, err := lnames.next()
+	if err != nil {
+		return err
+	}
+	for uok || lok {
+		var name string
+		inUpper, inLower := true, false
+		switch {
+		case !lok || uok && un < lname:
+			name = un
+		case !uok || lname < un:
+			name, inUpper, inLower = lname, false, true
+		default: // in both
+			name, inLower = un, true
+		}
+		if inUpper {
+			if un, uok, err = names.next(); err != nil {
 				return err
 			}
 		}
-	}
-	for i, j := 0, 0; i < len(names) || j < len(lnames); {
-		var name string
-		inUpper := true
-		switch {
-		case j == len(lnames) || i < len(names) && names[i] < lnames[j]:
-			name, i = names[i], i+1
-		case i == len(names) || lnames[j] < names[i]:
-			name, j, inUpper = lnames[j], j+1, false
-		default: // in both
-			name, i, j = names[i], i+1, j+1
+		if inLower {
+			if lname, lok, err = lnames.next(); err != nil {
+				return err
+			}
 		}
 		p := path.Join(rel, name)
 		if !c.sel.visit(p) {
@@ -339,19 +359,16 @@ func (c *collector) deleted(rel string) error {
 }
 
 func (c *collector) deletedBelow(rel string) error {
-	names, err := c.lo.names(rel)
+	names, err := c.lo.list(rel)
 	if err != nil {
 		return err
 	}
-	for _, n := range names {
-		if p := path.Join(rel, n); !c.sel.visit(p) {
-			continue
+	return names.each(func(n string) error {
+		if p := path.Join(rel, n); c.sel.visit(p) {
+			return c.deleted(p)
 		}
-		if err := c.deleted(path.Join(rel, n)); err != nil {
-			return err
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func (c *collector) add(ch Change) error {
@@ -459,8 +476,6 @@ func (l *Layer) selection(paths []string) (selection, error) {
 
 // ErrOutside means a path given to select changes is not inside Lower.
 var ErrOutside = errors.New("path outside the working directory")
-
-func sortStrings(s []string) { sort.Strings(s) }
 
 // xattrWhiteout says whether empty file name of upper's directory dirfd
 // (rel in t) carries overlayfs's whiteout xattr. The file is opened

@@ -383,42 +383,36 @@ func (s *trees) sweepTemps(token string) error {
 	var sweep func(d string) error
 	sweep = func(d string) error {
 		for _, t := range []*tree{s.lo, s.up} {
-			names, err := t.names(d)
+			names, err := t.list(d)
 			if err != nil {
 				continue // gone, or no longer a directory: nothing of ours there
 			}
-			for _, n := range names {
+			err = names.each(func(n string) error {
 				if strings.HasPrefix(n, prefix) {
-					if err := t.removeAll(path.Join(d, n)); err != nil {
-						return err
-					}
+					return t.removeAll(path.Join(d, n))
 				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
 		}
 		fd, err := s.up.open(d, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 		if err != nil {
 			return nil
 		}
-		names, err := readNames(fd, s.up.abs(d))
+		defer unix.Close(fd)
+		names, err := listDir(fd, s.up.abs(d), s.up.spill)
 		if err != nil {
-			unix.Close(fd)
 			return err
 		}
-		var dirs []string
-		for _, n := range names {
+		return names.each(func(n string) error {
 			var st unix.Stat_t
 			if unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-				dirs = append(dirs, n)
+				return sweep(path.Join(d, n))
 			}
-		}
-		unix.Close(fd)
-		names = nil
-		for _, n := range dirs {
-			if err := sweep(path.Join(d, n)); err != nil {
-				return err
-			}
-		}
-		return nil
+			return nil
+		})
 	}
 	return sweep("")
 }

@@ -20,8 +20,9 @@ import (
 // symlink planted by the session (in upper) or on the host (in Lower) is
 // read and written as a symlink, never through.
 type tree struct {
-	fd   int // O_PATH|O_DIRECTORY
-	root string
+	fd    int // O_PATH|O_DIRECTORY
+	root  string
+	spill string // where listings of big directories sort their names ("": os.TempDir)
 }
 
 func openTree(dir string) (*tree, error) {
@@ -202,20 +203,42 @@ func specialKind(mode uint32) string {
 	return "special file"
 }
 
-// names returns the entries of directory rel, sorted.
-func (t *tree) names(rel string) ([]string, error) {
+// list lists directory rel (listDir).
+func (t *tree) list(rel string) (*listing, error) {
 	fd, err := t.open(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, err
 	}
+	defer unix.Close(fd)
+	return listDir(fd, t.abs(rel), t.spill)
+}
+
+// empty reports whether directory rel holds no entries, reading at most
+// one batch of them.
+func (t *tree) empty(rel string) (bool, error) {
+	fd, err := t.open(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return false, err
+	}
 	f := os.NewFile(uintptr(fd), t.abs(rel))
 	defer f.Close()
-	names, err := f.Readdirnames(-1)
+	names, err := f.Readdirnames(1)
+	if err == io.EOF {
+		return true, nil
+	}
+	return len(names) == 0, err
+}
+
+// names returns the entries of directory rel, sorted, all in memory: for
+// directories that hold few (a git directory's hooks); list the others.
+func (t *tree) names(rel string) ([]string, error) {
+	l, err := t.list(rel)
 	if err != nil {
 		return nil, err
 	}
-	sortStrings(names)
-	return names, nil
+	var names []string
+	err = l.each(func(n string) error { names = append(names, n); return nil })
+	return names, err
 }
 
 // readFile returns the content of regular file rel.
@@ -306,22 +329,6 @@ func (f fdFile) Write(b []byte) (int, error) {
 		done += n
 	}
 	return done, nil
-}
-
-// readNames returns the entries of directory fd (not closed), sorted.
-func readNames(fd int, abs string) ([]string, error) {
-	d, err := unix.Dup(fd)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(d), abs)
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, err
-	}
-	sortStrings(names)
-	return names, nil
 }
 
 // compareChunk is how much of each file sameContent holds at a time.
@@ -449,14 +456,12 @@ func (t *tree) removeAll(rel string) error {
 		return err
 	}
 	if n.Type == "dir" {
-		names, err := t.names(rel)
+		l, err := t.list(rel)
 		if err != nil {
 			return err
 		}
-		for _, c := range names {
-			if err := t.removeAll(path.Join(rel, c)); err != nil {
-				return err
-			}
+		if err := l.each(func(c string) error { return t.removeAll(path.Join(rel, c)) }); err != nil {
+			return err
 		}
 	}
 	pfd, base, err := t.parent(rel)

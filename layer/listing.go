@@ -1,0 +1,262 @@
+package layer
+
+import (
+	"bufio"
+	"bytes"
+	"container/heap"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"golang.org/x/sys/unix"
+)
+
+// listMemBytes is how many bytes of names a listing holds in memory. A
+// directory whose names come to more is listed as an external merge
+// sort: its names are read in batches of about this size, each batch is
+// sorted and written to an unnamed spill file as a run, and the runs are
+// merged as the listing is read (issue 24: memory bounded whatever the
+// number of files; 300,000 names of 250 bytes in one directory held
+// 146 MiB in a diff when listed whole). A variable so that tests can
+// make small directories spill.
+var listMemBytes = 1 << 20
+
+// listBatch is how many names one read of a directory asks for (os.File's
+// Readdirnames with n > 0). A variable for tests, as listMemBytes.
+var listBatch = 1024
+
+// runBufSize is each spilled run's read buffer: the merge holds one per
+// run (a directory of 10 million 250-byte names is about 2,400 runs of
+// listMemBytes, 10 MiB of buffers). A variable for tests, as listMemBytes.
+var runBufSize = 4 << 10
+
+// listing is the entries of one directory in sort.Strings order, read
+// with next, without "." and "..". Close it.
+type listing struct {
+	mem  []string // the names, when they fit in listMemBytes; else nil
+	i    int
+	runs runHeap // spilled runs, by each one's next name
+}
+
+// listDir lists directory fd (not closed; its file offset is shared with
+// the listing's reads, which start at the beginning). abs names it in
+// errors. Names past listMemBytes are spilled to unnamed files made in
+// spill (corral's own directory for the layer), else in os.TempDir.
+func listDir(fd int, abs, spill string) (*listing, error) {
+	d, err := unix.Dup(fd)
+	if err != nil {
+		return nil, &os.PathError{Op: "dup", Path: abs, Err: err}
+	}
+	f := os.NewFile(uintptr(d), abs)
+	defer f.Close()
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	l := &listing{}
+	var batch []string
+	size := 0
+	for {
+		names, err := f.Readdirnames(listBatch)
+		for _, n := range names {
+			batch = append(batch, n)
+			size += len(n) + 16 // the string header
+		}
+		if size > listMemBytes {
+			if err := l.spill(batch, spill, abs); err != nil {
+				l.close()
+				return nil, err
+			}
+			clear(batch)
+			batch, size = batch[:0], 0
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			l.close()
+			return nil, err
+		}
+	}
+	if len(l.runs) == 0 {
+		slices.Sort(batch)
+		l.mem = batch
+		return l, nil
+	}
+	if len(batch) > 0 {
+		if err := l.spill(batch, spill, abs); err != nil {
+			l.close()
+			return nil, err
+		}
+	}
+	// Every run is written: read each from its start.
+	for _, r := range l.runs {
+		if _, err := r.f.Seek(0, io.SeekStart); err != nil {
+			l.close()
+			return nil, err
+		}
+		r.r = bufio.NewReaderSize(r.f, runBufSize)
+		if err := r.advance(); err != nil {
+			l.close()
+			return nil, fmt.Errorf("listing %s: reading back its names: %w", abs, err)
+		}
+	}
+	// A run that read back empty cannot be (each held a name); drop any
+	// such all the same rather than merge from it.
+	l.runs = slices.DeleteFunc(l.runs, func(r *run) bool {
+		if r.done {
+			r.f.Close()
+		}
+		return r.done
+	})
+	heap.Init(&l.runs)
+	return l, nil
+}
+
+// spill sorts batch and writes it as a run: names, each ended by a NUL
+// (a byte no name holds; path_resolution(7)).
+func (l *listing) spill(batch []string, dir, abs string) error {
+	slices.Sort(batch)
+	f, err := spillFile(dir)
+	if err != nil {
+		return fmt.Errorf("listing %s: it holds too many names to keep in memory, and no file could be made to sort them in: %w", abs, err)
+	}
+	l.runs = append(l.runs, &run{f: f})
+	w := bufio.NewWriterSize(f, 64<<10)
+	for _, n := range batch {
+		w.WriteString(n)
+		w.WriteByte(0)
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("listing %s: writing its names to sort them: %w", abs, err)
+	}
+	return nil
+}
+
+// spillFile makes an unnamed file (open(2), O_TMPFILE: it leaves no name
+// behind, even after a crash) in dir, else in os.TempDir; where O_TMPFILE
+// is not supported, a named one removed at once.
+func spillFile(dir string) (*os.File, error) {
+	var first error
+	for _, d := range []string{dir, os.TempDir()} {
+		if d == "" {
+			continue
+		}
+		fd, err := unix.Open(d, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+		if err == nil {
+			return os.NewFile(uintptr(fd), d+"/(names being sorted)"), nil
+		}
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
+			f, cerr := os.CreateTemp(d, ".corral-names-*")
+			if cerr == nil {
+				os.Remove(f.Name())
+				return f, nil
+			}
+			err = cerr
+		}
+		if first == nil {
+			first = &os.PathError{Op: "make a file in", Path: d, Err: err}
+		}
+	}
+	return nil, first
+}
+
+// next returns the next name; ok is false at the end. An error reading a
+// spilled run back ends the listing with it.
+func (l *listing) next() (name string, ok bool, err error) {
+	if l.runs == nil {
+		if l.i == len(l.mem) {
+			return "", false, nil
+		}
+		l.i++
+		return l.mem[l.i-1], true, nil
+	}
+	if len(l.runs) == 0 {
+		return "", false, nil
+	}
+	r := l.runs[0]
+	name = r.head
+	if err := r.advance(); err != nil {
+		return "", false, err
+	}
+	if r.done {
+		r.f.Close()
+		heap.Pop(&l.runs)
+	} else {
+		heap.Fix(&l.runs, 0)
+	}
+	return name, true, nil
+}
+
+// close releases the listing's spill files; it may be called twice.
+func (l *listing) close() {
+	for _, r := range l.runs {
+		r.f.Close()
+	}
+	l.runs, l.mem = nil, nil
+}
+
+// each calls fn with every name in order, then closes the listing.
+func (l *listing) each(fn func(string) error) error {
+	defer l.close()
+	for {
+		n, ok, err := l.next()
+		if err != nil || !ok {
+			return err
+		}
+		if err := fn(n); err != nil {
+			return err
+		}
+	}
+}
+
+// run is one sorted spill file being merged.
+type run struct {
+	f    *os.File
+	r    *bufio.Reader
+	head string // the next name
+	done bool
+}
+
+// advance reads the run's next name into head, or sets done.
+func (r *run) advance() error {
+	b, err := r.r.ReadSlice(0)
+	if err == bufio.ErrBufferFull {
+		// A name longer than the buffer (NAME_MAX is 255 bytes on Linux's
+		// filesystems, but a FUSE one may allow more).
+		var long bytes.Buffer
+		long.Write(b)
+		for err == bufio.ErrBufferFull {
+			b, err = r.r.ReadSlice(0)
+			long.Write(b)
+		}
+		b = long.Bytes()
+	}
+	if err == io.EOF && len(b) == 0 {
+		r.done = true
+		return nil
+	}
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF // a name cut short: the file changed under us
+	}
+	if err != nil {
+		return err
+	}
+	r.head = string(b[:len(b)-1])
+	return nil
+}
+
+// runHeap orders runs by their next names (container/heap).
+type runHeap []*run
+
+func (h runHeap) Len() int           { return len(h) }
+func (h runHeap) Less(i, j int) bool { return h[i].head < h[j].head }
+func (h runHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *runHeap) Push(x any)        { *h = append(*h, x.(*run)) }
+func (h *runHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return r
+}
