@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/handback"
+	"github.com/corralhq/corral/internal/sparse"
 )
 
 // ApplyOptions tunes Apply.
@@ -1096,7 +1097,9 @@ func article(kind string) string {
 
 // copyTo copies in into a new file tmp of directory pfd, with mode and
 // (uid >= 0) owner, fsynced when sync; it returns the SHA-256 (hex) of
-// what it wrote. It streams: memory does not grow with the file.
+// what it wrote. It streams: memory does not grow with the file. Blocks
+// of zeros become holes (internal/sparse): a sparse file in the layer
+// (`truncate -s 100G` takes no disk there) takes no more disk on the host.
 func copyTo(in io.Reader, pfd int, tmp string, mode uint32, uid, gid int, sync bool) (string, error) {
 	// Made with its final permission bits (it holds what the file will):
 	// an fchmod(2) is needed only for bits mkdir's umask or chown take.
@@ -1106,8 +1109,12 @@ func copyTo(in io.Reader, pfd int, tmp string, mode uint32, uid, gid int, sync b
 	}
 	h := sha256.New()
 	buf := copyBufs.Get().(*[]byte)
-	_, err = io.CopyBuffer(io.MultiWriter(fdFile(dst), h), in, *buf)
+	sw := sparse.NewWriter(fdFile(dst))
+	_, err = io.CopyBuffer(io.MultiWriter(sw, h), in, *buf)
 	copyBufs.Put(buf)
+	if err == nil {
+		err = sw.Finish()
+	}
 	if err == nil && uid >= 0 {
 		err = unix.Fchown(dst, uid, gid)
 	}

@@ -318,3 +318,32 @@ func TestApplyOverwrite(t *testing.T) {
 		t.Errorf("exec.sh after overwrite: %v %v", fi.Mode(), err)
 	}
 }
+
+// TestApplySparse: a sparse file made in a session (`truncate -s`) is
+// applied as a sparse file: the host's disk takes its data, not its
+// length, and its bytes are the same.
+func TestApplySparse(t *testing.T) {
+	l := project(t)
+	inOverlay(t, l, `truncate -s 64M img; printf head | dd of=img conv=notrunc status=none; printf tail | dd of=img bs=1 seek=67108860 conv=notrunc status=none`)
+	if _, err := Apply(l, []string{"img"}, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(l.Lower, "img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	head, tail := make([]byte, 4), make([]byte, 4)
+	f.ReadAt(head, 0)
+	f.ReadAt(tail, 64<<20-4)
+	if st.Size != 64<<20 || string(head) != "head" || string(tail) != "tail" {
+		t.Errorf("applied img: %d bytes, %q...%q", st.Size, head, tail)
+	}
+	if st.Blocks*512 > 1<<20 {
+		t.Errorf("applied img takes %d bytes of disk for 8 bytes of data", st.Blocks*512)
+	}
+}

@@ -331,6 +331,36 @@ func (f fdFile) Write(b []byte) (int, error) {
 	return done, nil
 }
 
+// WriteAt writes b at off (pwrite(2)), all of it or an error.
+func (f fdFile) WriteAt(b []byte, off int64) (int, error) {
+	done := 0
+	for done < len(b) {
+		n, err := unix.Pwrite(int(f), b[done:], off+int64(done))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return done, err
+		}
+		done += n
+	}
+	return done, nil
+}
+
+// Truncate sets the file's length (ftruncate(2)).
+func (f fdFile) Truncate(size int64) error {
+	return ignoringEINTR(func() error { return unix.Ftruncate(int(f), size) })
+}
+
+// ignoringEINTR calls fn again while it fails with EINTR.
+func ignoringEINTR(fn func() error) error {
+	for {
+		if err := fn(); err != unix.EINTR {
+			return err
+		}
+	}
+}
+
 // compareChunk is how much of each file sameContent holds at a time.
 const compareChunk = 64 << 10
 

@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/handback"
+	"github.com/corralhq/corral/internal/sparse"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -416,7 +417,7 @@ func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 			if err != nil {
 				return finish(err)
 			}
-			n, err := io.Copy(f, tr)
+			n, err := sparse.Copy(f, tr) // zeros as holes: an archive's sparse file stays sparse
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}

@@ -31,6 +31,7 @@ import (
 
 	"github.com/corralhq/corral/backend/kubernetes"
 	"github.com/corralhq/corral/handback"
+	"github.com/corralhq/corral/internal/sparse"
 	"github.com/corralhq/corral/internal/startdir"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/transfer"
@@ -127,8 +128,10 @@ type Result struct {
 // spool returns a temporary file for an archive that has no name: made
 // with O_TMPFILE in os.TempDir() where the file system has it, else
 // created and unlinked at once, so that none is left behind, even by a
-// corral that is killed.
-func spool() (*os.File, error) {
+// corral that is killed. A variable so that tests can look at the spool.
+var spool = makeSpool
+
+func makeSpool() (*os.File, error) {
 	dir := os.TempDir()
 	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
 	if err == nil {
@@ -345,7 +348,13 @@ func pull(ctx context.Context, w *Workspace, rel, top, root string, o transfer.O
 	if w.Pod != nil {
 		err = w.Engine.CopyOut(ctx, w.Pod, rel, top, f, max(b.max, 1))
 	} else {
-		_, err = transfer.Pack(&capped{w: f, max: b.max}, w.Root, rel, top)
+		// Zeros as holes: the archive of a sparse file (a disk image,
+		// `truncate -s 100G`) takes the spool's disk only for its data,
+		// so one past the bound is refused without filling the disk.
+		sw := sparse.NewWriter(f)
+		if _, err = transfer.Pack(&capped{w: sw, max: b.max}, w.Root, rel, top); err == nil {
+			err = sw.Finish()
+		}
 	}
 	if errors.Is(err, transfer.ErrTooLarge) {
 		_ = f.Truncate(0)

@@ -1,8 +1,10 @@
 package wscopy
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -129,5 +131,70 @@ func TestNested(t *testing.T) {
 	}
 	if err := nested(&Workspace{Session: "s", Root: ws, Pod: &kubernetes.PodTarget{}}, filepath.Join(ws, "out"), true); err != nil {
 		t.Errorf("a pod's workspace: %v", err)
+	}
+}
+
+// TestSparseOut: a sparse file copied out of a workspace (a disk image,
+// `truncate -s`) takes, in the spool and at the destination, the disk its
+// data needs, not its length (issue 24: a sparse file's archive filled
+// the spool's file system up to the bound before the copy was refused).
+func TestSparseOut(t *testing.T) {
+	top := t.TempDir()
+	ws := filepath.Join(top, "proj")
+	os.MkdirAll(ws, 0o755)
+	const size = 64 << 20
+	img := filepath.Join(ws, "img")
+	f, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("head")
+	f.WriteAt([]byte("tail"), size-4)
+	f.Close()
+	var spooled *os.File
+	t.Cleanup(func() {
+		spool = makeSpool
+		if spooled != nil {
+			spooled.Close()
+		}
+	})
+	spool = func() (*os.File, error) {
+		f, err := makeSpool()
+		if err == nil {
+			spooled, err = os.OpenFile("/proc/self/fd/"+strconv.Itoa(int(f.Fd())), os.O_RDONLY, 0)
+		}
+		return f, err
+	}
+	dest := filepath.Join(top, "out")
+	if _, err := CopyOut(context.Background(), &Workspace{Session: "s", Root: ws}, "img", dest, Out{}); err != nil {
+		t.Fatal(err)
+	}
+	disk := func(name string, f *os.File) int64 {
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d bytes long, %d on disk", name, st.Size, st.Blocks*512)
+		return st.Blocks * 512
+	}
+	if spooled == nil {
+		t.Fatal("no spool was made")
+	}
+	if d := disk("the spool", spooled); d > 1<<20 {
+		t.Errorf("the spool took %d bytes of disk for an archive of %d bytes of data", d, 8)
+	}
+	out, err := os.Open(dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if d := disk("the copy", out); d > 1<<20 {
+		t.Errorf("the copy took %d bytes of disk for 8 bytes of data", d)
+	}
+	head, tail := make([]byte, 4), make([]byte, 4)
+	out.ReadAt(head, 0)
+	out.ReadAt(tail, size-4)
+	if st, _ := out.Stat(); st.Size() != size || string(head) != "head" || string(tail) != "tail" {
+		t.Errorf("the copy: %d bytes, %q...%q", st.Size(), head, tail)
 	}
 }

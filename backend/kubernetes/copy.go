@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/corralhq/corral/inside"
+	"github.com/corralhq/corral/internal/sparse"
 	"github.com/corralhq/corral/internal/tail"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/transfer"
@@ -146,9 +147,15 @@ func (e *Engine) CopyOut(ctx context.Context, t *PodTarget, src, top string, f *
 		h := sha256.New()
 		var errb tail.Buffer
 		xctx, cancel := context.WithCancel(ctx)
-		cw := &capWriter{w: io.MultiWriter(f, h), max: limit, over: cancel}
+		// Zeros as holes: a sparse file's archive takes the spool's disk
+		// only for its data (internal/sparse).
+		sw := sparse.NewWriter(f)
+		cw := &capWriter{w: io.MultiWriter(sw, h), max: limit, over: cancel}
 		code, err := execStream(xctx, t.cl, t.Namespace, t.Name, ContainerName, []string{inside.Path, inside.ModeTar, t.Workspace, src, top}, nil, cw, &errb)
 		cancel()
+		if err == nil {
+			err = sw.Finish()
+		}
 		if cw.exceeded {
 			_ = f.Truncate(0)
 			e.log.Warn("kubernetes.copy.out_too_large", "pod", t.Name, "limit", limit)
