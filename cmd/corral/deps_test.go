@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,13 +14,27 @@ import (
 // helperPackages are the packages whose code runs when corral's executable
 // is re-executed as a helper (reexec and the packages that
 // register modes with it), and what they may not link.
+// TestHelperDependencies also finds every package that imports reexec
+// and fails on one that is neither here nor in hostHelpers.
 var helperPackages = []string{
 	"github.com/corralhq/corral/reexec",
 	"github.com/corralhq/corral/egress/inside",
 	"github.com/corralhq/corral/netproxy/forward",
 	"github.com/corralhq/corral/sandboxfs",
 	"github.com/corralhq/corral/inside",
+	"github.com/corralhq/corral/inside/tunnel",
 	"github.com/corralhq/corral/portfwd",
+	"github.com/corralhq/corral/secrets/gitcred",
+}
+
+// hostHelpers are packages that import reexec for a mode that runs on the
+// host, outside every sandbox, or that only call helpers; badHelperDeps
+// do not apply to them.
+var hostHelpers = map[string]string{
+	"github.com/corralhq/corral/backend/bwrap":      "its layer holder runs on the host, beside the session",
+	"github.com/corralhq/corral/cmd/corral":         "the executable itself: it dispatches every mode",
+	"github.com/corralhq/corral/bench/reviewbench":  "a bench program",
+	"github.com/corralhq/corral/bench/sessionbench": "a bench program",
 }
 
 // badHelperDeps are import path prefixes a helper must not link, with why
@@ -37,6 +52,16 @@ var badHelperDeps = map[string]string{
 func TestHelperDependencies(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("the go tool is not on PATH: cannot list the helpers' dependencies")
+	}
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "github.com/corralhq/corral/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 1 && slices.Contains(f[1:], "github.com/corralhq/corral/reexec") && !slices.Contains(helperPackages, f[0]) && hostHelpers[f[0]] == "" {
+			t.Errorf("%s imports reexec but is in neither helperPackages nor hostHelpers: say whether its mode runs inside sandboxes", f[0])
+		}
 	}
 	for _, pkg := range helperPackages {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkg).Output()

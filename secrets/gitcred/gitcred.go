@@ -22,9 +22,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/corralhq/corral/internal/hostmatch"
 	"github.com/corralhq/corral/reexec"
 	"github.com/corralhq/corral/sandbox"
-	"github.com/corralhq/corral/secrets"
 )
 
 // Mode is the helper mode of corral's executable (os.Args[1]).
@@ -38,7 +38,7 @@ const DefaultUsername = "x-access-token"
 func init() { reexec.Register(Mode, Main) }
 
 // Spec is what the helper knows of one secret: its variable, the user
-// name to answer, and its hosts (as secrets.MatchHost reads them).
+// name to answer, and its hosts (as hostmatch.Match reads them).
 type Spec struct {
 	Name, Username string
 	Hosts          []string
@@ -113,7 +113,7 @@ func Answer(specs []Spec, action string, attrs map[string]string, getenv func(st
 	for _, s := range specs {
 		match := false
 		for _, p := range s.Hosts {
-			match = match || secrets.MatchHost(p, host)
+			match = match || hostmatch.Match(p, host)
 		}
 		if v := getenv(s.Name); match && v != "" {
 			return "username=" + s.Username + "\npassword=" + v + "\n"
