@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/corralhq/corral/backend/docker"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
 )
@@ -41,7 +40,8 @@ func Instructions(name string, sp *session.Spec, specErr error) string {
 	if wd == "" {
 		wd = "the directory corral was started in"
 	}
-	if sp.Backend.Name() == "local" {
+	tr := sandbox.TraitsOf(sp.Backend)
+	if tr.Unsandboxed {
 		p("corral runs your shell commands and code directly on this machine, WITHOUT a sandbox (backend local), in the session %q: they have the rights of the user running corral, and profiles, binds and resource limits do not apply.", name)
 		p("")
 		p("- Working directory: %s.", wd)
@@ -115,9 +115,10 @@ func Instructions(name string, sp *session.Spec, specErr error) string {
 // kubernetes): its filesystem is the image's, not the host's, and its /tmp
 // lasts as long as the container.
 func containerInstructions(p func(string, ...any), name string, sp *session.Spec, profile sandbox.Profile, wd string, l sandbox.Layout) {
-	where := "a container"
-	if sp.Backend.Name() == "kubernetes" {
-		where = "a pod on a Kubernetes cluster"
+	tr := sandbox.TraitsOf(sp.Backend)
+	where := tr.Where
+	if where == "" {
+		where = "a container"
 	}
 	p("corral runs your shell commands and code inside %s of this session's own (%s backend), in the session %q, under the %s profile.", where, sp.Backend.Name(), name, profile)
 	p("")
@@ -134,7 +135,7 @@ func containerInstructions(p func(string, ...any), name string, sp *session.Spec
 	if line := cachesLine(sp, profile); line != "" {
 		p("%s", line)
 	}
-	if sp.Backend.Name() == "kubernetes" {
+	if tr.OwnWorkspace {
 		p("- The workspace is the pod's own volume: the person moves files in and out (corral cp, corral sync); what you write stays in the pod until then.")
 	}
 	p("- Hidden: the host's credentials and files are not in the container; secrets are removed from the environment.")
@@ -192,8 +193,8 @@ func cachesLine(sp *session.Spec, profile sandbox.Profile) string {
 	switch {
 	case !on:
 		return "- Package and build caches: the tools' defaults under $HOME, which are read-only here; point them at $TMPDIR (npm_config_cache, GOCACHE, GOMODCACHE, PIP_CACHE_DIR) when an install or build needs to write one."
-	case sp.Backend.Name() == "docker":
-		return "- Package and build caches (" + tools + ") are in this container's " + docker.CacheDir + " (the variables point there): kept between this session's commands, gone with the container."
+	case sandbox.TraitsOf(sp.Backend).CacheDir != "":
+		return "- Package and build caches (" + tools + ") are in this container's " + sandbox.TraitsOf(sp.Backend).CacheDir + " (the variables point there): kept between this session's commands, gone with the container."
 	case !profile.Writable():
 		return "- Package and build caches (npm, yarn, pnpm, pip, uv, Go (GOCACHE, GOMODCACHE), Gradle and Maven) are in /tmp/.toolcache under the restricted profile (the tools' variables point there): fresh for every command, gone after it; cargo keeps its own CARGO_HOME. The host's own caches are never written."
 	case sp.SessionCache:

@@ -17,6 +17,21 @@ type fakeBackend struct{ name, cwd string }
 
 func (b fakeBackend) Name() string       { return b.name }
 func (b fakeBackend) DefaultCwd() string { return b.cwd }
+
+// Traits are those the real backend of b's name states.
+func (b fakeBackend) Traits() sandbox.Traits {
+	switch b.name {
+	case "bwrap":
+		return sandbox.Traits{HostPaths: true}
+	case "local":
+		return sandbox.Traits{Unsandboxed: true}
+	case "docker":
+		return sandbox.Traits{Where: "a container", CacheDir: "/tmp/.toolcache"}
+	case "kubernetes":
+		return sandbox.Traits{Where: "a pod on a Kubernetes cluster", OwnWorkspace: true}
+	}
+	return sandbox.Traits{}
+}
 func (b fakeBackend) Run(context.Context, *sandbox.Request) (*sandbox.Result, error) {
 	return nil, errors.New("fake")
 }

@@ -263,6 +263,46 @@ type Backend interface {
 	Run(ctx context.Context, req *Request) (*Result, error)
 }
 
+// Traits are what the front ends (session, mcpserver, cmd/corral) need
+// to know of a backend to describe it and explain its refusals, so that
+// none of them tests a backend's name: a new backend states its Traits in
+// its own folder. The zero value is a sandbox of the host's filesystem
+// that is not explained by host paths.
+type Traits struct {
+	// Unsandboxed is true when commands run directly on the host (the
+	// local backend): profiles, binds and limits do not apply.
+	Unsandboxed bool
+	// HostPaths is true when the sandbox sees the host's filesystem
+	// through the policy (bwrap), so that a denial can be explained by
+	// the host path that was hidden or read-only.
+	HostPaths bool
+	// Where names the session's own container or pod in a sentence ("a
+	// container"), for a backend whose filesystem is an image's rather
+	// than the host's; "" for the others.
+	Where string
+	// OwnWorkspace is true when the workspace is the sandbox's own volume
+	// rather than a host directory: files move in and out with corral cp
+	// and corral sync (kubernetes).
+	OwnWorkspace bool
+	// CacheDir is where the tool caches are inside the sandbox when the
+	// backend keeps them in each container rather than mounting the
+	// host's cache directory (docker); "" otherwise.
+	CacheDir string
+}
+
+// Traiter is a Backend that states its Traits.
+type Traiter interface {
+	Traits() Traits
+}
+
+// TraitsOf returns be's Traits, the zero Traits when it states none.
+func TraitsOf(be Backend) Traits {
+	if t, ok := be.(Traiter); ok {
+		return t.Traits()
+	}
+	return Traits{}
+}
+
 // SessionBackend is a Backend that keeps a sandbox per session (or one
 // shared by sessions) between commands, such as a Docker container.
 type SessionBackend interface {

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"strconv"
@@ -204,3 +205,23 @@ func TestSameWriter(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestTraitsOf: a backend that states no Traits has the zero value.
+func TestTraitsOf(t *testing.T) {
+	if got := TraitsOf(nameOnly{}); got != (Traits{}) {
+		t.Errorf("TraitsOf a backend without Traits = %+v", got)
+	}
+	if got := TraitsOf(withTraits{}); !got.HostPaths {
+		t.Errorf("TraitsOf a Traiter = %+v", got)
+	}
+}
+
+type nameOnly struct{}
+
+func (nameOnly) Name() string                                   { return "x" }
+func (nameOnly) DefaultCwd() string                             { return "" }
+func (nameOnly) Run(context.Context, *Request) (*Result, error) { return nil, nil }
+
+type withTraits struct{ nameOnly }
+
+func (withTraits) Traits() Traits { return Traits{HostPaths: true} }

@@ -304,7 +304,7 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 		last.Write([]byte(out.Output.Text))
 	}
 	if res.ExitCode != 0 && !res.TimedOut {
-		out.Denials = sandbox.ExplainDenials(last.String(), sandbox.DenialContextFor(sreq, sp.Backend, sp.Backend.Name() == "bwrap"))
+		out.Denials = sandbox.ExplainDenials(last.String(), sandbox.DenialContextFor(sreq, sp.Backend, sandbox.TraitsOf(sp.Backend).HostPaths))
 	}
 	if bytes.HasPrefix(raw, []byte(noDirMagic+"\x00")) {
 		return nil, fmt.Errorf("%w: the directory %s does not exist in the sandbox, or cannot be entered; nothing was run", sandbox.ErrBadRequest, dir)

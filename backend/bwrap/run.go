@@ -218,6 +218,12 @@ func (b *Backend) Close() error {
 // Name implements sandbox.Backend.
 func (b *Backend) Name() string { return "bwrap" }
 
+var _ sandbox.Traiter = (*Backend)(nil)
+
+// Traits implements sandbox.Traiter: the sandbox sees the host's files
+// through the policy.
+func (b *Backend) Traits() sandbox.Traits { return sandbox.Traits{HostPaths: true} }
+
 // Binary returns the bwrap executable in use, looking it up on first use.
 // The version is cached in the state directory keyed by the executable's
 // inode, size and modification time, so a new process does not pay for a

@@ -33,6 +33,14 @@ var (
 // Name implements sandbox.Backend: "docker".
 func (b *Backend) Name() string { return Name }
 
+var _ sandbox.Traiter = (*Backend)(nil)
+
+// Traits implements sandbox.Traiter: a container of the session's own,
+// with its tool caches in it.
+func (b *Backend) Traits() sandbox.Traits {
+	return sandbox.Traits{Where: "a container", CacheDir: CacheDir}
+}
+
 // DefaultCwd implements sandbox.Backend: docker.workdir when set, else no
 // preference (the workspace appears at its own path).
 func (b *Backend) DefaultCwd() string { return b.st.Workdir }

@@ -39,6 +39,14 @@ var (
 // Name implements sandbox.Backend: "kubernetes".
 func (b *Backend) Name() string { return Name }
 
+var _ sandbox.Traiter = (*Backend)(nil)
+
+// Traits implements sandbox.Traiter: a pod of the session's own, whose
+// workspace is its own volume.
+func (b *Backend) Traits() sandbox.Traits {
+	return sandbox.Traits{Where: "a pod on a Kubernetes cluster", OwnWorkspace: true}
+}
+
 // DefaultCwd implements sandbox.Backend: no preference (the workspace
 // appears at the session's working directory).
 func (b *Backend) DefaultCwd() string { return "" }

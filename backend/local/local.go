@@ -34,6 +34,11 @@ func New(logger *slog.Logger) *Backend {
 // Name implements sandbox.Backend.
 func (b *Backend) Name() string { return "local" }
 
+var _ sandbox.Traiter = (*Backend)(nil)
+
+// Traits implements sandbox.Traiter: no sandbox.
+func (b *Backend) Traits() sandbox.Traits { return sandbox.Traits{Unsandboxed: true} }
+
 // DefaultCwd implements sandbox.Backend.
 func (b *Backend) DefaultCwd() string { return "" }
 

@@ -161,7 +161,7 @@ func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) erro
 	}
 	var denials []sandbox.Denial
 	if last != nil && res.ExitCode != 0 && !res.TimedOut {
-		denials = sandbox.ExplainDenials(last.String(), sandbox.DenialContextFor(req, be, be.Name() == config.BackendBwrap))
+		denials = sandbox.ExplainDenials(last.String(), sandbox.DenialContextFor(req, be, sandbox.TraitsOf(be).HostPaths))
 	}
 	return finish("warning", res.Warnings, res.TimedOut, req.Timeout, sandbox.LimitMessage(res, req.Limits), res.ExitCode, denials...)
 }
