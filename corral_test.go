@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/backend/bwrap"
+	"github.com/corralhq/corral/backend/docker"
 	"github.com/corralhq/corral/backend/kubernetes"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/reexec"
@@ -298,5 +300,19 @@ func TestBuildInfoString(t *testing.T) {
 	}
 	if b := corral.Build(); b.Version == "" || !strings.HasPrefix(b.GoVersion, "go") || corral.Version() != b.String() {
 		t.Errorf("Build() = %+v, Version() = %q", b, corral.Version())
+	}
+}
+
+// TestSettingsDefaultsAgree: the registry's defaults of the docker.* and
+// kubernetes.* keys (config, which does not link the backends) are the
+// backends' own DefaultSettings, converted as a Host converts them: the
+// two are declared apart and nothing else holds them together.
+func TestSettingsDefaultsAgree(t *testing.T) {
+	st := config.Defaults()
+	if got := corral.DockerSettings(st); !reflect.DeepEqual(got, docker.DefaultSettings) {
+		t.Errorf("docker.* defaults:\nregistry %+v\nbackend  %+v", got, docker.DefaultSettings)
+	}
+	if got := corral.KubernetesSettings(st); !reflect.DeepEqual(got, kubernetes.DefaultSettings) {
+		t.Errorf("kubernetes.* defaults:\nregistry %+v\nbackend  %+v", got, kubernetes.DefaultSettings)
 	}
 }
