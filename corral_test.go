@@ -316,3 +316,40 @@ func TestSettingsDefaultsAgree(t *testing.T) {
 		t.Errorf("kubernetes.* defaults:\nregistry %+v\nbackend  %+v", got, kubernetes.DefaultSettings)
 	}
 }
+
+// TestLayoutNamesEveryPackage: docs/layout.md, where a reader finds which
+// folder holds a behaviour, names every package of the module (bench's
+// programs as one row).
+func TestLayoutNamesEveryPackage(t *testing.T) {
+	doc, err := os.ReadFile("docs/layout.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	err = filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); p != "." && (strings.HasPrefix(n, ".") || n == "testdata" || p == "bench" || p == "docs") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		dir := filepath.Dir(p)
+		if dir == "." || seen[dir] || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		seen[dir] = true
+		if !strings.Contains(string(doc), "`"+dir+"`") {
+			t.Errorf("docs/layout.md does not name package %s", dir)
+		}
+		return nil
+	})
+	if len(seen) < 40 {
+		t.Errorf("found only %d packages: %v", len(seen), seen)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
