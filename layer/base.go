@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
+	"path"
 	"slices"
+
+	"golang.org/x/sys/unix"
 )
 
 // base.json is a JSON array of Entry, one per path of Lower, in path
@@ -182,36 +183,62 @@ func entryOf(rel string, n *node) Entry {
 }
 
 // scanTo calls put with what dir holds, every path below it (not
-// following symlinks), in path order (filepath.WalkDir reads each
-// directory's names sorted, and goes into a directory right after it).
-func scanTo(dir string, put func(Entry) error) error {
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+// following symlinks), in path order (each directory's names sorted, and
+// what a directory holds right after it), its directories listed in
+// bounded memory with spill (listDir).
+func scanTo(dir, spill string, put func(Entry) error) error {
+	t, err := openTree(dir)
+	if err != nil {
+		return err
+	}
+	defer t.close()
+	t.spill = spill
+	buf := make([]byte, unix.PathMax)
+	var walk func(rel string) error
+	walk = func(rel string) error {
+		fd, err := t.open(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 		if err != nil {
-			if p == dir {
+			if rel == "" {
 				return err
 			}
-			return nil // unreadable: not recorded, so apply treats it as new
+			return nil // unreadable: what it holds is not recorded, so apply treats it as new
 		}
-		if p == dir {
-			return nil
-		}
-		fi, err := d.Info()
+		defer unix.Close(fd)
+		names, err := listDir(fd, t.abs(rel), t.spill)
 		if err != nil {
+			if rel == "" {
+				return err
+			}
 			return nil
 		}
-		rel, _ := filepath.Rel(dir, p)
-		e := Entry{Path: filepath.ToSlash(rel), Mode: uint32(fi.Mode().Perm()), MTime: fi.ModTime().UnixNano()}
-		switch {
-		case fi.Mode().IsRegular():
-			e.Type, e.Size = "file", fi.Size()
-		case fi.IsDir():
-			e.Type = "dir"
-		case fi.Mode()&fs.ModeSymlink != 0:
-			e.Type = "symlink"
-			e.Target, _ = os.Readlink(p)
-		default:
-			e.Type = "other"
-		}
-		return put(e)
-	})
+		return names.each(func(name string) error {
+			p := path.Join(rel, name)
+			var st unix.Stat_t
+			if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+				return nil // gone since it was listed
+			}
+			e := Entry{Path: p, Mode: st.Mode & 0o777, MTime: st.Mtim.Nano()}
+			switch st.Mode & unix.S_IFMT {
+			case unix.S_IFREG:
+				e.Type, e.Size = "file", st.Size
+			case unix.S_IFDIR:
+				e.Type = "dir"
+			case unix.S_IFLNK:
+				e.Type = "symlink"
+				if k, err := unix.Readlinkat(fd, name, buf); err == nil {
+					e.Target = string(buf[:k])
+				}
+			default:
+				e.Type = "other"
+			}
+			if err := put(e); err != nil {
+				return err
+			}
+			if e.Type == "dir" {
+				return walk(p)
+			}
+			return nil
+		})
+	}
+	return walk("")
 }

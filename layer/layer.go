@@ -146,7 +146,7 @@ func (l *Layer) Ensure() error {
 	if err != nil {
 		return err
 	}
-	if err := scanTo(l.Lower, w.put); err != nil {
+	if err := scanTo(l.Lower, l.Dir, w.put); err != nil {
 		w.abort()
 		return fmt.Errorf("recording what %s holds: %w", l.Lower, err)
 	}
@@ -189,7 +189,7 @@ var ErrOtherLower = errors.New("layer made over another working directory")
 // directory's names sorted).
 func Scan(dir string) ([]Entry, error) {
 	var out []Entry
-	err := scanTo(dir, func(e Entry) error { out = append(out, e); return nil })
+	err := scanTo(dir, "", func(e Entry) error { out = append(out, e); return nil })
 	return out, err
 }
 

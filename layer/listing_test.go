@@ -185,3 +185,62 @@ rm -rf big; mkdir big; i=0; while [ $i -lt 60 ]; do [ $((i % 3)) = 0 ] && echo n
 		t.Errorf("left after discard: %q", left)
 	}
 }
+
+// TestScanAsWalkDir: Scan (what Ensure records of Lower) gives what
+// filepath.WalkDir gives, in the same order, whether its listings are held
+// in memory or spilled: every kind of entry, names that sort apart in byte
+// and path order ("a-b" before "a/b"), an unreadable directory (recorded,
+// what it holds not), and symlinks (not followed).
+func TestScanAsWalkDir(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{"a/b", "a-b", "a.b/c/d", "z", "dir/\nodd", "dir/x y", "deep/1/2/3/4/f"} {
+		write(t, filepath.Join(dir, p), "x", 0o644)
+	}
+	for i := 0; i < 50; i++ {
+		write(t, filepath.Join(dir, "many", fmt.Sprintf("m%02d", 49-i)), "", 0o600)
+	}
+	os.Symlink("/etc", filepath.Join(dir, "link"))
+	os.Symlink("a", filepath.Join(dir, "many", "rel"))
+	unix.Mkfifo(filepath.Join(dir, "fifo"), 0o644)
+	write(t, filepath.Join(dir, "shut", "in"), "x", 0o644)
+	if os.Getuid() != 0 { // root reads it anyway
+		os.Chmod(filepath.Join(dir, "shut"), 0)
+		t.Cleanup(func() { os.Chmod(filepath.Join(dir, "shut"), 0o755) })
+	}
+	var want []Entry
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		e := Entry{Path: rel, Mode: uint32(fi.Mode().Perm()), MTime: fi.ModTime().UnixNano()}
+		switch {
+		case fi.Mode().IsRegular():
+			e.Type, e.Size = "file", fi.Size()
+		case fi.IsDir():
+			e.Type = "dir"
+		case fi.Mode()&os.ModeSymlink != 0:
+			e.Type = "symlink"
+			e.Target, _ = os.Readlink(p)
+		default:
+			e.Type = "other"
+		}
+		want = append(want, e)
+		return nil
+	})
+	got, err := Scan(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Scan:\n%v\nWalkDir:\n%v", got, want)
+	}
+	spillAll(t, 3)
+	if got, err = Scan(dir); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("Scan with spilled listings (%v):\n%v\nWalkDir:\n%v", err, got, want)
+	}
+}
