@@ -1304,21 +1304,21 @@ func (s *trees) unopaque(p, pre string) (pruned, error) {
 	if err != nil {
 		return kept, err
 	}
-	defer unames.close()
+	defer unames.Close()
 	lnames, err := s.lo.list(p)
 	if err != nil {
 		return kept, err
 	}
-	defer lnames.close()
-	un, uok, err := unames.next()
+	defer lnames.Close()
+	un, uok, err := unames.Next()
 	for err == nil {
 		var ln string
 		var lok bool
-		if ln, lok, err = lnames.next(); err != nil || !lok {
+		if ln, lok, err = lnames.Next(); err != nil || !lok {
 			break
 		}
 		for err == nil && uok && un < ln {
-			un, uok, err = unames.next()
+			un, uok, err = unames.Next()
 		}
 		if err == nil && (!uok || un != ln) {
 			return kept, nil // Lower has a name upper does not: the mark hides it
@@ -1327,11 +1327,11 @@ func (s *trees) unopaque(p, pre string) (pruned, error) {
 	if err != nil {
 		return kept, err
 	}
-	unames.close()
+	unames.Close()
 	if unames, err = s.up.list(p); err != nil {
 		return kept, err
 	}
-	err = unames.each(func(n string) error {
+	err = unames.Each(func(n string) error {
 		c := path.Join(p, n)
 		cu, err := s.up.lstat(c)
 		if err != nil {
@@ -1374,7 +1374,7 @@ func (s *trees) copyIn(rel string) error {
 		if err != nil {
 			return err
 		}
-		return names.each(func(n string) error { return s.copyIn(path.Join(rel, n)) })
+		return names.Each(func(n string) error { return s.copyIn(path.Join(rel, n)) })
 	case "symlink":
 		return unix.Symlinkat(ln.Target, pfd, base)
 	case "file":

@@ -11,6 +11,8 @@ import (
 	"slices"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corralhq/corral/internal/dirlist"
 )
 
 // base.json is a JSON array of Entry, one per path of Lower, in path
@@ -204,14 +206,14 @@ func scanTo(dir, spill string, put func(Entry) error) error {
 			return nil // unreadable: what it holds is not recorded, so apply treats it as new
 		}
 		defer unix.Close(fd)
-		names, err := listDir(fd, t.abs(rel), t.spill)
+		names, err := dirlist.List(fd, t.abs(rel), t.spill)
 		if err != nil {
 			if rel == "" {
 				return err
 			}
 			return nil
 		}
-		return names.each(func(name string) error {
+		return names.Each(func(name string) error {
 			p := path.Join(rel, name)
 			var st unix.Stat_t
 			if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corralhq/corral/internal/dirlist"
 )
 
 // Kind says what a Change does to a path of Lower.
@@ -164,11 +166,11 @@ func (c *collector) dir(rel string, hidden, fresh bool) error {
 		return err
 	}
 	defer unix.Close(upfd)
-	names, err := listDir(upfd, c.up.abs(rel), c.up.spill)
+	names, err := dirlist.List(upfd, c.up.abs(rel), c.up.spill)
 	if err != nil {
 		return err
 	}
-	defer names.close()
+	defer names.Close()
 	lofd := -1
 	if !fresh {
 		// O_PATH: looking names up needs search permission only.
@@ -177,7 +179,7 @@ func (c *collector) dir(rel string, hidden, fresh bool) error {
 		}
 		defer unix.Close(lofd)
 	}
-	lnames := &listing{}
+	lnames := &dirlist.Listing{}
 	if hidden && !fresh {
 		ln, err := c.lo.lstat(rel)
 		if err != nil {
@@ -187,14 +189,14 @@ func (c *collector) dir(rel string, hidden, fresh bool) error {
 			if lnames, err = c.lo.list(rel); err != nil {
 				return err
 			}
-			defer lnames.close()
+			defer lnames.Close()
 		}
 	}
-	un, uok, err := names.next()
+	un, uok, err := names.Next()
 	if err != nil {
 		return err
 	}
-	lname, lok, err := lnames.next()
+	lname, lok, err := lnames.Next()
 	if err != nil {
 		return err
 	}
@@ -210,12 +212,12 @@ func (c *collector) dir(rel string, hidden, fresh bool) error {
 			name, inLower = un, true
 		}
 		if inUpper {
-			if un, uok, err = names.next(); err != nil {
+			if un, uok, err = names.Next(); err != nil {
 				return err
 			}
 		}
 		if inLower {
-			if lname, lok, err = lnames.next(); err != nil {
+			if lname, lok, err = lnames.Next(); err != nil {
 				return err
 			}
 		}
@@ -363,7 +365,7 @@ func (c *collector) deletedBelow(rel string) error {
 	if err != nil {
 		return err
 	}
-	return names.each(func(n string) error {
+	return names.Each(func(n string) error {
 		if p := path.Join(rel, n); c.sel.visit(p) {
 			return c.deleted(p)
 		}

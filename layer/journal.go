@@ -18,6 +18,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corralhq/corral/internal/dirlist"
 )
 
 // journal is what an Apply writes into Lower, kept in apply.pending
@@ -387,7 +389,7 @@ func (s *trees) sweepTemps(token string) error {
 			if err != nil {
 				continue // gone, or no longer a directory: nothing of ours there
 			}
-			err = names.each(func(n string) error {
+			err = names.Each(func(n string) error {
 				if strings.HasPrefix(n, prefix) {
 					return t.removeAll(path.Join(d, n))
 				}
@@ -402,11 +404,11 @@ func (s *trees) sweepTemps(token string) error {
 			return nil
 		}
 		defer unix.Close(fd)
-		names, err := listDir(fd, s.up.abs(d), s.up.spill)
+		names, err := dirlist.List(fd, s.up.abs(d), s.up.spill)
 		if err != nil {
 			return err
 		}
-		return names.each(func(n string) error {
+		return names.Each(func(n string) error {
 			var st unix.Stat_t
 			if unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
 				return sweep(path.Join(d, n))

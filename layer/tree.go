@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corralhq/corral/internal/dirlist"
 )
 
 // tree is a directory (Lower or upper) whose entries are reached by
@@ -204,13 +206,13 @@ func specialKind(mode uint32) string {
 }
 
 // list lists directory rel (listDir).
-func (t *tree) list(rel string) (*listing, error) {
+func (t *tree) list(rel string) (*dirlist.Listing, error) {
 	fd, err := t.open(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(fd)
-	return listDir(fd, t.abs(rel), t.spill)
+	return dirlist.List(fd, t.abs(rel), t.spill)
 }
 
 // empty reports whether directory rel holds no entries, reading at most
@@ -237,7 +239,7 @@ func (t *tree) names(rel string) ([]string, error) {
 		return nil, err
 	}
 	var names []string
-	err = l.each(func(n string) error { names = append(names, n); return nil })
+	err = l.Each(func(n string) error { names = append(names, n); return nil })
 	return names, err
 }
 
@@ -490,7 +492,7 @@ func (t *tree) removeAll(rel string) error {
 		if err != nil {
 			return err
 		}
-		if err := l.each(func(c string) error { return t.removeAll(path.Join(rel, c)) }); err != nil {
+		if err := l.Each(func(c string) error { return t.removeAll(path.Join(rel, c)) }); err != nil {
 			return err
 		}
 	}

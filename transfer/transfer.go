@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/handback"
+	"github.com/corralhq/corral/internal/dirlist"
 	"github.com/corralhq/corral/internal/sparse"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -126,20 +127,17 @@ func Pack(w io.Writer, root, src, top string) (Stats, error) {
 				}
 				st.Dirs++
 			}
-			names, err := sortedNames(r, rel)
+			names, err := listNames(r, rel)
 			if err != nil {
 				return err
 			}
-			for _, n := range names {
+			return names.Each(func(n string) error {
 				child := n
 				if name != "" {
 					child = name + "/" + n
 				}
-				if err := walk(path.Join(rel, n), child); err != nil {
-					return err
-				}
-			}
-			return nil
+				return walk(path.Join(rel, n), child)
+			})
 		}
 		st.Skipped = append(st.Skipped, rel)
 		return nil
@@ -567,6 +565,18 @@ func sortedNames(rt *os.Root, rel string) ([]string, error) {
 	return names, nil
 }
 
+// listNames lists directory rel of rt in sorted order, in bounded memory
+// (a workspace's directory of a million names is not held whole;
+// internal/dirlist spills to os.TempDir).
+func listNames(rt *os.Root, rel string) (*dirlist.Listing, error) {
+	d, err := rt.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return dirlist.List(int(d.Fd()), path.Join(rt.Name(), rel), "")
+}
+
 // dirMode is a directory's mode and time, set once its entries are in.
 // The owner keeps rwx (so later copies can write there again).
 type dirMode struct {
@@ -586,11 +596,11 @@ func deleteUnseen(rt *os.Root, root, dir string, seen pathSet, o Options, isGitD
 	var gone []string
 	var walk func(rel string) error
 	walk = func(rel string) error {
-		names, err := sortedNames(rt, rel)
+		names, err := listNames(rt, rel)
 		if err != nil {
 			return err
 		}
-		for _, n := range names {
+		return names.Each(func(n string) error {
 			c := path.Join(rel, n)
 			fi, err := rt.Lstat(c)
 			if err != nil {
@@ -598,12 +608,12 @@ func deleteUnseen(rt *os.Root, root, dir string, seen pathSet, o Options, isGitD
 			}
 			if len(protected) > 0 {
 				if _, ok := sandbox.MatchProtectedIn(root, c, fi.IsDir(), protected); ok {
-					continue
+					return nil
 				}
 			}
 			if o.Gate != nil {
 				if why, _ := o.Gate.Check(c, kindOfMode(fi.Mode()), isGitDir); why != "" {
-					continue
+					return nil
 				}
 			}
 			if fi.IsDir() {
@@ -614,17 +624,17 @@ func deleteUnseen(rt *os.Root, root, dir string, seen pathSet, o Options, isGitD
 				}
 			}
 			if seen.has(c) {
-				continue
+				return nil
 			}
 			if err := rt.Remove(c); err != nil {
 				if fi.IsDir() && errors.Is(err, syscall.ENOTEMPTY) {
-					continue
+					return nil
 				}
 				return err
 			}
 			gone = append(gone, c)
-		}
-		return nil
+			return nil
+		})
 	}
 	return gone, walk(dir)
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/corralhq/corral/handback"
+	"github.com/corralhq/corral/internal/dirlist"
 	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -558,5 +559,37 @@ func TestGateLinksOut(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(d, p)); err != nil {
 			t.Errorf("%s was not written: %v", p, err)
 		}
+	}
+}
+
+// TestSpilledListings: Pack's archive and a Delete pass are the same when
+// every directory listing spills to disk (internal/dirlist): the same
+// entries in the same order, the same deletions.
+func TestSpilledListings(t *testing.T) {
+	src := t.TempDir()
+	for i := 0; i < 40; i++ {
+		os.MkdirAll(filepath.Join(src, "d", string(rune('a'+i%7))), 0o755)
+		os.WriteFile(filepath.Join(src, "d", string(rune('a'+i%7)), strings.Repeat("n", i+1)), []byte{byte(i)}, 0o644)
+	}
+	run := func() (archive []byte, deleted []string) {
+		var buf bytes.Buffer
+		if _, err := Pack(&buf, src, ".", ""); err != nil {
+			t.Fatal(err)
+		}
+		ws := t.TempDir()
+		for i := 0; i < 30; i++ {
+			os.WriteFile(filepath.Join(ws, "extra"+strings.Repeat("x", i)), nil, 0o644)
+		}
+		st, err := Unpack(bytes.NewReader(buf.Bytes()), ws, Options{Dir: ".", Delete: true, WantSHA256: hashOf(buf.Bytes())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes(), st.Deleted
+	}
+	a, d := run()
+	t.Cleanup(dirlist.SetLimits(1, 3))
+	sa, sd := run()
+	if !bytes.Equal(a, sa) || !slices.Equal(d, sd) || len(d) != 30 {
+		t.Errorf("spilled listings: archive same %v; deleted %q, held in memory %q", bytes.Equal(a, sa), sd, d)
 	}
 }

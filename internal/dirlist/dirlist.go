@@ -1,4 +1,13 @@
-package layer
+// Package dirlist lists a directory in sorted order in bounded memory: a
+// directory whose names come to more than MemBytes is listed as an
+// external merge sort, its names read in batches, each batch sorted and
+// written to an unnamed spill file as a run, the runs merged as the
+// listing is read. Everything that walks a tree a sandbox made (review
+// mode's diff and apply, cp out, sync --pull) lists through it, so that
+// one directory of a million long names costs what a few thousand do
+// (issue 24: 300,000 names of 250 bytes in one directory held 146 MiB
+// in a diff when listed whole).
+package dirlist
 
 import (
 	"bufio"
@@ -13,14 +22,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// listMemBytes is how many bytes of names a listing holds in memory. A
-// directory whose names come to more is listed as an external merge
-// sort: its names are read in batches of about this size, each batch is
-// sorted and written to an unnamed spill file as a run, and the runs are
-// merged as the listing is read (issue 24: memory bounded whatever the
-// number of files; 300,000 names of 250 bytes in one directory held
-// 146 MiB in a diff when listed whole). A variable so that tests can
-// make small directories spill.
+// listMemBytes is how many bytes of names (with their string headers) a
+// listing holds in memory before it spills them. A variable so that
+// tests can make small directories spill (SetLimits).
 var listMemBytes = 1 << 20
 
 // listBatch is how many names one read of a directory asks for (os.File's
@@ -32,19 +36,32 @@ var listBatch = 1024
 // listMemBytes, 10 MiB of buffers). A variable for tests, as listMemBytes.
 var runBufSize = 4 << 10
 
-// listing is the entries of one directory in sort.Strings order, read
-// with next, without "." and "..". Close it.
-type listing struct {
+// SetLimits makes listings spill past memBytes bytes of names and read
+// batch names at a time (> 0), as tests need to make small directories
+// spill; it returns a function that restores the limits. Not safe while
+// listings are being made.
+func SetLimits(memBytes, batch int) (restore func()) {
+	m, b := listMemBytes, listBatch
+	listMemBytes, listBatch = memBytes, batch
+	return func() { listMemBytes, listBatch = m, b }
+}
+
+// Listing is the entries of one directory in sort.Strings order (byte
+// order), read with Next, without "." and "..". Close it.
+type Listing struct {
 	mem  []string // the names, when they fit in listMemBytes; else nil
 	i    int
 	runs runHeap // spilled runs, by each one's next name
 }
 
-// listDir lists directory fd (not closed; its file offset is shared with
-// the listing's reads, which start at the beginning). abs names it in
-// errors. Names past listMemBytes are spilled to unnamed files made in
-// spill (corral's own directory for the layer), else in os.TempDir.
-func listDir(fd int, abs, spill string) (*listing, error) {
+// List lists directory fd (not closed; its file offset is shared with
+// the listing's reads, which start at the beginning), reading it whole
+// before it returns: the caller may change the directory while it reads
+// the Listing. abs names the directory in errors. Names past the memory
+// bound are spilled to unnamed files (O_TMPFILE) made in spill (a
+// directory of corral's own), else in os.TempDir; the error of a
+// listing that cannot spill says so.
+func List(fd int, abs, spill string) (*Listing, error) {
 	d, err := unix.Dup(fd)
 	if err != nil {
 		return nil, &os.PathError{Op: "dup", Path: abs, Err: err}
@@ -54,7 +71,7 @@ func listDir(fd int, abs, spill string) (*listing, error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
-	l := &listing{}
+	l := &Listing{}
 	var batch []string
 	size := 0
 	for {
@@ -65,7 +82,7 @@ func listDir(fd int, abs, spill string) (*listing, error) {
 		}
 		if size > listMemBytes {
 			if err := l.spill(batch, spill, abs); err != nil {
-				l.close()
+				l.Close()
 				return nil, err
 			}
 			clear(batch)
@@ -75,7 +92,7 @@ func listDir(fd int, abs, spill string) (*listing, error) {
 			break
 		}
 		if err != nil {
-			l.close()
+			l.Close()
 			return nil, err
 		}
 	}
@@ -86,19 +103,19 @@ func listDir(fd int, abs, spill string) (*listing, error) {
 	}
 	if len(batch) > 0 {
 		if err := l.spill(batch, spill, abs); err != nil {
-			l.close()
+			l.Close()
 			return nil, err
 		}
 	}
 	// Every run is written: read each from its start.
 	for _, r := range l.runs {
 		if _, err := r.f.Seek(0, io.SeekStart); err != nil {
-			l.close()
+			l.Close()
 			return nil, err
 		}
 		r.r = bufio.NewReaderSize(r.f, runBufSize)
 		if err := r.advance(); err != nil {
-			l.close()
+			l.Close()
 			return nil, fmt.Errorf("listing %s: reading back its names: %w", abs, err)
 		}
 	}
@@ -116,7 +133,7 @@ func listDir(fd int, abs, spill string) (*listing, error) {
 
 // spill sorts batch and writes it as a run: names, each ended by a NUL
 // (a byte no name holds; path_resolution(7)).
-func (l *listing) spill(batch []string, dir, abs string) error {
+func (l *Listing) spill(batch []string, dir, abs string) error {
 	slices.Sort(batch)
 	f, err := spillFile(dir)
 	if err != nil {
@@ -162,9 +179,9 @@ func spillFile(dir string) (*os.File, error) {
 	return nil, first
 }
 
-// next returns the next name; ok is false at the end. An error reading a
+// Next returns the next name; ok is false at the end. An error reading a
 // spilled run back ends the listing with it.
-func (l *listing) next() (name string, ok bool, err error) {
+func (l *Listing) Next() (name string, ok bool, err error) {
 	if l.runs == nil {
 		if l.i == len(l.mem) {
 			return "", false, nil
@@ -189,19 +206,20 @@ func (l *listing) next() (name string, ok bool, err error) {
 	return name, true, nil
 }
 
-// close releases the listing's spill files; it may be called twice.
-func (l *listing) close() {
+// Close releases the listing's spill files; it may be called twice.
+func (l *Listing) Close() {
 	for _, r := range l.runs {
 		r.f.Close()
 	}
 	l.runs, l.mem = nil, nil
 }
 
-// each calls fn with every name in order, then closes the listing.
-func (l *listing) each(fn func(string) error) error {
-	defer l.close()
+// Each calls fn with every name in order until fn fails, then closes the
+// listing; its error is fn's or the listing's.
+func (l *Listing) Each(fn func(string) error) error {
+	defer l.Close()
 	for {
-		n, ok, err := l.next()
+		n, ok, err := l.Next()
 		if err != nil || !ok {
 			return err
 		}

@@ -1,0 +1,114 @@
+package dirlist
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// spillAll makes every listing spill, in runs of at most batch names,
+// for the rest of the test.
+func spillAll(t *testing.T, batch int) { t.Cleanup(SetLimits(1, batch)) }
+
+func listAll(t *testing.T, dir, spill string) []string {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	l, err := List(fd, dir, spill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if err := l.Each(func(n string) error { got = append(got, n); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// TestListingOrder: a listing gives a directory's names in sort.Strings
+// order, held in memory or spilled in runs and merged, with names of
+// every shape.
+func TestListingOrder(t *testing.T) {
+	odd := []string{"-n", "--", "a\nb", "tab\there", `q"uote`, `back\slash`, "\xff\xfe", "é", " lead", "trail ", strings.Repeat("l", 255), "Z", "a", "aa", "a-", "a.", "a0"}
+	var many []string
+	for i := 0; i < 700; i++ {
+		many = append(many, fmt.Sprintf("f%d-%s", i*7919%700, strings.Repeat("x", i%40)))
+	}
+	for _, tc := range []struct {
+		name  string
+		names []string
+		batch int // 0: held in memory
+		buf   int // the runs' read buffer, 0: as it is
+	}{
+		{"empty", nil, 0, 0},
+		{"empty, spilled", nil, 3, 0},
+		{"one", []string{"x"}, 0, 0},
+		{"one, spilled", []string{"x"}, 1, 0},
+		{"odd names", odd, 0, 0},
+		{"odd names, runs of 1", odd, 1, 0},
+		{"odd names, runs of 4", odd, 4, 0},
+		{"names past the read buffer", odd, 3, 16},
+		{"many", many, 0, 0},
+		{"many, runs of 64", many, 64, 0},
+		{"many, runs of 1000", many, 1000, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, n := range tc.names {
+				if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.batch > 0 {
+				spillAll(t, tc.batch)
+			}
+			if tc.buf > 0 {
+				b := runBufSize
+				runBufSize = tc.buf
+				t.Cleanup(func() { runBufSize = b })
+			}
+			spill := t.TempDir()
+			got := listAll(t, dir, spill)
+			want := slices.Clone(tc.names)
+			slices.Sort(want)
+			if !reflect.DeepEqual(got, want) && len(got)+len(want) > 0 {
+				t.Errorf("listing:\n got %q\nwant %q", got, want)
+			}
+			if left, _ := os.ReadDir(spill); len(left) != 0 {
+				t.Errorf("left in the spill directory: %v", left)
+			}
+		})
+	}
+}
+
+// TestListingSpillPlace: spill files go to the directory named, else
+// os.TempDir; with neither usable the listing fails and says why.
+func TestListingSpillPlace(t *testing.T) {
+	dir := t.TempDir()
+	for i := 0; i < 10; i++ {
+		os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), nil, 0o644)
+	}
+	spillAll(t, 2)
+	if got := listAll(t, dir, "/nonexistent/corral"); len(got) != 10 {
+		t.Errorf("with the spill directory missing, fell back to os.TempDir: %q", got)
+	}
+	t.Setenv("TMPDIR", "/nonexistent/corral-tmp")
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	_, err = List(fd, dir, "/nonexistent/corral")
+	if err == nil || !strings.Contains(err.Error(), "too many names to keep in memory") || !strings.Contains(err.Error(), "/nonexistent/corral") {
+		t.Errorf("with nowhere to spill: %v", err)
+	}
+}
