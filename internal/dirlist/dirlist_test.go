@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -110,5 +111,60 @@ func TestListingSpillPlace(t *testing.T) {
 	_, err = List(fd, dir, "/nonexistent/corral")
 	if err == nil || !strings.Contains(err.Error(), "too many names to keep in memory") || !strings.Contains(err.Error(), "/nonexistent/corral") {
 		t.Errorf("with nowhere to spill: %v", err)
+	}
+}
+
+// TestListingMemory: a listing of a directory whose names come to many
+// times the memory bound holds, once made and while read, about the bound
+// and the runs' buffers, not the names (a directory of 40,000 names of
+// 240 bytes is 9.6 MB of names; listed whole it held all of them).
+func TestListingMemory(t *testing.T) {
+	dir := t.TempDir()
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := strings.Repeat("n", 232)
+	const n = 40_000
+	for i := 0; i < n; i++ {
+		if err := unix.Mknodat(fd, fmt.Sprintf("%s%08d", pad, (i*7919)%n), unix.S_IFREG|0o600, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unix.Close(fd)
+	heap := func() int64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	rd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(rd)
+	before := heap()
+	l, err := List(rd, dir, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := heap() - before
+	count, last, most := 0, "", held
+	err = l.Each(func(name string) error {
+		if name <= last {
+			return fmt.Errorf("%q after %q", name, last)
+		}
+		if count++; count%5000 == 0 {
+			most = max(most, heap()-before)
+		}
+		last = name
+		return nil
+	})
+	if err != nil || count != n {
+		t.Fatalf("read %d names of %d: %v", count, n, err)
+	}
+	t.Logf("held %d KiB once listed, at most %d KiB while read (names: %d KiB)", held>>10, most>>10, n*240>>10)
+	if bound := int64(5 << 20); most > bound { // the default listMemBytes, 1 MiB, and room
+		t.Errorf("the listing held %d KiB, want at most %d KiB: the names are held in memory", most>>10, bound>>10)
 	}
 }
