@@ -12,6 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/reexec"
+
+	_ "github.com/corralhq/corral/internal/linuxonly" // Linux alone: say so elsewhere
 )
 
 // RelayArg is the argv mode of the relay helper (os.Args[1]): corral's

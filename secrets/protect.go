@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	_ "github.com/corralhq/corral/internal/linuxonly" // Linux alone: say so elsewhere
 )
 
 // ProtectProcess makes this process non-dumpable (prctl(2)

@@ -20,6 +20,8 @@ import (
 	"slices"
 
 	"golang.org/x/sys/unix"
+
+	_ "github.com/corralhq/corral/internal/linuxonly" // Linux alone: say so elsewhere
 )
 
 // listMemBytes is how many bytes of names (with their string headers) a

@@ -16,6 +16,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	_ "github.com/corralhq/corral/internal/linuxonly" // Linux alone: say so elsewhere
 )
 
 // Exit statuses, the same as corral's CLI uses (package sandbox documents
