@@ -978,6 +978,6 @@ func scanCutText(dir string, workdir bool) string {
 	if !workdir {
 		what = "the writable directory"
 	}
-	return fmt.Sprintf("%s %s has more directories than corral checks for protected paths (git hooks and configuration, gitfiles; it lists at most %d directories in its top %d levels, looks into %d in all and %d below .git/modules), so a command could hide one from the check: "+
-		"run corral in a narrower working directory, or set protected_paths to a list without \"**\" patterns, or to [] to turn protection off", what, dir, ScanLists, ScanDepth, ScanDirs, ScanDeepDirs)
+	return fmt.Sprintf("%s %s is larger than corral checks for protected paths (git hooks and configuration, gitfiles): it lists at most %d directories in its top %d levels, looks into %d in all and %d below .git/modules, and reads at most %d entries of a directory it must list whole (files count), so a command could hide one from the check: "+
+		"run corral in a narrower working directory, or set protected_paths to a list without \"**\" patterns, or to [] to turn protection off", what, dir, ScanLists, ScanDepth, ScanDirs, ScanDeepDirs, ScanEntries)
 }

@@ -656,7 +656,7 @@ func submoduleSources(t *testing.T) string {
 // refused by a message that spoke of 1024).
 func TestScanCutTextNamesTheBounds(t *testing.T) {
 	msg := ScanCutError("/w", true).Error()
-	for _, want := range []string{fmt.Sprintf("at most %d directories in its top %d levels", ScanLists, ScanDepth), fmt.Sprintf("%d in all", ScanDirs), "protected_paths"} {
+	for _, want := range []string{fmt.Sprintf("at most %d directories in its top %d levels", ScanLists, ScanDepth), fmt.Sprintf("%d in all", ScanDirs), fmt.Sprintf("at most %d entries of a directory", ScanEntries), "files count", "protected_paths"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("%q lacks %q", msg, want)
 		}

@@ -670,7 +670,7 @@ func TestProtectedScanCutRefuses(t *testing.T) {
 			if err != nil || res.ExitCode != 0 {
 				t.Fatalf("flood: %v %+v", err, res)
 			}
-			if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "more directories than corral checks") }) {
+			if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "is larger than corral checks") }) {
 				t.Errorf("no warning after the flood: %q", res.Warnings)
 			}
 			_, err = e.runErr(`printf '[core]\n\tfsmonitor = "touch PWNED; false"\n' >> ` + tc.victim)

@@ -728,7 +728,7 @@ func TestProtectedScanCut(t *testing.T) {
 			victim := filepath.Join(f.ws, tc.victim)
 			before, _ := os.ReadFile(victim)
 			res, _ := f.run("cut", tc.flood)
-			if res.ExitCode != 0 || !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "more directories than corral checks") }) {
+			if res.ExitCode != 0 || !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "is larger than corral checks") }) {
 				t.Errorf("flood: exit %d, warnings %q", res.ExitCode, res.Warnings)
 			}
 			for _, sess := range []string{"cut", ""} {
