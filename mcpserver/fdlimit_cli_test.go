@@ -256,6 +256,11 @@ func TestFileErrorTransient(t *testing.T) {
 		{fmt.Errorf("%w: accept: too many open files", sandboxfs.ErrUnavailable), "call the tool again"},
 		{fmt.Errorf("%w: %w", sandboxfs.ErrUnavailable, syscall.EMFILE), "call the tool again"},
 		{fmt.Errorf("%w: no bwrap", sandboxfs.ErrUnavailable), "tell the person running corral"},
+		// A policy refusal of the file server's sandbox, as it reached a
+		// new user's agent (its stderr quoted after EOF): nothing done,
+		// the person's setting; not "could not be reached".
+		{fmt.Errorf("%w: EOF (refused by sandbox policy: the working directory /w is larger than corral checks)", sandboxfs.ErrUnavailable), "refused by corral's sandbox policy, so nothing was done"},
+		{fmt.Errorf("%w: protected path", sandbox.ErrPolicy), "refused by corral's sandbox policy, so nothing was done"},
 	} {
 		if got := fileError(tc.err).Error(); !strings.Contains(got, tc.want) {
 			t.Errorf("fileError(%v) = %q, want %q", tc.err, got, tc.want)

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/sandboxfs"
@@ -23,6 +24,11 @@ func fileError(err error) error {
 	var fe *sandboxfs.Error
 	if errors.As(err, &fe) {
 		return &ToolError{Msg: fe.Message, Err: err}
+	}
+	if errors.Is(err, sandbox.ErrPolicy) || errors.Is(err, sandboxfs.ErrUnavailable) && strings.Contains(err.Error(), "("+sandbox.ErrPolicy.Error()+": ") {
+		// The file server's sandbox was refused, as bash's command would
+		// be (its stderr carries the refusal): not a fault to report.
+		return &ToolError{Msg: fmt.Sprintf("refused by corral's sandbox policy, so nothing was done: %v. The policy is the person's setting: choose another path, or ask them", err), Err: err}
 	}
 	if errors.Is(err, sandboxfs.ErrUnavailable) && (sandbox.IsTransient(err) || sandbox.IsTransientText(err.Error())) {
 		// Too many open files, for one: it passes, as for bash.
