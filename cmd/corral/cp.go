@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -84,6 +85,11 @@ first, with why, and written only when named with --include-risky PATH
 			warnUnmatched(stderr, "corral cp", include, res.Held, res.Included)
 			printHeld(stderr, "corral cp", res.Held, len(res.Held))
 			fmt.Fprintf(stderr, "corral cp: %d files (%d bytes), %d directories, %d symlinks -> %s\n", res.Files, res.Bytes, res.Dirs, res.Symlinks, res.Into)
+			if res.Files+res.Dirs+res.Symlinks == 0 && len(res.Held) > 0 {
+				// A script's `corral cp S:x y && use y` must not go on:
+				// all it asked for was held back.
+				return &exitError{Code: 1, Err: errors.New("nothing was copied: what was asked for was held back (listed above); --include-risky PATH writes it")}
+			}
 			return nil
 		},
 	}

@@ -279,6 +279,14 @@ func riskyHandBack(t *testing.T, c *cli, sess string, runIn func(script string),
 	if b, err := os.ReadFile(filepath.Join(dest, "b/c/file.txt")); err != nil || string(b) != "ok\n" {
 		t.Errorf("cp out's file.txt: %q %v", b, err)
 	}
+	// All that was asked for held: nothing copied, and the exit status
+	// says so (a new user's `corral cp S:.envrc .envrc` exited 0).
+	only := filepath.Join(filepath.Dir(c.home), "dest-only")
+	os.Mkdir(only, 0o755)
+	code, _, se = c.run(nil, "cp", "--session", sess, ":x/.bashrc", only)
+	if _, err := os.Lstat(filepath.Join(only, ".bashrc")); code != 1 || !strings.Contains(se, "nothing was copied: what was asked for was held back") || err == nil {
+		t.Errorf("cp of a risky path alone: %d, written %v, %s", code, err == nil, se)
+	}
 	// Named, it is written.
 	code, _, se = c.run(nil, "sync", "--session", sess, "--pull", "--include-risky", "x/.bashrc", proj)
 	if b, _ := os.ReadFile(filepath.Join(proj, "x/.bashrc")); code != 0 || string(b) != "echo PWNED\n" || !strings.Contains(se, fmt.Sprintf("held back %d risky paths", len(risky)-1)) {
