@@ -396,6 +396,13 @@ func FindProtected(root string, patterns []string) (found []ProtectedPath, trunc
 func FindProtectedErr(root string, patterns []string) (found []ProtectedPath, truncated bool, err error) {
 	s := newScanner(root)
 	pats := parsePatterns(patterns)
+	for _, p := range pats {
+		for _, c := range p.comps {
+			if c != "**" && hasMeta(c) {
+				s.globs = append(s.globs, c)
+			}
+		}
+	}
 	seen := map[string]bool{}
 	emit := func(pp ProtectedPath) {
 		if !seen[pp.Rel] {
@@ -540,15 +547,20 @@ func coreWorktree(gd string) string {
 
 // protScanner walks one root for FindProtected, caching what it read.
 type protScanner struct {
-	root      string
-	lists     map[string]map[string]fs.DirEntry // directory (relative) -> its entries; nil: unreadable
-	partial   map[string]bool                   // directories with more than ScanEntries entries
-	stats     map[string]fs.DirEntry            // path (relative) -> lstat result; nil: missing
-	gitDirs   map[string]bool                   // directory (relative) -> is a git directory
-	walks     map[string][]walked               // start -> what a "**" in the middle stands for
-	gitfiles  map[string][]string               // directory (relative) -> where its .git gitfile leads
-	budget    int                               // listings left (ScanLists)
-	deepDirs  int                               // directories "**" in the middle may still list
+	root    string
+	lists   map[string]map[string]fs.DirEntry // directory (relative) -> its entries; nil: unreadable
+	partial map[string]bool                   // directories with more than ScanEntries entries
+	// complete marks a partial directory whose every entry that a walk
+	// enumerates (a directory, a symlink, a name a pattern's glob
+	// matches) is in its listing all the same (listRest).
+	complete  map[string]bool
+	globs     []string               // the patterns' components with glob characters, "**" aside
+	stats     map[string]fs.DirEntry // path (relative) -> lstat result; nil: missing
+	gitDirs   map[string]bool        // directory (relative) -> is a git directory
+	walks     map[string][]walked    // start -> what a "**" in the middle stands for
+	gitfiles  map[string][]string    // directory (relative) -> where its .git gitfile leads
+	budget    int                    // listings left (ScanLists)
+	deepDirs  int                    // directories "**" in the middle may still list
 	truncated bool
 	// err is the first passing failure (IsTransient) to open what the scan
 	// had to read: unlike a directory that is missing or unreadable, it
@@ -565,7 +577,7 @@ func (s *protScanner) failed(err error) {
 }
 
 func newScanner(root string) *protScanner {
-	return &protScanner{root: root, lists: map[string]map[string]fs.DirEntry{}, partial: map[string]bool{}, stats: map[string]fs.DirEntry{},
+	return &protScanner{root: root, lists: map[string]map[string]fs.DirEntry{}, partial: map[string]bool{}, complete: map[string]bool{}, stats: map[string]fs.DirEntry{},
 		gitDirs: map[string]bool{}, walks: map[string][]walked{}, gitfiles: map[string][]string{},
 		budget: ScanLists, deepDirs: ScanDeepDirs}
 }
@@ -599,8 +611,13 @@ func (s *protScanner) list(rel string, budget *int) (map[string]fs.DirEntry, boo
 	if err == nil && len(ents) == ScanEntries {
 		if more, _ := f.ReadDir(1); len(more) > 0 {
 			// Names are looked up one by one past the listing; only a
-			// walk that enumerates the directory is cut (see names).
+			// walk that enumerates the directory is cut (see enumerated),
+			// unless what it enumerates is all kept (listRest).
 			s.partial[rel] = true
+			var done bool
+			if ents, done = s.listRest(f, append(ents, more...)); done {
+				s.complete[rel] = true
+			}
 		}
 	}
 	f.Close()
@@ -617,10 +634,65 @@ func (s *protScanner) list(rel string, budget *int) (map[string]fs.DirEntry, boo
 	return m, true
 }
 
+// scanRestEntries bounds how many entries of one directory past
+// ScanEntries listRest reads (a directory of a project's data: 100,000
+// images, a million small files), and scanKeptEntries how many of them it
+// keeps. Variables so that tests can make them small.
+var (
+	scanRestEntries = 1 << 20
+	scanKeptEntries = ScanEntries
+)
+
+// listRest reads the rest of a directory past ScanEntries, keeping of it
+// only what a walk enumerates: directories, symlinks, and names a glob of
+// the patterns matches; a regular file is otherwise found by lstat(2)
+// when a pattern names it (entry). Reading a directory of files costs
+// about 50 ns an entry, so a project with one big directory of data is
+// checked instead of refused (a new user's directory of 66,000 files was).
+// done is false when the directory holds more than the bounds let it
+// read or keep.
+func (s *protScanner) listRest(f *os.File, ents []fs.DirEntry) ([]fs.DirEntry, bool) {
+	keep := func(e fs.DirEntry) bool {
+		if e.IsDir() || e.Type()&fs.ModeSymlink != 0 {
+			return true
+		}
+		for _, g := range s.globs {
+			if ok, _ := path.Match(g, e.Name()); ok {
+				return true
+			}
+		}
+		return false
+	}
+	kept, read := 0, 0
+	for i := ScanEntries; i < len(ents); i++ {
+		if keep(ents[i]) {
+			ents[ScanEntries+kept] = ents[i]
+			kept++
+		}
+	}
+	ents = ents[:ScanEntries+kept]
+	for {
+		more, err := f.ReadDir(4096)
+		for _, e := range more {
+			if read++; keep(e) {
+				ents = append(ents, e)
+				kept++
+			}
+		}
+		if read > scanRestEntries || kept > scanKeptEntries {
+			return ents, false
+		}
+		if err != nil || len(more) == 0 {
+			return ents, errors.Is(err, io.EOF) || err == nil
+		}
+	}
+}
+
 // enumerated notes that the names of the directory rel were enumerated:
-// the walk is cut when its listing was partial (past ScanEntries).
+// the walk is cut when its listing was partial (past ScanEntries) and
+// listRest could not keep all a walk enumerates.
 func (s *protScanner) enumerated(rel string) {
-	if s.partial[rel] {
+	if s.partial[rel] && !s.complete[rel] {
 		s.truncated = true
 	}
 }
@@ -978,6 +1050,6 @@ func scanCutText(dir string, workdir bool) string {
 	if !workdir {
 		what = "the writable directory"
 	}
-	return fmt.Sprintf("%s %s is larger than corral checks for protected paths (git hooks and configuration, gitfiles): it lists at most %d directories in its top %d levels, looks into %d in all and %d below .git/modules, and reads at most %d entries of a directory it must list whole (files count), so a command could hide one from the check: "+
-		"run corral in a narrower working directory, or set protected_paths to a list without \"**\" patterns, or to [] to turn protection off", what, dir, ScanLists, ScanDepth, ScanDirs, ScanDeepDirs, ScanEntries)
+	return fmt.Sprintf("%s %s is larger than corral checks for protected paths (git hooks and configuration, gitfiles): it lists at most %d directories in its top %d levels, looks into %d in all and %d below .git/modules, and reads at most %d entries of one directory (files count) past its first %d, keeping at most %d subdirectories and symlinks of them, so a command could hide one from the check: "+
+		"run corral in a narrower working directory, or set protected_paths to a list without \"**\" patterns, or to [] to turn protection off", what, dir, ScanLists, ScanDepth, ScanDirs, ScanDeepDirs, scanRestEntries, ScanEntries, scanKeptEntries)
 }

@@ -405,17 +405,27 @@ func TestFindProtectedFIFOGitfile(t *testing.T) {
 }
 
 // A directory too large to list whole still has its protected names looked
-// up one by one.
+// up one by one, and its directories, symlinks and the names the patterns'
+// globs match are kept past ScanEntries, so that a walk of it is whole
+// (a new user's project with a directory of 66,000 files was refused);
+// past the bounds of that, the scan is cut.
 func TestFindProtectedLargeDirectory(t *testing.T) {
-	root := mkTree(t, ".bashrc", ".git/HEAD", ".git/hooks/")
+	root := mkTree(t, ".bashrc", ".git/HEAD", ".git/hooks/", "zz-nested/.git/HEAD", "zz-nested/.git/hooks/", "zz-nested/.git/objects/", "zz-nested/.git/refs/", "x.envrc-like")
 	for i := 0; i < ScanEntries+10; i++ {
 		if err := os.WriteFile(filepath.Join(root, fmt.Sprintf("f%05d", i)), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	found, truncated := FindProtected(root, []string{".bashrc", "**/.git/hooks"})
-	if got := summary(found); !slices.Equal(got, []string{".bashrc", ".git/hooks"}) || !truncated {
-		t.Errorf("found %q, truncated %v; want: .bashrc and .git/hooks, truncated", got, truncated)
+	pats := []string{".bashrc", "**/.git/hooks", "**/*.envrc-like"}
+	found, truncated := FindProtected(root, pats)
+	if got, want := summary(found), []string{".bashrc", ".git/hooks", "x.envrc-like", "zz-nested/.git/hooks"}; !slices.Equal(got, want) || truncated {
+		t.Errorf("found %q, truncated %v; want: %q, whole", got, truncated, want)
+	}
+	defer func(r, k int) { scanRestEntries, scanKeptEntries = r, k }(scanRestEntries, scanKeptEntries)
+	scanRestEntries = 3
+	found, truncated = FindProtected(root, pats)
+	if got := summary(found); !slices.Contains(got, ".bashrc") || !truncated {
+		t.Errorf("past the bound of entries read: found %q, truncated %v; want .bashrc, truncated", got, truncated)
 	}
 }
 
@@ -656,7 +666,7 @@ func submoduleSources(t *testing.T) string {
 // refused by a message that spoke of 1024).
 func TestScanCutTextNamesTheBounds(t *testing.T) {
 	msg := ScanCutError("/w", true).Error()
-	for _, want := range []string{fmt.Sprintf("at most %d directories in its top %d levels", ScanLists, ScanDepth), fmt.Sprintf("%d in all", ScanDirs), fmt.Sprintf("at most %d entries of a directory", ScanEntries), "files count", "protected_paths"} {
+	for _, want := range []string{fmt.Sprintf("at most %d directories in its top %d levels", ScanLists, ScanDepth), fmt.Sprintf("%d in all", ScanDirs), fmt.Sprintf("at most %d entries of one directory (files count) past its first %d", scanRestEntries, ScanEntries), "protected_paths"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("%q lacks %q", msg, want)
 		}
