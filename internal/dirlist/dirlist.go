@@ -134,51 +134,62 @@ func List(fd int, abs, spill string) (*Listing, error) {
 }
 
 // spill sorts batch and writes it as a run: names, each ended by a NUL
-// (a byte no name holds; path_resolution(7)).
+// (a byte no name holds; path_resolution(7)). It tries dir, then
+// os.TempDir: a file system with no room for the run (ENOSPC, EDQUOT) is
+// passed over for the next.
 func (l *Listing) spill(batch []string, dir, abs string) error {
 	slices.Sort(batch)
-	f, err := spillFile(dir)
-	if err != nil {
-		return fmt.Errorf("listing %s: it holds too many names to keep in memory, and no file could be made to sort them in: %w", abs, err)
-	}
-	l.runs = append(l.runs, &run{f: f})
-	w := bufio.NewWriterSize(f, 64<<10)
-	for _, n := range batch {
-		w.WriteString(n)
-		w.WriteByte(0)
-	}
-	if err := w.Flush(); err != nil {
-		return fmt.Errorf("listing %s: writing its names to sort them: %w", abs, err)
-	}
-	return nil
-}
-
-// spillFile makes an unnamed file (open(2), O_TMPFILE: it leaves no name
-// behind, even after a crash) in dir, else in os.TempDir; where O_TMPFILE
-// is not supported, a named one removed at once.
-func spillFile(dir string) (*os.File, error) {
 	var first error
 	for _, d := range []string{dir, os.TempDir()} {
 		if d == "" {
 			continue
 		}
-		fd, err := unix.Open(d, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+		f, err := spillFile(d)
 		if err == nil {
-			return os.NewFile(uintptr(fd), d+"/(names being sorted)"), nil
-		}
-		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
-			f, cerr := os.CreateTemp(d, ".corral-names-*")
-			if cerr == nil {
-				os.Remove(f.Name())
-				return f, nil
+			if err = writeRun(f, batch); err == nil {
+				l.runs = append(l.runs, &run{f: f})
+				return nil
 			}
-			err = cerr
+			f.Close()
+			err = fmt.Errorf("writing its names to sort them in %s: %w", d, err)
 		}
 		if first == nil {
-			first = &os.PathError{Op: "make a file in", Path: d, Err: err}
+			first = err
 		}
 	}
-	return nil, first
+	if first == nil {
+		first = errors.New("no directory to write in")
+	}
+	return fmt.Errorf("listing %s: it holds too many names to keep in memory, and no file could be made to sort them in: %w", abs, first)
+}
+
+// writeRun writes batch to f, NUL after each name.
+func writeRun(f *os.File, batch []string) error {
+	w := bufio.NewWriterSize(f, 64<<10)
+	for _, n := range batch {
+		w.WriteString(n)
+		w.WriteByte(0)
+	}
+	return w.Flush()
+}
+
+// spillFile makes an unnamed file (open(2), O_TMPFILE: it leaves no name
+// behind, even after a crash) in d; where O_TMPFILE is not supported, a
+// named one removed at once.
+func spillFile(d string) (*os.File, error) {
+	fd, err := unix.Open(d, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err == nil {
+		return os.NewFile(uintptr(fd), d+"/(names being sorted)"), nil
+	}
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
+		f, cerr := os.CreateTemp(d, ".corral-names-*")
+		if cerr == nil {
+			os.Remove(f.Name())
+			return f, nil
+		}
+		err = cerr
+	}
+	return nil, &os.PathError{Op: "make a file in", Path: d, Err: err}
 }
 
 // Next returns the next name; ok is false at the end. An error reading a
