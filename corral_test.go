@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -321,15 +322,21 @@ func TestSettingsDefaultsAgree(t *testing.T) {
 // folder holds a behaviour, names every package of the module (bench's
 // programs as one row).
 func TestLayoutNamesEveryPackage(t *testing.T) {
-	doc, err := os.ReadFile("docs/layout.md")
+	// The module's root: this file's directory (CI runs the unprivileged
+	// pass elsewhere, where the source may not be readable: that pass
+	// skips, the root pass checks).
+	_, self, _, _ := runtime.Caller(0)
+	root := filepath.Dir(self)
+	doc, err := os.ReadFile(filepath.Join(root, "docs/layout.md"))
 	if err != nil {
-		t.Fatal(err)
+		t.Skipf("the module's source is not readable here: %v", err)
 	}
 	seen := map[string]bool{}
-	err = filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
+		p, _ = filepath.Rel(root, p)
 		if d.IsDir() {
 			if n := d.Name(); p != "." && (strings.HasPrefix(n, ".") || n == "testdata" || p == "bench" || p == "docs") {
 				return filepath.SkipDir
