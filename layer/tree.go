@@ -318,21 +318,6 @@ func (f fdFile) Read(b []byte) (int, error) {
 	}
 }
 
-func (f fdFile) Write(b []byte) (int, error) {
-	done := 0
-	for done < len(b) {
-		n, err := unix.Write(int(f), b[done:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return done, err
-		}
-		done += n
-	}
-	return done, nil
-}
-
 // WriteAt writes b at off (pwrite(2)), all of it or an error.
 func (f fdFile) WriteAt(b []byte, off int64) (int, error) {
 	done := 0
