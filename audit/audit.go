@@ -75,7 +75,7 @@ type Entry struct {
 	Error string `json:"error,omitempty"`
 	// Denials are how the command hit the sandbox's wall, one
 	// "KIND PATH-OR-HOST" each ("read-only /home/u/.npm",
-	// "network evil.test"; sandbox.ExplainDenials).
+	// "network evil.test"; hostview.ExplainDenials).
 	Denials []string `json:"denials,omitempty"`
 	// Truncated is set by Record when it cut any of the strings or the
 	// arguments.

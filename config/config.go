@@ -19,6 +19,7 @@ import (
 	"github.com/knadh/koanf/v2"
 	yamlv3 "go.yaml.in/yaml/v3"
 
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/startdir"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -69,7 +70,7 @@ type Settings struct {
 	// TmpSizeMB is the size of /tmp and /dev/shm in MiB (key tmp_size_mb).
 	TmpSizeMB int
 	// EnvDeny and EnvAllow adjust the environment deny list (keys env_deny,
-	// env_allow): name patterns as in sandbox.DefaultEnvDeny.
+	// env_allow): name patterns as in hostview.DefaultEnvDeny.
 	EnvDeny, EnvAllow []string
 	// RunAs is the host identity that holds sandboxes when corral runs as
 	// root (key run_as; see bwrap.Options.RunAs).
@@ -585,7 +586,7 @@ func readEnv(environ []string) (*koanf.Koanf, error) {
 // duplicate winning).
 func lookupIn(environ []string) func(string) string {
 	return func(name string) string {
-		v, _ := sandbox.LookupEnv(environ, name)
+		v, _ := hostview.LookupEnv(environ, name)
 		return v
 	}
 }

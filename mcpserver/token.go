@@ -17,7 +17,7 @@ import (
 
 // TokenFileName is the file, in corral's state directory, that keeps the
 // bearer token `corral serve` requires when no token is set. The state
-// directory is hidden from every sandbox (sandbox.BindHost.HiddenDirs), so
+// directory is hidden from every sandbox (hostview.BindHost.HiddenDirs), so
 // a command that can reach the server's port (the network profile shares
 // the host's loopback) still cannot learn the token.
 const TokenFileName = "serve-token"

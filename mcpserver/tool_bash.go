@@ -9,7 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/session"
 )
 
@@ -77,7 +77,7 @@ type CommandResult struct {
 	// Denials say how a failed command hit the sandbox's wall, as its
 	// output shows: a read-only or hidden path, no network or a host the
 	// allowlist refuses, a system call the filter refuses.
-	Denials []sandbox.Denial `json:"denials,omitempty" jsonschema:"how the command hit the sandbox's limits (read-only or hidden path, network, refused system call), one line each, with what would allow it"`
+	Denials []hostview.Denial `json:"denials,omitempty" jsonschema:"how the command hit the sandbox's limits (read-only or hidden path, network, refused system call), one line each, with what would allow it"`
 	// DurationMS is the wall-clock time the command ran, in milliseconds.
 	DurationMS int64 `json:"duration_ms" jsonschema:"wall-clock milliseconds the command ran"`
 	// ID names the background process a background: true call started.

@@ -17,8 +17,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/atomicfile"
-	"github.com/corralhq/corral/sandbox"
 )
 
 // Caps of the server's answers.
@@ -216,7 +216,7 @@ func (s *server) realTarget(path string) (string, error) {
 }
 
 // checkProtected refuses a write whose real target is a protected path or
-// lies below one (sandbox.MatchProtectedIn: also the hooks and
+// lies below one (hostview.MatchProtectedIn: also the hooks and
 // configuration of a git directory not named .git, such as a bare
 // repository or a separate git directory). It judges the real path, so a
 // symlink in the tree that leads into .git/hooks does not get around it,
@@ -230,7 +230,7 @@ func (s *server) checkProtected(path, real string) error {
 		rel := real[len(root)+1:]
 		st, err := os.Lstat(real)
 		dir := err == nil && st.IsDir()
-		if _, ok := sandbox.MatchProtectedIn(root, rel, dir, s.patterns); !ok {
+		if _, ok := hostview.MatchProtectedIn(root, rel, dir, s.patterns); !ok {
 			continue
 		}
 		what := rel + " is a protected path"

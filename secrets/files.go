@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/atomicfile"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -50,7 +51,7 @@ type FileCopy struct {
 // host's link target does not exist in a container. Pure.
 func HomeDest(given, home, homeReal, containerHome string) (dest string, inHome bool) {
 	for _, h := range []string{home, homeReal} {
-		if rel, ok := sandbox.RelToHome(given, filepath.Clean(h)); ok && h != "" {
+		if rel, ok := hostview.RelToHome(given, filepath.Clean(h)); ok && h != "" {
 			return path.Join(containerHome, rel), true
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/atomicfile"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -67,7 +68,7 @@ func Prepare(req *sandbox.Request) (*Prepared, error) {
 	if penv == nil {
 		penv = req.Env
 	}
-	secs, err := Resolve(req.Secrets, func(k string) (string, bool) { return sandbox.LookupEnv(penv, k) }, ProcessKey())
+	secs, err := Resolve(req.Secrets, func(k string) (string, bool) { return hostview.LookupEnv(penv, k) }, ProcessKey())
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/hostview"
 )
 
 // TestDenialReasons: a command that hits the sandbox's wall gets one line
@@ -26,10 +26,10 @@ func TestDenialReasons(t *testing.T) {
 	for _, c := range []struct {
 		name, cmd, kind, says string
 	}{
-		{"read-only", "touch /usr/corral-denial-test", sandbox.DenialReadOnly, "/usr/corral-denial-test is read-only in this sandbox (profile workspace); writable: "},
-		{"hidden", "cat " + filepath.Join(home, ".ssh", "id_ed25519"), sandbox.DenialHidden, filepath.Join(home, ".ssh", "id_ed25519") + " exists on the host but is hidden"},
-		{"network", "python3 -c 'import socket; socket.getaddrinfo(\"example.com\", 80)'", sandbox.DenialNetwork, "no network (profile workspace)"},
-		{"syscall", "python3 -c 'import socket; socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)'", sandbox.DenialSyscall, "new Unix sockets (AF_UNIX) are refused"},
+		{"read-only", "touch /usr/corral-denial-test", hostview.DenialReadOnly, "/usr/corral-denial-test is read-only in this sandbox (profile workspace); writable: "},
+		{"hidden", "cat " + filepath.Join(home, ".ssh", "id_ed25519"), hostview.DenialHidden, filepath.Join(home, ".ssh", "id_ed25519") + " exists on the host but is hidden"},
+		{"network", "python3 -c 'import socket; socket.getaddrinfo(\"example.com\", 80)'", hostview.DenialNetwork, "no network (profile workspace)"},
+		{"syscall", "python3 -c 'import socket; socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)'", hostview.DenialSyscall, "new Unix sockets (AF_UNIX) are refused"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := f.exec(s, c.cmd)

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/tail"
 	"github.com/corralhq/corral/portfwd"
 	"github.com/corralhq/corral/sandbox"
@@ -131,8 +132,8 @@ type ExecResult struct {
 	// Notes are things to tell the caller (a vanished cwd, a skipped bind).
 	Notes []string
 	// Denials say, for a command that failed, how it hit the sandbox's
-	// wall as its output shows (sandbox.ExplainDenials): at most three.
-	Denials []sandbox.Denial
+	// wall as its output shows (hostview.ExplainDenials): at most three.
+	Denials []hostview.Denial
 }
 
 // startMagic is written by the wrapper as soon as the shell runs.
@@ -304,7 +305,7 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 		last.Write([]byte(out.Output.Text))
 	}
 	if res.ExitCode != 0 && !res.TimedOut {
-		out.Denials = sandbox.ExplainDenials(last.String(), sandbox.DenialContextFor(sreq, sp.Backend, sandbox.TraitsOf(sp.Backend).HostPaths))
+		out.Denials = hostview.ExplainDenials(last.String(), hostview.DenialContextFor(sreq, sp.Backend, sandbox.TraitsOf(sp.Backend).HostPaths))
 	}
 	if bytes.HasPrefix(raw, []byte(noDirMagic+"\x00")) {
 		return nil, fmt.Errorf("%w: the directory %s does not exist in the sandbox, or cannot be entered; nothing was run", sandbox.ErrBadRequest, dir)
@@ -450,10 +451,10 @@ func (s *Session) loadState(sp *Spec) (*State, error) {
 	if env == nil {
 		env = os.Environ()
 	}
-	st.Env = sandbox.FilterEnv(env, nil)
+	st.Env = hostview.FilterEnv(env, nil)
 	for _, kv := range NonInteractiveEnv {
 		k, _, _ := strings.Cut(kv, "=")
-		if _, ok := sandbox.LookupEnv(st.Env, k); !ok {
+		if _, ok := hostview.LookupEnv(st.Env, k); !ok {
 			st.Env = append(st.Env, kv)
 		}
 	}

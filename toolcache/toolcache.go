@@ -82,7 +82,7 @@ type Options struct {
 	// Root is the cache directory as the sandbox sees it (absolute, clean).
 	Root string
 	// Env is the command's environment after the environment policy
-	// (sandbox.FilterEnvPolicy): values read from it reach the sandbox
+	// (hostview.FilterEnvPolicy): values read from it reach the sandbox
 	// anyway, so nothing the policy withheld comes back through Env.
 	Env []string
 	// Keep reports whether a path (absolute, clean) the caller set one of
@@ -100,7 +100,7 @@ type Options struct {
 	GoProxy string
 }
 
-// Env returns the assignments ("NAME=value", for sandbox.FilterEnv's set)
+// Env returns the assignments ("NAME=value", for hostview.FilterEnv's set)
 // that point the tools' caches into o.Root. Precedence, per variable: a
 // value the caller (or a session's command, by export) set to an absolute
 // path that o.Keep accepts stays as it is; anything else (unset, empty,

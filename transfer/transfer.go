@@ -14,7 +14,7 @@
 // symlink (even one pointing inside), an entry of a kind other than file,
 // directory or symlink (devices, fifos, hard links), and, with
 // Options.Protected, a protected path of the workspace as the file tools
-// refuse it (sandbox.MatchProtectedIn).
+// refuse it (hostview.MatchProtectedIn).
 //
 // What comes out of a sandbox (Options.Top, Options.Gate) is checked
 // again on the host's side, whatever the far end's helper did: every
@@ -43,9 +43,9 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/handback"
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/dirlist"
 	"github.com/corralhq/corral/internal/sparse"
-	"github.com/corralhq/corral/sandbox"
 )
 
 // ErrRefused wraps every entry Unpack will not write and every source Pack
@@ -474,7 +474,7 @@ func protectedEntry(root, rel string, isDir bool, o Options) error {
 	if len(o.Protected) == 0 {
 		return nil
 	}
-	if m, ok := sandbox.MatchProtectedIn(root, rel, isDir, o.Protected); ok {
+	if m, ok := hostview.MatchProtectedIn(root, rel, isDir, o.Protected); ok {
 		return fmt.Errorf("%w: %s is a protected path (%s): corral never writes it into a workspace", ErrRefused, rel, m)
 	}
 	return nil
@@ -607,7 +607,7 @@ func deleteUnseen(rt *os.Root, root, dir string, seen pathSet, o Options, isGitD
 				return err
 			}
 			if len(protected) > 0 {
-				if _, ok := sandbox.MatchProtectedIn(root, c, fi.IsDir(), protected); ok {
+				if _, ok := hostview.MatchProtectedIn(root, c, fi.IsDir(), protected); ok {
 					return nil
 				}
 			}

@@ -15,7 +15,7 @@ import (
 // TestBindPolicyHomes: a bind of another person's home, of a directory
 // holding one (as /home holds them) or of root's home, at its own path or
 // elsewhere, never shows their dot entries and credential stores, which
-// the home rules hide (sandbox.DecideBind): at its own path they are
+// the home rules hide (hostview.DecideBind): at its own path they are
 // covered, elsewhere the bind is ignored.
 func TestBindPolicyHomes(t *testing.T) {
 	e := newEnv(t)

@@ -392,7 +392,7 @@ func TestBinds(t *testing.T) {
 	}
 	defer l.Close()
 	// A socket anyone may connect to can be bound; one only its owner can
-	// is refused (sandbox.DecideBind; TestBindPolicySockets).
+	// is refused (hostview.DecideBind; TestBindPolicySockets).
 	if err := os.Chmod(sock, 0o777); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/forkfds"
 	"github.com/corralhq/corral/layer"
 	"github.com/corralhq/corral/netproxy"
@@ -597,13 +598,13 @@ func (h *layerHolder) path(path string) string {
 	return "/proc/" + strconv.Itoa(h.pid) + "/root" + path
 }
 
-// findProtected is sandbox.FindProtectedErr of root as view shows it,
+// findProtected is hostview.FindProtectedErr of root as view shows it,
 // with the paths it reports given as on the host.
-func findProtected(root string, pats []string, view *layerHolder) ([]sandbox.ProtectedPath, bool, error) {
+func findProtected(root string, pats []string, view *layerHolder) ([]hostview.ProtectedPath, bool, error) {
 	if !view.covers(root) {
-		return sandbox.FindProtectedErr(root, pats)
+		return hostview.FindProtectedErr(root, pats)
 	}
-	found, cut, err := sandbox.FindProtectedErr(view.path(root), pats)
+	found, cut, err := hostview.FindProtectedErr(view.path(root), pats)
 	for i := range found {
 		found[i].Path = filepath.Join(root, filepath.FromSlash(found[i].Rel))
 	}

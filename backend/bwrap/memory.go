@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/hostview"
 )
 
 // This file is the policy of memory_mb where no memory cgroup holds a bwrap
@@ -70,7 +70,7 @@ func cutCorralMaxRAM(s string) (string, bool) {
 // previous command got dropped first); memoryMB 0 or less drops that
 // option only, and a variable left empty is removed. Pure.
 func withJavaMaxRAM(env []string, memoryMB int) []string {
-	v, had := sandbox.LookupEnv(env, "JAVA_TOOL_OPTIONS")
+	v, had := hostview.LookupEnv(env, "JAVA_TOOL_OPTIONS")
 	rest, _ := cutCorralMaxRAM(v)
 	if memoryMB > 0 {
 		rest = strings.TrimRight(fmt.Sprintf("-XX:MaxRAM=%dm %s", memoryMB, rest), " ")
@@ -79,7 +79,7 @@ func withJavaMaxRAM(env []string, memoryMB int) []string {
 	case rest == v:
 		return env
 	case rest == "" && had:
-		return sandbox.FilterEnv(env, []string{"JAVA_TOOL_OPTIONS"})
+		return hostview.FilterEnv(env, []string{"JAVA_TOOL_OPTIONS"})
 	}
-	return sandbox.FilterEnv(env, nil, "JAVA_TOOL_OPTIONS="+rest)
+	return hostview.FilterEnv(env, nil, "JAVA_TOOL_OPTIONS="+rest)
 }

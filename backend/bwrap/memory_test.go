@@ -3,6 +3,7 @@ package bwrap
 import (
 	"testing"
 
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -69,14 +70,14 @@ func TestWithJavaMaxRAM(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := withJavaMaxRAM(tc.env, tc.mb)
-			v, ok := sandbox.LookupEnv(got, "JAVA_TOOL_OPTIONS")
+			v, ok := hostview.LookupEnv(got, "JAVA_TOOL_OPTIONS")
 			if !ok {
 				v = "-"
 			}
 			if v != tc.want {
 				t.Errorf("JAVA_TOOL_OPTIONS = %q, want %q (env %q)", v, tc.want, got)
 			}
-			if p, _ := sandbox.LookupEnv(got, "PATH"); p != "" && p != "/bin" {
+			if p, _ := hostview.LookupEnv(got, "PATH"); p != "" && p != "/bin" {
 				t.Errorf("PATH changed: %q", got)
 			}
 		})

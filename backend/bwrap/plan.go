@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/toolcache"
 )
@@ -136,8 +137,8 @@ type Plan struct {
 	// Env is the command's environment.
 	Env []string
 	// EnvWithheld are the variables kept out of Env for their value (see
-	// sandbox.FilterEnvPolicy), for the log.
-	EnvWithheld []sandbox.EnvDrop
+	// hostview.FilterEnvPolicy), for the log.
+	EnvWithheld []hostview.EnvDrop
 	// Warnings are non-fatal findings for the person.
 	Warnings []string
 	// Own are the session's own directories, read-write or not: the working
@@ -157,10 +158,10 @@ type Plan struct {
 	// after it if the command replaced them.
 	Create, Links []protectItem
 	// ProtectScanCut lists the writable directories whose scan for nested
-	// protected paths stopped at its bounds (sandbox.FindProtected).
+	// protected paths stopped at its bounds (hostview.FindProtected).
 	ProtectScanCut []string
 	// ProtectScanErr is why a scan could not read all it had to (a full
-	// descriptor table: sandbox.FindProtectedErr), or nil; the command is
+	// descriptor table: hostview.FindProtectedErr), or nil; the command is
 	// refused as for a cut scan, as a passing failure.
 	ProtectScanErr error
 	// protectRoots are the writable directories (directories only) the
@@ -231,13 +232,8 @@ type planner struct {
 // otherHomeCredentials.) Errors wrap
 // sandbox.ErrPolicy or sandbox.ErrBadRequest and name the path.
 func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
-	if len(req.Argv) == 0 || req.Argv[0] == "" {
-		return nil, fmt.Errorf("%w: no command given", sandbox.ErrBadRequest)
-	}
-	for _, a := range req.Argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			return nil, fmt.Errorf("%w: command argument contains a NUL byte", sandbox.ErrBadRequest)
-		}
+	if err := req.Validate(); err != nil {
+		return nil, err
 	}
 	profile := req.Profile
 	if profile == "" {
@@ -340,15 +336,15 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		return nil, err
 	}
 	set = append(set, secretSet...)
-	plan.Env, plan.EnvWithheld = sandbox.FilterEnvPolicy(env, append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...), req.EnvAllow, set...)
+	plan.Env, plan.EnvWithheld = hostview.FilterEnvPolicy(env, append(slices.Clone(hostview.DefaultEnvDeny), req.EnvDeny...), req.EnvAllow, set...)
 	if cache != "" {
 		// From the filtered environment: MAVEN_OPTS and GOPROXY are built
 		// on the caller's values, which must not bring back what the
 		// policy withheld.
-		plan.Env = sandbox.FilterEnv(plan.Env, nil, p.cacheEnv(cache, scratch, sessionHome, writable, plan.Env)...)
+		plan.Env = hostview.FilterEnv(plan.Env, nil, p.cacheEnv(cache, scratch, sessionHome, writable, plan.Env)...)
 	} else if req.CacheDir != "" {
 		// Restricted: the caches go to the fresh /tmp (tmpCache).
-		plan.Env = sandbox.FilterEnv(plan.Env, nil, p.tmpCacheEnv(scratch, sessionHome, plan.Env)...)
+		plan.Env = hostview.FilterEnv(plan.Env, nil, p.tmpCacheEnv(scratch, sessionHome, plan.Env)...)
 	}
 	// Last: the secrets' JAVA_TOOL_OPTIONS is in by now.
 	plan.Env = withJavaMaxRAM(plan.Env, host.JavaMaxRAMMB)
@@ -367,7 +363,7 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		// lies.
 		p.add(phaseReveal, mount{Kind: mRoBind, Src: f, Dest: gitSystemConfigDest})
 		p.reach = append(p.reach, f)
-		plan.Env = sandbox.FilterEnv(plan.Env, nil, "GIT_CONFIG_SYSTEM="+gitSystemConfigDest)
+		plan.Env = hostview.FilterEnv(plan.Env, nil, "GIT_CONFIG_SYSTEM="+gitSystemConfigDest)
 	}
 	plan.Mounts = p.ordered()
 	plan.Warnings = p.warns
@@ -642,7 +638,7 @@ func (p *planner) loadAllow() {
 	for _, a := range nestedAllow {
 		p.allow[a] = true
 	}
-	if path, ok := sandbox.LookupEnv(p.policyEnv(), "PATH"); ok {
+	if path, ok := hostview.LookupEnv(p.policyEnv(), "PATH"); ok {
 		for _, d := range filepath.SplitList(path) {
 			if !filepath.IsAbs(d) {
 				continue
@@ -862,8 +858,8 @@ func (p *planner) masks() {
 }
 
 // systemSecrets are files, readable by root only, that read as empty in
-// every sandbox (sandbox.SystemSecrets).
-var systemSecrets = sandbox.SystemSecrets
+// every sandbox (hostview.SystemSecrets).
+var systemSecrets = hostview.SystemSecrets
 
 // searchableByOthers reports whether dir and every directory above it can be
 // entered by anyone (the "other" execute bit).
@@ -881,8 +877,8 @@ func searchableByOthers(dir string) bool {
 
 // otherHomes lists the home directories of people in the passwd database
 // (uid 0 and uids from 1000, not nobody) other than home, that exist and
-// are not / (sandbox.PeopleHomes).
-func otherHomes(home string) []string { return sandbox.PeopleHomes(home) }
+// are not / (hostview.PeopleHomes).
+func otherHomes(home string) []string { return hostview.PeopleHomes(home) }
 
 // pin binds onto themselves the directories between the writable mount that
 // holds q and q's parent, so none of them can be renamed while the sandbox
@@ -1009,7 +1005,7 @@ func (p *planner) sessionHome(profile sandbox.Profile) (string, error) {
 // directory for SSL_CERT_DIR), is skipped with a warning.
 func (p *planner) caBundles() {
 	for _, v := range caBundleVars {
-		val, ok := sandbox.LookupEnv(p.policyEnv(), v)
+		val, ok := hostview.LookupEnv(p.policyEnv(), v)
 		if !ok || val == "" || !filepath.IsAbs(val) {
 			continue
 		}
@@ -1051,7 +1047,7 @@ func (p *planner) caBundles() {
 }
 
 // binds judges the configured binds by the policy every backend shares
-// (sandbox.DecideBind, on facts read here: the homes of the caller and of
+// (hostview.DecideBind, on facts read here: the homes of the caller and of
 // the other people, credential stores and their targets, the sockets in
 // each source) and turns the ones it mounts into bwrap steps: the bind in
 // phaseTree, and what the home rules hide inside it (dot entries of any
@@ -1085,7 +1081,7 @@ func (p *planner) binds(workdir string, writable bool) ([]mount, error) {
 	h := p.bindHost(writableRoots)
 	var out []mount
 	for _, b := range p.req.Binds {
-		d, err := sandbox.DecideBind(b, h, sandbox.InspectBindSource(b, h))
+		d, err := hostview.DecideBind(b, h, hostview.InspectBindSource(b, h))
 		if err != nil {
 			return nil, err
 		}
@@ -1127,13 +1123,13 @@ func (p *planner) binds(workdir string, writable bool) ([]mount, error) {
 
 // peopleHomes lists the other people's home directories (the caller's,
 // given, left out); a variable so tests can add homes of their own.
-var peopleHomes = sandbox.PeopleHomes
+var peopleHomes = hostview.PeopleHomes
 
 // bindHost gathers the facts the bind policy judges every bind of this
 // sandbox by.
-func (p *planner) bindHost(writableRoots []string) *sandbox.BindHost {
+func (p *planner) bindHost(writableRoots []string) *hostview.BindHost {
 	p.loadAllow()
-	h := &sandbox.BindHost{
+	h := &hostview.BindHost{
 		Home:          p.host.Home,
 		OtherHomes:    peopleHomes(p.host.Home),
 		HiddenDirs:    p.host.HiddenDirs,
@@ -1145,7 +1141,7 @@ func (p *planner) bindHost(writableRoots []string) *sandbox.BindHost {
 	// less credential stores), PATH directories under home apart: they are
 	// the caller's home's only.
 	path := map[string]bool{}
-	if v, ok := sandbox.LookupEnv(p.policyEnv(), "PATH"); ok {
+	if v, ok := hostview.LookupEnv(p.policyEnv(), "PATH"); ok {
 		for _, d := range filepath.SplitList(v) {
 			if !filepath.IsAbs(d) {
 				continue
@@ -1162,7 +1158,7 @@ func (p *planner) bindHost(writableRoots []string) *sandbox.BindHost {
 		}
 	}
 	sort.Strings(h.Allow)
-	for _, w := range sandbox.GatherBindHost(h) {
+	for _, w := range hostview.GatherBindHost(h) {
 		p.warn("%s", w)
 	}
 	for _, s := range p.host.MaskFiles {
@@ -1174,8 +1170,8 @@ func (p *planner) bindHost(writableRoots []string) *sandbox.BindHost {
 }
 
 // systemDir returns the system tree r (resolved) falls under, or ""
-// (sandbox.SystemTree).
-func systemDir(r string) string { return sandbox.SystemTree(r) }
+// (hostview.SystemTree).
+func systemDir(r string) string { return hostview.SystemTree(r) }
 
 // underFreshTmpfs reports whether dest lies where the sandbox has a fresh
 // tmpfs in which bwrap can create a mount point: /tmp, /dev/shm, the home
@@ -1229,12 +1225,12 @@ func (p *planner) holdsHidden(r string) bool {
 
 // credentialTargets returns the credential stores and files of the home
 // directory that exist, and where their symlinks (and the symlinks inside
-// the stores) lead (sandbox.CredentialTargets). Computed once per plan.
+// the stores) lead (hostview.CredentialTargets). Computed once per plan.
 func (p *planner) credentialTargets() []string {
 	if p.credTargets != nil {
 		return p.credTargets
 	}
-	t, warnings := sandbox.CredentialTargets(p.host.Home)
+	t, warnings := hostview.CredentialTargets(p.host.Home)
 	p.credTargets = append([]string{}, t...)
 	for _, w := range warnings {
 		p.warn("%s", w)

@@ -901,7 +901,7 @@ func TestPlanBindElsewhereOfMaskedFiles(t *testing.T) {
 
 // TestPlanBindCovers: a bind at its own path of a directory holding
 // another person's home is kept, and what the home rules hide in it is
-// covered after it (sandbox.DecideBind): dot entries that are not allowed
+// covered after it (hostview.DecideBind): dot entries that are not allowed
 // and credential stores by an empty tmpfs, files by the empty file;
 // allowed entries are not covered. Elsewhere the bind is ignored.
 func TestPlanBindCovers(t *testing.T) {

@@ -1,15 +1,15 @@
 package bwrap
 
-import "github.com/corralhq/corral/sandbox"
+import "github.com/corralhq/corral/hostview"
 
-// The home rules' lists are the sandbox package's, shared with the docker
-// backend's bind policy (sandbox.DecideBind); see there for what each
+// The home rules' lists are package hostview's, shared with the docker
+// backend's bind policy (hostview.DecideBind); see there for what each
 // holds.
 var (
-	homeAllow        = sandbox.DefaultHomeAllow
-	nestedAllow      = sandbox.DefaultNestedAllow
-	credentialStores = sandbox.CredentialStores
-	credentialFiles  = sandbox.CredentialFiles
+	homeAllow        = hostview.DefaultHomeAllow
+	nestedAllow      = hostview.DefaultNestedAllow
+	credentialStores = hostview.CredentialStores
+	credentialFiles  = hostview.CredentialFiles
 )
 
 // caBundleVars name a CA bundle (a file, or a directory for SSL_CERT_DIR).
@@ -21,19 +21,19 @@ var caBundleVars = []string{
 }
 
 // dockerSockets are replaced by an empty file inside the sandbox
-// (sandbox.EngineSockets).
-var dockerSockets = sandbox.EngineSockets
+// (hostview.EngineSockets).
+var dockerSockets = hostview.EngineSockets
 
-// within reports whether p is base or lies below it (sandbox.Within).
-func within(p, base string) bool { return sandbox.Within(p, base) }
+// within reports whether p is base or lies below it (hostview.Within).
+func within(p, base string) bool { return hostview.Within(p, base) }
 
 // isCredentialRel reports whether rel (relative to home) is a credential
-// store or lies inside one (sandbox.IsCredentialRel).
-func isCredentialRel(rel string) bool { return sandbox.IsCredentialRel(rel) }
+// store or lies inside one (hostview.IsCredentialRel).
+func isCredentialRel(rel string) bool { return hostview.IsCredentialRel(rel) }
 
 // relToHome returns p relative to home, or ok=false when p is not inside
-// home (or is home itself) (sandbox.RelToHome).
-func relToHome(p, home string) (string, bool) { return sandbox.RelToHome(p, home) }
+// home (or is home itself) (hostview.RelToHome).
+func relToHome(p, home string) (string, bool) { return hostview.RelToHome(p, home) }
 
 // isNestedDir reports whether rel is one of .config, .local, .local/share.
-func isNestedDir(rel string) bool { return sandbox.IsNestedHomeDir(rel) }
+func isNestedDir(rel string) bool { return hostview.IsNestedHomeDir(rel) }

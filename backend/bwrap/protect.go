@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/handback"
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/termsafe"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -83,7 +84,7 @@ import (
 // that command ends (the check runs then), and what a command made stays
 // if corral itself is killed before the check.
 //
-// The scan is bounded (sandbox.FindProtected). When it is cut short in a
+// The scan is bounded (hostview.FindProtected). When it is cut short in a
 // writable directory, Run refuses the command (scanCutError, before
 // anything is made on the host): the part it did not see could hold a
 // protected path a command made (a flood of directories below .git/modules
@@ -228,7 +229,7 @@ func scanCutError(plan *Plan) error {
 	if len(plan.ProtectScanCut) == 0 {
 		return nil
 	}
-	return sandbox.ScanCutError(plan.ProtectScanCut[0], plan.ProtectScanCut[0] == plan.Workdir)
+	return hostview.ScanCutError(plan.ProtectScanCut[0], plan.ProtectScanCut[0] == plan.Workdir)
 }
 
 // roBindProtected binds the host path real, which lies in the writable
@@ -335,7 +336,7 @@ func gitMembers(name string) (dir, ok bool) {
 // linked worktree's git directory (it holds commondir) is left alone: git
 // takes hooks and configuration from the common directory, so what corral
 // made there would only be clutter.
-func gitMember(f sandbox.ProtectedPath, parent string) (dir bool, ok bool) {
+func gitMember(f hostview.ProtectedPath, parent string) (dir bool, ok bool) {
 	dir, ok = gitMembers(filepath.Base(f.Rel))
 	if !ok || !f.Aliased && !strings.Contains("/"+f.Rel, "/.git/") {
 		return false, false
@@ -459,7 +460,7 @@ func (b *Backend) checkProtected(plan *Plan) []string {
 		} else if truncated {
 			// What the scan did not reach is not checked; the next
 			// command is refused (scanCutError).
-			warns = append(warns, sandbox.ScanCutWarning(r.src, r.dest == plan.Workdir))
+			warns = append(warns, hostview.ScanCutWarning(r.src, r.dest == plan.Workdir))
 		}
 		for _, f := range found {
 			if f.Exists && !plan.protectBefore[f.Path] {
@@ -523,7 +524,7 @@ func (q *quarantine) take(parentFd int, parent, name string) (string, error) {
 }
 
 // sweep moves out the protected path f, which the command made.
-func (q *quarantine) sweep(f sandbox.ProtectedPath, roots []protectRoot, view *layerHolder) string {
+func (q *quarantine) sweep(f hostview.ProtectedPath, roots []protectRoot, view *layerHolder) string {
 	parent, err := filepath.Dir(f.Path), error(nil)
 	if len(f.Links) > 0 && view.covers(f.Path) {
 		return fmt.Sprintf("%s was made by the command behind a symlink in the review layer; it is a protected path: look at it before you apply the layer", termsafe.Path(f.Path))

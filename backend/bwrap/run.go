@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/atomicfile"
 	"github.com/corralhq/corral/internal/forkfds"
 	"github.com/corralhq/corral/netproxy"
@@ -642,7 +643,7 @@ func checkCommand(argv0 string, env []string, dir string) (string, int) {
 		}
 		return "", 0
 	}
-	path, _ := sandbox.LookupEnv(env, "PATH")
+	path, _ := hostview.LookupEnv(env, "PATH")
 	for _, d := range filepath.SplitList(path) {
 		if d == "" {
 			d = "."

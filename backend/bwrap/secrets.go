@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/secrets"
@@ -72,7 +73,7 @@ func (p *planner) planSecrets(env []string) ([]string, []string, error) {
 	if f == nil {
 		return nil, nil, fmt.Errorf("%w: the request declares secrets but the backend prepared none", sandbox.ErrBadRequest)
 	}
-	env = sandbox.FilterEnv(env, f.Strip)
+	env = hostview.FilterEnv(env, f.Strip)
 	set := slices.Clone(f.Env)
 	if f.Bundle != "" && len(f.BundleDests) > 0 {
 		for _, d := range f.BundleDests {

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/toolcache"
 )
@@ -56,7 +57,7 @@ func (p *planner) toolCache(profile sandbox.Profile, scratch, sessionHome string
 // left alone, with a warning.
 func (p *planner) cargoConfig(cache string) {
 	home := ""
-	if v, ok := sandbox.LookupEnv(p.policyEnv(), "CARGO_HOME"); ok && filepath.IsAbs(v) {
+	if v, ok := hostview.LookupEnv(p.policyEnv(), "CARGO_HOME"); ok && filepath.IsAbs(v) {
 		home = filepath.Clean(v)
 	} else if p.host.Home != "" && p.host.Home != "/" {
 		home = filepath.Join(p.host.Home, ".cargo")
@@ -142,7 +143,7 @@ func (p *planner) cacheEnv(cache, scratch, sessionHome string, writable bool, en
 			seed = r
 		}
 	}
-	if _, secret := sandbox.CredentialInValue(proxy); secret {
+	if _, secret := hostview.CredentialInValue(proxy); secret {
 		seed = ""
 	}
 	return toolcache.Env(toolcache.Options{Root: cache, Env: env, Keep: keep, GoSeed: seed, GoProxy: proxy})

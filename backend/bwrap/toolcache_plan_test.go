@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -52,7 +53,7 @@ func TestPlanToolCache(t *testing.T) {
 		"PIP_CACHE_DIR": cache + "/pip", "CARGO_HOME": cache + "/cargo", "GRADLE_USER_HOME": cache + "/gradle",
 		"YARN_CACHE_FOLDER": cache + "/yarn", "PNPM_HOME": cache + "/pnpm", "MAVEN_OPTS": "-Dmaven.repo.local=" + cache + "/m2",
 	} {
-		if got, _ := sandbox.LookupEnv(plan.Env, name); got != want {
+		if got, _ := hostview.LookupEnv(plan.Env, name); got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
 		}
 	}
@@ -79,16 +80,16 @@ func TestPlanToolCacheRestricted(t *testing.T) {
 		"GOCACHE": tmpCache + "/go-build", "GOMODCACHE": tmpCache + "/go-mod", "npm_config_cache": tmpCache + "/npm",
 		"PIP_CACHE_DIR": tmpCache + "/pip", "GRADLE_USER_HOME": tmpCache + "/gradle", "MAVEN_OPTS": "-Xmx1g -Dmaven.repo.local=" + tmpCache + "/m2",
 	} {
-		if got, _ := sandbox.LookupEnv(plan.Env, name); got != want {
+		if got, _ := hostview.LookupEnv(plan.Env, name); got != want {
 			t.Errorf("%s = %q under restricted, want %q", name, got, want)
 		}
 	}
-	if v, ok := sandbox.LookupEnv(plan.Env, "CARGO_HOME"); ok {
+	if v, ok := hostview.LookupEnv(plan.Env, "CARGO_HOME"); ok {
 		t.Errorf("CARGO_HOME = %q under restricted, want it unset", v)
 	}
 	// tool_caches: off sets nothing.
 	plan = f.build(t, func(r *sandbox.Request) { r.Profile = sandbox.ProfileRestricted })
-	if v, ok := sandbox.LookupEnv(plan.Env, "GOCACHE"); ok {
+	if v, ok := hostview.LookupEnv(plan.Env, "GOCACHE"); ok {
 		t.Errorf("GOCACHE = %q under restricted without a cache directory, want it unset", v)
 	}
 }
@@ -154,7 +155,7 @@ func TestPlanToolCacheCallersValues(t *testing.T) {
 		// The host's module cache is readable: modules come from there first.
 		"GOPROXY": "file://" + mod + "/cache/download,https://proxy.example",
 	} {
-		if got, _ := sandbox.LookupEnv(plan.Env, name); got != want {
+		if got, _ := hostview.LookupEnv(plan.Env, name); got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
 		}
 	}
@@ -166,7 +167,7 @@ func TestPlanToolCacheCallersValues(t *testing.T) {
 		r.Workdir = f.home
 		r.Env = append(r.Env, "GOMODCACHE="+mod)
 	})
-	if got, _ := sandbox.LookupEnv(plan.Env, "GOMODCACHE"); got != cache+"/go-mod" {
+	if got, _ := hostview.LookupEnv(plan.Env, "GOMODCACHE"); got != cache+"/go-mod" {
 		t.Errorf("GOMODCACHE = %q with the home directory writable, want corral's", got)
 	}
 
@@ -182,7 +183,7 @@ func TestPlanToolCacheCallersValues(t *testing.T) {
 			t.Errorf("a withheld credential came back: %s", kv)
 		}
 	}
-	if got, ok := sandbox.LookupEnv(plan.Env, "GOPROXY"); ok {
+	if got, ok := hostview.LookupEnv(plan.Env, "GOPROXY"); ok {
 		t.Errorf("GOPROXY = %q, want none (the caller's carries a credential)", got)
 	}
 }

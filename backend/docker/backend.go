@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/toolcache"
@@ -81,7 +82,7 @@ func (b *Backend) WritableRoots(req *sandbox.Request) []string {
 			continue
 		}
 		// At its own path, a bind appears at its resolved source
-		// (sandbox.DecideBind).
+		// (hostview.DecideBind).
 		dest := filepath.Clean(bd.Target())
 		if dest == filepath.Clean(bd.Src) {
 			if r, err := filepath.EvalSymlinks(dest); err == nil {
@@ -104,12 +105,12 @@ var keepFromHost = []string{"LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "COLORTERM
 // variables that are the host's own (same name and value as in
 // req.PolicyEnv: PATH, HOME, USER, SHELL and every other one corral
 // inherited) unless env_allow or keepFromHost names them, then filtered by
-// the environment policy of every backend (sandbox.FilterEnvPolicy: names
+// the environment policy of every backend (hostview.FilterEnvPolicy: names
 // and values), which variables a session exported meet too. withheld lists
 // the variables dropped for their value. The image's own variables (PATH)
 // apply where none is given. HOME and TMPDIR are the container's, and so
 // are the tool caches' variables when req.CacheDir is set (CacheDir).
-func (b *Backend) env(req *sandbox.Request) (env []string, withheld []sandbox.EnvDrop) {
+func (b *Backend) env(req *sandbox.Request) (env []string, withheld []hostview.EnvDrop) {
 	host := make(map[string]bool, len(req.PolicyEnv))
 	policy := req.PolicyEnv
 	if policy == nil {
@@ -121,7 +122,7 @@ func (b *Backend) env(req *sandbox.Request) (env []string, withheld []sandbox.En
 	var keep []string
 	for _, kv := range req.Env {
 		name, _, _ := strings.Cut(kv, "=")
-		if host[kv] && !sandbox.EnvDenied(name, keepFromHost) && !sandbox.EnvDenied(name, req.EnvAllow) {
+		if host[kv] && !hostview.EnvDenied(name, keepFromHost) && !hostview.EnvDenied(name, req.EnvAllow) {
 			continue
 		}
 		if name == "HOSTNAME" {
@@ -133,8 +134,8 @@ func (b *Backend) env(req *sandbox.Request) (env []string, withheld []sandbox.En
 		// A session that ran under allowlist saved the proxy variables.
 		keep = egress.WithoutEnv(keep)
 	}
-	deny := append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...)
-	env, withheld = sandbox.FilterEnvPolicy(keep, deny, req.EnvAllow, "HOME="+Home, "TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp")
+	deny := append(slices.Clone(hostview.DefaultEnvDeny), req.EnvDeny...)
+	env, withheld = hostview.FilterEnvPolicy(keep, deny, req.EnvAllow, "HOME="+Home, "TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp")
 	if req.CacheDir != "" {
 		// The caches go to the container's CacheDir unless a variable
 		// already points at a path the container can write: the image's
@@ -146,7 +147,7 @@ func (b *Backend) env(req *sandbox.Request) (env []string, withheld []sandbox.En
 				return v == w || strings.HasPrefix(v, strings.TrimSuffix(w, "/")+"/")
 			})
 		}
-		env = sandbox.FilterEnv(env, nil, toolcache.Env(toolcache.Options{Root: CacheDir, Env: env, Keep: keepPath})...)
+		env = hostview.FilterEnv(env, nil, toolcache.Env(toolcache.Options{Root: CacheDir, Env: env, Keep: keepPath})...)
 	}
 	return env, withheld
 }
@@ -171,13 +172,8 @@ func dirIn(ws workspace, dir string) string {
 // stdout and stderr every time (stdin is a pipe or /dev/null); only
 // req.TTY (corral shell) runs on a terminal of the engine's (see runTTY).
 func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Result, error) {
-	if len(req.Argv) == 0 || req.Argv[0] == "" {
-		return nil, fmt.Errorf("%w: empty command", sandbox.ErrBadRequest)
-	}
-	for _, a := range req.Argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			return nil, fmt.Errorf("%w: an argument contains a NUL byte", sandbox.ErrBadRequest)
-		}
+	if err := req.Validate(); err != nil {
+		return nil, err
 	}
 	if len(req.ExtraFiles) > 8 {
 		return nil, fmt.Errorf("%w: at most 8 extra descriptors", sandbox.ErrBadRequest)
@@ -200,7 +196,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if sec != nil {
 		// Per command, never in the container's Env: the stand-ins and
 		// the bundle variables set, the real values' sources removed.
-		env = sandbox.FilterEnv(env, sec.Strip, sec.Set...)
+		env = hostview.FilterEnv(env, sec.Strip, sec.Set...)
 	}
 	for _, d := range withheld {
 		b.e.log.Info("docker.env.withheld", "container", c.name, "name", d.Name, "kind", d.Kind)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/dockertest"
 	"github.com/corralhq/corral/internal/hometest"
 	"github.com/corralhq/corral/sandbox"
@@ -31,7 +32,7 @@ func (f *fixture) runBinds(binds []sandbox.Bind, script string) (*sandbox.Result
 // TestBindPolicyHomes: a docker.binds entry of another person's home, of a
 // directory holding one (as /home holds them) or of root's home, at its
 // own path or elsewhere, never shows their dot entries and credential
-// stores (sandbox.DecideBind): at its own path the container gets an empty
+// stores (hostview.DecideBind): at its own path the container gets an empty
 // tmpfs or the empty file over each, elsewhere the bind is ignored with a
 // warning. The container runs as the test's uid: root in CI's root run,
 // which reads every file.
@@ -41,7 +42,7 @@ func TestBindPolicyHomes(t *testing.T) {
 	bob := filepath.Join(homes, "bob")
 	hometest.PersonHome(t, bob)
 	// Bob is a person of this machine, as /etc/passwd would say.
-	f.e.peopleHomes = func(exclude string) []string { return append(sandbox.PeopleHomes(exclude), bob) }
+	f.e.peopleHomes = func(exclude string) []string { return append(hostview.PeopleHomes(exclude), bob) }
 
 	for _, tc := range []struct {
 		name   string

@@ -9,12 +9,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/atomicfile"
 	"github.com/corralhq/corral/sandbox"
 )
 
 // judgeBinds applies the bind policy every backend shares
-// (sandbox.DecideBind) to docker.binds for req in workspace ws, on facts
+// (hostview.DecideBind) to docker.binds for req in workspace ws, on facts
 // read from this machine (docker.binds are paths on the daemon's host,
 // which must be this one for the policy to see them: a source corral
 // cannot find is refused, or skipped when read-write). It returns the
@@ -23,7 +24,7 @@ import (
 // sandbox.ErrPolicy or sandbox.ErrBadRequest. It runs before every
 // command, so a change on the host shows in the next one (a different
 // set of covers makes a new container: they enter the spec's hash).
-func (b *Backend) judgeBinds(req *sandbox.Request, ws workspace, p *parsed) ([]sandbox.BindDecision, []string, error) {
+func (b *Backend) judgeBinds(req *sandbox.Request, ws workspace, p *parsed) ([]hostview.BindDecision, []string, error) {
 	if len(b.st.Binds) == 0 && len(req.Skills) == 0 && len(req.Binds) == 0 {
 		return nil, nil, nil
 	}
@@ -37,10 +38,10 @@ func (b *Backend) judgeBinds(req *sandbox.Request, ws workspace, p *parsed) ([]s
 		binds = slices.Concat(binds, req.Binds, skills)
 		h.Allow = append(h.Allow, allow...)
 	}
-	var out []sandbox.BindDecision
+	var out []hostview.BindDecision
 	var warnings []string
 	for _, bd := range binds {
-		d, err := sandbox.DecideBind(bd, h, sandbox.InspectBindSource(bd, h))
+		d, err := hostview.DecideBind(bd, h, hostview.InspectBindSource(bd, h))
 		if err != nil {
 			return nil, nil, fmt.Errorf("docker.binds: %w", err)
 		}
@@ -61,8 +62,8 @@ func (b *Backend) judgeBinds(req *sandbox.Request, ws workspace, p *parsed) ([]s
 
 // bindHost gathers the facts about this machine that the bind policy
 // judges docker.binds by.
-func (b *Backend) bindHost(req *sandbox.Request, ws workspace, p *parsed) *sandbox.BindHost {
-	h := &sandbox.BindHost{HostRoot: hostRoot(p.user), Allow: slices.Concat(sandbox.DefaultHomeAllow, sandbox.DefaultNestedAllow, req.HomeAllow)}
+func (b *Backend) bindHost(req *sandbox.Request, ws workspace, p *parsed) *hostview.BindHost {
+	h := &hostview.BindHost{HostRoot: hostRoot(p.user), Allow: slices.Concat(hostview.DefaultHomeAllow, hostview.DefaultNestedAllow, req.HomeAllow)}
 	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
 		if r, err := filepath.EvalSymlinks(home); err == nil {
 			h.Home = r
@@ -95,8 +96,8 @@ func (b *Backend) bindHost(req *sandbox.Request, ws workspace, p *parsed) *sandb
 	// not (and do not hold) a credential store.
 	for _, a := range req.HomeAllow {
 		a = strings.TrimPrefix(filepath.ToSlash(filepath.Clean(a)), "./")
-		if a == "." || a == "" || filepath.IsAbs(a) || a == ".." || strings.HasPrefix(a, "../") || sandbox.IsCredentialRel(a) ||
-			slices.ContainsFunc(sandbox.CredentialStores, func(c string) bool { return strings.HasPrefix(c, a+"/") }) {
+		if a == "." || a == "" || filepath.IsAbs(a) || a == ".." || strings.HasPrefix(a, "../") || hostview.IsCredentialRel(a) ||
+			slices.ContainsFunc(hostview.CredentialStores, func(c string) bool { return strings.HasPrefix(c, a+"/") }) {
 			continue
 		}
 		h.Allow = append(h.Allow, a)
@@ -105,17 +106,17 @@ func (b *Backend) bindHost(req *sandbox.Request, ws workspace, p *parsed) *sandb
 	if env == nil {
 		env = req.Env
 	}
-	if path, ok := sandbox.LookupEnv(env, "PATH"); ok {
+	if path, ok := hostview.LookupEnv(env, "PATH"); ok {
 		for _, d := range filepath.SplitList(path) {
-			if rel, ok := sandbox.RelToHome(filepath.Clean(d), h.Home); ok && filepath.IsAbs(d) && !sandbox.IsCredentialRel(rel) {
+			if rel, ok := hostview.RelToHome(filepath.Clean(d), h.Home); ok && filepath.IsAbs(d) && !hostview.IsCredentialRel(rel) {
 				h.AllowPaths = append(h.AllowPaths, filepath.Clean(d))
 			}
 		}
 	}
-	for _, w := range sandbox.GatherBindHost(h) {
+	for _, w := range hostview.GatherBindHost(h) {
 		b.e.log.Info("docker.bind.store_cut", "detail", w)
 	}
-	for _, s := range sandbox.EngineSockets {
+	for _, s := range hostview.EngineSockets {
 		if t, err := filepath.EvalSymlinks(s); err == nil {
 			h.MaskFiles = append(h.MaskFiles, t)
 		}

@@ -12,12 +12,13 @@ import (
 
 	"github.com/moby/moby/api/types/mount"
 
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/dockertest"
 	"github.com/corralhq/corral/sandbox"
 )
 
 // TestJudgeBinds: docker.binds go through the bind policy every backend
-// shares (sandbox.DecideBind) on facts read from this machine: the rules
+// shares (hostview.DecideBind) on facts read from this machine: the rules
 // docker had (/, engine sockets and state, read-write system trees, the
 // kernel's trees as destinations) and bwrap's (homes, dot entries,
 // credential stores, sockets found by type).
@@ -44,18 +45,18 @@ func TestJudgeBinds(t *testing.T) {
 	os.MkdirAll(filepath.Join(base, "state"), 0o700)
 
 	e := NewEngine(Options{HiddenDirs: []string{filepath.Join(base, "state")}})
-	e.peopleHomes = func(ex string) []string { return append(sandbox.PeopleHomes(ex), bob) }
+	e.peopleHomes = func(ex string) []string { return append(hostview.PeopleHomes(ex), bob) }
 	own := fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
 	for _, tc := range []struct {
 		name  string
 		bind  sandbox.Bind
 		err   error
 		msg   string // in the error, or in the warning of an ignored bind
-		check func(d sandbox.BindDecision) bool
+		check func(d hostview.BindDecision) bool
 	}{
 		{name: "bind / refused", bind: sandbox.Bind{Src: "/", Dest: "/host", ReadOnly: true}, err: sandbox.ErrPolicy, msg: "whole host"},
 		{name: "bind /etc rw refused", bind: sandbox.Bind{Src: "/etc"}, err: sandbox.ErrPolicy, msg: "system tree"},
-		{name: "bind /etc/ssl ro allowed", bind: sandbox.Bind{Src: "/etc/ssl", ReadOnly: true}, check: func(d sandbox.BindDecision) bool { return d.Src == "/etc/ssl" }},
+		{name: "bind /etc/ssl ro allowed", bind: sandbox.Bind{Src: "/etc/ssl", ReadOnly: true}, check: func(d hostview.BindDecision) bool { return d.Src == "/etc/ssl" }},
 		{name: "docker socket refused", bind: sandbox.Bind{Src: "/var/run/docker.sock", ReadOnly: true}, err: sandbox.ErrPolicy, msg: "engine"},
 		{name: "docker state refused", bind: sandbox.Bind{Src: "/var/lib/docker", ReadOnly: true}, err: sandbox.ErrPolicy, msg: "engine"},
 		{name: "/run refused (holds docker.sock)", bind: sandbox.Bind{Src: "/run", Dest: "/mnt/run", ReadOnly: true}, err: sandbox.ErrPolicy, msg: "engine"},
@@ -66,7 +67,7 @@ func TestJudgeBinds(t *testing.T) {
 		{name: "missing read-write source skipped", bind: sandbox.Bind{Src: filepath.Join(base, "no-such")}, msg: "skipped"},
 		{name: "corral's state ignored", bind: sandbox.Bind{Src: filepath.Join(base, "state"), Dest: "/s", ReadOnly: true}, msg: "hidden"},
 		{name: "another person's home covered at its own path", bind: sandbox.Bind{Src: filepath.Join(base, "homes"), ReadOnly: true},
-			check: func(d sandbox.BindDecision) bool {
+			check: func(d hostview.BindDecision) bool {
 				return slices.Equal(d.HideDirs, []string{filepath.Join(bob, ".docker"), filepath.Join(bob, ".ssh")}) &&
 					slices.Equal(d.EmptyFiles, []string{filepath.Join(bob, ".secret")})
 			}},
@@ -127,9 +128,9 @@ func TestSpecBindCovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	filter := &filterSpec{profile: "{}", denyUnix: true}
-	d := sandbox.BindDecision{Mount: true, Src: "/home", Dest: "/home", ReadOnly: true,
+	d := hostview.BindDecision{Mount: true, Src: "/home", Dest: "/home", ReadOnly: true,
 		HideDirs: []string{"/home/bob/.ssh"}, EmptyFiles: []string{"/home/bob/.secret"}}
-	s, err := buildSpec(&st, p, testWS, "/opt/corral", nil, []sandbox.BindDecision{d}, "/state/empty", nil, filter, nil, nil, nil)
+	s, err := buildSpec(&st, p, testWS, "/opt/corral", nil, []hostview.BindDecision{d}, "/state/empty", nil, filter, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,15 +148,15 @@ func TestSpecBindCovers(t *testing.T) {
 	}
 	plain := d
 	plain.HideDirs, plain.EmptyFiles = nil, nil
-	s2, err := buildSpec(&st, p, testWS, "/opt/corral", nil, []sandbox.BindDecision{plain}, "", nil, filter, nil, nil, nil)
+	s2, err := buildSpec(&st, p, testWS, "/opt/corral", nil, []hostview.BindDecision{plain}, "", nil, filter, nil, nil, nil)
 	if err != nil || s2.Hash == s.Hash {
 		t.Errorf("the covers do not change the hash (%v)", err)
 	}
-	if _, err := buildSpec(&st, p, testWS, "/opt/corral", nil, []sandbox.BindDecision{d}, "", nil, filter, nil, nil, nil); err == nil {
+	if _, err := buildSpec(&st, p, testWS, "/opt/corral", nil, []hostview.BindDecision{d}, "", nil, filter, nil, nil, nil); err == nil {
 		t.Error("a file to cover and no empty file: no error")
 	}
 	st.MountOptions = "z"
-	s3, err := buildSpec(&st, p, testWS, "/opt/corral", nil, []sandbox.BindDecision{d}, "/state/empty", nil, filter, nil, nil, nil)
+	s3, err := buildSpec(&st, p, testWS, "/opt/corral", nil, []hostview.BindDecision{d}, "/state/empty", nil, filter, nil, nil, nil)
 	if err != nil || !slices.Contains(s3.Host.Binds, "/state/empty:/home/bob/.secret:ro,z") || len(s3.Host.Mounts) != 1 || s3.Host.Mounts[0].Type != mount.TypeTmpfs {
 		t.Errorf("with mount_options: binds %q mounts %+v (%v)", s3.Host.Binds, s3.Host.Mounts, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/internal/owner"
 	"github.com/corralhq/corral/netproxy"
@@ -117,7 +118,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 		eg.key += "|secrets:" + sec.key
 	}
 	var empty string
-	if slices.ContainsFunc(binds, func(d sandbox.BindDecision) bool { return len(d.EmptyFiles) > 0 }) {
+	if slices.ContainsFunc(binds, func(d hostview.BindDecision) bool { return len(d.EmptyFiles) > 0 }) {
 		if empty, err = e.emptyFile(); err != nil {
 			return nil, nil, nil, nil, err
 		}
@@ -182,7 +183,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 			if rv.prot, cut, serr = mergedSources(rv.l, req.ProtectedPatterns()); serr != nil {
 				c.err = scanErr(ws.Host, serr)
 			} else if cut {
-				c.err = sandbox.ScanCutError(ws.Host, true)
+				c.err = hostview.ScanCutError(ws.Host, true)
 			} else if len(rv.prot) > 0 {
 				spec, c.err = buildSpec(&st, p, ws, helper, extra, binds, empty, nil, filter, eg, trust, rv)
 			}
@@ -190,7 +191,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 			c.err = scanErr(ws.Host, serr)
 		} else if cut {
 			// Fail closed: the mounts would leave out what the scan missed.
-			c.err = sandbox.ScanCutError(ws.Host, true)
+			c.err = hostview.ScanCutError(ws.Host, true)
 		} else if len(c.protected) > 0 {
 			spec, c.err = buildSpec(&st, p, ws, helper, extra, binds, empty, c.protected, filter, eg, trust, nil)
 		}
@@ -505,14 +506,14 @@ func listNames(dir string, max int) ([]string, error) {
 // command), since what the scan did not see could hold a protected path
 // that is neither bound nor moved out.
 //
-// truncated reports that the scan was cut short (sandbox.FindProtected),
+// truncated reports that the scan was cut short (hostview.FindProtected),
 // err that a passing cause kept it from reading what it had to
-// (sandbox.FindProtectedErr): the container must then not start.
+// (hostview.FindProtectedErr): the container must then not start.
 func protectedIn(ws workspace, req *sandbox.Request) (out []string, truncated bool, err error) {
 	if !ws.Writable {
 		return nil, false, nil
 	}
-	found, truncated, err := sandbox.FindProtectedErr(ws.Host, req.ProtectedPatterns())
+	found, truncated, err := hostview.FindProtectedErr(ws.Host, req.ProtectedPatterns())
 	for _, p := range found {
 		if !p.Exists || len(p.Links) > 0 {
 			continue
@@ -528,7 +529,7 @@ func protectedIn(ws workspace, req *sandbox.Request) (out []string, truncated bo
 
 // scanErr is the refusal of a command whose protected-path scan a passing
 // cause (too many open files) kept from finishing: nothing ran, and it may
-// be tried again (not sandbox.ScanCutError, which is the tree's size and
+// be tried again (not hostview.ScanCutError, which is the tree's size and
 // tells the person to change a setting).
 func scanErr(root string, err error) error {
 	return sandbox.NotStarted(fmt.Errorf("%w: looking for protected paths in %s: %w", sandbox.ErrUnavailable, root, err))

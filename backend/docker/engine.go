@@ -23,6 +23,7 @@ import (
 
 	"github.com/corralhq/corral/agentclient"
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/internal/owner"
 	"github.com/corralhq/corral/sandbox"
@@ -99,7 +100,7 @@ type Engine struct {
 	closed     bool
 
 	// peopleHomes lists the other people's homes for the bind policy
-	// (sandbox.PeopleHomes; tests add homes of their own).
+	// (hostview.PeopleHomes; tests add homes of their own).
 	peopleHomes func(exclude string) []string
 	emptyOnce   sync.Once
 	emptyErr    error
@@ -196,7 +197,7 @@ func NewEngine(opts Options) *Engine {
 	if opts.KillGrace == 0 {
 		opts.KillGrace = 2 * time.Second
 	}
-	return &Engine{opts: opts, log: l, self: owner.Self(), containers: map[string]*ctr{}, peopleHomes: sandbox.PeopleHomes}
+	return &Engine{opts: opts, log: l, self: owner.Self(), containers: map[string]*ctr{}, peopleHomes: hostview.PeopleHomes}
 }
 
 // ErrClosed is returned for commands after Engine.Close.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/handback"
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/termsafe"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -21,7 +22,7 @@ import (
 // '/' as '_'> (or are removed when that is unset or on another file
 // system). It returns one sentence per path, for the result's warnings.
 //
-// The scan is sandbox.FindProtected's, bounded in depth and breadth; a path
+// The scan is hostview.FindProtected's, bounded in depth and breadth; a path
 // reached through a symlink is not moved (the link may lead out of the
 // workspace) but named in a warning.
 func (e *Engine) quarantine(c *ctr) []string {
@@ -31,7 +32,7 @@ func (e *Engine) quarantine(c *ctr) []string {
 	if c.review != nil {
 		return e.quarantineReview(c)
 	}
-	found, truncated, serr := sandbox.FindProtectedErr(c.ws.Host, c.patterns)
+	found, truncated, serr := hostview.FindProtectedErr(c.ws.Host, c.patterns)
 	var notes []string
 	switch {
 	case serr != nil:
@@ -41,7 +42,7 @@ func (e *Engine) quarantine(c *ctr) []string {
 	case truncated:
 		// What the scan did not reach is not checked; the next command is
 		// refused (scanCut).
-		notes = append(notes, sandbox.ScanCutWarning(c.ws.Host, true))
+		notes = append(notes, hostview.ScanCutWarning(c.ws.Host, true))
 	}
 	var dest string
 	var wsRoot *os.Root
@@ -133,7 +134,7 @@ func (c *ctr) noteWriteBack(rel string, written []byte) {
 }
 
 // scanCut refuses a command in the running container c when the scan of
-// its workspace is cut short (sandbox.FindProtected's bounds): a protected
+// its workspace is cut short (hostview.FindProtected's bounds): a protected
 // path a command made past them (a nested repository's configuration, a
 // submodule's git directory or gitfile) is neither bound read-only (the
 // mounts were fixed at the start) nor moved out after a command, so it
@@ -149,19 +150,19 @@ func (e *Engine) scanCut(c *ctr) error {
 		// The overlay, as the container sees it.
 		root = c.view + "/root" + c.ws.Target
 	}
-	_, truncated, err := sandbox.FindProtectedErr(root, c.patterns)
+	_, truncated, err := hostview.FindProtectedErr(root, c.patterns)
 	switch {
 	case err != nil:
 		// Not the tree's size: a passing cause, the caller may retry.
 		return sandbox.NotStarted(fmt.Errorf("%w: looking for protected paths in %s: %w", sandbox.ErrUnavailable, c.ws.Host, err))
 	case truncated:
-		return sandbox.ScanCutError(c.ws.Host, true)
+		return hostview.ScanCutError(c.ws.Host, true)
 	}
 	return nil
 }
 
 // scanFailedNote says that the check after a command could not finish for
-// a passing cause (sandbox.FindProtectedErr's error).
+// a passing cause (hostview.FindProtectedErr's error).
 func scanFailedNote(root string, err error) string {
 	return fmt.Sprintf("the check for protected paths after the command could not read all of %s (%v, which passes by itself); what the command made there at a protected path is moved out after the next command instead", root, err)
 }
@@ -187,13 +188,13 @@ func (e *Engine) quarantineReview(c *ctr) []string {
 		e.log.Info("docker.protected.unchecked", "container", c.name, "error", err)
 		return []string{fmt.Sprintf("the protected paths of the review layer could not be checked after the command: %v", err)}
 	}
-	found, truncated, serr := sandbox.FindProtectedErr(root, c.patterns)
+	found, truncated, serr := hostview.FindProtectedErr(root, c.patterns)
 	var notes []string
 	switch {
 	case serr != nil:
 		notes = append(notes, scanFailedNote(c.ws.Host, serr))
 	case truncated:
-		notes = append(notes, sandbox.ScanCutWarning(c.ws.Host, true))
+		notes = append(notes, hostview.ScanCutWarning(c.ws.Host, true))
 	}
 	var croot *os.Root
 	defer func() {

@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/owner"
 	"github.com/corralhq/corral/layer"
 	"github.com/corralhq/corral/sandbox"
@@ -266,9 +267,9 @@ func opaque(p string) bool {
 // that a scan was cut short.
 func mergedSources(l *layer.Layer, patterns []string) (out []protSource, truncated bool, err error) {
 	seen := map[string]bool{}
-	var cands []sandbox.ProtectedPath
+	var cands []hostview.ProtectedPath
 	for _, root := range []string{l.Upper(), l.Lower} {
-		found, cut, serr := sandbox.FindProtectedErr(root, patterns)
+		found, cut, serr := hostview.FindProtectedErr(root, patterns)
 		truncated = truncated || cut
 		if serr != nil && err == nil {
 			err = serr

@@ -8,6 +8,7 @@ import (
 
 	units "github.com/docker/go-units"
 
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -56,7 +57,7 @@ type Settings struct {
 	// TmpSize is the size of /tmp in Docker's notation ("512m").
 	TmpSize string
 	// Binds are extra host paths to mount, judged by the bind policy every
-	// backend shares (sandbox.DecideBind; see judgeBinds).
+	// backend shares (hostview.DecideBind; see judgeBinds).
 	Binds []sandbox.Bind
 	// HostWorkspace is the workspace's path on the Docker host, when corral
 	// and the daemon do not share a filesystem; "" means the same path.
@@ -85,7 +86,7 @@ var DefaultSettings = Settings{
 // systemTrees are host directories no container may write as its
 // workspace and no workspace may appear in (docker.workdir): the system's
 // own trees and the engine's state. Matched at or below. (Binds are judged
-// by the policy every backend shares: sandbox.DecideBind.)
+// by the policy every backend shares: hostview.DecideBind.)
 var systemTrees = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run", "/sbin", "/sys", "/usr", "/var/lib", "/var/run", "/var/log", "/var/spool", "/var/cache"}
 
 // inSystemTree returns the system tree p (clean, absolute) is at or below,
@@ -163,7 +164,7 @@ func (s *Settings) check(uid, gid int) (*parsed, error) {
 	if s.HostWorkspace != "" && !filepath.IsAbs(s.HostWorkspace) {
 		return nil, fmt.Errorf("%w: docker.host_workspace %q is not absolute", sandbox.ErrBadRequest, s.HostWorkspace)
 	}
-	if hw := filepath.Clean(s.HostWorkspace); s.HostWorkspace != "" && (hw == "/" || inSystemTree(hw) != "" || sandbox.EnginePath(hw) != "") {
+	if hw := filepath.Clean(s.HostWorkspace); s.HostWorkspace != "" && (hw == "/" || inSystemTree(hw) != "" || hostview.EnginePath(hw) != "") {
 		return nil, fmt.Errorf("%w: docker.host_workspace %s is the host's root or a system tree, which no container may write", sandbox.ErrPolicy, s.HostWorkspace)
 	}
 	// The bind policy needs the request and the host (judgeBinds); here

@@ -14,6 +14,7 @@ import (
 	"github.com/moby/moby/api/types/mount"
 
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
@@ -133,7 +134,7 @@ type containerSpec struct {
 // workspace an overlay volume of the host's directory and the session's
 // layer, and its protected paths (rv.prot) are mounted read-only from the
 // merged view's sources; protected is then unused.
-func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extraArgs, binds []sandbox.BindDecision, empty string, protected []string, filter *filterSpec, eg *egressSpec, trust *trustSpec, rv *reviewSpec) (*containerSpec, error) {
+func buildSpec(st *Settings, p *parsed, ws workspace, helper string, extra *extraArgs, binds []hostview.BindDecision, empty string, protected []string, filter *filterSpec, eg *egressSpec, trust *trustSpec, rv *reviewSpec) (*containerSpec, error) {
 	if !filepath.IsAbs(ws.Host) || !filepath.IsAbs(ws.Target) || !filepath.IsAbs(ws.Source) {
 		return nil, fmt.Errorf("%w: the workspace must be an absolute path", sandbox.ErrBadRequest)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/internal/owner"
 	"github.com/corralhq/corral/sandbox"
@@ -84,9 +85,9 @@ func specFor(t *testing.T, mutate func(*Settings), ws workspace, protected []str
 	}
 	// The binds as the policy would mount them (judgeBinds has tests of
 	// its own): at their paths, as given.
-	var binds []sandbox.BindDecision
+	var binds []hostview.BindDecision
 	for _, b := range st.Binds {
-		binds = append(binds, sandbox.BindDecision{Mount: true, Src: b.Src, Dest: b.Target(), ReadOnly: b.ReadOnly})
+		binds = append(binds, hostview.BindDecision{Mount: true, Src: b.Src, Dest: b.Target(), ReadOnly: b.ReadOnly})
 	}
 	return buildSpec(&st, p, ws, "/opt/corral", x, binds, "", protected, &filterSpec{profile: "{}", denyUnix: true}, nil, nil, nil)
 }
@@ -334,13 +335,13 @@ func TestEnvToolCaches(t *testing.T) {
 		"npm_config_cache": CacheDir + "/npm", "PIP_CACHE_DIR": CacheDir + "/pip",
 		"MAVEN_OPTS": "-Xmx1g -Dmaven.repo.local=" + CacheDir + "/m2",
 	} {
-		if v, _ := sandbox.LookupEnv(got, name); v != want {
+		if v, _ := hostview.LookupEnv(got, name); v != want {
 			t.Errorf("%s = %q, want %q", name, v, want)
 		}
 	}
 	req.CacheDir = ""
 	got, _ = b.env(req)
-	if v, ok := sandbox.LookupEnv(got, "GOMODCACHE"); ok {
+	if v, ok := hostview.LookupEnv(got, "GOMODCACHE"); ok {
 		t.Errorf("GOMODCACHE = %q without a tool cache", v)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
@@ -68,16 +69,16 @@ func credentialFileRefusal(dest, ws string, bindDests []string) string {
 	if !filepath.IsAbs(dest) || dest == "/" || dest == Home {
 		return "is not a file path in the container"
 	}
-	if sandbox.Within(dest, ws) {
+	if hostview.Within(dest, ws) {
 		return "lies in the workspace (" + ws + "), where the bind would make a file in the host's directory"
 	}
 	for _, d := range bindDests {
-		if sandbox.Within(dest, d) {
+		if hostview.Within(dest, d) {
 			return "lies in the bind at " + d
 		}
 	}
 	for _, k := range []string{path.Dir(inside.Path), EgressDir, egress.NodeShimDir, "/proc", "/sys", "/dev"} {
-		if sandbox.Within(dest, k) || sandbox.Within(k, dest) {
+		if hostview.Within(dest, k) || hostview.Within(k, dest) {
 			return "lies in " + k + ", which corral or the kernel provides"
 		}
 	}
@@ -91,7 +92,7 @@ type secretSpec struct {
 	prep  *secrets.Prepared
 	trust *trustSpec
 	// Strip and Set are applied to each command's environment
-	// (sandbox.FilterEnv); the container's own Env never holds either.
+	// (hostview.FilterEnv); the container's own Env never holds either.
 	Strip, Set []string
 	// key identifies the secrets in the container's hash and egress
 	// label: names, hosts and stand-ins (never a real value).

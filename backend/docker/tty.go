@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -103,7 +104,7 @@ func (b *Backend) endTTY(c *ctr, pidfile string, done <-chan struct{}) {
 
 // termName is the TERM of env, or xterm-256color.
 func termName(env []string) string {
-	if t, ok := sandbox.LookupEnv(env, "TERM"); ok && t != "" {
+	if t, ok := hostview.LookupEnv(env, "TERM"); ok && t != "" {
 		return t
 	}
 	return "xterm-256color"

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/corralhq/corral/agentclient"
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/secrets"
@@ -81,7 +82,7 @@ var keepFromHost = []string{"LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "COLORTERM
 // env is the command's environment in the pod: req.Env without the
 // variables that are the host's own (same name and value as in
 // req.PolicyEnv) unless keepFromHost or env_allow names them, filtered by
-// the environment policy of every backend (sandbox.FilterEnvPolicy), with
+// the environment policy of every backend (hostview.FilterEnvPolicy), with
 // HOME and TMPDIR the pod's /tmp. The image's variables (PATH) apply
 // where none is given.
 func env(req *sandbox.Request) []string {
@@ -96,7 +97,7 @@ func env(req *sandbox.Request) []string {
 	var keep []string
 	for _, kv := range req.Env {
 		name, _, _ := strings.Cut(kv, "=")
-		if host[kv] && !sandbox.EnvDenied(name, keepFromHost) && !sandbox.EnvDenied(name, req.EnvAllow) {
+		if host[kv] && !hostview.EnvDenied(name, keepFromHost) && !hostview.EnvDenied(name, req.EnvAllow) {
 			continue
 		}
 		if name == "HOSTNAME" {
@@ -108,19 +109,18 @@ func env(req *sandbox.Request) []string {
 	// are set again per command under allowlist (Run), and must not
 	// follow the session to another profile.
 	keep = withoutProxyEnv(keep, req.Secrets)
-	deny := append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...)
-	out, _ := sandbox.FilterEnvPolicy(keep, deny, req.EnvAllow, "HOME="+Home, "TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp")
+	deny := append(slices.Clone(hostview.DefaultEnvDeny), req.EnvDeny...)
+	out, _ := hostview.FilterEnvPolicy(keep, deny, req.EnvAllow, "HOME="+Home, "TMPDIR=/tmp", "TMP=/tmp", "TEMP=/tmp")
 	return out
 }
 
 // refuse returns why req cannot run on this backend yet, or nil. Each
 // refusal is fail-closed: what the backend cannot promise is not run.
 func (b *Backend) refuse(req *sandbox.Request) error {
+	if err := req.Validate(); err != nil {
+		return err
+	}
 	switch {
-	case len(req.Argv) == 0 || req.Argv[0] == "":
-		return fmt.Errorf("%w: empty command", sandbox.ErrBadRequest)
-	case slices.ContainsFunc(req.Argv, func(a string) bool { return strings.IndexByte(a, 0) >= 0 }):
-		return fmt.Errorf("%w: an argument contains a NUL byte", sandbox.ErrBadRequest)
 	case len(req.ExtraFiles) > 8:
 		return fmt.Errorf("%w: at most 8 extra descriptors", sandbox.ErrBadRequest)
 	case req.LayerDir != "":
@@ -241,7 +241,7 @@ func (b *Backend) runIn(ctx context.Context, req *sandbox.Request, plan *egressP
 		if plan.prep != nil {
 			strip, set = plan.prep.Strip, append(set, plan.prep.Env...)
 		}
-		cmdEnv = sandbox.FilterEnv(cmdEnv, strip, set...)
+		cmdEnv = hostview.FilterEnv(cmdEnv, strip, set...)
 	}
 	start := time.Now()
 	s, err := a.Start(req, cmdEnv, dir)

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/waitloop"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -45,12 +46,9 @@ func (b *Backend) DefaultCwd() string { return "" }
 // Run implements sandbox.Backend. The command runs in its own process group,
 // which a timeout or cancellation kills (SIGKILL to the group). Limits,
 // binds, profiles and home rules do not apply: there is no sandbox. The
-// environment policy does (sandbox.FilterEnvPolicy with req.EnvDeny and
+// environment policy does (hostview.FilterEnvPolicy with req.EnvDeny and
 // req.EnvAllow).
 func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Result, error) {
-	if len(req.Argv) == 0 || req.Argv[0] == "" {
-		return nil, fmt.Errorf("%w: no command given", sandbox.ErrBadRequest)
-	}
 	if req.LayerDir != "" {
 		return nil, fmt.Errorf("%w: workspace_mode review needs a sandbox: the local backend has none, so the command would write to %s itself; use the bwrap backend or workspace_mode direct", sandbox.ErrPolicy, req.Workdir)
 	}
@@ -58,6 +56,9 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 		// No sandbox, no proxy: nothing could keep the real value from
 		// the command or swap a stand-in for it.
 		return nil, sandbox.NoSecretsBackendError("local", req.Policy)
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
 	}
 	dir := req.Dir
 	if dir == "" {
@@ -67,7 +68,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	cmd.Dir = dir
 	// The same environment policy as the sandboxes': no isolation does not
 	// mean handing the command the secrets in corral's environment.
-	env, withheld := sandbox.FilterEnvPolicy(req.Env, append(slices.Clone(sandbox.DefaultEnvDeny), req.EnvDeny...), req.EnvAllow)
+	env, withheld := hostview.FilterEnvPolicy(req.Env, append(slices.Clone(hostview.DefaultEnvDeny), req.EnvDeny...), req.EnvAllow)
 	for _, d := range withheld {
 		b.log.Info("local.env.withheld", "name", d.Name, "kind", d.Kind)
 	}

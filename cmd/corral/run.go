@@ -16,6 +16,7 @@ import (
 
 	"github.com/corralhq/corral/backend/bwrap"
 	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/rmtree"
 	"github.com/corralhq/corral/internal/startdir"
 	"github.com/corralhq/corral/internal/tail"
@@ -159,9 +160,9 @@ func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) erro
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
-	var denials []sandbox.Denial
+	var denials []hostview.Denial
 	if last != nil && res.ExitCode != 0 && !res.TimedOut {
-		denials = sandbox.ExplainDenials(last.String(), sandbox.DenialContextFor(req, be, sandbox.TraitsOf(be).HostPaths))
+		denials = hostview.ExplainDenials(last.String(), hostview.DenialContextFor(req, be, sandbox.TraitsOf(be).HostPaths))
 	}
 	return finish("warning", res.Warnings, res.TimedOut, req.Timeout, sandbox.LimitMessage(res, req.Limits), res.ExitCode, denials...)
 }
@@ -311,7 +312,7 @@ func progressLine(msg string) { fmt.Fprintf(stderr, "corral: %s\n", msg) }
 // finish tells the person what became of a command (notes, an unavailable
 // sandbox, a timeout, a limit) on stderr and returns corral's exit status:
 // 125 when nothing could run, 124 on timeout, else the command's own.
-func finish(kind string, notes []string, timedOut bool, timeout time.Duration, limitMsg string, code int, denials ...sandbox.Denial) error {
+func finish(kind string, notes []string, timedOut bool, timeout time.Duration, limitMsg string, code int, denials ...hostview.Denial) error {
 	for _, n := range notes {
 		fmt.Fprintf(stderr, "corral: %s: %s\n", kind, n)
 	}

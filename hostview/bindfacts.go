@@ -1,4 +1,4 @@
-package sandbox
+package hostview
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // This file reads the facts DecideBind judges a bind by. It reads the file
@@ -122,7 +124,7 @@ func socketOf(p string, st fs.FileInfo) Socket {
 // .config, .local and .local/share) at or below it, or that it lies in,
 // lstat's the paths the policy may cover below it, and scans it for
 // sockets (ScanSockets).
-func InspectBindSource(b Bind, h *BindHost) *BindSource {
+func InspectBindSource(b sandbox.Bind, h *BindHost) *BindSource {
 	s := &BindSource{Kinds: map[string]fs.FileMode{}, Listings: map[string][]string{}}
 	if !filepath.IsAbs(b.Src) {
 		s.Err = fmt.Errorf("%q is not an absolute path", b.Src)

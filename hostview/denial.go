@@ -1,13 +1,15 @@
-package sandbox
+package hostview
 
 import (
 	"fmt"
-	"github.com/corralhq/corral/internal/lazyre"
 	"net"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/corralhq/corral/internal/lazyre"
+	"github.com/corralhq/corral/sandbox"
 )
 
 // Kinds of Denial.
@@ -33,7 +35,7 @@ type Denial struct {
 // DenialContext is what ExplainDenials needs to know of the sandbox.
 type DenialContext struct {
 	// Profile is the sandbox's profile.
-	Profile Profile
+	Profile sandbox.Profile
 	// Writable are the host paths the sandbox may write (working
 	// directory, scratch, read-write binds), named in the message.
 	Writable []string
@@ -98,7 +100,7 @@ func ExplainDenials(output string, c DenialContext) []Denial {
 	}
 	profile := c.Profile
 	if profile == "" {
-		profile = DefaultProfile
+		profile = sandbox.DefaultProfile
 	}
 	writable := "nothing (profile " + string(profile) + ")"
 	if len(c.Writable) > 0 {
@@ -145,11 +147,11 @@ func ExplainDenials(output string, c DenialContext) []Denial {
 		case reBlocked.MatchString(line):
 			host := reBlocked.FindStringSubmatch(line)[1]
 			add(Denial{Kind: DenialNetwork, Host: host, Message: fmt.Sprintf("corral: %s is not in network.allow (profile allowlist), so corral's proxy refused it; the person can add it (corral config set network.allow ...)", host)})
-		case reProxy403.MatchString(line) && profile == ProfileAllowlist:
+		case reProxy403.MatchString(line) && profile == sandbox.ProfileAllowlist:
 			add(Denial{Kind: DenialNetwork, Message: "corral: a host the command reached for is not in network.allow (profile allowlist), so corral's proxy refused it (403); corral's log names it (network.denied)"})
 		case (reNoNet.MatchString(line) || remoteConnectFailed(line)) && !profile.HostNetwork():
 			msg := fmt.Sprintf("corral: this sandbox has no network (profile %s); the allowlist profile reaches the hosts of network.allow through corral's proxy, network reaches any", profile)
-			if profile == ProfileAllowlist {
+			if profile == sandbox.ProfileAllowlist {
 				msg = "corral: under the allowlist profile only corral's proxy is reachable (HTTP_PROXY, HTTPS_PROXY and ALL_PROXY point at it); a program that ignores those variables, or a non-HTTP protocol, cannot get out"
 			}
 			add(Denial{Kind: DenialNetwork, Message: msg})
@@ -193,12 +195,12 @@ func pathOf(line string) string {
 // the host's paths, as on bwrap), a Hidden that takes a path the sandbox
 // calls missing but the host has for a hidden one (outside the sandbox's
 // own /tmp, /dev and /proc).
-func DenialContextFor(r *Request, be Backend, hostPaths bool) DenialContext {
+func DenialContextFor(r *sandbox.Request, be sandbox.Backend, hostPaths bool) DenialContext {
 	c := DenialContext{Profile: r.Profile, Review: r.LayerDir != ""}
 	if c.Profile == "" {
-		c.Profile = DefaultProfile
+		c.Profile = sandbox.DefaultProfile
 	}
-	if l, ok := be.(Layout); ok {
+	if l, ok := be.(sandbox.Layout); ok {
 		// The host's scratch and home directories are not where a
 		// container has them: name what the command can write.
 		if c.Profile.Writable() {

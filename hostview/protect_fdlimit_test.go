@@ -1,4 +1,4 @@
-package sandbox
+package hostview
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // scanFullTableEnv makes the test binary, started again by
@@ -34,9 +36,9 @@ func TestFindProtectedFullTable(t *testing.T) {
 			}
 			held = append(held, f)
 		}
-		found, cut := FindProtected(root, DefaultProtected)
-		_, _, err := FindProtectedErr(root, DefaultProtected)
-		fmt.Printf("found=%d cut=%v transient=%v err=%v\n", len(found), cut, IsTransient(err), err)
+		found, cut := FindProtected(root, sandbox.DefaultProtected)
+		_, _, err := FindProtectedErr(root, sandbox.DefaultProtected)
+		fmt.Printf("found=%d cut=%v transient=%v err=%v\n", len(found), cut, sandbox.IsTransient(err), err)
 		for _, f := range held {
 			f.Close()
 		}
@@ -51,7 +53,7 @@ func TestFindProtectedFullTable(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if found, cut := FindProtected(root, DefaultProtected); cut || len(found) == 0 {
+	if found, cut := FindProtected(root, sandbox.DefaultProtected); cut || len(found) == 0 {
 		t.Fatalf("with descriptors to spare: %d found, cut %v", len(found), cut)
 	}
 	exe, err := os.Executable()

@@ -1,4 +1,4 @@
-package sandbox
+package hostview
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // listenUnix makes a listening Unix socket at p with mode perm.
@@ -113,7 +115,7 @@ func TestInspectBindSource(t *testing.T) {
 	if !slices.Contains(h.CredentialTargets, filepath.Join(bob, ".ssh")) || !slices.Contains(h.CredentialTargets, filepath.Join(bob, ".docker")) {
 		t.Fatalf("credential targets %q lack Bob's stores", h.CredentialTargets)
 	}
-	s := InspectBindSource(Bind{Src: filepath.Join(base, "link"), ReadOnly: true}, h)
+	s := InspectBindSource(sandbox.Bind{Src: filepath.Join(base, "link"), ReadOnly: true}, h)
 	if s.Err != nil || s.Resolved != filepath.Join(base, "homes") || !s.Mode.IsDir() {
 		t.Fatalf("source %+v", s)
 	}
@@ -123,7 +125,7 @@ func TestInspectBindSource(t *testing.T) {
 	if k, ok := s.Kinds[filepath.Join(bob, ".config", "gh")]; !ok || !k.IsDir() {
 		t.Errorf("kind of .config/gh: %v %v", k, ok)
 	}
-	d, err := DecideBind(Bind{Src: filepath.Join(base, "link"), ReadOnly: true}, h, s)
+	d, err := DecideBind(sandbox.Bind{Src: filepath.Join(base, "link"), ReadOnly: true}, h, s)
 	if err != nil || !d.Mount || d.Dest != s.Resolved {
 		t.Fatalf("DecideBind = %+v, %v", d, err)
 	}
@@ -132,7 +134,7 @@ func TestInspectBindSource(t *testing.T) {
 		t.Errorf("covers %q %q, want %q and .secret", d.HideDirs, d.EmptyFiles, wantHide)
 	}
 
-	missing := InspectBindSource(Bind{Src: filepath.Join(base, "no-such")}, h)
+	missing := InspectBindSource(sandbox.Bind{Src: filepath.Join(base, "no-such")}, h)
 	if !os.IsNotExist(missing.Err) {
 		t.Errorf("missing source: %v", missing.Err)
 	}

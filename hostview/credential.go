@@ -1,11 +1,12 @@
-package sandbox
+package hostview
 
 import (
 	"encoding/base64"
 	"encoding/json"
-	"github.com/corralhq/corral/internal/lazyre"
 	"net/url"
 	"strings"
+
+	"github.com/corralhq/corral/internal/lazyre"
 )
 
 // CredentialInValue reports whether value (an environment variable's value)

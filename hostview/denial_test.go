@@ -1,16 +1,18 @@
-package sandbox
+package hostview
 
 import (
 	"context"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // The outputs below are what the tools printed inside a corral sandbox
 // (workspace profile) on Debian 12.
 func TestExplainDenials(t *testing.T) {
-	ws := DenialContext{Profile: ProfileWorkspace, Writable: []string{"/home/u/proj", "/home/u/.local/state/corral/scratch/s"}}
+	ws := DenialContext{Profile: sandbox.ProfileWorkspace, Writable: []string{"/home/u/proj", "/home/u/.local/state/corral/scratch/s"}}
 	hidden := func(p string) bool { return strings.HasPrefix(p, "/home/u/.ssh") || p == "/home/u/.aws" }
 	ws.Hidden = hidden
 	for _, c := range []struct {
@@ -28,7 +30,7 @@ func TestExplainDenials(t *testing.T) {
 		{"node", "Error: EROFS: read-only file system, open '/etc/z'", ws, DenialReadOnly, "/etc/z", "", "/etc/z is read-only"},
 		{"npm cache", "npm error code EROFS\nnpm error path /home/u/.npm/_cacache/tmp/3f2a\nnpm error EROFS: read-only file system, open '/home/u/.npm/_cacache/tmp/3f2a'", ws, DenialReadOnly, "/home/u/.npm/_cacache/tmp/3f2a", "", "is read-only"},
 		{"go build cache", "failed to initialize build cache at /home/u/.cache/go-build: mkdir /home/u/.cache: read-only file system", ws, DenialReadOnly, "/home/u/.cache/go-build", "", "is read-only"},
-		{"restricted writes nothing", "touch: cannot touch 'x': Read-only file system", DenialContext{Profile: ProfileRestricted}, DenialReadOnly, "", "", "writable: nothing (profile restricted); the restricted profile writes nothing but /tmp"},
+		{"restricted writes nothing", "touch: cannot touch 'x': Read-only file system", DenialContext{Profile: sandbox.ProfileRestricted}, DenialReadOnly, "", "", "writable: nothing (profile restricted); the restricted profile writes nothing but /tmp"},
 		{"hidden ssh key", "cat: /home/u/.ssh/id_rsa: No such file or directory", ws, DenialHidden, "/home/u/.ssh/id_rsa", "", "exists on the host but is hidden"},
 		{"hidden dir", "ls: cannot access '/home/u/.aws': No such file or directory", ws, DenialHidden, "/home/u/.aws", "", "hidden"},
 		{"curl no network", "curl: (6) Could not resolve host: example.com", ws, DenialNetwork, "", "", "no network (profile workspace)"},
@@ -36,13 +38,13 @@ func TestExplainDenials(t *testing.T) {
 		{"python no network", "urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>", ws, DenialNetwork, "", "", "no network"},
 		{"node no network", "Error: getaddrinfo EAI_AGAIN example.com", ws, DenialNetwork, "", "", "no network"},
 		{"git no network", "fatal: unable to access 'https://github.com/x/y/': Could not resolve host: github.com", ws, DenialNetwork, "", "", "no network"},
-		{"allowlist refusal", "blocked by corral network allowlist: evil.test", DenialContext{Profile: ProfileAllowlist}, DenialNetwork, "", "evil.test", "evil.test is not in network.allow"},
-		{"allowlist https refusal", "curl: (56) CONNECT tunnel failed, response 403", DenialContext{Profile: ProfileAllowlist}, DenialNetwork, "", "", "not in network.allow"},
+		{"allowlist refusal", "blocked by corral network allowlist: evil.test", DenialContext{Profile: sandbox.ProfileAllowlist}, DenialNetwork, "", "evil.test", "evil.test is not in network.allow"},
+		{"allowlist https refusal", "curl: (56) CONNECT tunnel failed, response 403", DenialContext{Profile: sandbox.ProfileAllowlist}, DenialNetwork, "", "", "not in network.allow"},
 		{"go host socket", "Cannot connect to the Docker daemon: dial unix /var/run/docker.sock: connect: permission denied", ws, DenialSyscall, "/var/run/docker.sock", "", "/var/run/docker.sock may be a Unix socket of the host"},
 		{"ssh agent", "Error connecting to agent: Permission denied", ws, DenialSyscall, "", "", "connects only to Unix sockets made inside its own sandbox"},
-		{"review layer, another group's file", "sh: 1: cannot create /home/u/proj/f.txt: Value too large for defined data type", DenialContext{Profile: ProfileWorkspace, Review: true}, DenialLayer, "/home/u/proj/f.txt", "", "review layer (workspace_mode review) cannot take a changed copy"},
+		{"review layer, another group's file", "sh: 1: cannot create /home/u/proj/f.txt: Value too large for defined data type", DenialContext{Profile: sandbox.ProfileWorkspace, Review: true}, DenialLayer, "/home/u/proj/f.txt", "", "review layer (workspace_mode review) cannot take a changed copy"},
 		{"python AF_UNIX", "PermissionError: [Errno 1] Operation not permitted", ws, DenialSyscall, "", "", "new Unix sockets (AF_UNIX) are refused"},
-		{"network profile: EPERM is the filter's, no socket note", "PermissionError: [Errno 1] Operation not permitted", DenialContext{Profile: ProfileNetwork}, DenialSyscall, "", "", "syscall filter"},
+		{"network profile: EPERM is the filter's, no socket note", "PermissionError: [Errno 1] Operation not permitted", DenialContext{Profile: sandbox.ProfileNetwork}, DenialSyscall, "", "", "syscall filter"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := ExplainDenials(c.output, c.ctx)
@@ -65,7 +67,7 @@ func TestExplainDenials(t *testing.T) {
 		{"bash: ./agent.sh: Permission denied\ncat: /etc/shadow: Permission denied", ws},
 		{"cat: /home/u/proj/missing: No such file or directory", ws},
 		{"FAIL\tgithub.com/x/y\t0.01s", ws},
-		{"curl: (6) Could not resolve host: example.invalid", DenialContext{Profile: ProfileNetwork}},
+		{"curl: (6) Could not resolve host: example.invalid", DenialContext{Profile: sandbox.ProfileNetwork}},
 		{"curl: (7) Failed to connect to localhost port 8080 after 0 ms: Couldn't connect to server", ws},
 		{"curl: (7) Failed to connect to 127.0.0.1 port 5432 after 0 ms: Couldn't connect to server", ws},
 		{"curl: (7) Failed to connect to ::1 port 80 after 0 ms: Couldn't connect to server", ws},
@@ -90,36 +92,36 @@ type layoutBackend struct{ roots []string }
 
 func (layoutBackend) Name() string       { return "container" }
 func (layoutBackend) DefaultCwd() string { return "" }
-func (layoutBackend) Run(context.Context, *Request) (*Result, error) {
-	return nil, ErrUnavailable
+func (layoutBackend) Run(context.Context, *sandbox.Request) (*sandbox.Result, error) {
+	return nil, sandbox.ErrUnavailable
 }
-func (layoutBackend) HelperPath() string                { return "/.corral/corral" }
-func (l layoutBackend) WritableRoots(*Request) []string { return l.roots }
+func (layoutBackend) HelperPath() string                        { return "/.corral/corral" }
+func (l layoutBackend) WritableRoots(*sandbox.Request) []string { return l.roots }
 
 // plainBackend sees the host's paths (as bwrap and local): no Layout.
 type plainBackend struct{}
 
 func (plainBackend) Name() string       { return "plain" }
 func (plainBackend) DefaultCwd() string { return "" }
-func (plainBackend) Run(context.Context, *Request) (*Result, error) {
-	return nil, ErrUnavailable
+func (plainBackend) Run(context.Context, *sandbox.Request) (*sandbox.Result, error) {
+	return nil, sandbox.ErrUnavailable
 }
 
 // TestDenialContextFor: the writable paths a read-only denial names are
 // the sandbox's: a container's own (its Layout), never the host's scratch
 // or home directories, which it does not have; the host's otherwise.
 func TestDenialContextFor(t *testing.T) {
-	req := &Request{Policy: Policy{Profile: ProfileWorkspace, Workdir: "/work/p"},
+	req := &sandbox.Request{Policy: sandbox.Policy{Profile: sandbox.ProfileWorkspace, Workdir: "/work/p"},
 		ScratchDir: "/home/u/.local/state/corral/sessions/s/scratch", HomeDir: "/home/u/.local/state/corral/sessions/s/home"}
 	for _, c := range []struct {
 		name    string
-		be      Backend
-		profile Profile
+		be      sandbox.Backend
+		profile sandbox.Profile
 		want    []string
 	}{
-		{"container", layoutBackend{[]string{"/work/p", "/tmp"}}, ProfileWorkspace, []string{"/work/p", "/tmp"}},
-		{"container restricted", layoutBackend{[]string{"/tmp"}}, ProfileRestricted, nil},
-		{"host paths", plainBackend{}, ProfileWorkspace, []string{"/work/p", req.ScratchDir, req.HomeDir}},
+		{"container", layoutBackend{[]string{"/work/p", "/tmp"}}, sandbox.ProfileWorkspace, []string{"/work/p", "/tmp"}},
+		{"container restricted", layoutBackend{[]string{"/tmp"}}, sandbox.ProfileRestricted, nil},
+		{"host paths", plainBackend{}, sandbox.ProfileWorkspace, []string{"/work/p", req.ScratchDir, req.HomeDir}},
 	} {
 		r := *req
 		r.Profile = c.profile

@@ -1,4 +1,4 @@
-package sandbox
+package hostview
 
 import (
 	"cmp"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // BindHost are the facts about the host that every bind of one sandbox is
@@ -177,16 +179,16 @@ type BindDecision struct {
 //   - With h.HostRoot, a directory the checks could not list, or a socket
 //     scan cut short by its bounds, refuses the bind (what corral did not
 //     see, the sandbox could); otherwise a cut scan is a warning.
-func DecideBind(b Bind, h *BindHost, s *BindSource) (BindDecision, error) {
+func DecideBind(b sandbox.Bind, h *BindHost, s *BindSource) (BindDecision, error) {
 	desc := describeBind(b)
 	refuse := func(format string, args ...any) (BindDecision, error) {
-		return BindDecision{}, fmt.Errorf("%w: bind %s: %s", ErrPolicy, desc, fmt.Sprintf(format, args...))
+		return BindDecision{}, fmt.Errorf("%w: bind %s: %s", sandbox.ErrPolicy, desc, fmt.Sprintf(format, args...))
 	}
 	ignore := func(format string, args ...any) (BindDecision, error) {
 		return BindDecision{Warnings: []string{fmt.Sprintf("bind %s %s", desc, fmt.Sprintf(format, args...))}}, nil
 	}
 	if !filepath.IsAbs(b.Src) || b.Dest != "" && !filepath.IsAbs(b.Dest) {
-		return BindDecision{}, fmt.Errorf("%w: bind %s: source and destination must be absolute paths", ErrBadRequest, desc)
+		return BindDecision{}, fmt.Errorf("%w: bind %s: source and destination must be absolute paths", sandbox.ErrBadRequest, desc)
 	}
 	src := filepath.Clean(b.Src)
 	dest := filepath.Clean(b.Target())
@@ -504,7 +506,7 @@ func covers(h *BindHost, s *BindSource, r string, homes []string) (hide, empty [
 }
 
 // describeBind formats b for messages: "SRC" -> "DEST" (ro|rw).
-func describeBind(b Bind) string {
+func describeBind(b sandbox.Bind) string {
 	mode := "ro"
 	if !b.ReadOnly {
 		mode = "rw"
