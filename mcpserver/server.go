@@ -220,7 +220,7 @@ func (t Tool) Definition() *mcp.Tool { return t.def }
 // name). Each tool lives in its own tool_NAME.go file; a new tool is one
 // more entry here.
 func (s *Server) Tools() []Tool {
-	return []Tool{
+	tools := []Tool{
 		s.bashTool(),
 		s.bashOutputTool(),
 		s.bashKillTool(),
@@ -231,7 +231,22 @@ func (s *Server) Tools() []Tool {
 		s.searchFilesTool(),
 		s.workspaceDiffTool(),
 	}
+	if benchTools != nil {
+		tools = append(tools, benchTools(s)...)
+	}
+	return tools
 }
+
+// benchTools adds the tools only a build with -tags corralbench has: the
+// floor bench/mcpbench measures beside the real tools. Nil in corral.
+var benchTools func(*Server) []Tool
+
+// BenchNoopTool is the name of the tool that does nothing, registered on
+// the SDK directly (no session opened, no log, no policy): its round trip
+// is the SDK's floor, against which bench/mcpbench measures read_file in
+// the same server and the same run. Only builds with -tags corralbench
+// list it (benchtool_corralbench.go): corral itself never does.
+const BenchNoopTool = "bench_noop"
 
 // call is one tool call as a tool handler sees it: the request and the
 // corral session it runs in.
