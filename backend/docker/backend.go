@@ -182,12 +182,8 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if err != nil {
 		return nil, err
 	}
-	if c.ephemeral {
-		defer func() {
-			b.e.forget(c)
-			b.e.remove(c, "command done")
-		}()
-	}
+	// A container of this command alone goes at its end.
+	defer b.e.done(c)
 	cli, err := b.e.client()
 	if err != nil {
 		return nil, err

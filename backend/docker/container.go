@@ -17,6 +17,7 @@ import (
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
+	"github.com/corralhq/corral/backend/internal/scopes"
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/inside"
@@ -130,51 +131,30 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 		return nil, nil, nil, nil, err
 	}
 	key := req.Session
-	var scopeKey string
-	switch {
-	case key == "":
-		scopeKey = "once:" + randomName()
-	case st.Scope == ScopeShared:
-		scopeKey = sharedKey + "|" + spec.Hash
-	default:
-		scopeKey = "s:" + key + "|" + spec.Hash
-	}
 	labelKey := key
 	if st.Scope == ScopeShared && key != "" {
 		labelKey = sharedKey
 	}
 
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
+	l, ok := e.table.Acquire(key, scopes.KeyFor(key, st.Scope == ScopeShared, spec.Hash), func() *ctr {
+		return &ctr{key: labelKey, hash: spec.Hash, ws: ws, user: p.user, ready: make(chan struct{}), ephemeral: key == "", denyUnix: filter.denyUnix, egress: eg, patterns: req.ProtectedPatterns(), review: rv}
+	})
+	if !ok {
 		return nil, nil, nil, nil, ErrClosed
 	}
-	c, found := e.containers[scopeKey]
-	var stale []*ctr
-	if !found {
-		// The session's container of other settings goes: settings changed.
-		if key != "" && st.Scope == ScopeSession {
-			for k, o := range e.containers {
-				if o.key == key && !o.ephemeral && strings.HasPrefix(k, "s:"+key+"|") {
-					delete(o.sessions, key)
-					if len(o.sessions) == 0 {
-						delete(e.containers, k)
-						stale = append(stale, o)
-					}
-				}
-			}
+	c = l.Handle
+	// The command holds c until its Done (e.done): every way out of here
+	// without c lets go of it.
+	held := c
+	defer func() {
+		if err != nil && held != nil {
+			e.done(held)
 		}
-		c = &ctr{scopeKey: scopeKey, key: labelKey, hash: spec.Hash, ws: ws, user: p.user, ready: make(chan struct{}), sessions: map[string]bool{}, ephemeral: key == "", denyUnix: filter.denyUnix, egress: eg, patterns: req.ProtectedPatterns(), review: rv}
-		e.containers[scopeKey] = c
+	}()
+	for _, d := range l.Stale {
+		e.remove(d.Handle, d.Why)
 	}
-	if key != "" {
-		c.sessions[key] = true
-	}
-	e.mu.Unlock()
-	for _, o := range stale {
-		e.remove(o, "settings changed")
-	}
-	if !found {
+	if l.New {
 		var cut bool
 		var serr error
 		if rv != nil {
@@ -204,11 +184,9 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 		}
 		close(c.ready)
 		if c.err != nil {
-			e.mu.Lock()
-			if e.containers[scopeKey] == c {
-				delete(e.containers, scopeKey)
-			}
-			e.mu.Unlock()
+			// The next command of its key tries again; those waiting
+			// for this one see c.err.
+			e.table.Retire(c, "failed to start", nil)
 		}
 	} else {
 		select {
@@ -219,9 +197,13 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 		if c.err == nil && !c.ephemeral {
 			if why := e.restartedOutside(ctx, c); why != "" {
 				// Its /tmp, processes and mounts are not what corral
-				// made: replace it, once, and say so.
-				e.forget(c)
-				e.remove(c, "restarted outside corral")
+				// made: replace it, once, and say so. It goes now,
+				// whatever holds it, before the new one starts (a review
+				// layer takes one mount at a time).
+				held = nil
+				if took, d := e.table.Take(c, "restarted outside corral", nil); took && d != nil {
+					e.remove(d.Handle, d.Why)
+				}
 				c2, p2, w2, sec2, err := b.ensure(ctx, req)
 				if err != nil {
 					return nil, nil, nil, nil, err

@@ -22,6 +22,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/corralhq/corral/agentclient"
+	"github.com/corralhq/corral/backend/internal/scopes"
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/inside"
@@ -95,9 +96,11 @@ type Engine struct {
 	cli     *client.Client
 	cliErr  error
 
-	mu         sync.Mutex
-	containers map[string]*ctr // by scope key
-	closed     bool
+	// table holds the containers this process uses, by scope (one-command,
+	// a session's, shared), with the commands that hold them.
+	table *scopes.Table[*ctr, struct{}]
+
+	mu sync.Mutex // guards bundles
 
 	// peopleHomes lists the other people's homes for the bind policy
 	// (hostview.PeopleHomes; tests add homes of their own).
@@ -112,7 +115,6 @@ type Engine struct {
 // ctr is a container this process uses.
 type ctr struct {
 	id, name  string
-	scopeKey  string
 	key       string // LabelKey
 	hash      string
 	owned     bool // this process removes it
@@ -121,7 +123,6 @@ type ctr struct {
 	ws        workspace
 	ready     chan struct{}
 	err       error
-	sessions  map[string]bool
 
 	// protected are the protected paths bound read-only in the container
 	// (relative to the workspace); patterns the patterns they came from.
@@ -197,7 +198,7 @@ func NewEngine(opts Options) *Engine {
 	if opts.KillGrace == 0 {
 		opts.KillGrace = 2 * time.Second
 	}
-	return &Engine{opts: opts, log: l, self: owner.Self(), containers: map[string]*ctr{}, peopleHomes: hostview.PeopleHomes}
+	return &Engine{opts: opts, log: l, self: owner.Self(), table: scopes.New[*ctr, struct{}](nil), peopleHomes: hostview.PeopleHomes}
 }
 
 // ErrClosed is returned for commands after Engine.Close.
@@ -350,39 +351,28 @@ func (e *Engine) Backend(st Settings) *Backend {
 // Release ends the session called name's use of its container: a session
 // container is removed, a shared one when no session uses it any more.
 func (e *Engine) Release(name string) {
-	var drop []*ctr
-	e.mu.Lock()
-	for k, c := range e.containers {
-		if !c.sessions[name] {
-			continue
-		}
-		delete(c.sessions, name)
-		if len(c.sessions) == 0 {
-			delete(e.containers, k)
-			drop = append(drop, c)
-		}
+	drops, _ := e.table.Release(name)
+	for _, d := range drops {
+		e.remove(d.Handle, d.Why)
 	}
-	e.mu.Unlock()
-	for _, c := range drop {
-		e.remove(c, "session ended")
+}
+
+// done ends a command's hold on c (ensure), removing c when that was the
+// last hold of a container nothing else keeps: one command's, or one
+// that failed to start.
+func (e *Engine) done(c *ctr) {
+	if d := e.table.Done(c); d != nil {
+		e.remove(d.Handle, d.Why)
 	}
 }
 
 // Close removes every container this process started and refuses further
 // commands. Containers it joined (another corral's) are left alone.
 func (e *Engine) Close() error {
-	e.mu.Lock()
-	e.closed = true
-	var all []*ctr
-	for k, c := range e.containers {
-		all = append(all, c)
-		delete(e.containers, k)
-	}
-	e.mu.Unlock()
+	all, _, _ := e.table.Close()
 	var wg sync.WaitGroup
-	for _, c := range all {
-		wg.Add(1)
-		go func() { defer wg.Done(); e.remove(c, "corral stopped") }()
+	for _, d := range all {
+		wg.Go(func() { e.remove(d.Handle, d.Why) })
 	}
 	wg.Wait()
 	e.removeOwn()

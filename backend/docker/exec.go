@@ -68,14 +68,9 @@ func (e *Engine) execErr(c *ctr, err error) error {
 	return e.engineErr("running a command in "+c.name, err)
 }
 
-// forget drops c from the engine's table (its container is gone).
-func (e *Engine) forget(c *ctr) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.containers[c.scopeKey] == c {
-		delete(e.containers, c.scopeKey)
-	}
-}
+// forget drops c from the engine's table for good (its container is
+// gone or stopped: removeStopped and Close's sweep take what is left).
+func (e *Engine) forget(c *ctr) { e.table.Forget(c) }
 
 // signal sends sig to the process group (and session) pgid in c, through
 // inside.ModeKill. It is best effort: a failure is logged

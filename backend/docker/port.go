@@ -21,6 +21,7 @@ func (b *Backend) PortListeners(ctx context.Context, req *sandbox.Request) ([]by
 	if err != nil {
 		return nil, err
 	}
+	defer b.e.done(c)
 	cli, err := b.e.client()
 	if err != nil {
 		return nil, err
@@ -45,6 +46,9 @@ func (b *Backend) DialPort(ctx context.Context, req *sandbox.Request, addr strin
 	if err != nil {
 		return nil, err
 	}
+	// Held while the connection is made, not while it relays: a
+	// forwarded port ends with its container, as before.
+	defer b.e.done(c)
 	cli, err := b.e.client()
 	if err != nil {
 		return nil, err

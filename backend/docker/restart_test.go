@@ -48,13 +48,11 @@ func TestContainerChangedOutsideCorral(t *testing.T) {
 			}
 			ctx := context.Background()
 			var agentDone <-chan struct{}
-			f.e.mu.Lock()
-			for _, c := range f.e.containers {
-				if c.name == names[0] {
+			for _, en := range f.e.table.Entries() {
+				if c := en.Handle; c.name == names[0] {
 					agentDone = c.agent.Done()
 				}
 			}
-			f.e.mu.Unlock()
 			if err := tc.do(ctx, f.cli, names[0]); err != nil {
 				t.Fatal(err)
 			}
@@ -114,17 +112,12 @@ func TestCloseRemovesWhatTheTableLost(t *testing.T) {
 	if _, err := f.cli.ContainerStop(ctx, names[0], client.ContainerStopOptions{Timeout: new(0)}); err != nil {
 		t.Fatal(err)
 	}
-	f.e.mu.Lock()
-	for _, c := range f.e.containers {
-		if c.name == names[0] {
-			f.e.mu.Unlock()
-			f.e.forget(c)
-			f.e.mu.Lock()
+	for _, en := range f.e.table.Entries() {
+		if en.Handle.name == names[0] {
+			f.e.forget(en.Handle)
 		}
 	}
-	n := len(f.e.containers)
-	f.e.mu.Unlock()
-	if n != 0 {
+	if n := len(f.e.table.Entries()); n != 0 {
 		t.Fatalf("%d containers still in the table", n)
 	}
 	f.e.Close()
