@@ -3,7 +3,6 @@ package kubernetes
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"syscall"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/corralhq/corral/agentclient"
+	"github.com/corralhq/corral/backend/internal/scopes"
 	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/sandbox"
@@ -185,13 +185,8 @@ const maxUnreachable = 2
 // the caller runs req in a new pod; err then says why.
 func (b *Backend) runIn(ctx context.Context, req *sandbox.Request, plan *egressPlan, p *podRef) (res *sandbox.Result, again bool, err error) {
 	e := b.e
-	defer e.idleDone(p)
-	if p.ephemeral {
-		defer func() {
-			e.drop(p)
-			e.remove(p, "command done")
-		}()
-	}
+	// A pod of this command alone goes at its end.
+	defer e.done(p)
 	if p.agentDied() {
 		// An earlier command's agent stream broke: one read says whether
 		// the pod went with it (its next command would find out slowly).
@@ -274,15 +269,6 @@ func (b *Backend) runIn(ctx context.Context, req *sandbox.Request, plan *egressP
 	return res, false, err
 }
 
-// drop removes p from the engine's table.
-func (e *Engine) drop(p *podRef) {
-	e.mu.Lock()
-	if e.pods[p.scopeKey] == p {
-		delete(e.pods, p.scopeKey)
-	}
-	e.mu.Unlock()
-}
-
 // oomKilled asks the API server whether the pod's commands' container
 // (ContainerName) was killed for memory (its last state says OOMKilled):
 // the helper reads the cgroup's count first (inside.Exit.OOMKnown), this
@@ -309,9 +295,9 @@ func (e *Engine) oomKilled(p *podRef) bool {
 
 // ensure returns the ready pod of req: the session's (or the shared one),
 // made on first use (claimed from the warm pool when it has one); for
-// req.Session == "" a new one the caller removes. The pod counts the
-// command as running (Engine.idleDone ends it). plan is the allowlist's
-// (nil under other profiles).
+// req.Session == "" a new one of its own. The pod counts the command as
+// holding it (Engine.done ends that, and removes a pod of one command).
+// plan is the allowlist's (nil under other profiles).
 func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egressPlan) (*podRef, error) {
 	e := b.e
 	st := b.st
@@ -352,84 +338,59 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 		hash: settingsHash(&st, ws, denyNet, denyUnix, readOnly, egressKey) + "-" + ns, helper: helper,
 		key: poolKey(&st, ns, ws, tmp, denyNet, denyUnix, readOnly, sum)}
 	key := req.Session
-	var scopeKey, annot string
+	var annot string
 	switch {
 	case key == "":
-		scopeKey = "once:" + randomName()
 	case st.Scope == ScopeShared:
-		scopeKey, annot = "shared|"+sp.hash, "shared"
+		annot = "shared"
 	default:
-		scopeKey, annot = "s:"+key+"|"+sp.hash, key
+		annot = key
 	}
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
+	// Counted as held before the table is unlocked, so the idle watch
+	// never removes a pod a command is about to use.
+	l, ok := e.table.Acquire(key, scopes.KeyFor(key, st.Scope == ScopeShared, sp.hash), func() *podRef {
+		return &podRef{name: randomName(), namespace: ns, cl: cl, workspace: ws, denyUnix: denyUnix,
+			ready: make(chan struct{}), ephemeral: key == "", egress: plan}
+	})
+	if !ok {
 		return nil, ErrClosed
 	}
-	ref, found := e.pods[scopeKey]
-	var stale []*podRef
-	var rs *reset
-	if !found {
-		if key != "" && st.Scope == ScopeSession {
-			// The session's pod of other settings goes: settings changed.
-			for k, o := range e.pods {
-				if strings.HasPrefix(k, "s:"+key+"|") {
-					delete(o.sessions, key)
-					if len(o.sessions) == 0 {
-						delete(e.pods, k)
-						stale = append(stale, o)
-					}
-				}
-			}
-		}
-		ref = &podRef{name: randomName(), namespace: ns, scopeKey: scopeKey, cl: cl, workspace: ws, denyUnix: denyUnix,
-			ready: make(chan struct{}), sessions: map[string]bool{}, ephemeral: key == "", egress: plan}
-		e.pods[scopeKey] = ref
-		rs = e.resets[scopeKey]
-		delete(e.resets, scopeKey)
+	ref := l.Handle
+	for _, d := range l.Stale {
+		e.remove(d.Handle, d.Why)
 	}
-	// Counted before the table is unlocked, so the idle watch never
-	// removes a pod a command is about to use.
-	ref.active++
-	if key != "" {
-		ref.sessions[key] = true
-	}
-	e.mu.Unlock()
-	for _, o := range stale {
-		e.remove(o, "settings changed")
-	}
-	if found {
+	if !l.New {
 		select {
 		case <-ref.ready:
 		case <-ctx.Done():
-			e.idleDone(ref)
+			e.done(ref)
 			return nil, ctx.Err()
 		}
 		if ref.err != nil {
-			e.idleDone(ref)
+			e.done(ref)
 		}
 		return ref, ref.err
+	}
+	var rs *reset
+	if l.Reset != nil {
+		rs = l.Reset.Value
 	}
 	if st.WarmPool > 0 {
 		e.pool.keep(sp, st.WarmPool)
 	}
 	ref.err = b.start(ctx, ref, sp, annot, rs, req)
+	if ref.err != nil {
+		// The next command of its key tries again; the session's kept
+		// workspace, and the note of what became of its old pod, stay
+		// for that try.
+		e.table.Retire(ref, "start failed", nil)
+		if e.table.Restore(l.Key, l.Reset) && rs.pvc != "" {
+			ref.pvc = ""
+		}
+	}
 	close(ref.ready)
 	if ref.err != nil {
-		e.mu.Lock()
-		if e.pods[scopeKey] == ref {
-			delete(e.pods, scopeKey)
-		}
-		if rs != nil && !e.closed {
-			// The session's kept workspace, and the note of what became
-			// of its old pod, stay for its next try.
-			e.resets[scopeKey] = rs
-			if rs.pvc != "" {
-				ref.pvc = ""
-			}
-		}
-		e.mu.Unlock()
-		go e.remove(ref, "start failed")
+		e.done(ref)
 		return nil, ref.err
 	}
 	if p.idle > 0 && !ref.ephemeral {
@@ -575,14 +536,6 @@ func (e *Engine) startEgress(ctx context.Context, ref *podRef, session string) e
 	return e.tunnelFor(ctx, ref)
 }
 
-// idleDone ends one command's use of p (see ensure).
-func (e *Engine) idleDone(p *podRef) {
-	e.mu.Lock()
-	p.active--
-	p.last = time.Now()
-	e.mu.Unlock()
-}
-
 // watchIdle removes p once no command (background processes included)
 // has run in it for idle (kubernetes.idle_timeout), keeping its workspace
 // PVC for the session's next pod; it ends when p leaves the table.
@@ -595,22 +548,28 @@ func (e *Engine) watchIdle(p *podRef, idle time.Duration) {
 			return
 		case <-t.C:
 		}
-		e.mu.Lock()
-		if e.closed || e.pods[p.scopeKey] != p {
-			e.mu.Unlock()
+		var r *reset
+		v, d := e.table.Idle(p, idle, func() *reset {
+			// Under the table's lock: the PVC moves to the reset, so
+			// the pod's removal leaves it.
+			r = &reset{idle: idle, pvc: p.pvc, cl: p.cl, ns: p.namespace}
+			p.pvc = ""
+			return r
+		})
+		switch v {
+		case scopes.Left:
 			return
-		}
-		if p.active > 0 || time.Since(p.last) < idle {
-			e.mu.Unlock()
+		case scopes.Busy:
 			continue
 		}
-		delete(e.pods, p.scopeKey)
-		r := &reset{idle: idle, pvc: p.pvc, cl: p.cl, ns: p.namespace, sessions: maps.Clone(p.sessions)}
-		e.resets[p.scopeKey] = r
-		p.pvc = ""
-		e.mu.Unlock()
-		e.log.Info("kubernetes.pod.idle", "pod", p.name, "namespace", p.namespace, "idle_timeout", idle.String(), "pvc_kept", r.pvc)
-		e.remove(p, "idle timeout")
+		pvc := ""
+		if r != nil {
+			pvc = r.pvc
+		}
+		e.log.Info("kubernetes.pod.idle", "pod", p.name, "namespace", p.namespace, "idle_timeout", idle.String(), "pvc_kept", pvc)
+		if d != nil {
+			e.remove(p, d.Why)
+		}
 		return
 	}
 }

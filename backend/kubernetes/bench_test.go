@@ -95,11 +95,9 @@ func TestAPIKind(t *testing.T) {
 // podOfSession returns the engine's pod of session sess without asking
 // the API server.
 func (k *kube) podOfSession(sess string) string {
-	k.e.mu.Lock()
-	defer k.e.mu.Unlock()
-	for _, p := range k.e.pods {
-		if p.sessions[sess] {
-			return p.name
+	for _, en := range k.e.table.Entries() {
+		if slices.Contains(en.Sessions, sess) {
+			return en.Handle.name
 		}
 	}
 	return ""

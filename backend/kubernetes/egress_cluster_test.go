@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
+	"github.com/corralhq/corral/backend/internal/scopes"
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/dockertest"
 	"github.com/corralhq/corral/internal/testcert"
@@ -120,11 +121,9 @@ func allowlist(r *sandbox.Request) {
 // podOf returns this engine's pod of session sess.
 func (k *egressKube) podOf(sess string) *podRef {
 	k.t.Helper()
-	k.e.mu.Lock()
-	defer k.e.mu.Unlock()
-	for key, p := range k.e.pods {
-		if strings.HasPrefix(key, "s:"+sess+"|") {
-			return p
+	for _, en := range k.e.table.Entries() {
+		if en.Key.Kind == scopes.PerSession && en.Key.Session == sess {
+			return en.Handle
 		}
 	}
 	k.t.Fatalf("no pod of session %s", sess)

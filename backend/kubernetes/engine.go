@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/corralhq/corral/agentclient"
+	"github.com/corralhq/corral/backend/internal/scopes"
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/inside/tunnel"
 	"github.com/corralhq/corral/internal/owner"
@@ -73,27 +74,28 @@ type Engine struct {
 
 	pool warmPool
 
+	// table holds the pods this process made, by scope (one-command, a
+	// session's, shared), with the commands that hold them, and the
+	// resets of sessions whose pod was removed for idleness or lost.
+	table *scopes.Table[*podRef, *reset]
+
 	mu      sync.Mutex
 	clients map[string]*cluster
-	pods    map[string]*podRef // by scope key
-	resets  map[string]*reset  // by scope key: sessions whose pod was removed for idleness or lost
-	sums    map[string]string  // the helper's SHA-256 by path
-	closed  bool
-	quit    chan struct{} // closed by Close
+	sums    map[string]string // the helper's SHA-256 by path
+	quit    chan struct{}     // closed by Close
 }
 
 // reset is a session (or shared) pod that is gone: removed by
 // idle_timeout (idle), or lost behind corral's back (lost: podLoss's
 // phrase; pod its name). The next command of its scope key starts a new
 // pod and says so (note); pvc is the workspace PVC kept for it ("" under
-// emptyDir).
+// emptyDir). The table keeps it, with the sessions it is for.
 type reset struct {
 	idle      time.Duration
 	pod, lost string
 	pvc       string
 	cl        *cluster
 	ns        string
-	sessions  map[string]bool
 }
 
 // note is what the first result in the new pod says about the old one.
@@ -115,7 +117,6 @@ type cluster struct {
 // podRef is a pod this process made.
 type podRef struct {
 	name, namespace string
-	scopeKey        string
 	cl              *cluster
 	policy          bool   // a NetworkPolicy of the same name was made
 	pvc             string // the workspace PVC, removed with the pod ("" for none)
@@ -123,16 +124,9 @@ type podRef struct {
 	denyUnix        bool
 	ready           chan struct{}
 	err             error
-	sessions        map[string]bool
 	ephemeral       bool
 	notes           []string // for the first command's result (under notesMu)
 	notesMu         sync.Mutex
-
-	// active counts the commands (background processes included) running
-	// in it and last is when the last one ended (under Engine.mu), for
-	// idle_timeout.
-	active int
-	last   time.Time
 
 	agentMu sync.Mutex
 	agent   *agentclient.Conn
@@ -181,8 +175,8 @@ func NewEngine(opts Options) *Engine {
 		opts.StartTimeout = 3 * time.Minute
 	}
 	routeKlog(l)
-	e := &Engine{opts: opts, log: l, self: owner.Self(), clients: map[string]*cluster{}, pods: map[string]*podRef{},
-		resets: map[string]*reset{}, sums: map[string]string{}, quit: make(chan struct{})}
+	e := &Engine{opts: opts, log: l, self: owner.Self(), clients: map[string]*cluster{},
+		table: scopes.New[*podRef, *reset](nil), sums: map[string]string{}, quit: make(chan struct{})}
 	e.pool = newCorralPool(e, !opts.OneShot)
 	return e
 }
@@ -267,34 +261,30 @@ func apiErr(what string, err error) error {
 }
 
 // Release ends the session called name's use of its pod: a session pod is
-// removed, a shared one when no session uses it any more.
+// removed, a shared one when no session uses it any more. A workspace PVC
+// kept for the session (a reset) goes too.
 func (e *Engine) Release(name string) {
-	var drop []*podRef
-	var kept []*reset
-	e.mu.Lock()
-	for k, r := range e.resets {
-		delete(r.sessions, name)
-		if len(r.sessions) == 0 {
-			delete(e.resets, k)
-			kept = append(kept, r)
-		}
-	}
-	for k, p := range e.pods {
-		if !p.sessions[name] {
-			continue
-		}
-		delete(p.sessions, name)
-		if len(p.sessions) == 0 {
-			delete(e.pods, k)
-			drop = append(drop, p)
-		}
-	}
-	e.mu.Unlock()
-	for _, p := range drop {
-		e.remove(p, "session ended")
+	drop, kept := e.table.Release(name)
+	for _, d := range drop {
+		e.remove(d.Handle, d.Why)
 	}
 	for _, r := range kept {
 		e.removeKept(r)
+	}
+}
+
+// done ends a command's hold on p (ensure), removing p when that was the
+// last hold of a pod nothing else keeps: one command's (lost or not),
+// before done returns; one that failed to start, in the background, as
+// such pods were removed before.
+func (e *Engine) done(p *podRef) {
+	d := e.table.Done(p)
+	switch {
+	case d == nil:
+	case p.ephemeral && p.err == nil:
+		e.remove(p, d.Why)
+	default:
+		go e.remove(p, d.Why)
 	}
 }
 
@@ -315,32 +305,17 @@ func (e *Engine) removeKept(r *reset) {
 // made, the warm pool's free pods it made included, and refuses further
 // commands.
 func (e *Engine) Close() error {
-	e.mu.Lock()
-	if !e.closed {
+	all, kept, first := e.table.Close()
+	if first {
 		close(e.quit)
 	}
-	e.closed = true
-	var all []*podRef
-	for k, p := range e.pods {
-		all = append(all, p)
-		delete(e.pods, k)
-	}
-	var kept []*reset
-	for k, r := range e.resets {
-		kept = append(kept, r)
-		delete(e.resets, k)
-	}
-	e.mu.Unlock()
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); e.pool.close() }()
+	wg.Go(e.pool.close)
 	for _, r := range kept {
-		wg.Add(1)
-		go func() { defer wg.Done(); e.removeKept(r) }()
+		wg.Go(func() { e.removeKept(r) })
 	}
-	for _, p := range all {
-		wg.Add(1)
-		go func() { defer wg.Done(); e.remove(p, "corral stopped") }()
+	for _, d := range all {
+		wg.Go(func() { e.remove(d.Handle, d.Why) })
 	}
 	wg.Wait()
 	return nil

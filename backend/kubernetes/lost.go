@@ -3,7 +3,6 @@ package kubernetes
 import (
 	"context"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
@@ -164,31 +163,34 @@ func (e *Engine) lossOf(ctx context.Context, p *podRef, settle time.Duration) st
 }
 
 // lose takes p, gone for why (podLoss), out of the engine's table and
-// removes what is left of it. A session's (or shared) pod leaves a reset
-// behind, so its scope's next command gets a new pod and the note of
-// lostNote; under storage pvc the workspace PVC is kept for that pod.
-// Nothing is recorded when p had left the table already (another command
-// noticed first, or the session ended).
+// removes what is left of it, whatever commands still hold it (they
+// cannot use it; a PVC kept for the next pod must not stay mounted by
+// this one). A session's (or shared) pod leaves a reset behind, so its
+// scope's next command gets a new pod and the note of lostNote; under
+// storage pvc the workspace PVC is kept for that pod. A pod of one
+// command is removed when that command ends, as it always is. Nothing is
+// recorded when p had left the table already (another command noticed
+// first, or the session ended).
 func (e *Engine) lose(p *podRef, why string) {
-	e.mu.Lock()
-	took := e.pods[p.scopeKey] == p
 	pvc := ""
-	if took {
-		delete(e.pods, p.scopeKey)
-		if !p.ephemeral && !e.closed && len(p.sessions) > 0 {
-			pvc = p.pvc
-			e.resets[p.scopeKey] = &reset{pod: p.name, lost: why, pvc: pvc, cl: p.cl, ns: p.namespace, sessions: maps.Clone(p.sessions)}
-			p.pvc = ""
-		}
+	keep := func() *reset {
+		// Under the table's lock: the PVC moves to the reset, so the
+		// pod's removal leaves it.
+		pvc = p.pvc
+		p.pvc = ""
+		return &reset{pod: p.name, lost: why, pvc: pvc, cl: p.cl, ns: p.namespace}
 	}
-	e.mu.Unlock()
+	retire := e.table.Take
+	if p.ephemeral {
+		retire = e.table.Retire
+	}
+	took, d := retire(p, "lost", keep)
 	if !took {
 		return
 	}
 	e.log.Warn("kubernetes.pod.lost", "pod", p.name, "namespace", p.namespace, "reason", why, "pvc_kept", pvc)
-	if !p.ephemeral {
-		// (An ephemeral pod is removed when its command ends.)
-		go e.remove(p, "lost")
+	if d != nil {
+		go e.remove(p, d.Why)
 	}
 }
 

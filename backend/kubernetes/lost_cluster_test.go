@@ -95,13 +95,11 @@ func (k *kube) waitAgentGone(t *testing.T, name string) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		var ref *podRef
-		k.e.mu.Lock()
-		for _, p := range k.e.pods {
-			if p.name == name {
-				ref = p
+		for _, en := range k.e.table.Entries() {
+			if en.Handle.name == name {
+				ref = en.Handle
 			}
 		}
-		k.e.mu.Unlock()
 		if ref == nil || ref.agentDied() {
 			return
 		}

@@ -1,12 +1,15 @@
 package kubernetes
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/corralhq/corral/backend/internal/scopes"
 )
 
 // runningPod is a pod whose commands' container runs and which is Ready.
@@ -117,31 +120,41 @@ func TestLoseKeepsNoteAndPVC(t *testing.T) {
 	e := NewEngine(Options{})
 	ready := make(chan struct{})
 	close(ready)
-	p := &podRef{name: "corral-0123456789ab", namespace: "ns", scopeKey: "s:a|h", pvc: "corral-0123456789ab-ws", ready: ready, sessions: map[string]bool{"a": true}}
-	e.pods[p.scopeKey] = p
+	// Held by the command that notices the loss, as in runIn.
+	l, _ := e.table.Acquire("a", scopes.KeyFor("a", false, "h"), func() *podRef {
+		return &podRef{name: "corral-0123456789ab", namespace: "ns", pvc: "corral-0123456789ab-ws", ready: ready}
+	})
+	p := l.Handle
 	e.lose(p, "was evicted by its node's kubelet: full")
-	r := e.resets[p.scopeKey]
-	if r == nil || r.pvc != "corral-0123456789ab-ws" || r.pod != p.name || r.lost != "was evicted by its node's kubelet: full" || !r.sessions["a"] {
-		t.Fatalf("reset %+v", r)
+	rs := e.table.Resets()
+	if len(rs) != 1 {
+		t.Fatalf("resets %+v", rs)
 	}
-	if _, ok := e.pods[p.scopeKey]; ok || p.pvc != "" {
-		t.Fatalf("still in the table, or its PVC would go with it: %v %q", e.pods, p.pvc)
+	r := rs[0].Value
+	if r.pvc != "corral-0123456789ab-ws" || r.pod != p.name || r.lost != "was evicted by its node's kubelet: full" || !slices.Equal(rs[0].Sessions, []string{"a"}) || rs[0].Key != l.Key {
+		t.Fatalf("reset %+v %+v", rs[0], r)
+	}
+	if e.table.Live(p) || len(e.table.Entries()) != 0 || p.pvc != "" {
+		t.Fatalf("still in the table, or its PVC would go with it: %v %q", e.table.Entries(), p.pvc)
 	}
 	e.lose(p, "was deleted")
-	if e.resets[p.scopeKey] != r {
-		t.Errorf("a second report replaced the reset: %+v", e.resets[p.scopeKey])
+	if rs := e.table.Resets(); len(rs) != 1 || rs[0].Value != r {
+		t.Errorf("a second report replaced the reset: %+v", rs)
 	}
+	e.done(p) // its holder lets go: it was handed back already
 	// The session ends: its kept PVC goes with it (removeKept: no client
 	// here, so nothing is called).
 	e.Release("a")
-	if len(e.resets) != 0 {
-		t.Errorf("resets after Release: %v", e.resets)
+	if rs := e.table.Resets(); len(rs) != 0 {
+		t.Errorf("resets after Release: %+v", rs)
 	}
 	// A pod of one command leaves no reset.
-	o := &podRef{name: "corral-ba9876543210", scopeKey: "once:x", ready: ready, sessions: map[string]bool{}, ephemeral: true}
-	e.pods[o.scopeKey] = o
-	e.lose(o, "was deleted")
-	if len(e.resets) != 0 || len(e.pods) != 0 {
-		t.Errorf("one command's pod: resets %v pods %v", e.resets, e.pods)
+	l, _ = e.table.Acquire("", scopes.KeyFor("", false, "h"), func() *podRef {
+		return &podRef{name: "corral-ba9876543210", ready: ready, ephemeral: true}
+	})
+	e.lose(l.Handle, "was deleted")
+	if rs, es := e.table.Resets(), e.table.Entries(); len(rs) != 0 || len(es) != 0 {
+		t.Errorf("one command's pod: resets %+v pods %+v", rs, es)
 	}
+	e.done(l.Handle)
 }
