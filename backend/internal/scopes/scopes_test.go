@@ -188,8 +188,10 @@ func TestTable(t *testing.T) {
 		{"a session's sandbox is reused, and goes at Release", []string{
 			"acq a x => new h1",
 			"done h1 =>",
+			"done h1 =>", // one Done too many counts for nothing
 			"acq a x => got h1",
 			"entries => h1:s:a|x:a:1",
+			"idle h1 0 => busy",
 			"done h1 =>",
 			"rel a => drop h1:session ended",
 			"rel a =>", // double Release
