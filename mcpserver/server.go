@@ -248,6 +248,13 @@ var benchTools func(*Server) []Tool
 // list it (benchtool_corralbench.go): corral itself never does.
 const BenchNoopTool = "bench_noop"
 
+// BenchEchoTool is the name of the tool that returns the text read_file
+// would give for a file of `lines` copies of `line`, shaped as its answer (the same output schema, the text twice:
+// as content and structured), registered on the SDK directly: the SDK's
+// own cost of carrying a file's text both ways, which read_file cannot go
+// below. Only builds with -tags corralbench list it.
+const BenchEchoTool = "bench_echo"
+
 // call is one tool call as a tool handler sees it: the request and the
 // corral session it runs in.
 type call struct {
