@@ -21,6 +21,7 @@ import (
 
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/forkfds"
+	"github.com/corralhq/corral/internal/tail"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/seccomp"
@@ -186,7 +187,7 @@ func (b *Backend) startEgressNSOnce(bin *Binary, srv *netproxy.Server, session s
 	cmd := exec.Command(bin.Path, argv...)
 	cmd.Env = bwrapProcessEnv()
 	cmd.Stdin = lifeR
-	stderr := &tailBuffer{max: 4 << 10}
+	stderr := &tail.Buffer{}
 	cmd.Stderr = stderr
 	cmd.ExtraFiles = []*os.File{infoW, filter, exe, readyW}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

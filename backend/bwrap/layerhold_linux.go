@@ -19,6 +19,7 @@ import (
 
 	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/forkfds"
+	"github.com/corralhq/corral/internal/tail"
 	"github.com/corralhq/corral/layer"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/reexec"
@@ -513,7 +514,7 @@ func startLayerHolder(l *layer.Layer, gen int64, twoStage bool) (*layerHolder, e
 	}
 	cmd.Env = []string{}
 	cmd.Stdin, cmd.Stdout = lifeR, outW
-	stderr := &tailBuffer{max: 4 << 10}
+	stderr := &tail.Buffer{}
 	cmd.Stderr = stderr
 	err = forkfds.Start(cmd)
 	lifeR.Close()

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/corralhq/corral/hostview"
+	"github.com/corralhq/corral/internal/tail"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -20,7 +21,7 @@ func TestDataLimit(t *testing.T) {
 // the memory limit, only where memory_mb is set and the command failed.
 func TestLimitHitMemory(t *testing.T) {
 	lim := sandbox.Limits{MemoryMB: 256}
-	for _, tail := range []string{
+	for _, end := range []string{
 		"Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\nMemoryError\n",
 		"fatal error: runtime: out of memory\n",
 		"#\n# Fatal process out of memory: Zone\n#\n",
@@ -28,19 +29,19 @@ func TestLimitHitMemory(t *testing.T) {
 		"Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space\n",
 		"bomb: malloc: Cannot allocate memory\n",
 	} {
-		tb := &tailBuffer{max: 8 << 10}
-		tb.Write([]byte(tail))
+		tb := &tail.Buffer{Size: 8 << 10}
+		tb.Write([]byte(end))
 		if got := limitHit(&sandbox.Result{ExitCode: 1}, lim, tb); got != sandbox.LimitMemory {
-			t.Errorf("limitHit(%q) = %q, want %q", tail, got, sandbox.LimitMemory)
+			t.Errorf("limitHit(%q) = %q, want %q", end, got, sandbox.LimitMemory)
 		}
 		if got := limitHit(&sandbox.Result{ExitCode: 1}, sandbox.Limits{}, tb); got != "" {
-			t.Errorf("limitHit(%q) without memory_mb = %q, want none", tail, got)
+			t.Errorf("limitHit(%q) without memory_mb = %q, want none", end, got)
 		}
 		if got := limitHit(&sandbox.Result{ExitCode: 0}, lim, tb); got != "" {
-			t.Errorf("limitHit(%q) of a command that succeeded = %q, want none", tail, got)
+			t.Errorf("limitHit(%q) of a command that succeeded = %q, want none", end, got)
 		}
 	}
-	tb := &tailBuffer{max: 8 << 10}
+	tb := &tail.Buffer{Size: 8 << 10}
 	tb.Write([]byte("error: no such file\n"))
 	if got := limitHit(&sandbox.Result{ExitCode: 1}, lim, tb); got != "" {
 		t.Errorf("limitHit of an unrelated failure = %q, want none", got)

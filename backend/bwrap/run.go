@@ -27,6 +27,7 @@ import (
 	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/atomicfile"
 	"github.com/corralhq/corral/internal/forkfds"
+	"github.com/corralhq/corral/internal/tail"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/secrets"
@@ -989,14 +990,14 @@ func memoryPerProcess(lim sandbox.Limits, cg *memCgroup) sandbox.Limits {
 }
 
 // limitHit decides which limit, if any, ended the command.
-func limitHit(res *sandbox.Result, lim sandbox.Limits, tail *tailBuffer) string {
+func limitHit(res *sandbox.Result, lim sandbox.Limits, stderr *tail.Buffer) string {
 	if res.TimedOut {
 		return ""
 	}
 	// The process limit is reported even when the command recovered from
 	// refused forks: the person should know it was reached.
-	if tail != nil && lim.MaxProcs > 0 {
-		t := strings.ToLower(tail.String())
+	if stderr != nil && lim.MaxProcs > 0 {
+		t := strings.ToLower(stderr.String())
 		if strings.Contains(t, "fork: resource temporarily unavailable") ||
 			strings.Contains(t, "fork: retry") || strings.Contains(t, "can't fork") || strings.Contains(t, "cannot fork") {
 			return sandbox.LimitProcs
@@ -1011,8 +1012,8 @@ func limitHit(res *sandbox.Result, lim sandbox.Limits, tail *tailBuffer) string 
 			return sandbox.LimitCPU
 		}
 	}
-	if tail != nil {
-		t := strings.ToLower(tail.String())
+	if stderr != nil {
+		t := strings.ToLower(stderr.String())
 		if lim.MemoryMB > 0 {
 			for _, pat := range memoryPatterns {
 				if strings.Contains(t, pat) {
@@ -1035,31 +1036,6 @@ var memoryPatterns = []string{
 	"memory exhausted", "xmalloc: cannot allocate", "failed to reserve",
 	"allocation failed", "could not allocate", "unable to allocate",
 	"insufficient memory", "outofmemoryerror",
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-// Write implements io.Writer, keeping only the last max bytes.
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > t.max {
-		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-// String returns the bytes kept.
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
 }
 
 func isTerminal(f *os.File) bool {

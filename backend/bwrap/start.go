@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corralhq/corral/internal/tail"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/seccomp"
 )
@@ -23,7 +24,7 @@ type started struct {
 	statusR *os.File
 	// tail is the end of the command's stderr, kept to tell a limit
 	// failure apart (limitHit); nil when not kept.
-	tail *tailBuffer
+	tail *tail.Buffer
 	// cg is the command's memory cgroup, or nil (memoryCgroup).
 	cg    *memCgroup
 	lim   sandbox.Limits
@@ -205,7 +206,7 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 			// Keep the end of stderr to tell a limit failure apart. A terminal
 			// is passed through untouched so it stays a terminal.
 			if f, ok := req.Stderr.(*os.File); !ok || !isTerminal(f) {
-				sb.tail = &tailBuffer{max: 8 << 10}
+				sb.tail = &tail.Buffer{Size: 8 << 10}
 				switch {
 				case sandbox.SameWriter(req.Stdout, req.Stderr):
 					// One writer for both keeps them one pipe, in the

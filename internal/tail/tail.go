@@ -7,12 +7,15 @@ import (
 	"sync"
 )
 
-// Max is how many bytes a Buffer keeps.
+// Max is how many bytes a Buffer keeps unless its Size says otherwise.
 const Max = 4096
 
-// Buffer is an io.Writer that keeps the last Max bytes written to it. The
+// Buffer is an io.Writer that keeps the last Size bytes written to it. The
 // zero value is ready; it is safe for concurrent use.
 type Buffer struct {
+	// Size is how many bytes are kept; 0 means Max.
+	Size int
+
 	mu  sync.Mutex
 	buf []byte
 }
@@ -21,9 +24,14 @@ type Buffer struct {
 func (t *Buffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	n := t.Size
+	if n <= 0 {
+		n = Max
+	}
 	t.buf = append(t.buf, p...)
-	if len(t.buf) > Max {
-		t.buf = t.buf[len(t.buf)-Max:]
+	if len(t.buf) > n {
+		// Copied down, so the array does not keep what was cut.
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-n:]...)
 	}
 	return len(p), nil
 }

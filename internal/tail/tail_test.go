@@ -17,3 +17,12 @@ func TestKeepsTheEnd(t *testing.T) {
 		t.Error("empty buffer")
 	}
 }
+
+func TestSize(t *testing.T) {
+	b := &Buffer{Size: 8}
+	b.Write([]byte("0123456789"))
+	b.Write([]byte("ab"))
+	if got := b.String(); got != "456789ab" {
+		t.Fatalf("String() = %q, want the last 8 bytes", got)
+	}
+}
