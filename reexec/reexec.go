@@ -21,6 +21,7 @@ package reexec
 import (
 	"fmt"
 	"os"
+	"sort"
 )
 
 // Main is a helper's entry point: args are the arguments after the mode
@@ -91,6 +92,20 @@ func Lookup(args []string, getenv func(string) string) (main Main, helperArgs []
 		}
 	}
 	return nil, nil, false
+}
+
+// Modes returns the registered modes, sorted: each argv mode's name, and
+// each environment mode as KEY=value. It reads only the registry.
+func Modes() []string {
+	out := make([]string, 0, len(argvModes)+len(envModes))
+	for name := range argvModes {
+		out = append(out, name)
+	}
+	for _, m := range envModes {
+		out = append(out, m.key+"="+m.value)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Init runs the helper that os.Args and the environment select and exits

@@ -114,3 +114,15 @@ func TestInitRunsHelperAndExits(t *testing.T) {
 		t.Errorf("helper printed %q, want %q (the arguments after the mode; no test output)", got, "a,b c\n")
 	}
 }
+
+func TestModesListsBothKinds(t *testing.T) {
+	saveA, saveE := argvModes, envModes
+	defer func() { argvModes, envModes = saveA, saveE }()
+	argvModes, envModes = nil, nil
+	Register("b-mode", func([]string) int { return 0 })
+	Register("a-mode", func([]string) int { return 0 })
+	RegisterEnv("K", "v", func([]string) int { return 0 })
+	if got := strings.Join(Modes(), ","); got != "K=v,a-mode,b-mode" {
+		t.Fatalf("Modes() = %s", got)
+	}
+}

@@ -25,6 +25,7 @@ var helperPackages = []string{
 	"github.com/corralhq/corral/inside/tunnel",
 	"github.com/corralhq/corral/portfwd",
 	"github.com/corralhq/corral/secrets/gitcred",
+	"github.com/corralhq/corral/cmd/corral-helper",
 }
 
 // hostHelpers are packages that import reexec for a mode that runs on the
@@ -47,6 +48,29 @@ var badHelperDeps = map[string]string{
 	"github.com/distribution/":         "image reference parsing, pulled by the engine client (3600 allocations at init)",
 	"github.com/modelcontextprotocol/": "the MCP SDK; only `corral mcp` serves MCP",
 	"github.com/google/jsonschema-go/": "the MCP SDK's schemas",
+	"k8s.io/":                          "client-go and the Kubernetes API types; only the host talks to the API server",
+	"sigs.k8s.io/":                     "Kubernetes libraries, pulled by client-go",
+	"github.com/spf13/cobra":           "the CLI; a helper has no command line to parse",
+	"github.com/knadh/koanf":           "the settings; a helper is told what to do by corral",
+}
+
+// TestHelperExecutableHasEveryMode checks that cmd/corral-helper, the small
+// executable of the helper modes, links every package whose mode runs
+// inside sandboxes, so that it can stand in for corral's executable there.
+func TestHelperExecutableHasEveryMode(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go tool is not on PATH: cannot list the helper's dependencies")
+	}
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "github.com/corralhq/corral/cmd/corral-helper").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	for _, pkg := range helperPackages {
+		if !slices.Contains(deps, pkg) {
+			t.Errorf("cmd/corral-helper does not link %s: its mode would be missing inside sandboxes", pkg)
+		}
+	}
 }
 
 func TestHelperDependencies(t *testing.T) {
