@@ -104,6 +104,11 @@ type bwrapKey struct {
 	path, runAs, secret string
 }
 
+// ErrNoStateDir is Open's error when neither Options.StateDir nor the
+// environment (config.StateDir: XDG_STATE_HOME, HOME) gives a state
+// directory. Any other error of Open is the settings'.
+var ErrNoStateDir = errors.New("cannot find a state directory for sessions: set HOME or XDG_STATE_HOME")
+
 // Open returns a Host over opts. It reads the settings once, so a bad
 // settings file is reported here (an error naming the file and key, from
 // config.Load); it fails too when there is no state directory. It starts
@@ -121,7 +126,7 @@ func Open(opts Options) (*Host, error) {
 		h.stateDir = config.StateDir()
 	}
 	if h.stateDir == "" {
-		return nil, errors.New("cannot find a state directory for sessions: set HOME or XDG_STATE_HOME")
+		return nil, ErrNoStateDir
 	}
 	if _, err := h.Settings(); err != nil {
 		return nil, err
@@ -358,45 +363,11 @@ func (h *Host) Backend(st *config.Settings) (sandbox.Backend, error) {
 	}
 	switch st.Backend {
 	case "", config.BackendBwrap:
-		k := bwrapKey{path: st.Bwrap, runAs: st.RunAs, secret: st.Path}
-		if b := h.bwraps[k]; b != nil {
-			return b, nil
-		}
-		b := bwrap.New(bwrap.Options{
-			BwrapPath:   k.path,
-			StateDir:    h.stateDir,
-			HiddenDirs:  []string{config.ConfigDir()},
-			SecretFiles: []string{k.secret},
-			RunAs:       k.runAs,
-			Logger:      h.log,
-			Egress:      h.egressLocked(),
-			SweepEvery:  h.opts.SweepEvery,
-		})
-		h.bwraps[k] = b
-		return b, nil
+		return h.bwrapLocked(st), nil
 	case config.BackendDocker:
-		if h.engine == nil {
-			h.engine = docker.NewEngine(docker.Options{
-				Logger: h.log, Egress: h.egressLocked(), Join: h.opts.JoinContainers,
-				QuarantineDir: filepath.Join(h.stateDir, "quarantine"),
-				TrustDir:      filepath.Join(h.stateDir, "trust"),
-				// Shared with the bwrap backend: `corral cleanup`
-				// prunes both backends' copies (secrets.PruneCopies).
-				SecretFilesDir: filepath.Join(h.stateDir, "secretfiles"),
-				// The bind policy's: corral's own directories are never
-				// bound, and files a bind must show as empty get the same
-				// empty file as the bwrap backend's masks.
-				HiddenDirs: []string{config.ConfigDir(), h.stateDir},
-				EmptyFile:  filepath.Join(h.stateDir, "empty"),
-			})
-		}
-		return h.engine.Backend(DockerSettings(st)), nil
+		return h.dockerLocked().Backend(DockerSettings(st)), nil
 	case config.BackendKubernetes:
-		if h.kube == nil {
-			h.kube = kubernetes.NewEngine(kubernetes.Options{Logger: h.log, Egress: h.egressLocked(), OneShot: h.opts.OneShot,
-				SecretFilesDir: filepath.Join(h.stateDir, "secretfiles")})
-		}
-		return h.kube.Backend(KubernetesSettings(st)), nil
+		return h.kubeLocked().Backend(KubernetesSettings(st)), nil
 	case config.BackendLocal:
 		if h.local == nil {
 			h.local = local.New(h.log)
@@ -404,6 +375,97 @@ func (h *Host) Backend(st *config.Settings) (sandbox.Backend, error) {
 		return h.local, nil
 	}
 	return nil, fmt.Errorf("unknown backend %q (want bwrap, docker, kubernetes or local)", st.Backend)
+}
+
+// Bwrap returns the Host's bwrap backend for st's bwrap path, run_as and
+// settings file: the one Backend returns for backend bwrap, whatever
+// st.Backend says (corral doctor probes it, corral run --dry-run prints
+// its argv). Errors: a closed Host.
+func (h *Host) Bwrap(st *config.Settings) (*bwrap.Backend, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, session.ErrClosed
+	}
+	return h.bwrapLocked(st), nil
+}
+
+// DockerEngine returns the Host's docker engine, the one behind every
+// docker backend Backend returns, built on first use: corral doctor asks
+// it for a diagnosis, corral cleanup for the leftovers. Close closes it.
+// Errors: a closed Host.
+func (h *Host) DockerEngine() (*docker.Engine, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, session.ErrClosed
+	}
+	return h.dockerLocked(), nil
+}
+
+// KubernetesEngine returns the Host's kubernetes engine, the one behind
+// every kubernetes backend Backend returns, built on first use (it
+// contacts no cluster until asked): corral doctor, cleanup and cp use it.
+// Close closes it, deleting the pods it made. Errors: a closed Host.
+func (h *Host) KubernetesEngine() (*kubernetes.Engine, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, session.ErrClosed
+	}
+	return h.kubeLocked(), nil
+}
+
+// bwrapLocked returns the bwrap backend of st, built on first use. h.mu
+// is held.
+func (h *Host) bwrapLocked(st *config.Settings) *bwrap.Backend {
+	k := bwrapKey{path: st.Bwrap, runAs: st.RunAs, secret: st.Path}
+	if b := h.bwraps[k]; b != nil {
+		return b
+	}
+	b := bwrap.New(bwrap.Options{
+		BwrapPath:   k.path,
+		StateDir:    h.stateDir,
+		HiddenDirs:  []string{config.ConfigDir()},
+		SecretFiles: []string{k.secret},
+		RunAs:       k.runAs,
+		Logger:      h.log,
+		Egress:      h.egressLocked(),
+		SweepEvery:  h.opts.SweepEvery,
+	})
+	h.bwraps[k] = b
+	return b
+}
+
+// dockerLocked returns the docker engine, built on first use. h.mu is
+// held.
+func (h *Host) dockerLocked() *docker.Engine {
+	if h.engine == nil {
+		h.engine = docker.NewEngine(docker.Options{
+			Logger: h.log, Egress: h.egressLocked(), Join: h.opts.JoinContainers,
+			QuarantineDir: filepath.Join(h.stateDir, "quarantine"),
+			TrustDir:      filepath.Join(h.stateDir, "trust"),
+			// Shared with the bwrap backend: `corral cleanup`
+			// prunes both backends' copies (secrets.PruneCopies).
+			SecretFilesDir: filepath.Join(h.stateDir, "secretfiles"),
+			// The bind policy's: corral's own directories are never
+			// bound, and files a bind must show as empty get the same
+			// empty file as the bwrap backend's masks.
+			HiddenDirs: []string{config.ConfigDir(), h.stateDir},
+			EmptyFile:  filepath.Join(h.stateDir, "empty"),
+		})
+	}
+	return h.engine
+}
+
+// kubeLocked returns the kubernetes engine, built on first use. h.mu is
+// held.
+func (h *Host) kubeLocked() *kubernetes.Engine {
+	if h.kube == nil {
+		h.kube = kubernetes.NewEngine(kubernetes.Options{Logger: h.log, Egress: h.egressLocked(), OneShot: h.opts.OneShot,
+			SecretFilesDir: filepath.Join(h.stateDir, "secretfiles")})
+	}
+	return h.kube
 }
 
 // KubernetesSettings converts the kubernetes.* settings of st.

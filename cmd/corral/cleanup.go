@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/backend/bwrap"
-	"github.com/corralhq/corral/backend/docker"
 	"github.com/corralhq/corral/backend/kubernetes"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/egress"
@@ -62,8 +60,18 @@ Sessions on disk (cwd, variables, scratch) are not touched: see
 "corral sessions prune"; nor are the tool caches: see "corral cache prune".`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			dirs := append(egress.SweepStale(filepath.Join(config.StateDir(), "net")), sweepRunScratch(filepath.Join(config.StateDir(), "scratch"))...)
-			copies, err := secrets.PruneCopies(filepath.Join(config.StateDir(), "secretfiles"), secrets.CopyLease, time.Now())
+			logger := newLogger(g)
+			// The Host's own engines, built as for a command; a broken
+			// settings file still lets the rest be cleaned up, and is
+			// reported after it (the kubernetes part needs the settings).
+			h, settingsErr, err := g.openHostAnyway(logger)
+			if err != nil {
+				return &exitError{Code: sandbox.ExitCorralError, Err: err}
+			}
+			defer h.Close()
+			state := h.StateDir()
+			dirs := append(egress.SweepStale(filepath.Join(state, "net")), sweepRunScratch(filepath.Join(state, "scratch"))...)
+			copies, err := secrets.PruneCopies(filepath.Join(state, "secretfiles"), secrets.CopyLease, time.Now())
 			if err != nil {
 				// Not fatal: the copies hold stand-ins only.
 				fmt.Fprintf(stderr, "corral: secret file copies: %v\n", err)
@@ -71,9 +79,10 @@ Sessions on disk (cwd, variables, scratch) are not touched: see
 			dirs = append(dirs, copies...)
 			orphans := bwrap.SweepOrphans()
 			dirs = append(dirs, bwrap.SweepMemoryCgroups()...)
-			logger := newLogger(g)
-			e := docker.NewEngine(docker.Options{Logger: logger})
-			defer e.Close()
+			e, err := h.DockerEngine()
+			if err != nil {
+				return &exitError{Code: sandbox.ExitCorralError, Err: err}
+			}
 			los, err := e.Cleanup(c.Context(), all)
 			skipped := ""
 			if errors.Is(err, sandbox.ErrUnavailable) {
@@ -85,7 +94,10 @@ Sessions on disk (cwd, variables, scratch) are not touched: see
 			}
 			var klos []kubernetes.Leftover
 			if err == nil {
-				klos, err = cleanupKubernetes(c, g, logger, all)
+				err = settingsErr
+			}
+			if err == nil {
+				klos, err = cleanupKubernetes(c, h, all)
 			}
 			if err != nil {
 				for _, d := range dirs {
@@ -143,15 +155,12 @@ Sessions on disk (cwd, variables, scratch) are not touched: see
 	return cmd
 }
 
-// cleanupKubernetes runs the kubernetes backend's cleanup in the
-// namespace of the settings when the settings use that backend (backend
-// kubernetes, or a route to it); otherwise no cluster is contacted.
-func cleanupKubernetes(c *cobra.Command, g *globalOptions, logger *slog.Logger, all bool) ([]kubernetes.Leftover, error) {
-	p, err := configPath(g)
-	if err != nil {
-		return nil, err
-	}
-	st, err := config.Load(p, os.Environ())
+// cleanupKubernetes runs the kubernetes backend's cleanup (the Host's
+// engine) in the namespace of the settings when the settings use that
+// backend (backend kubernetes, or a route to it); otherwise no cluster is
+// contacted.
+func cleanupKubernetes(c *cobra.Command, h *corral.Host, all bool) ([]kubernetes.Leftover, error) {
+	st, err := h.Settings()
 	if err != nil {
 		return nil, err
 	}
@@ -162,8 +171,10 @@ func cleanupKubernetes(c *cobra.Command, g *globalOptions, logger *slog.Logger, 
 	if !uses {
 		return nil, nil
 	}
-	e := kubernetes.NewEngine(kubernetes.Options{Logger: logger})
-	defer e.Close()
+	e, err := h.KubernetesEngine()
+	if err != nil {
+		return nil, err
+	}
 	return e.Cleanup(c.Context(), corral.KubernetesSettings(st), all)
 }
 

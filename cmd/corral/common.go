@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/internal/startdir"
 	"github.com/corralhq/corral/internal/termsafe"
 )
@@ -99,6 +101,22 @@ func (g *globalOptions) openHost(o *runOptions, logger *slog.Logger) (*corral.Ho
 		opts.OneShot = true
 	}
 	return corral.Open(opts)
+}
+
+// openHostAnyway opens the Host as openHost(nil, logger) does, for the
+// verbs that must work although the settings file is broken (doctor
+// reports it, cleanup removes what it can): when the settings cannot be
+// read it opens the Host over the defaults instead and returns the
+// settings' error as settingsErr. err is what leaves no Host at all (no
+// state directory).
+func (g *globalOptions) openHostAnyway(logger *slog.Logger) (h *corral.Host, settingsErr, err error) {
+	h, err = g.openHost(nil, logger)
+	if err == nil || errors.Is(err, corral.ErrNoStateDir) {
+		return h, nil, err
+	}
+	settingsErr = err
+	h, err = corral.Open(corral.Options{Settings: config.Defaults(), Logger: logger, Command: g.selfCommand(), JoinContainers: g.joinContainers})
+	return h, settingsErr, err
 }
 
 // ensureDir creates d (0700, with parents) and returns it; errors surface

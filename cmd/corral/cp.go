@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/corralhq/corral"
-	"github.com/corralhq/corral/backend/kubernetes"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/handback"
 	"github.com/corralhq/corral/internal/startdir"
@@ -64,15 +62,11 @@ first, with why, and written only when named with --include-risky PATH
 				return &exitError{Code: sandbox.ExitCorralError, Err: err}
 			}
 			name := src.Session + dst.Session
-			w, closeWS, err := openWorkspace(c.Context(), g, name)
+			w, protected, closeWS, err := openWorkspace(c.Context(), g, name)
 			if err != nil {
 				return &exitError{Code: sandbox.ExitCorralError, Err: err}
 			}
 			defer closeWS()
-			protected, err := protectedPaths(g)
-			if err != nil {
-				return &exitError{Code: sandbox.ExitCorralError, Err: err}
-			}
 			var res wscopy.Result
 			if dst.Session != "" {
 				res, err = wscopy.CopyIn(c.Context(), w, src.Path, dst.Path)
@@ -163,15 +157,11 @@ directory named after DIR (corral cp ./DIR S:DIR copies the directory).`,
 			if err != nil {
 				return &exitError{Code: sandbox.ExitCorralError, Err: err}
 			}
-			w, closeWS, err := openWorkspace(c.Context(), g, name)
+			w, protected, closeWS, err := openWorkspace(c.Context(), g, name)
 			if err != nil {
 				return &exitError{Code: sandbox.ExitCorralError, Err: err}
 			}
 			defer closeWS()
-			protected, err := protectedPaths(g)
-			if err != nil {
-				return &exitError{Code: sandbox.ExitCorralError, Err: err}
-			}
 			res, err := wscopy.Sync(c.Context(), w, args[0], pull, del, wscopy.Out{IncludeRisky: include, Protected: protected})
 			if err != nil {
 				return &exitError{Code: 1, Err: err}
@@ -203,11 +193,28 @@ func sessionOrDir(name string) (string, error) {
 }
 
 // openWorkspace finds session name's workspace: its working directory on
-// the host, or its pod on kubernetes (the backend it last ran with).
-func openWorkspace(ctx context.Context, g *globalOptions, name string) (*wscopy.Workspace, func(), error) {
-	infos, err := stateManager(g).List()
+// the host, or its pod on kubernetes (the backend it last ran with),
+// through the Host's own kubernetes engine. It returns the Host's
+// protected_paths setting too (nil when unset: sandbox.DefaultProtected
+// applies), which a hand-back holds back as risky. Call done when the
+// copy is over: it closes the Host.
+func openWorkspace(ctx context.Context, g *globalOptions, name string) (w *wscopy.Workspace, protected []string, done func(), err error) {
+	h, err := g.openHost(nil, newLogger(g))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			h.Close()
+		}
+	}()
+	st, err := h.Settings()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	infos, err := h.Manager().List()
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	for _, in := range infos {
 		if in.Name != name {
@@ -215,29 +222,33 @@ func openWorkspace(ctx context.Context, g *globalOptions, name string) (*wscopy.
 		}
 		if in.Backend != config.BackendKubernetes {
 			if in.Workdir == "" {
-				return nil, nil, fmt.Errorf("session %s has no working directory on record; run a command in it first", name)
+				return nil, nil, nil, fmt.Errorf("session %s has no working directory on record; run a command in it first", name)
 			}
-			return &wscopy.Workspace{Session: name, Root: in.Workdir, Cwd: in.Cwd}, func() {}, nil
+			return &wscopy.Workspace{Session: name, Root: in.Workdir, Cwd: in.Cwd}, st.ProtectedPaths, func() { h.Close() }, nil
 		}
-		st, err := config.Load(g.configPath, os.Environ())
+		e, err := h.KubernetesEngine()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		e := kubernetes.NewEngine(kubernetes.Options{Logger: newLogger(g)})
 		pod, err := e.SessionPod(ctx, corral.KubernetesSettings(st), name)
 		if err != nil {
-			e.Close()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return &wscopy.Workspace{Session: name, Root: pod.Workspace, Cwd: in.Cwd, Pod: pod, Engine: e}, func() { e.Close() }, nil
+		return &wscopy.Workspace{Session: name, Root: pod.Workspace, Cwd: in.Cwd, Pod: pod, Engine: e}, st.ProtectedPaths, func() { h.Close() }, nil
 	}
-	return nil, nil, fmt.Errorf("no session %q (corral sessions list shows them; a session exists once a command ran in it)", name)
+	return nil, nil, nil, fmt.Errorf("no session %q (corral sessions list shows them; a session exists once a command ran in it)", name)
 }
 
-// protectedPaths returns the setting protected_paths, which a hand-back
-// holds back as risky: nil when unset (sandbox.DefaultProtected applies).
+// protectedPaths returns the setting protected_paths as the Host reads
+// it, which a hand-back holds back as risky: nil when unset
+// (sandbox.DefaultProtected applies).
 func protectedPaths(g *globalOptions) ([]string, error) {
-	st, err := config.Load(g.configPath, os.Environ())
+	h, err := g.openHost(nil, newLogger(g))
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	st, err := h.Settings()
 	if err != nil {
 		return nil, err
 	}

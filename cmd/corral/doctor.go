@@ -135,10 +135,20 @@ func doctorReport(c *cobra.Command, g *globalOptions, backend string) *doctorRes
 	if r.ConfigFile == "" {
 		r.ConfigFile = config.DefaultPath()
 	}
-	st, err := config.Load(g.configPath, os.Environ())
-	if err != nil {
-		r.ConfigError = err.Error()
-		st = config.Defaults()
+	// Every probe goes through the Host's own backends, built as for a
+	// command; a broken settings file is reported, and the defaults
+	// probed.
+	h, settingsErr, hostErr := g.openHostAnyway(newLogger(g))
+	if settingsErr != nil {
+		r.ConfigError = settingsErr.Error()
+	}
+	st := config.Defaults()
+	if h != nil {
+		defer h.Close()
+		r.StateDir = h.StateDir()
+		if cur, err := h.Settings(); err == nil {
+			st = cur.Clone()
+		}
 	}
 	if backend != "" {
 		st.Backend = backend
@@ -151,13 +161,15 @@ func doctorReport(c *cobra.Command, g *globalOptions, backend string) *doctorRes
 	r.Limits = bwrap.LimitsMechanism(r.Bwrap.Binary)
 	r.Seccomp = checkFilter()
 	r.Proxy = proxyCheck{Dir: filepath.Join(r.StateDir, "net")}
+	var b *bwrap.Backend
+	if h != nil && r.Bwrap.Ready() && st.Backend == config.BackendBwrap {
+		b, _ = h.Bwrap(st)
+	}
 	if err := egress.Check(r.Proxy.Dir); err != nil {
 		r.Proxy.Error = err.Error()
-	} else if r.Bwrap.Ready() && st.Backend == config.BackendBwrap {
-		pool := egress.NewPool(egress.Options{Dir: r.Proxy.Dir, Linger: -1})
-		b := bwrap.New(bwrap.Options{BwrapPath: st.Bwrap, StateDir: r.StateDir, HiddenDirs: []string{config.ConfigDir()}, Egress: pool, RunAs: st.RunAs})
+	} else if b != nil {
+		var err error
 		r.Proxy.Join, err = b.CheckEgress(c.Context(), "")
-		_ = pool.Close()
 		if err != nil {
 			r.Proxy.Error = err.Error()
 		} else {
@@ -166,8 +178,7 @@ func doctorReport(c *cobra.Command, g *globalOptions, backend string) *doctorRes
 	} else {
 		r.Proxy.OK = true
 	}
-	if r.Bwrap.Ready() && st.Backend == config.BackendBwrap {
-		b := bwrap.New(bwrap.Options{BwrapPath: st.Bwrap, StateDir: r.StateDir, HiddenDirs: []string{config.ConfigDir()}, RunAs: st.RunAs})
+	if b != nil {
 		if err := b.CheckCommand(c.Context(), "", st.Limits()); err != nil {
 			r.CommandError = err.Error()
 		}
@@ -176,14 +187,21 @@ func doctorReport(c *cobra.Command, g *globalOptions, backend string) *doctorRes
 	// scope asked for, say), else what a command would get.
 	md := bwrap.DiagnoseMemory(r.Bwrap.Binary, st.MemoryMB)
 	r.Memory, r.MemoryKind = md.Line, md.Kind
-	e := docker.NewEngine(docker.Options{Logger: newLogger(g)})
-	defer e.Close()
-	r.Docker = e.Diagnose(c.Context(), corral.DockerSettings(st))
 	usesKube := st.Backend == config.BackendKubernetes || slices.ContainsFunc(st.Routes, func(r config.Route) bool { return r.Backend == config.BackendKubernetes })
-	if usesKube {
-		ke := kubernetes.NewEngine(kubernetes.Options{Logger: newLogger(g)})
-		r.Kubernetes = ke.Diagnose(c.Context(), corral.KubernetesSettings(st), true)
-		_ = ke.Close()
+	if h == nil {
+		// No state directory, so no Host: the engines are not asked
+		// (StateError says why and how to fix it).
+		r.Docker = &docker.Diagnosis{Error: hostErr.Error(), Fix: "give corral a state directory (HOME or XDG_STATE_HOME)"}
+		if usesKube {
+			r.Kubernetes = &kubernetes.Diagnosis{Error: hostErr.Error(), Problems: []string{hostErr.Error()}}
+		}
+	} else {
+		if e, err := h.DockerEngine(); err == nil {
+			r.Docker = e.Diagnose(c.Context(), corral.DockerSettings(st))
+		}
+		if ke, err := h.KubernetesEngine(); err == nil && usesKube {
+			r.Kubernetes = ke.Diagnose(c.Context(), corral.KubernetesSettings(st), true)
+		}
 	}
 	r.StateError = checkStateDir(r.StateDir)
 	switch st.Backend {

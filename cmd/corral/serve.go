@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -72,7 +71,15 @@ processes end, nothing is left behind.`,
 
 func (o *serveOptions) run(c *cobra.Command, g *globalOptions) error {
 	fail := func(err error) error { return &exitError{Code: sandbox.ExitCorralError, Err: err} }
-	st, err := config.Load(g.configPath, os.Environ())
+	logger := newLogger(g)
+	h, srv, name, err := newMCPServer(g, o.session, logger)
+	if err != nil {
+		return fail(err)
+	}
+	defer h.Close()
+	defer srv.Close()
+	// The settings the Host read (once, for the server and its calls).
+	st, err := h.Settings()
 	if err != nil {
 		return fail(err)
 	}
@@ -93,14 +100,6 @@ func (o *serveOptions) run(c *cobra.Command, g *globalOptions) error {
 	if o.sessionTimeout < 0 {
 		return fail(fmt.Errorf("--session-timeout: %s is negative (0 means never)", o.sessionTimeout))
 	}
-	logger := newLogger(g)
-	h, srv, name, err := newMCPServer(g, o.session, logger)
-	if err != nil {
-		return fail(err)
-	}
-	defer h.Close()
-	defer srv.Close()
-
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fail(fmt.Errorf("listening on %s: %w", addr, err))
