@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -97,6 +98,11 @@ type Host struct {
 	kube   *kubernetes.Engine
 	egress *egress.Pool
 	closed bool
+
+	// stats counts the settings file's stats (Settings' checks for a
+	// change), specs the Specs resolved (specOf): tests hold a call of a
+	// front end to one of each.
+	stats, specs atomic.Int64
 }
 
 // bwrapKey is what a bwrap backend is built from, of the settings.
@@ -164,6 +170,7 @@ func (h *Host) Settings() (*config.Settings, error) {
 	if err != nil {
 		return nil, err
 	}
+	h.stats.Add(1)
 	stamp := fileStamp(path)
 	h.mu.Lock()
 	if h.st != nil && h.stamp == stamp {
@@ -231,7 +238,12 @@ func (h *Host) Spec(name string) (*session.Spec, error) {
 }
 
 func (h *Host) specOf(st *config.Settings) (*session.Spec, error) {
+	h.specs.Add(1)
 	pol, err := PolicyOf(st)
+	if err != nil {
+		return nil, err
+	}
+	ap, err := approval.NewPolicy(st.Approval, st.ApprovalPatterns)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +254,7 @@ func (h *Host) specOf(st *config.Settings) (*session.Spec, error) {
 	sp := &session.Spec{
 		Backend: be, Policy: pol, Timeout: st.Timeout, OutputLimit: st.OutputLimit,
 		SessionHome: st.HomeMode == config.HomeModeSession, Review: st.WorkspaceMode == config.WorkspaceReview, Env: h.opts.Environ,
-		Ports: slices.Clone(st.Ports),
+		Ports: slices.Clone(st.Ports), Approval: &ap,
 	}
 	switch st.ToolCaches {
 	case config.ToolCachesShared:
@@ -565,13 +577,6 @@ func (h *Host) MCPServer(o MCPOptions) (*mcpserver.Server, error) {
 	return mcpserver.New(mcpserver.Options{
 		Manager: h.manager, DefaultSession: name, Spec: h.Spec, Logger: h.log, Version: o.Version,
 		Audit: auditLog,
-		Approval: func(session string) (approval.Policy, error) {
-			st, err := h.Settings()
-			if err != nil {
-				return approval.Policy{}, err
-			}
-			return approval.NewPolicy(st.Approval, st.ApprovalPatterns)
-		},
 	})
 }
 

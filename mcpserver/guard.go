@@ -22,15 +22,17 @@ import (
 // capability) gets a refusal. When approve returns a non-nil result, the
 // tool returns it as is. The sandbox stays the boundary either way.
 func (s *Server) approve(ctx context.Context, c *call, command string) (*mcp.CallToolResult, error) {
-	if s.opts.Approval == nil {
+	sp, err := c.spec()
+	if err != nil {
+		// Nothing can run without the session's settings: the error is
+		// the one the command would have met.
+		return nil, err
+	}
+	if sp == nil || sp.Approval == nil {
 		return nil, nil
 	}
 	name := c.sess.Name()
-	pol, err := s.opts.Approval(name)
-	if err != nil {
-		return nil, toolError(err)
-	}
-	d := approval.Check(command, pol)
+	d := approval.Check(command, *sp.Approval)
 	switch d.Verdict {
 	case approval.Allow:
 		return nil, nil

@@ -14,7 +14,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/corralhq/corral/approval"
 	"github.com/corralhq/corral/audit"
 	"github.com/corralhq/corral/session"
 )
@@ -42,9 +41,13 @@ type Options struct {
 	// replacing [DefaultSessionName]; an error is reported to the model as
 	// a tool error.
 	SessionName func(req *mcp.CallToolRequest) (string, error)
-	// Spec returns how the session called name runs, for the instructions
-	// the server sends (usually the resolver the Manager was built with).
-	// Nil gives instructions without the settings.
+	// Spec returns how the session called name runs (usually the resolver
+	// the Manager was built with): for the instructions the server sends,
+	// and once per call of a command tool (bash, run_code), whose approval
+	// policy (Spec.Approval: nil runs every command, the sandbox still the
+	// boundary), default timeout and command all come from that one
+	// answer. Nil gives instructions without the settings, asks no
+	// approval, and lets the session resolve its own.
 	Spec session.Resolver
 	// Logger receives the server's events; nil discards them.
 	Logger *slog.Logger
@@ -53,10 +56,6 @@ type Options struct {
 	// ProgressInterval is how often a running command sends a progress
 	// notification; zero means DefaultProgressInterval.
 	ProgressInterval time.Duration
-	// Approval returns the approval policy of a session (settings approval
-	// and approval_patterns); nil runs every command (the sandbox is still
-	// the boundary).
-	Approval func(session string) (approval.Policy, error)
 	// Audit, when set, gets one line per tool call.
 	Audit *audit.Log
 }
@@ -270,6 +269,26 @@ type call struct {
 	progStart time.Time
 	progLast  float64
 	progSent  bool // a notification went out: later ones exceed progLast
+
+	// spec is the session's Spec as resolved once for this call (see
+	// call.spec), and specErr its error.
+	specOnce sync.Once
+	resolved *session.Spec
+	specErr  error
+}
+
+// spec returns the session's Spec for this call, resolved by
+// Options.Spec on first use and kept for the rest of the call: its
+// approval policy, its default timeout and the command it runs all come
+// from one reading of the settings. Nil, nil when Options.Spec is unset
+// (then the session resolves its own).
+func (c *call) spec() (*session.Spec, error) {
+	c.specOnce.Do(func() {
+		if c.srv.opts.Spec != nil {
+			c.resolved, c.specErr = c.srv.opts.Spec(c.sess.Name())
+		}
+	})
+	return c.resolved, c.specErr
 }
 
 // handler is the typed function a tool implements. A non-nil error is

@@ -112,8 +112,14 @@ func (s *Server) bash(ctx context.Context, c *call, in BashInput) (*mcp.CallTool
 	if ask, err := s.approve(ctx, c, in.Command); err != nil || ask != nil {
 		return ask, zero, err
 	}
+	// The settings were resolved once for this call (approve, above):
+	// the command runs under that answer.
+	sp, err := c.spec()
+	if err != nil {
+		return nil, zero, err
+	}
 	if in.Background {
-		p, err := c.sess.Start(session.StartRequest{Command: in.Command, Workdir: in.Workdir, Timeout: timeout})
+		p, err := c.sess.Start(session.StartRequest{Command: in.Command, Workdir: in.Workdir, Timeout: timeout, Spec: sp})
 		if err != nil {
 			return nil, zero, err
 		}
@@ -121,8 +127,8 @@ func (s *Server) bash(ctx context.Context, c *call, in BashInput) (*mcp.CallTool
 		text := fmt.Sprintf("started %s in the background. Read its output with bash_output {\"id\": %q} (call again for more) and stop it with bash_kill {\"id\": %q}. If it serves on a port, bash_output says how the host reaches it.", p.ID, p.ID, p.ID)
 		return textResult(text), out, nil
 	}
-	stop := c.progress(ctx, "bash", effectiveTimeout(c, timeout))
-	r, err := c.sess.Exec(ctx, session.ExecRequest{Command: in.Command, Timeout: timeout, Workdir: in.Workdir, Progress: c.note(ctx)})
+	stop := c.progress(ctx, "bash", effectiveTimeout(sp, timeout))
+	r, err := c.sess.Exec(ctx, session.ExecRequest{Command: in.Command, Timeout: timeout, Workdir: in.Workdir, Progress: c.note(ctx), Spec: sp})
 	stop()
 	if err != nil {
 		return nil, zero, err
@@ -228,15 +234,14 @@ func timeoutArg(v *float64) (time.Duration, error) {
 }
 
 // effectiveTimeout returns the timeout a foreground command will get, for
-// progress totals: the argument, else the session's setting.
-func effectiveTimeout(c *call, timeout time.Duration) time.Duration {
+// progress totals: the argument, else the setting of sp (the call's Spec;
+// nil gives 0, no total).
+func effectiveTimeout(sp *session.Spec, timeout time.Duration) time.Duration {
 	if timeout > 0 {
 		return timeout
 	}
-	if c.srv.opts.Spec != nil {
-		if sp, err := c.srv.opts.Spec(c.sess.Name()); err == nil {
-			return sp.Timeout
-		}
+	if sp != nil {
+		return sp.Timeout
 	}
 	return 0
 }

@@ -107,8 +107,13 @@ func (s *Server) runCode(ctx context.Context, c *call, in RunCodeInput) (*mcp.Ca
 			return ask, zero, err
 		}
 	}
+	// One resolution of the settings for the whole call (see call.spec).
+	sp, err := c.spec()
+	if err != nil {
+		return nil, zero, err
+	}
 	var file string
-	inside := helperInside(c.sess)
+	inside := helperInside(sp, c.sess)
 	if inside {
 		// The sandbox does not see the host's scratch directory (docker):
 		// the file server writes the script in the sandbox's /tmp, and the
@@ -123,12 +128,12 @@ func (s *Server) runCode(ctx context.Context, c *call, in RunCodeInput) (*mcp.Ca
 		defer removeScript(file)
 	}
 
-	stop := c.progress(ctx, "run_code", effectiveTimeout(c, timeout))
+	stop := c.progress(ctx, "run_code", effectiveTimeout(sp, timeout))
 	command := scriptCommand(ip, file)
 	if inside {
 		command = "( " + command + " ); __corral_code_rc=$?; rm -f " + shellQuote(file) + "; exit $__corral_code_rc"
 	}
-	r, err := c.sess.Exec(ctx, session.ExecRequest{Command: command, Timeout: timeout, Progress: c.note(ctx)})
+	r, err := c.sess.Exec(ctx, session.ExecRequest{Command: command, Timeout: timeout, Progress: c.note(ctx), Spec: sp})
 	stop()
 	if err != nil {
 		return nil, zero, err
@@ -142,11 +147,14 @@ func (s *Server) runCode(ctx context.Context, c *call, in RunCodeInput) (*mcp.Ca
 
 // helperInside reports whether the session's backend runs corral's own
 // helper at a path of its own inside the sandbox (sandbox.Layout: docker),
-// where the host's scratch directory is not mounted.
-func helperInside(sess *session.Session) bool {
-	_, sp, _, err := sess.SandboxRequest(nil)
-	if err != nil {
-		return false
+// where the host's scratch directory is not mounted: by sp, the call's
+// Spec, or when that is nil the session's.
+func helperInside(sp *session.Spec, sess *session.Session) bool {
+	if sp == nil {
+		var err error
+		if _, sp, _, err = sess.SandboxRequest(nil); err != nil {
+			return false
+		}
 	}
 	l, ok := sp.Backend.(sandbox.Layout)
 	return ok && l.HelperPath() != ""

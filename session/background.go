@@ -41,6 +41,9 @@ type StartRequest struct {
 	Workdir string
 	// Timeout ends it; zero means it runs until it exits or is killed.
 	Timeout time.Duration
+	// Spec, when set, is the session's Spec as its caller resolved it for
+	// this command (see ExecRequest.Spec); nil resolves it.
+	Spec *Spec
 }
 
 // Process is a background command of a session.
@@ -118,7 +121,7 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 	if strings.TrimSpace(req.Command) == "" || strings.IndexByte(req.Command, 0) >= 0 {
 		return nil, fmt.Errorf("%w: empty command or NUL byte in it", sandbox.ErrBadRequest)
 	}
-	sp, err := s.m.spec(s.name)
+	sp, err := s.m.specFor(s.name, req.Spec)
 	if err != nil {
 		return nil, err
 	}

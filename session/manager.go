@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corralhq/corral/approval"
 	"github.com/corralhq/corral/internal/rmtree"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -53,6 +54,12 @@ type Spec struct {
 	// at any free one. Only sandboxes with a network namespace of their
 	// own and a host process (bwrap) are forwarded.
 	Ports []int
+	// Approval is the approval policy of the session's shell commands
+	// (the approval and approval_patterns settings), resolved with the
+	// rest; nil means none applies. The session does not apply it: a
+	// front end that can ask a person (the MCP server) does, before the
+	// command runs.
+	Approval *approval.Policy
 }
 
 // Resolver returns the Spec of the session called name.
@@ -297,6 +304,18 @@ func (m *Manager) Prune() ([]string, error) {
 		}
 	}
 	return gone, nil
+}
+
+// specFor returns given, a Spec its caller resolved for this one command
+// (ExecRequest.Spec), or else resolves the session's.
+func (m *Manager) specFor(name string, given *Spec) (*Spec, error) {
+	if given == nil {
+		return m.spec(name)
+	}
+	if given.Backend == nil {
+		return nil, fmt.Errorf("%w: session %q has no backend", sandbox.ErrBadRequest, name)
+	}
+	return given, nil
 }
 
 // spec resolves a session's Spec.

@@ -107,6 +107,11 @@ type ExecRequest struct {
 	// Progress, when set, receives reports of slow preparation (an image
 	// pull, a container start; see sandbox.Request.Progress).
 	Progress func(msg string)
+	// Spec, when set, is the session's Spec as its caller resolved it for
+	// this command (the MCP server, which read the approval policy and
+	// the default timeout from it): the command runs under it, and the
+	// settings are not resolved again. Nil resolves them.
+	Spec *Spec
 }
 
 // ExecResult is what became of a foreground command.
@@ -202,7 +207,7 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	if strings.TrimSpace(req.Command) == "" {
 		return nil, fmt.Errorf("%w: empty command", sandbox.ErrBadRequest)
 	}
-	sp, err := s.m.spec(s.name)
+	sp, err := s.m.specFor(s.name, req.Spec)
 	if err != nil {
 		return nil, err
 	}

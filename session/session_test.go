@@ -9,9 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -788,5 +790,47 @@ func TestMissingWorkdirRunsNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(f.work, "ran-bg")); err == nil {
 		t.Error("the background command ran one level up")
+	}
+}
+
+// TestGivenSpec: a command given the Spec its caller resolved for it
+// (ExecRequest.Spec, StartRequest.Spec) runs under that one and does not
+// resolve the session's again; one without a backend is refused.
+func TestGivenSpec(t *testing.T) {
+	f := newFixture(t)
+	var resolved atomic.Int64
+	m := NewManager(Options{StateDir: f.state, Resolve: func(string) (*Spec, error) {
+		resolved.Add(1)
+		sp := f.spec
+		return &sp, nil
+	}})
+	defer m.Close()
+	s, err := m.Open("given")
+	if err != nil {
+		t.Fatal(err)
+	}
+	given := f.spec
+	given.Env = append(slices.Clone(f.spec.Env), "GIVEN_MARK=from-the-caller")
+	r, err := s.Exec(context.Background(), ExecRequest{Command: "echo $GIVEN_MARK", Spec: &given})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(r.Output.Text); got != "from-the-caller" {
+		t.Errorf("Exec with a given Spec printed %q; want the given Spec's environment", got)
+	}
+	p, err := s.Start(StartRequest{Command: "true", Spec: &given})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	if n := resolved.Load(); n != 0 {
+		t.Errorf("the session resolved its Spec %d times for commands given one", n)
+	}
+	if _, err := s.Exec(context.Background(), ExecRequest{Command: "true", Spec: &Spec{}}); !errors.Is(err, sandbox.ErrBadRequest) {
+		t.Errorf("Exec with a given Spec without a backend: %v; want ErrBadRequest", err)
+	}
+	f.exec(s, "true") // no Spec given: the session resolves it
+	if n := resolved.Load(); n != 1 {
+		t.Errorf("a command given no Spec resolved it %d times; want once", n)
 	}
 }
