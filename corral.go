@@ -186,6 +186,10 @@ func (h *Host) Settings() (*config.Settings, error) {
 	h.mu.Lock()
 	h.st, h.stamp = st, stamp
 	h.mu.Unlock()
+	for _, w := range st.DeprecatedSet() {
+		// Logged at each reading, that is once per change of the file.
+		h.log.Warn("config.deprecated", "warning", w)
+	}
 	return st, nil
 }
 

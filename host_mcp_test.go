@@ -2,12 +2,14 @@ package corral_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/internal/testkit"
 )
 
 // TestMCPCallReadsSettingsOnce: one MCP bash call (foreground or
@@ -85,5 +87,49 @@ func TestMCPCallReadsSettingsOnce(t *testing.T) {
 	}
 	if stats, _ := h.Counts(); stats-stats0 != 1 {
 		t.Errorf("bash after the settings changed: the file checked %d times; want once", stats-stats0)
+	}
+}
+
+// TestDeprecatedSettingLogged: a settings file that sets a key with no
+// effect (degraded_mode) still opens, and the Host logs
+// config.deprecated when it reads it (at Open, and again only when the
+// file changes), so a long-running MCP server's log says it is ignored.
+func TestDeprecatedSettingLogged(t *testing.T) {
+	project, state, cfg := hostDirs(t)
+	writeSettings(t, cfg, "cwd: "+project+"\ndegraded_mode: fail\n")
+	ev := testkit.NewEvents(64)
+	h, err := corral.Open(corral.Options{ConfigPath: cfg, StateDir: state, Environ: env(), Logger: slog.New(ev)})
+	if err != nil {
+		t.Fatalf("Open with degraded_mode set: %v", err)
+	}
+	defer h.Close()
+	count := func() int {
+		n := 0
+		for {
+			select {
+			case m := <-ev.C:
+				if m == "config.deprecated" {
+					n++
+				}
+			default:
+				return n
+			}
+		}
+	}
+	if n := count(); n != 1 {
+		t.Errorf("Open logged config.deprecated %d times; want once", n)
+	}
+	if _, err := h.Spec("a"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 0 {
+		t.Errorf("a command under unchanged settings logged config.deprecated %d times; want none", n)
+	}
+	writeSettings(t, cfg, "cwd: "+project+"\n")
+	if _, err := h.Spec("a"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 0 {
+		t.Errorf("settings without degraded_mode logged config.deprecated %d times", n)
 	}
 }

@@ -65,7 +65,8 @@ type Settings struct {
 	// ToolCaches is ToolCachesShared, ToolCachesSession or ToolCachesOff
 	// (key tool_caches).
 	ToolCaches string
-	// DegradedMode is DegradedDegrade or DegradedFail (key degraded_mode).
+	// DegradedMode is DegradedDegrade or DegradedFail (key degraded_mode,
+	// deprecated: nothing reads it; see Key.Deprecated).
 	DegradedMode string
 	// TmpSizeMB is the size of /tmp and /dev/shm in MiB (key tmp_size_mb).
 	TmpSizeMB int
@@ -216,6 +217,26 @@ func (s *Settings) Limits() sandbox.Limits {
 func (s *Settings) Source(key string) (Source, string) {
 	o := s.origins[key]
 	return o.source, o.where
+}
+
+// DeprecatedSet returns a warning for each key with no effect
+// (Key.Deprecated) that the settings file or the environment sets, in
+// registry order: "degraded_mode (set in FILE) has no effect: WHY". A key
+// left at its default gives none. Nil when there is none.
+func (s *Settings) DeprecatedSet() []string {
+	var out []string
+	for i := range registry {
+		k := &registry[i]
+		if k.Deprecated == "" {
+			continue
+		}
+		src, where := s.Source(k.Name)
+		if src != SourceFile && src != SourceEnv {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s (set in %s) has no effect: %s", k.Name, where, k.Deprecated))
+	}
+	return out
 }
 
 // Value returns the value of key with its Settings field's Go type

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -818,5 +819,53 @@ func TestIdleTimeoutOff(t *testing.T) {
 	// Any bare number where a form of text is expected is read as text.
 	if s, err := Load(writeFile(t, "kubernetes:\n  cpus: 2"), env()); err != nil || s.Kubernetes.CPUs != "2" {
 		t.Errorf("cpus 2: %+v, %v", s, err)
+	}
+}
+
+// TestDeprecatedSet: a key with no effect (degraded_mode) still loads from
+// the file and the environment (old files keep working), and is warned of
+// only when one of them sets it, naming where; routes and defaults do not.
+func TestDeprecatedSet(t *testing.T) {
+	for _, k := range Keys() {
+		if k.Name == "degraded_mode" && k.Deprecated == "" {
+			t.Fatal("degraded_mode is not marked deprecated")
+		}
+	}
+	p := writeFile(t, "degraded_mode: fail\n")
+	empty := writeFile(t, "memory_mb: 10\n")
+	tests := []struct {
+		name string
+		file string
+		env  []string
+		want string // "" for no warning, else where the warning says it is set
+	}{
+		{"defaults", empty, nil, ""},
+		{"file", p, nil, p},
+		{"env", empty, []string{"CORRAL_DEGRADED_MODE=degrade"}, "CORRAL_DEGRADED_MODE"},
+		{"env over file", p, []string{"CORRAL_DEGRADED_MODE=degrade"}, "CORRAL_DEGRADED_MODE"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Load(tt.file, append(slices.Clone(testEnv), tt.env...))
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			got := s.DeprecatedSet()
+			if tt.want == "" {
+				if got != nil {
+					t.Errorf("DeprecatedSet = %q, want none", got)
+				}
+				return
+			}
+			if len(got) != 1 || !strings.HasPrefix(got[0], "degraded_mode (set in "+tt.want+") has no effect: corral never runs a command outside its sandbox") {
+				t.Errorf("DeprecatedSet = %q, want one warning naming %s", got, tt.want)
+			}
+			if got := s.Clone().DeprecatedSet(); len(got) != 1 {
+				t.Errorf("a clone's DeprecatedSet = %q: Clone lost where the key came from", got)
+			}
+		})
+	}
+	if got := Defaults().DeprecatedSet(); got != nil {
+		t.Errorf("Defaults().DeprecatedSet() = %q, want none", got)
 	}
 }

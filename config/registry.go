@@ -121,6 +121,10 @@ type Key struct {
 	// Accepts says, after "is not", what the key accepts; it ends every
 	// error about the key's value ("a whole number of MiB (0 disables)").
 	Accepts string
+	// Deprecated, when set, says that the key has no effect and why, and
+	// what to do instead. Such a key is still accepted, so that settings
+	// files naming it keep loading; Settings.DeprecatedSet warns of it.
+	Deprecated string
 
 	// builtin, for a KindStringList key whose unset (nil) value means a
 	// built-in list and whose [] means none, returns that list: `corral
@@ -173,8 +177,8 @@ const (
 	ToolCachesSession = "session" // one per session, in its directory; `corral run` alone gets one for the command
 	ToolCachesOff     = "off"     // none: the tools' defaults, read-only in a sandbox
 
-	DegradedDegrade = "degrade" // degraded_mode: an unavailable sandbox is reported with why and the fix (nothing runs)
-	DegradedFail    = "fail"    // degraded_mode: the same report, as an error (nothing runs); kept so settings naming it stay valid
+	DegradedDegrade = "degrade" // degraded_mode (deprecated, no effect): kept so settings naming it stay valid
+	DegradedFail    = "fail"    // degraded_mode (deprecated, no effect): kept so settings naming it stay valid
 )
 
 // Defaults of the settings that have no constant elsewhere.
@@ -439,8 +443,10 @@ var registry = []Key{
 		Name: "degraded_mode", Kind: KindEnum, Default: DegradedDegrade,
 		Values:  []string{DegradedDegrade, DegradedFail},
 		Accepts: "one of degrade, fail",
-		Doc:     "when no sandbox can be had: degrade or fail; either way the command is not run, corral says why and names the fix (exit 125; a tool error over MCP), and nothing ever runs unsandboxed",
-		field:   func(s *Settings) any { return &s.DegradedMode },
+		Doc:     "deprecated, no effect (accepted so old settings files load): when no sandbox can be had the command is never run, whatever this says",
+		Deprecated: "corral never runs a command outside its sandbox, so there is nothing to degrade to: when no sandbox can be had, the command is not run, " +
+			"corral says why and names the fix (exit 125; a tool error over MCP) either way; remove it (corral config unset degraded_mode)",
+		field: func(s *Settings) any { return &s.DegradedMode },
 	},
 	{
 		Name: "tmp_size_mb", Kind: KindInt, Default: DefaultTmpSizeMB, Min: 1,

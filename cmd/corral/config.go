@@ -152,6 +152,7 @@ Lists take JSON or YAML flow syntax, string lists also a comma-separated list:
 				return corralErr(err)
 			}
 			warnEnvOverride(cmd, args[0])
+			warnDeprecated(cmd, args[0])
 			return nil
 		},
 	}
@@ -195,6 +196,15 @@ func warnEnvOverride(cmd *cobra.Command, key string) {
 	name := config.EnvName(key)
 	if v, ok := os.LookupEnv(name); ok && v != "" {
 		fmt.Fprintf(cmd.ErrOrStderr(), "corral: note: %s is set in the environment and overrides the file\n", name)
+	}
+}
+
+// warnDeprecated notes on stderr that key, just set, has no effect
+// (config.Key.Deprecated): it is stored, as old files keep it, but
+// changes nothing.
+func warnDeprecated(cmd *cobra.Command, key string) {
+	if k, ok := config.Lookup(key); ok && k.Deprecated != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "corral: warning: %s is deprecated and has no effect: %s\n", k.Name, k.Deprecated)
 	}
 }
 

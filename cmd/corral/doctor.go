@@ -73,7 +73,11 @@ type doctorResult struct {
 	Ready       bool             `json:"ready"`
 	ConfigFile  string           `json:"config_file"`
 	ConfigError string           `json:"config_error,omitempty"`
-	StateDir    string           `json:"state_dir"`
+	// Deprecated warns of each setting the file or environment sets that
+	// has no effect (config.Settings.DeprecatedSet); they do not make
+	// corral unready.
+	Deprecated []string `json:"deprecated,omitempty"`
+	StateDir   string   `json:"state_dir"`
 	// StateError says why the state directory cannot take what corral
 	// writes there (sessions, background output, the audit log): it cannot
 	// be written, or its file system has under stateMinFree left.
@@ -154,6 +158,7 @@ func doctorReport(c *cobra.Command, g *globalOptions, backend string) *doctorRes
 		st.Backend = backend
 	}
 	r.Backend = st.Backend
+	r.Deprecated = st.DeprecatedSet()
 	if r.Root {
 		r.Identity = rootIdentity(st.RunAs)
 	}
@@ -345,6 +350,9 @@ func printDoctor(r *doctorResult) {
 		fmt.Printf("%s settings: no file (%s), so the defaults hold\n", ok(true), r.ConfigFile)
 	} else {
 		fmt.Printf("%s settings %s\n", ok(true), r.ConfigFile)
+	}
+	for _, w := range r.Deprecated {
+		fmt.Printf("warn settings: %s\n", w)
 	}
 	if r.StateError != "" {
 		fmt.Printf("%s state directory %s: %s\n", ok(false), r.StateDir, r.StateError)

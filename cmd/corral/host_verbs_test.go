@@ -44,6 +44,39 @@ func TestDoctorBrokenSettings(t *testing.T) {
 	}
 }
 
+// TestDegradedModeDeprecated: degraded_mode has no effect (corral never
+// runs a command unsandboxed), yet a settings file naming it still loads
+// and is used; config set and doctor say it is ignored, and doctor's
+// verdict does not change for it.
+func TestDegradedModeDeprecated(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	cfg := filepath.Join(c.home, "old.yaml")
+	env := []string{"CORRAL_CONFIG=" + cfg}
+	code, _, se := c.run(env, "config", "set", "degraded_mode", "fail")
+	if code != 0 || !strings.Contains(se, "corral: warning: degraded_mode is deprecated and has no effect: corral never runs a command outside its sandbox") {
+		t.Errorf("config set degraded_mode fail: exit %d, stderr %q; want 0 and the warning", code, se)
+	}
+	if code, so, se := c.run(env, "config", "get", "degraded_mode"); code != 0 || strings.TrimSpace(so) != "fail" {
+		t.Errorf("config get degraded_mode: exit %d, %q %q; want fail", code, so, se)
+	}
+	if code, so, se := c.run(env, "run", "--", "echo", "ran"); code != 0 || so != "ran\n" {
+		t.Errorf("run with degraded_mode set: exit %d, %q %q; want the command run", code, so, se)
+	}
+	code, so, se := c.run(env, "doctor")
+	want := "warn settings: degraded_mode (set in " + cfg + ") has no effect: "
+	if code != 0 || !strings.Contains(so, want) {
+		t.Errorf("doctor with degraded_mode set: exit %d, want 0 and %q:\n%s%s", code, want, so, se)
+	}
+	// Unset, no warning.
+	if code, _, se := c.run(env, "config", "unset", "degraded_mode"); code != 0 {
+		t.Fatalf("config unset degraded_mode: exit %d %s", code, se)
+	}
+	if _, so, _ := c.run(env, "doctor"); strings.Contains(so, "degraded_mode") {
+		t.Errorf("doctor without degraded_mode still warns of it:\n%s", so)
+	}
+}
+
 // TestCleanupBrokenSettings: cleanup, which now works through the Host,
 // still removes what a dead corral left when the settings file is
 // broken, then fails naming the settings' error (the kubernetes part
