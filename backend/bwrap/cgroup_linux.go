@@ -314,8 +314,11 @@ func (c *memCgroup) enterThread(log *slog.Logger) (leave func(), ok bool) {
 		return nil, false
 	}
 	if _, err := c.tasks.WriteString("0"); err != nil {
+		// Debug: bwrap is then moved in at its exec stop, as before; a
+		// kernel that refuses the thread's move refuses it on every
+		// command, which would warn each time.
 		if log != nil {
-			log.Warn("bwrap.memcg.thread_enter_failed", "dir", c.dir, "error", err)
+			log.Debug("bwrap.memcg.thread_enter_failed", "dir", c.dir, "error", err)
 		}
 		return nil, false
 	}
