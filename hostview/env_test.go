@@ -224,3 +224,28 @@ func TestEnvMatcherRemembersEnvDenied(t *testing.T) {
 		t.Errorf("FilterEnvPolicy allowing GH_TOKEN: %q", got)
 	}
 }
+
+// TestEnvPatternIsPathMatch: a matcher's pattern answers as path.Match
+// does, for the shipped list and for patterns with stars anywhere, several
+// stars, the other special characters (path.Match's, kept), malformed
+// ones, and names with '/' (which a star does not match).
+func TestEnvPatternIsPathMatch(t *testing.T) {
+	pats := append([]string{
+		"", "*", "**", "*A*", "A*", "*A", "A*B", "A*B*C", "*A*A*", "AB*BA", "A**B",
+		"?", "A?C", "[AB]*", "[", "\\*", "A\\", "*/*", "A/*", "*_KEY", "*SECRET*",
+	}, DefaultEnvDeny...)
+	names := []string{
+		"", "A", "B", "AB", "BA", "ABA", "ABBA", "ABC", "AXBXC", "ACB", "AAA", "A/B", "A/", "/A",
+		"X_KEY", "_KEY", "KEY", "MY_SECRET_VALUE", "SECRET", "SECRE", "PATH", "OPENAI_API_KEY",
+		"GH_TOKEN", "TOKEN_X", "A_TOKEN_B", "CORRAL_", "CORRAL", "A*B", "[A", "*",
+	}
+	for _, p := range pats {
+		e := compileEnvPattern(p)
+		for _, n := range names {
+			ok, err := path.Match(p, n)
+			if want := err == nil && ok; e.match(n) != want {
+				t.Errorf("pattern %q, name %q: match = %v, path.Match says %v", p, n, !want, want)
+			}
+		}
+	}
+}

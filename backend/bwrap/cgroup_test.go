@@ -1,7 +1,10 @@
 package bwrap
 
 import (
+	"bufio"
+	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -399,4 +402,103 @@ func memoryLimitName() string {
 		return sandbox.LimitCommandMemory
 	}
 	return sandbox.LimitMemory
+}
+
+// TestThreadEntry: bwrap is born inside its memory cgroup only on cgroup
+// v1, from a thread that ends with the command, with both tasks files
+// open; everything else moves bwrap in at its exec stop.
+func TestThreadEntry(t *testing.T) {
+	for _, c := range []struct {
+		version          int
+		throwaway, files bool
+		want             bool
+	}{
+		{1, true, true, true},
+		{1, false, true, false}, // a thread that goes back to the runtime's pool
+		{1, true, false, false}, // tasks files not opened
+		{2, true, true, false},  // v2 cgroups are domains: no thread moves alone
+		{0, true, true, false},
+	} {
+		if got := threadEntry(c.version, c.throwaway, c.files); got != c.want {
+			t.Errorf("threadEntry(%d, %v, %v) = %v, want %v", c.version, c.throwaway, c.files, got, c.want)
+		}
+	}
+}
+
+// TestMemoryCgroupBornInside: on cgroup v1 (root, on this machine), a command with a
+// memory limit runs in its own memory cgroup (its processes listed there
+// while it runs) and, the starting thread having moved back out right
+// after the fork, every thread of corral's is in corral's own cgroup; no
+// cgroup is left after it.
+func TestMemoryCgroupBornInside(t *testing.T) {
+	e := newEnv(t)
+	p := processMemCgroups.get(e.backend.log)
+	if p.Version != 1 {
+		// Elsewhere (v2, or no cgroup corral can use: an unprivileged
+		// caller on this machine) bwrap is moved in at its exec stop, or
+		// memory_mb is per process (TestMemoryWholeCommand).
+		if threadEntry(p.Version, true, true) {
+			t.Errorf("threadEntry(%d, ...) = true: only cgroup v1 moves a thread alone", p.Version)
+		}
+		return
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inR.Close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outR.Close()
+	req := &sandbox.Request{
+		Argv:    []string{"/bin/sh", "-c", "echo ready; read x; exit 0"},
+		Env:     e.envv,
+		Policy:  sandbox.Policy{Workdir: e.work, Profile: sandbox.ProfileWorkspace, Limits: sandbox.Limits{MemoryMB: 200}},
+		Stdin:   inR,
+		Stdout:  outW,
+		Stderr:  io.Discard,
+		Timeout: 60 * time.Second,
+	}
+	done := make(chan error, 1)
+	go func() {
+		res, err := e.backend.Run(context.Background(), req)
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit %d", res.ExitCode)
+		}
+		outW.Close()
+		done <- err
+	}()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		inW.Close()
+		t.Fatalf("the command did not start: %q, %v (%v)", line, err, <-done)
+	}
+	// The command is blocked reading stdin: its cgroup has its
+	// processes, and no thread of corral's is in it.
+	cgs := corralCgroups(p.Dir)
+	if len(cgs) != 1 {
+		t.Errorf("cgroups of this process under %s while a command runs: %v, want one", p.Dir, cgs)
+	} else if b, err := os.ReadFile(filepath.Join(p.Dir, cgs[0], "tasks")); err != nil || len(strings.Fields(string(b))) == 0 {
+		t.Errorf("tasks of %s: %q, %v; want the command's processes", cgs[0], b, err)
+	} else {
+		own := map[string]bool{}
+		for _, tid := range strings.Fields(string(b)) {
+			own[tid] = true
+		}
+		tasks, _ := os.ReadDir("/proc/self/task")
+		for _, tk := range tasks {
+			if own[tk.Name()] {
+				t.Errorf("corral's thread %s is in the command's memory cgroup %s", tk.Name(), cgs[0])
+			}
+		}
+	}
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(time.Minute, func() bool { return len(corralCgroups(p.Dir)) == 0 }) {
+		t.Errorf("cgroups left under %s: %v", p.Dir, corralCgroups(p.Dir))
+	}
 }

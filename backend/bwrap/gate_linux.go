@@ -44,7 +44,8 @@ var errGateUnavailable = errors.New("ptrace gate unavailable")
 //  1. the child is started with PTRACE_TRACEME (SysProcAttr.Ptrace) and so
 //     stops right after execve(2), before bwrap's first instruction;
 //  2. when cg is given, it is moved into that memory cgroup, which bounds
-//     the whole command (memCgroup.enter); without one, or if the move
+//     the whole command (memCgroup.enter), unless it was born inside
+//     (memCgroup.enterThread, cgroup v1); without one, or if the move
 //     fails, memory_mb becomes RLIMIT_DATA (dataLimit, memory.go: what each
 //     process makes writable, never RLIMIT_AS, which counts reservations);
 //     it and RLIMIT_CPU are set on it with prlimit(2);
@@ -87,7 +88,14 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, 
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Ptrace = true
-	if err := forkfds.Start(cmd); err != nil {
+	// Where it can, bwrap is born inside its memory cgroup (enterThread),
+	// which is much cheaper than moving it in at the exec stop.
+	leave, born := cg.enterThread(log)
+	err := forkfds.Start(cmd)
+	if born {
+		leave()
+	}
+	if err != nil {
 		if errors.Is(err, syscall.EPERM) {
 			return fmt.Errorf("%w: %v", errGateUnavailable, err)
 		}
@@ -115,7 +123,10 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, 
 		return fail(fmt.Errorf("ptrace options: %w", err))
 	}
 	data := dataLimit(lim.MemoryMB)
-	if cg.enter(pid, log) {
+	if born {
+		cg.bornInside()
+		data = 0
+	} else if cg.enter(pid, log) {
 		data = 0 // the cgroup bounds the whole command instead
 	}
 	if err := setLimit(pid, unix.RLIMIT_DATA, data); err != nil {

@@ -18,7 +18,12 @@ var otherHomeScan homeScanCache
 // files exist in the other people's homes, with the fingerprint
 // (homesStamp) of every directory whose change could alter that answer.
 type homeScanCache struct {
-	mu    sync.Mutex
+	mu sync.Mutex
+	// asked is set by the first lookup, which scans without a stamp: a
+	// process that makes one sandbox (corral run) never asks again, and
+	// the stamp costs about as much as the scan (a stat(2) of every
+	// directory the answer depends on). The next lookups stamp and keep.
+	asked bool
 	home  string
 	stamp []dirStamp
 	found []string
@@ -57,6 +62,15 @@ func (c *homeScanCache) otherHomeCredentials(home string) []string {
 // lookup is otherHomeCredentials for the given list of other homes, at
 // time now.
 func (c *homeScanCache) lookup(home string, homes []string, now time.Time) []string {
+	c.mu.Lock()
+	first := !c.asked
+	c.asked = true
+	c.mu.Unlock()
+	if first {
+		return scanOtherHomes(homes) // fresh, so never stale; not kept
+	}
+	// The stamp is taken before the scan, so a change made while the scan
+	// runs is seen by the next lookup.
 	stamp, settled := homesStamp(homes, now)
 	c.mu.Lock()
 	if c.found != nil && c.home == home && slices.Equal(c.stamp, stamp) {
@@ -121,12 +135,12 @@ var credentialDirs = sync.OnceValue(func() []string {
 // than settleTime before now.
 func homesStamp(homes []string, now time.Time) (stamp []dirStamp, settled bool) {
 	settled = true
+	seen := map[string]bool{}
 	add := func(p string) {
-		for _, s := range stamp {
-			if s.path == p {
-				return
-			}
+		if seen[p] {
+			return
 		}
+		seen[p] = true
 		s := dirStamp{path: p, ctimeNanos: -1}
 		var st unix.Stat_t
 		if unix.Stat(p, &st) == nil {

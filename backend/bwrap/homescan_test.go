@@ -10,7 +10,8 @@ import (
 
 // The scan of other people's homes is kept between commands only while
 // nothing it depends on changed: every change on the host below is seen by
-// the next lookup, and an unchanged host is answered from the cache.
+// the next lookup, and an unchanged host is answered from the cache from
+// the second lookup on (the first, all a corral run makes, takes no stamp).
 func TestOtherHomeCredentialsCache(t *testing.T) {
 	base := testBase(t)
 	if err := os.Chmod(base, 0o755); err != nil {
@@ -53,6 +54,10 @@ func TestOtherHomeCredentialsCache(t *testing.T) {
 		}
 	}
 	check("first scan", sshA)
+	if c.found != nil {
+		t.Fatal("the first lookup kept its answer: it takes no stamp (a one-command process never asks again)")
+	}
+	check("second scan", sshA)
 	kept := c.found
 	check("unchanged host", sshA)
 	if len(kept) == 0 || &c.found[0] != &kept[0] {
@@ -84,7 +89,7 @@ func TestOtherHomeCredentialsCache(t *testing.T) {
 
 	// A change as recent as the clock's tick is not kept: the next lookup
 	// scans again.
-	var racy homeScanCache
+	racy := homeScanCache{asked: true}
 	mk("b/.kube", true)
 	if got := racy.lookup(mine, homes, time.Now()); !slices.Contains(got, filepath.Join(b, ".kube")) {
 		t.Fatalf("racy lookup: %q lacks b/.kube", got)

@@ -175,6 +175,10 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 	lim := req.Limits
 	cg := b.memoryCgroup(lim, bin, root)
 	sb.cg = cg
+	if cg != nil {
+		// startAs's thread ends with the command (threadEntry).
+		cg.byThread = ra != nil
+	}
 	sb.undo = append(sb.undo, func() { cg.remove(b.log) })
 	launch := func() error {
 		var err error
