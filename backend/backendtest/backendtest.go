@@ -46,6 +46,12 @@ type Harness struct {
 	// container's own), so the scratch directory is not among the writable
 	// roots checked.
 	NoScratch bool
+	// SessionKill is set for a backend that ends a command by its session
+	// and process group (corral's helper in a container or pod:
+	// inside.KillSession) rather than by its whole sandbox (bwrap's pid
+	// namespace): a process that left the command's session with
+	// setsid(2) outlives it there, so the timeout case does not start one.
+	SessionKill bool
 	// PolicyNetwork is set for a backend whose sandbox keeps network
 	// interfaces under the profiles without a network, cut off by a policy
 	// outside it (kubernetes' NetworkPolicy): the profiles case does not
@@ -222,17 +228,18 @@ func exitCodes(t *testing.T, h Harness) {
 }
 
 // timeout: Request.Timeout ends the whole command, children that ignore
-// SIGTERM included, and in a sandbox ones in a session of their own too
-// (the local backend promises its process group): Result.TimedOut (which
-// the CLI reports as 124, sandbox.ExitTimedOut), and nothing of it runs
-// afterwards, neither on the host nor in the session's sandbox.
+// SIGTERM included, and where the whole sandbox ends ones in a session of
+// their own too (not for Harness.SessionKill, nor the local backend, which
+// promises its process group): Result.TimedOut (which the CLI reports as
+// 124, sandbox.ExitTimedOut), and nothing of it runs afterwards, neither
+// on the host nor in the session's sandbox.
 func timeout(t *testing.T, h Harness, tr sandbox.Traits) {
 	w := h.New(t)
 	sess := session(t, w)
 	// A duration no other process uses names the command's sleeps.
 	mark := fmt.Sprintf("%d", 9000000+os.Getpid()%1000000)
 	escape := "setsid sleep " + mark + " & "
-	if tr.Unsandboxed {
+	if tr.Unsandboxed || h.SessionKill {
 		escape = ""
 	}
 	o := w.sh(t, sess, `trap '' TERM; (trap '' TERM; sleep `+mark+`) & `+escape+`sleep `+mark+` & echo started; wait`,
@@ -270,7 +277,16 @@ func sleepers(mark string) []string {
 	for _, p := range pids {
 		b, err := os.ReadFile(p)
 		if err == nil && strings.TrimRight(strings.ReplaceAll(string(b), "\x00", " "), " ") == "sleep "+mark {
-			left = append(left, filepath.Base(filepath.Dir(p)))
+			// Its parent and cgroup say whose it is.
+			st, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "status"))
+			cg, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "cgroup"))
+			ppid := ""
+			for l := range strings.SplitSeq(string(st), "\n") {
+				if v, ok := strings.CutPrefix(l, "PPid:"); ok {
+					ppid = strings.TrimSpace(v)
+				}
+			}
+			left = append(left, fmt.Sprintf("pid %s (parent %s, cgroup %s)", filepath.Base(filepath.Dir(p)), ppid, strings.TrimSpace(string(cg))))
 		}
 	}
 	return left
@@ -283,6 +299,10 @@ func env(t *testing.T, h Harness) {
 	w := h.New(t)
 	sess := session(t, w)
 	o := w.sh(t, sess, `env`, func(r *sandbox.Request) {
+		// The caller's own environment is the base; the variables
+		// checked are the command's (a backend may drop the host's own:
+		// docker).
+		r.PolicyEnv = slices.Clone(r.Env)
 		r.Env = append(r.Env, envsecrets.Env()...)
 		r.Env = append(r.Env, "GITHUB_TOKEN=denied-by-name", "EXTRA_DENIED=by-env-deny", "VAULT_TOKEN=allowed-by-name")
 		r.EnvDeny = []string{"EXTRA_*"}

@@ -66,3 +66,23 @@ func TestSecretsRefusedNamingBackends(t *testing.T) {
 		}
 	}
 }
+
+// TestMissingProgramOrDirectory: a program path that does not exist is 127
+// (not found), while a working directory that is gone is 126 (cannot be
+// run), although both starts fail with ENOENT.
+func TestMissingProgramOrDirectory(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		argv0, dir string
+		want       int
+	}{
+		{dir + "/no-such-program", dir, sandbox.ExitNotFound},
+		{"./no-such-program", dir, sandbox.ExitNotFound},
+		{"/bin/sh", dir + "/gone", sandbox.ExitCannotInvoke},
+	} {
+		res, err := New(nil).Run(context.Background(), &sandbox.Request{Argv: []string{tc.argv0}, Policy: sandbox.Policy{Workdir: tc.dir}})
+		if err != nil || res.ExitCode != tc.want {
+			t.Errorf("%s in %s: %v %+v, want exit %d", tc.argv0, tc.dir, err, res, tc.want)
+		}
+	}
+}
