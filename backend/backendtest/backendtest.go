@@ -37,10 +37,10 @@ type Harness struct {
 	// such a request with sandbox.ErrPolicy naming workspace_mode review,
 	// and run nothing.
 	NoReview bool
-	// NoHostFiles is set for a backend that shows no host file but the
-	// workspace (kubernetes: its pod is on another machine), so skills,
-	// binds and secrets' files are not checked.
-	NoHostFiles bool
+	// NoHostBinds is set for a backend that mounts no host path (binds,
+	// skills: kubernetes, whose pod is on another machine; it copies in
+	// the workspace and secrets' files), so those are not checked.
+	NoHostBinds bool
 	// NoScratch is set for a backend that does not mount
 	// sandbox.Request.ScratchDir (docker, kubernetes: /tmp is the
 	// container's own), so the scratch directory is not among the writable
@@ -95,9 +95,9 @@ func Run(t *testing.T, h Harness) {
 	t.Run("profiles", func(t *testing.T) { profiles(t, h, tr) })
 	t.Run("writable roots", func(t *testing.T) { writableRoots(t, h, tr) })
 	t.Run("root caller", func(t *testing.T) { rootCaller(t, h, tr) })
-	if !h.NoHostFiles {
+	t.Run("secret files", func(t *testing.T) { secretFiles(t, h) })
+	if !h.NoHostBinds {
 		t.Run("skills", func(t *testing.T) { skills(t, h) })
-		t.Run("secret files", func(t *testing.T) { secretFiles(t, h) })
 	}
 }
 
@@ -219,8 +219,9 @@ func exitCodes(t *testing.T, h Harness) {
 			}
 		})
 	}
-	// A file that is not executable cannot be run either: 126.
-	writeFile(t, filepath.Join(w.Workdir, "noexec.sh"), "#!/bin/sh\necho ran\n", 0o644)
+	// A file that is not executable cannot be run either: 126. (Made by
+	// the sandbox: a workspace may be its own, Traits.OwnWorkspace.)
+	w.sh(t, sess, `printf '#!/bin/sh\necho ran\n' > noexec.sh; chmod 644 noexec.sh`)
 	o := w.run(t, w.request(sess, filepath.Join(w.Workdir, "noexec.sh")))
 	if o.res.ExitCode != sandbox.ExitCannotInvoke || strings.Contains(o.stdout, "ran") {
 		t.Errorf("a file without x: want %d, got %s", sandbox.ExitCannotInvoke, o)
@@ -488,7 +489,8 @@ func reviewRefused(t *testing.T, h Harness) {
 func profiles(t *testing.T, h Harness, tr sandbox.Traits) {
 	w := h.New(t)
 	sess := session(t, w)
-	writeFile(t, filepath.Join(w.Workdir, "README"), "workspace\n", 0o644)
+	// Made by the sandbox: a workspace may be its own (OwnWorkspace).
+	w.sh(t, sess, `echo workspace > README`)
 	for _, p := range sandbox.Profiles {
 		t.Run(string(p), func(t *testing.T) {
 			name := "made-" + string(p)
@@ -554,7 +556,7 @@ func writableRoots(t *testing.T, h Harness, tr sandbox.Traits) {
 			req := w.request(sess)
 			req.Profile = p
 			req.ScratchDir = scratch
-			if !h.NoHostFiles {
+			if !h.NoHostBinds {
 				req.Binds = []sandbox.Bind{{Src: rw}, {Src: ro, ReadOnly: true}}
 			}
 			// Each writable root gets a file; every other path keeps its
@@ -634,10 +636,13 @@ func rootCaller(t *testing.T, h Harness, tr sandbox.Traits) {
 	w := h.New(t)
 	sess := session(t, w)
 	// Planted before the first command: a session's container or pod
-	// protects what exists when it starts.
+	// protects what exists when it starts. A workspace of the sandbox's
+	// own (OwnWorkspace) has no host file to protect.
 	hook := filepath.Join(w.Workdir, ".git", "hooks", "pre-commit")
-	writeFile(t, filepath.Join(w.Workdir, ".git", "HEAD"), "ref: refs/heads/main\n", 0o644)
-	writeFile(t, hook, "#!/bin/sh\nexit 0\n", 0o755)
+	if !tr.OwnWorkspace {
+		writeFile(t, filepath.Join(w.Workdir, ".git", "HEAD"), "ref: refs/heads/main\n", 0o644)
+		writeFile(t, hook, "#!/bin/sh\nexit 0\n", 0o755)
+	}
 	script := `for f in ` + strings.Join(kernelInterfaces, " ") + `; do
   [ -e "$f" ] || continue
   if (exec 3>>"$f") 2>/dev/null; then echo "WRITABLE $f"; else echo "refused $f"; fi
