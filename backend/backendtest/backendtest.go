@@ -293,7 +293,7 @@ func sleepers(mark string) []string {
 	return left
 }
 
-// env: the environment policy (sandbox.FilterEnvPolicy) holds on every
+// env: the environment policy (hostview.FilterEnvPolicy) holds on every
 // backend: ordinary variables pass, credentials by name and by value
 // (envsecrets) and env_deny's are cleared, env_allow lets one through.
 func env(t *testing.T, h Harness) {
