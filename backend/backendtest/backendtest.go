@@ -431,7 +431,7 @@ func secretFiles(t *testing.T, h Harness) {
 		t.Errorf("after a change: %s", o)
 	}
 	err := w.runErr(sess, `echo ran > ran`, files("~/missing-netrc"))
-	if !errors.Is(err, sandbox.ErrBadRequest) || !strings.Contains(err.Error(), `files[0] "~/missing-netrc"`) {
+	if !errors.Is(err, sandbox.ErrBadRequest) || !strings.Contains(err.Error(), `files[0] "~/missing-netrc": cannot open the file`) {
 		t.Errorf("a missing file: err = %v, want ErrBadRequest naming files[0]", err)
 	}
 	if hostFile(filepath.Join(w.Workdir, "ran")) != "<absent>" {
