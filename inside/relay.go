@@ -123,8 +123,10 @@ type command struct {
 func runCommand(c command, emit func(kind byte, p []byte) error, started func(pgid int)) Exit {
 	path, err := lookPathIn(c.Argv[0], c.Env)
 	if err != nil {
+		// A path that does not exist is "not found" too (127, as a shell
+		// says it); one that exists but cannot be run is 126.
 		code := 127
-		if !errors.Is(err, exec.ErrNotFound) {
+		if !errors.Is(err, exec.ErrNotFound) && !errors.Is(err, fs.ErrNotExist) {
 			code = 126
 		}
 		msg := fmt.Sprintf("%s: %v", c.Argv[0], err)

@@ -455,12 +455,6 @@ echo DONE`, secretsOn, func(r *sandbox.Request) {
 			}
 		}
 	})
-	t.Run("refused outside allowlist", func(t *testing.T) {
-		o := e.shErr(`echo ran`, secretsOn, profile(sandbox.ProfileNetwork))
-		if o == nil || !strings.Contains(o.Error(), "need the allowlist profile") || strings.Contains(o.Error(), realGH) {
-			t.Errorf("secrets under network: err = %v", o)
-		}
-	})
 	t.Run("unreadable source names the secret, not the value", func(t *testing.T) {
 		err := e.shErr(`echo ran`, secretsOn, func(r *sandbox.Request) {
 			r.Secrets = append(r.Secrets, sandbox.Secret{Name: "MISSING", From: "env:NOPE_NOT_SET", Hosts: []string{"x.allowed.test"}})

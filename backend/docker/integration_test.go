@@ -115,12 +115,10 @@ func TestSecurity(t *testing.T) {
 	}
 }
 
-// TestEnvSecretsByValue: variables that reach the container (here the
-// session's own: not the host's, which are left out anyway) lose the ones
-// whose value carries a credential, whatever their name; ordinary values
-// pass; env_allow lets one through. The log names what was withheld, never
-// the value.
-func TestEnvSecretsByValue(t *testing.T) {
+// TestEnvWithheldLogged: the log names each variable withheld for its
+// value (docker.env.withheld), never the value. (What reaches the
+// command is the conformance suite's env case.)
+func TestEnvWithheldLogged(t *testing.T) {
 	f := newFixture(t, nil)
 	res, out := f.run("envval", "env", func(r *sandbox.Request) {
 		r.Env = append(r.Env, envsecrets.Env()...)
@@ -129,7 +127,6 @@ func TestEnvSecretsByValue(t *testing.T) {
 	if res.ExitCode != 0 {
 		t.Fatalf("exit %d: %s", res.ExitCode, out)
 	}
-	envsecrets.Check(t, out)
 	logged := f.log.String()
 	for _, name := range []string{"SLACK_WEBHOOK_URL", "DB_CONNECTION", "SESSION_DATA", "DEPLOY_MATERIAL", "REMOTE_HELPER_ARG"} {
 		if !strings.Contains(logged, "docker.env.withheld") || !strings.Contains(logged, "name="+name+" ") {
@@ -140,15 +137,6 @@ func TestEnvSecretsByValue(t *testing.T) {
 		if strings.Contains(logged, m) {
 			t.Errorf("the log holds a withheld value (%q)", m)
 		}
-	}
-}
-
-// TestRestrictedProfile: the workspace is read-only.
-func TestRestrictedProfile(t *testing.T) {
-	f := newFixture(t, nil)
-	_, out := f.run("r", `touch x 2>&1 | grep -o 'Read-only file system'; cat README`, func(r *sandbox.Request) { r.Profile = sandbox.ProfileRestricted })
-	if out != "Read-only file system\nworkspace\n" {
-		t.Errorf("got %q", out)
 	}
 }
 
@@ -212,19 +200,11 @@ func TestZombiesReaped(t *testing.T) {
 	}
 }
 
-// TestTimeoutKillsTree: a timeout ends the command's whole process group,
-// and nothing of it is left in the container.
-func TestTimeoutKillsTree(t *testing.T) {
+// TestCancelKillsTree: a cancelled command's process group ends, and
+// nothing of it is left in the container. (The timeout is the
+// conformance suite's timeout case.)
+func TestCancelKillsTree(t *testing.T) {
 	f := newFixture(t, nil)
-	start := time.Now()
-	res, _ := f.run("to", `sleep 300 & sleep 301 & (sleep 302; echo) & wait`, func(r *sandbox.Request) { r.Timeout = 2 * time.Second })
-	if !res.TimedOut || time.Since(start) > 2*time.Minute {
-		t.Fatalf("timeout: %+v after %s", res, time.Since(start))
-	}
-	_, out := f.run("to", `for p in /proc/[0-9]*/cmdline; do tr '\0' ' ' < $p 2>/dev/null; echo; done | grep -c 'sleep 30[012]' || true`)
-	if out != "0\n" {
-		t.Errorf("sleeps left: %q", out)
-	}
 	// Cancellation too.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -232,7 +212,7 @@ func TestTimeoutKillsTree(t *testing.T) {
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("cancelled run: %v", err)
 	}
-	_, out = f.run("to", `for p in /proc/[0-9]*/cmdline; do tr '\0' ' ' < $p 2>/dev/null; echo; done | grep -c 'sleep 30[34]' || true`)
+	_, out := f.run("to", `for p in /proc/[0-9]*/cmdline; do tr '\0' ' ' < $p 2>/dev/null; echo; done | grep -c 'sleep 30[34]' || true`)
 	if out != "0\n" {
 		t.Errorf("sleeps left after cancel: %q", out)
 	}

@@ -8,8 +8,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -81,8 +84,11 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	cmd.WaitDelay = 2 * time.Second
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
+		// A path that does not exist is "not found" as well (127, as a
+		// shell reports it); one that exists but cannot be run, or a
+		// working directory that is gone, is 126.
 		code := sandbox.ExitCannotInvoke
-		if errors.Is(err, exec.ErrNotFound) {
+		if errors.Is(err, exec.ErrNotFound) || missingPath(cmd.Path, cmd.Dir) {
 			code = sandbox.ExitNotFound
 		}
 		return &sandbox.Result{ExitCode: code, Warnings: []string{err.Error()}}, nil
@@ -104,3 +110,14 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 // SupportsStreams implements sandbox.StreamBackend: a long-lived process
 // runs on the host like any command.
 func (b *Backend) SupportsStreams() bool { return true }
+
+// missingPath reports whether the program at path (relative to dir when
+// it is relative) does not exist: the start's ENOENT can be the working
+// directory's too.
+func missingPath(path, dir string) bool {
+	if !filepath.IsAbs(path) && dir != "" {
+		path = filepath.Join(dir, path)
+	}
+	_, err := os.Stat(path)
+	return errors.Is(err, fs.ErrNotExist)
+}
