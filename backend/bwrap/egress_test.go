@@ -25,6 +25,7 @@ import (
 	"github.com/corralhq/corral/internal/testcert"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // testPolicy is the allowlist of the egress tests: allowed.test and its
@@ -415,6 +416,23 @@ func TestAllowlistThroughNsenter(t *testing.T) {
 	o = e.sh(`curl -q -sS --max-time 10 http://api.allowed.test/nogate; echo; ulimit -d; ulimit -v`, allowlist, func(r *sandbox.Request) { r.Limits.MaxProcs = 0 })
 	// memory_mb is RLIMIT_DATA there (KiB in ulimit -d), never RLIMIT_AS.
 	mustContain(t, o, "hello host=api.allowed.test path=/nogate tls=false", fmt.Sprintf("\n%d\nunlimited\n", sandbox.DefaultLimits.MemoryMB<<10))
+
+	// Once corral has read a secret it is non-dumpable for good
+	// (secrets.ProtectProcess), and /proc/PID/fd of a non-dumpable process
+	// is closed to other processes of its uid: nsenter is handed the
+	// namespaces as descriptors of its own (throughNsenter), which never
+	// reach the sandbox. Before that fix, a plain user's allowlist commands
+	// after the first secret failed to build their sandboxes.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0) })
+	e.backend.forceNsenter, e.backend.noGate = true, false
+	o = e.sh(`curl -q -sS --max-time 10 http://api.allowed.test/nodump; echo; ls /proc/self/fd | sort -n | tr '\n' ' '; echo`, allowlist)
+	mustContain(t, o, "hello host=api.allowed.test path=/nodump tls=false", "\n0 1 2 3 \n")
+	e.backend.forceNsenter, e.backend.noGate = false, true
+	o = e.sh(`curl -q -sS --max-time 10 http://api.allowed.test/nodump-nogate; echo; ls /proc/self/fd | sort -n | tr '\n' ' '; echo`, allowlist, func(r *sandbox.Request) { r.Limits.MaxProcs = 0 })
+	mustContain(t, o, "hello host=api.allowed.test path=/nodump-nogate tls=false", "\n0 1 2 3 \n")
 }
 
 // TestAllowlistFailsClosed: when the proxy cannot start, the command does

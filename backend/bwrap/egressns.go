@@ -350,6 +350,31 @@ func (e *egressNS) joinArgv(nsenter string) []string {
 	return append(argv, "--net="+self+strconv.Itoa(int(e.netns.Fd())), "--")
 }
 
+// joinFDArgv returns the argv prefix that runs the next program inside
+// the holder's network namespace from descriptors the caller passes at
+// first, first+1 (the user namespace, when there is one, then the network
+// namespace: files' order), which bash closes before it executes the
+// program:
+//
+//	nsenter [--user=/proc/self/fd/U --preserve-credentials] --net=/proc/self/fd/N -- \
+//	  bash --noprofile --norc -c 'exec U<&- N<&-; exec "$0" "$@"'
+//
+// bash rather than sh: dash, Debian's sh, takes only descriptors 0 to 9
+// in a redirection, and these may be higher.
+func (e *egressNS) joinFDArgv(nsenter, bash string, first int) []string {
+	argv := []string{nsenter}
+	closes := ""
+	fd := first
+	if e.userns != nil {
+		argv = append(argv, "--user=/proc/self/fd/"+strconv.Itoa(fd), "--preserve-credentials")
+		closes += strconv.Itoa(fd) + "<&- "
+		fd++
+	}
+	argv = append(argv, "--net=/proc/self/fd/"+strconv.Itoa(fd), "--")
+	closes += strconv.Itoa(fd) + "<&-"
+	return append(argv, bash, "--noprofile", "--norc", "-c", `exec `+closes+`; exec "$0" "$@"`)
+}
+
 // files returns the namespace descriptors a bwrap must have to enter the
 // namespace itself (joinNamespaces): the owning user namespace first when
 // there is one, then the network namespace.

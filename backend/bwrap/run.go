@@ -128,15 +128,40 @@ func (b *Backend) egressPool() *egress.Pool {
 	return b.pool
 }
 
-// nsenterArgv returns the nsenter(1) prefix that starts bwrap inside ens
-// (egressNS.joinArgv), or an error wrapping sandbox.ErrUnavailable when
-// nsenter is missing.
-func (b *Backend) nsenterArgv(ens *egressNS) ([]string, error) {
+// nsenterLocate finds nsenter(1), or returns an error wrapping
+// sandbox.ErrUnavailable when it is missing.
+func nsenterLocate() (string, error) {
 	nsenter, err := LocateTool("nsenter", "")
 	if err != nil {
-		return nil, fmt.Errorf("%w: the allowlist profile starts bwrap in the session's network namespace with nsenter here, which is missing (install util-linux), so the command does not run: %v", sandbox.ErrUnavailable, err)
+		return "", fmt.Errorf("%w: the allowlist profile starts bwrap in the session's network namespace with nsenter here, which is missing (install util-linux), so the command does not run: %v", sandbox.ErrUnavailable, err)
 	}
-	return ens.joinArgv(nsenter), nil
+	return nsenter, nil
+}
+
+// throughNsenter makes cmd (bwrap, its argv complete and its ExtraFiles
+// laid out) start inside ens through nsenter(1): the namespace
+// descriptors go to nsenter as its own last descriptors, named
+// /proc/self/fd/N, and bash closes them before it executes bwrap
+// (egressNS.joinFDArgv), so none reaches the sandbox. nsenter is not
+// named corral's descriptors (/proc/CORRAL-PID/fd/N): once corral has read
+// a secret it is non-dumpable (secrets.Protect), and /proc/PID/fd of a
+// non-dumpable process is closed to other processes of its uid
+// (ptrace_may_access, PTRACE_MODE_READ_FSCREDS), so nsenter could not open
+// them. Only where bash is missing is that form used (joinArgv).
+func throughNsenter(cmd *exec.Cmd, ens *egressNS) error {
+	nsenter, err := nsenterLocate()
+	if err != nil {
+		return err
+	}
+	var prefix []string
+	if bash, berr := LocateTool("bash", ""); berr == nil {
+		prefix = ens.joinFDArgv(nsenter, bash, 3+len(cmd.ExtraFiles))
+		cmd.ExtraFiles = append(cmd.ExtraFiles, ens.files()...)
+	} else {
+		prefix = ens.joinArgv(nsenter)
+	}
+	cmd.Path, cmd.Args = prefix[0], append(prefix, cmd.Args...)
+	return nil
 }
 
 // egressLease is a command's hold on its session's egress namespace.

@@ -88,7 +88,6 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 	// or, where the gate cannot do it, by nsenter(1) in front of bwrap; as
 	// root, by the starting thread itself (setns(2) before the fork).
 	var userns, netns *os.File
-	var nsenterArgv []string
 	joinedBy := ""
 	if ens != nil && ra != nil {
 		joinedBy = joinedBySetns
@@ -98,8 +97,8 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 			userns, netns = ens.userns, ens.netns
 			joinedBy = "ptrace gate"
 		} else {
-			joinedBy = "nsenter"
-			if nsenterArgv, err = b.nsenterArgv(ens); err != nil {
+			joinedBy = "nsenter" // throughNsenter, once the descriptors are laid out
+			if _, err = nsenterLocate(); err != nil {
 				return nil, b.unavailable(err)
 			}
 		}
@@ -199,8 +198,7 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 			_, _ = argsW.Write(buf)
 			closeArgsW()
 		}()
-		bargs := append(nsenterArgv, bin.Path, "--args", strconv.Itoa(layout.Args))
-		cmd = exec.Command(bargs[0], append(bargs[1:], command...)...)
+		cmd = exec.Command(bin.Path, append([]string{"--args", strconv.Itoa(layout.Args)}, command...)...)
 		// bwrap runs on the host: it gets a fixed environment, never the
 		// command's (which Argv sets inside with --setenv).
 		cmd.Env = bwrapProcessEnv()
@@ -226,6 +224,11 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 			}
 		}
 		cmd.ExtraFiles = layout.files(req.ExtraFiles, statusW, argsR, filter, bindFiles, userns, mntns, netns)
+		if joinedBy == "nsenter" {
+			if err := throughNsenter(cmd, ens); err != nil {
+				return err
+			}
+		}
 		var join *nsJoin
 		if netns != nil || mntns != nil {
 			// Closed in bwrap by the gate once it has entered the
@@ -296,11 +299,9 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 				first = layout.UserNS
 			}
 			cmd.ExtraFiles = cmd.ExtraFiles[:first-3]
-			argv, nerr := b.nsenterArgv(ens)
-			if nerr != nil {
+			if nerr := throughNsenter(cmd, ens); nerr != nil {
 				return nerr
 			}
-			cmd.Path, cmd.Args = argv[0], append(argv, cmd.Args...)
 			joinedBy = "nsenter"
 		}
 		return b.startWithPrlimit(cmd, gateLim)
