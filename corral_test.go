@@ -318,6 +318,59 @@ func TestSettingsDefaultsAgree(t *testing.T) {
 	}
 }
 
+// TestSettingsCarried: every docker.* and kubernetes.* field of the
+// settings reaches the backend's Settings (DockerSettings and
+// KubernetesSettings copy them by hand, so a key added to config but not
+// to the copy would be accepted and then ignored): each field set alone
+// to a value of its own must change what the backend gets.
+func TestSettingsCarried(t *testing.T) {
+	sentinel := func(f reflect.Value, i int) {
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(fmt.Sprintf("v%d", i))
+		case reflect.Int:
+			f.SetInt(int64(1000 + i))
+		case reflect.Slice:
+			s := reflect.MakeSlice(f.Type(), 1, 1)
+			if s.Index(0).Kind() == reflect.String {
+				s.Index(0).SetString(fmt.Sprintf("v%d", i))
+			} else {
+				s.Index(0).FieldByName("Src").SetString(fmt.Sprintf("/v%d", i))
+			}
+			f.Set(s)
+		default:
+			t.Fatalf("field kind %s: teach this test its sentinel", f.Kind())
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		section func(*config.Settings) reflect.Value
+		convert func(*config.Settings) any
+		special map[string]string // a value of the key's own where any other means the default
+	}{
+		{"docker", func(s *config.Settings) reflect.Value { return reflect.ValueOf(&s.Docker).Elem() },
+			func(s *config.Settings) any { return corral.DockerSettings(s) }, map[string]string{"ReadOnly": "false"}},
+		{"kubernetes", func(s *config.Settings) reflect.Value { return reflect.ValueOf(&s.Kubernetes).Elem() },
+			func(s *config.Settings) any { return corral.KubernetesSettings(s) }, nil},
+	} {
+		base := c.convert(config.Defaults())
+		sec := c.section(config.Defaults())
+		for i := 0; i < sec.NumField(); i++ {
+			st := config.Defaults()
+			f := c.section(st).Field(i)
+			name := sec.Type().Field(i).Name
+			if v, ok := c.special[name]; ok {
+				f.SetString(v)
+			} else {
+				sentinel(f, i)
+			}
+			if got := c.convert(st); reflect.DeepEqual(got, base) {
+				t.Errorf("%s.%s is not carried to the backend's Settings", c.name, name)
+			}
+		}
+	}
+}
+
 // TestLayoutNamesEveryPackage: docs/layout.md, where a reader finds which
 // folder holds a behaviour, names every package of the module (bench's
 // programs as one row).
