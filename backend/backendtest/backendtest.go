@@ -499,8 +499,16 @@ func profiles(t *testing.T, h Harness, tr sandbox.Traits) {
 			if p == sandbox.ProfileAllowlist {
 				mods = append(mods, func(r *sandbox.Request) { r.NetworkAllow = []string{"*.allowed.test"} })
 			}
-			o := w.sh(t, sess, `{ echo `+string(p)+` > `+name+`; } 2>/dev/null && echo wrote; cat "$1" >/dev/null && echo read
-sed -n 's/^ *\([^:]*\):.*/if \1/p' /proc/net/dev`, append(mods, func(r *sandbox.Request) { r.Argv = append(r.Argv, "sh", filepath.Join(w.Workdir, "README")) })...)
+			// Readable: README, made above, where the workspace is the
+			// host's; where it is the sandbox's own, a change of profile
+			// is a new sandbox (kubernetes: a new pod, whose emptyDir
+			// workspace starts empty), so the directory itself is read.
+			read, arg := `cat "$1"`, filepath.Join(w.Workdir, "README")
+			if tr.OwnWorkspace {
+				read, arg = `ls -a "$1"`, w.Workdir
+			}
+			o := w.sh(t, sess, `{ echo `+string(p)+` > `+name+`; } 2>/dev/null && echo wrote; `+read+` >/dev/null && echo read
+sed -n 's/^ *\([^:]*\):.*/if \1/p' /proc/net/dev`, append(mods, func(r *sandbox.Request) { r.Argv = append(r.Argv, "sh", arg) })...)
 			wrote := strings.Contains(o.stdout, "wrote\n")
 			if wrote != p.Writable() || !strings.Contains(o.stdout, "read\n") {
 				t.Errorf("working directory writable %v (want %v) and readable: %s", wrote, p.Writable(), o)
@@ -615,8 +623,10 @@ var kernelInterfaces = []string{
 
 // setIDScript tries every way to leave a set-user-ID or set-group-ID file
 // or directory behind (chmod, install -m, a creating open with the bit,
-// mkdir -m, mknod of a fifo with it) and lists what has either bit
-// afterwards (none may).
+// mkdir -m, mknod of a fifo with it) and lists what it made that has
+// either bit afterwards (none may). The working directory itself is not
+// the command's: a kubernetes pod's volume is set-group-ID by the
+// kubelet (fsGroup), a host directory by its owner.
 const setIDScript = `cp /bin/sh ./shcopy
 chmod 4755 ./shcopy 2>/dev/null && echo "chmod allowed"
 chmod u+s ./shcopy 2>/dev/null && echo "chmod u+s allowed"
@@ -624,7 +634,7 @@ install -m 4755 /bin/sh ./shinstall 2>/dev/null && echo "install allowed"
 python3 -c 'import os; os.close(os.open("pyfile", os.O_CREAT|os.O_WRONLY, 0o4755))' 2>/dev/null && echo "open allowed"
 mkdir -m 2777 ./sgiddir 2>/dev/null && echo "mkdir allowed"
 mkfifo -m 2644 ./fifo 2>/dev/null && echo "mknod allowed"
-find . -perm /6000 | sed 's/^/SETID /'
+find . -mindepth 1 -perm /6000 | sed 's/^/SETID /'
 echo end`
 
 // rootCaller: whoever runs corral (root in CI's first pass, a person in
