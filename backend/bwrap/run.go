@@ -148,11 +148,8 @@ func nsenterLocate() (string, error) {
 // non-dumpable process is closed to other processes of its uid
 // (ptrace_may_access, PTRACE_MODE_READ_FSCREDS), so nsenter could not open
 // them. Only where bash is missing is that form used (joinArgv).
-func throughNsenter(cmd *exec.Cmd, ens *egressNS) error {
-	nsenter, err := nsenterLocate()
-	if err != nil {
-		return err
-	}
+// nsenter is nsenter(1)'s path (nsenterLocate).
+func throughNsenter(cmd *exec.Cmd, ens *egressNS, nsenter string) {
 	var prefix []string
 	if bash, berr := LocateTool("bash", ""); berr == nil {
 		prefix = ens.joinFDArgv(nsenter, bash, 3+len(cmd.ExtraFiles))
@@ -161,7 +158,6 @@ func throughNsenter(cmd *exec.Cmd, ens *egressNS) error {
 		prefix = ens.joinArgv(nsenter)
 	}
 	cmd.Path, cmd.Args = prefix[0], append(prefix, cmd.Args...)
-	return nil
 }
 
 // egressLease is a command's hold on its session's egress namespace.

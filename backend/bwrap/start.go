@@ -88,7 +88,7 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 	// or, where the gate cannot do it, by nsenter(1) in front of bwrap; as
 	// root, by the starting thread itself (setns(2) before the fork).
 	var userns, netns *os.File
-	joinedBy := ""
+	joinedBy, nsenter := "", ""
 	if ens != nil && ra != nil {
 		joinedBy = joinedBySetns
 	} else if ens != nil {
@@ -98,7 +98,7 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 			joinedBy = "ptrace gate"
 		} else {
 			joinedBy = "nsenter" // throughNsenter, once the descriptors are laid out
-			if _, err = nsenterLocate(); err != nil {
+			if nsenter, err = nsenterLocate(); err != nil {
 				return nil, b.unavailable(err)
 			}
 		}
@@ -225,9 +225,7 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 		}
 		cmd.ExtraFiles = layout.files(req.ExtraFiles, statusW, argsR, filter, bindFiles, userns, mntns, netns)
 		if joinedBy == "nsenter" {
-			if err := throughNsenter(cmd, ens); err != nil {
-				return err
-			}
+			throughNsenter(cmd, ens, nsenter)
 		}
 		var join *nsJoin
 		if netns != nil || mntns != nil {
@@ -299,9 +297,11 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 				first = layout.UserNS
 			}
 			cmd.ExtraFiles = cmd.ExtraFiles[:first-3]
-			if nerr := throughNsenter(cmd, ens); nerr != nil {
+			nsenter, nerr := nsenterLocate()
+			if nerr != nil {
 				return nerr
 			}
+			throughNsenter(cmd, ens, nsenter)
 			joinedBy = "nsenter"
 		}
 		return b.startWithPrlimit(cmd, gateLim)

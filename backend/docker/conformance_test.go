@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/corralhq/corral/backend/backendtest"
 	"github.com/corralhq/corral/egress"
@@ -36,17 +35,7 @@ func TestConformance(t *testing.T) {
 			// secrets need (a test's own state directory).
 			pool := egress.NewPool(egress.Options{Dir: filepath.Join(state, "net"), Linger: -1, CADir: filepath.Join(state, "ca"), Logger: slog.New(slog.NewTextHandler(lb, nil))})
 			t.Cleanup(func() { pool.Close() })
-			e := NewEngine(Options{
-				Egress:         pool,
-				QuarantineDir:  filepath.Join(state, "quarantine"),
-				EmptyFile:      filepath.Join(state, "empty"),
-				TrustDir:       filepath.Join(state, "trust"),
-				SecretFilesDir: filepath.Join(state, "secretfiles"),
-				Helper:         dockertest.StaticCorral(t),
-				Logger:         slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})),
-				KillGrace:      time.Second,
-			})
-			t.Cleanup(func() { e.Close() })
+			e := secretsEngine(t, state, pool, slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})))
 			home := dockertest.TestDir(t)
 			t.Setenv("HOME", home)
 			return &backendtest.World{Backend: e.Backend(st), Workdir: dockertest.TestDir(t), Home: home, Env: []string{"PATH=/usr/bin:/bin"}}

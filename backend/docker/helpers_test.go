@@ -159,3 +159,22 @@ func testPool(t testing.TB, lb *testkit.LogBuf) *egress.Pool {
 	t.Cleanup(func() { p.Close() })
 	return p
 }
+
+// secretsEngine is an engine with every directory secrets need (the
+// quarantine, trust and secret files' folders) under state, the allowlist
+// proxies of pool, and the static corral as its helper: the engine of the
+// secrets tests and of the conformance suite.
+func secretsEngine(t *testing.T, state string, pool *egress.Pool, logger *slog.Logger) *Engine {
+	e := NewEngine(Options{
+		Egress:         pool,
+		QuarantineDir:  filepath.Join(state, "quarantine"),
+		EmptyFile:      filepath.Join(state, "empty"),
+		TrustDir:       filepath.Join(state, "trust"),
+		SecretFilesDir: filepath.Join(state, "secretfiles"),
+		Helper:         dockertest.StaticCorral(t),
+		Logger:         logger,
+		KillGrace:      time.Second,
+	})
+	t.Cleanup(func() { e.Close() })
+	return e
+}

@@ -111,17 +111,7 @@ func newSecretsFixture(t *testing.T) *secretsFixture {
 		},
 	})
 	t.Cleanup(func() { pool.Close() })
-	e := NewEngine(Options{
-		Egress:         pool,
-		QuarantineDir:  filepath.Join(state, "quarantine"),
-		EmptyFile:      filepath.Join(state, "empty"),
-		TrustDir:       filepath.Join(state, "trust"),
-		SecretFilesDir: filepath.Join(state, "secretfiles"),
-		Helper:         dockertest.StaticCorral(t),
-		Logger:         logger,
-		KillGrace:      time.Second,
-	})
-	t.Cleanup(func() { e.Close() })
+	e := secretsEngine(t, state, pool, logger)
 	ws := dockertest.TestDir(t)
 	if err := os.WriteFile(ws+"/README", []byte("workspace\n"), 0o644); err != nil {
 		t.Fatal(err)
