@@ -168,3 +168,82 @@ func TestListingMemory(t *testing.T) {
 		t.Errorf("the listing held %d KiB, want at most %d KiB: the names are held in memory", most>>10, bound>>10)
 	}
 }
+
+// tinyTmpfs mounts a tmpfs of one page at a new directory for the rest of
+// the test (root only: mount(2) needs CAP_SYS_ADMIN in the mount
+// namespace's owner; the unprivileged pass's skip is covered by the root
+// pass, as CI requires).
+func tinyTmpfs(t *testing.T) string {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	d := t.TempDir()
+	if err := unix.Mount("corral-test-full", d, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4k,mode=0700"); err != nil {
+		t.Fatalf("mounting a tmpfs: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(d, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmounting %s: %v", d, err)
+		}
+	})
+	return d
+}
+
+// TestListingSpillFull: a spill directory whose file system is full
+// (ENOSPC while a run is written: the layer's disk filled by the sandbox)
+// is passed over for os.TempDir, and the listing is whole and in order;
+// with both full, the error says so and names the cause; either way the
+// full file systems are left as empty as they were (the runs are unnamed
+// files, gone with their descriptors).
+func TestListingSpillFull(t *testing.T) {
+	full := tinyTmpfs(t)
+	dir := t.TempDir()
+	var want []string
+	for i := 0; i < 300; i++ {
+		n := fmt.Sprintf("%03d-%s", 299-i, strings.Repeat("n", 200))
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, n)
+	}
+	slices.Sort(want)
+	spillAll(t, 100) // runs of 100 names of 204 bytes: 20 KB, past the 4 KB tmpfs
+	t.Setenv("TMPDIR", t.TempDir())
+	if got := listAll(t, dir, full); !slices.Equal(got, want) {
+		t.Errorf("with the spill directory's file system full: %d names, want %d in order", len(got), len(want))
+	}
+	assertEmptyFS(t, full)
+
+	t.Setenv("TMPDIR", tinyTmpfs(t))
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	l, err := List(fd, dir, full)
+	if err == nil {
+		l.Close()
+		t.Fatal("with every spill directory full: listed, want an error")
+	}
+	if !strings.Contains(err.Error(), "no space left on device") || !strings.Contains(err.Error(), full) {
+		t.Errorf("with every spill directory full: %v; want ENOSPC and the directory named", err)
+	}
+	assertEmptyFS(t, full)
+	assertEmptyFS(t, os.Getenv("TMPDIR"))
+}
+
+// assertEmptyFS fails the test unless d's file system has no block in use.
+func assertEmptyFS(t *testing.T, d string) {
+	t.Helper()
+	var fs unix.Statfs_t
+	if err := unix.Statfs(d, &fs); err != nil {
+		t.Fatal(err)
+	}
+	if fs.Bfree != fs.Blocks {
+		t.Errorf("%s: %d of %d blocks still in use after the listing", d, fs.Blocks-fs.Bfree, fs.Blocks)
+	}
+	if ents, _ := os.ReadDir(d); len(ents) > 0 {
+		t.Errorf("%s: left %d entries", d, len(ents))
+	}
+}
