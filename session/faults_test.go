@@ -50,6 +50,10 @@ func TestStateSpecialOrDamaged(t *testing.T) {
 		{"garbage", func(p string) error { return os.WriteFile(p, []byte("{\"cwd\": \x00\xff"), 0o600) }},
 		{"oversized", func(p string) error { return os.WriteFile(p, make([]byte, maxStateFile+1), 0o600) }},
 		{"symlink", func(p string) error { return os.Symlink("/dev/zero", p) }},
+		// What a crash of the machine may leave of a state written
+		// without an fsync (writeState): nothing, or zeros.
+		{"empty", func(p string) error { return os.WriteFile(p, nil, 0o600) }},
+		{"zeros", func(p string) error { return os.WriteFile(p, make([]byte, 4096), 0o600) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := f.open("damaged-" + tc.name)

@@ -471,7 +471,7 @@ func (s *Session) loadState(sp *Spec) (*State, error) {
 }
 
 func (s *Session) saveState(st *State, sp *Spec) error {
-	if err := writeJSON(filepath.Join(s.dir, "state.json"), st); err != nil {
+	if err := writeState(filepath.Join(s.dir, "state.json"), st); err != nil {
 		return fmt.Errorf("saving session state: %w", err)
 	}
 	return s.saveMeta(sp)

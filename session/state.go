@@ -224,13 +224,33 @@ func readRegular(path string, max int64) ([]byte, error) {
 	return b, nil
 }
 
-// writeJSON writes v to path atomically (temporary file and rename).
+// writeJSON writes v to path atomically (temporary file and rename), on
+// disk before the rename.
 func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := encodeJSON(v)
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(path, append(b, '\n'), 0o600, false)
+	return atomicfile.Write(path, b, 0o600, false)
+}
+
+// encodeJSON is v as the state files hold it: indented, a final newline.
+func encodeJSON(v any) ([]byte, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	return append(b, '\n'), err
+}
+
+// writeState writes a session's state.json, which every foreground
+// command rewrites, atomically but without an fsync: a crash of the
+// machine may leave it empty or zeroed, which loadState takes as damaged
+// (moved aside, a note, the session starts afresh), never as a wedge;
+// the fsync was a journal commit on every command, 1-3 ms on a busy disk.
+func writeState(path string, st *State) error {
+	b, err := encodeJSON(st)
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteUnsynced(path, b, 0o600)
 }
 
 // LockDir takes the locks that the foreground commands of the session in

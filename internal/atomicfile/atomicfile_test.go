@@ -44,3 +44,27 @@ func TestWrite(t *testing.T) {
 		t.Errorf("temporary files left: %v", ents)
 	}
 }
+
+// TestWriteUnsynced: the same replacement as Write (content, mode, a
+// directory refused, no temporary file left), without the fsync.
+func TestWriteUnsynced(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "state.json")
+	for _, data := range []string{"one", "two"} {
+		if err := WriteUnsynced(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(p); string(b) != data {
+			t.Errorf("content %q, want %q", b, data)
+		}
+	}
+	if st, _ := os.Stat(p); st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", st.Mode().Perm())
+	}
+	if err := WriteUnsynced(dir, []byte("x"), 0o600); !errors.Is(err, syscall.EISDIR) {
+		t.Errorf("directory: %v", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("temporary files left: %v", ents)
+	}
+}
