@@ -618,3 +618,40 @@ func TestEmptySessionName(t *testing.T) {
 		}
 	}
 }
+
+// TestExecNeedsSession: corral exec on a session that does not exist is
+// refused, naming how to start one, and leaves no session behind (it made
+// a blank one, which sessions list then showed); with --create it makes
+// the session, which is listed from then on and joined without --create.
+// A session whose one command was refused before it ran is not listed,
+// and exec refuses it too.
+func TestExecNeedsSession(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	code, so, se := c.run(nil, "exec", "--session", "ghost", "--", "echo", "ran")
+	if code != 125 || so != "" || !strings.Contains(se, "no session ghost") || !strings.Contains(se, "corral run --session ghost -- true") || !strings.Contains(se, "--create") {
+		t.Errorf("exec on a missing session: %d %q %q", code, so, se)
+	}
+	if _, so, _ := c.run(nil, "sessions", "list"); strings.Contains(so, "ghost") {
+		t.Errorf("exec left a session behind:\n%s", so)
+	}
+	if code, so, se := c.run(nil, "exec", "--session", "ghost", "--create", "--", "echo", "ran"); code != 0 || so != "ran\n" {
+		t.Errorf("exec --create: %d %q %q", code, so, se)
+	}
+	if code, so, se := c.run(nil, "exec", "--session", "ghost", "--", "echo", "again"); code != 0 || so != "again\n" {
+		t.Errorf("exec after --create: %d %q %q", code, so, se)
+	}
+	if _, so, _ := c.run(nil, "sessions", "list"); !strings.Contains(so, "ghost") || !strings.Contains(so, "bwrap") {
+		t.Errorf("a session exec --create made is not listed:\n%s", so)
+	}
+	// Refused before it ran: a working directory that is the whole host.
+	if code, _, se := c.run(nil, "run", "--session", "refused", "--cwd", "/", "--", "true"); code != 125 || !strings.Contains(se, "refused") {
+		t.Fatalf("a refused command: %d %q", code, se)
+	}
+	if _, so, _ := c.run(nil, "sessions", "list"); strings.Contains(so, "refused") {
+		t.Errorf("a session that never ran a command is listed:\n%s", so)
+	}
+	if code, _, se := c.run(nil, "exec", "--session", "refused", "--", "true"); code != 125 || !strings.Contains(se, "no session refused") {
+		t.Errorf("exec on a session that never ran: %d %q", code, se)
+	}
+}
