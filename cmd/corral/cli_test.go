@@ -312,9 +312,15 @@ func TestRunSession(t *testing.T) {
 	if code != 3 || so != filepath.Join(c.work, "sub")+"\n1\n" {
 		t.Errorf("second: %d %q %q", code, so, se)
 	}
-	code, so, _ = c.run(nil, "sessions", "list")
-	if code != 0 || !strings.Contains(so, "s1") || !strings.Contains(so, filepath.Join(c.work, "sub")) {
-		t.Errorf("sessions list: %d %s", code, so)
+	// Bare "sessions" lists them too, as docker ps does (it printed help).
+	for _, args := range [][]string{{"sessions", "list"}, {"sessions"}} {
+		code, so, _ = c.run(nil, args...)
+		if code != 0 || !strings.HasPrefix(so, "NAME") || !strings.Contains(so, "s1") || !strings.Contains(so, filepath.Join(c.work, "sub")) {
+			t.Errorf("%q: %d %s", args, code, so)
+		}
+	}
+	if code, _, se := c.run(nil, "sessions", "lsit"); code != 125 || !strings.Contains(se, `unknown command "lsit"`) {
+		t.Errorf("sessions lsit: %d %q", code, se)
 	}
 	// A name that cannot be removed is said, and the others go all the
 	// same (it stopped at the first).
