@@ -406,11 +406,34 @@ func TestProtectedNoteOnce(t *testing.T) {
 		t.Skipf("git init: %v %s", err, out)
 	}
 	code, _, se := c.run(nil, "run", "--", "sh", "-c", "echo hi > .bashrc")
-	if code != 0 || strings.Count(se, "was made by the command") != 1 {
+	if code != 0 || strings.Count(se, "protected path") != 1 || !strings.Contains(se, "held 1 protected path the command made (programs on the host run them): .bashrc;") {
 		t.Errorf("a .bashrc made by the command: %d, the note not once: %q", code, se)
 	}
 	if _, err := os.Lstat(filepath.Join(c.work, ".bashrc")); err == nil {
 		t.Error(".bashrc stayed in the working directory")
+	}
+}
+
+// TestGitInitHeldOneLine: `corral run -- git init` in a fresh workspace
+// tells what it held in one short line (it printed one long line per file),
+// naming the paths and the command that lists them, and the repository
+// works.
+func TestGitInitHeldOneLine(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	code, _, se := c.run(nil, "run", "--", "git", "init", "-q")
+	var notes []string
+	for _, l := range strings.Split(strings.TrimSpace(se), "\n") {
+		if strings.HasPrefix(l, "corral: ") {
+			notes = append(notes, l)
+		}
+	}
+	if code != 0 || len(notes) != 1 || !strings.Contains(notes[0], "held 2 protected paths the command made") ||
+		!strings.Contains(notes[0], ": .git/hooks, .git/config (its settings, all safe, written back)") || !strings.Contains(notes[0], "ls -A "+filepath.Join(c.home, ".local", "state", "corral", "quarantine")) || len(notes[0]) > 300 {
+		t.Errorf("git init: %d, want one short line naming what was held: %q", code, se)
+	}
+	if code, so, se := c.run(nil, "run", "--", "git", "status", "--short"); code != 0 || so != "" {
+		t.Errorf("git status after: %d %q %q", code, so, se)
 	}
 }
 
