@@ -116,7 +116,9 @@ type ExecRequest struct {
 
 // ExecResult is what became of a foreground command.
 type ExecResult struct {
-	// ExitCode is the shell's exit status (128+N for signal N).
+	// ExitCode is the shell's exit status (128+N for signal N), or
+	// sandbox.ExitTimedOut (124) when the timeout ended it
+	// (sandbox.ExitStatus).
 	ExitCode int
 	// PipeStatus is the status of each member of the command's last
 	// pipeline (bash's PIPESTATUS), when the shell got that far.
@@ -301,7 +303,7 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 		return nil, err
 	}
 	out := &ExecResult{
-		ExitCode: res.ExitCode, Duration: res.Duration, TimedOut: res.TimedOut, Timeout: timeout,
+		ExitCode: sandbox.ExitStatus(res), Duration: res.Duration, TimedOut: res.TimedOut, Timeout: timeout,
 		LimitHit: res.LimitHit, LimitMessage: sandbox.LimitMessage(res, sp.Limits),
 		Notes: append(moved, res.Warnings...), Cwd: st.Cwd,
 	}
