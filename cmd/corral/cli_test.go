@@ -684,3 +684,27 @@ func TestExecNeedsSession(t *testing.T) {
 		t.Errorf("exec on a session that never ran: %d %q", code, se)
 	}
 }
+
+// TestReadOnlyNamesProtectedPath: a write to a protected path refused as
+// read-only is explained naming the path, printed relative, and why it is
+// read-only inside the writable directory (it said "a path is read-only"
+// and named that directory as writable), for corral run and a session.
+func TestReadOnlyNamesProtectedPath(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	if out, err := exec.Command("git", "init", "-q", c.work).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	for _, args := range [][]string{
+		{"run", "--profile", "workspace", "--", "sh", "-c", "echo > .git/config"},
+		{"run", "--session", "ro", "--", "echo > .git/config"},
+	} {
+		code, _, se := c.run(nil, args...)
+		if code == 0 || !strings.Contains(se, "corral: .git/config is a protected path (protected_paths: **/.git/config), read-only in this sandbox although "+c.work+" is writable") || strings.Contains(se, "a path is read-only") {
+			t.Errorf("%q: %d %q", args, code, se)
+		}
+	}
+	if code, _, se := c.run(nil, "run", "--", "sh", "-c", "cd /usr && echo > x"); code == 0 || !strings.Contains(se, "corral: x is read-only in this sandbox") {
+		t.Errorf("a relative path outside the writable set: %d %q", code, se)
+	}
+}
