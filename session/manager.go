@@ -241,6 +241,13 @@ func (m *Manager) Lookup(name string) (in Info, ok bool) {
 	return in, in.Listed()
 }
 
+// OnDisk reports whether the session called name has a directory, listed
+// or not (an MCP server may hold a session open that has run nothing yet).
+func (m *Manager) OnDisk(name string) bool {
+	_, err := os.Lstat(filepath.Join(m.root, dirName(name)))
+	return err == nil
+}
+
 // listAll returns every session directory on disk with readable
 // metadata, listed or not (Prune removes the others too), most recently
 // used first.

@@ -673,6 +673,14 @@ func TestExecNeedsSession(t *testing.T) {
 	if _, so, _ := c.run(nil, "sessions", "list"); !strings.Contains(so, "ghost") || !strings.Contains(so, "bwrap") {
 		t.Errorf("a session exec --create made is not listed:\n%s", so)
 	}
+	// --create whose program is refused before it starts leaves no
+	// session directory behind.
+	if code, _, se := c.run([]string{"CORRAL_CWD=/"}, "exec", "--session", "half", "--create", "--", "true"); code != 125 || !strings.Contains(se, "refused") {
+		t.Errorf("exec --create refused: %d %q", code, se)
+	}
+	if m, _ := filepath.Glob(filepath.Join(c.home, ".local", "state", "corral", "sessions", "half-*")); len(m) != 0 {
+		t.Errorf("exec --create whose program never started left %q", m)
+	}
 	// Refused before it ran: a working directory that is the whole host.
 	if code, _, se := c.run(nil, "run", "--session", "refused", "--cwd", "/", "--", "true"); code != 125 || !strings.Contains(se, "refused") {
 		t.Fatalf("a refused command: %d %q", code, se)

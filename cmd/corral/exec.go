@@ -72,15 +72,16 @@ func (o *execOptions) exec(c *cobra.Command, g *globalOptions, argv []string) er
 	_, existed := m.Lookup(o.session)
 	if !existed && !o.create {
 		// Checked before the session is opened, which would make it.
-		return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("no session %s: start it with `corral run --session %s -- true` (or `corral mcp --session %s`), or pass --create", termsafe.Path(o.session), shellWord(o.session), shellWord(o.session))}
+		return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("no session %s (a session exists once a command ran in it): start it with `corral run --session %s -- true`, or pass --create", termsafe.Path(o.session), shellWord(o.session))}
 	}
+	made := !m.OnDisk(o.session)
 	s, err := h.Session(o.session)
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
 	var started atomic.Bool
 	defer func() {
-		if !existed && !started.Load() {
+		if made && !started.Load() {
 			// Made for this exec, whose program never started: no
 			// half-made session stays (Remove refuses a session a
 			// command of another corral runs in now).
