@@ -223,14 +223,14 @@ func SanitizeGitConfig(data []byte) (content []byte, dropped []string, err error
 // keys.
 func keptGitConfigNote(dropped []string) string {
 	if len(dropped) == 0 {
-		return "its settings (remotes, branches, the repository format) were all known to be safe and were written back"
+		return "its settings, all safe, written back"
 	}
 	names := dropped
 	more := ""
 	if len(names) > 8 {
 		names, more = names[:8], fmt.Sprintf(" and %d more", len(dropped)-8)
 	}
-	return fmt.Sprintf("its safe settings (remotes, branches, the repository format) were written back, without %s%s", strings.Join(names, ", "), more)
+	return fmt.Sprintf("its safe settings (remotes, branches, the repository format) written back, without %s%s", strings.Join(names, ", "), more)
 }
 
 // ReadGitConfig reads the regular file name below root (a git

@@ -44,6 +44,15 @@ type DenialContext struct {
 	Hidden func(path string) bool
 	// Review is set under workspace_mode review (Request.LayerDir).
 	Review bool
+	// Cwd is the directory the command started in, as the sandbox names
+	// it: a relative path in the output is taken relative to it, to tell
+	// a protected path. "" leaves relative paths as printed.
+	Cwd string
+	// Protected are the protected-path patterns of the sandbox
+	// (Request.ProtectedPatterns): a read-only path below a writable
+	// directory that one matches is named as protected, which is why it
+	// is read-only there.
+	Protected []string
 }
 
 // maxDenials bounds the lines ExplainDenials returns: a build that fails on
@@ -58,8 +67,12 @@ var (
 	barePath   = lazyre.New(`(?:^|[\s(=])(/[^\s'"’:,;)]+)`)
 
 	reReadOnly = lazyre.New(`(?i)read-only file system|\bEROFS\b|errno 30\b`)
-	reMissing  = lazyre.New(`(?i)no such file or directory|\bENOENT\b|errno 2\]`)
-	reNoNet    = lazyre.New(`(?i)network is unreachable|could not resolve host|temporary failure in name resolution|name or service not known|getaddrinfo (?:ENOTFOUND|EAI_AGAIN)|no address associated with hostname|\bENETUNREACH\b|dial tcp: lookup [^ ]+ on .*: (?:dial|no such host)|connection refused.*:53\b`)
+	// quotedRel and bareRelRO find a relative path in a line about a
+	// read-only file system (relPathOf).
+	quotedRel = lazyre.New("['\"‘`]([^'\"’`\\s/][^'\"’`\n]*)['\"’`]")
+	bareRelRO = lazyre.New(`(?i)(?:^|\s)([^\s'"’:/][^\s'"’:]*): read-only file system`)
+	reMissing = lazyre.New(`(?i)no such file or directory|\bENOENT\b|errno 2\]`)
+	reNoNet   = lazyre.New(`(?i)network is unreachable|could not resolve host|temporary failure in name resolution|name or service not known|getaddrinfo (?:ENOTFOUND|EAI_AGAIN)|no address associated with hostname|\bENETUNREACH\b|dial tcp: lookup [^ ]+ on .*: (?:dial|no such host)|connection refused.*:53\b`)
 	// reConnectFailed: a connect that failed without saying why, as curl
 	// prints it for an unreachable address ("Failed to connect to 1.1.1.1
 	// port 80 after 0 ms: Couldn't connect to server"); the host is
@@ -121,12 +134,28 @@ func ExplainDenials(output string, c DenialContext) []Denial {
 		}
 		switch {
 		case reReadOnly.MatchString(line):
-			p := pathOf(line)
-			what := "a path"
-			if p != "" {
-				what = p
-			} else if len(out) > 0 || i < lastPath {
-				continue // a later line may name the path (npm prints the code first)
+			what := pathOf(line)
+			if what == "" {
+				what = relPathOf(line)
+			}
+			if what == "" {
+				if len(out) > 0 || i < lastPath {
+					continue // a later line may name the path (npm prints the code first)
+				}
+				what = "a path"
+			}
+			p := what
+			if what == "a path" {
+				p = ""
+			} else if !filepath.IsAbs(p) {
+				p = ""
+				if c.Cwd != "" {
+					p = filepath.Join(c.Cwd, what)
+				}
+			}
+			if root, pat, ok := protectedIn(p, c.Writable, c.Protected); ok {
+				add(Denial{Kind: DenialReadOnly, Path: p, Message: fmt.Sprintf("corral: %s is a protected path (protected_paths: %s), read-only in this sandbox although %s is writable: programs on the host run it later, so only the person changes it, on the host", what, pat, root)})
+				continue
 			}
 			fix := "; work in the working directory or the scratch directory ($TMPDIR), or ask the person to bind the directory read-write (binds)"
 			if !profile.Writable() {
@@ -176,6 +205,39 @@ func ExplainDenials(output string, c DenialContext) []Denial {
 	return out
 }
 
+// relPathOf returns the relative path a line about a read-only file system
+// names: quoted (touch's 'x', Python's and Node's), or the word before
+// ": Read-only file system" (dash's "cannot create x:", bash's "bash: x:",
+// Go's "open x:"); "" when it names none.
+func relPathOf(line string) string {
+	if m := quotedRel.FindStringSubmatch(line); m != nil {
+		return m[1]
+	}
+	if m := bareRelRO.FindStringSubmatch(line); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// protectedIn reports whether p, an absolute path, lies below one of the
+// writable directories and a protected-path pattern matches it there
+// (sandbox.MatchProtected): the directory and the pattern.
+func protectedIn(p string, writable, patterns []string) (root, pattern string, ok bool) {
+	if p == "" || len(patterns) == 0 {
+		return "", "", false
+	}
+	for _, w := range writable {
+		rel, err := filepath.Rel(w, p)
+		if err != nil || !filepath.IsLocal(rel) {
+			continue
+		}
+		if pat, ok := sandbox.MatchProtected(filepath.ToSlash(rel), false, patterns); ok {
+			return w, pat, true
+		}
+	}
+	return "", "", false
+}
+
 // pathOf returns the first absolute path a line names, quoted or bare.
 func pathOf(line string) string {
 	if m := quotedPath.FindStringSubmatch(line); m != nil {
@@ -196,7 +258,13 @@ func pathOf(line string) string {
 // calls missing but the host has for a hidden one (outside the sandbox's
 // own /tmp, /dev and /proc).
 func DenialContextFor(r *sandbox.Request, be sandbox.Backend, hostPaths bool) DenialContext {
-	c := DenialContext{Profile: r.Profile, Review: r.LayerDir != ""}
+	c := DenialContext{Profile: r.Profile, Review: r.LayerDir != "", Protected: r.ProtectedPatterns()}
+	if hostPaths {
+		c.Cwd = r.Dir
+		if c.Cwd == "" {
+			c.Cwd = r.Workdir // where the backends start it (Request.Dir)
+		}
+	}
 	if c.Profile == "" {
 		c.Profile = sandbox.DefaultProfile
 	}

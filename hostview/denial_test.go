@@ -15,6 +15,14 @@ func TestExplainDenials(t *testing.T) {
 	ws := DenialContext{Profile: sandbox.ProfileWorkspace, Writable: []string{"/home/u/proj", "/home/u/.local/state/corral/scratch/s"}}
 	hidden := func(p string) bool { return strings.HasPrefix(p, "/home/u/.ssh") || p == "/home/u/.aws" }
 	ws.Hidden = hidden
+	// With where the command started and the protected paths
+	// (DenialContextFor): a relative path is named, and one that is
+	// protected is said to be (it said "a path is read-only", and named
+	// the directory it lies in as writable).
+	wsp := ws
+	wsp.Cwd, wsp.Protected = "/home/u/proj", sandbox.DefaultProtected
+	elsewhere := wsp
+	elsewhere.Cwd = "/usr/lib"
 	for _, c := range []struct {
 		name   string
 		output string
@@ -31,6 +39,12 @@ func TestExplainDenials(t *testing.T) {
 		{"npm cache", "npm error code EROFS\nnpm error path /home/u/.npm/_cacache/tmp/3f2a\nnpm error EROFS: read-only file system, open '/home/u/.npm/_cacache/tmp/3f2a'", ws, DenialReadOnly, "/home/u/.npm/_cacache/tmp/3f2a", "", "is read-only"},
 		{"go build cache", "failed to initialize build cache at /home/u/.cache/go-build: mkdir /home/u/.cache: read-only file system", ws, DenialReadOnly, "/home/u/.cache/go-build", "", "is read-only"},
 		{"restricted writes nothing", "touch: cannot touch 'x': Read-only file system", DenialContext{Profile: sandbox.ProfileRestricted}, DenialReadOnly, "", "", "writable: nothing (profile restricted); the restricted profile writes nothing but /tmp"},
+		{"dash, a protected path", "sh: 1: cannot create .git/config: Read-only file system", wsp, DenialReadOnly, "/home/u/proj/.git/config", "", "corral: .git/config is a protected path (protected_paths: **/.git/config), read-only in this sandbox although /home/u/proj is writable"},
+		{"bash, a protected path", "bash: .bashrc: Read-only file system", wsp, DenialReadOnly, "/home/u/proj/.bashrc", "", ".bashrc is a protected path"},
+		{"touch, a protected path named whole", "touch: cannot touch '/home/u/proj/.git/hooks/pre-commit': Read-only file system", wsp, DenialReadOnly, "/home/u/proj/.git/hooks/pre-commit", "", "/home/u/proj/.git/hooks/pre-commit is a protected path"},
+		{"touch, relative, outside the writable set", "touch: cannot touch 'x.so': Read-only file system", elsewhere, DenialReadOnly, "/usr/lib/x.so", "", "corral: x.so is read-only in this sandbox (profile workspace); writable: "},
+		{"go, relative", "open notes.txt: read-only file system", elsewhere, DenialReadOnly, "/usr/lib/notes.txt", "", "notes.txt is read-only"},
+		{"relative, where the command started is unknown", "sh: 1: cannot create out.txt: Read-only file system", ws, DenialReadOnly, "", "", "corral: out.txt is read-only"},
 		{"hidden ssh key", "cat: /home/u/.ssh/id_rsa: No such file or directory", ws, DenialHidden, "/home/u/.ssh/id_rsa", "", "exists on the host but is hidden"},
 		{"hidden dir", "ls: cannot access '/home/u/.aws': No such file or directory", ws, DenialHidden, "/home/u/.aws", "", "hidden"},
 		{"curl no network", "curl: (6) Could not resolve host: example.com", ws, DenialNetwork, "", "", "no network (profile workspace)"},

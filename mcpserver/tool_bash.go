@@ -44,9 +44,10 @@ type BashInput struct {
 // (structuredContent; the text content says the same for a person or a
 // model that reads text).
 type CommandResult struct {
-	// ExitCode is the command's exit status (128+N when signal N ended it);
-	// absent for a background start.
-	ExitCode *int `json:"exit_code,omitempty" jsonschema:"the command's exit status; 128+N when signal N ended it"`
+	// ExitCode is the command's exit status (128+N when signal N ended it,
+	// 124 when its timeout did, as corral run: sandbox.ExitStatus); absent
+	// for a background start.
+	ExitCode *int `json:"exit_code,omitempty" jsonschema:"the command's exit status; 128+N when signal N ended it; 124 when its timeout did"`
 	// Output is stdout and stderr interleaved, valid UTF-8, cut in the
 	// middle beyond the output_limit setting.
 	Output string `json:"output" jsonschema:"stdout and stderr, interleaved; when output_omitted_bytes > 0 the middle was left out"`

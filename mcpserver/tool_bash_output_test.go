@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // waitEnded polls bash_output from offset 0 until id has ended, and
@@ -90,7 +92,7 @@ func TestBackground(t *testing.T) {
 	t.Run("background with a timeout", func(t *testing.T) {
 		r := callTool(t, cs, "bash", map[string]any{"command": "sleep 30", "background": true, "timeout_s": 0.3}).ok(t)
 		end := waitEnded(t, cs, r.str("id"))
-		if end.data["timed_out"] != true || !strings.Contains(end.text, "its timeout ended it") {
+		if end.data["timed_out"] != true || !strings.Contains(end.text, "its timeout ended it") || end.num("exit_code") != sandbox.ExitTimedOut {
 			t.Errorf("ended = %+v %q", end.data, end.text)
 		}
 	})

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 // TestBash runs commands through the bash tool, in order: state carries
@@ -63,6 +65,11 @@ func TestBash(t *testing.T) {
 		{name: "timeout", args: map[string]any{"command": "echo started; sleep 30", "timeout_s": 0.5}, timedOut: true, output: []string{"started"}, check: func(t *testing.T, r callResult) {
 			if !strings.Contains(r.text, "timed out") || !strings.Contains(r.text, "timeout_s") {
 				t.Errorf("text %q does not say it timed out and how to give it longer", r.text)
+			}
+			// 124, as corral run exits (it was 143, the SIGTERM that
+			// ended it).
+			if r.num("exit_code") != sandbox.ExitTimedOut || !strings.Contains(r.text, "exit code 124, timed out") {
+				t.Errorf("exit_code = %v, text %q; want %d", r.num("exit_code"), r.text, sandbox.ExitTimedOut)
 			}
 			if r.num("duration_ms") > 10000 {
 				t.Errorf("duration_ms = %v, want about 500", r.num("duration_ms"))

@@ -20,3 +20,16 @@ const (
 	// that signal (shell convention: SIGKILL gives 137).
 	ExitSignalBase = 128
 )
+
+// ExitStatus is the exit status corral reports for a command that ran, the
+// same everywhere (corral run and exec, a session's result, the MCP tools
+// bash and bash_output, the audit log): ExitTimedOut when its timeout ended
+// it, as timeout(1) and the README's table say (the backend's ExitCode is
+// then the signal that ended it, 143 or 137: MCP reported 143 where corral
+// run exited 124), else res.ExitCode.
+func ExitStatus(res *Result) int {
+	if res.TimedOut {
+		return ExitTimedOut
+	}
+	return res.ExitCode
+}

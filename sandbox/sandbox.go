@@ -315,7 +315,7 @@ type SessionBackend interface {
 
 // StreamBackend is a Backend that can hold a long-lived process (a browser,
 // a language server) in a session's sandbox with its stdin and stdout open.
-// The argv that does so is `corral exec --session NAME [-i] --` (see
+// The argv that does so is `corral exec --session NAME [-i] --create --` (see
 // session.Session.ExecPrefix), whatever the backend.
 type StreamBackend interface {
 	Backend

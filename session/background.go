@@ -79,7 +79,8 @@ type Chunk struct {
 	// so (a reserve of max(16 MiB, 5% of that filesystem) is kept free).
 	SkippedReason string
 	// Running is false once the process has exited; ExitCode is then its
-	// status (128+N for signal N).
+	// status (128+N for signal N, 124 when its timeout ended it:
+	// sandbox.ExitStatus).
 	Running  bool
 	ExitCode int
 	// TimedOut, LimitHit and Error describe how it ended, when it did.
@@ -185,7 +186,7 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 		close(p.done)
 		code := -1
 		if res != nil {
-			code = res.ExitCode
+			code = sandbox.ExitStatus(res)
 		}
 		s.m.log.Info("session.background.exited", "session", s.name, "id", id, "exit_code", code)
 	}()
@@ -229,7 +230,7 @@ func (s *Session) Output(id string, offset int64) (*Chunk, error) {
 	if !running {
 		p.mu.Lock()
 		if p.result != nil {
-			c.ExitCode, c.TimedOut, c.LimitHit = p.result.ExitCode, p.result.TimedOut, p.result.LimitHit
+			c.ExitCode, c.TimedOut, c.LimitHit = sandbox.ExitStatus(p.result), p.result.TimedOut, p.result.LimitHit
 		}
 		if p.err != nil {
 			c.Error, c.ExitCode = p.err.Error(), sandbox.ExitCorralError
@@ -272,7 +273,7 @@ func (s *Session) List() []ProcessInfo {
 			in.Running = false
 			p.mu.Lock()
 			if p.result != nil {
-				in.ExitCode = p.result.ExitCode
+				in.ExitCode = sandbox.ExitStatus(p.result)
 			}
 			p.mu.Unlock()
 		default:

@@ -204,8 +204,54 @@ type Info struct {
 	Background int `json:"background,omitempty"`
 }
 
-// List returns every session on disk, most recently used first.
+// Listed reports whether the session is one that `corral sessions` lists
+// and `corral exec` joins: it ran a command (foreground or background:
+// Meta.Ran), or one is running now. A session that was only opened (a
+// command refused before it ran, an MCP server that ran nothing yet) holds
+// no sandbox and no state of its own, and is not listed; README: "A
+// session exists once a command ran in it".
+func (in Info) Listed() bool { return in.Ran() || in.Busy || in.Background > 0 }
+
+// Ran reports whether a command of the session was started: Open writes
+// the metadata without a backend, and a command that starts records the
+// backend it ran on (Session.Record).
+func (m Meta) Ran() bool { return m.Backend != "" }
+
+// List returns the sessions on disk that are listed (Info.Listed), most
+// recently used first.
 func (m *Manager) List() ([]Info, error) {
+	all, err := m.listAll()
+	var out []Info
+	for _, in := range all {
+		if in.Listed() {
+			out = append(out, in)
+		}
+	}
+	return out, err
+}
+
+// Lookup returns the session called name as List would, without creating
+// anything; ok is false when it is not listed (never opened, or it never
+// ran a command: Info.Listed).
+func (m *Manager) Lookup(name string) (in Info, ok bool) {
+	in, found := m.info(filepath.Join(m.root, dirName(name)))
+	if !found || in.Name != name {
+		return Info{}, false
+	}
+	return in, in.Listed()
+}
+
+// OnDisk reports whether the session called name has a directory, listed
+// or not (an MCP server may hold a session open that has run nothing yet).
+func (m *Manager) OnDisk(name string) bool {
+	_, err := os.Lstat(filepath.Join(m.root, dirName(name)))
+	return err == nil
+}
+
+// listAll returns every session directory on disk with readable
+// metadata, listed or not (Prune removes the others too), most recently
+// used first.
+func (m *Manager) listAll() ([]Info, error) {
 	ents, err := os.ReadDir(m.root)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -218,30 +264,37 @@ func (m *Manager) List() ([]Info, error) {
 		if !e.IsDir() {
 			continue
 		}
-		dir := filepath.Join(m.root, e.Name())
-		var info Info
-		if readJSON(filepath.Join(dir, "meta.json"), &info.Meta) != nil {
-			continue
+		if info, ok := m.info(filepath.Join(m.root, e.Name())); ok {
+			out = append(out, info)
 		}
-		info.Dir = dir
-		var st State
-		if readJSON(filepath.Join(dir, "state.json"), &st) == nil {
-			info.Cwd = st.Cwd
-		} else {
-			// No foreground command yet: the next starts in the
-			// working directory (loadState).
-			info.Cwd = info.Workdir
-		}
-		info.Background = len(Background(dir))
-		if release, ok := tryLock(filepath.Join(dir, "lock")); ok {
-			release()
-		} else {
-			info.Busy = true
-		}
-		out = append(out, info)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].LastUsed.After(out[j].LastUsed) })
 	return out, nil
+}
+
+// info describes the session in dir; false when dir holds no readable
+// metadata.
+func (m *Manager) info(dir string) (Info, bool) {
+	var info Info
+	if readJSON(filepath.Join(dir, "meta.json"), &info.Meta) != nil {
+		return info, false
+	}
+	info.Dir = dir
+	var st State
+	if readJSON(filepath.Join(dir, "state.json"), &st) == nil {
+		info.Cwd = st.Cwd
+	} else {
+		// No foreground command yet: the next starts in the
+		// working directory (loadState).
+		info.Cwd = info.Workdir
+	}
+	info.Background = len(Background(dir))
+	if release, ok := tryLock(filepath.Join(dir, "lock")); ok {
+		release()
+	} else {
+		info.Busy = true
+	}
+	return info, true
 }
 
 // Remove deletes the session called name: its state, scratch directory and
@@ -280,10 +333,11 @@ func (m *Manager) removeDir(dir string) error {
 	return nil
 }
 
-// Prune removes sessions unused for longer than MaxIdle (a day by default)
-// and returns their names. Busy sessions are skipped.
+// Prune removes sessions unused for longer than MaxIdle (a day by default),
+// listed or not (Info.Listed), and returns their names. Busy sessions are
+// skipped.
 func (m *Manager) Prune() ([]string, error) {
-	infos, err := m.List()
+	infos, err := m.listAll()
 	if err != nil {
 		return nil, err
 	}

@@ -116,7 +116,9 @@ type ExecRequest struct {
 
 // ExecResult is what became of a foreground command.
 type ExecResult struct {
-	// ExitCode is the shell's exit status (128+N for signal N).
+	// ExitCode is the shell's exit status (128+N for signal N), or
+	// sandbox.ExitTimedOut (124) when the timeout ended it
+	// (sandbox.ExitStatus).
 	ExitCode int
 	// PipeStatus is the status of each member of the command's last
 	// pipeline (bash's PIPESTATUS), when the shell got that far.
@@ -301,7 +303,7 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 		return nil, err
 	}
 	out := &ExecResult{
-		ExitCode: res.ExitCode, Duration: res.Duration, TimedOut: res.TimedOut, Timeout: timeout,
+		ExitCode: sandbox.ExitStatus(res), Duration: res.Duration, TimedOut: res.TimedOut, Timeout: timeout,
 		LimitHit: res.LimitHit, LimitMessage: sandbox.LimitMessage(res, sp.Limits),
 		Notes: append(moved, res.Warnings...), Cwd: st.Cwd,
 	}
@@ -347,8 +349,15 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 			s.m.log.Warn("session.state.save_failed", "session", s.name, "error", err)
 			out.Notes = append(out.Notes, fmt.Sprintf("the command ran, but the session's cwd and variables could not be saved (%v): the next command starts as this one did", err))
 		}
-	} else if !res.TimedOut && ctx.Err() == nil {
-		out.Notes = append(out.Notes, "the shell ended without saving its state (killed, or the command replaced the shell with exec); cwd and variables are unchanged")
+	} else {
+		if !res.TimedOut && ctx.Err() == nil {
+			out.Notes = append(out.Notes, "the shell ended without saving its state (killed, or the command replaced the shell with exec); cwd and variables are unchanged")
+		}
+		// It ran all the same (timed out, killed): the session is
+		// listed from now on (Meta.Ran).
+		if err := s.saveMeta(sp); err != nil {
+			s.m.log.Warn("session.meta.save_failed", "session", s.name, "error", err)
+		}
 	}
 	out.Cwd = st.Cwd
 	return out, nil
@@ -476,6 +485,13 @@ func (s *Session) saveState(st *State, sp *Spec) error {
 	}
 	return s.saveMeta(sp)
 }
+
+// Record records in the session's metadata that a program started in its
+// sandbox now, on sp's backend (see saveMeta), so that the session is
+// listed (Info.Listed) although none of its shell commands ran: corral exec
+// --create, which makes the session, records it once its program starts.
+// Errors are the metadata's write's.
+func (s *Session) Record(sp *Spec) error { return s.saveMeta(sp) }
 
 // saveMeta records in meta.json that the session ran a command (in the
 // foreground or the background) now, with sp's backend, profile and
@@ -649,7 +665,7 @@ func (s *Session) Attach(key string, mk func() (io.Closer, error)) (io.Closer, e
 // ExecPrefix returns an argv that runs whatever follows it inside the
 // session's sandbox, with the session's cwd and variables, its stdin held
 // open when interactive is set and its stdout and stderr passed through:
-// `corral exec --session NAME [-i] [--user USER] --`. A host appends a
+// `corral exec --session NAME [-i] [--user USER] --create --`. A host appends a
 // command ("bash", "-c", script, as separate words) to start a long-lived
 // process (a browser, a language server) in the same sandbox as the
 // session's commands; on docker, in the same container. user names the
@@ -681,7 +697,10 @@ func (s *Session) ExecPrefix(user string, interactive bool) []string {
 	if user != "" {
 		argv = append(argv, "--user", user)
 	}
-	return append(argv, "--")
+	// The host opened the session, which may not have run a command yet:
+	// corral exec refuses a session that does not exist unless told to
+	// make it.
+	return append(argv, "--create", "--")
 }
 
 // teeTo returns w with everything written to it also written to t; nil

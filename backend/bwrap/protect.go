@@ -446,6 +446,7 @@ func (b *Backend) checkProtected(plan *Plan) []string {
 	q := &quarantine{dir: filepath.Join(b.opts.StateDir, "quarantine")}
 	defer q.close()
 	var warns []string
+	var held []handback.Held
 	for _, l := range plan.Links {
 		if w := q.restoreLink(l, plan.protectRoots, plan.view); w != "" {
 			warns = append(warns, w)
@@ -464,11 +465,22 @@ func (b *Backend) checkProtected(plan *Plan) []string {
 		}
 		for _, f := range found {
 			if f.Exists && !plan.protectBefore[f.Path] {
-				if w := q.sweep(f, plan.protectRoots, plan.view); w != "" {
+				h, w := q.sweep(f, plan.protectRoots, plan.view)
+				if w != "" {
 					warns = append(warns, w)
+				}
+				if h != nil {
+					if rel, err := filepath.Rel(plan.Workdir, h.Path); err == nil && plan.Workdir != "" && filepath.IsLocal(rel) {
+						h.Path = rel
+					}
+					held = append(held, *h)
 				}
 			}
 		}
+	}
+	// One line for all it held, not one per file (git init makes two).
+	if n := handback.HeldNotice(held, q.sub); n != "" {
+		warns = append(warns, n)
 	}
 	return warns
 }
@@ -523,46 +535,58 @@ func (q *quarantine) take(parentFd int, parent, name string) (string, error) {
 	return "", root.RemoveAll(name)
 }
 
-// sweep moves out the protected path f, which the command made.
-func (q *quarantine) sweep(f hostview.ProtectedPath, roots []protectRoot, view *layerHolder) string {
+// sweep moves out the protected path f, which the command made: what it
+// held, or a warning when it could not (or when f is behind a symlink in
+// the review layer, which it leaves for the person to look at).
+func (q *quarantine) sweep(f hostview.ProtectedPath, roots []protectRoot, view *layerHolder) (*handback.Held, string) {
 	parent, err := filepath.Dir(f.Path), error(nil)
 	if len(f.Links) > 0 && view.covers(f.Path) {
-		return fmt.Sprintf("%s was made by the command behind a symlink in the review layer; it is a protected path: look at it before you apply the layer", termsafe.Path(f.Path))
+		return nil, fmt.Sprintf("%s was made by the command behind a symlink in the review layer; it is a protected path: look at it before you apply the layer", termsafe.Path(f.Path))
 	}
 	if len(f.Links) > 0 {
 		parent, err = filepath.EvalSymlinks(parent)
 	}
 	if err != nil {
-		return ""
+		return nil, ""
 	}
 	fd, err := openDirIn(parent, roots, view)
 	if err != nil {
-		return "" // it leads out of the writable set, which was read-only
+		return nil, "" // it leads out of the writable set, which was read-only
 	}
 	defer unix.Close(fd)
 	name := filepath.Base(f.Path)
 	var st unix.Stat_t
 	if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return ""
+		return nil, ""
 	}
 	if f.NotDir && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		return "" // a .git directory, where a gitfile is protected
+		return nil, "" // a .git directory, where a gitfile is protected
 	}
 	if !handback.IsGitConfigPattern(f.Pattern) || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return q.report(fd, parent, name, "was made by the command")
+		return q.hold(fd, parent, name)
 	}
 	// A git configuration: its safe part is written back once it is out.
 	root, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(fd))
 	if err != nil {
-		return q.report(fd, parent, name, "was made by the command")
+		return q.hold(fd, parent, name)
 	}
 	defer root.Close()
 	cfg := handback.ReadGitConfig(root, name)
-	msg := q.report(fd, parent, name, "was made by the command")
-	if cfg != nil {
-		msg += handback.WriteBackGitConfig(root, name, cfg)
+	h, w := q.hold(fd, parent, name)
+	if h != nil && cfg != nil {
+		h.Kept = strings.TrimPrefix(handback.WriteBackGitConfig(root, name, cfg), "; ")
 	}
-	return msg
+	return h, w
+}
+
+// hold moves name out: what it held, or a warning saying it could not.
+func (q *quarantine) hold(fd int, parent, name string) (*handback.Held, string) {
+	p := filepath.Join(parent, name)
+	to, err := q.take(fd, parent, name)
+	if err != nil {
+		return nil, fmt.Sprintf("%s was made by the command, but it is a protected path (programs on the host run it later); moving it out failed (%v): remove it by hand", termsafe.Path(p), err)
+	}
+	return &handback.Held{Path: p, Removed: to == ""}, ""
 }
 
 // restoreLink puts back the symlink l if the command replaced or removed

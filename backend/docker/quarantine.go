@@ -20,7 +20,8 @@ import (
 // appeared since: after every command, as the bwrap backend does after
 // every sandbox. They go to Options.QuarantineDir/<time>-<n>/<path with
 // '/' as '_'> (or are removed when that is unset or on another file
-// system). It returns one sentence per path, for the result's warnings.
+// system). It returns, for the result's warnings, one line for all it held
+// (handback.HeldNotice) and one per path it could not.
 //
 // The scan is hostview.FindProtected's, bounded in depth and breadth; a path
 // reached through a symlink is not moved (the link may lead out of the
@@ -45,6 +46,7 @@ func (e *Engine) quarantine(c *ctr) []string {
 		notes = append(notes, hostview.ScanCutWarning(c.ws.Host, true))
 	}
 	var dest string
+	var held []handback.Held
 	var wsRoot *os.Root
 	defer func() {
 		if wsRoot != nil {
@@ -88,7 +90,7 @@ func (e *Engine) quarantine(c *ctr) []string {
 		if dest != "" {
 			target := filepath.Join(dest, strings.ReplaceAll(p.Rel, "/", "_"))
 			if os.Rename(p.Path, target) == nil {
-				where, moved = "moved to "+termsafe.Path(target), true
+				where, moved = target, true
 			}
 		}
 		if !moved {
@@ -104,7 +106,11 @@ func (e *Engine) quarantine(c *ctr) []string {
 			kept, written = handback.WriteBackGitConfigContent(wsRoot, filepath.FromSlash(p.Rel), cfg)
 			c.noteWriteBack(p.Rel, written)
 		}
-		notes = append(notes, fmt.Sprintf("%s is a protected path (programs on the host run it later) that the command made; it was %s%s", termsafe.Path(p.Rel), where, kept))
+		held = append(held, handback.Held{Path: p.Rel, Removed: !moved, Kept: strings.TrimPrefix(kept, "; ")})
+	}
+	// One line for all it held, not one per file (git init makes two).
+	if n := handback.HeldNotice(held, dest); n != "" {
+		notes = append(notes, n)
 	}
 	return notes
 }

@@ -312,9 +312,15 @@ func TestRunSession(t *testing.T) {
 	if code != 3 || so != filepath.Join(c.work, "sub")+"\n1\n" {
 		t.Errorf("second: %d %q %q", code, so, se)
 	}
-	code, so, _ = c.run(nil, "sessions", "list")
-	if code != 0 || !strings.Contains(so, "s1") || !strings.Contains(so, filepath.Join(c.work, "sub")) {
-		t.Errorf("sessions list: %d %s", code, so)
+	// Bare "sessions" lists them too, as docker ps does (it printed help).
+	for _, args := range [][]string{{"sessions", "list"}, {"sessions"}} {
+		code, so, _ = c.run(nil, args...)
+		if code != 0 || !strings.HasPrefix(so, "NAME") || !strings.Contains(so, "s1") || !strings.Contains(so, filepath.Join(c.work, "sub")) {
+			t.Errorf("%q: %d %s", args, code, so)
+		}
+	}
+	if code, _, se := c.run(nil, "sessions", "lsit"); code != 125 || !strings.Contains(se, `unknown command "lsit"`) {
+		t.Errorf("sessions lsit: %d %q", code, se)
 	}
 	// A name that cannot be removed is said, and the others go all the
 	// same (it stopped at the first).
@@ -400,11 +406,34 @@ func TestProtectedNoteOnce(t *testing.T) {
 		t.Skipf("git init: %v %s", err, out)
 	}
 	code, _, se := c.run(nil, "run", "--", "sh", "-c", "echo hi > .bashrc")
-	if code != 0 || strings.Count(se, "was made by the command") != 1 {
+	if code != 0 || strings.Count(se, "protected path") != 1 || !strings.Contains(se, "held 1 protected path the command made (programs on the host run them): .bashrc;") {
 		t.Errorf("a .bashrc made by the command: %d, the note not once: %q", code, se)
 	}
 	if _, err := os.Lstat(filepath.Join(c.work, ".bashrc")); err == nil {
 		t.Error(".bashrc stayed in the working directory")
+	}
+}
+
+// TestGitInitHeldOneLine: `corral run -- git init` in a fresh workspace
+// tells what it held in one short line (it printed one long line per file),
+// naming the paths and the command that lists them, and the repository
+// works.
+func TestGitInitHeldOneLine(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	code, _, se := c.run(nil, "run", "--", "git", "init", "-q")
+	var notes []string
+	for _, l := range strings.Split(strings.TrimSpace(se), "\n") {
+		if strings.HasPrefix(l, "corral: ") {
+			notes = append(notes, l)
+		}
+	}
+	if code != 0 || len(notes) != 1 || !strings.Contains(notes[0], "held 2 protected paths the command made") ||
+		!strings.Contains(notes[0], ": .git/hooks, .git/config (its settings, all safe, written back)") || !strings.Contains(notes[0], "ls -A "+filepath.Join(c.home, ".local", "state", "corral", "quarantine")) || len(notes[0]) > 300 {
+		t.Errorf("git init: %d, want one short line naming what was held: %q", code, se)
+	}
+	if code, so, se := c.run(nil, "run", "--", "git", "status", "--short"); code != 0 || so != "" {
+		t.Errorf("git status after: %d %q %q", code, so, se)
 	}
 }
 
@@ -616,5 +645,74 @@ func TestEmptySessionName(t *testing.T) {
 		if code, so, se := c.run(nil, args...); code != 125 || so != "" || !strings.Contains(se, "--session: a session needs a name") {
 			t.Errorf("%q: %d %q %q", args, code, so, se)
 		}
+	}
+}
+
+// TestExecNeedsSession: corral exec on a session that does not exist is
+// refused, naming how to start one, and leaves no session behind (it made
+// a blank one, which sessions list then showed); with --create it makes
+// the session, which is listed from then on and joined without --create.
+// A session whose one command was refused before it ran is not listed,
+// and exec refuses it too.
+func TestExecNeedsSession(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	code, so, se := c.run(nil, "exec", "--session", "ghost", "--", "echo", "ran")
+	if code != 125 || so != "" || !strings.Contains(se, "no session ghost") || !strings.Contains(se, "corral run --session ghost -- true") || !strings.Contains(se, "--create") {
+		t.Errorf("exec on a missing session: %d %q %q", code, so, se)
+	}
+	if _, so, _ := c.run(nil, "sessions", "list"); strings.Contains(so, "ghost") {
+		t.Errorf("exec left a session behind:\n%s", so)
+	}
+	if code, so, se := c.run(nil, "exec", "--session", "ghost", "--create", "--", "echo", "ran"); code != 0 || so != "ran\n" {
+		t.Errorf("exec --create: %d %q %q", code, so, se)
+	}
+	if code, so, se := c.run(nil, "exec", "--session", "ghost", "--", "echo", "again"); code != 0 || so != "again\n" {
+		t.Errorf("exec after --create: %d %q %q", code, so, se)
+	}
+	if _, so, _ := c.run(nil, "sessions", "list"); !strings.Contains(so, "ghost") || !strings.Contains(so, "bwrap") {
+		t.Errorf("a session exec --create made is not listed:\n%s", so)
+	}
+	// --create whose program is refused before it starts leaves no
+	// session directory behind.
+	if code, _, se := c.run([]string{"CORRAL_CWD=/"}, "exec", "--session", "half", "--create", "--", "true"); code != 125 || !strings.Contains(se, "refused") {
+		t.Errorf("exec --create refused: %d %q", code, se)
+	}
+	if m, _ := filepath.Glob(filepath.Join(c.home, ".local", "state", "corral", "sessions", "half-*")); len(m) != 0 {
+		t.Errorf("exec --create whose program never started left %q", m)
+	}
+	// Refused before it ran: a working directory that is the whole host.
+	if code, _, se := c.run(nil, "run", "--session", "refused", "--cwd", "/", "--", "true"); code != 125 || !strings.Contains(se, "refused") {
+		t.Fatalf("a refused command: %d %q", code, se)
+	}
+	if _, so, _ := c.run(nil, "sessions", "list"); strings.Contains(so, "refused") {
+		t.Errorf("a session that never ran a command is listed:\n%s", so)
+	}
+	if code, _, se := c.run(nil, "exec", "--session", "refused", "--", "true"); code != 125 || !strings.Contains(se, "no session refused") {
+		t.Errorf("exec on a session that never ran: %d %q", code, se)
+	}
+}
+
+// TestReadOnlyNamesProtectedPath: a write to a protected path refused as
+// read-only is explained naming the path, printed relative, and why it is
+// read-only inside the writable directory (it said "a path is read-only"
+// and named that directory as writable), for corral run and a session.
+func TestReadOnlyNamesProtectedPath(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	if out, err := exec.Command("git", "init", "-q", c.work).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	for _, args := range [][]string{
+		{"run", "--profile", "workspace", "--", "sh", "-c", "echo > .git/config"},
+		{"run", "--session", "ro", "--", "echo > .git/config"},
+	} {
+		code, _, se := c.run(nil, args...)
+		if code == 0 || !strings.Contains(se, "corral: .git/config is a protected path (protected_paths: **/.git/config), read-only in this sandbox although "+c.work+" is writable") || strings.Contains(se, "a path is read-only") {
+			t.Errorf("%q: %d %q", args, code, se)
+		}
+	}
+	if code, _, se := c.run(nil, "run", "--", "sh", "-c", "cd /usr && echo > x"); code == 0 || !strings.Contains(se, "corral: x is read-only in this sandbox") {
+		t.Errorf("a relative path outside the writable set: %d %q", code, se)
 	}
 }

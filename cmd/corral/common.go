@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -184,3 +185,19 @@ func (f secondsFlag) Set(s string) error {
 }
 
 func (f secondsFlag) Type() string { return "duration" }
+
+// shellWord returns s as one shell word a person can paste: as it is when
+// it holds only characters no shell treats specially, else single-quoted;
+// made safe for a terminal (termsafe.Text), as every name from a sandbox
+// or a settings file is.
+func shellWord(s string) string {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@%+=,", r)) {
+			return termsafe.Text("'" + strings.ReplaceAll(s, "'", `'\''`) + "'")
+		}
+	}
+	if s == "" {
+		return "''"
+	}
+	return s
+}

@@ -260,7 +260,7 @@ printf 'safe\033]52;c;ZXZpbA==\007\r\302\23331m\342\200\256evil\n' > "$N.txt"`
 		t.Fatalf("the command: %d %q %q", code, so, se)
 	}
 	checkTermSafe(t, "run's notes", se)
-	if !strings.Contains(se, `\033[2J\342\200\256x/.git/hooks" was made by the command`) {
+	if !strings.Contains(se, `held 1 protected path the command made (programs on the host run them): "\033[2J\342\200\256x/.git/hooks" (removed)`) {
 		t.Errorf("the notes do not name the path quoted: %q", se)
 	}
 

@@ -59,7 +59,7 @@ exists as given is taken whole). Binds are read-only unless :rw is given.`,
 	}
 	f := cmd.Flags()
 	f.SetInterspersed(false)
-	f.StringVar(&o.session, "session", "", "run in the named session: the words are joined with spaces and run by the session's shell, as ssh does, so cd and export carry over")
+	f.StringVar(&o.session, "session", "", "run in the named session: the words are joined with spaces (a word with white space stays one word) and run by the session's shell, so its own cd and export carry over")
 	f.StringVar(&o.backend, "backend", "", "backend: bwrap, docker, kubernetes or local (default: the backend setting, or the route of --session)")
 	f.StringVar(&o.profile, "profile", "", "restricted, workspace, allowlist or network (default: the profile setting)")
 	f.StringVar(&o.cwd, "cwd", "", "working directory, the one writable tree (default: the cwd setting, else the current directory)")
@@ -271,7 +271,30 @@ func parseBindFlag(s string) (sandbox.Bind, error) {
 	return b, nil
 }
 
-// runSession runs the words, joined with spaces, in the named session.
+// sessionLine is the shell line corral run --session gives the session's
+// shell for the words after "--": one word is the line itself ('pwd; echo
+// $A'); several are joined with spaces, as ssh joins them, so that an
+// operator given as a word ('&&', '|') or a $VAR reaches the session's
+// shell, except that a word holding white space, or an empty one, stays one
+// word (quoted). Joined bare, `sh -c 'cd sub && export X=1'` became the line
+// "sh -c cd sub && export X=1": the child sh ran "cd" alone and the
+// session's own shell ran the export, so the variable carried over and the
+// directory did not, where a child's cd and exports never reach its parent.
+func sessionLine(words []string) string {
+	if len(words) == 1 {
+		return words[0]
+	}
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = w
+		if w == "" || strings.ContainsAny(w, " \t\n\r\v\f") {
+			out[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// runSession runs the words in the named session (sessionLine).
 func (o *runOptions) runSession(c *cobra.Command, g *globalOptions, words []string) error {
 	if o.dryRun {
 		return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("--dry-run does not combine with --session")}
@@ -290,7 +313,7 @@ func (o *runOptions) runSession(c *cobra.Command, g *globalOptions, words []stri
 	defer signal.Stop(sigs)
 	cout, cerr := commandOutputs()
 	res, err := s.Exec(c.Context(), session.ExecRequest{
-		Command: strings.Join(words, " "), Timeout: o.timeout,
+		Command: sessionLine(words), Timeout: o.timeout,
 		StdinReader: os.Stdin, Stdout: cout, Stderr: cerr, Signals: sigs, Progress: progressLine,
 	})
 	if sig, ok := signalOf(err); ok {

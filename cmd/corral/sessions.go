@@ -31,12 +31,15 @@ func newSessionsCmd(g *globalOptions) *cobra.Command {
 		Short: "List, show and remove sessions (their cwd, variables and scratch directory)",
 		Long: `A session keeps its current directory, exported variables and scratch
 directory between commands (corral run --session NAME, the MCP server).
+It exists once a command ran in it, or while one runs; "corral sessions"
+(or "corral sessions list") lists those, most recently used first.
 Sessions unused for a day are removed by "corral sessions prune".`,
+		Args: cobra.NoArgs,
 	}
 	var asJSON bool
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List sessions, most recently used first",
+		Short: "List sessions that ran a command, most recently used first (the default)",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			m := stateManager(g)
@@ -65,6 +68,9 @@ Sessions unused for a day are removed by "corral sessions prune".`,
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	// Bare "corral sessions" lists, as docker ps does.
+	cmd.RunE = list.RunE
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	show := &cobra.Command{
 		Use:   "show NAME",
 		Short: "Show a session: directories, cwd and exported variables",
