@@ -34,9 +34,15 @@ import (
 // Options configure an Engine.
 type Options struct {
 	// Helper is a statically linked corral executable as the Docker daemon
-	// sees it, mounted read-only in every container; "" means corral's own
+	// sees it, mounted read-only in every container (cmd/corral-helper,
+	// or corral's own); "" means FindHelper's, else corral's own
 	// executable, which must then be static (CGO_ENABLED=0).
 	Helper string
+	// FindHelper, when Helper is "", returns the helper's path, called
+	// each time a container is made (corral.Host passes its
+	// helperbin.Locator's, which looks once per process); "" from it
+	// means corral's own executable.
+	FindHelper func() string
 	// Logger receives the docker.* events; nil discards them.
 	Logger *slog.Logger
 	// KillGrace is the time between SIGTERM and SIGKILL when a command is
@@ -257,6 +263,9 @@ func (e *Engine) engineErr(what string, err error) error {
 // helperPath returns the executable to mount as inside.Path.
 func (e *Engine) helperPath() (string, error) {
 	p := e.opts.Helper
+	if p == "" && e.opts.FindHelper != nil {
+		p = e.opts.FindHelper()
+	}
 	if p == "" {
 		exe, err := os.Executable()
 		if err != nil {

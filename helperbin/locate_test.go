@@ -1,0 +1,310 @@
+package helperbin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/corralhq/corral/reexec"
+
+	// The modes corral hands sandboxes, so that this test binary expects
+	// what corral expects of a helper (reexec.Answer).
+	_ "github.com/corralhq/corral/egress/inside"
+	_ "github.com/corralhq/corral/inside"
+	_ "github.com/corralhq/corral/inside/tunnel"
+	_ "github.com/corralhq/corral/portfwd"
+	_ "github.com/corralhq/corral/sandboxfs"
+	_ "github.com/corralhq/corral/secrets/gitcred"
+)
+
+// TestMain dispatches reexec's modes: the test binary answers
+// reexec.ProtocolMode as corral's executable does.
+func TestMain(m *testing.M) {
+	reexec.Init()
+	os.Exit(m.Run())
+}
+
+// moduleDir is corral's module source, two levels up from this file.
+func moduleDir(t *testing.T) string {
+	t.Helper()
+	d, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// requireGo returns the go command: on PATH, else the toolchain's that
+// built this test (the unprivileged pass's PATH may lack it).
+func requireGo(t *testing.T) string {
+	t.Helper()
+	if g, err := exec.LookPath("go"); err == nil {
+		return g
+	}
+	g := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(g); err != nil {
+		t.Skip("no go command: cannot build helpers to test with")
+	}
+	return g
+}
+
+var (
+	buildOnce sync.Once
+	builtDir  string
+	buildErr  error
+)
+
+// helpers builds, once per test binary, the real helper (static), one of
+// another protocol (-X reexec.protocolVersion) and a dynamically linked
+// one, into a directory of their own; it returns that directory.
+func helpers(t *testing.T) string {
+	t.Helper()
+	gocmd := requireGo(t)
+	buildOnce.Do(func() {
+		builtDir, buildErr = os.MkdirTemp("", "helperbin-test-*")
+		if buildErr != nil {
+			return
+		}
+		for _, b := range []struct {
+			name string
+			env  []string
+			args []string
+		}{
+			{name: "static", env: []string{"CGO_ENABLED=0"}},
+			{name: "other", env: []string{"CGO_ENABLED=0"}, args: []string{"-ldflags=-X github.com/corralhq/corral/reexec.protocolVersion=0-other"}},
+			// External linking with the C toolchain gives PT_INTERP.
+			{name: "dynamic", env: []string{"CGO_ENABLED=1"}, args: []string{"-ldflags=-linkmode=external"}},
+		} {
+			args := append(append([]string{"build"}, b.args...), "-o", filepath.Join(builtDir, b.name), "./cmd/corral-helper")
+			cmd := exec.Command(gocmd, args...)
+			cmd.Dir = ".."
+			cmd.Env = append(os.Environ(), b.env...)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtDir
+}
+
+// install copies the helper variant name to dir/corral-helper, beside a
+// corral at dir/corral (a copy of this test binary), and returns that
+// corral's path.
+func install(t *testing.T, dir, name string) string {
+	t.Helper()
+	self := filepath.Join(dir, "corral")
+	copyFile(t, os.Args[0], self)
+	if name != "" {
+		copyFile(t, filepath.Join(helpers(t), name), filepath.Join(dir, Name))
+	}
+	return self
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// logs returns a logger at debug level and what it wrote.
+func logs() (*slog.Logger, *syncBuffer) {
+	var b syncBuffer
+	return slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug})), &b
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestNextToCorralChosen(t *testing.T) {
+	dir := t.TempDir()
+	self := install(t, dir, "static")
+	log, out := logs()
+	l := New(Options{Self: self, CacheDir: filepath.Join(dir, "cache"), Logger: log})
+	for _, static := range []bool{true, false} {
+		if got := l.Path(static); got != filepath.Join(dir, Name) {
+			t.Fatalf("Path(%v) = %s, want the helper next to corral; log:\n%s", static, got, out)
+		}
+	}
+	if strings.Contains(out.String(), FallbackEvent) {
+		t.Errorf("a fallback was logged although the helper is usable:\n%s", out)
+	}
+}
+
+func TestOtherProtocolRefused(t *testing.T) {
+	dir := t.TempDir()
+	self := install(t, dir, "other")
+	log, out := logs()
+	l := New(Options{Self: self, CacheDir: filepath.Join(dir, "cache"), Logger: log})
+	if got := l.Path(false); got != self {
+		t.Fatalf("Path = %s, want corral's own executable %s: the helper speaks another protocol", got, self)
+	}
+	l.Path(false)
+	s := out.String()
+	if strings.Count(s, FallbackEvent) != 1 || !strings.Contains(s, "0-other") || !strings.Contains(s, "ship corral-helper") {
+		t.Fatalf("want one %s event naming the other protocol and the advice; log:\n%s", FallbackEvent, s)
+	}
+}
+
+func TestNotAHelperRefused(t *testing.T) {
+	dir := t.TempDir()
+	self := install(t, dir, "")
+	if err := os.WriteFile(filepath.Join(dir, Name), []byte("#!/bin/sh\necho corral-helper-protocol 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := New(Options{Self: self, CacheDir: filepath.Join(dir, "cache")}).Choose(false)
+	if c.Source != SourceSelf || len(c.Passed) != 1 || !strings.Contains(c.Passed[0], "not an ELF") {
+		t.Fatalf("a script as the helper: %+v, want it refused as not an ELF executable", c)
+	}
+}
+
+func TestDynamicRefusedForContainers(t *testing.T) {
+	dir := t.TempDir()
+	self := install(t, dir, "dynamic")
+	if static, err := IsStatic(filepath.Join(dir, Name)); err != nil || static {
+		t.Fatalf("the externally linked helper: static %v, err %v; want a PT_INTERP", static, err)
+	}
+	l := New(Options{Self: self, CacheDir: filepath.Join(dir, "cache")})
+	if got := l.Path(false); got != filepath.Join(dir, Name) {
+		t.Errorf("Path(false) = %s: bwrap takes a dynamically linked helper", got)
+	}
+	c := l.Choose(true)
+	if c.Source != SourceSelf || len(c.Passed) != 1 || !strings.Contains(c.Passed[0], "dynamically linked") {
+		t.Errorf("Choose(true) = %+v, want corral's own with the helper refused as dynamically linked", c)
+	}
+}
+
+// TestVerdictStamped checks that a second process (a new Locator) takes
+// the verdict from the stamp instead of running the helper, and runs it
+// again once the file changed.
+func TestVerdictStamped(t *testing.T) {
+	dir := t.TempDir()
+	self := install(t, dir, "static")
+	cache := filepath.Join(dir, "cache")
+	checks := func() int {
+		log, out := logs()
+		if got := New(Options{Self: self, CacheDir: cache, Logger: log}).Path(true); got != filepath.Join(dir, Name) {
+			t.Fatalf("Path = %s, want the helper", got)
+		}
+		return strings.Count(out.String(), "helper.checked")
+	}
+	if n := checks(); n != 1 {
+		t.Fatalf("first look ran the helper %d times, want 1", n)
+	}
+	if n := checks(); n != 0 {
+		t.Fatalf("second look ran the helper %d times, want 0 (the stamp)", n)
+	}
+	// Replaced by another build: the stamp no longer applies.
+	copyFile(t, filepath.Join(helpers(t), "other"), filepath.Join(dir, Name+".new"))
+	if err := os.Rename(filepath.Join(dir, Name+".new"), filepath.Join(dir, Name)); err != nil {
+		t.Fatal(err)
+	}
+	log, out := logs()
+	if got := New(Options{Self: self, CacheDir: cache, Logger: log}).Path(true); got != self {
+		t.Fatalf("after the helper was replaced by one of another protocol, Path = %s, want corral's own; log:\n%s", got, out)
+	}
+}
+
+// TestBuildThenFound builds the helper into the cache as corral doctor
+// does, from several Locators at once (one build, no torn file), and
+// checks that a later Locator finds it there.
+func TestBuildThenFound(t *testing.T) {
+	gocmd := requireGo(t)
+	dir := t.TempDir()
+	self := install(t, dir, "")
+	cache := filepath.Join(dir, "cache")
+	log, out := logs()
+	var wg sync.WaitGroup
+	res := make([]Built, 3)
+	errs := make([]error, 3)
+	for i := range res {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i], errs[i] = New(Options{Self: self, CacheDir: cache, SourceDir: moduleDir(t), Go: gocmd, Logger: log}).Build(context.Background())
+		}()
+	}
+	wg.Wait()
+	for i := range res {
+		if errs[i] != nil {
+			t.Fatalf("Build %d: %v", i, errs[i])
+		}
+		if res[i].Source != SourceCache || res[i].Path != res[0].Path || res[i].Size == 0 {
+			t.Fatalf("Build %d = %+v, want the cache's helper, as Build 0's %+v", i, res[i], res[0])
+		}
+	}
+	if n := strings.Count(out.String(), "helper.built"); n != 1 {
+		t.Fatalf("%d builds for three concurrent Build calls, want 1 (the lock); log:\n%s", n, out)
+	}
+	if f := Check(res[0].Path); f.Err != "" || Compatible(f.Answer, reexec.Answer()) != nil || !f.Static {
+		t.Fatalf("the built helper: %+v", f)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(res[0].Path)); len(ents) != 2 {
+		t.Errorf("the cache directory holds %d entries, want the helper and the lock (no temporary left)", len(ents))
+	}
+	log2, out2 := logs()
+	l := New(Options{Self: self, CacheDir: cache, Logger: log2})
+	if got := l.Path(true); got != res[0].Path {
+		t.Fatalf("a later run's Path = %s, want the cache's %s; log:\n%s", got, res[0].Path, out2)
+	}
+	if b, err := l.Build(context.Background()); err != nil || b.Took != 0 {
+		t.Fatalf("Build again = %+v, %v; want the built one, not built again", b, err)
+	}
+}
+
+func TestBuildWithoutToolchainOrSource(t *testing.T) {
+	dir := t.TempDir()
+	self := install(t, dir, "")
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want error
+	}{
+		{name: "no go command", o: Options{Go: filepath.Join(dir, "no-go"), SourceDir: moduleDir(t)}, want: ErrNoToolchain},
+		{name: "no source", o: Options{Go: requireGo(t), SourceDir: dir}, want: ErrNoSource},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.Self, tc.o.CacheDir = self, filepath.Join(dir, "cache-"+tc.name)
+			log, out := logs()
+			tc.o.Logger = log
+			l := New(tc.o)
+			if _, err := l.Build(context.Background()); !errors.Is(err, tc.want) {
+				t.Fatalf("Build = %v, want %v", err, tc.want)
+			}
+			if got := l.Path(true); got != self || !strings.Contains(out.String(), FallbackEvent) {
+				t.Fatalf("Path = %s, want corral's own with a %s event; log:\n%s", got, FallbackEvent, out)
+			}
+		})
+	}
+}
