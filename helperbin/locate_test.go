@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -33,28 +32,47 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// moduleDir is corral's module source, two levels up from this file.
+// moduleDir is corral's module source, two levels up from this file; run
+// elsewhere (CI's unprivileged pass runs test binaries in its test
+// directory), a directory whose go.mod names the module, enough for the
+// stand-in go command of goForBuild.
 func moduleDir(t *testing.T) string {
 	t.Helper()
-	d, err := filepath.Abs("..")
-	if err != nil {
+	if d, err := filepath.Abs(".."); err == nil {
+		if m, err := modulePath(filepath.Join(d, "go.mod")); err == nil && m == ModulePath {
+			return d
+		}
+	}
+	d := t.TempDir()
+	if err := os.WriteFile(filepath.Join(d, "go.mod"), []byte("module "+ModulePath+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return d
 }
 
-// requireGo returns the go command: on PATH, else the toolchain's that
-// built this test (the unprivileged pass's PATH may lack it).
+// requireGo returns the go command on PATH, or "" when there is none
+// (CI's unprivileged pass).
 func requireGo(t *testing.T) string {
 	t.Helper()
-	if g, err := exec.LookPath("go"); err == nil {
+	g, _ := exec.LookPath("go")
+	return g
+}
+
+// goForBuild returns a go command for Build: the real one, else (no go on
+// PATH) a stand-in script that "builds" by copying the static helper of
+// helpers(t) to its -o argument, so that the lock, the check and the
+// rename are still what is tested.
+func goForBuild(t *testing.T) string {
+	t.Helper()
+	if g := requireGo(t); g != "" {
 		return g
 	}
-	g := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(g); err != nil {
-		t.Skip("no go command: cannot build helpers to test with")
+	script := filepath.Join(t.TempDir(), "go")
+	body := "#!/bin/sh\nwhile [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then out=$2; fi; shift; done\nexec cp " + filepath.Join(helpers(t), "static") + " \"$out\"\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	return g
+	return script
 }
 
 var (
@@ -65,10 +83,18 @@ var (
 
 // helpers builds, once per test binary, the real helper (static), one of
 // another protocol (-X reexec.protocolVersion) and a dynamically linked
-// one, into a directory of their own; it returns that directory.
+// one, into a directory of their own; it returns that directory
+// ($CORRAL_TEST_HELPERS when set: .ci/run builds the same three there).
 func helpers(t *testing.T) string {
 	t.Helper()
+	if d := os.Getenv("CORRAL_TEST_HELPERS"); d != "" {
+		// Built by .ci/run: the unprivileged pass has no go command.
+		return d
+	}
 	gocmd := requireGo(t)
+	if gocmd == "" {
+		t.Fatal("no go command on PATH to build the test helpers, and no CORRAL_TEST_HELPERS")
+	}
 	buildOnce.Do(func() {
 		builtDir, buildErr = os.MkdirTemp("", "helperbin-test-*")
 		if buildErr != nil {
@@ -240,7 +266,7 @@ func TestVerdictStamped(t *testing.T) {
 // does, from several Locators at once (one build, no torn file), and
 // checks that a later Locator finds it there.
 func TestBuildThenFound(t *testing.T) {
-	gocmd := requireGo(t)
+	gocmd := goForBuild(t)
 	dir := t.TempDir()
 	self := install(t, dir, "")
 	cache := filepath.Join(dir, "cache")
@@ -292,7 +318,7 @@ func TestBuildWithoutToolchainOrSource(t *testing.T) {
 		want error
 	}{
 		{name: "no go command", o: Options{Go: filepath.Join(dir, "no-go"), SourceDir: moduleDir(t)}, want: ErrNoToolchain},
-		{name: "no source", o: Options{Go: requireGo(t), SourceDir: dir}, want: ErrNoSource},
+		{name: "no source", o: Options{Go: goForBuild(t), SourceDir: dir}, want: ErrNoSource},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.o.Self, tc.o.CacheDir = self, filepath.Join(dir, "cache-"+tc.name)
