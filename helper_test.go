@@ -1,0 +1,74 @@
+package corral_test
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/helperbin"
+)
+
+// staticHelper returns a static corral-helper: $CORRAL_TEST_HELPERS's
+// (built by .ci/run), else one built here.
+func staticHelper(t *testing.T) string {
+	t.Helper()
+	if d := os.Getenv("CORRAL_TEST_HELPERS"); d != "" {
+		return filepath.Join(d, "static")
+	}
+	out := filepath.Join(t.TempDir(), helperbin.Name)
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/corral-helper")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building corral-helper: %v\n%s", err, b)
+	}
+	return out
+}
+
+// TestHostHandsTheHelper checks that the Host gives the kubernetes
+// engine (what it uploads into pods) the helper it was given, and,
+// without one, what its locator finds: here nothing beside the test
+// binary or in an empty cache, so corral's own executable, with the
+// helper.fallback event. The docker side runs end to end in
+// cmd/corral's TestDockerRunsShippedHelper.
+func TestHostHandsTheHelper(t *testing.T) {
+	helper := staticHelper(t)
+	h, err := corral.Open(corral.Options{StateDir: t.TempDir(), Settings: config.Defaults(), Helper: helper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ke, err := h.KubernetesEngine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ke.Helper(); err != nil || got != helper {
+		t.Fatalf("the kubernetes engine's helper = %q, %v; want %s", got, err, helper)
+	}
+
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	var logb bytes.Buffer
+	h2, err := corral.Open(corral.Options{StateDir: t.TempDir(), Settings: config.Defaults(), Logger: slog.New(slog.NewTextHandler(&logb, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close()
+	ke2, err := h2.KubernetesEngine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	self, _ = filepath.EvalSymlinks(self)
+	got, err := ke2.Helper()
+	if got != self && (err == nil || !strings.Contains(err.Error(), self)) {
+		t.Fatalf("without a helper the kubernetes engine's = %q, %v; want corral's own executable %s", got, err, self)
+	}
+	if !strings.Contains(logb.String(), helperbin.FallbackEvent) {
+		t.Errorf("no %s event for the fallback; log:\n%s", helperbin.FallbackEvent, logb.String())
+	}
+}
