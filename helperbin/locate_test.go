@@ -334,3 +334,54 @@ func TestBuildWithoutToolchainOrSource(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkPath is one process's cost of finding the helper beside
+// corral: "stamped", a stat and a stamp read (every run after the first);
+// "checked", the helper run in reexec.ProtocolMode (the first run, or
+// with no cache directory to keep the verdict).
+func BenchmarkPath(b *testing.B) {
+	dir := b.TempDir()
+	self := filepath.Join(dir, "corral")
+	for from, to := range map[string]string{os.Args[0]: self, filepath.Join(benchHelpers(b), "static"): filepath.Join(dir, Name)} {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(to, data, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cache := filepath.Join(dir, "cache")
+	New(Options{Self: self, CacheDir: cache}).Path(true)
+	b.Run("stamped", func(b *testing.B) {
+		for b.Loop() {
+			if New(Options{Self: self, CacheDir: cache}).Path(true) != filepath.Join(dir, Name) {
+				b.Fatal("not the helper")
+			}
+		}
+	})
+	b.Run("checked", func(b *testing.B) {
+		for b.Loop() {
+			os.RemoveAll(filepath.Join(cache, "verdicts"))
+			if New(Options{Self: self, CacheDir: cache}).Path(true) != filepath.Join(dir, Name) {
+				b.Fatal("not the helper")
+			}
+		}
+	})
+}
+
+// benchHelpers is helpers for a benchmark: $CORRAL_TEST_HELPERS, else
+// built with the go command.
+func benchHelpers(b *testing.B) string {
+	if d := os.Getenv("CORRAL_TEST_HELPERS"); d != "" {
+		return d
+	}
+	d := b.TempDir()
+	cmd := exec.Command("go", "build", "-o", filepath.Join(d, "static"), "./cmd/corral-helper")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("%v\n%s", err, out)
+	}
+	return d
+}
