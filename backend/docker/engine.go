@@ -63,8 +63,9 @@ type Options struct {
 	// ClientOpts replace the client's options (tests); nil means
 	// client.FromEnv with API version negotiation.
 	ClientOpts []client.Opt
-	// HiddenDirs are corral's own directories (config and state): a bind
-	// of or in one is ignored, and one inside a bind is covered.
+	// HiddenDirs are corral's own directories (config, state, the
+	// helper's cache): a bind of or in one is ignored, and one inside a
+	// bind is covered.
 	HiddenDirs []string
 	// EmptyFile is an empty, read-only regular file on the daemon's host,
 	// bound read-only over the files a bind must show as empty (credential
