@@ -1,7 +1,9 @@
 // Package reexec is the one registry of the helper modes of corral's
 // executable: the same binary, re-executed, serves as the egress
 // forwarder and trampoline, the sandboxed file server, the port relay
-// and the docker helpers. Helper packages Register their modes from init (a map insert,
+// and the docker helpers; cmd/corral-helper links the same modes alone,
+// and ProtocolMode lets corral check that a helper executable speaks its
+// protocol before it hands it a sandbox (package helperbin). Helper packages Register their modes from init (a map insert,
 // nothing more), and main calls Init first thing, before the command
 // line, settings or any backend are touched, so a helper starts as soon as
 // the Go runtime and package initialisation are done (the pattern of
