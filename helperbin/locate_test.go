@@ -29,7 +29,11 @@ import (
 // reexec.ProtocolMode as corral's executable does.
 func TestMain(m *testing.M) {
 	reexec.Init()
-	os.Exit(m.Run())
+	code := m.Run()
+	if builtDir != "" {
+		os.RemoveAll(builtDir)
+	}
+	os.Exit(code)
 }
 
 // moduleDir is corral's module source, two levels up from this file; run
