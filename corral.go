@@ -23,6 +23,7 @@ import (
 	"github.com/corralhq/corral/backend/local"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/helperbin"
 	"github.com/corralhq/corral/internal/startdir"
 	"github.com/corralhq/corral/mcpserver"
 	"github.com/corralhq/corral/sandbox"
@@ -75,6 +76,11 @@ type Options struct {
 	// exec, shell): the kubernetes backend then claims pods of its warm
 	// pool but does not refill it (kubernetes.Options.OneShot).
 	OneShot bool
+	// Helper is the executable handed to sandboxes, containers and pods
+	// for corral's helper modes (cmd/corral-helper; static for docker and
+	// kubernetes); "" finds one (package helperbin: next to corral's
+	// executable, in corral's cache, else corral's own executable).
+	Helper string
 }
 
 // Host is corral in one process: the settings, read once and again only
@@ -98,6 +104,9 @@ type Host struct {
 	kube   *kubernetes.Engine
 	egress *egress.Pool
 	closed bool
+
+	// helpers finds the helper executable, at its first use.
+	helpers *helperbin.Locator
 
 	// stats counts the settings file's stats (Settings' checks for a
 	// change), specs the Specs resolved (specOf): tests hold a call of a
@@ -127,7 +136,8 @@ func Open(opts Options) (*Host, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Host{opts: opts, log: log, stateDir: opts.StateDir, bwraps: map[bwrapKey]*bwrap.Backend{}}
+	h := &Host{opts: opts, log: log, stateDir: opts.StateDir, bwraps: map[bwrapKey]*bwrap.Backend{},
+		helpers: helperbin.New(helperbin.Options{Logger: log})}
 	if h.stateDir == "" {
 		h.stateDir = config.StateDir()
 	}
@@ -137,8 +147,34 @@ func Open(opts Options) (*Host, error) {
 	if _, err := h.Settings(); err != nil {
 		return nil, err
 	}
-	h.manager = session.NewManager(session.Options{StateDir: h.stateDir, Resolve: h.Spec, Logger: log, Command: opts.Command})
+	h.manager = session.NewManager(session.Options{StateDir: h.stateDir, Resolve: h.Spec, Logger: log, Command: opts.Command,
+		Helper: func() string { return h.helper(false) }})
 	return h, nil
+}
+
+// Helpers returns the Host's helper locator: corral doctor builds the
+// helper with it (helperbin.Locator.Build).
+func (h *Host) Helpers() *helperbin.Locator { return h.helpers }
+
+// helper returns the executable handed to sandboxes for corral's helper
+// modes: Options.Helper, else the locator's (static for docker and
+// kubernetes), else "" for corral's own.
+func (h *Host) helper(static bool) string {
+	if h.opts.Helper != "" {
+		return h.opts.Helper
+	}
+	return h.helpers.Path(static)
+}
+
+// hiddenDirs are corral's directories, besides the state directory, that
+// no sandbox may see or bind: the config directory and the helper's cache
+// (whose executables and verdicts corral trusts).
+func (h *Host) hiddenDirs() []string {
+	dirs := []string{config.ConfigDir()}
+	if d := h.helpers.CacheDir(); d != "" {
+		dirs = append(dirs, d)
+	}
+	return dirs
 }
 
 // StateDir returns the Host's state directory.
@@ -442,12 +478,14 @@ func (h *Host) bwrapLocked(st *config.Settings) *bwrap.Backend {
 	b := bwrap.New(bwrap.Options{
 		BwrapPath:   k.path,
 		StateDir:    h.stateDir,
-		HiddenDirs:  []string{config.ConfigDir()},
+		HiddenDirs:  h.hiddenDirs(),
 		SecretFiles: []string{k.secret},
 		RunAs:       k.runAs,
 		Logger:      h.log,
 		Egress:      h.egressLocked(),
 		SweepEvery:  h.opts.SweepEvery,
+		FindHelper:  func() string { return h.helper(false) },
+		PinFiles:    []string{h.helpers.NextPath()},
 	})
 	h.bwraps[k] = b
 	return b
@@ -467,8 +505,9 @@ func (h *Host) dockerLocked() *docker.Engine {
 			// The bind policy's: corral's own directories are never
 			// bound, and files a bind must show as empty get the same
 			// empty file as the bwrap backend's masks.
-			HiddenDirs: []string{config.ConfigDir(), h.stateDir},
+			HiddenDirs: append(h.hiddenDirs(), h.stateDir),
 			EmptyFile:  filepath.Join(h.stateDir, "empty"),
+			FindHelper: func() string { return h.helper(true) },
 		})
 	}
 	return h.engine
@@ -479,7 +518,8 @@ func (h *Host) dockerLocked() *docker.Engine {
 func (h *Host) kubeLocked() *kubernetes.Engine {
 	if h.kube == nil {
 		h.kube = kubernetes.NewEngine(kubernetes.Options{Logger: h.log, Egress: h.egressLocked(), OneShot: h.opts.OneShot,
-			SecretFilesDir: filepath.Join(h.stateDir, "secretfiles")})
+			SecretFilesDir: filepath.Join(h.stateDir, "secretfiles"),
+			FindHelper:     func() string { return h.helper(true) }})
 	}
 	return h.kube
 }

@@ -1,7 +1,9 @@
 // Package reexec is the one registry of the helper modes of corral's
 // executable: the same binary, re-executed, serves as the egress
 // forwarder and trampoline, the sandboxed file server, the port relay
-// and the docker helpers. Helper packages Register their modes from init (a map insert,
+// and the docker helpers; cmd/corral-helper links the same modes alone,
+// and ProtocolMode lets corral check that a helper executable speaks its
+// protocol before it hands it a sandbox (package helperbin). Helper packages Register their modes from init (a map insert,
 // nothing more), and main calls Init first thing, before the command
 // line, settings or any backend are touched, so a helper starts as soon as
 // the Go runtime and package initialisation are done (the pattern of
@@ -22,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 )
 
 // Main is a helper's entry point: args are the arguments after the mode
@@ -37,7 +40,63 @@ type envMode struct {
 var (
 	argvModes map[string]Main
 	envModes  []envMode
+	// hostModes are the argv modes registered with RegisterHost.
+	hostModes map[string]bool
 )
+
+// ProtocolMode is the mode every executable that links reexec answers
+// (corral's and cmd/corral-helper's alike): it prints Answer, which says
+// which helper protocol and modes that executable speaks, so corral can
+// refuse a helper built from other source (package helperbin) before it
+// hands it a sandbox.
+const ProtocolMode = "__corral-helper-protocol"
+
+// protocolVersion is the helper protocol's version: bump it whenever any
+// helper mode's arguments, environment, descriptors or wire format change,
+// so that a corral-helper built before the change is refused rather than
+// run. A variable, not a constant, only so that tests can build an
+// executable of another protocol (-ldflags -X
+// github.com/corralhq/corral/reexec.protocolVersion=...).
+var protocolVersion = "1"
+
+func init() {
+	Register(ProtocolMode, func([]string) int {
+		fmt.Print(Answer())
+		return 0
+	})
+}
+
+// Answer is what ProtocolMode prints: "corral-helper-protocol VERSION"
+// and, on a second line, the modes that run inside sandboxes
+// (SandboxModes) separated by spaces; each line ends in a newline. It
+// reads only the registry.
+func Answer() string {
+	return "corral-helper-protocol " + protocolVersion + "\n" + strings.Join(SandboxModes(), " ") + "\n"
+}
+
+// RegisterHost is Register for a mode that runs on the host beside corral
+// (the bwrap layer holder), never inside a sandbox: it is left out of
+// SandboxModes, so a helper executable need not have it.
+func RegisterHost(name string, main Main) {
+	Register(name, main)
+	if hostModes == nil {
+		hostModes = map[string]bool{}
+	}
+	hostModes[name] = true
+}
+
+// SandboxModes returns Modes without the ones registered with
+// RegisterHost: what a helper executable must answer to to stand in for
+// this one inside sandboxes.
+func SandboxModes() []string {
+	var out []string
+	for _, m := range Modes() {
+		if !hostModes[m] {
+			out = append(out, m)
+		}
+	}
+	return out
+}
 
 // Register records main as the helper run when os.Args[1] is name. It
 // panics if name is empty or already registered: two helpers answering to

@@ -12,9 +12,9 @@ import (
 // restores the one the test binary had.
 func withRegistry(t *testing.T, f func()) {
 	t.Helper()
-	savedArgv, savedEnv := argvModes, envModes
-	argvModes, envModes = nil, nil
-	defer func() { argvModes, envModes = savedArgv, savedEnv }()
+	savedArgv, savedEnv, savedHost := argvModes, envModes, hostModes
+	argvModes, envModes, hostModes = nil, nil, nil
+	defer func() { argvModes, envModes, hostModes = savedArgv, savedEnv, savedHost }()
 	f()
 }
 
@@ -124,5 +124,32 @@ func TestModesListsBothKinds(t *testing.T) {
 	RegisterEnv("K", "v", func([]string) int { return 0 })
 	if got := strings.Join(Modes(), ","); got != "K=v,a-mode,b-mode" {
 		t.Fatalf("Modes() = %s", got)
+	}
+}
+
+func TestAnswerLeavesOutHostModes(t *testing.T) {
+	withRegistry(t, func() {
+		Register("__in", func([]string) int { return 0 })
+		RegisterHost("__host", func([]string) int { return 0 })
+		RegisterEnv("SERVE_X", "serve", func([]string) int { return 0 })
+		if got, want := strings.Join(Modes(), " "), "SERVE_X=serve __host __in"; got != want {
+			t.Errorf("Modes() = %q, want %q", got, want)
+		}
+		if got, want := Answer(), "corral-helper-protocol "+protocolVersion+"\nSERVE_X=serve __in\n"; got != want {
+			t.Errorf("Answer() = %q, want %q", got, want)
+		}
+	})
+}
+
+// TestProtocolModeAnswers runs the test binary in ProtocolMode: every
+// executable that links reexec answers it, with Answer.
+func TestProtocolModeAnswers(t *testing.T) {
+	cmd := exec.Command(os.Args[0], ProtocolMode)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v", ProtocolMode, err)
+	}
+	if string(out) != Answer() || !strings.Contains(string(out), ProtocolMode) {
+		t.Fatalf("%s printed %q, want %q (naming itself)", ProtocolMode, out, Answer())
 	}
 }

@@ -246,12 +246,12 @@ func (c *Client) roundTrip(ctx context.Context, srv *serverProc, req *request) (
 // serverLocked returns a live server built from the session's current
 // request, starting one, or replacing one built from other settings.
 func (c *Client) serverLocked(template *sandbox.Request, sp *session.Spec) (*serverProc, error) {
-	exe, err := os.Executable()
+	// The file server is the session's helper executable
+	// (cmd/corral-helper when there is one), passed to the backend as a
+	// descriptor.
+	exe, err := c.sess.Helper()
 	if err != nil {
 		return nil, fmt.Errorf("%w: finding corral's executable: %v", ErrUnavailable, err)
-	}
-	if r, err := filepath.EvalSymlinks(exe); err == nil {
-		exe = r
 	}
 	copied := *template // a copy: a retry starts from the same template
 	req := &copied

@@ -82,6 +82,10 @@ type Options struct {
 	// (executable and --config), the start of Session.ExecPrefix; nil
 	// means corral's own executable alone.
 	Command []string
+	// Helper returns the executable that serves corral's helper modes in
+	// the sessions' sandboxes (cmd/corral-helper; Session.Helper), called
+	// when one is first needed; nil, or "" from it, means corral's own.
+	Helper func() string
 }
 
 // Manager owns the sessions of one corral process. It is safe for

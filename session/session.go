@@ -662,6 +662,27 @@ func (s *Session) Attach(key string, mk func() (io.Closer, error)) (io.Closer, e
 	return c, nil
 }
 
+// Helper returns the executable that serves corral's helper modes in the
+// session's sandboxes (the file server of package sandboxfs), symlinks
+// resolved: the Manager's Options.Helper, else corral's own executable.
+// Errors: corral's own executable cannot be found.
+func (s *Session) Helper() (string, error) {
+	exe := ""
+	if s.m.opts.Helper != nil {
+		exe = s.m.opts.Helper()
+	}
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return "", err
+		}
+	}
+	if r, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = r
+	}
+	return exe, nil
+}
+
 // ExecPrefix returns an argv that runs whatever follows it inside the
 // session's sandbox, with the session's cwd and variables, its stdin held
 // open when interactive is set and its stdout and stderr passed through:

@@ -127,9 +127,16 @@ func (b *Backend) startEgressNSOnce(bin *Binary, srv *netproxy.Server, session s
 	unavailable := func(format string, a ...any) error {
 		return fmt.Errorf("%w: the allowlist profile's network namespace could not be set up, so the command does not run: %w", sandbox.ErrUnavailable, fmt.Errorf(format, a...))
 	}
-	exe, err := os.Open("/proc/self/exe")
+	// The forwarder (and the trampoline it starts) is the helper
+	// executable, handed over as a descriptor; corral's own when there is
+	// none.
+	exePath := "/proc/self/exe"
+	if p := b.helperExecutable(); p != "" {
+		exePath = p
+	}
+	exe, err := os.Open(exePath)
 	if err != nil {
-		return nil, unavailable("opening corral's executable for the forwarder: %w", err)
+		return nil, unavailable("opening corral's helper executable for the forwarder: %w", err)
 	}
 	defer exe.Close()
 	filter, err := seccomp.File(seccomp.Options{})

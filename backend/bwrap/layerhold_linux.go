@@ -79,7 +79,7 @@ import (
 // [exe, layerHoldArg, lower, upper, work].
 const layerHoldArg = "__corral-layer-hold"
 
-func init() { reexec.Register(layerHoldArg, layerHoldMain) }
+func init() { reexec.RegisterHost(layerHoldArg, layerHoldMain) }
 
 // layerReadyTimeout bounds the holder's start (one exec and one mount).
 const layerReadyTimeout = 15 * time.Second
@@ -416,7 +416,7 @@ func (b *Backend) layerFor(bin *Binary, req *sandbox.Request, first func() (*Pla
 // being able to list it; a bundle holds public certificates only.
 func (b *Backend) secretsReach() ([]string, error) {
 	var reach []string
-	if exe := helperExecutable(); exe != "" {
+	if exe := b.helperExecutable(); exe != "" {
 		reach = append(reach, exe)
 	}
 	if b.opts.StateDir == "" {

@@ -78,6 +78,17 @@ type Options struct {
 	// mtime is the last sweep) is missing or older than SweepEvery. Zero
 	// sweeps at the first sandbox of every process (a long-lived server).
 	SweepEvery time.Duration
+	// FindHelper returns the executable that serves corral's helper modes
+	// inside sandboxes (cmd/corral-helper: the git credential helper of
+	// secrets, the allowlist's forwarder and trampoline), called when one
+	// is first needed; nil, or "" from it, means corral's own executable.
+	// corral.Host passes its helperbin.Locator's.
+	FindHelper func() string
+	// PinFiles are more executables corral runs on the host besides its
+	// own (the helper candidates, which corral runs to check them: package
+	// helperbin), bound read-only onto themselves where a sandbox could
+	// write them.
+	PinFiles []string
 }
 
 // Backend runs each command in its own bubblewrap sandbox. It is safe for
@@ -94,6 +105,9 @@ type Backend struct {
 
 	poolOnce sync.Once
 	pool     *egress.Pool
+
+	// helperFound is set once FindHelper was called (helperExecutable).
+	helperFound atomic.Bool
 
 	// filters holds the sealed syscall filters, one per seccomp.Options.
 	filters filterCache
@@ -349,6 +363,14 @@ func (b *Backend) host() (Host, error) {
 	h.SecretFiles = b.opts.SecretFiles
 	if exe, err := os.Executable(); err == nil {
 		h.PinFiles = append(h.PinFiles, exe)
+	}
+	h.PinFiles = append(h.PinFiles, b.opts.PinFiles...)
+	if b.opts.FindHelper != nil {
+		// Asked here only when the helper was needed already (secrets,
+		// allowlist): a plain command does not pay for finding it.
+		if p := b.helperIfFound(); p != "" {
+			h.PinFiles = append(h.PinFiles, p)
+		}
 	}
 	if b.bin != nil {
 		h.PinFiles = append(h.PinFiles, b.bin.Path)

@@ -49,10 +49,10 @@ type SecretFacts struct {
 	// read-only over each, so JVMs whose cacerts lead there trust
 	// corral's CA.
 	JavaStoreDests []string
-	// Helper is corral's executable on the host (symlinks resolved): it is
-	// bound read-only at the same path in the sandbox and serves as git's
-	// credential helper there (package secrets/gitcred); "" leaves git
-	// without it.
+	// Helper is corral's helper executable on the host (Options.FindHelper,
+	// else corral's own; symlinks resolved): it is bound read-only at the
+	// same path in the sandbox and serves as git's credential helper there
+	// (package secrets/gitcred); "" leaves git without it.
 	Helper string
 	// Copies are the secrets' credential files (sandbox.Secret.Files),
 	// each substituted copy bound read-only over its path.
@@ -197,7 +197,7 @@ func (b *Backend) prepareSecrets(req *sandbox.Request) ([]secrets.Secret, *Secre
 	if f.JavaStoreDests, f.JavaStore, err = secrets.HostJavaTrust(filepath.Join(b.opts.StateDir, "trust"), ca.CertPEM()); err != nil {
 		return nil, nil, fmt.Errorf("%w: secrets: writing the Java trust store: %v", sandbox.ErrUnavailable, err)
 	}
-	f.Helper = helperExecutable()
+	f.Helper = b.helperExecutable()
 	if slices.ContainsFunc(req.Secrets, func(s sandbox.Secret) bool { return len(s.Files) > 0 }) {
 		home, _ := os.UserHomeDir()
 		if r, err := filepath.EvalSymlinks(home); err == nil {
@@ -210,16 +210,34 @@ func (b *Backend) prepareSecrets(req *sandbox.Request) ([]secrets.Secret, *Secre
 	return prep.Secrets, f, nil
 }
 
-// helperExecutable returns corral's executable on the host, symlinks
+// helperExecutable returns the executable that serves the helper modes
+// inside sandboxes (Options.FindHelper, else corral's own), symlinks
 // resolved (SecretFacts.Helper), or "" when it cannot be found.
-func helperExecutable() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return ""
+func (b *Backend) helperExecutable() string {
+	exe := ""
+	if b.opts.FindHelper != nil {
+		exe = b.opts.FindHelper()
+		b.helperFound.Store(true)
+	}
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return ""
+		}
 	}
 	r, err := filepath.EvalSymlinks(exe)
 	if err != nil {
 		return ""
 	}
 	return r
+}
+
+// helperIfFound is helperExecutable when the helper was asked for already
+// in this process, else "": what Host.PinFiles pins besides corral's own
+// executable, without making a command that needs no helper look for one.
+func (b *Backend) helperIfFound() string {
+	if !b.helperFound.Load() {
+		return ""
+	}
+	return b.helperExecutable()
 }

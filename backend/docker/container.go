@@ -404,7 +404,7 @@ func (b *Backend) prepare(ctx context.Context, cli *client.Client, c *ctr) error
 		return err
 	}
 	if code != 0 {
-		return fmt.Errorf("%w: docker backend: corral's helper could not run in the container (exit %d: %s); with a remote Docker daemon, corral's executable %s must exist at the same path on the daemon's host", sandbox.ErrUnavailable, code, strings.TrimSpace(errb.String()), inside.Path)
+		return fmt.Errorf("%w: docker backend: corral's helper could not run in the container (exit %d: %s); with a remote Docker daemon, corral's helper executable (mounted at %s) must exist at the same path on the daemon's host", sandbox.ErrUnavailable, code, strings.TrimSpace(errb.String()), inside.Path)
 	}
 	var pr inside.Prepared
 	if err := json.Unmarshal([]byte(out.String()), &pr); err != nil {

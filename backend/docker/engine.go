@@ -34,9 +34,15 @@ import (
 // Options configure an Engine.
 type Options struct {
 	// Helper is a statically linked corral executable as the Docker daemon
-	// sees it, mounted read-only in every container; "" means corral's own
+	// sees it, mounted read-only in every container (cmd/corral-helper,
+	// or corral's own); "" means FindHelper's, else corral's own
 	// executable, which must then be static (CGO_ENABLED=0).
 	Helper string
+	// FindHelper, when Helper is "", returns the helper's path, called
+	// each time a container is made (corral.Host passes its
+	// helperbin.Locator's, which looks once per process); "" from it
+	// means corral's own executable.
+	FindHelper func() string
 	// Logger receives the docker.* events; nil discards them.
 	Logger *slog.Logger
 	// KillGrace is the time between SIGTERM and SIGKILL when a command is
@@ -57,8 +63,9 @@ type Options struct {
 	// ClientOpts replace the client's options (tests); nil means
 	// client.FromEnv with API version negotiation.
 	ClientOpts []client.Opt
-	// HiddenDirs are corral's own directories (config and state): a bind
-	// of or in one is ignored, and one inside a bind is covered.
+	// HiddenDirs are corral's own directories (config, state, the
+	// helper's cache): a bind of or in one is ignored, and one inside a
+	// bind is covered.
 	HiddenDirs []string
 	// EmptyFile is an empty, read-only regular file on the daemon's host,
 	// bound read-only over the files a bind must show as empty (credential
@@ -257,6 +264,9 @@ func (e *Engine) engineErr(what string, err error) error {
 // helperPath returns the executable to mount as inside.Path.
 func (e *Engine) helperPath() (string, error) {
 	p := e.opts.Helper
+	if p == "" && e.opts.FindHelper != nil {
+		p = e.opts.FindHelper()
+	}
 	if p == "" {
 		exe, err := os.Executable()
 		if err != nil {

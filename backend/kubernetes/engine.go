@@ -33,9 +33,15 @@ import (
 // Options configure an Engine.
 type Options struct {
 	// Helper is a statically linked corral executable on this machine,
-	// copied into every pod; "" means corral's own executable, which must
-	// then be static (CGO_ENABLED=0).
+	// copied into every pod (cmd/corral-helper, or corral's own); ""
+	// means FindHelper's, else corral's own executable, which must then be
+	// static (CGO_ENABLED=0).
 	Helper string
+	// FindHelper, when Helper is "", returns the helper's path, called
+	// each time a pod is made or claimed (corral.Host passes its
+	// helperbin.Locator's, which looks once per process); "" from it
+	// means corral's own executable.
+	FindHelper func() string
 	// Logger receives the kubernetes.* events; nil discards them.
 	Logger *slog.Logger
 	// KillGrace is the time between SIGTERM and SIGKILL when a command is
@@ -399,25 +405,19 @@ func randomName() string {
 
 // settingsHash identifies what a pod is made of: the settings, the
 // workspace path, what the profile decides (network policy, AF_UNIX
-// filter, read-only workspace) and the allowlist plan's key (egressPlan;
-// "" for none).
-func settingsHash(st *Settings, workspace string, denyNet, denyUnix, readOnly bool, egressKey string) string {
+// filter, read-only workspace), the allowlist plan's key (egressPlan;
+// "" for none) and the helper's SHA-256 (helperSum), so a corral with
+// another helper does not reuse a pod holding this one's.
+func settingsHash(st *Settings, workspace string, denyNet, denyUnix, readOnly bool, egressKey, helperSum string) string {
 	b, _ := json.Marshal(struct {
 		S                           *Settings
 		W                           string
 		DenyNet, DenyUnix, ReadOnly bool
 		Helper                      string
 		Egress                      string
-	}{st, workspace, denyNet, denyUnix, readOnly, helperID(), egressKey})
+	}{st, workspace, denyNet, denyUnix, readOnly, helperSum, egressKey})
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:8])
-}
-
-// helperID is this executable's identity (its path), so a new corral
-// build does not reuse a pod holding another's helper.
-func helperID() string {
-	p, _ := os.Executable()
-	return p
 }
 
 // helperSum returns the SHA-256 (hex) of the helper at path, read once

@@ -61,9 +61,19 @@ func execStream(ctx context.Context, cl *cluster, ns, pod, container string, arg
 	return 0, nil
 }
 
-// helperPath returns corral's static executable to copy into pods.
+// Helper returns the static helper executable the engine copies into
+// every pod: Options.Helper, FindHelper's, else corral's own executable.
+// Errors (sandbox.ErrUnavailable): it cannot be found, is not an ELF
+// executable, or is dynamically linked.
+func (e *Engine) Helper() (string, error) { return e.helperPath() }
+
+// helperPath returns the static helper to copy into pods (Options.Helper,
+// FindHelper, else corral's own executable).
 func (e *Engine) helperPath() (string, error) {
 	p := e.opts.Helper
+	if p == "" && e.opts.FindHelper != nil {
+		p = e.opts.FindHelper()
+	}
 	if p == "" {
 		exe, err := os.Executable()
 		if err != nil {

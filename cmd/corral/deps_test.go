@@ -33,6 +33,7 @@ var helperPackages = []string{
 // do not apply to them.
 var hostHelpers = map[string]string{
 	"github.com/corralhq/corral/backend/bwrap":      "its layer holder runs on the host, beside the session",
+	"github.com/corralhq/corral/helperbin":          "finds and checks the helper executable, on the host",
 	"github.com/corralhq/corral/cmd/corral":         "the executable itself: it dispatches every mode",
 	"github.com/corralhq/corral/bench/reviewbench":  "a bench program",
 	"github.com/corralhq/corral/bench/sessionbench": "a bench program",

@@ -19,6 +19,7 @@ import (
 	"github.com/corralhq/corral/backend/kubernetes"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/helperbin"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/seccomp"
 )
@@ -105,6 +106,48 @@ type doctorResult struct {
 	// Command says whether a command with the configured limits ran under
 	// bwrap (the backend in use): "" when it did or was not tried.
 	CommandError string `json:"command_error,omitempty"`
+	// Helper is the helper executable sandboxes get (doctor builds it
+	// into corral's cache when it is missing).
+	Helper helperCheck `json:"helper"`
+}
+
+// helperCheck is what doctor found or built of the helper executable
+// (package helperbin); an error does not make corral unready: sandboxes
+// then get corral's own executable.
+type helperCheck struct {
+	// Source is "next-to-corral", "cache" or "self" (package helperbin).
+	Source string `json:"source"`
+	Path   string `json:"path"`
+	// Size is the file's size in bytes.
+	Size int64 `json:"size"`
+	// BuildSeconds is the time the build took, when doctor built it.
+	BuildSeconds float64 `json:"build_seconds,omitempty"`
+	// Error says why no helper could be had, Fix what to do.
+	Error string `json:"error,omitempty"`
+	Fix   string `json:"fix,omitempty"`
+}
+
+// checkHelper finds the helper executable, building it into corral's
+// cache when none is usable (helperbin.Locator.Build).
+func checkHelper(c *cobra.Command, loc *helperbin.Locator) helperCheck {
+	b, err := loc.Build(c.Context())
+	if err != nil {
+		hc := helperCheck{Source: string(helperbin.SourceSelf), Error: err.Error(), Fix: helperbin.Advice}
+		if exe, err := os.Executable(); err == nil {
+			hc.Path = exe
+			if st, err := os.Stat(exe); err == nil {
+				hc.Size = st.Size()
+			}
+		}
+		switch {
+		case errors.Is(err, helperbin.ErrNoToolchain):
+			hc.Fix = "install Go (the go command on PATH) and run corral doctor again, or " + helperbin.Advice
+		case errors.Is(err, helperbin.ErrNoSource):
+			hc.Fix = "build corral from its source without -trimpath and run corral doctor there, or " + helperbin.Advice
+		}
+		return hc
+	}
+	return helperCheck{Source: string(b.Source), Path: b.Path, Size: b.Size, BuildSeconds: b.Took.Seconds()}
 }
 
 // filterCheck is what doctor found out about the syscall filter.
@@ -161,6 +204,12 @@ func doctorReport(c *cobra.Command, g *globalOptions, backend string) *doctorRes
 	r.Deprecated = st.DeprecatedSet()
 	if r.Root {
 		r.Identity = rootIdentity(st.RunAs)
+	}
+	// First: the backends' probes below then find the helper built.
+	if h != nil {
+		r.Helper = checkHelper(c, h.Helpers())
+	} else {
+		r.Helper = checkHelper(c, helperbin.New(helperbin.Options{}))
 	}
 	r.Bwrap = bwrap.Diagnose(c.Context(), nil, st.Bwrap)
 	r.Limits = bwrap.LimitsMechanism(r.Bwrap.Binary)
@@ -343,6 +392,13 @@ func printDoctor(r *doctorResult) {
 		fmt.Printf("     prlimit: %s (fallback for a setuid bwrap)\n", d.Prlimit)
 	} else {
 		fmt.Printf("     prlimit: not found (needed only with a setuid bwrap; install util-linux)\n")
+	}
+	if hc := r.Helper; hc.Error != "" {
+		fmt.Printf("warn helper: none usable (%s): sandboxes get corral's own executable (%s, %.1f MB); to fix: %s\n", hc.Error, hc.Path, float64(hc.Size)/1e6, hc.Fix)
+	} else if hc.BuildSeconds > 0 {
+		fmt.Printf("%s helper %s (%.1f MB, built now into corral's cache in %.1f s)\n", ok(true), hc.Path, float64(hc.Size)/1e6, hc.BuildSeconds)
+	} else {
+		fmt.Printf("%s helper %s (%.1f MB, %s)\n", ok(true), hc.Path, float64(hc.Size)/1e6, hc.Source)
 	}
 	if r.ConfigError != "" {
 		fmt.Printf("%s settings %s: %s\n", ok(false), r.ConfigFile, r.ConfigError)

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/corralhq/corral/helperbin"
+	"github.com/corralhq/corral/inside"
+)
+
+// shippedHelper returns a static corral-helper: $CORRAL_TEST_HELPERS's
+// (built by .ci/run; the unprivileged pass has no go command), else one
+// built here.
+func shippedHelper(t *testing.T) string {
+	t.Helper()
+	if d := os.Getenv("CORRAL_TEST_HELPERS"); d != "" {
+		return filepath.Join(d, "static")
+	}
+	out := filepath.Join(t.TempDir(), "corral-helper")
+	cmd := exec.Command("go", "build", "-o", out, "../corral-helper")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building corral-helper: %v\n%s", err, b)
+	}
+	return out
+}
+
+// packaged returns a corral installed as a packager ships it: a copy of
+// corralBin with corral-helper beside it, in a directory the docker
+// daemon and the unprivileged user can read.
+func packaged(t *testing.T, helper string) (corralPath, helperPath string) {
+	t.Helper()
+	dir, err := os.MkdirTemp(testRoot(), "corral-pkg-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	corralPath, helperPath = filepath.Join(dir, "corral"), filepath.Join(dir, helperbin.Name)
+	for from, to := range map[string]string{corralBin: corralPath, helper: helperPath} {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return corralPath, helperPath
+}
+
+// TestDockerRunsShippedHelper checks that a container gets corral-helper
+// from beside corral's executable, not corral itself: the helper mounted
+// at inside.Path has the helper's size, and a command runs through it.
+func TestDockerRunsShippedHelper(t *testing.T) {
+	c, _ := dockerCLI(t)
+	bin, helper := packaged(t, shippedHelper(t))
+	st, err := os.Stat(helper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--", "stat", "-c", "%s", inside.Path)
+	cmd.Dir = c.work
+	cmd.Env = append(c.env, "XDG_CACHE_HOME="+filepath.Join(c.home, "cache"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("corral run: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != strconv.FormatInt(st.Size(), 10) {
+		t.Fatalf("%s in the container is %s bytes, want the helper's %d (corral's own would be larger)", inside.Path, got, st.Size())
+	}
+}
+
+// TestDoctorHelper checks what corral doctor says of the helper: the one
+// beside corral; without one, and without the go command, what to do;
+// with the go command, one built into the cache that a later run finds.
+func TestDoctorHelper(t *testing.T) {
+	c := newCLI(t)
+	bin, _ := packaged(t, shippedHelper(t))
+	doctor := func(bin string, env ...string) string {
+		cmd := exec.Command(bin, "doctor")
+		cmd.Dir = c.work
+		cmd.Env = append(append([]string{}, c.env...), env...)
+		out, _ := cmd.CombinedOutput()
+		return string(out)
+	}
+	if out := doctor(bin); !strings.Contains(out, "helper "+filepath.Join(filepath.Dir(bin), helperbin.Name)) || !strings.Contains(out, "next-to-corral") {
+		t.Errorf("doctor with corral-helper beside corral:\n%s", out)
+	}
+	// corralBin alone, and no go command on PATH.
+	noGo := t.TempDir()
+	out := doctor(corralBin, "XDG_CACHE_HOME="+filepath.Join(c.home, "cache1"), "PATH="+noGo)
+	if !strings.Contains(out, "warn helper: none usable") || !strings.Contains(out, "install Go") {
+		t.Errorf("doctor without a helper or the go command: want a warning saying to install Go or ship the helper:\n%s", out)
+	}
+	gocmd, err := exec.LookPath("go")
+	if err != nil {
+		return // the unprivileged pass: Build itself is helperbin's test
+	}
+	gocache, _ := exec.Command(gocmd, "env", "GOCACHE").Output()
+	gomodcache, _ := exec.Command(gocmd, "env", "GOMODCACHE").Output()
+	cache := filepath.Join(c.home, "cache2")
+	env := []string{"XDG_CACHE_HOME=" + cache, "PATH=" + filepath.Dir(gocmd) + ":/usr/bin:/bin",
+		"GOCACHE=" + strings.TrimSpace(string(gocache)), "GOMODCACHE=" + strings.TrimSpace(string(gomodcache)), "GOPROXY=off"}
+	out = doctor(corralBin, env...)
+	if !strings.Contains(out, "built now into corral's cache") || !strings.Contains(out, cache) {
+		t.Fatalf("doctor with the go command: want the helper built into %s:\n%s", cache, out)
+	}
+	if out := doctor(corralBin, env...); !strings.Contains(out, "helper "+cache) || !strings.Contains(out, "(cache)") && !strings.Contains(out, ", cache)") {
+		t.Errorf("doctor again: want the cache's helper found, not built again:\n%s", out)
+	}
+}
