@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -31,7 +32,35 @@ var (
 	ErrNoSource = errors.New("corral's source is not at hand")
 	// ErrNoCache: there is no cache directory to build into.
 	ErrNoCache = errors.New("no cache directory (set XDG_CACHE_HOME or HOME)")
+	// ErrColdCache: the go command has no build cache here, so the
+	// helper's build would compile every package it links (a minute and
+	// more on two cores) where, after README's build of corral, it links
+	// what that build compiled (half a second).
+	ErrColdCache = errors.New("the go command has no build cache here, and a first build of the helper takes a minute or more")
 )
+
+// goBuildCache returns the go command's build cache directory as the go
+// command finds it (`go help cache`: $GOCACHE, else the go-build
+// directory of the user cache directory) and whether it holds anything.
+// "off" counts as cold.
+func goBuildCache(getenv func(string) string) (string, bool) {
+	d := getenv("GOCACHE")
+	if d == "" {
+		uc, err := os.UserCacheDir()
+		if err != nil {
+			return "no user cache directory (HOME, XDG_CACHE_HOME)", false
+		}
+		d = filepath.Join(uc, "go-build")
+	}
+	if d == "off" {
+		return "GOCACHE=off", false
+	}
+	ents, err := os.ReadDir(d)
+	if err != nil || len(ents) == 0 {
+		return d + " is empty or missing", false
+	}
+	return d, true
+}
 
 // Built is Build's result.
 type Built struct {
@@ -101,6 +130,9 @@ func (l *Locator) Build(ctx context.Context) (Built, error) {
 	if err != nil {
 		return Built{}, err
 	}
+	if c, ok := goBuildCache(os.Getenv); !ok {
+		return Built{}, fmt.Errorf("%w: %s", ErrColdCache, c)
+	}
 	tmp := filepath.Join(dir, fmt.Sprintf(".%s.%d.tmp", Name, os.Getpid()))
 	defer os.Remove(tmp)
 	start := time.Now()
@@ -109,9 +141,19 @@ func (l *Locator) Build(ctx context.Context) (Built, error) {
 	// The executable must run here and in any image: this system and
 	// architecture, no C library; the module alone (no go.work).
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH, "GOWORK=off")
+	// The go command's compilers and linker are its children: ctx's end
+	// kills the whole process group, so none goes on compiling after
+	// Build returned. What they compiled stays in the build cache, so the
+	// next Build goes on from there.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
 	var errb tail.Buffer
 	cmd.Stderr = &errb
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return Built{}, fmt.Errorf("go build of cmd/corral-helper in %s did not finish in time (%w): what it compiled is kept in the go build cache, so running it again goes on from there", src, ctx.Err())
+		}
 		return Built{}, fmt.Errorf("go build of cmd/corral-helper in %s: %v: %s", src, err, strings.TrimSpace(errb.String()))
 	}
 	took := time.Since(start)

@@ -9,9 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/corralhq/corral/reexec"
 
@@ -71,6 +73,13 @@ func goForBuild(t *testing.T) string {
 	if g := requireGo(t); g != "" {
 		return g
 	}
+	// Build wants a go build cache that holds something (ErrColdCache);
+	// the stand-in compiles nothing.
+	warm := t.TempDir()
+	if err := os.WriteFile(filepath.Join(warm, "README"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOCACHE", warm)
 	script := filepath.Join(t.TempDir(), "go")
 	body := "#!/bin/sh\nwhile [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then out=$2; fi; shift; done\nexec cp " + filepath.Join(helpers(t), "static") + " \"$out\"\n"
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
@@ -323,8 +332,12 @@ func TestBuildWithoutToolchainOrSource(t *testing.T) {
 	}{
 		{name: "no go command", o: Options{Go: filepath.Join(dir, "no-go"), SourceDir: moduleDir(t)}, want: ErrNoToolchain},
 		{name: "no source", o: Options{Go: goForBuild(t), SourceDir: dir}, want: ErrNoSource},
+		{name: "cold go build cache", o: Options{Go: goForBuild(t), SourceDir: moduleDir(t)}, want: ErrColdCache},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.want == ErrColdCache {
+				t.Setenv("GOCACHE", t.TempDir())
+			}
 			tc.o.Self, tc.o.CacheDir = self, filepath.Join(dir, "cache-"+tc.name)
 			log, out := logs()
 			tc.o.Logger = log
@@ -336,6 +349,67 @@ func TestBuildWithoutToolchainOrSource(t *testing.T) {
 				t.Fatalf("Path = %s, want corral's own with a %s event; log:\n%s", got, FallbackEvent, out)
 			}
 		})
+	}
+}
+
+// TestBuildOutOfTime: a build that outlives its context is stopped with
+// every process of it (the go command's compilers are its children), the
+// error says so, and nothing is left in the cache.
+func TestBuildOutOfTime(t *testing.T) {
+	dir := t.TempDir()
+	self := install(t, dir, "")
+	warm := t.TempDir()
+	os.WriteFile(filepath.Join(warm, "README"), nil, 0o644)
+	t.Setenv("GOCACHE", warm)
+	pidFile := filepath.Join(dir, "compiler.pid")
+	// A go command whose "compiler" child outlives it unless its
+	// process group is killed.
+	gocmd := filepath.Join(dir, "go")
+	body := "#!/bin/sh\nsleep 1000 &\necho $! > " + pidFile + "\nwait\n"
+	if err := os.WriteFile(gocmd, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(dir, "cache")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := New(Options{Self: self, CacheDir: cache, SourceDir: moduleDir(t), Go: gocmd}).Build(ctx)
+		done <- err
+	}()
+	var pid int
+	for pid == 0 {
+		b, _ := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		select {
+		case err := <-done:
+			t.Fatalf("Build ended before its go command started a child: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cancel()
+	err := <-done
+	if err == nil || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "did not finish") {
+		t.Fatalf("Build = %v, want it stopped with the context's error", err)
+	}
+	// The child was killed with its group: once reaped by init it is gone;
+	// a zombie counts as gone (it runs nothing). The bound only ends a
+	// test that would otherwise wait for ever: a SIGKILL takes effect at
+	// once.
+	hang := time.After(time.Minute)
+	for {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			break
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-hang:
+			t.Fatalf("the go command's child %d still runs after Build returned", pid)
+		}
+	}
+	ents, _ := filepath.Glob(filepath.Join(cache, "*", "*"+Name+"*"))
+	if len(ents) > 0 {
+		t.Errorf("left in the cache: %q", ents)
 	}
 }
 

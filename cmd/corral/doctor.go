@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -127,10 +129,18 @@ type helperCheck struct {
 	Fix   string `json:"fix,omitempty"`
 }
 
+// helperBuildBudget bounds doctor's build of the helper: after README's
+// build of corral it takes about half a second (the go build cache holds
+// what it links); a build that needs far longer is stopped, and doctor
+// says how to build it, rather than hold a diagnosis for minutes.
+const helperBuildBudget = 60 * time.Second
+
 // checkHelper finds the helper executable, building it into corral's
 // cache when none is usable (helperbin.Locator.Build).
 func checkHelper(c *cobra.Command, loc *helperbin.Locator) helperCheck {
-	b, err := loc.Build(c.Context())
+	ctx, cancel := context.WithTimeout(c.Context(), helperBuildBudget)
+	defer cancel()
+	b, err := loc.Build(ctx)
 	if err != nil {
 		hc := helperCheck{Source: string(helperbin.SourceSelf), Error: err.Error(), Fix: helperbin.Advice}
 		if exe, err := os.Executable(); err == nil {
@@ -142,6 +152,8 @@ func checkHelper(c *cobra.Command, loc *helperbin.Locator) helperCheck {
 		switch {
 		case errors.Is(err, helperbin.ErrNoToolchain):
 			hc.Fix = "install Go (the go command on PATH) and run corral doctor again, or " + helperbin.Advice
+		case errors.Is(err, helperbin.ErrColdCache), errors.Is(err, context.DeadlineExceeded):
+			hc.Fix = "build it once beside corral (a first build takes a minute or more): " + helperbin.Advice
 		case errors.Is(err, helperbin.ErrNoSource):
 			hc.Fix = "build corral from its source without -trimpath and run corral doctor there, or " + helperbin.Advice
 		}

@@ -106,6 +106,11 @@ func TestDoctorHelper(t *testing.T) {
 	cache := filepath.Join(c.home, "cache2")
 	env := []string{"XDG_CACHE_HOME=" + cache, "PATH=" + filepath.Dir(gocmd) + ":/usr/bin:/bin",
 		"GOCACHE=" + strings.TrimSpace(string(gocache)), "GOMODCACHE=" + strings.TrimSpace(string(gomodcache)), "GOPROXY=off"}
+	// An empty go build cache: no build of minutes is started.
+	cold := append(append([]string{}, env...), "GOCACHE="+t.TempDir())
+	if out := doctor(corralBin, cold...); !strings.Contains(out, "warn helper: none usable") || !strings.Contains(out, "a minute or more") {
+		t.Errorf("doctor with an empty go build cache: want a warning that names the long first build and how to ship the helper:\n%s", out)
+	}
 	out = doctor(corralBin, env...)
 	if !strings.Contains(out, "built now into corral's cache") || !strings.Contains(out, cache) {
 		t.Fatalf("doctor with the go command: want the helper built into %s:\n%s", cache, out)
