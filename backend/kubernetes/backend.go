@@ -411,7 +411,7 @@ func (b *Backend) start(ctx context.Context, ref *podRef, sp *podSpec, session s
 	}
 	if sp.st.WarmPool > 0 && (rs == nil || rs.pvc == "") {
 		t0 := time.Now()
-		name, err := e.pool.take(ctx, sp, session)
+		name, err := e.pool.take(ctx, sp, session, ref)
 		if err != nil {
 			// A cold start is still possible; the pool is an optimisation.
 			e.log.Warn("kubernetes.pool.claim_failed", "key", sp.key, "error", err)
