@@ -323,6 +323,16 @@ func (t *Table[H, R]) keepLocked(e *entry[H], keep func() R) {
 	t.resets[e.key] = &Reset[R]{Value: keep(), sessions: maps.Clone(e.sessions)}
 }
 
+// NewReset returns a reset of v for session, not in any table: what a
+// New lease's caller keeps of the session's sandbox of another spec
+// (Lease.Stale) while it makes the new one (kubernetes carries the
+// workspace over from it), given to Restore when that start fails, so
+// the session's next try gets it and Release of the session hands it
+// back.
+func NewReset[R any](session string, v R) *Reset[R] {
+	return &Reset[R]{Value: v, sessions: map[string]bool{session: true}}
+}
+
 // Restore gives a reset taken by a New lease (Lease.Reset) back to key k
 // after the sandbox failed to start, so the session's next try gets it.
 // It reports false, keeping nothing, when the table is closed.

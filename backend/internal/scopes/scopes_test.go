@@ -439,3 +439,30 @@ func TestConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// A reset made by NewReset for a session, restored to a key after a
+// failed start, is the key's next New lease's, and Release of the
+// session hands it back when no lease took it.
+func TestNewReset(t *testing.T) {
+	tb := New[*sb, string](nil)
+	k := KeyFor("a", false, "h2")
+	if !tb.Restore(k, NewReset("a", "old pod")) {
+		t.Fatal("Restore refused")
+	}
+	l, _ := tb.Acquire("a", k, func() *sb { return &sb{"2"} })
+	if !l.New || l.Reset == nil || l.Reset.Value != "old pod" {
+		t.Fatalf("lease %+v, want New with the reset", l)
+	}
+	tb.Retire(l.Handle, "start failed", nil)
+	tb.Done(l.Handle)
+	tb.Restore(l.Key, l.Reset)
+	if drops, resets := tb.Release("b"); len(drops) != 0 || len(resets) != 0 {
+		t.Errorf("Release of another session: %v %v", drops, resets)
+	}
+	if _, resets := tb.Release("a"); !slices.Equal(resets, []string{"old pod"}) {
+		t.Errorf("Release: resets %q, want the restored one", resets)
+	}
+	if _, resets, _ := tb.Close(); len(resets) != 0 {
+		t.Errorf("Close after Release: resets %q", resets)
+	}
+}
