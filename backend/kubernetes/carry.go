@@ -21,6 +21,15 @@ import (
 // before the old pod goes, so nothing the session's commands made is
 // dropped; where it cannot, the new pod's first result says that the
 // workspace was reset and why (carryNote).
+//
+// The archive passes through corral's host but lands in the session's
+// own sandbox, never on the host's disk as files: corral's memory and
+// disk are bounded (CopyOut's limit, the unlinked spool) and every entry
+// is checked as transfer.Unpack checks it, but handback's policy (what a
+// copy to the host holds back: git hooks, shell start-up files...) is
+// not applied, since the session's commands wrote those files there and
+// may write them again in the new pod; holding them back would only drop
+// them.
 
 // carryTimeout bounds one carry (the copy out and the copy in).
 const carryTimeout = 10 * time.Minute
