@@ -384,6 +384,13 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 	if l.Reset != nil {
 		rs = l.Reset.Value
 	}
+	if rs != nil && rs.pvc != "" && st.Storage != StoragePVC {
+		// A reset that followed the session from settings with a PVC
+		// to an emptyDir: nothing will mount the PVC, and the note
+		// says the workspace was reset.
+		e.removeKept(&reset{pvc: rs.pvc, cl: rs.cl, ns: rs.ns})
+		rs.pvc = ""
+	}
 	if st.WarmPool > 0 {
 		e.pool.keep(sp, st.WarmPool)
 	}

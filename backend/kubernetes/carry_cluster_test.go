@@ -147,3 +147,35 @@ func (k *kube) podExists(name string) bool {
 	}
 	return false
 }
+
+// TestIdleResetFollowsSettingsKubernetes: a session whose pod was
+// removed for idleness and whose next command comes under other
+// settings gets the idle note there (the reset follows the session to
+// its pod of another spec), once.
+func TestIdleResetFollowsSettingsKubernetes(t *testing.T) {
+	k := newKube(t)
+	k.st.IdleTimeout = "1s"
+	k.b = k.e.Backend(k.st)
+	sess := "carry-idle-" + strconv.Itoa(os.Getpid())
+	k.run(sess, "echo one > f", nil)
+	old := k.sessionPod(t, sess)
+	deadline := time.Now().Add(2 * time.Minute)
+	for k.podExists(old) {
+		if time.Now().After(deadline) {
+			t.Fatalf("idle pod %s is still there", old)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out, _, res := k.run(sess, "ls -A; echo here", withProfile(sandbox.ProfileNetwork))
+	if res.ExitCode != 0 || out != "here\n" {
+		t.Errorf("exit %d, stdout %q, want the empty workspace's", res.ExitCode, out)
+	}
+	if n := strings.Join(res.Warnings, "\n"); !strings.Contains(n, "kubernetes.idle_timeout") || !strings.Contains(n, "workspace was reset") {
+		t.Errorf("notes %q: want the idle note saying the workspace was reset", res.Warnings)
+	}
+	if _, _, res := k.run(sess, "true", withProfile(sandbox.ProfileNetwork)); strings.Contains(strings.Join(res.Warnings, "\n"), "idle_timeout") {
+		t.Errorf("the next command's notes: %q", res.Warnings)
+	}
+	k.b.Release(sess)
+	k.waitGone(sess)
+}

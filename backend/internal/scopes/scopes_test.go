@@ -269,6 +269,20 @@ func TestTable(t *testing.T) {
 			"done h2 =>",
 			"close => true; drop h2:corral stopped",
 		}},
+		{"a session's reset follows it to its sandbox of another spec", []string{
+			"acq a x => new h1",
+			"done h1 =>",
+			"idle h1 0 idle-pvc => taken; drop h1:idle timeout",
+			"acq b y => new h2", // another session's reset stays its own
+			"acq a y => new h3; reset idle-pvc",
+			"resets =>",
+		}},
+		{"a shared sandbox's reset stays with its key", []string{
+			"acqs a x => new h1",
+			"take h1 lost pvc => took; drop h1:lost",
+			"acqs a y => new h2",
+			"resets => shared|x:pvc:a",
+		}},
 		{"a one-command sandbox that is lost leaves no reset, and goes at its Done", []string{
 			"acq - x => new h1",
 			"retire h1 lost pvc => took",
