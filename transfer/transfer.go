@@ -200,6 +200,13 @@ type Options struct {
 	// whether a directory is a git directory depends on entries that
 	// may come later.
 	Gate *handback.Policy `json:",omitempty"`
+	// GroupReads gives every entry's group the owner's read and
+	// execute (search) bits (0600 is written 0640, 0700 0750; write bits
+	// are left as they are): for an archive written by another uid than
+	// its readers', who share its group (a kubernetes pod's read-only
+	// workspace, written by the helper container's uid and read through
+	// the pod's fsGroup).
+	GroupReads bool `json:",omitempty"`
 }
 
 // ErrHashMismatch is returned by Unpack when the stream's hash is not
@@ -377,6 +384,9 @@ func Unpack(r io.Reader, root string, o Options) (Stats, error) {
 			}
 		}
 		mode := hdr.FileInfo().Mode() & keepMode
+		if o.GroupReads {
+			mode |= (mode & 0o500) >> 3
+		}
 		old, lerr := rt.Lstat(rel)
 		switch hdr.Typeflag {
 		case tar.TypeDir:

@@ -593,3 +593,32 @@ func TestSpilledListings(t *testing.T) {
 		t.Errorf("spilled listings: archive same %v; deleted %q, held in memory %q", bytes.Equal(a, sa), sd, d)
 	}
 }
+
+// TestGroupReads: with Options.GroupReads the group gets the owner's
+// read and execute bits (files and directories), never write; without,
+// the modes are the archive's.
+func TestGroupReads(t *testing.T) {
+	for _, tc := range []struct {
+		on             bool
+		file, exe, dir fs.FileMode
+	}{
+		{false, 0o600, 0o705, 0o700},
+		{true, 0o640, 0o755, 0o750},
+	} {
+		root := t.TempDir()
+		ar := tarOf(t, &tar.Header{Name: "d/", Typeflag: tar.TypeDir, Mode: 0o700},
+			&tar.Header{Name: "d/f", Typeflag: tar.TypeReg, Mode: 0o600}, &tar.Header{Name: "x", Typeflag: tar.TypeReg, Mode: 0o705})
+		if _, err := Unpack(bytes.NewReader(ar), root, Options{GroupReads: tc.on}); err != nil {
+			t.Fatal(err)
+		}
+		for name, want := range map[string]fs.FileMode{"d/f": tc.file, "x": tc.exe, "d": tc.dir} {
+			fi, err := os.Lstat(filepath.Join(root, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fi.Mode().Perm(); got != want {
+				t.Errorf("GroupReads %v: %s mode %o, want %o", tc.on, name, got, want)
+			}
+		}
+	}
+}

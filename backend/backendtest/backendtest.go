@@ -485,7 +485,9 @@ func reviewRefused(t *testing.T, h Harness) {
 // under restricted and writable under the others; restricted, workspace
 // and allowlist have no network but loopback (their sandbox's only
 // interface is lo, unless the backend cuts it off by a policy outside:
-// Harness.PolicyNetwork).
+// Harness.PolicyNetwork). A session's change of profile keeps what its
+// commands made in the workspace (on kubernetes, carried into the new
+// pod).
 func profiles(t *testing.T, h Harness, tr sandbox.Traits) {
 	w := h.New(t)
 	sess := session(t, w)
@@ -499,16 +501,13 @@ func profiles(t *testing.T, h Harness, tr sandbox.Traits) {
 			if p == sandbox.ProfileAllowlist {
 				mods = append(mods, func(r *sandbox.Request) { r.NetworkAllow = []string{"*.allowed.test"} })
 			}
-			// Readable: README, made above, where the workspace is the
-			// host's; where it is the sandbox's own, a change of profile
-			// is a new sandbox (kubernetes: a new pod, whose emptyDir
-			// workspace starts empty), so the directory itself is read.
-			read, arg := `cat "$1"`, filepath.Join(w.Workdir, "README")
-			if tr.OwnWorkspace {
-				read, arg = `ls -a "$1"`, w.Workdir
-			}
-			o := w.sh(t, sess, `{ echo `+string(p)+` > `+name+`; } 2>/dev/null && echo wrote; `+read+` >/dev/null && echo read
-sed -n 's/^ *\([^:]*\):.*/if \1/p' /proc/net/dev`, append(mods, func(r *sandbox.Request) { r.Argv = append(r.Argv, "sh", arg) })...)
+			// Readable, and there: README, made above under the
+			// session's first profile. Where the workspace is the
+			// sandbox's own (OwnWorkspace), a change of profile is a new
+			// sandbox (kubernetes: a new pod), which gets the old one's
+			// workspace carried over.
+			o := w.sh(t, sess, `{ echo `+string(p)+` > `+name+`; } 2>/dev/null && echo wrote; [ "$(cat "$1")" = workspace ] && echo read
+sed -n 's/^ *\([^:]*\):.*/if \1/p' /proc/net/dev`, append(mods, func(r *sandbox.Request) { r.Argv = append(r.Argv, "sh", filepath.Join(w.Workdir, "README")) })...)
 			wrote := strings.Contains(o.stdout, "wrote\n")
 			if wrote != p.Writable() || !strings.Contains(o.stdout, "read\n") {
 				t.Errorf("working directory writable %v (want %v) and readable: %s", wrote, p.Writable(), o)

@@ -349,7 +349,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 	// Counted as held before the table is unlocked, so the idle watch
 	// never removes a pod a command is about to use.
 	l, ok := e.table.Acquire(key, scopes.KeyFor(key, st.Scope == ScopeShared, sp.hash), func() *podRef {
-		return &podRef{name: randomName(), namespace: ns, cl: cl, workspace: ws, denyUnix: denyUnix,
+		return &podRef{name: randomName(), namespace: ns, cl: cl, workspace: ws, readOnly: readOnly, denyUnix: denyUnix,
 			ready: make(chan struct{}), ephemeral: key == "", egress: plan}
 	})
 	if !ok {
@@ -357,6 +357,15 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 	}
 	ref := l.Handle
 	for _, d := range l.Stale {
+		// The session's pod of its previous settings stays until the
+		// new one has its workspace (start: carryWorkspace).
+		if l.Reset == nil {
+			l.Reset = scopes.NewReset(req.Session, &reset{})
+		}
+		if r := l.Reset.Value; r.from == nil {
+			r.from = d.Handle
+			continue
+		}
 		e.remove(d.Handle, d.Why)
 	}
 	if !l.New {
@@ -375,6 +384,13 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 	if l.Reset != nil {
 		rs = l.Reset.Value
 	}
+	if rs != nil && rs.pvc != "" && st.Storage != StoragePVC {
+		// A reset that followed the session from settings with a PVC
+		// to an emptyDir: nothing will mount the PVC, and the note
+		// says the workspace was reset.
+		e.removeKept(&reset{pvc: rs.pvc, cl: rs.cl, ns: rs.ns})
+		rs.pvc = ""
+	}
 	if st.WarmPool > 0 {
 		e.pool.keep(sp, st.WarmPool)
 	}
@@ -384,8 +400,13 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 		// workspace, and the note of what became of its old pod, stay
 		// for that try.
 		e.table.Retire(ref, "start failed", nil)
-		if e.table.Restore(l.Key, l.Reset) && rs.pvc != "" {
-			ref.pvc = ""
+		switch {
+		case e.table.Restore(l.Key, l.Reset):
+			if rs.pvc != "" {
+				ref.pvc = ""
+			}
+		case rs != nil:
+			e.removeKept(&reset{from: rs.from})
 		}
 	}
 	close(ref.ready)
@@ -403,15 +424,37 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 // pool when there is one (and no kept workspace PVC to mount), else a new
 // one (makePod). rs is the session's pod removed for idleness or lost, if
 // any: its workspace PVC is mounted again, and the first result says what
-// was reset (reset.note). On error the caller removes what was made.
+// was reset (reset.note); or it holds the session's pod of its previous
+// settings (reset.from), whose workspace is copied into the new pod
+// (carryWorkspace; where it cannot be, the first result says why) before
+// that pod is removed. On error the caller removes what was made.
 func (b *Backend) start(ctx context.Context, ref *podRef, sp *podSpec, session string, rs *reset, req *sandbox.Request) error {
+	if err := b.startPod(ctx, ref, sp, session, rs, req); err != nil {
+		return err
+	}
+	if rs != nil && rs.from != nil {
+		// The workspace of the session's pod of its previous settings
+		// comes over before that pod goes.
+		if note := b.e.carryWorkspace(ctx, rs.from, ref); note != "" {
+			ref.notes = append(ref.notes, note)
+		}
+		b.e.remove(rs.from, scopes.WhySettings)
+		rs.from = nil
+	}
+	return nil
+}
+
+// startPod is start's pod: claimed from the warm pool or made.
+func (b *Backend) startPod(ctx context.Context, ref *podRef, sp *podSpec, session string, rs *reset, req *sandbox.Request) error {
 	e := b.e
 	if rs != nil {
-		ref.notes = append(ref.notes, rs.note())
+		if n := rs.note(); n != "" {
+			ref.notes = append(ref.notes, n)
+		}
 	}
 	if sp.st.WarmPool > 0 && (rs == nil || rs.pvc == "") {
 		t0 := time.Now()
-		name, err := e.pool.take(ctx, sp, session)
+		name, err := e.pool.take(ctx, sp, session, ref)
 		if err != nil {
 			// A cold start is still possible; the pool is an optimisation.
 			e.log.Warn("kubernetes.pool.claim_failed", "key", sp.key, "error", err)

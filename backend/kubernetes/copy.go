@@ -80,6 +80,13 @@ const maxUntarAnswer = 8 << 20
 // is not retried. What the pod prints is bounded: the last tail.Max bytes
 // of stderr and maxUntarAnswer of stdout are kept.
 func (e *Engine) CopyIn(ctx context.Context, t *PodTarget, f *os.File, o transfer.Options) (transfer.Stats, error) {
+	return e.copyIn(ctx, t, ContainerName, f, o)
+}
+
+// copyIn is CopyIn through container (ContainerName, or
+// HelperContainerName for a workspace mounted read-only in the other:
+// carryWorkspace).
+func (e *Engine) copyIn(ctx context.Context, t *PodTarget, container string, f *os.File, o transfer.Options) (transfer.Stats, error) {
 	h := sha256.New()
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return transfer.Stats{}, err
@@ -98,7 +105,7 @@ func (e *Engine) CopyIn(ctx context.Context, t *PodTarget, f *os.File, o transfe
 		var out bytes.Buffer
 		var errb tail.Buffer
 		lw := &limitWriter{w: &out, n: maxUntarAnswer}
-		code, err := execStream(ctx, t.cl, t.Namespace, t.Name, ContainerName, []string{inside.Path, inside.ModeUntar, t.Workspace, string(opts)}, f, lw, &errb)
+		code, err := execStream(ctx, t.cl, t.Namespace, t.Name, container, []string{inside.Path, inside.ModeUntar, t.Workspace, string(opts)}, f, lw, &errb)
 		var a inside.UntarAnswer
 		jerr := json.Unmarshal(bytes.TrimSpace(out.Bytes()), &a)
 		switch {

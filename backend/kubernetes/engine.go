@@ -96,20 +96,32 @@ type Engine struct {
 // phrase; pod its name). The next command of its scope key starts a new
 // pod and says so (note); pvc is the workspace PVC kept for it ("" under
 // emptyDir). The table keeps it, with the sessions it is for.
+//
+// from is the session's pod of its previous settings (scopes'
+// Lease.Stale), still running until the new pod has its workspace
+// (carryWorkspace), then removed; kept here (scopes.NewReset) while a
+// failed start is tried again, and removed with the reset's PVC when the
+// session ends first (removeKept).
 type reset struct {
 	idle      time.Duration
 	pod, lost string
 	pvc       string
 	cl        *cluster
 	ns        string
+	from      *podRef
 }
 
-// note is what the first result in the new pod says about the old one.
+// note is what the first result in the new pod says about the old one
+// ("" for a reset that only carries a pod of other settings: its note,
+// if any, is carryWorkspace's).
 func (r *reset) note() string {
-	if r.lost != "" {
+	switch {
+	case r.lost != "":
 		return lostNote(r.pod, r.lost, r.pvc != "")
+	case r.idle > 0:
+		return idleNote(r.idle, r.pvc != "")
 	}
-	return idleNote(r.idle, r.pvc != "")
+	return ""
 }
 
 // cluster is one kubeconfig's client.
@@ -127,6 +139,7 @@ type podRef struct {
 	policy          bool   // a NetworkPolicy of the same name was made
 	pvc             string // the workspace PVC, removed with the pod ("" for none)
 	workspace       string
+	readOnly        bool // the workspace is mounted read-only (restricted)
 	denyUnix        bool
 	ready           chan struct{}
 	err             error
@@ -295,8 +308,13 @@ func (e *Engine) done(p *podRef) {
 }
 
 // removeKept deletes the workspace PVC kept for a session whose idle pod
-// was removed.
+// was removed, and the pod of its previous settings whose workspace was
+// to be carried over (reset.from).
 func (e *Engine) removeKept(r *reset) {
+	if r.from != nil {
+		e.remove(r.from, scopes.WhySettings)
+		r.from = nil
+	}
 	if r.pvc == "" || r.cl == nil || r.cl.cs == nil {
 		return
 	}

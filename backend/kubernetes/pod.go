@@ -159,8 +159,9 @@ func seccompName(sp *corev1.SeccompProfile) string {
 // filesystem, writable volumes only at the workspace (read-only under
 // pl.readOnly), /tmp and NetDir, HelperDir read-only; beside it
 // HelperContainerName, locked down the same way but running as another
-// uid (helperUID) with HelperDir writable and nothing else mounted, to
-// receive corral's uploads; the seccomp profile of seccompOf, no
+// uid (helperUID) with HelperDir writable and nothing else mounted (but
+// a read-only workspace, writable there: helperMounts), to receive
+// corral's uploads; the seccomp profile of seccompOf, no
 // service-account token, no host namespaces or paths, no service links,
 // the pod's own process namespace shared with the pause container (which
 // reaps orphans, as docker's --init does), resources from the settings
@@ -257,7 +258,7 @@ func buildPod(st *Settings, p *parsed, pl podPlan) *corev1.Pod {
 				Command:         []string{"sleep", "2147483647"},
 				Resources:       helperResources,
 				ImagePullPolicy: corev1.PullIfNotPresent,
-				VolumeMounts:    []corev1.VolumeMount{{Name: "corral", MountPath: HelperDir}},
+				VolumeMounts:    helperMounts(pl),
 				SecurityContext: helperSC,
 			}},
 		},
@@ -303,6 +304,19 @@ func buildClaim(st *Settings, p *parsed, pl podPlan) *corev1.PersistentVolumeCla
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: p.storage}},
 		},
 	}
+}
+
+// helperMounts are HelperContainerName's volumes (pure): HelperDir, and
+// under pl.readOnly the workspace, writable, at the same path: the
+// commands' container mounts it read-only, so a session's workspace
+// carried over from its pod of other settings (carryWorkspace) is
+// written there. Nothing runs in that container but corral's uploads.
+func helperMounts(pl podPlan) []corev1.VolumeMount {
+	m := []corev1.VolumeMount{{Name: "corral", MountPath: HelperDir}}
+	if pl.readOnly {
+		m = append(m, corev1.VolumeMount{Name: "workspace", MountPath: pl.workspace})
+	}
+	return m
 }
 
 func ptrOrNil(s string) *string {

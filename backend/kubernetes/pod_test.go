@@ -93,8 +93,8 @@ func TestBuildPodLockdown(t *testing.T) {
 	}
 	// The helper container: another uid than the commands' (a process of
 	// theirs could otherwise reach its HelperDir through /proc/PID/root),
-	// HelperDir writable and nothing else mounted; the commands'
-	// container mounts HelperDir read-only.
+	// HelperDir writable and nothing else mounted under a writable
+	// profile; the commands' container mounts HelperDir read-only.
 	h := s.Containers[1]
 	if h.SecurityContext.RunAsUser == nil || *h.SecurityContext.RunAsUser != HelperUID || c.SecurityContext.RunAsUser != nil {
 		t.Errorf("helper uid %v, commands' %v (pod %d)", h.SecurityContext.RunAsUser, c.SecurityContext.RunAsUser, *ps.RunAsUser)
@@ -127,6 +127,11 @@ func TestBuildPodLockdown(t *testing.T) {
 	ro.readOnly = true
 	if m := buildPod(&st, p, ro).Spec.Containers[0].VolumeMounts[0]; m.Name != "workspace" || !m.ReadOnly {
 		t.Errorf("restricted: workspace mount %+v", m)
+	}
+	// Restricted: the helper container mounts the workspace writable,
+	// where a session's workspace carried from its old pod is written.
+	if want := []corev1.VolumeMount{{Name: "corral", MountPath: "/.corral"}, {Name: "workspace", MountPath: "/work/p"}}; !reflect.DeepEqual(buildPod(&st, p, ro).Spec.Containers[1].VolumeMounts, want) {
+		t.Errorf("restricted: helper container mounts %+v, want %+v", buildPod(&st, p, ro).Spec.Containers[1].VolumeMounts, want)
 	}
 	if m, cpu := c.Resources.Limits[corev1.ResourceMemory], c.Resources.Limits[corev1.ResourceCPU]; m.String() != "1Gi" || cpu.String() != "1" {
 		t.Errorf("limits %v", c.Resources.Limits)

@@ -66,8 +66,9 @@ func (sp *podSpec) plan(name, session, owner string) podPlan {
 type warmPool interface {
 	// take claims a free pod of sp.key for session, owned by this corral
 	// from then on, and returns its name; "" when none is free. The pod
-	// is Ready and holds the verified helper.
-	take(ctx context.Context, sp *podSpec, session string) (string, error)
+	// is Ready and holds the verified helper. ref (the session's pod, not
+	// yet named) gets the pod's agent when the pool started one.
+	take(ctx context.Context, sp *podSpec, session string, ref *podRef) (string, error)
 	// keep asks for n free pods of sp.key, made in the background.
 	keep(sp *podSpec, n int)
 	// close stops refilling and removes the free pods this pool made.
@@ -148,6 +149,46 @@ type corralPool struct {
 	mu      sync.Mutex
 	keys    map[string]*poolState
 	ticking bool
+	// ready are the pods this pool made and turned free, by pool key,
+	// each with the resourceVersion of that update and its agent
+	// started: take claims these first, by an update with that
+	// resourceVersion (no list), and hands their agent over, so a claim
+	// waits for neither a list nor an exec's handshake and the agent's
+	// start.
+	ready map[string][]*readyPod
+}
+
+// readyPod is a free pod this pool made (corralPool.ready).
+type readyPod struct {
+	pod *corev1.Pod // as the update that made it free returned it
+	ref *podRef     // its agent (podRef.agent), started
+}
+
+// drop ends the agent this pool started in r's pod.
+func (r *readyPod) drop() {
+	r.ref.agentMu.Lock()
+	defer r.ref.agentMu.Unlock()
+	if r.ref.agent != nil {
+		r.ref.agent.Close()
+	}
+	if r.ref.stop != nil {
+		r.ref.stop()
+	}
+	r.ref.agent, r.ref.stop = nil, nil
+}
+
+// handTo moves r's agent to ref.
+func (r *readyPod) handTo(ref *podRef) {
+	r.ref.agentMu.Lock()
+	a, stop := r.ref.agent, r.ref.stop
+	r.ref.agent, r.ref.stop = nil, nil
+	r.ref.agentMu.Unlock()
+	ref.agentMu.Lock()
+	defer ref.agentMu.Unlock()
+	if ref.stop != nil {
+		ref.stop()
+	}
+	ref.agent, ref.stop = a, stop
 }
 
 // recheck is how often a long-running pool counts its free pods again:
@@ -163,11 +204,37 @@ type poolState struct {
 
 func newCorralPool(e *Engine, refill bool) *corralPool {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &corralPool{e: e, maker: randomName()[len(NamePrefix):], refill: refill, ctx: ctx, cancel: cancel, keys: map[string]*poolState{}}
+	return &corralPool{e: e, maker: randomName()[len(NamePrefix):], refill: refill, ctx: ctx, cancel: cancel, keys: map[string]*poolState{}, ready: map[string][]*readyPod{}}
 }
 
 // take implements warmPool.
-func (pl *corralPool) take(ctx context.Context, sp *podSpec, session string) (string, error) {
+func (pl *corralPool) take(ctx context.Context, sp *podSpec, session string, ref *podRef) (string, error) {
+	// This pool's own free pods first: an update with the
+	// resourceVersion it made them free with (a pod changed since, by a
+	// claim of another corral or the kubelet, is a conflict: dropped,
+	// and the list below sees it as it is).
+	for {
+		r := pl.popReady(sp.key)
+		if r == nil {
+			break
+		}
+		var out corev1.Pod
+		err := sp.cl.cs.update(ctx, sp.ns, resPods, r.pod.Name, claimedPod(r.pod, session, pl.e.self.String(), sp.hash), &out)
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			pl.e.log.Debug("kubernetes.pool.claim_conflict", "pod", r.pod.Name, "error", err)
+			r.drop()
+			continue
+		}
+		if err != nil {
+			// Not claimed, and the pod may still be free: the list
+			// below may find it again, without the agent.
+			r.drop()
+			return "", apiErr("claiming a warm pod", err)
+		}
+		r.handTo(ref)
+		pl.e.log.Info("kubernetes.pool.claimed", "pod", r.pod.Name, "namespace", sp.ns, "session", session, "key", sp.key, "agent", true)
+		return r.pod.Name, nil
+	}
 	var list corev1.PodList
 	sel := LabelPool + "=" + PoolFree + "," + LabelPoolKey + "=" + sp.key
 	if err := sp.cl.cs.list(ctx, sp.ns, resPods, sel, &list); err != nil {
@@ -186,10 +253,43 @@ func (pl *corralPool) take(ctx context.Context, sp *podSpec, session string) (st
 		if err != nil {
 			return "", apiErr("claiming a warm pod", err)
 		}
-		pl.e.log.Info("kubernetes.pool.claimed", "pod", p.Name, "namespace", sp.ns, "session", session, "key", sp.key)
+		r := pl.takeReady(sp.key, p.Name)
+		if r != nil {
+			r.handTo(ref)
+		}
+		pl.e.log.Info("kubernetes.pool.claimed", "pod", p.Name, "namespace", sp.ns, "session", session, "key", sp.key, "agent", r != nil)
 		return p.Name, nil
 	}
 	return "", nil
+}
+
+// popReady takes one of this pool's free pods of key out of ready; nil
+// when it has none.
+func (pl *corralPool) popReady(key string) *readyPod {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	rs := pl.ready[key]
+	if len(rs) == 0 {
+		return nil
+	}
+	r := rs[len(rs)-1]
+	pl.ready[key] = rs[:len(rs)-1]
+	return r
+}
+
+// takeReady takes pod name of key out of ready; nil when it is not
+// there.
+func (pl *corralPool) takeReady(key, name string) *readyPod {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	rs := pl.ready[key]
+	for i, r := range rs {
+		if r.pod.Name == name {
+			pl.ready[key] = append(rs[:i:i], rs[i+1:]...)
+			return r
+		}
+	}
+	return nil
 }
 
 // keep implements warmPool: the pool of sp.key is refilled to n in the
@@ -307,8 +407,9 @@ func (pl *corralPool) make(sp *podSpec) {
 	plan.poolKey, plan.maker = sp.key, pl.maker
 	t0 := time.Now()
 	err := e.makePod(pl.ctx, ref, sp, plan, nil)
+	var free *corev1.Pod
 	if err == nil {
-		err = pl.markFree(sp, name)
+		free, err = pl.markFree(sp, name)
 	}
 	close(ref.ready)
 	if err != nil {
@@ -316,27 +417,45 @@ func (pl *corralPool) make(sp *podSpec) {
 		e.remove(ref, "warm pod failed")
 		return
 	}
+	// Its agent now, so that a claim finds it running (agentFor starts
+	// the exec and returns; a claim that finds it ended starts another).
+	if _, err := e.agentFor(ref); err == nil {
+		r := &readyPod{pod: free, ref: ref}
+		pl.mu.Lock()
+		if pl.ctx.Err() == nil {
+			pl.ready[sp.key] = append(pl.ready[sp.key], r)
+			r = nil
+		}
+		pl.mu.Unlock()
+		if r != nil {
+			r.drop()
+		}
+	}
 	e.log.Info("kubernetes.pool.ready", "pod", name, "key", sp.key, "duration", time.Since(t0).String())
 }
 
 // markFree turns warming pod name free (an update with the
 // resourceVersion read, tried again when the kubelet's status updates
-// came between).
-func (pl *corralPool) markFree(sp *podSpec, name string) error {
+// came between) and returns the pod as that update left it.
+func (pl *corralPool) markFree(sp *podSpec, name string) (*corev1.Pod, error) {
 	ctx, cancel := context.WithTimeout(pl.ctx, 30*time.Second)
 	defer cancel()
 	for try := 0; ; try++ {
 		var pod corev1.Pod
 		if err := sp.cl.cs.get(ctx, sp.ns, resPods, name, &pod); err != nil {
-			return err
+			return nil, err
 		}
 		if pod.Labels[LabelPool] != PoolWarming {
-			return fmt.Errorf("pod %s is %q, not %s", name, pod.Labels[LabelPool], PoolWarming)
+			return nil, fmt.Errorf("pod %s is %q, not %s", name, pod.Labels[LabelPool], PoolWarming)
 		}
 		pod.Labels[LabelPool] = PoolFree
-		err := sp.cl.cs.update(ctx, sp.ns, resPods, name, &pod, &corev1.Pod{})
-		if err == nil || !apierrors.IsConflict(err) || try >= 10 {
-			return err
+		var out corev1.Pod
+		err := sp.cl.cs.update(ctx, sp.ns, resPods, name, &pod, &out)
+		if err == nil {
+			return &out, nil
+		}
+		if !apierrors.IsConflict(err) || try >= 10 {
+			return nil, err
 		}
 	}
 }
@@ -352,7 +471,14 @@ func (pl *corralPool) close() {
 	for _, ps := range pl.keys {
 		specs = append(specs, ps.sp)
 	}
+	ready := pl.ready
+	pl.ready = map[string][]*readyPod{}
 	pl.mu.Unlock()
+	for _, rs := range ready {
+		for _, r := range rs {
+			r.drop()
+		}
+	}
 	pl.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

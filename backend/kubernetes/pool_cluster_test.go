@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -124,6 +125,12 @@ func TestWarmPoolClaim(t *testing.T) {
 		if p.Name == got && (p.Labels[LabelPool] != PoolClaimed || p.Annotations[AnnotationOwner] != k.e.self.String() || p.Annotations[AnnotationSession] != sess) {
 			t.Errorf("claimed pod's meta %v %v", p.Labels, p.Annotations)
 		}
+	}
+	// A pod this engine made is claimed without a list, and its agent,
+	// started when the pod turned free, runs the session's first command.
+	if want := "msg=kubernetes.pool.claimed pod=" + got; !strings.Contains(k.log.String(), want) ||
+		!regexp.MustCompile(regexp.QuoteMeta(want)+` .*agent=true`).MatchString(k.log.String()) {
+		t.Errorf("no %q with agent=true in the log", want)
 	}
 	// The pool refills to 2 without the claimed pod.
 	again := k.waitFree(m, 2)

@@ -28,8 +28,9 @@
 //     (Take); one that sat idle as long as the backend allows (Idle), or
 //     a one-command sandbox that was lost or one that failed to start,
 //     when no command holds it (Retire). Those a session names leave a
-//     reset: the key's next sandbox gets it (Lease.Reset), and Release
-//     of its last session hands it back.
+//     reset: the key's next sandbox gets it (Lease.Reset), or a
+//     session's next sandbox of another spec, and Release of its last
+//     session hands it back.
 //   - Close hands back every sandbox and reset, and refuses later
 //     Acquires.
 package scopes
@@ -215,6 +216,17 @@ func (t *Table[H, R]) Acquire(session string, k Key, newHandle func() H) (l Leas
 		if r := t.resets[k]; r != nil {
 			delete(t.resets, k)
 			l.Reset = r
+		} else if k.Kind == PerSession {
+			// A session's reset follows it to its sandbox of another
+			// spec: what became of its last sandbox is said there, and
+			// what the reset kept (a workspace volume) is used there.
+			for ko, r := range t.resets {
+				if ko.Kind == PerSession && ko.Session == k.Session {
+					delete(t.resets, ko)
+					l.Reset = r
+					break
+				}
+			}
 		}
 	}
 	e.refs++
@@ -321,6 +333,16 @@ func (t *Table[H, R]) keepLocked(e *entry[H], keep func() R) {
 		return
 	}
 	t.resets[e.key] = &Reset[R]{Value: keep(), sessions: maps.Clone(e.sessions)}
+}
+
+// NewReset returns a reset of v for session, not in any table: what a
+// New lease's caller keeps of the session's sandbox of another spec
+// (Lease.Stale) while it makes the new one (kubernetes carries the
+// workspace over from it), given to Restore when that start fails, so
+// the session's next try gets it and Release of the session hands it
+// back.
+func NewReset[R any](session string, v R) *Reset[R] {
+	return &Reset[R]{Value: v, sessions: map[string]bool{session: true}}
 }
 
 // Restore gives a reset taken by a New lease (Lease.Reset) back to key k

@@ -269,6 +269,20 @@ func TestTable(t *testing.T) {
 			"done h2 =>",
 			"close => true; drop h2:corral stopped",
 		}},
+		{"a session's reset follows it to its sandbox of another spec", []string{
+			"acq a x => new h1",
+			"done h1 =>",
+			"idle h1 0 idle-pvc => taken; drop h1:idle timeout",
+			"acq b y => new h2", // another session's reset stays its own
+			"acq a y => new h3; reset idle-pvc",
+			"resets =>",
+		}},
+		{"a shared sandbox's reset stays with its key", []string{
+			"acqs a x => new h1",
+			"take h1 lost pvc => took; drop h1:lost",
+			"acqs a y => new h2",
+			"resets => shared|x:pvc:a",
+		}},
 		{"a one-command sandbox that is lost leaves no reset, and goes at its Done", []string{
 			"acq - x => new h1",
 			"retire h1 lost pvc => took",
@@ -437,5 +451,32 @@ func TestConcurrent(t *testing.T) {
 		if made[h] == 0 {
 			t.Errorf("sandbox %d handed back but never made", h.id)
 		}
+	}
+}
+
+// A reset made by NewReset for a session, restored to a key after a
+// failed start, is the key's next New lease's, and Release of the
+// session hands it back when no lease took it.
+func TestNewReset(t *testing.T) {
+	tb := New[*sb, string](nil)
+	k := KeyFor("a", false, "h2")
+	if !tb.Restore(k, NewReset("a", "old pod")) {
+		t.Fatal("Restore refused")
+	}
+	l, _ := tb.Acquire("a", k, func() *sb { return &sb{"2"} })
+	if !l.New || l.Reset == nil || l.Reset.Value != "old pod" {
+		t.Fatalf("lease %+v, want New with the reset", l)
+	}
+	tb.Retire(l.Handle, "start failed", nil)
+	tb.Done(l.Handle)
+	tb.Restore(l.Key, l.Reset)
+	if drops, resets := tb.Release("b"); len(drops) != 0 || len(resets) != 0 {
+		t.Errorf("Release of another session: %v %v", drops, resets)
+	}
+	if _, resets := tb.Release("a"); !slices.Equal(resets, []string{"old pod"}) {
+		t.Errorf("Release: resets %q, want the restored one", resets)
+	}
+	if _, resets, _ := tb.Close(); len(resets) != 0 {
+		t.Errorf("Close after Release: resets %q", resets)
 	}
 }
