@@ -178,11 +178,12 @@ func signalTree(root int, sig syscall.Signal) int {
 func signalProc(p Proc, sig syscall.Signal) bool {
 	fd, err := unix.PidfdOpen(p.Pid, 0)
 	if err != nil {
-		if !errors.Is(err, unix.ENOSYS) {
+		if errors.Is(err, unix.ESRCH) {
 			return false // gone
 		}
-		// No pidfds: the check and the kill race a reuse of the pid
-		// within microseconds.
+		// No pidfds (an old kernel, or a seccomp profile that refuses
+		// them: ENOSYS, EPERM): the check and the kill race a reuse of
+		// the pid within microseconds.
 		if st, ok := procfs.StartTime(p.Pid); !ok || st != p.Start {
 			return false
 		}
@@ -285,10 +286,6 @@ type Spec struct {
 	// WaitDelay is exec.Cmd's: how long Wait waits for the copying of a
 	// non-file Stdout or Stderr once the helper has exited.
 	WaitDelay time.Duration
-	// Pdeathsig, when set, is sent to the helper when the thread that
-	// started it ends (syscall.SysProcAttr's); the helper then kills the
-	// command, as its control pipe ends too.
-	Pdeathsig syscall.Signal
 }
 
 // StartError is a command the reaper could not start (exec(2) failed:
@@ -313,7 +310,9 @@ type Command struct {
 
 // Start starts s's helper and, through it, the command, and returns once
 // the command runs; a command that could not be started is a
-// *StartError (its helper has then exited).
+// *StartError (its helper has then exited). The helper kills the command
+// when its control pipe ends: when the caller's process goes, however it
+// goes.
 func Start(s Spec) (*Command, error) {
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
@@ -331,9 +330,6 @@ func Start(s Spec) (*Command, error) {
 		Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr,
 		ExtraFiles: append(append([]*os.File(nil), s.ExtraFiles...), ctlR, repW),
 		WaitDelay:  s.WaitDelay,
-	}
-	if s.Pdeathsig != 0 {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: s.Pdeathsig}
 	}
 	err = cmd.Start()
 	ctlR.Close()
