@@ -29,14 +29,15 @@ const drainGrace = 200 * time.Millisecond
 // ARGV in a new session with the relay's environment, and writes frames on
 // stdout: KindStarted with the process group, then the command's stdout
 // (KindStdout), stderr (KindStderr) and descriptors 3..3+N-1 (kinds 3...)
-// as they come, and KindExit last. When the command exits, the rest of its
-// session is killed (a sandbox on the bwrap backend ends with its command
-// too). The relay's own exit status is the command's.
+// as they come, and KindExit last. When the command exits, everything else
+// it started is killed, whatever its session (runCommand's reaper; a
+// sandbox on the bwrap backend ends with its command too). The relay's own
+// exit status is the command's.
 //
 // With --control the relay's stdin is a stream of frames from corral:
 // KindStdin and KindStdinEOF feed the command's stdin, KindSignal signals
-// its session. The end of that stream means corral is gone (it exited or
-// the connection to the engine broke): the session is killed, as
+// every process of it. The end of that stream means corral is gone (it
+// exited or the connection to the engine broke): the command is killed, as
 // --die-with-parent does on bwrap. Without --control the command reads
 // the relay's stdin itself.
 func relayMain(args []string) int {
