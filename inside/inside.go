@@ -42,7 +42,7 @@ func init() {
 
 // harden readies a long-lived helper (the agent, a relay) for the
 // commands it runs: reaper.Harden, as the reaper under each command.
-func harden() { reaper.Harden() }
+func harden() { reaper.Harden(12) }
 
 // fail prints a helper's error on stderr and returns the status 125 that
 // corral uses for its own failures.

@@ -27,6 +27,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"sync"
 	"syscall"
@@ -45,7 +46,10 @@ import (
 const Mode = "__corral-reap"
 
 func init() {
-	reexec.Register(Mode, func(args []string) int { Harden(); return reapMain(args) })
+	// Its blocking calls are few (wait4, the control pipe's read, /proc):
+	// fewer threads than the agent's, since every command has a reaper
+	// and each thread counts against the sandbox's pids limit.
+	reexec.Register(Mode, func(args []string) int { Harden(4); return reapMain(args) })
 }
 
 // report is one line of the report pipe: first the command's pid, or why
@@ -84,6 +88,15 @@ func reapMain(args []string) int {
 	syscall.CloseOnExec(3 + *nfds)
 	syscall.CloseOnExec(4 + *nfds)
 	enc := json.NewEncoder(rep)
+	// The command's $PPID is the reaper: a script's `kill $PPID` must not
+	// end it and set the command's processes loose. Caught, not ignored:
+	// an ignored signal would stay ignored in the command after exec.
+	caught := make(chan os.Signal, 8)
+	signal.Notify(caught, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM)
+	go func() {
+		for range caught {
+		}
+	}()
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		_ = enc.Encode(report{StartError: "becoming a child subreaper: " + err.Error()})
 		return 125
@@ -248,14 +261,14 @@ func reapReady() bool {
 // share its uid: it makes itself non-dumpable (prctl(2) PR_SET_DUMPABLE
 // 0), so they can neither ptrace it nor open its /proc/PID/fd, mem or
 // environ (a write to its pipes would forge what it reports); and it
-// starts a few OS threads up front, which the Go runtime keeps and
+// starts threads OS threads up front, which the Go runtime keeps and
 // reuses, so that a command that exhausts the sandbox's pids limit does
 // not leave the helper unable to make the thread a blocking call needs
 // (the runtime cannot go on without it).
-func Harden() {
+func Harden(threads int) {
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	var wg sync.WaitGroup
-	for range 12 {
+	for range threads {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

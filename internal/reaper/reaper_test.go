@@ -146,6 +146,21 @@ func waitFor(t *testing.T, m string, n int) {
 	}
 }
 
+// TestKillParent: a command's `kill $PPID` (its reaper) does not set its
+// processes loose, and the command still gets the default SIGTERM.
+func TestKillParent(t *testing.T) {
+	m := mark(t)
+	var out bytes.Buffer
+	c := start(t, escapes(m)+`; kill -TERM $PPID; kill -HUP $PPID; sh -c 'kill -TERM $$; echo survived'; exit 4`, &out)
+	ws, killed, err := c.Wait()
+	if err != nil || ws.ExitStatus() != 4 || killed < 3 || strings.Contains(out.String(), "survived") {
+		t.Fatalf("Wait: %v, killed %d, %v, output %q", ws, killed, err, out.String())
+	}
+	if left := running(m); len(left) > 0 {
+		t.Errorf("left running: %v", left)
+	}
+}
+
 // TestStarterGone: when the control pipe ends (corral or the agent went
 // away), the helper kills the command and everything it started.
 func TestStarterGone(t *testing.T) {
