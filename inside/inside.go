@@ -3,6 +3,7 @@ package inside
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/corralhq/corral/internal/reaper"
 	"github.com/corralhq/corral/reexec"
@@ -42,7 +43,7 @@ func init() {
 
 // harden readies a long-lived helper (the agent, a relay) for the
 // commands it runs: reaper.Harden, as the reaper under each command.
-func harden() { reaper.Harden(12) }
+func harden() { reaper.Harden(12, 20*time.Millisecond) }
 
 // fail prints a helper's error on stderr and returns the status 125 that
 // corral uses for its own failures.

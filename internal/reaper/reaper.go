@@ -49,7 +49,7 @@ func init() {
 	// Its blocking calls are few (wait4, the control pipe's read, /proc):
 	// fewer threads than the agent's, since every command has a reaper
 	// and each thread counts against the sandbox's pids limit.
-	reexec.Register(Mode, func(args []string) int { Harden(4); return reapMain(args) })
+	reexec.Register(Mode, func(args []string) int { Harden(4, time.Millisecond); return reapMain(args) })
 }
 
 // report is one line of the report pipe: first the command's pid, or why
@@ -265,14 +265,14 @@ func reapReady() bool {
 // reuses, so that a command that exhausts the sandbox's pids limit does
 // not leave the helper unable to make the thread a blocking call needs
 // (the runtime cannot go on without it).
-func Harden(threads int) {
+func Harden(threads int, hold time.Duration) {
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	var wg sync.WaitGroup
 	for range threads {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ts := unix.Timespec{Nsec: 20e6}
+			ts := unix.Timespec{Nsec: int64(hold)}
 			_ = unix.Nanosleep(&ts, nil) // a blocking call: a thread of its own
 		}()
 	}
