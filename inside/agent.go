@@ -173,6 +173,7 @@ func agentMain(args []string) int {
 			return fail(ModeAgent, fmt.Errorf("unknown argument %q", a))
 		}
 	}
+	becomeSubreaper()
 	out := &muxWriter{w: os.Stdout}
 	// Channel 0 carries the agent's own pid first.
 	_ = out.frame(KindStarted, 0, []byte(strconv.Itoa(os.Getpid())))

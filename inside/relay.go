@@ -62,6 +62,7 @@ func relayMain(args []string) int {
 	if *pidfile != "" {
 		return execTTY(*pidfile, argv)
 	}
+	becomeSubreaper()
 	out := &frameWriter{w: os.Stdout}
 	ex := run(argv, *nfds, *control, *merged, out)
 	b, _ := json.Marshal(ex)
@@ -180,7 +181,13 @@ func runCommand(c command, emit func(kind byte, p []byte) error, started func(pg
 		spec.Stdin = c.Stdin // a nil *os.File would be a non-nil Reader
 	}
 	oomBefore, oomKnown := oomKills()
+	// Registered before a sweep can see it (sweepOrphans).
+	reapersMu.Lock()
 	p, err := reaper.Start(spec)
+	if err == nil {
+		reapers[p.HelperPid()] = true
+	}
+	reapersMu.Unlock()
 	for _, w := range writers {
 		if w != nil {
 			w.Close()
@@ -194,6 +201,9 @@ func runCommand(c command, emit func(kind byte, p []byte) error, started func(pg
 		}
 		var se *reaper.StartError
 		if !errors.As(err, &se) {
+			// The reaper may have started the command before it was
+			// killed: what it started was re-parented here.
+			sweepOrphans()
 			return Exit{Code: 125, Error: err.Error()}
 		}
 		msg := fmt.Sprintf("%s: %v", c.Argv[0], se.Msg)
@@ -239,10 +249,14 @@ func runCommand(c command, emit func(kind byte, p []byte) error, started func(pg
 		}()
 	}
 	ws, leftover, werr := p.Wait()
+	reapersMu.Lock()
+	delete(reapers, p.HelperPid())
+	reapersMu.Unlock()
 	if werr != nil {
-		// The reaper did not see the command out (something killed
-		// it): end what can still be found, the command's session.
+		// The reaper did not see the command out (the command killed
+		// it): end its session, and what was re-parented here.
 		KillSession(pgid, syscall.SIGKILL)
+		sweepOrphans()
 	}
 	// Everything of the command is gone, so its pipes end; a process
 	// that got hold of one otherwise (another command's) must not hold

@@ -176,19 +176,19 @@ func reapMain(args []string) int {
 // signalTree sends sig to every descendant of root.
 func signalTree(root int, sig syscall.Signal) int {
 	n := 0
-	for _, p := range Descendants(root, scan()) {
-		if signalProc(p, sig) {
+	for _, p := range Descendants(root, Scan()) {
+		if SignalProc(p, sig) {
 			n++
 		}
 	}
 	return n
 }
 
-// signalProc sends sig to p if the process now at p.Pid is p (same start
+// SignalProc sends sig to p if the process now at p.Pid is p (same start
 // time): through a pidfd (pidfd_open(2), Linux 5.3), so a pid reused
 // between the check and the signal cannot be hit. It reports whether the
 // signal was sent.
-func signalProc(p Proc, sig syscall.Signal) bool {
+func SignalProc(p Proc, sig syscall.Signal) bool {
 	fd, err := unix.PidfdOpen(p.Pid, 0)
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {

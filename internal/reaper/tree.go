@@ -45,9 +45,9 @@ func Descendants(root int, procs []Proc) []Proc {
 	return out
 }
 
-// scan reads every process of /proc: pid, parent and start time. A
+// Scan reads every process of /proc: pid, parent and start time. A
 // process that goes between the listing and the read is left out.
-func scan() []Proc {
+func Scan() []Proc {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
