@@ -261,10 +261,11 @@ func reapReady() bool {
 // share its uid: it makes itself non-dumpable (prctl(2) PR_SET_DUMPABLE
 // 0), so they can neither ptrace it nor open its /proc/PID/fd, mem or
 // environ (a write to its pipes would forge what it reports); and it
-// starts threads OS threads up front, which the Go runtime keeps and
-// reuses, so that a command that exhausts the sandbox's pids limit does
-// not leave the helper unable to make the thread a blocking call needs
-// (the runtime cannot go on without it).
+// makes the Go runtime start the given number of OS threads up front, each
+// blocked for hold at once (a thread the runtime then keeps and reuses),
+// so that a command that exhausts the sandbox's pids limit does not leave
+// the helper unable to make the thread a blocking call needs (the runtime
+// cannot go on without it). hold delays the helper's start by as much.
 func Harden(threads int, hold time.Duration) {
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	var wg sync.WaitGroup
