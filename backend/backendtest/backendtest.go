@@ -1,8 +1,8 @@
 // Package backendtest is the conformance suite every backend runs: what a
-// sandbox.Backend promises whatever it is (README's exit statuses,
-// docs/sandbox.md's profiles, the environment policy, secrets' stand-ins,
-// skills, review mode's refusal, what may be written, what a root caller's
-// sandbox still cannot write). A backend's own tests call Run with a
+// sandbox.Backend promises whatever it is (README's exit statuses, and
+// that a command leaves nothing running; docs/sandbox.md's profiles, the
+// environment policy, secrets' stand-ins, skills, review mode's refusal,
+// what may be written, what a root caller's sandbox still cannot write). A backend's own tests call Run with a
 // Harness that builds the backend as they build it; what a backend cannot
 // do is stated by its sandbox.Traits or by the Harness's fields, never by
 // its name. Test support: imported only by _test.go files.
