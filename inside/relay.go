@@ -185,6 +185,9 @@ func runCommand(c command, emit func(kind byte, p []byte) error, started func(pg
 	reapersMu.Lock()
 	p, err := reaper.Start(spec)
 	if err == nil {
+		if reapers == nil {
+			reapers = map[int]bool{}
+		}
 		reapers[p.HelperPid()] = true
 	}
 	reapersMu.Unlock()
@@ -294,8 +297,9 @@ func runCommand(c command, emit func(kind byte, p []byte) error, started func(pg
 }
 
 // selfExe is the helper's own executable, which serves the reaper's mode
-// (corral's, or a test binary's that calls reexec.Init).
-var selfExe = sync.OnceValues(os.Executable)
+// (corral's, or a test binary's that calls reexec.Init). A readlink of
+// /proc/self/exe per command; nothing made at init.
+func selfExe() (string, error) { return os.Executable() }
 
 // lookPathIn finds name as a shell would with the PATH of env (not the
 // helper's own): a name with a slash is taken as it is.

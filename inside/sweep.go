@@ -18,7 +18,7 @@ import (
 // container's init, where sweepOrphans finds and ends them.
 var (
 	reapersMu sync.Mutex
-	reapers   = map[int]bool{} // the helper pids of the running commands' reapers
+	reapers   map[int]bool // the helper pids of the running commands' reapers (made at first use: no allocation at init)
 )
 
 // becomeSubreaper makes the calling helper a child subreaper
