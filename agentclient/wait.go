@@ -16,7 +16,8 @@ type Command interface {
 	StartedC() <-chan int
 	// FinishedC is closed when the command's output and report are in.
 	FinishedC() <-chan struct{}
-	// Signal signals the command's session.
+	// Signal signals every process of the command, whatever its session
+	// (the reaper it runs under finds them).
 	Signal(sig syscall.Signal) error
 	// Result is the exit report, or why there is none.
 	Result() (*inside.Exit, error)

@@ -128,24 +128,26 @@ func agentsMain(args []string) int {
 
 // agentChan is one command of the agent.
 type agentChan struct {
-	stdin  chan []byte   // nil entry: EOF
-	done   chan struct{} // closed when the command has ended
-	mu     sync.Mutex
-	pgid   int
+	stdin chan []byte   // nil entry: EOF
+	done  chan struct{} // closed when the command has ended
+	mu    sync.Mutex
+	// send signals every process of the command (its reaper's
+	// descendants), once it has started.
+	send   func(syscall.Signal)
 	closed bool // stdin closed
 	// pending is a signal that came before the command was started
-	// (pgid 0), sent to it as soon as it is: dropping it would let a
+	// (send nil), sent to it as soon as it is: dropping it would let a
 	// command that a person ended at its start run on as if nothing came.
 	// SIGKILL when corral went away first.
 	pending syscall.Signal
 }
 
-// signal sends sig to the command's session, or keeps it for the command
-// when that has not been started yet; a SIGKILL kept is not replaced.
-// c.mu is held.
+// signal sends sig to every process of the command, whatever its session,
+// or keeps it for the command when that has not been started yet; a
+// SIGKILL kept is not replaced. c.mu is held.
 func (c *agentChan) signal(sig syscall.Signal) {
-	if c.pgid > 0 {
-		KillSession(c.pgid, sig)
+	if c.send != nil {
+		c.send(sig)
 		return
 	}
 	if c.pending != syscall.SIGKILL {
@@ -171,6 +173,7 @@ func agentMain(args []string) int {
 			return fail(ModeAgent, fmt.Errorf("unknown argument %q", a))
 		}
 	}
+	becomeSubreaper()
 	out := &muxWriter{w: os.Stdout}
 	// Channel 0 carries the agent's own pid first.
 	_ = out.frame(KindStarted, 0, []byte(strconv.Itoa(os.Getpid())))
@@ -270,12 +273,12 @@ func agentRun(id uint32, c *agentChan, st Start, out *muxWriter) {
 	env := mergeEnv(os.Environ(), st.Env)
 	ex := runCommand(command{Argv: st.Argv, Env: env, Dir: st.Dir, NFDs: st.FDs, Merged: st.Merged, Stdin: r},
 		func(kind byte, p []byte) error { return out.frame(kind, id, p) },
-		func(pgid int) {
+		func(pgid int, signal func(syscall.Signal)) {
 			r.Close()
 			c.mu.Lock()
-			c.pgid = pgid
+			c.send = signal
 			if c.pending != 0 {
-				KillSession(pgid, c.pending)
+				signal(c.pending)
 			}
 			c.mu.Unlock()
 		})

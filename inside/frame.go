@@ -97,6 +97,11 @@ type Exit struct {
 	// processes the memory limit killed (in the whole cgroup, so a
 	// background process of the same container counts too).
 	OOMKills int64 `json:"oom_kills,omitempty"`
+	// Leftover is how many processes the command had started that were
+	// still running when its first process exited, wherever they went
+	// (setsid, a double fork): corral's reaper killed them
+	// (internal/reaper), as the end of a bwrap sandbox would.
+	Leftover int `json:"leftover,omitempty"`
 	// Error says why the command could not be started ("bash: not found");
 	// Code is then 127 or 126, as a shell reports it.
 	Error string `json:"error,omitempty"`

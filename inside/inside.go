@@ -2,11 +2,11 @@ package inside
 
 import (
 	"fmt"
-	"github.com/corralhq/corral/reexec"
 	"os"
-	"sync"
+	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/corralhq/corral/internal/reaper"
+	"github.com/corralhq/corral/reexec"
 )
 
 // Mode arguments: the first argument of corral's executable that selects a
@@ -41,27 +41,9 @@ func init() {
 	reexec.Register(ModePortConnect, func(args []string) int { harden(); return portConnectMain(args) })
 }
 
-// harden readies a long-lived helper (the agent, a relay) for the commands
-// it runs, which share its uid: it makes itself non-dumpable
-// (prctl(2) PR_SET_DUMPABLE 0), so they can neither ptrace it nor open its
-// /proc/PID/fd, mem or environ (a write to its stdout would forge frames);
-// and it starts a few OS threads up front, which the Go runtime keeps and
-// reuses, so that a command that exhausts the container's pids limit does
-// not leave the helper unable to make the thread a blocking call needs
-// (the runtime cannot go on without it).
-func harden() {
-	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	var wg sync.WaitGroup
-	for range 12 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ts := unix.Timespec{Nsec: 20e6}
-			_ = unix.Nanosleep(&ts, nil) // a blocking call: a thread of its own
-		}()
-	}
-	wg.Wait()
-}
+// harden readies a long-lived helper (the agent, a relay) for the
+// commands it runs: reaper.Harden, as the reaper under each command.
+func harden() { reaper.Harden(12, 20*time.Millisecond) }
 
 // fail prints a helper's error on stderr and returns the status 125 that
 // corral uses for its own failures.

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corralhq/corral/internal/reaper"
 	"github.com/corralhq/corral/seccomp"
 )
 
@@ -28,14 +29,15 @@ const drainGrace = 200 * time.Millisecond
 // ARGV in a new session with the relay's environment, and writes frames on
 // stdout: KindStarted with the process group, then the command's stdout
 // (KindStdout), stderr (KindStderr) and descriptors 3..3+N-1 (kinds 3...)
-// as they come, and KindExit last. When the command exits, the rest of its
-// session is killed (a sandbox on the bwrap backend ends with its command
-// too). The relay's own exit status is the command's.
+// as they come, and KindExit last. When the command exits, everything else
+// it started is killed, whatever its session (runCommand's reaper; a
+// sandbox on the bwrap backend ends with its command too). The relay's own
+// exit status is the command's.
 //
 // With --control the relay's stdin is a stream of frames from corral:
 // KindStdin and KindStdinEOF feed the command's stdin, KindSignal signals
-// its session. The end of that stream means corral is gone (it exited or
-// the connection to the engine broke): the session is killed, as
+// every process of it. The end of that stream means corral is gone (it
+// exited or the connection to the engine broke): the command is killed, as
 // --die-with-parent does on bwrap. Without --control the command reads
 // the relay's stdin itself.
 func relayMain(args []string) int {
@@ -60,6 +62,7 @@ func relayMain(args []string) int {
 	if *pidfile != "" {
 		return execTTY(*pidfile, argv)
 	}
+	becomeSubreaper()
 	out := &frameWriter{w: os.Stdout}
 	ex := run(argv, *nfds, *control, *merged, out)
 	b, _ := json.Marshal(ex)
@@ -93,10 +96,10 @@ func run(argv []string, nfds int, control, merged bool, out *frameWriter) Exit {
 		stdin, stdinW = r, w
 	}
 	spec := command{Argv: argv, Env: os.Environ(), NFDs: nfds, Merged: merged, Stdin: stdin}
-	return runCommand(spec, out.frame, func(pgid int) {
+	return runCommand(spec, out.frame, func(pgid int, signal func(syscall.Signal)) {
 		if control {
 			stdin.Close() // the command has its copy
-			go readControl(os.Stdin, stdinW, pgid)
+			go readControl(os.Stdin, stdinW, signal)
 		}
 	})
 }
@@ -115,16 +118,19 @@ type command struct {
 	Stdin *os.File
 }
 
-// runCommand starts c in a new session, reports its process group with
-// KindStarted through emit, relays its output as frames through emit,
-// calls started once it runs, and returns its exit report once it has
-// exited, the rest of its session has been killed, and its output is
-// drained.
-func runCommand(c command, emit func(kind byte, p []byte) error, started func(pgid int)) Exit {
+// runCommand starts c in a new session under corral's reaper
+// (internal/reaper: a child subreaper of its own, so that every process
+// the command starts stays its descendant whatever its session), reports
+// its process group with KindStarted through emit, relays its output as
+// frames through emit, calls started once it runs with a function that
+// signals every process of the command, and returns its exit report once
+// its first process has exited, every other one has been killed and
+// reaped, and its output is drained.
+func runCommand(c command, emit func(kind byte, p []byte) error, started func(pgid int, signal func(syscall.Signal))) Exit {
 	path, err := lookPathIn(c.Argv[0], c.Env)
 	if err != nil {
-		// A path that does not exist is "not found" too (127, as a shell
-		// says it); one that exists but cannot be run is 126.
+		// A path that does not exist is "not found" too (127, as a
+		// shell says it); one that exists but cannot be run is 126.
 		code := 127
 		if !errors.Is(err, exec.ErrNotFound) && !errors.Is(err, fs.ErrNotExist) {
 			code = 126
@@ -132,6 +138,10 @@ func runCommand(c command, emit func(kind byte, p []byte) error, started func(pg
 		msg := fmt.Sprintf("%s: %v", c.Argv[0], err)
 		_ = emit(KindStderr, []byte("corral: "+msg+"\n"))
 		return Exit{Code: code, Error: msg}
+	}
+	exe, err := selfExe()
+	if err != nil {
+		return Exit{Code: 125, Error: err.Error()}
 	}
 	// Pipes for stdout, stderr and the extra descriptors: the read ends
 	// stay here, the write ends go to the command.
@@ -163,40 +173,59 @@ func runCommand(c command, emit func(kind byte, p []byte) error, started func(pg
 		// say so; the session then records where the command ended.
 		_ = emit(KindStderr, []byte(fmt.Sprintf("corral: %s no longer exists; starting in %s\n", c.Dir, dir)))
 	}
-	cmd := &exec.Cmd{
-		Path:        path,
-		Args:        c.Argv,
-		Env:         c.Env,
-		Dir:         dir,
-		Stdout:      writers[0],
-		Stderr:      writers[1],
-		ExtraFiles:  writers[2:],
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	spec := reaper.Spec{
+		Exe: exe, Path: path, Argv: c.Argv, Env: c.Env, Dir: dir,
+		Stdout: writers[0], Stderr: writers[1], ExtraFiles: writers[2:],
 	}
 	if c.Stdin != nil {
-		cmd.Stdin = c.Stdin
+		spec.Stdin = c.Stdin // a nil *os.File would be a non-nil Reader
 	}
 	oomBefore, oomKnown := oomKills()
-	if err := cmd.Start(); err != nil {
-		for i := range n {
-			readers[i].Close()
-			writers[i].Close()
+	// Registered before a sweep can see it (sweepOrphans).
+	reapersMu.Lock()
+	p, err := reaper.Start(spec)
+	if err == nil {
+		if reapers == nil {
+			reapers = map[int]bool{}
 		}
-		msg := fmt.Sprintf("%s: %v", c.Argv[0], err)
+		reapers[p.HelperPid()] = true
+	}
+	reapersMu.Unlock()
+	for _, w := range writers {
+		if w != nil {
+			w.Close()
+		}
+	}
+	if err != nil {
+		for _, r := range readers {
+			if r != nil {
+				r.Close()
+			}
+		}
+		var se *reaper.StartError
+		if !errors.As(err, &se) {
+			// The reaper may have started the command before it was
+			// killed: what it started was re-parented here.
+			sweepOrphans()
+			return Exit{Code: 125, Error: err.Error()}
+		}
+		msg := fmt.Sprintf("%s: %v", c.Argv[0], se.Msg)
 		_ = emit(KindStderr, []byte("corral: "+msg+"\n"))
 		code := 126
-		if errors.Is(err, fs.ErrNotExist) {
+		if se.NotExist {
 			code = 127 // the directory, or the program's interpreter
 		}
 		return Exit{Code: code, Error: msg}
 	}
-	for _, w := range writers {
-		w.Close()
-	}
-	pgid := cmd.Process.Pid
+	pgid := p.Pid()
 	_ = emit(KindStarted, []byte(strconv.Itoa(pgid)))
 	if started != nil {
-		started(pgid)
+		started(pgid, func(sig syscall.Signal) {
+			if p.Signal(sig) != nil {
+				// The reaper is gone (killed): its session at least.
+				KillSession(pgid, sig)
+			}
+		})
 	}
 
 	var wg sync.WaitGroup
@@ -222,34 +251,42 @@ func runCommand(c command, emit func(kind byte, p []byte) error, started func(pg
 			}
 		}()
 	}
-	werr := cmd.Wait()
-	// The command is done: end what it left in its session, as the end of
-	// a bwrap sandbox would, then give the pipes a moment to drain.
-	KillSession(pgid, syscall.SIGKILL)
+	ws, leftover, werr := p.Wait()
+	reapersMu.Lock()
+	delete(reapers, p.HelperPid())
+	reapersMu.Unlock()
+	if werr != nil {
+		// The reaper did not see the command out (the command killed
+		// it): end its session, and what was re-parented here.
+		KillSession(pgid, syscall.SIGKILL)
+		sweepOrphans()
+	}
+	// Everything of the command is gone, so its pipes end; a process
+	// that got hold of one otherwise (another command's) must not hold
+	// the report.
 	deadline := time.Now().Add(drainGrace)
 	for _, r := range readers {
-		_ = r.SetReadDeadline(deadline)
+		if r != nil {
+			_ = r.SetReadDeadline(deadline)
+		}
 	}
 	wg.Wait()
 	for _, r := range readers {
-		r.Close()
+		if r != nil {
+			r.Close()
+		}
 	}
 
-	ex := Exit{Code: 0}
-	var ee *exec.ExitError
+	ex := Exit{Code: 0, Leftover: leftover}
 	switch {
-	case werr == nil:
-	case errors.As(werr, &ee):
-		ws, _ := ee.Sys().(syscall.WaitStatus)
-		if ws.Signaled() {
-			ex.Signal = int(ws.Signal())
-			ex.Code = 128 + ex.Signal
-		} else {
-			ex.Code = ws.ExitStatus()
-		}
-	default:
+	case werr != nil:
 		ex.Code = 125
 		ex.Error = werr.Error()
+	case ws.Signaled():
+		ex.Signal = int(ws.Signal())
+		ex.Code = 128 + ex.Signal
+	default:
+		ex.Code = ws.ExitStatus()
 	}
 	if after, ok := oomKills(); ok && oomKnown {
 		ex.OOMKnown = true
@@ -258,6 +295,11 @@ func runCommand(c command, emit func(kind byte, p []byte) error, started func(pg
 	}
 	return ex
 }
+
+// selfExe is the helper's own executable, which serves the reaper's mode
+// (corral's, or a test binary's that calls reexec.Init). A readlink of
+// /proc/self/exe per command; nothing made at init.
+func selfExe() (string, error) { return os.Executable() }
 
 // lookPathIn finds name as a shell would with the PATH of env (not the
 // helper's own): a name with a slash is taken as it is.
@@ -336,10 +378,10 @@ func execTTY(pidfile string, argv []string) int {
 }
 
 // readControl reads corral's control frames until the stream ends, then
-// kills the command's session. Stdin bytes are written by another
+// kills the command (signal: every process of it). Stdin bytes are written by another
 // goroutine, so a command that does not read its stdin delays signals only
 // once 256 chunks are queued.
-func readControl(r io.Reader, stdinW *os.File, pgid int) {
+func readControl(r io.Reader, stdinW *os.File, signal func(syscall.Signal)) {
 	chunks := make(chan []byte, 256)
 	go func() {
 		for c := range chunks {
@@ -369,7 +411,7 @@ func readControl(r io.Reader, stdinW *os.File, pgid int) {
 			closeStdin()
 			// corral is gone: nothing will read the output or end the
 			// command any more.
-			KillSession(pgid, syscall.SIGKILL)
+			signal(syscall.SIGKILL)
 			return
 		}
 		switch kind {
@@ -381,7 +423,7 @@ func readControl(r io.Reader, stdinW *os.File, pgid int) {
 			closeStdin()
 		case KindSignal:
 			if n, err := strconv.Atoi(string(p)); err == nil && n > 0 && n < 65 {
-				KillSession(pgid, syscall.Signal(n))
+				signal(syscall.Signal(n))
 			}
 		}
 	}

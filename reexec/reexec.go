@@ -25,6 +25,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync/atomic"
 )
 
 // Main is a helper's entry point: args are the arguments after the mode
@@ -167,10 +168,19 @@ func Modes() []string {
 	return out
 }
 
+// initialized is set by Init.
+var initialized atomic.Bool
+
+// Initialized reports whether Init has run in this process: only then
+// does a re-execution of this process's executable serve the registered
+// modes (a test binary without it would run its tests instead).
+func Initialized() bool { return initialized.Load() }
+
 // Init runs the helper that os.Args and the environment select and exits
 // the process with its status; it returns false, having done nothing, when
 // none is selected.
 func Init() bool {
+	initialized.Store(true)
 	m, args, ok := Lookup(os.Args, os.Getenv)
 	if !ok {
 		return false

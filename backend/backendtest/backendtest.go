@@ -1,8 +1,8 @@
 // Package backendtest is the conformance suite every backend runs: what a
-// sandbox.Backend promises whatever it is (README's exit statuses,
-// docs/sandbox.md's profiles, the environment policy, secrets' stand-ins,
-// skills, review mode's refusal, what may be written, what a root caller's
-// sandbox still cannot write). A backend's own tests call Run with a
+// sandbox.Backend promises whatever it is (README's exit statuses, and
+// that a command leaves nothing running; docs/sandbox.md's profiles, the
+// environment policy, secrets' stand-ins, skills, review mode's refusal,
+// what may be written, what a root caller's sandbox still cannot write). A backend's own tests call Run with a
 // Harness that builds the backend as they build it; what a backend cannot
 // do is stated by its sandbox.Traits or by the Harness's fields, never by
 // its name. Test support: imported only by _test.go files.
@@ -13,9 +13,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,12 +48,6 @@ type Harness struct {
 	// container's own), so the scratch directory is not among the writable
 	// roots checked.
 	NoScratch bool
-	// SessionKill is set for a backend that ends a command by its session
-	// and process group (corral's helper in a container or pod:
-	// inside.KillSession) rather than by its whole sandbox (bwrap's pid
-	// namespace): a process that left the command's session with
-	// setsid(2) outlives it there, so the timeout case does not start one.
-	SessionKill bool
 	// PolicyNetwork is set for a backend whose sandbox keeps network
 	// interfaces under the profiles without a network, cut off by a policy
 	// outside it (kubernetes' NetworkPolicy): the profiles case does not
@@ -81,7 +77,7 @@ func Run(t *testing.T, h Harness) {
 	probe := h.New(t)
 	tr := sandbox.TraitsOf(probe.Backend)
 	t.Run("exit codes", func(t *testing.T) { exitCodes(t, h) })
-	t.Run("timeout", func(t *testing.T) { timeout(t, h, tr) })
+	t.Run("end of a command", func(t *testing.T) { endOfCommand(t, h) })
 	t.Run("env", func(t *testing.T) { env(t, h) })
 	t.Run("secrets", func(t *testing.T) { secretStandIns(t, h, tr) })
 	if h.NoReview {
@@ -228,29 +224,107 @@ func exitCodes(t *testing.T, h Harness) {
 	}
 }
 
-// timeout: Request.Timeout ends the whole command, children that ignore
-// SIGTERM included, and where the whole sandbox ends ones in a session of
-// their own too (not for Harness.SessionKill, nor the local backend, which
-// promises its process group): Result.TimedOut (which the CLI reports as
-// 124, sandbox.ExitTimedOut), and nothing of it runs afterwards, neither
-// on the host nor in the session's sandbox.
-func timeout(t *testing.T, h Harness, tr sandbox.Traits) {
+// escapes is a script that starts processes named "sleep MARK" every way
+// a process leaves its command's session and process group (setsid; a
+// double fork into a new session, as a daemon does; a background job
+// that ignores SIGTERM, as does the script itself, and so the setsid one
+// that inherits that), waits until all three run and prints "up".
+const escapes = `trap '' TERM
+count() { c=0; for p in /proc/[0-9]*/cmdline; do [ "$(tr '\0' ' ' < "$p" 2>/dev/null)" = "sleep $1 " ] && c=$((c+1)); done; echo $c; }
+setsid sleep "$1" & (setsid sh -c 'sleep "$1" & exit 0' sh "$1" &)
+(trap '' TERM; sleep "$1") &
+until [ "$(count "$1")" -ge 3 ]; do sleep 0.05; done; echo up
+`
+
+// endOfCommand: when a command ends, nothing it started runs on, whatever
+// its session or process group, on every backend (README: "Timeouts and
+// what is left running"): at its first process's normal exit (as a bwrap
+// sandbox's pid namespace ends with it), at Request.Timeout
+// (Result.TimedOut, which the CLI reports as 124) and at the caller's
+// cancellation, children that ignore SIGTERM included. Another command
+// of the same session that is still running (a session's background
+// process) is untouched by the others' ends. Nothing runs afterwards,
+// neither on the host nor in the session's sandbox.
+func endOfCommand(t *testing.T, h Harness) {
 	w := h.New(t)
 	sess := session(t, w)
-	// A duration no other process uses names the command's sleeps.
-	mark := fmt.Sprintf("%d", 9000000+os.Getpid()%1000000)
-	escape := "setsid sleep " + mark + " & "
-	if tr.Unsandboxed || h.SessionKill {
-		escape = ""
+	// Durations no other process uses name each command's sleeps.
+	base := 9000000 + os.Getpid()%100000*10
+	bgMark, exitMark, timeoutMark := fmt.Sprint(base+1), fmt.Sprint(base+2), fmt.Sprint(base+3)
+	withArg := func(arg string) func(*sandbox.Request) {
+		return func(r *sandbox.Request) { r.Argv = append(r.Argv, "sh", arg) }
 	}
-	o := w.sh(t, sess, `trap '' TERM; (trap '' TERM; sleep `+mark+`) & `+escape+`sleep `+mark+` & echo started; wait`,
-		func(r *sandbox.Request) { r.Timeout = 3 * time.Second })
-	if !o.res.TimedOut || o.res.ExitCode == 0 || !strings.Contains(o.stdout, "started") {
-		t.Fatalf("want a timed-out command that had started, got %s", o)
+	// A background command, cancelled at the end.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bgUp := make(chan struct{})
+	type bgEnd struct {
+		res *sandbox.Result
+		err error
 	}
-	// The host's processes: a killed process leaves /proc when its parent
-	// has reaped it, which may be just after Run returned; a minute is
-	// far past that, and a process still there then was left running.
+	bgDone := make(chan bgEnd, 1)
+	go func() {
+		req := w.request(sess, "/bin/sh", "-c", escapes+"wait")
+		withArg(bgMark)(req)
+		req.Stdout, req.Stderr = &upWriter{up: bgUp}, io.Discard
+		res, err := w.Backend.Run(ctx, req)
+		bgDone <- bgEnd{res, err}
+	}()
+	select {
+	case <-bgUp:
+	case e := <-bgDone:
+		t.Fatalf("the background command ended before it was up: %v %v", e.res, e.err)
+	}
+
+	// A normal exit: what is left is ended.
+	o := w.sh(t, sess, escapes+"exit 3", withArg(exitMark))
+	if o.res.TimedOut || o.res.ExitCode != 3 || o.stdout != "up\n" {
+		t.Fatalf("want exit 3 after up, got %s", o)
+	}
+	leftNone(t, w, sess, exitMark)
+
+	// A timeout: all of it ends, those that ignore SIGTERM too.
+	o = w.sh(t, sess, escapes+"sleep "+timeoutMark+" & wait", withArg(timeoutMark), func(r *sandbox.Request) { r.Timeout = 3 * time.Second })
+	if !o.res.TimedOut || o.res.ExitCode == 0 || o.stdout != "up\n" {
+		t.Fatalf("want a timed-out command that was up, got %s", o)
+	}
+	leftNone(t, w, sess, timeoutMark)
+
+	// The background command ran on through both.
+	if n := len(sleepers(bgMark)) + inSandbox(t, w, sess, bgMark); n == 0 {
+		t.Fatalf("the session's background command did not survive the other commands' ends")
+	}
+	cancel()
+	e := <-bgDone
+	if e.err != nil && !errors.Is(e.err, context.Canceled) {
+		t.Fatalf("the cancelled command: %v", e.err)
+	}
+	leftNone(t, w, sess, bgMark)
+}
+
+// upWriter closes up when "up" has been written.
+type upWriter struct {
+	buf  bytes.Buffer
+	up   chan struct{}
+	done bool
+}
+
+func (u *upWriter) Write(p []byte) (int, error) {
+	u.buf.Write(p)
+	if !u.done && strings.Contains(u.buf.String(), "up\n") {
+		u.done = true
+		close(u.up)
+	}
+	return len(p), nil
+}
+
+// leftNone fails the test when a process "sleep mark" runs on the host or
+// in the session's sandbox (a container or pod that outlives the
+// command). A killed process leaves /proc when its parent has reaped it,
+// which may be just after Run returned; a minute is far past that, and a
+// process still there then was left running.
+func leftNone(t *testing.T, w *World, sess, mark string) {
+	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		left := sleepers(mark)
@@ -258,17 +332,26 @@ func timeout(t *testing.T, h Harness, tr sandbox.Traits) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("left running on the host: %v", left)
+			t.Fatalf("sleep %s left running on the host: %v", mark, left)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// The session's sandbox (a container or pod that outlives the
-	// command).
-	o = w.sh(t, sess, `for p in /proc/[0-9]*/cmdline; do tr '\0' ' ' < "$p" 2>/dev/null; echo; done | grep -c "^sleep $1" || true`,
-		func(r *sandbox.Request) { r.Argv = append(r.Argv, "sh", mark) })
-	if strings.TrimSpace(o.stdout) != "0" {
-		t.Errorf("left running in the session's sandbox: %s", o)
+	if n := inSandbox(t, w, sess, mark); n != 0 {
+		t.Errorf("%d of sleep %s left running in the session's sandbox", n, mark)
 	}
+}
+
+// inSandbox counts the processes "sleep mark" a command of session sess
+// sees.
+func inSandbox(t *testing.T, w *World, sess, mark string) int {
+	t.Helper()
+	o := w.sh(t, sess, `for p in /proc/[0-9]*/cmdline; do tr '\0' ' ' < "$p" 2>/dev/null; echo; done | grep -c "^sleep $1 *$" || true`,
+		func(r *sandbox.Request) { r.Argv = append(r.Argv, "sh", mark) })
+	n, err := strconv.Atoi(strings.TrimSpace(o.stdout))
+	if err != nil {
+		t.Fatalf("counting sleep %s: %s", mark, o)
+	}
+	return n
 }
 
 // sleepers lists the host's processes whose command line is "sleep mark".

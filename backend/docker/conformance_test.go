@@ -19,9 +19,6 @@ func TestConformance(t *testing.T) {
 	backendtest.Run(t, backendtest.Harness{
 		// /tmp (TMPDIR, HOME) is the container's own.
 		NoScratch: true,
-		// corral's helper ends a command's session; a process that left
-		// it with setsid stays in the session's container.
-		SessionKill: true,
 		New: func(t *testing.T) *backendtest.World {
 			if testing.Short() {
 				t.Skip("docker integration test (-short)")

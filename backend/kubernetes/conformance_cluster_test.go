@@ -19,8 +19,6 @@ func TestConformanceKubernetes(t *testing.T) {
 		// /tmp (TMPDIR, HOME) is the pod's own.
 		NoHostBinds: true,
 		NoScratch:   true,
-		// corral's helper in the pod ends a command's session.
-		SessionKill: true,
 		// A NetworkPolicy, not the pod's interfaces, cuts it off.
 		PolicyNetwork: true,
 		New: func(t *testing.T) *backendtest.World {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/corralhq/corral/inside"
+	"github.com/corralhq/corral/internal/reaper"
 	"github.com/corralhq/corral/reexec"
 )
 
@@ -62,7 +63,7 @@ func TestRunsAMode(t *testing.T) {
 // bwrap layer holder) are not among them.
 func TestModesInsideSandboxes(t *testing.T) {
 	got := strings.Join(reexec.Modes(), " ")
-	for _, m := range []string{inside.ModeAgent, inside.ModeRelay, inside.ModePause, inside.ModeTar, inside.ModeUntar, "__corral-tunnel", "__corral-net-forward", "__corral-git-credential", "CORRAL_SANDBOXFS=serve", "corral-port-relay"} {
+	for _, m := range []string{inside.ModeAgent, inside.ModeRelay, reaper.Mode, inside.ModePause, inside.ModeTar, inside.ModeUntar, "__corral-tunnel", "__corral-net-forward", "__corral-git-credential", "CORRAL_SANDBOXFS=serve", "corral-port-relay"} {
 		if !strings.Contains(" "+got+" ", " "+m+" ") {
 			t.Errorf("mode %s is missing from the helper (has %s)", m, got)
 		}

@@ -23,6 +23,7 @@ var helperPackages = []string{
 	"github.com/corralhq/corral/sandboxfs",
 	"github.com/corralhq/corral/inside",
 	"github.com/corralhq/corral/inside/tunnel",
+	"github.com/corralhq/corral/internal/reaper",
 	"github.com/corralhq/corral/portfwd",
 	"github.com/corralhq/corral/secrets/gitcred",
 	"github.com/corralhq/corral/cmd/corral-helper",
@@ -34,6 +35,7 @@ var helperPackages = []string{
 var hostHelpers = map[string]string{
 	"github.com/corralhq/corral/backend/bwrap":      "its layer holder runs on the host, beside the session",
 	"github.com/corralhq/corral/helperbin":          "finds and checks the helper executable, on the host",
+	"github.com/corralhq/corral/backend/local":      "asks whether reexec.Init ran before it re-executes corral as the reaper",
 	"github.com/corralhq/corral/cmd/corral":         "the executable itself: it dispatches every mode",
 	"github.com/corralhq/corral/bench/reviewbench":  "a bench program",
 	"github.com/corralhq/corral/bench/sessionbench": "a bench program",

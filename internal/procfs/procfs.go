@@ -89,6 +89,18 @@ func StartTime(pid int) (uint64, bool) {
 	return n, err == nil
 }
 
+// ParentAndStart returns ParentID and StartTime of pid from one read of
+// /proc/PID/stat, so that both are of the same process.
+func ParentAndStart(pid int) (ppid int, start uint64, ok bool) {
+	f, ok := statFields(pid)
+	if !ok || len(f) < 20 {
+		return 0, 0, false
+	}
+	pp, err1 := strconv.Atoi(f[1])
+	st, err2 := strconv.ParseUint(f[19], 10, 64)
+	return pp, st, err1 == nil && err2 == nil
+}
+
 // Gone reports whether no process pid exists (kill(2) with signal 0 says
 // ESRCH). A process that exists but may not be signalled (EPERM) is not
 // gone.
