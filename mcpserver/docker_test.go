@@ -19,7 +19,7 @@ func TestToolsOnDocker(t *testing.T) {
 	f := newFixture(t)
 	st := docker.DefaultSettings
 	st.Image = dockertest.Image(t, eng)
-	e := docker.NewEngine(docker.Options{Helper: dockertest.StaticCorral(t)})
+	e := docker.NewEngine(docker.Options{Helper: dockertest.StaticHelper(t)})
 	t.Cleanup(func() { e.Close() })
 	f.mu.Lock()
 	f.spec.Backend = e.Backend(st)

@@ -27,7 +27,7 @@ func TestPortsOnDocker(t *testing.T) {
 	f := newFixture(t)
 	st := docker.DefaultSettings
 	st.Image = dockertest.Image(t, eng)
-	e := docker.NewEngine(docker.Options{Helper: dockertest.StaticCorral(t)})
+	e := docker.NewEngine(docker.Options{Helper: dockertest.StaticHelper(t)})
 	t.Cleanup(func() { e.Close() })
 	const port = 18751
 	f.mu.Lock()

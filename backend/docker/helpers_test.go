@@ -53,7 +53,7 @@ func newFixture(t testing.TB, mutate func(*Settings)) *fixture {
 		Egress:        testPool(t, lb),
 		QuarantineDir: filepath.Join(ws0, "quarantine"),
 		EmptyFile:     filepath.Join(ws0, "empty"),
-		Helper:        dockertest.StaticCorral(t),
+		Helper:        dockertest.StaticHelper(t),
 		Logger:        slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		KillGrace:     time.Second,
 	})
@@ -171,7 +171,7 @@ func secretsEngine(t *testing.T, state string, pool *egress.Pool, logger *slog.L
 		EmptyFile:      filepath.Join(state, "empty"),
 		TrustDir:       filepath.Join(state, "trust"),
 		SecretFilesDir: filepath.Join(state, "secretfiles"),
-		Helper:         dockertest.StaticCorral(t),
+		Helper:         dockertest.StaticHelper(t),
 		Logger:         logger,
 		KillGrace:      time.Second,
 	})

@@ -416,3 +416,44 @@ func systemLookPath(name string) (string, error) {
 	}
 	return "", fmt.Errorf("%s not found in /usr/bin, /bin, /usr/sbin or /sbin", name)
 }
+
+var (
+	helperOnce sync.Once
+	helperPath string
+	helperErr  error
+)
+
+// StaticHelper returns the helper executable that corral hands containers
+// and pods (cmd/corral-helper, static; package helperbin finds it beside
+// corral or in its cache): $CORRAL_TEST_HELPERS/static when .ci/run built
+// it, else one built here with CGO_ENABLED=0 (needs the go tool). Tests of
+// what runs inside a container use it, as users' containers do.
+func StaticHelper(t testing.TB) string {
+	t.Helper()
+	helperOnce.Do(func() {
+		if d := os.Getenv("CORRAL_TEST_HELPERS"); d != "" {
+			if p := filepath.Join(d, "static"); !isDynamicELF(p) {
+				if _, err := os.Stat(p); err == nil {
+					helperPath = p
+					return
+				}
+			}
+		}
+		dir, err := os.MkdirTemp(testDir(), "corral-helper-")
+		if err != nil {
+			helperErr = err
+			return
+		}
+		helperPath = filepath.Join(dir, "corral-helper")
+		cmd := exec.Command("go", "build", "-ldflags=-s", "-o", helperPath, "github.com/corralhq/corral/cmd/corral-helper")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			helperErr = fmt.Errorf("CGO_ENABLED=0 go build of corral-helper: %v\n%s", err, out)
+		}
+		_ = os.Chmod(dir, 0o755)
+	})
+	if helperErr != nil {
+		t.Fatal(helperErr)
+	}
+	return helperPath
+}
