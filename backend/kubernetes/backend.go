@@ -334,9 +334,9 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 	}
 	// The pool key leaves the allowlist plan out: a pool pod is the same
 	// pod whatever the allowlist; its proxy and tunnel come at the claim.
+	pk := poolKey(&st, ns, ws, tmp, denyNet, denyUnix, readOnly, sum)
 	sp := &podSpec{cl: cl, ns: ns, st: st, p: p, profile: req.Profile, workspace: ws, tmp: tmp, readOnly: readOnly, denyUnix: denyUnix,
-		hash: settingsHash(&st, ws, denyNet, denyUnix, readOnly, egressKey, sum) + "-" + ns, helper: helper,
-		key: poolKey(&st, ns, ws, tmp, denyNet, denyUnix, readOnly, sum)}
+		hash: settingsHash(pk, &st, egressKey) + "-" + ns, helper: helper, key: pk}
 	key := req.Session
 	var annot string
 	switch {

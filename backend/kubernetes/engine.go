@@ -421,19 +421,19 @@ func randomName() string {
 	return NamePrefix + hex.EncodeToString(b[:])
 }
 
-// settingsHash identifies what a pod is made of: the settings, the
-// workspace path, what the profile decides (network policy, AF_UNIX
-// filter, read-only workspace), the allowlist plan's key (egressPlan;
-// "" for none) and the helper's SHA-256 (helperSum), so a corral with
-// another helper does not reuse a pod holding this one's.
-func settingsHash(st *Settings, workspace string, denyNet, denyUnix, readOnly bool, egressKey, helperSum string) string {
+// settingsHash identifies what a session's pod is made of: everything its
+// pool key (poolKey) holds (the settings that shape a pod, the namespace,
+// the workspace path, /tmp's size, what the profile decides, the helper's
+// SHA-256), so whatever would make another pool pod makes another session
+// pod too; plus the settings a pool key leaves out (warm_pool,
+// idle_timeout, scope) and the allowlist plan's key (egressPlan; "" for
+// none). A session whose hash changes gets a new pod.
+func settingsHash(poolKey string, st *Settings, egressKey string) string {
 	b, _ := json.Marshal(struct {
-		S                           *Settings
-		W                           string
-		DenyNet, DenyUnix, ReadOnly bool
-		Helper                      string
-		Egress                      string
-	}{st, workspace, denyNet, denyUnix, readOnly, helperSum, egressKey})
+		Pool   string
+		S      *Settings
+		Egress string
+	}{poolKey, st, egressKey})
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:8])
 }

@@ -27,7 +27,7 @@ func TestPoolKey(t *testing.T) {
 	if errs := validation.IsValidLabelValue(base); len(errs) != 0 || len(base) != 16 {
 		t.Fatalf("key %q: %v", base, errs)
 	}
-	for _, tc := range []struct {
+	cases := []struct {
 		name string
 		k    string
 		same bool
@@ -46,9 +46,37 @@ func TestPoolKey(t *testing.T) {
 		{"unix", key(nil, "ns", "/work/a", tmp, true, false, false, "sum1"), false},
 		{"read-only", key(nil, "ns", "/work/a", tmp, true, true, true, "sum1"), false},
 		{"helper", key(nil, "ns", "/work/a", tmp, true, true, false, "sum2"), false},
-	} {
+	}
+	for _, tc := range cases {
 		if (tc.k == base) != tc.same {
 			t.Errorf("%s: key %s vs %s, want same=%v", tc.name, tc.k, base, tc.same)
+		}
+	}
+	// Whatever makes another pool pod makes another session pod: a
+	// session whose /tmp size alone changed kept its pod before the
+	// session's hash was made from the pool key.
+	baseHash := settingsHash(base, &DefaultSettings, "")
+	for _, tc := range cases {
+		if tc.k != base && settingsHash(tc.k, &DefaultSettings, "") == baseHash {
+			t.Errorf("%s: another pool key, the same session hash", tc.name)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		mut    func(*Settings)
+		egress string
+	}{
+		{"warm_pool", func(s *Settings) { s.WarmPool = 3 }, ""},
+		{"idle_timeout", func(s *Settings) { s.IdleTimeout = "5m" }, ""},
+		{"scope", func(s *Settings) { s.Scope = ScopeShared }, ""},
+		{"allowlist plan", nil, "plan1"},
+	} {
+		st := DefaultSettings
+		if tc.mut != nil {
+			tc.mut(&st)
+		}
+		if settingsHash(base, &st, tc.egress) == baseHash {
+			t.Errorf("%s: the same session hash", tc.name)
 		}
 	}
 }
