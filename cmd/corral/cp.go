@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/handback"
 	"github.com/corralhq/corral/internal/startdir"
+	"github.com/corralhq/corral/layer"
 	"github.com/corralhq/corral/mcpserver"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/wscopy"
@@ -223,6 +225,13 @@ func openWorkspace(ctx context.Context, g *globalOptions, name string) (w *wscop
 		if in.Backend != config.BackendKubernetes {
 			if in.Workdir == "" {
 				return nil, nil, nil, fmt.Errorf("session %s has no working directory on record; run a command in it first", name)
+			}
+			// A review-mode session's files are its layer over the working
+			// directory: a copy of the directory itself would write the
+			// project past review, read what the session does not see,
+			// and let sync --delete remove the project's own files.
+			if _, lerr := layer.Open(filepath.Join(in.Dir, "layer")); !errors.Is(lerr, layer.ErrNoLayer) {
+				return nil, nil, nil, fmt.Errorf("session %s is in review mode (workspace_mode: review): cp and sync would read and write %s itself, past the layer that holds the session's changes, so they refuse review-mode sessions; copy with the session's own commands or file tools (corral run --session %s), or use a session in direct mode", name, in.Workdir, name)
 			}
 			return &wscopy.Workspace{Session: name, Root: in.Workdir, Cwd: in.Cwd}, st.ProtectedPaths, func() { h.Close() }, nil
 		}

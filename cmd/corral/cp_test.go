@@ -395,3 +395,44 @@ func TestHandBackHoldsConfiguredProtectedPaths(t *testing.T) {
 		t.Errorf("without the setting the file was held: %v", err)
 	}
 }
+
+// TestCpSyncRefuseReview: a review-mode session's files are its layer
+// over the working directory, so cp and sync, which go to the directory
+// itself, refuse it in every direction, naming review mode: before, a
+// copy in wrote the project past review (discard then had nothing to
+// drop), a copy out missed the session's own files, and sync --delete
+// removed the project's files.
+func TestCpSyncRefuseReview(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	review := []string{"CORRAL_WORKSPACE_MODE=review"}
+	precious := filepath.Join(c.work, "precious.txt")
+	if err := os.WriteFile(precious, []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, se := c.run(review, "run", "--session", "rv", "--", "echo agent > agent.txt"); code != 0 {
+		t.Fatalf("first command: %d %s", code, se)
+	}
+	host := t.TempDir()
+	in := filepath.Join(host, "in.txt")
+	os.WriteFile(in, []byte("in\n"), 0o644)
+	for _, args := range [][]string{
+		{"cp", in, "rv:in.txt"},
+		{"cp", "rv:agent.txt", filepath.Join(host, "out.txt")},
+		{"sync", "--session", "rv", "--delete", host},
+		{"sync", "--session", "rv", "--pull", host},
+	} {
+		code, _, se := c.run(review, args...)
+		if code == 0 || !strings.Contains(se, "review mode") {
+			t.Errorf("%q on a review session: exit %d, %s; want a refusal naming review mode", args, code, se)
+		}
+	}
+	if b, err := os.ReadFile(precious); err != nil || string(b) != "mine\n" {
+		t.Errorf("the project's own file after the refusals: %q %v", b, err)
+	}
+	for _, p := range []string{filepath.Join(c.work, "in.txt"), filepath.Join(c.work, "agent.txt"), filepath.Join(host, "out.txt")} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s was written", p)
+		}
+	}
+}
