@@ -21,6 +21,11 @@ type Prepared struct {
 	// sees it; Err says why it could not be listed.
 	Entries []string `json:"entries"`
 	Err     string   `json:"err,omitempty"`
+	// HomeErr says why the container's user cannot make a file in --home
+	// (HOME, corral's /tmp): an image whose /tmp is not 1777, which
+	// Docker's tmpfs copies (tmpcopyup), leaves git, the tools' caches
+	// and the relay's own files nowhere to write.
+	HomeErr string `json:"home_err,omitempty"`
 }
 
 // MaxEntries bounds the workspace listing the mount check compares.
@@ -67,6 +72,12 @@ func prepareMain(args []string) int {
 		p.Entries = append(p.Entries, names...)
 	}
 	if *home != "" {
+		if f, err := os.CreateTemp(*home, ".corral-prepare-*"); err != nil {
+			p.HomeErr = err.Error()
+		} else {
+			f.Close()
+			os.Remove(f.Name())
+		}
 		gc := filepath.Join(*home, ".gitconfig")
 		if _, err := os.Lstat(gc); errors.Is(err, os.ErrNotExist) {
 			_ = os.WriteFile(gc, []byte("[safe]\n\tdirectory = "+gitQuote(*ws)+"\n"), 0o644)

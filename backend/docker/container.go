@@ -413,6 +413,9 @@ func (b *Backend) prepare(ctx context.Context, cli *client.Client, c *ctr) error
 	if len(pr.Missing) > 0 {
 		return fmt.Errorf("%w: docker backend: image %s lacks %s (it must provide %s, and python3 for run_code); build an image with them and set docker.image", sandbox.ErrUnavailable, b.st.Image, strings.Join(pr.Missing, ", "), strings.Join(RequiredTools, ", "))
 	}
+	if pr.HomeErr != "" {
+		return fmt.Errorf("%w: docker backend: image %s: the container's user cannot write its HOME, %s (%s): Docker's tmpfs there takes the mode of the image's own %s; build the image with `chmod 1777 %s` (as Debian's own /tmp is) and set docker.image", sandbox.ErrUnavailable, b.st.Image, Home, pr.HomeErr, Home, Home)
+	}
 	if len(pr.OptionalMissing) > 0 {
 		b.e.log.Info("docker.image.partial", "image", b.st.Image, "missing", strings.Join(pr.OptionalMissing, ","), "detail", "run_code needs python3")
 	}

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -776,5 +777,35 @@ done`
 	}
 	if res, out := f.run("tc-off", `echo "${GOMODCACHE-unset}"`); res.ExitCode != 0 || out != "unset\n" {
 		t.Errorf("without a tool cache: %d %q", res.ExitCode, out)
+	}
+}
+
+// TestImageHomeNotWritable: an image whose /tmp is 0755 (Docker's tmpfs
+// at the container's HOME takes that mode: tmpcopyup) leaves a user other
+// than root nowhere to write; the first command is refused, naming the
+// image, HOME and the fix, where before git, the tools' caches and corral
+// shell failed later with "permission denied".
+func TestImageHomeNotWritable(t *testing.T) {
+	cli := dockertest.Engine(t)
+	base := dockertest.Image(t, cli)
+	ref := "corral-test-tmp755:1-" + strings.ReplaceAll(strings.TrimPrefix(base, "corral-test:"), ":", "-")
+	if _, err := cli.ImageInspect(context.Background(), ref); err != nil {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		data := []byte("FROM " + base + "\nRUN chmod 755 /tmp\n")
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "Dockerfile", Mode: 0o644, Size: int64(len(data))})
+		tw.Write(data)
+		tw.Close()
+		dockertest.BuildImage(t, cli, ref, &buf)
+	}
+	f := newFixture(t, func(s *Settings) { s.Image = ref; s.User = "4321:4321" })
+	if err := os.Chmod(f.ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	_, err := f.b.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.ws, Profile: sandbox.ProfileWorkspace},
+		Stdout: &out, Stderr: &out, Timeout: time.Minute})
+	if err == nil || !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), ref) || !strings.Contains(err.Error(), "chmod 1777 /tmp") {
+		t.Fatalf("a command in an image whose /tmp is 0755: %v (%s); want ErrUnavailable naming the image and the fix", err, out.String())
 	}
 }
