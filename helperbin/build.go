@@ -85,10 +85,13 @@ type Built struct {
 // corral doctor runs; the build takes seconds with a warm Go build cache,
 // minutes with a cold one.
 //
-// Errors wrap ErrNoToolchain, ErrNoSource or ErrNoCache when the helper
+// starting, when not nil, is called just before the go command runs
+// (with the helper's path to be), so a person is told why they wait.
+//
+// Errors wrap ErrNoToolchain, ErrNoSource, ErrColdCache or ErrNoCache when the helper
 // cannot be built for that reason, or say why the build or its check
 // failed; corral keeps using its own executable then.
-func (l *Locator) Build(ctx context.Context) (Built, error) {
+func (l *Locator) Build(ctx context.Context, starting func(dest string)) (Built, error) {
 	self := l.selfPath()
 	if self == "" {
 		return Built{}, errors.New("cannot find corral's own executable")
@@ -107,6 +110,29 @@ func (l *Locator) Build(ctx context.Context) (Built, error) {
 	}
 	dir := filepath.Join(root, key)
 	dest := filepath.Join(dir, Name)
+	usable := func() bool {
+		f := Check(dest)
+		return !f.Missing && f.Err == "" && Compatible(f.Answer, want) == nil && f.Static
+	}
+	if usable() {
+		return built(SourceCache, dest, 0)
+	}
+	// What a build needs, before anything is made in the cache.
+	gocmd := l.opts.Go
+	if gocmd == "" {
+		gocmd = "go"
+	}
+	gocmd, err := exec.LookPath(gocmd)
+	if err != nil {
+		return Built{}, fmt.Errorf("%w (%v)", ErrNoToolchain, err)
+	}
+	src, err := l.sourceDir()
+	if err != nil {
+		return Built{}, err
+	}
+	if c, ok := goBuildCache(os.Getenv); !ok {
+		return Built{}, fmt.Errorf("%w: %s", ErrColdCache, c)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Built{}, fmt.Errorf("making the helper's cache directory: %w", err)
 	}
@@ -116,22 +142,11 @@ func (l *Locator) Build(ctx context.Context) (Built, error) {
 	}
 	defer unlock()
 	// Another process may have built it while this one waited.
-	if f := Check(dest); !f.Missing && f.Err == "" && Compatible(f.Answer, want) == nil && f.Static {
+	if usable() {
 		return built(SourceCache, dest, 0)
 	}
-	gocmd := l.opts.Go
-	if gocmd == "" {
-		gocmd = "go"
-	}
-	if gocmd, err = exec.LookPath(gocmd); err != nil {
-		return Built{}, fmt.Errorf("%w (%v)", ErrNoToolchain, err)
-	}
-	src, err := l.sourceDir()
-	if err != nil {
-		return Built{}, err
-	}
-	if c, ok := goBuildCache(os.Getenv); !ok {
-		return Built{}, fmt.Errorf("%w: %s", ErrColdCache, c)
+	if starting != nil {
+		starting(dest)
 	}
 	tmp := filepath.Join(dir, fmt.Sprintf(".%s.%d.tmp", Name, os.Getpid()))
 	defer os.Remove(tmp)

@@ -28,8 +28,11 @@ const Name = "corral-helper"
 // helper is usable and corral's own executable serves instead.
 const FallbackEvent = "helper.fallback"
 
-// Advice is what the fallback event and corral doctor tell a person to do.
-const Advice = "ship corral-helper next to corral (CGO_ENABLED=0 go build -ldflags=-s -o corral-helper ./cmd/corral-helper, in the directory of the corral executable), or run corral doctor, which builds it into corral's cache when corral's source and the go command are at hand"
+// ShipAdvice is how a person puts the helper beside corral by hand.
+const ShipAdvice = "build corral-helper beside corral: CGO_ENABLED=0 go build -ldflags=-s -o corral-helper ./cmd/corral-helper in corral's source, with -o naming the directory of the corral executable"
+
+// Advice is what the fallback event tells a person to do.
+const Advice = ShipAdvice + ", or run corral doctor, which builds it into corral's cache when corral's source and the go command are at hand"
 
 // answerTimeout bounds a candidate's answer to reexec.ProtocolMode: a Go
 // program's start, with room for a busy machine.

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,7 +212,7 @@ func TestOtherProtocolRefused(t *testing.T) {
 	}
 	l.Path(false)
 	s := out.String()
-	if strings.Count(s, FallbackEvent) != 1 || !strings.Contains(s, "0-other") || !strings.Contains(s, "ship corral-helper") {
+	if strings.Count(s, FallbackEvent) != 1 || !strings.Contains(s, "0-other") || !strings.Contains(s, "build corral-helper beside corral") {
 		t.Fatalf("want one %s event naming the other protocol and the advice; log:\n%s", FallbackEvent, s)
 	}
 }
@@ -285,13 +286,14 @@ func TestBuildThenFound(t *testing.T) {
 	cache := filepath.Join(dir, "cache")
 	log, out := logs()
 	var wg sync.WaitGroup
+	var starts atomic.Int32
 	res := make([]Built, 3)
 	errs := make([]error, 3)
 	for i := range res {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res[i], errs[i] = New(Options{Self: self, CacheDir: cache, SourceDir: moduleDir(t), Go: gocmd, Logger: log}).Build(context.Background())
+			res[i], errs[i] = New(Options{Self: self, CacheDir: cache, SourceDir: moduleDir(t), Go: gocmd, Logger: log}).Build(context.Background(), func(string) { starts.Add(1) })
 		}()
 	}
 	wg.Wait()
@@ -302,6 +304,9 @@ func TestBuildThenFound(t *testing.T) {
 		if res[i].Source != SourceCache || res[i].Path != res[0].Path || res[i].Size == 0 {
 			t.Fatalf("Build %d = %+v, want the cache's helper, as Build 0's %+v", i, res[i], res[0])
 		}
+	}
+	if n := starts.Load(); n != 1 {
+		t.Errorf("Build's starting was called %d times, want once (one build)", n)
 	}
 	if n := strings.Count(out.String(), "helper.built"); n != 1 {
 		t.Fatalf("%d builds for three concurrent Build calls, want 1 (the lock); log:\n%s", n, out)
@@ -317,7 +322,7 @@ func TestBuildThenFound(t *testing.T) {
 	if got := l.Path(true); got != res[0].Path {
 		t.Fatalf("a later run's Path = %s, want the cache's %s; log:\n%s", got, res[0].Path, out2)
 	}
-	if b, err := l.Build(context.Background()); err != nil || b.Took != 0 {
+	if b, err := l.Build(context.Background(), nil); err != nil || b.Took != 0 {
 		t.Fatalf("Build again = %+v, %v; want the built one, not built again", b, err)
 	}
 }
@@ -342,8 +347,11 @@ func TestBuildWithoutToolchainOrSource(t *testing.T) {
 			log, out := logs()
 			tc.o.Logger = log
 			l := New(tc.o)
-			if _, err := l.Build(context.Background()); !errors.Is(err, tc.want) {
+			if _, err := l.Build(context.Background(), nil); !errors.Is(err, tc.want) {
 				t.Fatalf("Build = %v, want %v", err, tc.want)
+			}
+			if _, err := os.Stat(tc.o.CacheDir); err == nil {
+				t.Errorf("Build that could not build made %s", tc.o.CacheDir)
 			}
 			if got := l.Path(true); got != self || !strings.Contains(out.String(), FallbackEvent) {
 				t.Fatalf("Path = %s, want corral's own with a %s event; log:\n%s", got, FallbackEvent, out)
@@ -373,7 +381,7 @@ func TestBuildOutOfTime(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := New(Options{Self: self, CacheDir: cache, SourceDir: moduleDir(t), Go: gocmd}).Build(ctx)
+		_, err := New(Options{Self: self, CacheDir: cache, SourceDir: moduleDir(t), Go: gocmd}).Build(ctx, nil)
 		done <- err
 	}()
 	var pid int

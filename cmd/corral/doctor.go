@@ -127,6 +127,10 @@ type helperCheck struct {
 	// Error says why no helper could be had, Fix what to do.
 	Error string `json:"error,omitempty"`
 	Fix   string `json:"fix,omitempty"`
+	// PassedOver says, one line each, which helper files were there but
+	// refused and why (another protocol, dynamically linked, not an ELF
+	// executable): a packager's helper beside corral that is not used.
+	PassedOver []string `json:"passed_over,omitempty"`
 }
 
 // helperBuildBudget bounds doctor's build of the helper: after README's
@@ -140,9 +144,14 @@ const helperBuildBudget = 60 * time.Second
 func checkHelper(c *cobra.Command, loc *helperbin.Locator) helperCheck {
 	ctx, cancel := context.WithTimeout(c.Context(), helperBuildBudget)
 	defer cancel()
-	b, err := loc.Build(ctx)
+	b, err := loc.Build(ctx, func(dest string) {
+		// Seconds after README's build, up to a minute otherwise: say
+		// why doctor waits.
+		fmt.Fprintf(c.ErrOrStderr(), "corral doctor: building corral-helper into corral's cache (%s) with the go command...\n", dest)
+	})
+	passed := loc.Choose(true).Passed
 	if err != nil {
-		hc := helperCheck{Source: string(helperbin.SourceSelf), Error: err.Error(), Fix: helperbin.Advice}
+		hc := helperCheck{Source: string(helperbin.SourceSelf), Error: err.Error(), Fix: helperbin.ShipAdvice, PassedOver: passed}
 		if exe, err := os.Executable(); err == nil {
 			hc.Path = exe
 			if st, err := os.Stat(exe); err == nil {
@@ -151,15 +160,15 @@ func checkHelper(c *cobra.Command, loc *helperbin.Locator) helperCheck {
 		}
 		switch {
 		case errors.Is(err, helperbin.ErrNoToolchain):
-			hc.Fix = "install Go (the go command on PATH) and run corral doctor again, or " + helperbin.Advice
+			hc.Fix = "install Go (the go command on PATH) and run corral doctor again, or " + helperbin.ShipAdvice
 		case errors.Is(err, helperbin.ErrColdCache), errors.Is(err, context.DeadlineExceeded):
-			hc.Fix = "build it once beside corral (a first build takes a minute or more): " + helperbin.Advice
+			hc.Fix = helperbin.ShipAdvice + " (a first build takes a minute or more)"
 		case errors.Is(err, helperbin.ErrNoSource):
-			hc.Fix = "build corral from its source without -trimpath and run corral doctor there, or " + helperbin.Advice
+			hc.Fix = "build corral from its source without -trimpath and run corral doctor there, or " + helperbin.ShipAdvice
 		}
 		return hc
 	}
-	return helperCheck{Source: string(b.Source), Path: b.Path, Size: b.Size, BuildSeconds: b.Took.Seconds()}
+	return helperCheck{Source: string(b.Source), Path: b.Path, Size: b.Size, BuildSeconds: b.Took.Seconds(), PassedOver: passed}
 }
 
 // filterCheck is what doctor found out about the syscall filter.
@@ -404,6 +413,9 @@ func printDoctor(r *doctorResult) {
 		fmt.Printf("     prlimit: %s (fallback for a setuid bwrap)\n", d.Prlimit)
 	} else {
 		fmt.Printf("     prlimit: not found (needed only with a setuid bwrap; install util-linux)\n")
+	}
+	for _, p := range r.Helper.PassedOver {
+		fmt.Printf("warn helper passed over: %s\n", p)
 	}
 	if hc := r.Helper; hc.Error != "" {
 		fmt.Printf("warn helper: none usable (%s): sandboxes get corral's own executable (%s, %.1f MB); to fix: %s\n", hc.Error, hc.Path, float64(hc.Size)/1e6, hc.Fix)

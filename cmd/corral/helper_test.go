@@ -91,6 +91,14 @@ func TestDoctorHelper(t *testing.T) {
 	if out := doctor(bin); !strings.Contains(out, "helper "+filepath.Join(filepath.Dir(bin), helperbin.Name)) || !strings.Contains(out, "next-to-corral") {
 		t.Errorf("doctor with corral-helper beside corral:\n%s", out)
 	}
+	// A file beside corral that is no helper (a packager's mistake) is
+	// passed over, and doctor says so.
+	fake := filepath.Join(t.TempDir(), "fake-helper")
+	os.WriteFile(fake, []byte("#!/bin/sh\necho not a helper\n"), 0o755)
+	badBin, _ := packaged(t, fake)
+	if out := doctor(badBin, "XDG_CACHE_HOME="+filepath.Join(c.home, "cache0"), "PATH="+t.TempDir()); !strings.Contains(out, "warn helper passed over: next-to-corral "+filepath.Join(filepath.Dir(badBin), helperbin.Name)) {
+		t.Errorf("doctor with a file beside corral that is no helper: want it named as passed over:\n%s", out)
+	}
 	// corralBin alone, and no go command on PATH.
 	noGo := t.TempDir()
 	out := doctor(corralBin, "XDG_CACHE_HOME="+filepath.Join(c.home, "cache1"), "PATH="+noGo)
@@ -108,11 +116,14 @@ func TestDoctorHelper(t *testing.T) {
 		"GOCACHE=" + strings.TrimSpace(string(gocache)), "GOMODCACHE=" + strings.TrimSpace(string(gomodcache)), "GOPROXY=off"}
 	// An empty go build cache: no build of minutes is started.
 	cold := append(append([]string{}, env...), "GOCACHE="+t.TempDir())
-	if out := doctor(corralBin, cold...); !strings.Contains(out, "warn helper: none usable") || !strings.Contains(out, "a minute or more") {
-		t.Errorf("doctor with an empty go build cache: want a warning that names the long first build and how to ship the helper:\n%s", out)
+	if out := doctor(corralBin, cold...); !strings.Contains(out, "warn helper: none usable") || !strings.Contains(out, "a minute or more") || strings.Contains(out, "run corral doctor") {
+		t.Errorf("doctor with an empty go build cache: want a warning that names the long first build and how to build the helper beside corral (not to run doctor again):\n%s", out)
+	}
+	if _, err := os.Stat(cache); err == nil {
+		t.Errorf("doctor that built nothing made %s", cache)
 	}
 	out = doctor(corralBin, env...)
-	if !strings.Contains(out, "built now into corral's cache") || !strings.Contains(out, cache) {
+	if !strings.Contains(out, "built now into corral's cache") || !strings.Contains(out, cache) || !strings.Contains(out, "corral doctor: building corral-helper") {
 		t.Fatalf("doctor with the go command: want the helper built into %s:\n%s", cache, out)
 	}
 	if out := doctor(corralBin, env...); !strings.Contains(out, "helper "+cache) || !strings.Contains(out, "(cache)") && !strings.Contains(out, ", cache)") {
