@@ -245,7 +245,7 @@ func openWorkspace(ctx context.Context, g *globalOptions, name string) (w *wscop
 		}
 		return &wscopy.Workspace{Session: name, Root: pod.Workspace, Cwd: in.Cwd, Pod: pod, Engine: e}, st.ProtectedPaths, func() { h.Close() }, nil
 	}
-	return nil, nil, nil, fmt.Errorf("no session %q (corral sessions list shows them; a session exists once a command ran in it)", name)
+	return nil, nil, nil, fmt.Errorf("no session %q (corral sessions list shows them; a session exists once a command ran in it): start it with `corral run --session %s -- true`", name, shellWord(name))
 }
 
 // protectedPaths returns the setting protected_paths as the Host reads

@@ -87,7 +87,7 @@ func TestCpSyncBwrap(t *testing.T) {
 		want string
 	}{
 		{[]string{"cp", filepath.Join(host, "src/run.sh"), "w:/etc/x"}, "outside session w's workspace"},
-		{[]string{"cp", filepath.Join(host, "src/run.sh"), "nope:x"}, `no session "nope"`},
+		{[]string{"cp", filepath.Join(host, "src/run.sh"), "nope:x"}, `no session "nope" (corral sessions list shows them; a session exists once a command ran in it): start it with ` + "`corral run --session nope -- true`"},
 		{[]string{"cp", "a", "b"}, "one of SRC and DST must be"},
 		// Without --session: the current directory's session, as corral
 		// mcp, diff and apply use (none here).
