@@ -98,8 +98,10 @@ func (l *Locator) Build(ctx context.Context, starting func(dest string)) (Built,
 	}
 	want := reexec.Answer()
 	next := filepath.Join(filepath.Dir(self), Name)
-	if f := Check(next); !f.Missing && f.Err == "" && Compatible(f.Answer, want) == nil && f.Static {
-		return built(SourceNext, next, 0)
+	if _, err := os.Lstat(next); err == nil && l.trusted(SourceNext, next) == "" {
+		if f := Check(next); f.Err == "" && Compatible(f.Answer, want) == nil && f.Static {
+			return built(SourceNext, next, 0)
+		}
 	}
 	root, key := l.cacheRoot(), BuildKey(self)
 	if root == "" {
@@ -111,6 +113,9 @@ func (l *Locator) Build(ctx context.Context, starting func(dest string)) (Built,
 	dir := filepath.Join(root, key)
 	dest := filepath.Join(dir, Name)
 	usable := func() bool {
+		if _, err := os.Lstat(dest); err != nil || l.trusted(SourceCache, dest) != "" {
+			return false
+		}
 		f := Check(dest)
 		return !f.Missing && f.Err == "" && Compatible(f.Answer, want) == nil && f.Static
 	}

@@ -6,14 +6,16 @@
 // The candidates, in order (Locator.Path):
 //
 //  1. corral-helper next to corral's executable (symlinks resolved): how
-//     packagers and images ship it;
+//     packagers and images ship it, taken only where only root writes
+//     (Trusted: no sandbox's command can have put it there);
 //  2. corral-helper in corral's cache (<user cache dir>/corral/helper/KEY/),
 //     KEY being corral's own Go build ID, built there by `corral doctor`
 //     (Locator.Build) with the go command from corral's module source;
 //  3. corral's own executable, with one helper.fallback event saying why
 //     and how to ship the helper.
 //
-// A candidate is used only when it answers reexec.ProtocolMode with this
+// A candidate is run (to ask its protocol) and used only when Trusted
+// finds that no sandbox could have written it, and only when it answers reexec.ProtocolMode with this
 // executable's reexec.Answer (the same protocol version and at least the
 // same sandbox modes): a helper built from other source is refused, never
 // run in a sandbox. The verdict is kept in a stamp file keyed by the

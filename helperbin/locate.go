@@ -28,8 +28,10 @@ const Name = "corral-helper"
 // helper is usable and corral's own executable serves instead.
 const FallbackEvent = "helper.fallback"
 
-// ShipAdvice is how a person puts the helper beside corral by hand.
-const ShipAdvice = "build corral-helper beside corral: CGO_ENABLED=0 go build -ldflags=-s -o corral-helper ./cmd/corral-helper in corral's source, with -o naming the directory of the corral executable"
+// ShipAdvice is how a person installs the helper beside corral by hand:
+// where only root writes, the one place a helper beside corral is taken
+// from (Trusted).
+const ShipAdvice = "install corral-helper beside corral where only root writes: CGO_ENABLED=0 go build -ldflags=-s -o corral-helper ./cmd/corral-helper in corral's source, then sudo install -m 755 corral corral-helper /usr/local/bin/"
 
 // Advice is what the fallback event tells a person to do.
 const Advice = ShipAdvice + ", or run corral doctor, which builds it into corral's cache when corral's source and the go command are at hand"
@@ -59,6 +61,10 @@ type Options struct {
 	// Logger receives helper.* events; nil discards them.
 	Logger *slog.Logger
 }
+
+// trustHook, when set (tests only: their helpers lie in temporary
+// directories that no sandbox reaches), replaces Trusted.
+var trustHook func(src Source, path string) string
 
 // Locator finds the helper, lazily: nothing is looked at before Path or
 // Build is called, and Path looks once per process. It is safe for
@@ -127,6 +133,15 @@ func (l *Locator) look() {
 	for _, c := range l.candidates() {
 		l.cands = append(l.cands, l.facts(c.Source, c.Path))
 	}
+}
+
+// trusted is Trusted for this process's effective uid (trustHook in
+// tests).
+func (l *Locator) trusted(src Source, path string) string {
+	if trustHook != nil {
+		return trustHook(src, path)
+	}
+	return Trusted(src, path, os.Geteuid(), lstatOwner)
 }
 
 // candidates returns the places a helper is looked for, in order.
@@ -236,6 +251,10 @@ func (l *Locator) facts(src Source, path string) Facts {
 	}
 	if !st.Mode().IsRegular() {
 		f.Err = "not a regular file"
+		return f
+	}
+	if why := l.trusted(src, path); why != "" {
+		f.Err = "not run: " + why
 		return f
 	}
 	stamp := l.stampPath(path, st)

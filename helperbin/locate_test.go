@@ -212,7 +212,7 @@ func TestOtherProtocolRefused(t *testing.T) {
 	}
 	l.Path(false)
 	s := out.String()
-	if strings.Count(s, FallbackEvent) != 1 || !strings.Contains(s, "0-other") || !strings.Contains(s, "build corral-helper beside corral") {
+	if strings.Count(s, FallbackEvent) != 1 || !strings.Contains(s, "0-other") || !strings.Contains(s, "install corral-helper beside corral where only root writes") {
 		t.Fatalf("want one %s event naming the other protocol and the advice; log:\n%s", FallbackEvent, s)
 	}
 }

@@ -162,7 +162,7 @@ func checkHelper(c *cobra.Command, loc *helperbin.Locator) helperCheck {
 		case errors.Is(err, helperbin.ErrNoToolchain):
 			hc.Fix = "install Go (the go command on PATH) and run corral doctor again, or " + helperbin.ShipAdvice
 		case errors.Is(err, helperbin.ErrColdCache), errors.Is(err, context.DeadlineExceeded):
-			hc.Fix = helperbin.ShipAdvice + " (a first build takes a minute or more)"
+			hc.Fix = "build corral with the go command as this user first (its build cache then holds what the helper links), then run corral doctor; or " + helperbin.ShipAdvice
 		case errors.Is(err, helperbin.ErrNoSource):
 			hc.Fix = "build corral from its source without -trimpath and run corral doctor there, or " + helperbin.ShipAdvice
 		}

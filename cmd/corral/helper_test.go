@@ -30,11 +30,20 @@ func shippedHelper(t *testing.T) string {
 }
 
 // packaged returns a corral installed as a packager ships it: a copy of
-// corralBin with corral-helper beside it, in a directory the docker
-// daemon and the unprivileged user can read.
+// corralBin with corral-helper beside it, in a directory of the system's
+// that only root writes (/usr/local/lib, root-owned to /: a helper beside
+// corral is taken only from such a place, helperbin.Trusted), which the
+// docker daemon and the unprivileged user can read. Root only: the
+// unprivileged pass skips, the root pass runs it.
 func packaged(t *testing.T, helper string) (corralPath, helperPath string) {
 	t.Helper()
-	dir, err := os.MkdirTemp(testRoot(), "corral-pkg-*")
+	if os.Geteuid() != 0 {
+		t.Skip("installing corral where only root writes needs root")
+	}
+	if err := os.MkdirAll("/usr/local/lib", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("/usr/local/lib", "corral-test-pkg-*")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +89,50 @@ func TestDockerRunsShippedHelper(t *testing.T) {
 // with the go command, one built into the cache that a later run finds.
 func TestDoctorHelper(t *testing.T) {
 	c := newCLI(t)
+	doctor := func(bin string, env ...string) string {
+		cmd := exec.Command(bin, "doctor")
+		cmd.Dir = c.work
+		cmd.Env = append(append([]string{}, c.env...), env...)
+		out, _ := cmd.CombinedOutput()
+		return string(out)
+	}
+	// corralBin alone, and no go command on PATH.
+	noGo := t.TempDir()
+	out := doctor(corralBin, "XDG_CACHE_HOME="+filepath.Join(c.home, "cache1"), "PATH="+noGo)
+	if !strings.Contains(out, "warn helper: none usable") || !strings.Contains(out, "install Go") {
+		t.Errorf("doctor without a helper or the go command: want a warning saying to install Go or ship the helper:\n%s", out)
+	}
+	gocmd, err := exec.LookPath("go")
+	if err != nil {
+		return // the unprivileged pass: Build itself is helperbin's test
+	}
+	gocache, _ := exec.Command(gocmd, "env", "GOCACHE").Output()
+	gomodcache, _ := exec.Command(gocmd, "env", "GOMODCACHE").Output()
+	cache := filepath.Join(c.home, "cache2")
+	env := []string{"XDG_CACHE_HOME=" + cache, "PATH=" + filepath.Dir(gocmd) + ":/usr/bin:/bin",
+		"GOCACHE=" + strings.TrimSpace(string(gocache)), "GOMODCACHE=" + strings.TrimSpace(string(gomodcache)), "GOPROXY=off"}
+	// An empty go build cache: no build of minutes is started.
+	cold := append(append([]string{}, env...), "GOCACHE="+t.TempDir())
+	if out := doctor(corralBin, cold...); !strings.Contains(out, "warn helper: none usable") || !strings.Contains(out, "a minute or more") || !strings.Contains(out, "build corral with the go command as this user first") {
+		t.Errorf("doctor with an empty go build cache: want a warning that names the long first build and how to build the helper beside corral (not to run doctor again):\n%s", out)
+	}
+	if _, err := os.Stat(cache); err == nil {
+		t.Errorf("doctor that built nothing made %s", cache)
+	}
+	out = doctor(corralBin, env...)
+	if !strings.Contains(out, "built now into corral's cache") || !strings.Contains(out, cache) || !strings.Contains(out, "corral doctor: building corral-helper") {
+		t.Fatalf("doctor with the go command: want the helper built into %s:\n%s", cache, out)
+	}
+	if out := doctor(corralBin, env...); !strings.Contains(out, "helper "+cache) || !strings.Contains(out, "(cache)") && !strings.Contains(out, ", cache)") {
+		t.Errorf("doctor again: want the cache's helper found, not built again:\n%s", out)
+	}
+}
+
+// TestDoctorHelperBeside: doctor names a helper beside a packaged corral
+// (in a directory only root writes) as the one in use, and a file there
+// that is no helper as passed over.
+func TestDoctorHelperBeside(t *testing.T) {
+	c := newCLI(t)
 	bin, _ := packaged(t, shippedHelper(t))
 	doctor := func(bin string, env ...string) string {
 		cmd := exec.Command(bin, "doctor")
@@ -99,34 +152,37 @@ func TestDoctorHelper(t *testing.T) {
 	if out := doctor(badBin, "XDG_CACHE_HOME="+filepath.Join(c.home, "cache0"), "PATH="+t.TempDir()); !strings.Contains(out, "warn helper passed over: next-to-corral "+filepath.Join(filepath.Dir(badBin), helperbin.Name)) {
 		t.Errorf("doctor with a file beside corral that is no helper: want it named as passed over:\n%s", out)
 	}
-	// corralBin alone, and no go command on PATH.
-	noGo := t.TempDir()
-	out := doctor(corralBin, "XDG_CACHE_HOME="+filepath.Join(c.home, "cache1"), "PATH="+noGo)
-	if !strings.Contains(out, "warn helper: none usable") || !strings.Contains(out, "install Go") {
-		t.Errorf("doctor without a helper or the go command: want a warning saying to install Go or ship the helper:\n%s", out)
-	}
-	gocmd, err := exec.LookPath("go")
+}
+
+// TestHelperBesideProjectNotRun: a corral-helper beside a corral built in
+// a project directory (README's build), where a sandbox's command could
+// have put it, is never run on the host, not even to ask its protocol:
+// doctor names it passed over, and the file is not executed (the hostile
+// trial's payload ran as root when doctor asked it).
+func TestHelperBesideProjectNotRun(t *testing.T) {
+	c := newCLI(t)
+	dir := filepath.Join(c.work, "bin")
+	os.MkdirAll(dir, 0o755)
+	b, err := os.ReadFile(corralBin)
 	if err != nil {
-		return // the unprivileged pass: Build itself is helperbin's test
+		t.Fatal(err)
 	}
-	gocache, _ := exec.Command(gocmd, "env", "GOCACHE").Output()
-	gomodcache, _ := exec.Command(gocmd, "env", "GOMODCACHE").Output()
-	cache := filepath.Join(c.home, "cache2")
-	env := []string{"XDG_CACHE_HOME=" + cache, "PATH=" + filepath.Dir(gocmd) + ":/usr/bin:/bin",
-		"GOCACHE=" + strings.TrimSpace(string(gocache)), "GOMODCACHE=" + strings.TrimSpace(string(gomodcache)), "GOPROXY=off"}
-	// An empty go build cache: no build of minutes is started.
-	cold := append(append([]string{}, env...), "GOCACHE="+t.TempDir())
-	if out := doctor(corralBin, cold...); !strings.Contains(out, "warn helper: none usable") || !strings.Contains(out, "a minute or more") || strings.Contains(out, "run corral doctor") {
-		t.Errorf("doctor with an empty go build cache: want a warning that names the long first build and how to build the helper beside corral (not to run doctor again):\n%s", out)
+	bin := filepath.Join(dir, "corral")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(cache); err == nil {
-		t.Errorf("doctor that built nothing made %s", cache)
+	mark := filepath.Join(t.TempDir(), "ran")
+	os.Chmod(filepath.Dir(mark), 0o777)
+	planted := filepath.Join(dir, helperbin.Name)
+	os.WriteFile(planted, []byte("#!/bin/sh\ntouch "+mark+"\n"), 0o755)
+	cmd := exec.Command(bin, "doctor")
+	cmd.Dir = c.work
+	cmd.Env = append(append([]string{}, c.env...), "XDG_CACHE_HOME="+filepath.Join(c.home, "cache-planted"), "PATH="+t.TempDir())
+	out, _ := cmd.CombinedOutput()
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatalf("doctor ran the corral-helper planted beside corral in the project:\n%s", out)
 	}
-	out = doctor(corralBin, env...)
-	if !strings.Contains(out, "built now into corral's cache") || !strings.Contains(out, cache) || !strings.Contains(out, "corral doctor: building corral-helper") {
-		t.Fatalf("doctor with the go command: want the helper built into %s:\n%s", cache, out)
-	}
-	if out := doctor(corralBin, env...); !strings.Contains(out, "helper "+cache) || !strings.Contains(out, "(cache)") && !strings.Contains(out, ", cache)") {
-		t.Errorf("doctor again: want the cache's helper found, not built again:\n%s", out)
+	if !strings.Contains(string(out), "warn helper passed over: next-to-corral "+planted+": not run:") {
+		t.Errorf("doctor does not name the planted helper as passed over:\n%s", out)
 	}
 }
