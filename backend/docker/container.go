@@ -228,6 +228,32 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 	return c, p, warnings, sec, nil
 }
 
+// ownDirAt returns the first of corral's own directories (hidden; as
+// given and with symlinks resolved) that lies at or below the workspace
+// ws, or that holds it, or "" (pure but for the resolution).
+func ownDirAt(ws string, hidden []string) string {
+	for _, d := range hidden {
+		if d == "" || !filepath.IsAbs(d) {
+			continue
+		}
+		for _, c := range []string{filepath.Clean(d), resolved(d)} {
+			if c != "" && (c == ws || strings.HasPrefix(c, ws+"/") || strings.HasPrefix(ws, c+"/")) {
+				return c
+			}
+		}
+	}
+	return ""
+}
+
+// resolved is p with symlinks resolved, or "" when it cannot be.
+func resolved(p string) string {
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return ""
+	}
+	return r
+}
+
 // workspace maps req's working directory to the container.
 func (b *Backend) workspace(req *sandbox.Request) (workspace, error) {
 	if !filepath.IsAbs(req.Workdir) {
@@ -244,6 +270,9 @@ func (b *Backend) workspace(req *sandbox.Request) (workspace, error) {
 	}
 	if t := inSystemTree(host); t != "" && (req.Profile.Writable() || req.Profile == "") {
 		return workspace{}, fmt.Errorf("%w: the working directory %s lies in %s, a system tree, which no container may write; use --profile restricted to read it", sandbox.ErrPolicy, host, t)
+	}
+	if d := ownDirAt(host, b.e.opts.HiddenDirs); d != "" {
+		return workspace{}, fmt.Errorf("%w: the working directory %s holds or lies in %s, one of corral's own directories (its settings, state and the helper's cache): a container given it could rewrite corral's settings or read its token; bwrap covers them, a container's workspace cannot, so work in the project's own directory", sandbox.ErrPolicy, host, d)
 	}
 	ws := workspace{Host: host, Source: host, Target: host, Writable: req.Profile.Writable() || req.Profile == ""}
 	if b.st.HostWorkspace != "" {
