@@ -2,7 +2,9 @@ package agentclient
 
 import (
 	"context"
+	"errors"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -29,5 +31,40 @@ func TestSignalAtStart(t *testing.T) {
 		if res.TimedOut || res.Signal != int(syscall.SIGTERM) || res.ExitCode != 128+int(syscall.SIGTERM) {
 			t.Fatalf("try %d: %+v; want ended by SIGTERM (143) at once", i, res)
 		}
+	}
+}
+
+// TestStuckAgentEndsSandbox (hostile trial): a command that stops corral's
+// helper (SIGSTOP) cannot hold corral past its timeout: the killed
+// command's report never comes, so Wait calls Stuck (the backend ends the
+// whole sandbox) and reports that the command may have run. Before, Wait
+// waited for ever and the command ran on. The agent is stopped from the
+// test, as the command would, once the command is running; the verdict is
+// the error and the call, not a time.
+func TestStuckAgentEndsSandbox(t *testing.T) {
+	c, agent := localAgent(t)
+	defer agent.Process.Signal(syscall.SIGCONT)
+	req := &sandbox.Request{Argv: []string{"sleep", "600"}, Timeout: time.Second}
+	s, err := c.Start(req, []string{"PATH=/usr/bin:/bin"}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		<-s.StartedC()
+		agent.Process.Signal(syscall.SIGSTOP)
+	}()
+	stuck := make(chan string, 1)
+	_, err = Wait(context.Background(), req, s, time.Now(), WaitOptions{KillGrace: 100 * time.Millisecond, StuckAfter: 200 * time.Millisecond,
+		Stuck: func(why string) {
+			stuck <- why
+			agent.Process.Kill() // what ending the container does to its helper
+		}})
+	if !errors.Is(err, sandbox.ErrMayHaveRun) || !strings.Contains(err.Error(), "did not report") {
+		t.Fatalf("Wait = %v; want ErrMayHaveRun saying the helper did not report", err)
+	}
+	select {
+	case <-stuck:
+	default:
+		t.Fatal("Stuck was not called")
 	}
 }

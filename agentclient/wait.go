@@ -2,6 +2,7 @@ package agentclient
 
 import (
 	"context"
+	"fmt"
 	"syscall"
 	"time"
 
@@ -37,7 +38,21 @@ type WaitOptions struct {
 	// OOMLimit is the Result.LimitHit of a memory kill
 	// (sandbox.LimitContainerMemory).
 	OOMLimit string
+	// Stuck ends the whole sandbox (the container, the pod) when the
+	// command has not ended StuckAfter after its SIGKILL: corral's helper
+	// in it no longer answers (a command stopped it with SIGSTOP, or it
+	// hangs), so nothing else will end what it runs. nil: Wait goes on
+	// waiting.
+	Stuck func(why string)
+	// StuckAfter is that time; zero means DefaultStuckAfter.
+	StuckAfter time.Duration
 }
+
+// DefaultStuckAfter is how long Wait waits for a killed command's report
+// before it calls WaitOptions.Stuck: a SIGKILL takes effect at once, and
+// its report is one frame on a live stream, so this is only a bound on
+// a helper that stopped answering, with room for a machine under load.
+const DefaultStuckAfter = 30 * time.Second
 
 // Wait waits for s, ending its process group on ctx cancellation, the
 // request's timeout or a second signal of req.Signals: SIGTERM, then
@@ -55,7 +70,7 @@ func Wait(ctx context.Context, req *sandbox.Request, s Command, start time.Time,
 	var (
 		timedOut, killing bool
 		pgid              int
-		graceC            <-chan time.Time
+		graceC, stuckC    <-chan time.Time
 	)
 	started := s.StartedC()
 	send := func(sig syscall.Signal) {
@@ -93,6 +108,17 @@ wait:
 		case <-graceC:
 			graceC = nil
 			send(syscall.SIGKILL)
+			if o.Stuck != nil {
+				after := o.StuckAfter
+				if after <= 0 {
+					after = DefaultStuckAfter
+				}
+				stuckC = time.After(after)
+			}
+		case <-stuckC:
+			why := "corral's helper in the sandbox did not report the command's end after it was killed (stopped or hung), so the whole sandbox was ended"
+			o.Stuck(why)
+			return nil, fmt.Errorf("%w: %s", sandbox.ErrMayHaveRun, why)
 		case sg := <-sigs:
 			signalled++
 			if ss, ok := sg.(syscall.Signal); ok && signalled == 1 {

@@ -133,6 +133,16 @@ func (b *Backend) wait(ctx context.Context, c *ctr, req *sandbox.Request, s agen
 		Fallback:  func(pgid int, sig syscall.Signal) { _ = b.e.signal(c, pgid, sig) },
 		OOM:       func() bool { return b.oomKilled(c) },
 		OOMLimit:  sandbox.LimitContainerMemory,
+		// The helper stopped answering: the container goes, whatever
+		// holds it, and its scope's next command gets a new one.
+		Stuck: func(why string) {
+			b.e.log.Warn("docker.container.stuck", "container", c.name, "reason", why)
+			if took, d := b.e.table.Take(c, "its helper stopped answering", nil); took && d != nil {
+				b.e.remove(d.Handle, d.Why)
+			} else {
+				b.e.remove(c, why)
+			}
+		},
 	})
 }
 

@@ -249,6 +249,9 @@ func (b *Backend) runIn(ctx context.Context, req *sandbox.Request, plan *egressP
 		Fallback:  func(pgid int, sig syscall.Signal) { e.signalFallback(p, pgid, sig) },
 		OOM:       func() bool { return e.oomKilled(p) },
 		OOMLimit:  sandbox.LimitPodMemory,
+		// The helper stopped answering: the pod is lost to its scope,
+		// which gets a new one and a note.
+		Stuck: func(why string) { e.lose(p, why) },
 	})
 	if res != nil {
 		res.Warnings = append(res.Warnings, p.takeNotes()...)
