@@ -177,6 +177,34 @@ func (h *Host) hiddenDirs() []string {
 	return dirs
 }
 
+// OwnPaths returns corral's own files and directories, absolute with
+// symlinks resolved where they exist: its executable, where a helper
+// beside it would be, its settings, state and cache directories. A
+// hand-back (apply, cp out, sync --pull) never writes them
+// (handback.Policy.Own): a sandbox must not replace what corral runs or
+// reads as its settings.
+func (h *Host) OwnPaths() []string {
+	var out []string
+	add := func(p string) {
+		if p == "" || !filepath.IsAbs(p) {
+			return
+		}
+		out = append(out, filepath.Clean(p))
+		if r, err := filepath.EvalSymlinks(p); err == nil && r != filepath.Clean(p) {
+			out = append(out, r)
+		}
+	}
+	if exe, err := os.Executable(); err == nil {
+		add(exe)
+	}
+	add(h.helpers.NextPath())
+	for _, d := range h.hiddenDirs() {
+		add(d)
+	}
+	add(h.stateDir)
+	return out
+}
+
 // StateDir returns the Host's state directory.
 func (h *Host) StateDir() string { return h.stateDir }
 

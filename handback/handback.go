@@ -34,6 +34,7 @@ package handback
 import (
 	"fmt"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -346,6 +347,26 @@ type Policy struct {
 	// already holds ("" when it is not): HostGit.Why, for the paths the
 	// host's repositories run from their working trees.
 	Host func(rel string) string
+	// Own are corral's own files and directories (absolute, symlinks
+	// resolved: its executable, a helper beside it, its settings, state
+	// and cache directories), and Root the destination's directory that
+	// rel paths start from (resolved): a hand-back that would write one
+	// of them, or below one, is held, as a sandbox must never replace
+	// what corral runs or reads as its settings. Either empty: not
+	// checked.
+	Own  []string
+	Root string
+}
+
+// OwnAt returns the entry of own that abs (clean, absolute) is, or lies
+// below, or "".
+func OwnAt(abs string, own []string) string {
+	for _, o := range own {
+		if o != "" && (abs == o || strings.HasPrefix(abs, o+"/")) {
+			return o
+		}
+	}
+	return ""
 }
 
 // Check returns why rel is risky ("" when it is not: Classify, then the
@@ -356,6 +377,11 @@ func (p Policy) Check(rel string, k Kind, isGitDir func(dir string) bool) (why s
 	if why == "" && k != Dir && len(p.Protected) > 0 {
 		if m, ok := sandbox.MatchProtected(rel, k == Dir, p.Protected); ok {
 			why = fmt.Sprintf("a protected path (%s)", m)
+		}
+	}
+	if why == "" && k != Dir && p.Root != "" {
+		if o := OwnAt(filepath.Join(p.Root, rel), p.Own); o != "" {
+			why = fmt.Sprintf("corral's own %s: what corral runs or reads as its settings and state is never written from a sandbox", o)
 		}
 	}
 	if why == "" && k != Dir && p.Host != nil {

@@ -371,3 +371,31 @@ func TestIncludeAsPrinted(t *testing.T) {
 		t.Error(`a\q`)
 	}
 }
+
+// TestPolicyOwn: a hand-back that would write corral's own files or
+// directories (its executable, a helper beside it, its settings) is held,
+// whatever the path's name; one beside them is not, and none is checked
+// without a root.
+func TestPolicyOwn(t *testing.T) {
+	p := Policy{Own: []string{"/p/corral", "/p/corral-helper", "/home/u/.config/corral"}, Root: "/p"}
+	for _, tc := range []struct {
+		root, rel string
+		held      bool
+	}{
+		{"/p", "corral", true},
+		{"/p", "corral-helper", true},
+		{"/p", "corral.txt", false},
+		{"/p", "src/corral", false},
+		{"/home/u", ".config/corral/config.yaml", true},
+		{"/home/u/.config", "corral/config.yaml", true},
+		{"/home/u", ".config/corralx", false},
+		{"", "corral", false},
+	} {
+		q := p
+		q.Root = tc.root
+		why, write := q.Check(tc.rel, File, nil)
+		if held := why != "" && !write; held != tc.held || tc.held && !strings.Contains(why, "corral's own") {
+			t.Errorf("root %q rel %q: why %q write %v; want held=%v", tc.root, tc.rel, why, write, tc.held)
+		}
+	}
+}

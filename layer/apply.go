@@ -39,6 +39,10 @@ type ApplyOptions struct {
 	// sandbox.DefaultProtected names): a change at one is held back as
 	// risky too.
 	Protected []string
+	// Own are corral's own files and directories (absolute, resolved:
+	// handback.Policy.Own), held as risky wherever a change would write
+	// them.
+	Own []string
 }
 
 // ApplyResult is what Apply did. Its lists hold at most ListMax paths
@@ -318,7 +322,7 @@ func (l *Layer) check(s *trees, sel selection, base *baseReader, opts ApplyOptio
 		return 0, err
 	}
 	defer v.close()
-	policy := GatePolicy(l.Lower, opts.Protected, opts.IncludeRisky)
+	policy := GatePolicy(l.Lower, opts.Protected, opts.IncludeRisky, opts.Own)
 	var held, included capped[handback.Risk]
 	var conflicts, merged capped[string]
 	named := make([]bool, len(opts.IncludeRisky)) // an IncludeRisky path that named a listed risk

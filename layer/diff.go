@@ -27,6 +27,10 @@ type DiffOptions struct {
 	// Protected are the protected-path patterns listed among the risky
 	// paths (as ApplyOptions.Protected).
 	Protected []string
+	// Own are corral's own files and directories (absolute, resolved:
+	// handback.Policy.Own), held as risky wherever a change would write
+	// them.
+	Own []string
 	// Exact writes the contents' lines byte for byte, for a program (the
 	// MCP server's workspace_diff, which the agent that wrote them
 	// reads). Without it, as for a person's terminal whether or not
@@ -148,7 +152,7 @@ func diff(w io.Writer, lower, upper string, src func(func(Change) error) error, 
 		return 0, err
 	}
 	defer v.close()
-	policy := GatePolicy(lower, opts.Protected, nil)
+	policy := GatePolicy(lower, opts.Protected, nil, opts.Own)
 	risky := func(ch Change) string { why, _ := v.risk(policy, ch); return why }
 
 	// First: the risky paths, and the rename candidates.

@@ -2,6 +2,7 @@ package layer
 
 import (
 	"path"
+	"path/filepath"
 
 	"github.com/corralhq/corral/handback"
 )
@@ -11,10 +12,15 @@ import (
 // names, with git's sample hooks taken for the data they are), the
 // protected-path patterns of the setting protected_paths (nil when it is
 // unset), matched relative to Lower, what lower's own repositories run
-// from their trees (handback.HostGit), and include (paths relative to
+// from their trees (handback.HostGit), corral's own files and
+// directories (own, handback.Policy.Own), and include (paths relative to
 // Lower; a directory includes what lies below it) let through.
-func GatePolicy(lower string, protected, include []string) handback.Policy {
-	return handback.Policy{Protected: protected, Include: include, Host: handback.NewHostGit(lower).Why}
+func GatePolicy(lower string, protected, include, own []string) handback.Policy {
+	root := lower
+	if r, err := filepath.EvalSymlinks(lower); err == nil {
+		root = r
+	}
+	return handback.Policy{Protected: protected, Include: include, Host: handback.NewHostGit(lower).Why, Own: own, Root: root}
 }
 
 // Risky returns the changes of cs that write (add, modify, change the

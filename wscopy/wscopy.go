@@ -242,11 +242,18 @@ type Out struct {
 	// sandbox.DefaultProtected names), held back as risky too, matched
 	// against the paths as Result.Held shows them.
 	Protected []string
+	// Own are corral's own files and directories (handback.Policy.Own),
+	// held back as risky wherever the copy would write them.
+	Own []string
 }
 
-// gate is the host's policy for o.
-func (o Out) gate() *handback.Policy {
-	return &handback.Policy{Protected: o.Protected, Include: o.IncludeRisky}
+// gate is the host's policy for o, for a copy whose held paths start at
+// root.
+func (o Out) gate(root string) *handback.Policy {
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	return &handback.Policy{Protected: o.Protected, Include: o.IncludeRisky, Own: o.Own, Root: root}
 }
 
 // CopyIn copies the host's src (a file, symlink or directory) to dst in
@@ -315,7 +322,7 @@ func CopyOut(ctx context.Context, w *Workspace, src, dst string, o Out) (Result,
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := pull(ctx, w, rel, top, filepath.Dir(abs), transfer.Options{Dest: filepath.Base(abs), Top: top, Gate: o.gate()})
+	res, err := pull(ctx, w, rel, top, filepath.Dir(abs), transfer.Options{Dest: filepath.Base(abs), Top: top, Gate: o.gate(filepath.Dir(abs))})
 	if errors.Is(err, fs.ErrNotExist) {
 		return res, fmt.Errorf("session %s has no %s (a relative path starts at its current directory, %s): %w", w.Session, path.Join(w.Root, rel), w.base(), err)
 	}
@@ -426,7 +433,7 @@ func Sync(ctx context.Context, w *Workspace, dir string, pullBack, del bool, o O
 		if err := os.MkdirAll(abs, 0o755); err != nil {
 			return Result{}, err
 		}
-		return pull(ctx, w, ".", "", abs, transfer.Options{Dir: ".", Delete: del, Gate: o.gate()})
+		return pull(ctx, w, ".", "", abs, transfer.Options{Dir: ".", Delete: del, Gate: o.gate(abs)})
 	}
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
 		return Result{}, fmt.Errorf("%s is not a directory", dir)

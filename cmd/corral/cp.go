@@ -64,7 +64,7 @@ first, with why, and written only when named with --include-risky PATH
 				return &exitError{Code: sandbox.ExitCorralError, Err: err}
 			}
 			name := src.Session + dst.Session
-			w, protected, closeWS, err := openWorkspace(c.Context(), g, name)
+			w, protected, own, closeWS, err := openWorkspace(c.Context(), g, name)
 			if err != nil {
 				return &exitError{Code: sandbox.ExitCorralError, Err: err}
 			}
@@ -73,7 +73,7 @@ first, with why, and written only when named with --include-risky PATH
 			if dst.Session != "" {
 				res, err = wscopy.CopyIn(c.Context(), w, src.Path, dst.Path)
 			} else {
-				res, err = wscopy.CopyOut(c.Context(), w, src.Path, dst.Path, wscopy.Out{IncludeRisky: include, Protected: protected})
+				res, err = wscopy.CopyOut(c.Context(), w, src.Path, dst.Path, wscopy.Out{IncludeRisky: include, Protected: protected, Own: own})
 			}
 			if err != nil {
 				return &exitError{Code: 1, Err: err}
@@ -159,12 +159,12 @@ directory named after DIR (corral cp ./DIR S:DIR copies the directory).`,
 			if err != nil {
 				return &exitError{Code: sandbox.ExitCorralError, Err: err}
 			}
-			w, protected, closeWS, err := openWorkspace(c.Context(), g, name)
+			w, protected, own, closeWS, err := openWorkspace(c.Context(), g, name)
 			if err != nil {
 				return &exitError{Code: sandbox.ExitCorralError, Err: err}
 			}
 			defer closeWS()
-			res, err := wscopy.Sync(c.Context(), w, args[0], pull, del, wscopy.Out{IncludeRisky: include, Protected: protected})
+			res, err := wscopy.Sync(c.Context(), w, args[0], pull, del, wscopy.Out{IncludeRisky: include, Protected: protected, Own: own})
 			if err != nil {
 				return &exitError{Code: 1, Err: err}
 			}
@@ -200,10 +200,10 @@ func sessionOrDir(name string) (string, error) {
 // protected_paths setting too (nil when unset: sandbox.DefaultProtected
 // applies), which a hand-back holds back as risky. Call done when the
 // copy is over: it closes the Host.
-func openWorkspace(ctx context.Context, g *globalOptions, name string) (w *wscopy.Workspace, protected []string, done func(), err error) {
+func openWorkspace(ctx context.Context, g *globalOptions, name string) (w *wscopy.Workspace, protected, own []string, done func(), err error) {
 	h, err := g.openHost(nil, newLogger(g))
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -212,11 +212,11 @@ func openWorkspace(ctx context.Context, g *globalOptions, name string) (w *wscop
 	}()
 	st, err := h.Settings()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	infos, err := h.Manager().List()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	for _, in := range infos {
 		if in.Name != name {
@@ -224,42 +224,43 @@ func openWorkspace(ctx context.Context, g *globalOptions, name string) (w *wscop
 		}
 		if in.Backend != config.BackendKubernetes {
 			if in.Workdir == "" {
-				return nil, nil, nil, fmt.Errorf("session %s has no working directory on record; run a command in it first", name)
+				return nil, nil, nil, nil, fmt.Errorf("session %s has no working directory on record; run a command in it first", name)
 			}
 			// A review-mode session's files are its layer over the working
 			// directory: a copy of the directory itself would write the
 			// project past review, read what the session does not see,
 			// and let sync --delete remove the project's own files.
 			if _, lerr := layer.Open(filepath.Join(in.Dir, "layer")); !errors.Is(lerr, layer.ErrNoLayer) {
-				return nil, nil, nil, fmt.Errorf("session %s is in review mode (workspace_mode: review): cp and sync would read and write %s itself, past the layer that holds the session's changes, so they refuse review-mode sessions; copy with the session's own commands or file tools (corral run --session %s), or use a session in direct mode", name, in.Workdir, name)
+				return nil, nil, nil, nil, fmt.Errorf("session %s is in review mode (workspace_mode: review): cp and sync would read and write %s itself, past the layer that holds the session's changes, so they refuse review-mode sessions; copy with the session's own commands or file tools (corral run --session %s), or use a session in direct mode", name, in.Workdir, name)
 			}
-			return &wscopy.Workspace{Session: name, Root: in.Workdir, Cwd: in.Cwd}, st.ProtectedPaths, func() { h.Close() }, nil
+			return &wscopy.Workspace{Session: name, Root: in.Workdir, Cwd: in.Cwd}, st.ProtectedPaths, h.OwnPaths(), func() { h.Close() }, nil
 		}
 		e, err := h.KubernetesEngine()
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		pod, err := e.SessionPod(ctx, corral.KubernetesSettings(st), name)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
-		return &wscopy.Workspace{Session: name, Root: pod.Workspace, Cwd: in.Cwd, Pod: pod, Engine: e}, st.ProtectedPaths, func() { h.Close() }, nil
+		return &wscopy.Workspace{Session: name, Root: pod.Workspace, Cwd: in.Cwd, Pod: pod, Engine: e}, st.ProtectedPaths, h.OwnPaths(), func() { h.Close() }, nil
 	}
-	return nil, nil, nil, fmt.Errorf("no session %q (corral sessions list shows them; a session exists once a command ran in it): start it with `corral run --session %s -- true`", name, shellWord(name))
+	return nil, nil, nil, nil, fmt.Errorf("no session %q (corral sessions list shows them; a session exists once a command ran in it): start it with `corral run --session %s -- true`", name, shellWord(name))
 }
 
 // protectedPaths returns the setting protected_paths as the Host reads
 // it, which a hand-back holds back as risky: nil when unset
-// (sandbox.DefaultProtected applies).
-func protectedPaths(g *globalOptions) ([]string, error) {
+// (sandbox.DefaultProtected applies); and corral's own files and
+// directories (Host.OwnPaths), which a hand-back never writes.
+func protectedPaths(g *globalOptions) (protected, own []string, err error) {
 	h, err := g.openHost(nil, newLogger(g))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer h.Close()
 	st, err := h.Settings()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return st.ProtectedPaths, nil
+	return st.ProtectedPaths, h.OwnPaths(), nil
 }

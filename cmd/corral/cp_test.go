@@ -436,3 +436,24 @@ func TestCpSyncRefuseReview(t *testing.T) {
 		}
 	}
 }
+
+// TestCpOutHoldsCorralsOwn: a copy out of a session never writes corral's
+// own settings (the hostile trial wrote backend: local into
+// ~/.config/corral from a session, and the next command ran unsandboxed);
+// it is held back as risky and named.
+func TestCpOutHoldsCorralsOwn(t *testing.T) {
+	requireBwrap(t)
+	c := newCLI(t)
+	if code, _, se := c.run(nil, "run", "--session", "own", "--", "mkdir -p cfg/corral && echo 'backend: local' > cfg/corral/config.yaml"); code != 0 {
+		t.Fatalf("first command: %d %s", code, se)
+	}
+	dst := filepath.Join(c.home, ".config")
+	os.MkdirAll(dst, 0o700)
+	_, _, se := c.run(nil, "cp", "own:cfg/corral", dst)
+	if b, err := os.ReadFile(filepath.Join(dst, "corral", "config.yaml")); err == nil {
+		t.Fatalf("cp out wrote corral's own settings: %q (%s)", b, se)
+	}
+	if !strings.Contains(se, "corral's own") {
+		t.Errorf("cp out does not say it held corral's own settings: %s", se)
+	}
+}

@@ -94,14 +94,14 @@ exact bytes.`,
 			if err != nil {
 				return corralErr(err)
 			}
-			protected, err := protectedPaths(g)
+			protected, own, err := protectedPaths(g)
 			if err != nil {
 				return corralErr(err)
 			}
 			color := term.IsTerminal(int(os.Stdout.Fd()))
 			// Streamed from the layer: memory does not grow with the number
 			// of changes.
-			if _, err := layer.DiffLayer(os.Stdout, t.l, args, layer.DiffOptions{Stat: stat, Color: color, Protected: protected}); err != nil {
+			if _, err := layer.DiffLayer(os.Stdout, t.l, args, layer.DiffOptions{Stat: stat, Color: color, Protected: protected, Own: own}); err != nil {
 				return corralErr(err)
 			}
 			return nil
@@ -151,11 +151,11 @@ lists the same paths at its top.`,
 			if merge && overwrite {
 				return corralErr(fmt.Errorf("%w: --merge and --overwrite: choose one", sandbox.ErrBadRequest))
 			}
-			protected, err := protectedPaths(g)
+			protected, own, err := protectedPaths(g)
 			if err != nil {
 				return corralErr(err)
 			}
-			res, err := layer.Apply(t.l, args, layer.ApplyOptions{Logger: newLogger(g), Overwrite: overwrite, Merge: merge, IncludeRisky: include, Protected: protected})
+			res, err := layer.Apply(t.l, args, layer.ApplyOptions{Logger: newLogger(g), Overwrite: overwrite, Merge: merge, IncludeRisky: include, Protected: protected, Own: own})
 			warnUnmatched(stderr, "corral apply", include, res.Held, res.Included)
 			printHeld(stderr, "corral apply", res.Held, res.HeldTotal)
 			if errors.Is(err, layer.ErrConflict) {
