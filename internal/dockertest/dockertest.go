@@ -1,6 +1,7 @@
 // Package dockertest gives tests a Docker engine, a small image built from
-// this machine's own Debian files, and a statically linked corral to mount
-// in containers. No registry is reachable where the tests run, so nothing
+// this machine's own Debian files, and the static helper to mount in
+// containers (StaticHelper, as users' containers get it; StaticCorral for
+// tests that run corral itself). No registry is reachable where the tests run, so nothing
 // is pulled: the image is a `docker import` of a root filesystem assembled
 // here (bash, coreutils, util-linux's setsid, git, curl, python3 and the shared
 // libraries they need, found with ldd).
