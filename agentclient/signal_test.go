@@ -68,3 +68,19 @@ func TestStuckAgentEndsSandbox(t *testing.T) {
 		t.Fatal("Stuck was not called")
 	}
 }
+
+// TestLeftoverNoted: a command that exits while a process it started
+// still runs (here in the background, in a session of its own) gets a
+// note that corral ended it, so no process ends unseen; one that leaves
+// nothing gets none.
+func TestLeftoverNoted(t *testing.T) {
+	c, _ := localAgent(t)
+	res := run(t, c, context.Background(), &sandbox.Request{Argv: []string{"sh", "-c", "setsid sleep 300 & exit 0"}, Timeout: time.Minute})
+	if res.ExitCode != 0 || !strings.Contains(strings.Join(res.Warnings, "\n"), "the command left running") {
+		t.Errorf("a command that left a process running: %+v; want exit 0 and the note", res)
+	}
+	res = run(t, c, context.Background(), &sandbox.Request{Argv: []string{"true"}, Timeout: time.Minute})
+	if len(res.Warnings) != 0 {
+		t.Errorf("a command that left nothing: warnings %q", res.Warnings)
+	}
+}

@@ -134,6 +134,9 @@ wait:
 		return nil, err
 	}
 	res := &sandbox.Result{Duration: time.Since(start), TimedOut: timedOut, ExitCode: ex.Code, Signal: ex.Signal}
+	if ex.Leftover > 0 && !killing {
+		res.Warnings = append(res.Warnings, sandbox.LeftoverNote(ex.Leftover))
+	}
 	switch {
 	case killing:
 		// corral ended it (timeout, cancel): not the memory limit.

@@ -365,3 +365,15 @@ func SameWriter(a, b io.Writer) (same bool) {
 	}()
 	return a != nil && a == b
 }
+
+// LeftoverNote is the warning of a command whose first process exited
+// while n (> 0) processes it had started still ran, which corral then
+// ended (a command's processes end with it, as a bwrap sandbox's do when
+// its pid namespace ends): said so that no process ends unseen.
+func LeftoverNote(n int) string {
+	what := "processes"
+	if n == 1 {
+		what = "process"
+	}
+	return fmt.Sprintf("%d %s the command left running (in the background, with setsid or a double fork) ended with it: a command's processes end when it does; start what must outlive it as a background command", n, what)
+}

@@ -138,6 +138,9 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	}
 	if leftover > 0 {
 		b.log.Info("local.leftover_killed", "processes", leftover)
+		if !out.TimedOut && ctx.Err() == nil {
+			res.Warnings = append(res.Warnings, sandbox.LeftoverNote(leftover))
+		}
 	}
 	res.ExitCode, res.Signal = waitloop.ExitOf(ws)
 	return res, nil
