@@ -19,6 +19,7 @@ import (
 
 	"github.com/corralhq/corral/backend/internal/scopes"
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/helperbin"
 	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/inside"
 	"github.com/corralhq/corral/internal/owner"
@@ -167,7 +168,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request) (c *ctr, p *
 			} else if len(rv.prot) > 0 {
 				spec, c.err = buildSpec(&st, p, ws, helper, extra, binds, empty, nil, filter, eg, trust, rv)
 			}
-		} else if c.protected, cut, serr = protectedIn(ws, req); serr != nil {
+		} else if c.protected, cut, serr = protectedIn(ws, req, ownFiles()); serr != nil {
 			c.err = scanErr(ws.Host, serr)
 		} else if cut {
 			// Fail closed: the mounts would leave out what the scan missed.
@@ -523,7 +524,10 @@ func listNames(dir string, max int) ([]string, error) {
 // truncated reports that the scan was cut short (hostview.FindProtected),
 // err that a passing cause kept it from reading what it had to
 // (hostview.FindProtectedErr): the container must then not start.
-func protectedIn(ws workspace, req *sandbox.Request) (out []string, truncated bool, err error) {
+//
+// own are corral's own files (ownFiles): those in the workspace are bound
+// read-only too.
+func protectedIn(ws workspace, req *sandbox.Request, own []string) (out []string, truncated bool, err error) {
 	if !ws.Writable {
 		return nil, false, nil
 	}
@@ -538,7 +542,30 @@ func protectedIn(ws workspace, req *sandbox.Request) (out []string, truncated bo
 		}
 		out = append(out, p.Rel)
 	}
+	for _, f := range own {
+		if rel, ok := strings.CutPrefix(f, ws.Host+"/"); ok && !slices.Contains(out, rel) {
+			if st, err := os.Lstat(f); err == nil && st.Mode().IsRegular() {
+				out = append(out, rel)
+			}
+		}
+	}
 	return out, truncated, err
+}
+
+// ownFiles returns corral's executable (symlinks resolved) and where a
+// helper beside it would be: a corral built in the project (README's
+// build) lies in the workspace, and a container must not replace what
+// the person runs next on the host, so they are bound read-only like the
+// protected paths (bwrap pins them the same way).
+func ownFiles() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	if r, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = r
+	}
+	return []string{exe, filepath.Join(filepath.Dir(exe), helperbin.Name)}
 }
 
 // scanErr is the refusal of a command whose protected-path scan a passing

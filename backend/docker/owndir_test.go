@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,5 +51,31 @@ func TestWorkspaceHoldingOwnDirsRefused(t *testing.T) {
 		if !errors.Is(err, sandbox.ErrPolicy) || !strings.Contains(err.Error(), "corral's own directories") {
 			t.Errorf("working directory %s: %v; want a policy refusal naming corral's own directories", wd, err)
 		}
+	}
+}
+
+// TestOwnFilesProtected: corral's executable and a helper beside it,
+// when they lie in the workspace (README's build in the project), are
+// bound read-only like the protected paths: the hostile trial replaced
+// ./corral from a container, and the person's next ./corral ran its code.
+func TestOwnFilesProtected(t *testing.T) {
+	ws := t.TempDir()
+	for _, f := range []string{"corral", "corral-helper", "other"} {
+		os.WriteFile(filepath.Join(ws, f), []byte("x"), 0o755)
+	}
+	got, _, err := protectedIn(workspace{Host: ws, Writable: true}, &sandbox.Request{}, []string{filepath.Join(ws, "corral"), filepath.Join(ws, "corral-helper"), "/elsewhere/corral"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"corral", "corral-helper"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("protected %q lacks %s", got, want)
+		}
+	}
+	if slices.Contains(got, "other") {
+		t.Errorf("protected %q holds a file of the project's own", got)
+	}
+	if exe, _ := os.Executable(); !slices.Contains(ownFiles(), exe) && !slices.Contains(ownFiles(), resolved(exe)) {
+		t.Errorf("ownFiles %q lacks this executable %s", ownFiles(), exe)
 	}
 }
