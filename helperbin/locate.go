@@ -243,14 +243,9 @@ func BuildKey(exe string) string {
 // when it was checked before as it is now, else by running it (and the
 // stamp is written).
 func (l *Locator) facts(src Source, path string) Facts {
-	f := Facts{Source: src, Path: path}
-	st, err := os.Stat(path)
-	if err != nil {
-		f.Missing = true
-		return f
-	}
-	if !st.Mode().IsRegular() {
-		f.Err = "not a regular file"
+	st, f, ok := regular(path)
+	f.Source = src
+	if !ok {
 		return f
 	}
 	if why := l.trusted(src, path); why != "" {
@@ -275,17 +270,27 @@ func (l *Locator) facts(src Source, path string) Facts {
 	return f
 }
 
+// regular stats path (following symlinks): ok when it is a regular file;
+// else f says it is missing or not one.
+func regular(path string) (st os.FileInfo, f Facts, ok bool) {
+	f.Path = path
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		f.Missing = true
+	case !st.Mode().IsRegular():
+		f.Err = "not a regular file"
+	default:
+		return st, f, true
+	}
+	return st, f, false
+}
+
 // Check runs the executable at path in reexec.ProtocolMode and reads its
 // ELF program headers: the Facts of one candidate, found the slow way.
 func Check(path string) Facts {
-	f := Facts{Path: path}
-	st, err := os.Stat(path)
-	if err != nil {
-		f.Missing = true
-		return f
-	}
-	if !st.Mode().IsRegular() {
-		f.Err = "not a regular file"
+	_, f, ok := regular(path)
+	if !ok {
 		return f
 	}
 	static, err := IsStatic(path)

@@ -1,7 +1,6 @@
 package helperbin
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/reexec"
 
 	// The modes corral hands sandboxes, so that this test binary expects
@@ -165,26 +165,9 @@ func copyFile(t *testing.T, from, to string) {
 }
 
 // logs returns a logger at debug level and what it wrote.
-func logs() (*slog.Logger, *syncBuffer) {
-	var b syncBuffer
+func logs() (*slog.Logger, *testkit.LogBuf) {
+	var b testkit.LogBuf
 	return slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug})), &b
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestNextToCorralChosen(t *testing.T) {
