@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -211,5 +213,36 @@ func TestDamagedTwice(t *testing.T) {
 		if b, err := os.ReadFile(aside); err != nil || string(b) != garbage {
 			t.Errorf("%s: %q %v, want %q", aside, b, err, garbage)
 		}
+	}
+}
+
+// TestStateUnchangedNotRewritten: a command that changes neither cwd nor
+// variables leaves state.json as it was (the same file: an atomic rewrite
+// makes a new inode); one that changes them rewrites it, and the next
+// command sees the change.
+func TestStateUnchangedNotRewritten(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("unchanged")
+	f.exec(s, "export A=1")
+	path := filepath.Join(s.Dir(), "state.json")
+	ino := func() uint64 {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	before := ino()
+	f.exec(s, "true")
+	if after := ino(); after != before {
+		t.Errorf("state.json was rewritten by a command that changed nothing (inode %d -> %d)", before, after)
+	}
+	f.exec(s, "export B=2; mkdir -p d && cd d")
+	if after := ino(); after == before {
+		t.Error("state.json was not rewritten after the variables and cwd changed")
+	}
+	if r := f.exec(s, `echo "$A$B ${PWD##*/}"`); r.Output.Text != "12 d\n" {
+		t.Errorf("the next command saw %q", r.Output.Text)
 	}
 }

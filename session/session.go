@@ -424,8 +424,9 @@ func (s *Session) request(sp *Spec, st *State, dir string, argv []string, timeou
 func (s *Session) loadState(sp *Spec) (*State, error) {
 	var st State
 	path := filepath.Join(s.dir, "state.json")
-	err := readJSON(path, &st)
+	raw, err := readJSONBytes(path, &st)
 	if err == nil && filepath.IsAbs(st.Cwd) {
+		st.saved = raw
 		st.Cwd = filepath.Clean(st.Cwd)
 		// The same bounds as when it was saved: a state file written by
 		// hand or another version must not wedge the session (a variable

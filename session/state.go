@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -43,6 +44,7 @@ type State struct {
 
 	moved bool     // loadState: the working directory changed
 	notes []string // loadState: what it found wrong with the saved state, for the agent
+	saved []byte   // loadState: state.json's bytes as read, when they hold this state
 }
 
 // dirName maps a session name to its directory name: a readable prefix
@@ -180,14 +182,20 @@ var errDamaged = errors.New("damaged")
 // maxStateFile: the file is opened with O_NONBLOCK and checked with
 // fstat(2) before it is read.
 func readJSON(path string, v any) error {
+	_, err := readJSONBytes(path, v)
+	return err
+}
+
+// readJSONBytes is readJSON that also returns the bytes it decoded.
+func readJSONBytes(path string, v any) ([]byte, error) {
 	b, err := readRegular(path, maxStateFile)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%w: %s: %w", errDamaged, path, err)
+		return nil, fmt.Errorf("%w: %s: %w", errDamaged, path, err)
 	}
-	return nil
+	return b, nil
 }
 
 // readRegular returns the contents of path, which must be a regular file
@@ -250,7 +258,16 @@ func writeState(path string, st *State) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteUnsynced(path, b, 0o600)
+	if st.saved != nil && bytes.Equal(b, st.saved) {
+		// Most commands change neither cwd nor variables; the file read
+		// at the start (under the session's lock) already says this.
+		return nil
+	}
+	if err := atomicfile.WriteUnsynced(path, b, 0o600); err != nil {
+		return err
+	}
+	st.saved = b
+	return nil
 }
 
 // LockDir takes the locks that the foreground commands of the session in
