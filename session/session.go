@@ -155,14 +155,16 @@ const startMagic = "corral-started\x00"
 const noDirMagic = "corral-nodir"
 
 // stateMagic starts what the wrapper writes on the state descriptor.
-const stateMagic = "corral-state-1"
+const stateMagic = "corral-state-2"
 
 // wrapper is the bash program every foreground command runs in. $1 is the
 // command line. Descriptor 3 is a pipe to corral: on exit the shell writes
-// its status, the last pipeline's statuses, its cwd and its exported
-// variables there, NUL-separated, using builtins only. The command line is
-// run by eval with one more line appended that records PIPESTATUS.
-// Needs bash 4.4 or later ({fd} redirections, ${var@a}). It is one line:
+// its status, the last pipeline's statuses and its cwd there,
+// NUL-separated, then its exported variables as `declare -px` prints them
+// (parseDeclared), using builtins only: one builtin, where a loop over
+// every variable's name cost 1.3 ms of a 9.6 ms session command. The
+// command line is run by eval with one more line appended that records
+// PIPESTATUS. Needs bash 4.4 or later. It is one line:
 // bash numbers an error's line in the eval'd text from the eval's own line
 // ("bash: line 3: x: command not found" for the command's third line), so
 // the eval must stand on line 1 for the numbers to be the command's.
@@ -172,20 +174,14 @@ const wrapper = `__corral_cmd=$1 __corral_dir=$2; builtin set --; ` +
 	`if [[ -n $__corral_dir ]] && ! builtin cd -- "$__corral_dir" 2>/dev/null; then builtin printf '` + noDirMagic + `\0' >&"$__corral_fd"; builtin exit 126; fi; ` +
 	`builtin printf 'corral-started\0' >&"$__corral_fd"; ` +
 	`__corral_save() { ` +
-	`builtin local s=$? n; ` +
-	`{ builtin printf '` + stateMagic + `\0%s\0%s\0%s\0' "$s" "${__corral_ps-}" "$PWD"; ` +
-	`for n in ` + allVarNames + `; do [[ ${!n@a} == *x* ]] && builtin printf '%s=%s\0' "$n" "${!n}"; done; ` +
+	`builtin local s=$?; ` +
+	`{ builtin printf '\0` + stateMagic + `\0%s\0%s\0%s\0' "$s" "${__corral_ps-}" "$PWD"; ` +
+	`builtin declare -px; ` +
 	`} >&"$__corral_fd" 2>/dev/null; ` +
 	`builtin return $s; }; ` +
 	`builtin trap __corral_save EXIT; ` +
 	`builtin eval "$__corral_cmd"$'\n''__corral_ps="${PIPESTATUS[*]}" __corral_rc=$?'; ` +
 	`builtin exit "${__corral_rc:-$?}"`
-
-// allVarNames expands, without forking (a command substitution would cost
-// a fork per command), to the name of every shell variable: ${!X@} lists
-// the names that begin with X. The wrapper keeps those with the export
-// attribute (${!n@a} contains x; bash 4.4 and later).
-const allVarNames = "${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!I@} ${!J@} ${!K@} ${!L@} ${!M@} ${!N@} ${!O@} ${!P@} ${!Q@} ${!R@} ${!S@} ${!T@} ${!U@} ${!V@} ${!W@} ${!X@} ${!Y@} ${!Z@} ${!a@} ${!b@} ${!c@} ${!d@} ${!e@} ${!f@} ${!g@} ${!h@} ${!i@} ${!j@} ${!k@} ${!l@} ${!m@} ${!n@} ${!o@} ${!p@} ${!q@} ${!r@} ${!s@} ${!t@} ${!u@} ${!v@} ${!w@} ${!x@} ${!y@} ${!z@} ${!_@}"
 
 // bashArgv returns the argv that runs script with argument arg. $0 is
 // "bash", as in a plain `bash -c`: bash then prints a command's errors as
@@ -533,12 +529,15 @@ const (
 // BASH_FUNC_*) within the size bounds are kept; the notes say what was
 // dropped.
 func parseState(b []byte) (st State, pipe []int, notes []string, ok bool) {
-	i := bytes.LastIndex(b, []byte(stateMagic+"\x00"))
+	// The wrapper's record starts with a NUL, so a cwd or a command's
+	// output that merely holds the magic ("/x/corral-state-2") is not one.
+	i := bytes.LastIndex(b, []byte("\x00"+stateMagic+"\x00"))
 	if i < 0 {
 		return st, nil, nil, false
 	}
-	fields := strings.Split(string(b[i:]), "\x00")
-	if len(fields) < 4 {
+	i++
+	fields := strings.SplitN(string(b[i:]), "\x00", 5)
+	if len(fields) < 5 {
 		return st, nil, nil, false
 	}
 	for _, f := range strings.Fields(fields[2]) {
@@ -554,7 +553,11 @@ func parseState(b []byte) (st State, pipe []int, notes []string, ok bool) {
 		return st, nil, nil, false
 	}
 	st.Cwd = filepath.Clean(st.Cwd)
-	st.Env, notes = keepEnv(fields[4:])
+	env, ok := parseDeclared(fields[4])
+	if !ok {
+		return st, nil, nil, false
+	}
+	st.Env, notes = keepEnv(env)
 	return st, pipe, notes, true
 }
 

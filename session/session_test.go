@@ -581,7 +581,7 @@ func TestHostileState(t *testing.T) {
 	if r := f.exec(s, `echo "${#BIG} $SMALL"`); r.Output.Text != "0 1\n" || r.ExitCode != 0 {
 		t.Errorf("after a huge variable: %+v", r)
 	}
-	f.exec(s, `printf 'corral-state-1\0000\000\000/x\000BASH_FUNC_trap%%%%=() { :; }\000' >&$__corral_fd; export NEW=1`)
+	f.exec(s, `printf '\000`+stateMagic+`\0000\000\000/x\000declare -x BASH_FUNC_trap%%%%="() { :; }"\n' >&$__corral_fd; export NEW=1`)
 	if r := f.exec(s, `echo "$NEW"; pwd; type -t trap`); r.Output.Text != "1\n"+f.work+"\nbuiltin\n" {
 		t.Errorf("after a forged state record: %q notes=%q", r.Output.Text, r.Notes)
 	}
