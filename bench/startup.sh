@@ -26,6 +26,7 @@ CGO_ENABLED=0 go build -o "$dir/corral" ./cmd/corral
 mkdir -p "$dir/empty"
 printf 'package main\n\nfunc main() {}\n' >"$dir/empty/main.go"
 (cd "$dir/empty" && printf 'module empty\n\ngo 1.26\n' >go.mod && CGO_ENABLED=0 go build -o "$dir/go-empty" .)
+bash bench/libfloor.sh "$dir/go-libs"
 bins=("$dir/corral")
 names=(this)
 if [ -n "$base" ]; then
@@ -37,7 +38,7 @@ work="$dir/work"; mkdir -p "$work"; cd "$work"
 raw=$("$dir/corral" run --dry-run -- /bin/true | python3 -c 'import shlex,sys; print(" ".join(shlex.quote(l.rstrip("\n")) for l in sys.stdin))')
 # Interleaved (one run of each command in turn, RUNS times), so that a
 # change of the machine's load during the run weighs on every command alike.
-cmds=("raw-bwrap" "$raw" "go-empty" "$dir/go-empty")
+cmds=("raw-bwrap" "$raw" "go-empty" "$dir/go-empty" "go-libs" "$dir/go-libs")
 for i in "${!bins[@]}"; do
   cmds+=("run-${names[$i]}" "${bins[$i]} run -- /bin/true" "help-${names[$i]}" "${bins[$i]} --help")
 done
@@ -79,16 +80,19 @@ done >"$dir/ir.txt"
 python3 - "$dir/h.json" "$dir/ir.txt" <<'PY'
 import json, sys
 r = {x["command"]: x["median"] for x in json.load(open(sys.argv[1]))["results"]}
-raw, empty = r["raw-bwrap"], r["go-empty"]
+raw, empty, libs = r["raw-bwrap"], r["go-empty"], r["go-libs"]
 print(f"raw bwrap median                 {raw*1000:8.2f} ms")
 print(f"empty Go program median          {empty*1000:8.2f} ms")
+print(f"libraries' start median          {libs*1000:8.2f} ms   (a program that only links corral's libraries, bench/libfloor.sh)")
 print(f"floor (raw bwrap + Go start)     {(raw+empty)/raw:8.2f}   (the least a Go command starting bwrap can cost)")
+print(f"floor (raw bwrap + libraries)    {(raw+libs)/raw:8.2f}   (the least a command of an executable linking them can cost)")
 for line in open(sys.argv[2]):
     name, helpir, fsir, fwdir, allocs, runir = line.split()
     run, ver = r[f"run-{name}"], r[f"help-{name}"]
     print(f"[{name}] corral run median        {run*1000:8.2f} ms   ratio to raw bwrap {run/raw:5.2f} (target <= 1.60, issue 28)")
     print(f"[{name}] corral --help median     {ver*1000:8.2f} ms")
     print(f"[{name}] instructions: --help {int(helpir):,}  file server start {int(fsir):,}  forwarder start {int(fwdir):,}")
-    print(f"[{name}] instructions of corral run -- true (corral's own, not bwrap's) {int(runir):,}")
+    runs = f"{int(runir):,}" if int(runir) else "not counted (callgrind stopped on the child's signal in every try)"
+    print(f"[{name}] instructions of corral run -- true (corral's own, not bwrap's) {runs}")
     print(f"[{name}] init allocations (inittrace, summed) {allocs}")
 PY
