@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/corralhq/corral/internal/dircache"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -239,6 +240,15 @@ func SecretFiles() []string {
 // StoreBudget entries of one store are examined; warnings name a store
 // that has more. A store corral cannot read yields what it can.
 func CredentialTargets(home string) (targets, warnings []string) {
+	return CredentialTargetsIn(home, nil)
+}
+
+// CredentialTargetsIn is CredentialTargets with the stores' directories
+// listed through dirs (nil: afresh every time), which keeps a listing
+// while its directory's stamp says it did not change (dircache). Where
+// the symlinks lead is resolved afresh every call: a target can change
+// without any directory of the store changing.
+func CredentialTargetsIn(home string, dirs *dircache.Cache) (targets, warnings []string) {
 	if home == "" || home == "/" {
 		return nil, nil
 	}
@@ -251,7 +261,7 @@ func CredentialTargets(home string) (targets, warnings []string) {
 	}
 	var walk func(dir string, budget *int)
 	walk = func(dir string, budget *int) {
-		ents, err := os.ReadDir(dir)
+		ents, err := dirs.ReadDir(dir)
 		if err != nil {
 			return
 		}

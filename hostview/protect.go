@@ -12,6 +12,9 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/corralhq/corral/internal/dircache"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -149,7 +152,16 @@ func FindProtected(root string, patterns []string) (found []ProtectedPath, trunc
 // reports as truncated: the paths found are then not all there are, and
 // a command must not run on them.
 func FindProtectedErr(root string, patterns []string) (found []ProtectedPath, truncated bool, err error) {
+	return FindProtectedIn(root, patterns, nil)
+}
+
+// FindProtectedIn is FindProtectedErr with the directories' complete
+// listings taken from, and kept in, dirs (nil: none), where their stamps
+// say they did not change (dircache). Gitfiles are read afresh: their
+// contents can change without their directory's.
+func FindProtectedIn(root string, patterns []string, dirs *dircache.Cache) (found []ProtectedPath, truncated bool, err error) {
 	s := newScanner(root)
+	s.dirs = dirs
 	pats := sandbox.ParseProtected(patterns)
 	for _, p := range pats {
 		for _, c := range p.Comps {
@@ -303,6 +315,7 @@ func coreWorktree(gd string) string {
 // protScanner walks one root for FindProtected, caching what it read.
 type protScanner struct {
 	root    string
+	dirs    *dircache.Cache                   // complete listings kept between scans; nil: none
 	lists   map[string]map[string]fs.DirEntry // directory (relative) -> its entries; nil: unreadable
 	partial map[string]bool                   // directories with more than ScanEntries entries
 	// complete marks a partial directory whose every entry that a walk
@@ -352,6 +365,15 @@ func (s *protScanner) list(rel string, budget *int) (map[string]fs.DirEntry, boo
 		return nil, false
 	}
 	*budget--
+	if ents, ok := s.dirs.Lookup(s.abs(rel)); ok {
+		// Kept only whole (below ScanEntries), so never partial.
+		m := make(map[string]fs.DirEntry, len(ents))
+		for _, e := range ents {
+			m[e.Name()] = e
+		}
+		s.lists[rel] = m
+		return m, true
+	}
 	// O_DIRECTORY: a root may be a bound FIFO or device, which a plain
 	// open could block on or act upon. syscall.Open and os.NewFile spare
 	// the poller set-up of os.OpenFile, which costs as much as the listing.
@@ -362,7 +384,12 @@ func (s *protScanner) list(rel string, budget *int) (map[string]fs.DirEntry, boo
 		return nil, false
 	}
 	f := os.NewFile(uintptr(fd), s.abs(rel))
+	var before unix.Stat_t
+	stamped := s.dirs != nil && unix.Fstat(fd, &before) == nil
 	ents, err := f.ReadDir(ScanEntries)
+	if stamped && len(ents) < ScanEntries && (err == nil || errors.Is(err, io.EOF)) {
+		s.dirs.Keep(f, &before, ents)
+	}
 	if err == nil && len(ents) == ScanEntries {
 		if more, _ := f.ReadDir(1); len(more) > 0 {
 			// Names are looked up one by one past the listing; only a

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corralhq/corral/internal/dircache"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/hostview"
@@ -599,11 +601,12 @@ func (h *layerHolder) path(path string) string {
 	return "/proc/" + strconv.Itoa(h.pid) + "/root" + path
 }
 
-// findProtected is hostview.FindProtectedErr of root as view shows it,
-// with the paths it reports given as on the host.
-func findProtected(root string, pats []string, view *layerHolder) ([]hostview.ProtectedPath, bool, error) {
+// findProtected is hostview.FindProtectedIn of root as view shows it,
+// with the paths it reports given as on the host; a layer's directories
+// are listed afresh, the host's through dirs.
+func findProtected(root string, pats []string, view *layerHolder, dirs *dircache.Cache) ([]hostview.ProtectedPath, bool, error) {
 	if !view.covers(root) {
-		return hostview.FindProtectedErr(root, pats)
+		return hostview.FindProtectedIn(root, pats, dirs)
 	}
 	found, cut, err := hostview.FindProtectedErr(view.path(root), pats)
 	for i := range found {

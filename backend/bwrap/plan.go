@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/corralhq/corral/internal/dircache"
+
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/sandbox"
@@ -88,6 +90,10 @@ type Host struct {
 	// memory cgroup holds the command), else 0: the command's JVMs are
 	// told it (withJavaMaxRAM, memory.go).
 	JavaMaxRAMMB int
+	// Dirs keeps directory listings between the plans of one backend
+	// (dircache): the home's, the credential stores' and the protected
+	// paths' scans list through it. nil lists afresh.
+	Dirs *dircache.Cache
 	// NodeShim is a host directory (egress.WriteNodeShim) bound read-only
 	// at egress.NodeShimDir in allowlist sandboxes; "" leaves
 	// NODE_OPTIONS out of their environment, which would otherwise name
@@ -709,7 +715,7 @@ func (p *planner) home(workdir string, writable bool) {
 // rebuildDir puts a read-only tmpfs over dir (home or a nested dir) and binds
 // back its visible entries.
 func (p *planner) rebuildDir(dir, rel string, rwNonDot bool) {
-	entries, err := os.ReadDir(dir)
+	entries, err := p.host.Dirs.ReadDir(dir)
 	if err != nil {
 		p.warn("cannot list %s (%v); it is hidden in the sandbox", dir, err)
 	}
@@ -1230,7 +1236,7 @@ func (p *planner) credentialTargets() []string {
 	if p.credTargets != nil {
 		return p.credTargets
 	}
-	t, warnings := hostview.CredentialTargets(p.host.Home)
+	t, warnings := hostview.CredentialTargetsIn(p.host.Home, p.host.Dirs)
 	p.credTargets = append([]string{}, t...)
 	for _, w := range warnings {
 		p.warn("%s", w)

@@ -153,7 +153,7 @@ func (p *planner) protected(plan *Plan) error {
 	}
 	links := map[string]bool{}
 	for _, r := range roots {
-		found, truncated, err := findProtected(r.src, pats, view)
+		found, truncated, err := findProtected(r.src, pats, view, p.host.Dirs)
 		if truncated {
 			plan.ProtectScanCut = append(plan.ProtectScanCut, r.src)
 		}
@@ -453,7 +453,7 @@ func (b *Backend) checkProtected(plan *Plan) []string {
 		}
 	}
 	for _, r := range plan.protectRoots {
-		found, truncated, err := findProtected(r.src, plan.protectPats, plan.view)
+		found, truncated, err := findProtected(r.src, plan.protectPats, plan.view, &b.dirs)
 		if err != nil {
 			// What the scan could not open is not checked; the next
 			// command's scan looks again before it runs.

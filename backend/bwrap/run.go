@@ -26,6 +26,7 @@ import (
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/atomicfile"
+	"github.com/corralhq/corral/internal/dircache"
 	"github.com/corralhq/corral/internal/forkfds"
 	"github.com/corralhq/corral/internal/tail"
 	"github.com/corralhq/corral/netproxy"
@@ -96,6 +97,9 @@ type Options struct {
 type Backend struct {
 	opts Options
 	log  *slog.Logger
+	// dirs keeps directory listings between this backend's plans and
+	// protected-path checks (Host.Dirs).
+	dirs dircache.Cache
 
 	mu  sync.Mutex
 	bin *Binary
@@ -322,7 +326,7 @@ func (b *Backend) hostFor(facts *SecretFacts) (Host, error) {
 
 // host gathers the facts a plan depends on.
 func (b *Backend) host() (Host, error) {
-	h := Host{UID: os.Getuid(), MaskFiles: b.opts.MaskFiles, RunUserDir: b.opts.RunUserDir}
+	h := Host{UID: os.Getuid(), MaskFiles: b.opts.MaskFiles, RunUserDir: b.opts.RunUserDir, Dirs: &b.dirs}
 	if h.RunUserDir == "" {
 		h.RunUserDir = fmt.Sprintf("/run/user/%d", h.UID)
 	}
