@@ -41,7 +41,9 @@ func TestFindProtectedInCache(t *testing.T) {
 		do   func() error
 	}{
 		{"a repository made", func() error { return os.MkdirAll(filepath.Join(root, ".git", "objects"), 0o755) }},
-		{"its HEAD", func() error { return os.WriteFile(filepath.Join(root, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644) }},
+		{"its HEAD", func() error {
+			return os.WriteFile(filepath.Join(root, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+		}},
 		{"its hooks", func() error { return os.Mkdir(filepath.Join(root, ".git", "hooks"), 0o755) }},
 		{"a nested repository", func() error { return os.MkdirAll(filepath.Join(root, "a", "b", ".git", "hooks"), 0o755) }},
 		{"its config", func() error { return os.WriteFile(filepath.Join(root, "a", "b", ".git", "config"), nil, 0o644) }},
