@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corralhq/corral/internal/atomicfile"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -244,5 +245,35 @@ func TestStateUnchangedNotRewritten(t *testing.T) {
 	}
 	if r := f.exec(s, `echo "$A$B ${PWD##*/}"`); r.Output.Text != "12 d\n" {
 		t.Errorf("the next command saw %q", r.Output.Text)
+	}
+}
+
+// TestStateChangedByAnotherWriter: the state a process keeps from its last
+// read is not used once state.json changed under it, whether replaced
+// (another corral's command) or rewritten in place (by hand).
+func TestStateChangedByAnotherWriter(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("other-writer")
+	f.exec(s, "export A=1")
+	path := filepath.Join(s.Dir(), "state.json")
+	for _, tc := range []struct {
+		name  string
+		write func(b []byte) error
+	}{
+		{"replaced", func(b []byte) error { return atomicfile.Write(path, b, 0o600, false) }},
+		{"rewritten in place", func(b []byte) error { return os.WriteFile(path, b, 0o600) }},
+	} {
+		var st State
+		if err := readJSON(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		st.Env = append(st.Env, "FROM_OTHER="+tc.name)
+		b, _ := encodeJSON(&st)
+		if err := tc.write(b); err != nil {
+			t.Fatal(err)
+		}
+		if r := f.exec(s, `echo "$FROM_OTHER"`); r.Output.Text != tc.name+"\n" {
+			t.Errorf("%s: the command saw %q", tc.name, r.Output.Text)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,10 @@ type Session struct {
 	// fwdMu makes autoForward's look for an existing forward and its
 	// start of a new one one step.
 	fwdMu sync.Mutex
+	// stateMemo and metaMemo keep state.json and meta.json as last read
+	// (readJSONMemo).
+	stateMemo memo[State]
+	metaMemo  memo[Meta]
 }
 
 // Name returns the session's name.
@@ -420,7 +425,7 @@ func (s *Session) request(sp *Spec, st *State, dir string, argv []string, timeou
 func (s *Session) loadState(sp *Spec) (*State, error) {
 	var st State
 	path := filepath.Join(s.dir, "state.json")
-	raw, err := readJSONBytes(path, &st)
+	raw, err := readJSONMemo(&s.stateMemo, path, &st, cloneState)
 	if err == nil && filepath.IsAbs(st.Cwd) {
 		st.saved = raw
 		st.Cwd = filepath.Clean(st.Cwd)
@@ -495,7 +500,7 @@ func (s *Session) Record(sp *Spec) error { return s.saveMeta(sp) }
 // working directory, for corral sessions list.
 func (s *Session) saveMeta(sp *Spec) error {
 	var meta Meta
-	_ = readJSON(filepath.Join(s.dir, "meta.json"), &meta)
+	_, _ = readJSONMemo(&s.metaMemo, filepath.Join(s.dir, "meta.json"), &meta, func(m Meta) Meta { return m })
 	if meta.Name == "" {
 		meta = Meta{Name: s.name, Created: time.Now()}
 	}
@@ -508,6 +513,13 @@ func (s *Session) saveMeta(sp *Spec) error {
 	meta.Profile = string(sp.Profile)
 	meta.Workdir = sp.Workdir
 	return writeJSON(filepath.Join(s.dir, "meta.json"), meta)
+}
+
+// cloneState copies st's variables, which loadState's caller changes.
+func cloneState(st State) State {
+	st.Env = slices.Clone(st.Env)
+	st.notes = slices.Clone(st.notes)
+	return st
 }
 
 // dropEnv reports whether name is a shell-managed variable that must not

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -184,6 +185,61 @@ var errDamaged = errors.New("damaged")
 func readJSON(path string, v any) error {
 	_, err := readJSONBytes(path, v)
 	return err
+}
+
+// fileStamp is what lstat(2) says of a state file that its contents
+// depend on. The state files are replaced whole (atomicfile: a new
+// inode, new times), never edited in place, so a file whose stamp is
+// unchanged holds the same bytes.
+type fileStamp struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64
+}
+
+// statRegular returns path's stamp when it is a regular file.
+func statRegular(path string) (fileStamp, bool) {
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fileStamp{}, false
+	}
+	return fileStamp{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}, true
+}
+
+// memo keeps a state file's decoded contents as this process last read
+// them, with the file's stamp before that read: readJSONMemo returns them
+// again while the stamp is unchanged, sparing a session's every command
+// the read and decoding of state.json and meta.json.
+type memo[T any] struct {
+	mu    sync.Mutex
+	ok    bool
+	stamp fileStamp
+	raw   []byte
+	v     T
+}
+
+// readJSONMemo is readJSONBytes through m; clone copies a T so that the
+// caller's changes do not reach m.
+func readJSONMemo[T any](m *memo[T], path string, v *T, clone func(T) T) ([]byte, error) {
+	stamp, regular := statRegular(path)
+	m.mu.Lock()
+	if regular && m.ok && m.stamp == stamp {
+		*v = clone(m.v)
+		raw := m.raw
+		m.mu.Unlock()
+		return raw, nil
+	}
+	m.mu.Unlock()
+	raw, err := readJSONBytes(path, v)
+	if err != nil || !regular {
+		return raw, err
+	}
+	// Replaced between the stamp and the read, the file's new stamp
+	// differs from the one kept: the next call reads it again.
+	m.mu.Lock()
+	m.ok, m.stamp, m.raw, m.v = true, stamp, raw, clone(*v)
+	m.mu.Unlock()
+	return raw, nil
 }
 
 // readJSONBytes is readJSON that also returns the bytes it decoded.
