@@ -166,7 +166,9 @@ const stateMagic = "corral-state-2"
 // command line. Descriptor 3 is a pipe to corral: on exit the shell writes
 // its status, the last pipeline's statuses and its cwd there,
 // NUL-separated, then its exported variables as `declare -px` prints them
-// (parseDeclared), using builtins only: one builtin, where a loop over
+// (parseDeclared; a NUL after them when declare failed, `enable -n
+// declare`, which makes the record unreadable rather than empty), using
+// builtins only: one builtin, where a loop over
 // every variable's name cost 1.3 ms of a 9.6 ms session command. The
 // command line is run by eval with one more line appended that records
 // PIPESTATUS. Needs bash 4.4 or later. It is one line:
@@ -181,7 +183,7 @@ const wrapper = `__corral_cmd=$1 __corral_dir=$2; builtin set --; ` +
 	`__corral_save() { ` +
 	`builtin local s=$?; ` +
 	`{ builtin printf '\0` + stateMagic + `\0%s\0%s\0%s\0' "$s" "${__corral_ps-}" "$PWD"; ` +
-	`builtin declare -px; ` +
+	`builtin declare -px || builtin printf '\0'; ` +
 	`} >&"$__corral_fd" 2>/dev/null; ` +
 	`builtin return $s; }; ` +
 	`builtin trap __corral_save EXIT; ` +

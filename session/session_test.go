@@ -834,3 +834,19 @@ func TestGivenSpec(t *testing.T) {
 		t.Errorf("a command given no Spec resolved it %d times; want once", n)
 	}
 }
+
+// TestStateDeclareDisabled: a command that disables the declare builtin
+// (enable -n declare) leaves the session's variables as they were, with a
+// note; they are not taken to be none.
+func TestStateDeclareDisabled(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("no-declare")
+	f.exec(s, "export KEEP=1")
+	r := f.exec(s, "enable -n declare; export LOST=1")
+	if !strings.Contains(strings.Join(r.Notes, "\n"), "without saving its state") {
+		t.Errorf("no note that the state was not saved: %q", r.Notes)
+	}
+	if r := f.exec(s, `echo "$KEEP ${LOST-unset} ${PATH:+path}"`); r.Output.Text != "1 unset path\n" {
+		t.Errorf("after declare was disabled: %q", r.Output.Text)
+	}
+}
