@@ -342,12 +342,19 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	if next, ps, notes, ok := parseState(raw); ok {
 		out.PipeStatus = ps
 		out.Notes = append(out.Notes, notes...)
+		before := *st
 		if req.Workdir == "" || next.Cwd != filepath.Clean(dir) {
 			st.Cwd = next.Cwd
 		}
 		st.Env = next.Env
 		st.Workdir = sp.Workdir
-		if err := s.saveState(st, sp); err != nil {
+		if st.clean && st.Cwd == before.Cwd && st.Workdir == before.Workdir && slices.Equal(st.Env, before.Env) {
+			// What the file holds already (most commands): no encoding, no
+			// write; meta.json's last use is still recorded.
+			if err := s.saveMeta(sp); err != nil {
+				s.m.log.Warn("session.meta.save_failed", "session", s.name, "error", err)
+			}
+		} else if err := s.saveState(st, sp); err != nil {
 			// The command ran: say so, with what was not kept.
 			s.m.log.Warn("session.state.save_failed", "session", s.name, "error", err)
 			out.Notes = append(out.Notes, fmt.Sprintf("the command ran, but the session's cwd and variables could not be saved (%v): the next command starts as this one did", err))
@@ -430,10 +437,12 @@ func (s *Session) loadState(sp *Spec) (*State, error) {
 	raw, err := readJSONMemo(&s.stateMemo, path, &st, cloneState)
 	if err == nil && filepath.IsAbs(st.Cwd) {
 		st.saved = raw
+		cleanCwd := st.Cwd == filepath.Clean(st.Cwd)
 		st.Cwd = filepath.Clean(st.Cwd)
 		// The same bounds as when it was saved: a state file written by
 		// hand or another version must not wedge the session (a variable
 		// execve(2) refuses fails every command).
+		read := len(st.Env)
 		st.Env, st.notes = keepEnv(st.Env)
 		// Moved to another working directory (the cwd setting or --cwd
 		// changed): start there, keeping the variables.
@@ -441,6 +450,9 @@ func (s *Session) loadState(sp *Spec) (*State, error) {
 			st.Cwd, st.Workdir = sp.Workdir, sp.Workdir
 			st.moved = true
 		}
+		// The file holds exactly this state only if nothing was dropped
+		// or moved, and the cwd was already clean.
+		st.clean = len(st.Env) == read && !st.moved && cleanCwd
 		return &st, nil
 	}
 	var notes []string

@@ -46,6 +46,7 @@ type State struct {
 	moved bool     // loadState: the working directory changed
 	notes []string // loadState: what it found wrong with the saved state, for the agent
 	saved []byte   // loadState: state.json's bytes as read, when they hold this state
+	clean bool     // loadState: the file holds exactly this state (nothing dropped, moved or cleaned)
 }
 
 // dirName maps a session name to its directory name: a readable prefix
