@@ -113,10 +113,14 @@ func Env(o Options) []string {
 	keep := func(v string) bool {
 		return v != "" && filepath.IsAbs(v) && o.Keep != nil && o.Keep(filepath.Clean(v))
 	}
+	// A value that is already the one Env would set (a session's earlier
+	// command saved it) stays as it is whatever o.Keep says: o.Keep, which
+	// resolves symlinks, is spared on every command.
+	ours := func(v, sub string) bool { return v == filepath.Join(o.Root, sub) }
 	var set []string
 	movedMod := false
 	for _, v := range Vars {
-		if val, _ := lookup(o.Env, v.Name); keep(val) {
+		if val, _ := lookup(o.Env, v.Name); ours(val, v.Sub) || keep(val) {
 			continue
 		}
 		set = append(set, v.Name+"="+filepath.Join(o.Root, v.Sub))
@@ -127,7 +131,7 @@ func Env(o Options) []string {
 	kept := false
 	for _, f := range strings.Fields(opts) {
 		if repo, ok := strings.CutPrefix(f, mavenFlag); ok {
-			if keep(repo) && !kept {
+			if (ours(repo, mavenSub) || keep(repo)) && !kept {
 				kept = true
 				other = append(other, f)
 			}

@@ -49,6 +49,19 @@ func TestEnvPrecedence(t *testing.T) {
 	}
 }
 
+// TestEnvOwnValuesNotJudged: values that already are the ones Env sets (a
+// session's earlier command saved them) stay without a call to Keep,
+// which resolves symlinks on every command; the result is what Env gave
+// the first time.
+func TestEnvOwnValuesNotJudged(t *testing.T) {
+	first := Env(Options{Root: "/c", Env: []string{"MAVEN_OPTS=-Xmx1g"}})
+	calls := 0
+	again := Env(Options{Root: "/c", Env: first, Keep: func(string) bool { calls++; return false }})
+	if len(again) != 0 || calls != 0 {
+		t.Errorf("with its own values Env set %q and asked Keep %d times", again, calls)
+	}
+}
+
 func TestEnvKeepsWritableMavenRepo(t *testing.T) {
 	set := Env(Options{Root: "/root-cache", Keep: writable, Env: []string{"MAVEN_OPTS=-Dmaven.repo.local=/work/m2 -Xmx1g"}})
 	if v, ok := value(set, "MAVEN_OPTS"); ok {

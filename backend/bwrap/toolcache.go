@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -121,17 +122,22 @@ func (p *planner) cacheEnv(cache, scratch, sessionHome string, writable bool, en
 			}
 		}
 	}
-	hostCaches := toolcache.HomeCaches(p.host.Home)
-	for _, h := range slices.Clone(hostCaches) {
-		if r, err := filepath.EvalSymlinks(h); err == nil && r != h {
-			hostCaches = append(hostCaches, r)
+	// Resolved only when a value must be judged (toolcache.Env spares
+	// those it would set anyway).
+	hostCaches := sync.OnceValue(func() []string {
+		hc := toolcache.HomeCaches(p.host.Home)
+		for _, h := range slices.Clone(hc) {
+			if r, err := filepath.EvalSymlinks(h); err == nil && r != h {
+				hc = append(hc, r)
+			}
 		}
-	}
+		return hc
+	})
 	keep := func(v string) bool {
 		if r, err := filepath.EvalSymlinks(v); err == nil {
 			v = r
 		}
-		if slices.ContainsFunc(hostCaches, func(h string) bool { return within(v, h) }) {
+		if slices.ContainsFunc(hostCaches(), func(h string) bool { return within(v, h) }) {
 			return false
 		}
 		return slices.ContainsFunc(roots, func(w string) bool { return within(v, w) })
