@@ -16,8 +16,8 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/backend/bwrap"
-	"github.com/corralhq/corral/backend/docker"
 	"github.com/corralhq/corral/backend/kubernetes"
+	"github.com/corralhq/corral/backend/registry"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/reexec"
 	"github.com/corralhq/corral/sandbox"
@@ -304,26 +304,34 @@ func TestBuildInfoString(t *testing.T) {
 	}
 }
 
-// TestSettingsDefaultsAgree: the registry's defaults of the docker.* and
-// kubernetes.* keys (config, which does not link the backends) are the
-// backends' own DefaultSettings, converted as a Host converts them: the
-// two are declared apart and nothing else holds them together.
-func TestSettingsDefaultsAgree(t *testing.T) {
-	st := config.Defaults()
-	if got := corral.DockerSettings(st); !reflect.DeepEqual(got, docker.DefaultSettings) {
-		t.Errorf("docker.* defaults:\nregistry %+v\nbackend  %+v", got, docker.DefaultSettings)
+// TestSettingsAgree: the settings registry (config) and the backends
+// registered (backend/registry, through corral's one list, backends.go)
+// agree: the backend key accepts exactly the registered backends' names;
+// a backend has a section of keys (NAME.*) exactly when it says how they
+// reach it (Driver.Settings); the section's defaults, converted as the
+// Host converts them, are the backend's own defaults (declared apart,
+// nothing else holds them together); and every field of the section
+// reaches the backend's settings value (copied by hand, a field added to
+// config but not to the copy would be accepted and then ignored): each
+// field set alone to a value of its own must change what the backend
+// gets.
+func TestSettingsAgree(t *testing.T) {
+	bk, ok := config.Lookup("backend")
+	if !ok {
+		t.Fatal("no backend key")
 	}
-	if got := corral.KubernetesSettings(st); !reflect.DeepEqual(got, kubernetes.DefaultSettings) {
-		t.Errorf("kubernetes.* defaults:\nregistry %+v\nbackend  %+v", got, kubernetes.DefaultSettings)
+	if got, want := slices.Sorted(slices.Values(bk.Values)), registry.Names(); !slices.Equal(got, want) {
+		t.Errorf("the backend key accepts %q; the registered backends are %q", got, want)
 	}
-}
-
-// TestSettingsCarried: every docker.* and kubernetes.* field of the
-// settings reaches the backend's Settings (DockerSettings and
-// KubernetesSettings copy them by hand, so a key added to config but not
-// to the copy would be accepted and then ignored): each field set alone
-// to a value of its own must change what the backend gets.
-func TestSettingsCarried(t *testing.T) {
+	if _, ok := registry.Lookup(config.DefaultBackend); !ok {
+		t.Errorf("the default backend %q is not registered", config.DefaultBackend)
+	}
+	sections := map[string]bool{}
+	for _, k := range config.Keys() {
+		if sec, _, ok := strings.Cut(k.Name, "."); ok {
+			sections[sec] = true
+		}
+	}
 	sentinel := func(f reflect.Value, i int) {
 		switch f.Kind() {
 		case reflect.String:
@@ -342,30 +350,40 @@ func TestSettingsCarried(t *testing.T) {
 			t.Fatalf("field kind %s: teach this test its sentinel", f.Kind())
 		}
 	}
-	for _, c := range []struct {
-		name    string
-		section func(*config.Settings) reflect.Value
-		convert func(*config.Settings) any
-		special map[string]string // a value of the key's own where any other means the default
-	}{
-		{"docker", func(s *config.Settings) reflect.Value { return reflect.ValueOf(&s.Docker).Elem() },
-			func(s *config.Settings) any { return corral.DockerSettings(s) }, map[string]string{"ReadOnly": "false"}},
-		{"kubernetes", func(s *config.Settings) reflect.Value { return reflect.ValueOf(&s.Kubernetes).Elem() },
-			func(s *config.Settings) any { return corral.KubernetesSettings(s) }, nil},
-	} {
-		base := c.convert(config.Defaults())
-		sec := c.section(config.Defaults())
+	// A value of the key's own where any other means the default.
+	special := map[string]string{"docker.ReadOnly": "false"}
+	for _, d := range registry.Drivers() {
+		if (d.Settings != nil) != sections[d.Name] {
+			t.Errorf("backend %s: keys %s.* in config: %v; Driver.Settings set: %v", d.Name, d.Name, sections[d.Name], d.Settings != nil)
+			continue
+		}
+		if d.Settings == nil {
+			continue
+		}
+		if got := d.Settings.Of(config.Defaults()); !reflect.DeepEqual(got, d.Settings.Defaults()) {
+			t.Errorf("%s.* defaults:\nregistry %+v\nbackend  %+v", d.Name, got, d.Settings.Defaults())
+		}
+		// The section's field of config.Settings: the backend's name,
+		// capitalised (Docker, Kubernetes).
+		field := strings.ToUpper(d.Name[:1]) + d.Name[1:]
+		section := func(s *config.Settings) reflect.Value { return reflect.ValueOf(s).Elem().FieldByName(field) }
+		sec := section(config.Defaults())
+		if !sec.IsValid() || sec.Kind() != reflect.Struct {
+			t.Errorf("backend %s: config.Settings has no section %s", d.Name, field)
+			continue
+		}
+		base := d.Settings.Of(config.Defaults())
 		for i := 0; i < sec.NumField(); i++ {
 			st := config.Defaults()
-			f := c.section(st).Field(i)
+			f := section(st).Field(i)
 			name := sec.Type().Field(i).Name
-			if v, ok := c.special[name]; ok {
+			if v, ok := special[d.Name+"."+name]; ok {
 				f.SetString(v)
 			} else {
 				sentinel(f, i)
 			}
-			if got := c.convert(st); reflect.DeepEqual(got, base) {
-				t.Errorf("%s.%s is not carried to the backend's Settings", c.name, name)
+			if got := d.Settings.Of(st); reflect.DeepEqual(got, base) {
+				t.Errorf("%s.%s is not carried to the backend's settings", d.Name, name)
 			}
 		}
 	}

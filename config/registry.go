@@ -159,7 +159,10 @@ const EnvConfig = "CORRAL_CONFIG"
 // Accepted values of the enum settings.
 const (
 	BackendBwrap = "bwrap" // backend: bubblewrap (the default)
-	BackendLocal = "local" // backend: no sandbox, for debugging
+	// DefaultBackend is the backend key's default, and the backend of
+	// settings whose Backend is "".
+	DefaultBackend = BackendBwrap
+	BackendLocal   = "local" // backend: no sandbox, for debugging
 	// BackendDocker is the backend value for Docker containers (docker.*).
 	BackendDocker = "docker"
 	// BackendKubernetes is the backend value for pods on a cluster
@@ -355,7 +358,7 @@ func absOrEmpty(s string) (string, string) {
 // shows them.
 var registry = []Key{
 	{
-		Name: "backend", Kind: KindEnum, Default: BackendBwrap,
+		Name: "backend", Kind: KindEnum, Default: DefaultBackend,
 		Values:  []string{BackendBwrap, BackendDocker, BackendKubernetes, BackendLocal},
 		Accepts: "one of bwrap, docker, kubernetes, local",
 		Doc:     "sandbox backend: bwrap (bubblewrap), docker (a container per session, see docker.*), kubernetes (a pod per session, see kubernetes.*; preview) or local (no sandbox, for debugging)",
