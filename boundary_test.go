@@ -1,7 +1,6 @@
 package corral_test
 
 import (
-	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
@@ -22,16 +21,6 @@ const modulePath = "github.com/corralhq/corral"
 // them: the list of corral's backends.
 const theList = "backends.go"
 
-// boundaryExceptions are imports of a backend's package from outside its
-// folder that remain, each with why (issue 28): the file, then the
-// package it imports. Empty it as they go.
-var boundaryExceptions = map[string]string{
-	// config declares the kubernetes.* keys and checks their values with
-	// the backend's kubeval; when the backend declares its own keys
-	// (the settings move), this goes.
-	"config/registry.go": modulePath + "/backend/kubernetes/kubeval",
-}
-
 // backendImport returns the backend whose folder holds the package imp
 // (backend/NAME or below it), or "" for any other package.
 func backendImport(imp string, backends []string) string {
@@ -49,12 +38,12 @@ func backendImport(imp string, backends []string) string {
 // boundaryViolations returns "file imports pkg" for each import of a
 // backend's package (backends: their names) by a file (path relative to
 // the module's root, slash-separated) outside that backend's folder,
-// other than theList and boundaryExceptions (pure).
+// other than theList (pure).
 func boundaryViolations(file string, imports, backends []string) []string {
 	var out []string
 	for _, imp := range imports {
 		name := backendImport(imp, backends)
-		if name == "" || file == theList || boundaryExceptions[file] == imp {
+		if name == "" || file == theList {
 			continue
 		}
 		if strings.HasPrefix(file, "backend/"+name+"/") {
@@ -81,8 +70,7 @@ func TestBoundaryViolations(t *testing.T) {
 		{"backend/docker/driver.go", []string{modulePath + "/backend/kubernetes"}, []string{"backend/docker/driver.go imports " + modulePath + "/backend/kubernetes"}},
 		{"backend/bwrapx/x.go", []string{modulePath + "/backend/bwrap"}, []string{"backend/bwrapx/x.go imports " + modulePath + "/backend/bwrap"}},
 		{"x/y.go", []string{modulePath + "/backend/bwrapx", modulePath + "/backend/internal/scopes"}, nil},
-		{"config/registry.go", []string{modulePath + "/backend/kubernetes/kubeval"}, nil},
-		{"config/config.go", []string{modulePath + "/backend/kubernetes/kubeval"}, []string{"config/config.go imports " + modulePath + "/backend/kubernetes/kubeval"}},
+		{"config/registry.go", []string{modulePath + "/backend/kubernetes/kubeval"}, []string{"config/registry.go imports " + modulePath + "/backend/kubernetes/kubeval"}},
 	} {
 		if got := boundaryViolations(tc.file, tc.imports, bs); !slices.Equal(got, tc.want) {
 			t.Errorf("boundaryViolations(%s, %q) = %q, want %q", tc.file, tc.imports, got, tc.want)
@@ -149,16 +137,5 @@ func TestBackendBoundary(t *testing.T) {
 	}
 	if files < 100 || !listed {
 		t.Errorf("walked %d files under %s; %s imports a backend: %v", files, root, theList, listed)
-	}
-	// Each exception still holds: one that no longer does is removed.
-	for file, imp := range boundaryExceptions {
-		f, err := parser.ParseFile(fset, filepath.Join(root, file), nil, parser.ImportsOnly)
-		if err != nil {
-			t.Errorf("exception %s: %v", file, err)
-			continue
-		}
-		if !slices.ContainsFunc(f.Imports, func(im *ast.ImportSpec) bool { return im.Path.Value == strconv.Quote(imp) }) {
-			t.Errorf("%s no longer imports %s: remove it from boundaryExceptions", file, imp)
-		}
 	}
 }

@@ -307,14 +307,12 @@ func TestBuildInfoString(t *testing.T) {
 // TestSettingsAgree: the settings registry (config) and the backends
 // registered (backend/registry, through corral's one list, backends.go)
 // agree: the backend key accepts exactly the registered backends' names;
-// a backend has a section of keys (NAME.*) exactly when it says how they
-// reach it (Driver.Settings); the section's defaults, converted as the
-// Host converts them, are the backend's own defaults (declared apart,
-// nothing else holds them together); and every field of the section
-// reaches the backend's settings value (copied by hand, a field added to
-// config but not to the copy would be accepted and then ignored): each
-// field set alone to a value of its own must change what the backend
-// gets.
+// a backend has a section of keys (NAME.*, which it declares itself:
+// config.RegisterSection) exactly when its driver says how they reach it
+// (Driver.Settings); the section's defaults, as the Host reads them, are
+// the backend's own; and every field of the backend's settings is the
+// field of exactly one of its keys, so none is left without a key or
+// set by two.
 func TestSettingsAgree(t *testing.T) {
 	bk, ok := config.Lookup("backend")
 	if !ok {
@@ -326,65 +324,46 @@ func TestSettingsAgree(t *testing.T) {
 	if _, ok := registry.Lookup(config.DefaultBackend); !ok {
 		t.Errorf("the default backend %q is not registered", config.DefaultBackend)
 	}
-	sections := map[string]bool{}
+	keys := map[string][]config.Key{}
 	for _, k := range config.Keys() {
 		if sec, _, ok := strings.Cut(k.Name, "."); ok {
-			sections[sec] = true
+			keys[sec] = append(keys[sec], k)
 		}
 	}
-	sentinel := func(f reflect.Value, i int) {
-		switch f.Kind() {
-		case reflect.String:
-			f.SetString(fmt.Sprintf("v%d", i))
-		case reflect.Int:
-			f.SetInt(int64(1000 + i))
-		case reflect.Slice:
-			s := reflect.MakeSlice(f.Type(), 1, 1)
-			if s.Index(0).Kind() == reflect.String {
-				s.Index(0).SetString(fmt.Sprintf("v%d", i))
-			} else {
-				s.Index(0).FieldByName("Src").SetString(fmt.Sprintf("/v%d", i))
-			}
-			f.Set(s)
-		default:
-			t.Fatalf("field kind %s: teach this test its sentinel", f.Kind())
-		}
-	}
-	// A value of the key's own where any other means the default.
-	special := map[string]string{"docker.ReadOnly": "false"}
 	for _, d := range registry.Drivers() {
-		if (d.Settings != nil) != sections[d.Name] {
-			t.Errorf("backend %s: keys %s.* in config: %v; Driver.Settings set: %v", d.Name, d.Name, sections[d.Name], d.Settings != nil)
+		if (d.Settings != nil) != (len(keys[d.Name]) > 0) {
+			t.Errorf("backend %s: %d keys %s.* in config; Driver.Settings set: %v", d.Name, len(keys[d.Name]), d.Name, d.Settings != nil)
 			continue
 		}
 		if d.Settings == nil {
 			continue
 		}
-		if got := d.Settings.Of(config.Defaults()); !reflect.DeepEqual(got, d.Settings.Defaults()) {
+		st := config.Defaults()
+		if got := d.Settings.Of(st); !reflect.DeepEqual(got, d.Settings.Defaults()) {
 			t.Errorf("%s.* defaults:\nregistry %+v\nbackend  %+v", d.Name, got, d.Settings.Defaults())
 		}
-		// The section's field of config.Settings: the backend's name,
-		// capitalised (Docker, Kubernetes).
-		field := strings.ToUpper(d.Name[:1]) + d.Name[1:]
-		section := func(s *config.Settings) reflect.Value { return reflect.ValueOf(s).Elem().FieldByName(field) }
-		sec := section(config.Defaults())
-		if !sec.IsValid() || sec.Kind() != reflect.Struct {
-			t.Errorf("backend %s: config.Settings has no section %s", d.Name, field)
+		sec := reflect.ValueOf(st.Section(d.Name))
+		if sec.Kind() != reflect.Pointer || sec.Elem().Kind() != reflect.Struct || sec.Elem().Type() != reflect.TypeOf(d.Settings.Defaults()) {
+			t.Errorf("backend %s: section %s is %v, want a pointer to its settings (%T)", d.Name, d.Name, sec.Type(), d.Settings.Defaults())
 			continue
 		}
-		base := d.Settings.Of(config.Defaults())
-		for i := 0; i < sec.NumField(); i++ {
-			st := config.Defaults()
-			f := section(st).Field(i)
-			name := sec.Type().Field(i).Name
-			if v, ok := special[d.Name+"."+name]; ok {
-				f.SetString(v)
-			} else {
-				sentinel(f, i)
+		owner := map[uintptr]string{} // a field's address -> its key
+		for _, k := range keys[d.Name] {
+			p := reflect.ValueOf(k.Field(st)).Pointer()
+			if prev, dup := owner[p]; dup {
+				t.Errorf("%s and %s set the same field", prev, k.Name)
 			}
-			if got := d.Settings.Of(st); reflect.DeepEqual(got, base) {
-				t.Errorf("%s.%s is not carried to the backend's settings", d.Name, name)
+			owner[p] = k.Name
+		}
+		for i := 0; i < sec.Elem().NumField(); i++ {
+			f := sec.Elem().Field(i)
+			if _, ok := owner[f.Addr().Pointer()]; !ok {
+				t.Errorf("%s's settings field %s has no key %s.*", d.Name, sec.Elem().Type().Field(i).Name, d.Name)
 			}
+			delete(owner, f.Addr().Pointer())
+		}
+		for _, k := range owner {
+			t.Errorf("key %s sets no field of %s's settings", k, d.Name)
 		}
 	}
 }

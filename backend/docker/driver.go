@@ -148,14 +148,3 @@ func cleanup(ctx context.Context, in registry.Instance, _ *config.Settings, _, a
 	s.Lines = append(s.Lines, fmt.Sprintf("%d container(s) removed", removed))
 	return s, nil
 }
-
-// SettingsOf converts the docker.* settings of st.
-func SettingsOf(st *config.Settings) Settings {
-	d := st.Docker
-	return Settings{
-		Scope: d.Scope, Image: d.Image, Network: d.Network, Memory: d.Memory, CPUs: d.CPUs,
-		PidsLimit: d.PidsLimit, User: d.User, Workdir: d.Workdir, ReadOnly: d.ReadOnly != "false",
-		TmpSize: d.TmpSize, Binds: d.Binds, HostWorkspace: d.HostWorkspace,
-		MountOptions: d.MountOptions, ExtraRunArgs: d.ExtraRunArgs,
-	}
-}

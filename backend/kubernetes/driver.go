@@ -207,15 +207,3 @@ func cleanup(ctx context.Context, in registry.Instance, st *config.Settings, use
 	}
 	return s, nil
 }
-
-// SettingsOf converts the kubernetes.* settings of st.
-func SettingsOf(st *config.Settings) Settings {
-	k := st.Kubernetes
-	return Settings{
-		Namespace: k.Namespace, Image: k.Image, RuntimeClass: k.RuntimeClass, Memory: k.Memory, CPUs: k.CPUs,
-		Pids: k.Pids, NodeSelector: k.NodeSelector, Tolerations: k.Tolerations, Storage: k.Storage,
-		StorageSize: k.StorageSize, StorageClass: k.StorageClass, WarmPool: k.WarmPool, IdleTimeout: k.IdleTimeout,
-		Scope: k.Scope, ServiceAccount: k.ServiceAccount, User: k.User, SeccompProfile: k.Seccomp,
-		Kubeconfig: k.Kubeconfig, Context: k.Context,
-	}
-}
