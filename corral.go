@@ -429,7 +429,7 @@ func SkillDirs(entries []string) []string {
 func (h *Host) Backend(st *config.Settings) (sandbox.Backend, error) {
 	name := st.Backend
 	if name == "" {
-		name = config.DefaultBackend
+		name = config.DefaultBackend()
 	}
 	in, err := h.Engine(name)
 	if err != nil {

@@ -321,8 +321,8 @@ func TestSettingsAgree(t *testing.T) {
 	if got, want := slices.Sorted(slices.Values(bk.Values)), registry.Names(); !slices.Equal(got, want) {
 		t.Errorf("the backend key accepts %q; the registered backends are %q", got, want)
 	}
-	if _, ok := registry.Lookup(config.DefaultBackend); !ok {
-		t.Errorf("the default backend %q is not registered", config.DefaultBackend)
+	if _, ok := registry.Lookup(config.DefaultBackend()); !ok {
+		t.Errorf("the default backend %q is not registered", config.DefaultBackend())
 	}
 	keys := map[string][]config.Key{}
 	for _, k := range config.Keys() {

@@ -30,8 +30,8 @@ import (
 // ([Settings.Section], [RegisterSection]). The zero value is not useful;
 // get one from [Load] or [Defaults].
 type Settings struct {
-	// Backend is the sandbox backend: BackendBwrap or BackendLocal
-	// (key backend).
+	// Backend is the sandbox backend, one of BackendNames (key
+	// backend).
 	Backend string
 	// Profile selects write and network access (key profile).
 	Profile sandbox.Profile
@@ -333,7 +333,7 @@ type Route struct {
 	// [!abc] a character of a set, and '\' makes the next character
 	// literal. Empty matches every session.
 	Sessions string `json:"sessions,omitempty" yaml:"sessions,omitempty"`
-	// Backend is BackendBwrap, BackendLocal, or "" to keep the backend key.
+	// Backend is one of BackendNames, or "" to keep the backend key.
 	Backend string `json:"backend,omitempty" yaml:"backend,omitempty"`
 	// Profile is a sandbox profile, or "" to keep the profile key.
 	Profile sandbox.Profile `json:"profile,omitempty" yaml:"profile,omitempty"`

@@ -61,7 +61,21 @@ var testSec = Section{Name: "testsec", New: func() any { return new(testSection)
 	}
 }}
 
-func init() { RegisterSection(&testSec) }
+// testBackends are the backend key's values in config's tests, as
+// corral's backends declare them (backend/registry registers each).
+var testBackends = []Backend{
+	{Name: "bwrap", Doc: "bwrap (bubblewrap)", Default: true},
+	{Name: "docker", Doc: "docker (a container per session, see docker.*)"},
+	{Name: "kubernetes", Doc: "kubernetes (a pod per session, see kubernetes.*; preview)"},
+	{Name: "local", Doc: "local (no sandbox, for debugging)"},
+}
+
+func init() {
+	RegisterSection(&testSec)
+	for i := range testBackends {
+		RegisterBackend(&testBackends[i])
+	}
+}
 
 // TestSection: a registered section's keys load from the file and the
 // environment into the section's struct, with their defaults, checks and

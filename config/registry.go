@@ -157,17 +157,6 @@ const EnvConfig = "CORRAL_CONFIG"
 
 // Accepted values of the enum settings.
 const (
-	BackendBwrap = "bwrap" // backend: bubblewrap (the default)
-	// DefaultBackend is the backend key's default, and the backend of
-	// settings whose Backend is "".
-	DefaultBackend = BackendBwrap
-	BackendLocal   = "local" // backend: no sandbox, for debugging
-	// BackendDocker is the backend value for Docker containers (docker.*).
-	BackendDocker = "docker"
-	// BackendKubernetes is the backend value for pods on a cluster
-	// (kubernetes.*).
-	BackendKubernetes = "kubernetes"
-
 	WorkspaceDirect = "direct" // workspace_mode: commands write the host's working directory
 	WorkspaceReview = "review" // workspace_mode: commands write the session's layer; a person applies it
 
@@ -258,11 +247,10 @@ func AbsOrEmpty(s string) (string, string) {
 // declares its own (RegisterSection).
 var coreKeys = []Key{
 	{
-		Name: "backend", Kind: KindEnum, Default: DefaultBackend,
-		Values:  []string{BackendBwrap, BackendDocker, BackendKubernetes, BackendLocal},
-		Accepts: "one of bwrap, docker, kubernetes, local",
-		Doc:     "sandbox backend: bwrap (bubblewrap), docker (a container per session, see docker.*), kubernetes (a pod per session, see kubernetes.*; preview) or local (no sandbox, for debugging)",
-		Field:   func(s *Settings) any { return &s.Backend },
+		// Default, Values, Accepts and Doc come from the backends
+		// registered (RegisterBackend), when the registry is built.
+		Name: "backend", Kind: KindEnum,
+		Field: func(s *Settings) any { return &s.Backend },
 	},
 	{
 		Name: "profile", Kind: KindEnum, Default: sandbox.DefaultProfile,
@@ -519,6 +507,91 @@ func sectionNamed(name string) *Section {
 	return nil
 }
 
+// Backend is one value of the backend key (and of a route's backend),
+// declared by the backend it selects: backend/registry registers one
+// for each driver. config knows none by name.
+type Backend struct {
+	// Name is the value ("bwrap").
+	Name string
+	// Doc says what it is, in the backend key's Doc: "bwrap
+	// (bubblewrap)".
+	Doc string
+	// Default makes it the backend key's default; one backend is.
+	Default bool
+
+	next *Backend // the list of backends, newest first
+}
+
+// backends are the registered backends, newest first (a list through
+// Backend.next: registering allocates nothing).
+var backends *Backend
+
+// RegisterBackend adds a value of the backend key (a package variable of
+// its backend's); it is called from init, before any settings are read
+// (backend/registry.Register does). It panics on a name registered twice
+// or empty, or a call after the settings were first used.
+func RegisterBackend(b *Backend) {
+	if indexed.Load() {
+		panic("config: backend " + b.Name + " registered after the settings were read")
+	}
+	for o := backends; o != nil; o = o.next {
+		if o.Name == b.Name {
+			panic("config: backend " + b.Name + " registered twice")
+		}
+	}
+	if b.Name == "" {
+		panic("config: a backend without a name")
+	}
+	b.next, backends = backends, b
+}
+
+// BackendNames returns the names of the registered backends, sorted.
+func BackendNames() []string {
+	var out []string
+	for b := backends; b != nil; b = b.next {
+		out = append(out, b.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// DefaultBackend returns the backend key's default (the registered
+// backend that says it is), or "" when none does.
+func DefaultBackend() string {
+	for b := backends; b != nil; b = b.next {
+		if b.Default {
+			return b.Name
+		}
+	}
+	return ""
+}
+
+// backendKey completes the backend key k from the registered backends:
+// its default, values, what it accepts and its Doc ("sandbox backend: A
+// (what), B (what) or C (what)").
+func backendKey(k *Key) {
+	names := BackendNames()
+	docs := make([]string, len(names))
+	for i, n := range names {
+		for b := backends; b != nil; b = b.next {
+			if b.Name == n {
+				docs[i] = b.Doc
+			}
+		}
+	}
+	k.Default, k.Values = DefaultBackend(), names
+	k.Accepts = "one of " + strings.Join(names, ", ")
+	k.Doc = "sandbox backend: " + orList(docs)
+}
+
+// orList joins items as "a, b or c".
+func orList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
+}
+
 // sectionsBefore is the key the sections' keys come before in the
 // registry (where `corral config list` has always shown docker.* and
 // kubernetes.*).
@@ -537,6 +610,7 @@ var registry = sync.OnceValue(func() []Key {
 	slices.SortFunc(secs, func(a, b *Section) int { return strings.Compare(a.Name, b.Name) })
 	at := slices.IndexFunc(coreKeys, func(k Key) bool { return k.Name == sectionsBefore })
 	out := slices.Clone(coreKeys[:at])
+	backendKey(&out[slices.IndexFunc(out, func(k Key) bool { return k.Name == "backend" })])
 	for _, sec := range secs {
 		for _, k := range sec.Keys() {
 			if !strings.HasPrefix(k.Name, sec.Name+".") || k.Field == nil || k.Doc == "" || k.Accepts == "" {

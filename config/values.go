@@ -338,11 +338,11 @@ func parseRoute(raw any) (Route, *problem) {
 		return r, &problem{sub: ".sessions", value: m["sessions"], reason: "is not a valid glob: " + err.Error()}
 	}
 	if r.Backend, p = text("backend"); p != nil {
-		p.reason += " (want bwrap, docker, kubernetes or local)"
+		p.reason += " (want " + orList(BackendNames()) + ")"
 		return r, p
 	}
-	if r.Backend != "" && r.Backend != BackendBwrap && r.Backend != BackendDocker && r.Backend != BackendKubernetes && r.Backend != BackendLocal {
-		return r, &problem{sub: ".backend", value: m["backend"], reason: "is not one of bwrap, docker, kubernetes, local"}
+	if r.Backend != "" && !slices.Contains(BackendNames(), r.Backend) {
+		return r, &problem{sub: ".backend", value: m["backend"], reason: "is not one of " + strings.Join(BackendNames(), ", ")}
 	}
 	if r.WorkspaceMode, p = text("workspace_mode"); p != nil {
 		p.reason += " (want direct or review)"

@@ -22,6 +22,8 @@ const Name = "bwrap"
 
 // driver is the backend's entry in backend/registry.
 var driver = registry.Driver{
+	Doc:     "bwrap (bubblewrap)",
+	Default: true,
 	Name:    Name,
 	Open:    open,
 	Doctor:  doctor,

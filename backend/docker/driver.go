@@ -16,6 +16,7 @@ import (
 
 // driver is the backend's entry in backend/registry.
 var driver = registry.Driver{
+	Doc:     "docker (a container per session, see docker.*)",
 	Name:    Name,
 	Open:    open,
 	Doctor:  doctor,

@@ -16,6 +16,7 @@ import (
 
 // driver is the backend's entry in backend/registry.
 var driver = registry.Driver{
+	Doc:       "kubernetes (a pod per session, see kubernetes.*; preview)",
 	Name:      Name,
 	Open:      open,
 	Doctor:    doctor,

@@ -12,6 +12,7 @@ const Name = "local"
 
 // driver is the backend's entry in backend/registry.
 var driver = registry.Driver{
+	Doc:  "local (no sandbox, for debugging)",
 	Name: Name,
 	Open: func(d registry.Deps) registry.Instance { return instance{New(d.Logger)} },
 }

@@ -149,8 +149,15 @@ type DryRunner interface {
 // are optional parts the CLI uses where they are set.
 type Driver struct {
 	// Name is the value of the backend setting that selects it
-	// ("bwrap"); it is one of the backend key's values (config).
+	// ("bwrap"); Register makes it one of the backend key's values
+	// (config.RegisterBackend).
 	Name string
+	// Doc says what it is, in the backend key's Doc: its name and, in
+	// parentheses, a few words ("bwrap (bubblewrap)").
+	Doc string
+	// Default makes it the backend of settings that name none (the
+	// backend key's default); one backend is.
+	Default bool
 	// Open builds the backend's Instance for one Host. It contacts
 	// nothing (an engine connects at its first use).
 	Open func(d Deps) Instance
@@ -172,7 +179,8 @@ type Driver struct {
 	// Name + ".*"), says how they reach it (TestSettingsAgree).
 	Settings *Settings
 
-	next *Driver // the table, newest first
+	next *Driver        // the table, newest first
+	cfg  config.Backend // its value of the backend key
 }
 
 // Settings are a backend's section of corral's settings: how the
@@ -190,7 +198,8 @@ type Settings struct {
 // that registering (at every start of corral) allocates nothing.
 var drivers *Driver
 
-// Register adds d, a package variable of its backend, to the table;
+// Register adds d, a package variable of its backend, to the table, and
+// its name to the backend key's values (config.RegisterBackend);
 // backends call it from init (the table is not locked: it is written
 // before main runs and only read after). It panics on a driver without a
 // lower-case Name or Open, or a name registered twice: both are a
@@ -202,6 +211,8 @@ func Register(d *Driver) {
 	if _, dup := Lookup(d.Name); dup {
 		panic("registry: backend " + d.Name + " registered twice")
 	}
+	d.cfg = config.Backend{Name: d.Name, Doc: d.Doc, Default: d.Default}
+	config.RegisterBackend(&d.cfg)
 	d.next, drivers = drivers, d
 }
 
