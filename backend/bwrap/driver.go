@@ -2,6 +2,7 @@ package bwrap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,8 +39,12 @@ func init() { registry.Register(&driver) }
 type instance struct {
 	deps registry.Deps
 	mu   sync.Mutex
-	bs   map[instanceKey]*Backend
+	bs   map[instanceKey]*Backend // nil once closed
 }
+
+// errInstanceClosed is Backend's error after Close (a command that raced
+// the Host's Close).
+var errInstanceClosed = errors.New("bwrap backend closed")
 
 // instanceKey is what a Backend is built from, of the settings.
 type instanceKey struct {
@@ -52,16 +57,24 @@ func open(d registry.Deps) registry.Instance {
 
 // Backend implements registry.Instance.
 func (in *instance) Backend(st *config.Settings) (sandbox.Backend, error) {
-	return in.get(st), nil
+	b, err := in.get(st)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // get returns the Backend of st's bwrap path, run_as and settings file.
-func (in *instance) get(st *config.Settings) *Backend {
+// Errors: errInstanceClosed.
+func (in *instance) get(st *config.Settings) (*Backend, error) {
 	k := instanceKey{path: st.Bwrap, runAs: st.RunAs, secret: st.Path}
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if in.bs == nil {
+		return nil, errInstanceClosed
+	}
 	if b := in.bs[k]; b != nil {
-		return b
+		return b, nil
 	}
 	b := New(Options{
 		BwrapPath:   k.path,
@@ -76,14 +89,14 @@ func (in *instance) get(st *config.Settings) *Backend {
 		PinFiles:    in.deps.PinFiles,
 	})
 	in.bs[k] = b
-	return b
+	return b, nil
 }
 
 // Close implements registry.Instance: it closes every Backend built.
 func (in *instance) Close() error {
 	in.mu.Lock()
 	bs := in.bs
-	in.bs = map[instanceKey]*Backend{}
+	in.bs = nil
 	in.mu.Unlock()
 	var first error
 	for _, b := range bs {
@@ -180,7 +193,7 @@ func doctor(ctx context.Context, in registry.Instance, st *config.Settings, use 
 	proxy := ProxyCheck{Dir: filepath.Join(stateDir, "net")}
 	var b *Backend
 	if bi, ok := in.(*instance); ok && d.Ready() && use.Selected {
-		b = bi.get(st)
+		b, _ = bi.get(st) // nil when closed: the checks below are skipped
 	}
 	if err := egress.Check(proxy.Dir); err != nil {
 		proxy.Error = err.Error()
