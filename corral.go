@@ -17,10 +17,7 @@ import (
 
 	"github.com/corralhq/corral/approval"
 	"github.com/corralhq/corral/audit"
-	"github.com/corralhq/corral/backend/bwrap"
-	"github.com/corralhq/corral/backend/docker"
-	"github.com/corralhq/corral/backend/kubernetes"
-	"github.com/corralhq/corral/backend/local"
+	"github.com/corralhq/corral/backend/registry"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/helperbin"
@@ -95,15 +92,16 @@ type Host struct {
 	stateDir string
 	manager  *session.Manager
 
-	mu     sync.Mutex
-	st     *config.Settings // cached settings (nil before the first load)
-	stamp  string           // the settings file as st was read from it
-	bwraps map[bwrapKey]*bwrap.Backend
-	local  sandbox.Backend
-	engine *docker.Engine
-	kube   *kubernetes.Engine
-	egress *egress.Pool
-	closed bool
+	mu        sync.Mutex
+	st        *config.Settings // cached settings (nil before the first load)
+	stamp     string           // the settings file as st was read from it
+	instances map[string]registry.Instance
+	closed    bool
+
+	// egressMu guards egress, made at its first use by a backend (which
+	// may be while h.mu is held: Deps.Egress is called from Open).
+	egressMu sync.Mutex
+	egress   *egress.Pool
 
 	// helpers finds the helper executable, at its first use.
 	helpers *helperbin.Locator
@@ -112,11 +110,6 @@ type Host struct {
 	// change), specs the Specs resolved (specOf): tests hold a call of a
 	// front end to one of each.
 	stats, specs atomic.Int64
-}
-
-// bwrapKey is what a bwrap backend is built from, of the settings.
-type bwrapKey struct {
-	path, runAs, secret string
 }
 
 // ErrNoStateDir is Open's error when neither Options.StateDir nor the
@@ -136,7 +129,7 @@ func Open(opts Options) (*Host, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Host{opts: opts, log: log, stateDir: opts.StateDir, bwraps: map[bwrapKey]*bwrap.Backend{},
+	h := &Host{opts: opts, log: log, stateDir: opts.StateDir, instances: map[string]registry.Instance{},
 		helpers: helperbin.New(helperbin.Options{Logger: log})}
 	if h.stateDir == "" {
 		h.stateDir = config.StateDir()
@@ -428,157 +421,68 @@ func SkillDirs(entries []string) []string {
 	return out
 }
 
-// Backend returns the Host's backend named by st.Backend ("" is bwrap),
-// built on first use and kept: a bwrap backend per bwrap path, run_as
-// and settings file; one docker engine for the process (its
-// containers outlive a command; Close removes them) viewed through st's
-// docker.* settings; one kubernetes engine likewise (its pods, through
-// kubernetes.*); one local backend. Errors: an unknown backend name, a
-// closed Host.
+// Backend returns the Host's backend named by st.Backend ("" is the
+// backend key's default), from that backend's Instance (Engine): built on
+// first use and kept, so a backend's caches, containers and pods live as
+// long as the Host (Close ends them). Errors: an unknown backend name
+// (*registry.UnknownError), the backend's own for st, a closed Host.
 func (h *Host) Backend(st *config.Settings) (sandbox.Backend, error) {
+	name := st.Backend
+	if name == "" {
+		name = config.DefaultBackend()
+	}
+	in, err := h.Engine(name)
+	if err != nil {
+		return nil, err
+	}
+	return in.Backend(st)
+}
+
+// Engine returns the Host's Instance of the backend called name (package
+// backend/registry), built on first use with the Host's shared
+// dependencies (Deps): the one place a backend is built, for commands,
+// corral doctor, cleanup and cp alike. Errors: an unknown backend
+// (*registry.UnknownError), a closed Host.
+func (h *Host) Engine(name string) (registry.Instance, error) {
+	d, ok := registry.Lookup(name)
+	if !ok {
+		return nil, &registry.UnknownError{Name: name}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return nil, session.ErrClosed
 	}
-	switch st.Backend {
-	case "", config.BackendBwrap:
-		return h.bwrapLocked(st), nil
-	case config.BackendDocker:
-		return h.dockerLocked().Backend(DockerSettings(st)), nil
-	case config.BackendKubernetes:
-		return h.kubeLocked().Backend(KubernetesSettings(st)), nil
-	case config.BackendLocal:
-		if h.local == nil {
-			h.local = local.New(h.log)
-		}
-		return h.local, nil
+	if in := h.instances[name]; in != nil {
+		return in, nil
 	}
-	return nil, fmt.Errorf("unknown backend %q (want bwrap, docker, kubernetes or local)", st.Backend)
+	in := d.Open(h.deps())
+	h.instances[name] = in
+	return in, nil
 }
 
-// Bwrap returns the Host's bwrap backend for st's bwrap path, run_as and
-// settings file: the one Backend returns for backend bwrap, whatever
-// st.Backend says (corral doctor probes it, corral run --dry-run prints
-// its argv). Errors: a closed Host.
-func (h *Host) Bwrap(st *config.Settings) (*bwrap.Backend, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, session.ErrClosed
-	}
-	return h.bwrapLocked(st), nil
-}
-
-// DockerEngine returns the Host's docker engine, the one behind every
-// docker backend Backend returns, built on first use: corral doctor asks
-// it for a diagnosis, corral cleanup for the leftovers. Close closes it.
-// Errors: a closed Host.
-func (h *Host) DockerEngine() (*docker.Engine, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, session.ErrClosed
-	}
-	return h.dockerLocked(), nil
-}
-
-// KubernetesEngine returns the Host's kubernetes engine, the one behind
-// every kubernetes backend Backend returns, built on first use (it
-// contacts no cluster until asked): corral doctor, cleanup and cp use it.
-// Close closes it, deleting the pods it made. Errors: a closed Host.
-func (h *Host) KubernetesEngine() (*kubernetes.Engine, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, session.ErrClosed
-	}
-	return h.kubeLocked(), nil
-}
-
-// bwrapLocked returns the bwrap backend of st, built on first use. h.mu
-// is held.
-func (h *Host) bwrapLocked(st *config.Settings) *bwrap.Backend {
-	k := bwrapKey{path: st.Bwrap, runAs: st.RunAs, secret: st.Path}
-	if b := h.bwraps[k]; b != nil {
-		return b
-	}
-	b := bwrap.New(bwrap.Options{
-		BwrapPath:   k.path,
-		StateDir:    h.stateDir,
-		HiddenDirs:  h.hiddenDirs(),
-		SecretFiles: []string{k.secret},
-		RunAs:       k.runAs,
-		Logger:      h.log,
-		Egress:      h.egressLocked(),
-		SweepEvery:  h.opts.SweepEvery,
-		FindHelper:  func() string { return h.helper(false) },
-		PinFiles:    []string{h.helpers.NextPath()},
-	})
-	h.bwraps[k] = b
-	return b
-}
-
-// dockerLocked returns the docker engine, built on first use. h.mu is
-// held.
-func (h *Host) dockerLocked() *docker.Engine {
-	if h.engine == nil {
-		h.engine = docker.NewEngine(docker.Options{
-			Logger: h.log, Egress: h.egressLocked(), Join: h.opts.JoinContainers,
-			QuarantineDir: filepath.Join(h.stateDir, "quarantine"),
-			TrustDir:      filepath.Join(h.stateDir, "trust"),
-			// Shared with the bwrap backend: `corral cleanup`
-			// prunes both backends' copies (secrets.PruneCopies).
-			SecretFilesDir: filepath.Join(h.stateDir, "secretfiles"),
-			// The bind policy's: corral's own directories are never
-			// bound, and files a bind must show as empty get the same
-			// empty file as the bwrap backend's masks.
-			HiddenDirs: append(h.hiddenDirs(), h.stateDir),
-			EmptyFile:  filepath.Join(h.stateDir, "empty"),
-			FindHelper: func() string { return h.helper(true) },
-		})
-	}
-	return h.engine
-}
-
-// kubeLocked returns the kubernetes engine, built on first use. h.mu is
-// held.
-func (h *Host) kubeLocked() *kubernetes.Engine {
-	if h.kube == nil {
-		h.kube = kubernetes.NewEngine(kubernetes.Options{Logger: h.log, Egress: h.egressLocked(), OneShot: h.opts.OneShot,
-			SecretFilesDir: filepath.Join(h.stateDir, "secretfiles"),
-			FindHelper:     func() string { return h.helper(true) }})
-	}
-	return h.kube
-}
-
-// KubernetesSettings converts the kubernetes.* settings of st.
-func KubernetesSettings(st *config.Settings) kubernetes.Settings {
-	k := st.Kubernetes
-	return kubernetes.Settings{
-		Namespace: k.Namespace, Image: k.Image, RuntimeClass: k.RuntimeClass, Memory: k.Memory, CPUs: k.CPUs,
-		Pids: k.Pids, NodeSelector: k.NodeSelector, Tolerations: k.Tolerations, Storage: k.Storage,
-		StorageSize: k.StorageSize, StorageClass: k.StorageClass, WarmPool: k.WarmPool, IdleTimeout: k.IdleTimeout,
-		Scope: k.Scope, ServiceAccount: k.ServiceAccount, User: k.User, SeccompProfile: k.Seccomp,
-		Kubeconfig: k.Kubeconfig, Context: k.Context,
+// deps are what every backend of the Host shares.
+func (h *Host) deps() registry.Deps {
+	return registry.Deps{
+		Logger:         h.log,
+		StateDir:       h.stateDir,
+		HiddenDirs:     h.hiddenDirs(),
+		Egress:         h.egressPool,
+		Helper:         h.helper,
+		PinFiles:       []string{h.helpers.NextPath()},
+		SweepEvery:     h.opts.SweepEvery,
+		OneShot:        h.opts.OneShot,
+		JoinContainers: h.opts.JoinContainers,
 	}
 }
 
-// DockerSettings converts the docker.* settings of st.
-func DockerSettings(st *config.Settings) docker.Settings {
-	d := st.Docker
-	return docker.Settings{
-		Scope: d.Scope, Image: d.Image, Network: d.Network, Memory: d.Memory, CPUs: d.CPUs,
-		PidsLimit: d.PidsLimit, User: d.User, Workdir: d.Workdir, ReadOnly: d.ReadOnly != "false",
-		TmpSize: d.TmpSize, Binds: d.Binds, HostWorkspace: d.HostWorkspace,
-		MountOptions: d.MountOptions, ExtraRunArgs: d.ExtraRunArgs,
-	}
-}
-
-// egressLocked returns the process's pool of allowlist proxies, made on
+// egressPool returns the process's pool of allowlist proxies, made on
 // first use (socket directories under <state dir>/net, the secrets'
-// certificate authority in <state dir>/ca). h.mu is held.
-func (h *Host) egressLocked() *egress.Pool {
+// certificate authority in <state dir>/ca). Backends are built only
+// before Close (Engine), so none asks for it after.
+func (h *Host) egressPool() *egress.Pool {
+	h.egressMu.Lock()
+	defer h.egressMu.Unlock()
 	if h.egress == nil {
 		h.egress = egress.NewPool(egress.Options{Dir: filepath.Join(h.stateDir, "net"), CADir: filepath.Join(h.stateDir, "ca"), Logger: h.log})
 	}
@@ -720,8 +624,9 @@ const CloseLimit = 10 * time.Second
 // Close ends every background process of the Host's sessions (waiting at
 // most CloseLimit: a sandbox that does not end must not keep the program
 // from exiting; it is then logged as host.close.timeout), removes the
-// containers its docker backend made and the pods of its kubernetes backend, closes its allowlist proxies and
-// what its bwrap backends keep between commands.
+// containers and pods its backends made (each backend's
+// registry.Instance.Close), closes its allowlist proxies and what its
+// backends keep between commands.
 // Session state stays on disk. Calling Close again does nothing.
 func (h *Host) Close() error {
 	h.mu.Lock()
@@ -740,19 +645,20 @@ func (h *Host) Close() error {
 			"detail", "background sandboxes did not end in time; some of their processes may remain")
 	}
 	h.mu.Lock()
-	e, kube, pool, bws := h.engine, h.kube, h.egress, h.bwraps
-	h.engine, h.kube, h.egress, h.bwraps = nil, nil, nil, nil
+	ins := h.instances
+	h.instances = nil
 	h.mu.Unlock()
 	var errs []error
-	for _, b := range bws {
-		errs = append(errs, b.Close())
+	for _, d := range registry.Drivers() {
+		if in := ins[d.Name]; in != nil {
+			errs = append(errs, in.Close())
+		}
 	}
-	if e != nil {
-		errs = append(errs, e.Close())
-	}
-	if kube != nil {
-		errs = append(errs, kube.Close())
-	}
+	// After the backends, whose sandboxes used the proxies.
+	h.egressMu.Lock()
+	pool := h.egress
+	h.egress = nil
+	h.egressMu.Unlock()
 	if pool != nil {
 		errs = append(errs, pool.Close())
 	}

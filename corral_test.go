@@ -16,8 +16,8 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/backend/bwrap"
-	"github.com/corralhq/corral/backend/docker"
 	"github.com/corralhq/corral/backend/kubernetes"
+	"github.com/corralhq/corral/backend/registry"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/reexec"
 	"github.com/corralhq/corral/sandbox"
@@ -304,69 +304,66 @@ func TestBuildInfoString(t *testing.T) {
 	}
 }
 
-// TestSettingsDefaultsAgree: the registry's defaults of the docker.* and
-// kubernetes.* keys (config, which does not link the backends) are the
-// backends' own DefaultSettings, converted as a Host converts them: the
-// two are declared apart and nothing else holds them together.
-func TestSettingsDefaultsAgree(t *testing.T) {
-	st := config.Defaults()
-	if got := corral.DockerSettings(st); !reflect.DeepEqual(got, docker.DefaultSettings) {
-		t.Errorf("docker.* defaults:\nregistry %+v\nbackend  %+v", got, docker.DefaultSettings)
+// TestSettingsAgree: the settings registry (config) and the backends
+// registered (backend/registry, through corral's one list, backends.go)
+// agree: the backend key accepts exactly the registered backends' names;
+// a backend has a section of keys (NAME.*, which it declares itself:
+// config.RegisterSection) exactly when its driver says how they reach it
+// (Driver.Settings); the section's defaults, as the Host reads them, are
+// the backend's own; and every field of the backend's settings is the
+// field of exactly one of its keys, so none is left without a key or
+// set by two.
+func TestSettingsAgree(t *testing.T) {
+	bk, ok := config.Lookup("backend")
+	if !ok {
+		t.Fatal("no backend key")
 	}
-	if got := corral.KubernetesSettings(st); !reflect.DeepEqual(got, kubernetes.DefaultSettings) {
-		t.Errorf("kubernetes.* defaults:\nregistry %+v\nbackend  %+v", got, kubernetes.DefaultSettings)
+	if got, want := slices.Sorted(slices.Values(bk.Values)), registry.Names(); !slices.Equal(got, want) {
+		t.Errorf("the backend key accepts %q; the registered backends are %q", got, want)
 	}
-}
-
-// TestSettingsCarried: every docker.* and kubernetes.* field of the
-// settings reaches the backend's Settings (DockerSettings and
-// KubernetesSettings copy them by hand, so a key added to config but not
-// to the copy would be accepted and then ignored): each field set alone
-// to a value of its own must change what the backend gets.
-func TestSettingsCarried(t *testing.T) {
-	sentinel := func(f reflect.Value, i int) {
-		switch f.Kind() {
-		case reflect.String:
-			f.SetString(fmt.Sprintf("v%d", i))
-		case reflect.Int:
-			f.SetInt(int64(1000 + i))
-		case reflect.Slice:
-			s := reflect.MakeSlice(f.Type(), 1, 1)
-			if s.Index(0).Kind() == reflect.String {
-				s.Index(0).SetString(fmt.Sprintf("v%d", i))
-			} else {
-				s.Index(0).FieldByName("Src").SetString(fmt.Sprintf("/v%d", i))
-			}
-			f.Set(s)
-		default:
-			t.Fatalf("field kind %s: teach this test its sentinel", f.Kind())
+	if _, ok := registry.Lookup(config.DefaultBackend()); !ok {
+		t.Errorf("the default backend %q is not registered", config.DefaultBackend())
+	}
+	keys := map[string][]config.Key{}
+	for _, k := range config.Keys() {
+		if sec, _, ok := strings.Cut(k.Name, "."); ok {
+			keys[sec] = append(keys[sec], k)
 		}
 	}
-	for _, c := range []struct {
-		name    string
-		section func(*config.Settings) reflect.Value
-		convert func(*config.Settings) any
-		special map[string]string // a value of the key's own where any other means the default
-	}{
-		{"docker", func(s *config.Settings) reflect.Value { return reflect.ValueOf(&s.Docker).Elem() },
-			func(s *config.Settings) any { return corral.DockerSettings(s) }, map[string]string{"ReadOnly": "false"}},
-		{"kubernetes", func(s *config.Settings) reflect.Value { return reflect.ValueOf(&s.Kubernetes).Elem() },
-			func(s *config.Settings) any { return corral.KubernetesSettings(s) }, nil},
-	} {
-		base := c.convert(config.Defaults())
-		sec := c.section(config.Defaults())
-		for i := 0; i < sec.NumField(); i++ {
-			st := config.Defaults()
-			f := c.section(st).Field(i)
-			name := sec.Type().Field(i).Name
-			if v, ok := c.special[name]; ok {
-				f.SetString(v)
-			} else {
-				sentinel(f, i)
+	for _, d := range registry.Drivers() {
+		if (d.Settings != nil) != (len(keys[d.Name]) > 0) {
+			t.Errorf("backend %s: %d keys %s.* in config; Driver.Settings set: %v", d.Name, len(keys[d.Name]), d.Name, d.Settings != nil)
+			continue
+		}
+		if d.Settings == nil {
+			continue
+		}
+		st := config.Defaults()
+		if got := d.Settings.Of(st); !reflect.DeepEqual(got, d.Settings.Defaults()) {
+			t.Errorf("%s.* defaults:\nregistry %+v\nbackend  %+v", d.Name, got, d.Settings.Defaults())
+		}
+		sec := reflect.ValueOf(st.Section(d.Name))
+		if sec.Kind() != reflect.Pointer || sec.Elem().Kind() != reflect.Struct || sec.Elem().Type() != reflect.TypeOf(d.Settings.Defaults()) {
+			t.Errorf("backend %s: section %s is %v, want a pointer to its settings (%T)", d.Name, d.Name, sec.Type(), d.Settings.Defaults())
+			continue
+		}
+		owner := map[uintptr]string{} // a field's address -> its key
+		for _, k := range keys[d.Name] {
+			p := reflect.ValueOf(k.Field(st)).Pointer()
+			if prev, dup := owner[p]; dup {
+				t.Errorf("%s and %s set the same field", prev, k.Name)
 			}
-			if got := c.convert(st); reflect.DeepEqual(got, base) {
-				t.Errorf("%s.%s is not carried to the backend's Settings", c.name, name)
+			owner[p] = k.Name
+		}
+		for i := 0; i < sec.Elem().NumField(); i++ {
+			f := sec.Elem().Field(i)
+			if _, ok := owner[f.Addr().Pointer()]; !ok {
+				t.Errorf("%s's settings field %s has no key %s.*", d.Name, sec.Elem().Type().Field(i).Name, d.Name)
 			}
+			delete(owner, f.Addr().Pointer())
+		}
+		for _, k := range owner {
+			t.Errorf("key %s sets no field of %s's settings", k, d.Name)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/corralhq/corral"
+	"github.com/corralhq/corral/backend/kubernetes"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/helperbin"
 	"github.com/corralhq/corral/sandboxfs"
@@ -45,10 +46,11 @@ func TestHostHandsTheHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	ke, err := h.KubernetesEngine()
+	in, err := h.Engine(kubernetes.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ke := kubernetes.EngineOf(in)
 	if got, err := ke.Helper(); err != nil || got != helper {
 		t.Fatalf("the kubernetes engine's helper = %q, %v; want %s", got, err, helper)
 	}
@@ -60,10 +62,11 @@ func TestHostHandsTheHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h2.Close()
-	ke2, err := h2.KubernetesEngine()
+	in2, err := h2.Engine(kubernetes.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ke2 := kubernetes.EngineOf(in2)
 	self, _ := os.Executable()
 	self, _ = filepath.EvalSymlinks(self)
 	got, err := ke2.Helper()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -24,12 +25,13 @@ import (
 	"github.com/corralhq/corral/sandbox"
 )
 
-// Settings are corral's effective settings: one typed field per key of the
-// registry. The zero value is not useful; get one from [Load] or
-// [Defaults].
+// Settings are corral's effective settings: one typed field per key of
+// corral's own, and each backend's keys in its section's struct
+// ([Settings.Section], [RegisterSection]). The zero value is not useful;
+// get one from [Load] or [Defaults].
 type Settings struct {
-	// Backend is the sandbox backend: BackendBwrap or BackendLocal
-	// (key backend).
+	// Backend is the sandbox backend, one of BackendNames (key
+	// backend).
 	Backend string
 	// Profile selects write and network access (key profile).
 	Profile sandbox.Profile
@@ -122,63 +124,14 @@ type Settings struct {
 	// nil when the key is not set (sandbox.DefaultProtected applies), an
 	// empty non-nil list when it is set to [] (nothing is protected).
 	ProtectedPaths []string
-	// Docker are the docker backend's settings (keys docker.*).
-	Docker Docker
-	// Kubernetes are the kubernetes backend's settings (keys
-	// kubernetes.*).
-	Kubernetes Kubernetes
-
 	// Path is the settings file Load consulted, whether or not it exists;
 	// empty for Defaults.
 	Path string
 
 	origins map[string]origin
-}
-
-// Docker are the settings of the docker backend (keys docker.*), with the
-// names and defaults of the reference Docker environment. Sizes use
-// Docker's notation ("512m", "1g"); see backend/docker.Settings for the
-// meaning of each.
-type Docker struct {
-	Scope         string         // docker.scope: session or shared
-	Image         string         // docker.image
-	Network       string         // docker.network: none, bridge or a network name
-	Memory        string         // docker.memory
-	CPUs          string         // docker.cpus
-	PidsLimit     int            // docker.pids_limit (>= 16)
-	User          string         // docker.user: "", none or uid:gid
-	Workdir       string         // docker.workdir: "" or absolute
-	ReadOnly      string         // docker.read_only: "true" or "false"
-	TmpSize       string         // docker.tmp_size
-	Binds         []sandbox.Bind // docker.binds
-	HostWorkspace string         // docker.host_workspace: "" or absolute
-	MountOptions  string         // docker.mount_options
-	ExtraRunArgs  string         // docker.extra_run_args
-}
-
-// Kubernetes are the settings of the kubernetes backend (keys
-// kubernetes.*), each checked in form here (package kubeval); see
-// backend/kubernetes.Settings for the meaning of each.
-type Kubernetes struct {
-	Namespace      string   // kubernetes.namespace: "" (the kubeconfig context's) or a DNS-1123 label
-	Image          string   // kubernetes.image
-	RuntimeClass   string   // kubernetes.runtime_class: "" or a RuntimeClass name
-	Memory         string   // kubernetes.memory: a quantity (1Gi)
-	CPUs           string   // kubernetes.cpus: a quantity (1, 500m)
-	Pids           int      // kubernetes.pids: 0 or >= 16
-	NodeSelector   []string // kubernetes.node_selector: key=value entries
-	Tolerations    []string // kubernetes.tolerations: key[=value][:Effect] entries
-	Storage        string   // kubernetes.storage: emptyDir or pvc
-	StorageSize    string   // kubernetes.storage_size: a quantity
-	StorageClass   string   // kubernetes.storage_class: "" or a StorageClass name
-	WarmPool       int      // kubernetes.warm_pool: pods kept ready (0: none)
-	IdleTimeout    string   // kubernetes.idle_timeout: "" or a Go duration
-	Scope          string   // kubernetes.scope: session or shared
-	ServiceAccount string   // kubernetes.service_account: "" or a ServiceAccount name
-	User           string   // kubernetes.user: uid:gid, never uid 0
-	Seccomp        string   // kubernetes.seccomp_profile: "" (RuntimeDefault) or a Localhost profile path
-	Kubeconfig     string   // kubernetes.kubeconfig: "" or an absolute path
-	Context        string   // kubernetes.context: "" or a kubeconfig context name
+	// sections are the backends' sections (RegisterSection) by name, each
+	// a pointer to the section's struct; Section returns them.
+	sections map[string]any
 }
 
 // origin records where one key's value came from.
@@ -198,12 +151,36 @@ const SourceRoute Source = "route"
 
 // Defaults returns the settings every key's default gives.
 func Defaults() *Settings {
-	s := &Settings{origins: make(map[string]origin, len(registry))}
-	for i := range registry {
-		k := &registry[i]
+	s := &Settings{origins: make(map[string]origin, len(registry())), sections: map[string]any{}}
+	for sec := sections; sec != nil; sec = sec.next {
+		s.sections[sec.Name] = sec.New()
+	}
+	for i := range registry() {
+		k := &registry()[i]
 		s.assign(k, clone(k.Default), origin{source: SourceDefault})
 	}
 	return s
+}
+
+// Section returns the section called name (RegisterSection) of s: a
+// pointer to its struct, whose fields are the section's keys' values; nil
+// for a section that is not registered. The caller must not change it
+// (Clone the settings first). Settings not made by Defaults or Load get
+// the section's zero value.
+func (s *Settings) Section(name string) any {
+	if v := s.sections[name]; v != nil {
+		return v
+	}
+	sec := sectionNamed(name)
+	if sec == nil {
+		return nil
+	}
+	if s.sections == nil {
+		s.sections = map[string]any{}
+	}
+	v := sec.New()
+	s.sections[name] = v
+	return v
 }
 
 // Limits returns the resource limits of s, for sandbox.Request.Limits.
@@ -225,8 +202,8 @@ func (s *Settings) Source(key string) (Source, string) {
 // left at its default gives none. Nil when there is none.
 func (s *Settings) DeprecatedSet() []string {
 	var out []string
-	for i := range registry {
-		k := &registry[i]
+	for i := range registry() {
+		k := &registry()[i]
 		if k.Deprecated == "" {
 			continue
 		}
@@ -240,17 +217,19 @@ func (s *Settings) DeprecatedSet() []string {
 }
 
 // Value returns the value of key with its Settings field's Go type
-// (string, int, time.Duration, sandbox.Profile, []string, []sandbox.Bind,
-// []Route, []sandbox.Secret), or an *UnknownKeyError.
+// (string, int, bool, time.Duration, sandbox.Profile, []string,
+// []sandbox.Bind, []Route, []sandbox.Secret), or an *UnknownKeyError.
 func (s *Settings) Value(key string) (any, error) {
 	k, err := lookupKey(key)
 	if err != nil {
 		return nil, err
 	}
-	switch p := k.field(s).(type) {
+	switch p := k.Field(s).(type) {
 	case *string:
 		return *p, nil
 	case *int:
+		return *p, nil
+	case *bool:
 		return *p, nil
 	case *time.Duration:
 		return *p, nil
@@ -307,11 +286,19 @@ func (k *Key) valueError(p *problem, src Source, where string) *ValueError {
 
 // assign stores v, which has the field's type, in k's field of s.
 func (s *Settings) assign(k *Key, v any, o origin) {
-	switch p := k.field(s).(type) {
+	switch p := k.Field(s).(type) {
 	case *string:
 		*p = v.(string)
 	case *int:
 		*p = v.(int)
+	case *bool:
+		// A KindEnum of the words true and false: parse gives the word,
+		// a default the bool.
+		if b, ok := v.(bool); ok {
+			*p = b
+		} else {
+			*p = v.(string) == "true"
+		}
 	case *time.Duration:
 		*p = v.(time.Duration)
 	case *sandbox.Profile:
@@ -330,7 +317,7 @@ func (s *Settings) assign(k *Key, v any, o origin) {
 		panic("config: key " + k.Name + " has a field of unsupported type")
 	}
 	if s.origins == nil {
-		s.origins = make(map[string]origin, len(registry))
+		s.origins = make(map[string]origin, len(registry()))
 	}
 	s.origins[k.Name] = o
 }
@@ -346,7 +333,7 @@ type Route struct {
 	// [!abc] a character of a set, and '\' makes the next character
 	// literal. Empty matches every session.
 	Sessions string `json:"sessions,omitempty" yaml:"sessions,omitempty"`
-	// Backend is BackendBwrap, BackendLocal, or "" to keep the backend key.
+	// Backend is one of BackendNames, or "" to keep the backend key.
 	Backend string `json:"backend,omitempty" yaml:"backend,omitempty"`
 	// Profile is a sandbox profile, or "" to keep the profile key.
 	Profile sandbox.Profile `json:"profile,omitempty" yaml:"profile,omitempty"`
@@ -429,6 +416,14 @@ func (s *Settings) Clone() *Settings {
 	out.origins = make(map[string]origin, len(s.origins))
 	for k, v := range s.origins {
 		out.origins[k] = v
+	}
+	// A copy of each section's struct (a pointer each), so that a change
+	// of the copy's does not reach s.
+	out.sections = make(map[string]any, len(s.sections))
+	for k, v := range s.sections {
+		c := reflect.New(reflect.TypeOf(v).Elem())
+		c.Elem().Set(reflect.ValueOf(v).Elem())
+		out.sections[k] = c.Interface()
 	}
 	return &out
 }
@@ -530,8 +525,8 @@ func Load(path string, environ []string) (*Settings, error) {
 			errs = append(errs, &UnknownKeyError{Key: name, Origin: p})
 		}
 	}
-	for i := range registry {
-		k := &registry[i]
+	for i := range registry() {
+		k := &registry()[i]
 		if fk != nil && fk.Exists(k.Name) {
 			v, prob := k.parse(fk.Get(k.Name), home)
 			if prob != nil {

@@ -36,16 +36,92 @@ func env(kv ...string) []string { return append(append([]string{}, testEnv...), 
 // defaultSkills is the skills default: where agents keep their skills.
 var defaultSkills = []string{"~/.agents/skills", "~/.claude/skills", "~/.codex/skills"}
 
-// defaultDocker are the docker.* defaults (the reference environment's).
-var defaultDocker = Docker{
-	Scope: "session", Image: "python:3.12-slim", Network: "none", Memory: "1g", CPUs: "1",
-	PidsLimit: 256, ReadOnly: "true", TmpSize: "512m",
+// testSection is a section of settings as a backend declares one
+// (RegisterSection): config's machinery for sections is tested with it;
+// the real ones (docker.*, kubernetes.*) are tested in their backends.
+type testSection struct {
+	Word  string
+	Flag  bool
+	Count int
+	List  []string
 }
 
-// defaultKubernetes are the kubernetes.* defaults.
-var defaultKubernetes = Kubernetes{
-	Image: "python:3.12-slim", Memory: "1Gi", CPUs: "1", Storage: "emptyDir", StorageSize: "1Gi",
-	Scope: "session", User: "1000:1000",
+func sec(s *Settings) *testSection { return s.Section("testsec").(*testSection) }
+
+var testSec = Section{Name: "testsec", New: func() any { return new(testSection) }, Keys: func() []Key {
+	return []Key{
+		{Name: "testsec.word", Kind: KindString, Default: "hello", Accepts: "a word", Doc: "testsec: a word", Check: NonEmpty,
+			Field: func(s *Settings) any { return &sec(s).Word }},
+		{Name: "testsec.flag", Kind: KindEnum, Default: true, Values: []string{"true", "false"}, Accepts: "true or false", Doc: "testsec: a flag",
+			Field: func(s *Settings) any { return &sec(s).Flag }},
+		{Name: "testsec.count", Kind: KindInt, Default: 3, Min: 1, Accepts: "a whole number of at least 1", Doc: "testsec: a count",
+			Field: func(s *Settings) any { return &sec(s).Count }},
+		{Name: "testsec.list", Kind: KindStringList, Default: []string(nil), Accepts: "a list of words", Doc: "testsec: a list",
+			Field: func(s *Settings) any { return &sec(s).List }},
+	}
+}}
+
+// testBackends are the backend key's values in config's tests, as
+// corral's backends declare them (backend/registry registers each).
+var testBackends = []Backend{
+	{Name: "bwrap", Doc: "bwrap (bubblewrap)", Default: true},
+	{Name: "docker", Doc: "docker (a container per session, see docker.*)"},
+	{Name: "kubernetes", Doc: "kubernetes (a pod per session, see kubernetes.*; preview)"},
+	{Name: "local", Doc: "local (no sandbox, for debugging)"},
+}
+
+func init() {
+	RegisterSection(&testSec)
+	for i := range testBackends {
+		RegisterBackend(&testBackends[i])
+	}
+}
+
+// TestSection: a registered section's keys load from the file and the
+// environment into the section's struct, with their defaults, checks and
+// sources, sit before listen in the registry, are listed with a bool's
+// word, and a Clone's section is its own.
+func TestSection(t *testing.T) {
+	s, err := Load(writeFile(t, "testsec:\n  word: \" hi \"\n  flag: false\n"), env("CORRAL_TESTSEC_COUNT=7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := *sec(s), (testSection{Word: "hi", Flag: false, Count: 7}); !reflect.DeepEqual(got, want) {
+		t.Errorf("section = %+v, want %+v", got, want)
+	}
+	if src, where := s.Source("testsec.count"); src != SourceEnv || where != "CORRAL_TESTSEC_COUNT" {
+		t.Errorf("Source(testsec.count) = %s %s", src, where)
+	}
+	if got := *sec(Defaults()); !reflect.DeepEqual(got, testSection{Word: "hello", Flag: true, Count: 3}) {
+		t.Errorf("defaults = %+v", got)
+	}
+	if _, err := Load(writeFile(t, "testsec:\n  count: 0\n  flag: maybe\n  word: \"\"\n"), testEnv); err == nil ||
+		!strings.Contains(err.Error(), "testsec.count: 0 is not a whole number of at least 1") ||
+		!strings.Contains(err.Error(), `testsec.flag: "maybe" is not true or false`) || !strings.Contains(err.Error(), `testsec.word: "" is empty; want a word`) {
+		t.Errorf("bad values: %v", err)
+	}
+	names := Names()
+	at, listen := slices.Index(names, "testsec.word"), slices.Index(names, "listen")
+	if at < 0 || listen != at+4 {
+		t.Errorf("testsec.* at %d, listen at %d: %q", at, listen, names)
+	}
+	es, err := list(writeFile(t, "testsec:\n  flag: false\n"), testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if e.Key == "testsec.flag" && (e.Text != "false" || e.Value != "false") {
+			t.Errorf("list testsec.flag: %q %#v", e.Text, e.Value)
+		}
+	}
+	c := s.Clone()
+	sec(c).Word = "changed"
+	if sec(s).Word != "hi" {
+		t.Errorf("a change of the clone's section reached the original: %q", sec(s).Word)
+	}
+	if (&Settings{}).Section("testsec").(*testSection).Word != "" || (&Settings{}).Section("nosuch") != nil {
+		t.Error("Section of a zero Settings")
+	}
 }
 
 func TestDefaults(t *testing.T) {
@@ -58,9 +134,9 @@ func TestDefaults(t *testing.T) {
 		MemoryMB: 1024, CPUSeconds: 30, MaxProcs: 256,
 		Timeout: 180 * time.Second, HomeMode: "host", WorkspaceMode: "direct", ToolCaches: "shared", DegradedMode: "degrade",
 		TmpSizeMB: 512, OutputLimit: 65536,
-		Approval: "ask", AuditMaxMB: 10, Docker: defaultDocker, Kubernetes: defaultKubernetes, Skills: defaultSkills,
+		Approval: "ask", AuditMaxMB: 10, Skills: defaultSkills,
 	}
-	s.Path, s.origins = "", nil
+	s.Path, s.origins, s.sections = "", nil, nil
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("Load = %+v, want %+v", s, want)
 	}
@@ -113,7 +189,7 @@ output_limit: 1000
 		HomeAllow: []string{".gitconfig", ".config/nvim", ".zz-tool"},
 		Cwd:       "/home/u/src", Timeout: 5 * time.Minute,
 		HomeMode: "session", WorkspaceMode: "direct", ToolCaches: "shared", DegradedMode: "fail", OutputLimit: 1000, TmpSizeMB: 512,
-		Approval: "ask", AuditMaxMB: 10, Docker: defaultDocker, Kubernetes: defaultKubernetes, Skills: defaultSkills,
+		Approval: "ask", AuditMaxMB: 10, Skills: defaultSkills,
 	}
 	if src, where := s.Source("memory_mb"); src != SourceFile || where != p {
 		t.Errorf("Source(memory_mb) = %q, %q; want file, %q", src, where, p)
@@ -121,7 +197,7 @@ output_limit: 1000
 	if s.Path != p {
 		t.Errorf("Path = %q, want %q", s.Path, p)
 	}
-	s.Path, s.origins = "", nil
+	s.Path, s.origins, s.sections = "", nil, nil
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("Load =\n%+v\nwant\n%+v", s, want)
 	}
@@ -287,19 +363,6 @@ func TestBadValues(t *testing.T) {
 		{"int zero where > 0", "output_limit: 0", nil, []string{"output_limit: 0 is not a whole number of bytes greater than 0"}},
 		{"int null", "memory_mb:", nil, []string{"memory_mb: null is not"}},
 		{"enum backend", "backend: podman", nil, []string{`backend: "podman" is not one of bwrap, docker, kubernetes, local`}},
-		{"docker pids below 16", "docker:\n  pids_limit: 8", nil, []string{"docker.pids_limit: 8 is not a whole number of at least 16"}},
-		{"docker memory", "docker:\n  memory: lots", nil, []string{`docker.memory: "lots" is not a size`}},
-		{"docker user", "docker:\n  user: alice", nil, []string{`docker.user: "alice" is not uid:gid in numbers`}},
-		{"docker read_only", "docker:\n  read_only: maybe", nil, []string{`docker.read_only: "maybe" is not true or false`}},
-		{"kubernetes memory", "kubernetes:\n  memory: 1g", nil, []string{`kubernetes.memory: "1g" is not a Kubernetes quantity`}},
-		{"kubernetes root", "kubernetes:\n  user: \"0:0\"", nil, []string{`kubernetes.user: "0:0" would run commands as root`}},
-		{"kubernetes namespace", "kubernetes:\n  namespace: Corral", nil, []string{`kubernetes.namespace: "Corral" is not a DNS-1123 label`}},
-		{"kubernetes toleration", "kubernetes:\n  tolerations: [\"gpu=1:Often\"]", nil, []string{`kubernetes.tolerations[0]: "gpu=1:Often" has effect "Often"`}},
-		{"kubernetes selector", "kubernetes:\n  node_selector: [pool]", nil, []string{`kubernetes.node_selector[0]: "pool" is not key=value`}},
-		{"kubernetes storage", "kubernetes:\n  storage: hostPath", nil, []string{`kubernetes.storage: "hostPath" is not emptyDir or pvc`}},
-		{"kubernetes idle_timeout", "kubernetes:\n  idle_timeout: soon", nil, []string{`kubernetes.idle_timeout: "soon" is not a duration; want a duration such as 30m; 0 or empty for none`}},
-		{"kubernetes idle_timeout negative", "", []string{"CORRAL_KUBERNETES_IDLE_TIMEOUT=-5m"}, []string{`kubernetes.idle_timeout: "-5m" is negative; want a duration`}},
-		{"kubernetes env seccomp", "", []string{"CORRAL_KUBERNETES_SECCOMP_PROFILE=/etc/x.json"}, []string{`CORRAL_KUBERNETES_SECCOMP_PROFILE`, `is not a path relative`}},
 		{"enum profile", "", []string{"CORRAL_PROFILE=open"}, []string{`profile: "open" is not one of restricted, workspace, allowlist, network`, "CORRAL_PROFILE"}},
 		{"enum case", "home_mode: Host", nil, []string{`home_mode: "Host" is not one of host, session`}},
 		{"enum degraded", "degraded_mode: warn", nil, []string{`degraded_mode: "warn" is not one of degrade, fail`}},
@@ -370,7 +433,7 @@ func TestUnknownKeyInFile(t *testing.T) {
 		{"memroy_mb: 1", "memroy_mb", "memory_mb"},
 		{"Profile: network", "Profile", "profile"},
 		{"home-allow: [.x]", "home-allow", "home_allow"},
-		{"docker:\n  imgae: x", "docker.imgae", "docker.image"},
+		{"testsec:\n  wrod: x", "testsec.wrod", "testsec.word"},
 		{"wholly_unrelated: 1", "wholly_unrelated", ""},
 	}
 	for _, tc := range tests {
@@ -795,30 +858,6 @@ func TestProtectedPathsNilVsEmpty(t *testing.T) {
 	}
 	if _, err := Load(writeFile(t, "protected_paths: [/abs]"), testEnv); err == nil || !strings.Contains(err.Error(), "protected-path pattern") {
 		t.Errorf("absolute pattern: %v", err)
-	}
-	s, err = Load(writeFile(t, "docker:\n  read_only: false"), testEnv)
-	if err != nil || s.Docker.ReadOnly != "false" {
-		t.Errorf("YAML boolean read_only: %q %v", s.Docker.ReadOnly, err)
-	}
-}
-
-// TestIdleTimeoutOff: kubernetes.idle_timeout 0 (or 0s) is off, as ""
-// is: the other settings' 0 disables too.
-func TestIdleTimeoutOff(t *testing.T) {
-	for _, v := range []string{"0", "0s", `""`} {
-		s, err := Load(writeFile(t, "kubernetes:\n  idle_timeout: "+v), env())
-		if err != nil {
-			t.Errorf("idle_timeout %s: %v", v, err)
-		} else if s.Kubernetes.IdleTimeout != "" {
-			t.Errorf("idle_timeout %s: %q, want off", v, s.Kubernetes.IdleTimeout)
-		}
-	}
-	if s, err := Load(writeFile(t, "kubernetes:\n  idle_timeout: 45m"), env()); err != nil || s.Kubernetes.IdleTimeout != "45m" {
-		t.Errorf("idle_timeout 45m: %+v, %v", s, err)
-	}
-	// Any bare number where a form of text is expected is read as text.
-	if s, err := Load(writeFile(t, "kubernetes:\n  cpus: 2"), env()); err != nil || s.Kubernetes.CPUs != "2" {
-		t.Errorf("cpus 2: %+v, %v", s, err)
 	}
 }
 

@@ -96,7 +96,7 @@ func (e *UnknownKeyError) Is(target error) bool { return target == ErrUnknownKey
 func Suggest(name string) string {
 	n := strings.ReplaceAll(strings.ToLower(name), "-", "_")
 	best, bestD := "", 3
-	for _, k := range registry {
+	for _, k := range registry() {
 		if d := distance(n, k.Name); d < bestD {
 			best, bestD = k.Name, d
 		}

@@ -93,9 +93,9 @@ func list(path string, environ []string) ([]Entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Entry, len(registry))
-	for i := range registry {
-		out[i] = entry(s, &registry[i])
+	out := make([]Entry, len(registry()))
+	for i := range registry() {
+		out[i] = entry(s, &registry()[i])
 	}
 	return out, nil
 }

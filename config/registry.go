@@ -4,16 +4,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	units "github.com/docker/go-units"
-	"k8s.io/apimachinery/pkg/api/resource"
-
 	"github.com/corralhq/corral/approval"
-	"github.com/corralhq/corral/backend/kubernetes/kubeval"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -131,12 +127,15 @@ type Key struct {
 	// config get/list` show it for an unset key, so unset and [] read
 	// apart.
 	builtin func() []string
-	// item checks and normalises one element of a KindStringList key, or
-	// the value of a KindString key; it returns the reason the value is
-	// refused, or "".
-	item func(string) (string, string)
-	// field returns a pointer to the key's field in s.
-	field func(s *Settings) any
+	// Check, when set, checks and normalises one element of a
+	// KindStringList key, or the value of a KindString key: it returns
+	// the value to keep and "", or the reason the value is refused ("is
+	// not a size"), which Accepts completes.
+	Check func(string) (string, string)
+	// Field returns a pointer to the key's field in s, of the Go type
+	// its Kind has (a section's key: in its section, Settings.Section);
+	// a KindEnum field may be a bool, for the words true and false.
+	Field func(s *Settings) any
 }
 
 // EnvName returns the environment variable that sets the key:
@@ -158,14 +157,6 @@ const EnvConfig = "CORRAL_CONFIG"
 
 // Accepted values of the enum settings.
 const (
-	BackendBwrap = "bwrap" // backend: bubblewrap (the default)
-	BackendLocal = "local" // backend: no sandbox, for debugging
-	// BackendDocker is the backend value for Docker containers (docker.*).
-	BackendDocker = "docker"
-	// BackendKubernetes is the backend value for pods on a cluster
-	// (kubernetes.*).
-	BackendKubernetes = "kubernetes"
-
 	WorkspaceDirect = "direct" // workspace_mode: commands write the host's working directory
 	WorkspaceReview = "review" // workspace_mode: commands write the session's layer; a person applies it
 
@@ -230,117 +221,18 @@ func netPattern(s string) (string, string) {
 	return s, ""
 }
 
-// nonEmpty refuses an empty or blank string.
-func nonEmpty(s string) (string, string) {
+// NonEmpty is a Key.Check that refuses an empty or blank string and
+// trims the rest.
+func NonEmpty(s string) (string, string) {
 	if strings.TrimSpace(s) == "" {
 		return "", "is empty"
 	}
 	return strings.TrimSpace(s), ""
 }
 
-// dockerSize checks a size in Docker's notation (go-units RAMInBytes).
-func dockerSize(s string) (string, string) {
-	if n, err := units.RAMInBytes(strings.TrimSpace(s)); err != nil || n <= 0 {
-		return "", "is not a size"
-	}
-	return strings.TrimSpace(s), ""
-}
-
-// positiveNumber checks a number greater than 0.
-func positiveNumber(s string) (string, string) {
-	if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err != nil || f <= 0 {
-		return "", "is not a number greater than 0"
-	}
-	return strings.TrimSpace(s), ""
-}
-
-// dockerUser checks "", none or uid:gid.
-func dockerUser(s string) (string, string) {
-	s = strings.TrimSpace(s)
-	if s == "" || s == "none" {
-		return s, ""
-	}
-	u, g, ok := strings.Cut(s, ":")
-	_, e1 := strconv.ParseUint(u, 10, 32)
-	_, e2 := strconv.ParseUint(g, 10, 32)
-	if !ok || e1 != nil || e2 != nil {
-		return "", "is not uid:gid in numbers"
-	}
-	return s, ""
-}
-
-// kubeQuantity returns an item check for a Kubernetes quantity of at
-// least min.
-func kubeQuantity(min resource.Quantity) func(string) (string, string) {
-	return func(s string) (string, string) {
-		if _, reason := kubeval.Quantity(s, min); reason != "" {
-			return "", reason
-		}
-		return strings.TrimSpace(s), ""
-	}
-}
-
-// kubeName returns an item check for "" or a name that check accepts.
-func kubeName(check func(string) string) func(string) (string, string) {
-	return func(s string) (string, string) {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			return "", ""
-		}
-		if r := check(s); r != "" {
-			return "", r
-		}
-		return s, ""
-	}
-}
-
-// kubeSelector checks one kubernetes.node_selector entry.
-func kubeSelector(s string) (string, string) {
-	k, v, reason := kubeval.Selector(s)
-	if reason != "" {
-		return "", reason
-	}
-	return k + "=" + v, ""
-}
-
-// kubeToleration checks one kubernetes.tolerations entry.
-func kubeToleration(s string) (string, string) {
-	if _, reason := kubeval.ParseToleration(s); reason != "" {
-		return "", reason
-	}
-	return strings.TrimSpace(s), ""
-}
-
-// kubeUser checks kubernetes.user.
-func kubeUser(s string) (string, string) {
-	if _, _, reason := kubeval.RunAs(s); reason != "" {
-		return "", reason
-	}
-	return strings.TrimSpace(s), ""
-}
-
-// durationOrOff checks a Go duration; "", "0" (and any zero duration)
-// mean off and are kept as "".
-func durationOrOff(s string) (string, string) {
-	s = strings.TrimSpace(s)
-	if s == "" || s == "0" {
-		return "", ""
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return "", "is not a duration"
-	}
-	if d < 0 {
-		return "", "is negative"
-	}
-	if d == 0 {
-		return "", ""
-	}
-	return s, ""
-}
-
-// absOrEmpty checks an absolute path (cleaned) or "".
-func absOrEmpty(s string) (string, string) {
+// AbsOrEmpty is a Key.Check that accepts "" or an absolute path, which it
+// cleans.
+func AbsOrEmpty(s string) (string, string) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return "", ""
@@ -351,93 +243,92 @@ func absOrEmpty(s string) (string, string) {
 	return filepath.Clean(s), ""
 }
 
-// registry is the table of settings, in the order `corral config list`
-// shows them.
-var registry = []Key{
+// coreKeys are the settings of corral itself, declared here; a backend
+// declares its own (RegisterSection).
+var coreKeys = []Key{
 	{
-		Name: "backend", Kind: KindEnum, Default: BackendBwrap,
-		Values:  []string{BackendBwrap, BackendDocker, BackendKubernetes, BackendLocal},
-		Accepts: "one of bwrap, docker, kubernetes, local",
-		Doc:     "sandbox backend: bwrap (bubblewrap), docker (a container per session, see docker.*), kubernetes (a pod per session, see kubernetes.*; preview) or local (no sandbox, for debugging)",
-		field:   func(s *Settings) any { return &s.Backend },
+		// Default, Values, Accepts and Doc come from the backends
+		// registered (RegisterBackend), when the registry is built.
+		Name: "backend", Kind: KindEnum,
+		Field: func(s *Settings) any { return &s.Backend },
 	},
 	{
 		Name: "profile", Kind: KindEnum, Default: sandbox.DefaultProfile,
 		Values:  profileNames(),
 		Accepts: "one of " + strings.Join(profileNames(), ", "),
 		Doc:     "what commands may write and reach: restricted (read-only, no network), workspace (writable working directory, no network), allowlist (writable working directory, HTTP(S) and SOCKS5 to the hosts of network.allow through corral's proxy) or network (the host's network)",
-		field:   func(s *Settings) any { return &s.Profile },
+		Field:   func(s *Settings) any { return &s.Profile },
 	},
 	{
 		Name: "memory_mb", Kind: KindInt, Default: sandbox.DefaultLimits.MemoryMB,
 		Accepts: "a whole number of MiB (0 disables)",
 		Doc:     "memory, in MiB: of the whole command where corral can make a memory cgroup (bwrap as root; cgroup v2 delegated or through a systemd user scope), else of each process (RLIMIT_DATA); `corral doctor` says which; 0 disables",
-		field:   func(s *Settings) any { return &s.MemoryMB },
+		Field:   func(s *Settings) any { return &s.MemoryMB },
 	},
 	{
 		Name: "cpu_seconds", Kind: KindInt, Default: sandbox.DefaultLimits.CPUSeconds,
 		Accepts: "a whole number of seconds (0 disables)",
 		Doc:     "CPU time per process, in seconds (RLIMIT_CPU); 0 disables",
-		field:   func(s *Settings) any { return &s.CPUSeconds },
+		Field:   func(s *Settings) any { return &s.CPUSeconds },
 	},
 	{
 		Name: "max_procs", Kind: KindInt, Default: sandbox.DefaultLimits.MaxProcs,
 		Accepts: "a whole number of processes (0 disables)",
 		Doc:     "processes and threads a command may run; 0 disables",
-		field:   func(s *Settings) any { return &s.MaxProcs },
+		Field:   func(s *Settings) any { return &s.MaxProcs },
 	},
 	{
 		Name: "binds", Kind: KindBinds, Default: []sandbox.Bind(nil),
 		Accepts: `a list of {src, dest, readonly} mappings such as [{src: /data}]`,
 		Doc:     "extra host paths to mount: [{src: /abs/host/path, dest: /abs/path/inside, readonly: true}]; readonly defaults to true, dest to src",
-		field:   func(s *Settings) any { return &s.Binds },
+		Field:   func(s *Settings) any { return &s.Binds },
 	},
 	{
 		Name: "home_allow", Kind: KindStringList, Default: []string(nil),
 		Accepts: `a list of paths relative to the home directory such as [".gitconfig", ".config/nvim"]`,
 		Doc:     "entries of the home directory to show read-only, relative to it (.gitconfig, .config/nvim)",
-		item:    homeRelative,
-		field:   func(s *Settings) any { return &s.HomeAllow },
+		Check:   homeRelative,
+		Field:   func(s *Settings) any { return &s.HomeAllow },
 	},
 	{
 		Name: "skills", Kind: KindStringList, Default: []string{"~/.agents/skills", "~/.claude/skills", "~/.codex/skills"},
 		Accepts: `a list of absolute or ~/ paths such as ["~/.agents/skills", "/opt/skills"]`,
 		Doc:     "directories of agent skills shown read-only at their host paths in every sandbox (bwrap and docker), so scripts a skill names are found; ones that do not exist are left out; [] shows none",
-		item:    skillPath,
-		field:   func(s *Settings) any { return &s.Skills },
+		Check:   skillPath,
+		Field:   func(s *Settings) any { return &s.Skills },
 	},
 	{
 		Name: "cwd", Kind: KindPath, Default: "",
 		Accepts: "an absolute path, ~ or ~/path, or empty for the directory corral was started in",
 		Doc:     "working directory of commands (absolute, ~ expands); empty means the directory corral was started in",
-		field:   func(s *Settings) any { return &s.Cwd },
+		Field:   func(s *Settings) any { return &s.Cwd },
 	},
 	{
 		Name: "timeout", Kind: KindDuration, Default: DefaultTimeout,
 		Accepts: `a duration greater than 0 such as "90s" or "5m", or a whole number of seconds`,
 		Doc:     `wall-clock limit of one command: a duration ("90s", "5m") or whole seconds`,
-		field:   func(s *Settings) any { return &s.Timeout },
+		Field:   func(s *Settings) any { return &s.Timeout },
 	},
 	{
 		Name: "home_mode", Kind: KindEnum, Default: HomeModeHost,
 		Values:  []string{HomeModeHost, HomeModeSession},
 		Accepts: "one of host, session",
 		Doc:     "home directory inside the sandbox: host (the real one, hidden but for home_allow) or session (a fresh one per session)",
-		field:   func(s *Settings) any { return &s.HomeMode },
+		Field:   func(s *Settings) any { return &s.HomeMode },
 	},
 	{
 		Name: "workspace_mode", Kind: KindEnum, Default: WorkspaceDirect,
 		Values:  []string{WorkspaceDirect, WorkspaceReview},
 		Accepts: "one of direct, review",
 		Doc:     "direct: commands change the working directory itself; review: a session's changes land in a layer of its own (bwrap and docker backends), shown by `corral diff` and written to the host by `corral apply`",
-		field:   func(s *Settings) any { return &s.WorkspaceMode },
+		Field:   func(s *Settings) any { return &s.WorkspaceMode },
 	},
 	{
 		Name: "tool_caches", Kind: KindEnum, Default: ToolCachesShared,
 		Values:  []string{ToolCachesShared, ToolCachesSession, ToolCachesOff},
 		Accepts: "one of shared, session, off",
 		Doc:     "writable caches of npm, yarn, pnpm, pip, uv, Go, cargo, Gradle and Maven in the sandbox, never the host's own: shared (one per user under the state directory, `corral cache path`), session (one per session), off (the tools' defaults, read-only)",
-		field:   func(s *Settings) any { return &s.ToolCaches },
+		Field:   func(s *Settings) any { return &s.ToolCaches },
 	},
 	{
 		Name: "degraded_mode", Kind: KindEnum, Default: DegradedDegrade,
@@ -446,353 +337,299 @@ var registry = []Key{
 		Doc:     "deprecated, no effect (accepted so old settings files load): when no sandbox can be had the command is never run, whatever this says",
 		Deprecated: "corral never runs a command outside its sandbox, so there is nothing to degrade to: when no sandbox can be had, the command is not run, " +
 			"corral says why and names the fix (exit 125; a tool error over MCP) either way; remove it (corral config unset degraded_mode)",
-		field: func(s *Settings) any { return &s.DegradedMode },
+		Field: func(s *Settings) any { return &s.DegradedMode },
 	},
 	{
 		Name: "tmp_size_mb", Kind: KindInt, Default: DefaultTmpSizeMB, Min: 1,
 		Accepts: "a whole number of MiB greater than 0",
 		Doc:     "size of each command's fresh /tmp and of /dev/shm, in MiB (tmpfs, counted in the host's memory)",
-		field:   func(s *Settings) any { return &s.TmpSizeMB },
+		Field:   func(s *Settings) any { return &s.TmpSizeMB },
 	},
 	{
 		Name: "env_deny", Kind: KindStringList, Default: []string(nil),
 		Accepts: `a list of variable name patterns such as ["MYCORP_*", "SECRET_THING"]`,
 		Doc:     "more environment variable name patterns (shell globs, case-insensitive) kept out of sandboxes, on top of the built-in deny list",
-		field:   func(s *Settings) any { return &s.EnvDeny },
+		Field:   func(s *Settings) any { return &s.EnvDeny },
 	},
 	{
 		Name: "env_allow", Kind: KindStringList, Default: []string(nil),
 		Accepts: `a list of variable name patterns such as ["GITHUB_TOKEN"]`,
 		Doc:     "environment variable name patterns let into sandboxes although the deny list matches them or their value carries a credential",
-		field:   func(s *Settings) any { return &s.EnvAllow },
+		Field:   func(s *Settings) any { return &s.EnvAllow },
 	},
 	{
 		Name: "run_as", Kind: KindString, Default: "",
 		Accepts: `empty, UID[:GID] or USER[:GROUP], not root`,
 		Doc:     "when corral runs as root: the host user that holds every sandbox instead of root; empty means the working directory's owner, or nobody (65534) when that is root; files written in the working directory keep its owner either way",
-		item:    runAs,
-		field:   func(s *Settings) any { return &s.RunAs },
+		Check:   runAs,
+		Field:   func(s *Settings) any { return &s.RunAs },
 	},
 	{
 		Name: "bwrap", Kind: KindPath, Default: "",
 		Accepts: "an absolute path to the bwrap executable, or empty to use /usr/bin, /usr/local/bin or /bin",
 		Doc:     "bubblewrap executable; never looked up in PATH, where a sandboxed command could plant one",
-		field:   func(s *Settings) any { return &s.Bwrap },
+		Field:   func(s *Settings) any { return &s.Bwrap },
 	},
 	{
 		Name: "output_limit", Kind: KindInt, Default: DefaultOutputLimit, Min: 1,
 		Accepts: "a whole number of bytes greater than 0",
 		Doc:     "bytes of a command's output shown to agents before it is cut",
-		field:   func(s *Settings) any { return &s.OutputLimit },
+		Field:   func(s *Settings) any { return &s.OutputLimit },
 	},
 	{
 		Name: "approval", Kind: KindEnum, Default: ApprovalAsk,
 		Values:  []string{ApprovalOff, ApprovalAsk},
 		Accepts: "one of off, ask",
 		Doc:     "commands that match approval_patterns: ask (a person approves each first; refused when the MCP client cannot ask) or off (they run); the hard floor (rm -rf /, mkfs on a device, fork bombs, shutdown, ...) is refused either way",
-		field:   func(s *Settings) any { return &s.Approval },
+		Field:   func(s *Settings) any { return &s.Approval },
 	},
 	{
 		Name: "approval_patterns", Kind: KindStringList, Default: []string(nil),
 		Accepts: `a list of command patterns such as ["git push --force", "rm {-r,-R}", "curl | sh", "re:(?i)drop table"]`,
 		Doc:     `commands that need approval under approval: ask; empty means the built-in list (git push --force, git reset --hard, git clean -f, git branch -D, rm -r, curl | sh, chmod -R, chown -R, DROP TABLE, ...), a list replaces it: shell-like patterns ("git reset --hard", "rm {-r,-R}", "curl | sh") or re:REGEXP; write patterns holding {a,b} as a JSON or YAML list`,
-		item:    approvalPattern,
+		Check:   approvalPattern,
 		builtin: approval.DefaultPatterns,
-		field:   func(s *Settings) any { return &s.ApprovalPatterns },
+		Field:   func(s *Settings) any { return &s.ApprovalPatterns },
 	},
 	{
 		Name: "audit_max_mb", Kind: KindInt, Default: DefaultAuditMaxMB, Min: 1,
 		Accepts: "a whole number of MiB greater than 0",
 		Doc:     "size of the audit log (audit/audit.jsonl in the state directory) at which it is rotated, in MiB; 3 older files are kept",
-		field:   func(s *Settings) any { return &s.AuditMaxMB },
+		Field:   func(s *Settings) any { return &s.AuditMaxMB },
 	},
 	{
 		Name: "routes", Kind: KindRoutes, Default: []Route(nil),
 		Accepts: `a list of {sessions, backend, profile, allow, deny, secrets, workspace_mode, ports} mappings such as [{sessions: "tg:*", profile: workspace}]`,
 		Doc:     `backend, profile, network allowlist, secrets, workspace_mode and ports by session name: [{sessions: "tg:*", backend: bwrap, profile: allowlist, allow: ["pypi.org"]}, ...]; sessions is a glob (* also matches / and :), the first matching route wins, every field is optional, and what a route leaves out comes from the backend, profile, network.allow, network.deny, secrets and workspace_mode keys (secrets: [] gives its sessions none)`,
-		field:   func(s *Settings) any { return &s.Routes },
+		Field:   func(s *Settings) any { return &s.Routes },
 	},
 	{
 		Name: "protected_paths", Kind: KindStringList, Default: []string(nil),
 		Accepts: `a list of patterns relative to a writable directory such as [".git/hooks", "**/.git/config", ".vscode"]`,
 		Doc:     "paths inside the writable directories that stay read-only because programs on the host run them later; unset means the built-in list (.git/hooks, .git/config, shell start-up files, .vscode, .idea, .mcp.json, .claude, .codex, ...), [] protects nothing; **/ matches at any depth (two levels scanned), * within a name",
-		item:    protectedPattern,
+		Check:   protectedPattern,
 		builtin: func() []string { return slices.Clone(sandbox.DefaultProtected) },
-		field:   func(s *Settings) any { return &s.ProtectedPaths },
+		Field:   func(s *Settings) any { return &s.ProtectedPaths },
 	},
 	{
 		Name: "network.allow", Kind: KindStringList, Default: []string(nil),
 		Accepts: `a list of host names such as ["pypi.org", "*.pythonhosted.org"]`,
 		Doc:     `hosts the allowlist profile lets commands reach through corral's proxy: "example.com" (that name only), "*.example.com" (its strict subdomains, not example.com itself) or an IP address; case-insensitive, no port or scheme; empty refuses every host`,
-		item:    netPattern,
-		field:   func(s *Settings) any { return &s.NetworkAllow },
+		Check:   netPattern,
+		Field:   func(s *Settings) any { return &s.NetworkAllow },
 	},
 	{
 		Name: "network.deny", Kind: KindStringList, Default: []string(nil),
 		Accepts: `a list of host names such as ["upload.pypi.org", "*.internal.example.com"]`,
 		Doc:     "hosts refused under the allowlist profile even when network.allow matches them (checked first); same syntax as network.allow",
-		item:    netPattern,
-		field:   func(s *Settings) any { return &s.NetworkDeny },
+		Check:   netPattern,
+		Field:   func(s *Settings) any { return &s.NetworkDeny },
 	},
 	{
 		Name: "ports", Kind: KindPorts, Default: []int(nil),
 		Accepts: "a list of TCP ports from 1 to 65535 such as [3000, 5173]",
 		Doc:     "ports of a session's background servers that the MCP server (and corral serve) forwards to 127.0.0.1 on the host once one listens (workspace and allowlist profiles, bwrap); the host port is the same when free, else any free one",
-		field:   func(s *Settings) any { return &s.Ports },
+		Field:   func(s *Settings) any { return &s.Ports },
 	},
 	{
 		Name: "secrets", Kind: KindSecrets, Default: []sandbox.Secret(nil),
 		Accepts: `a list of {name, from, hosts, headers} mappings such as [{name: GITHUB_TOKEN, from: "env:GH_TOKEN", hosts: [github.com, api.github.com]}]`,
 		Doc:     `credentials commands use but never see (allowlist profile only): the variable name holds a stand-in of the real value's length and shape, and corral's proxy puts the real value (from env:VAR or file:/abs/path, read on the host) into the Authorization, x-api-key and listed headers of HTTPS requests to hosts only (kind: aws pairs, with secret_from, are re-signed with SigV4; git gets corral as credential helper, username optional; files: [~/.netrc, ...] shows those credential files (.npmrc, .netrc, .git-credentials, Docker's config.json, .pypirc) read-only with only the entries that hold a secret's value, the stand-in in its place; on docker and kubernetes below the container's HOME, /tmp); the hosts' answers are scrubbed of the real value; the hosts are allowed egress`,
-		field:   func(s *Settings) any { return &s.Secrets },
-	},
-	{
-		Name: "docker.scope", Kind: KindEnum, Default: "session",
-		Values:  []string{"session", "shared"},
-		Accepts: "one of session, shared",
-		Doc:     "docker: session (a container per session) or shared (one container for every session with the same settings; they see each other's processes and /tmp)",
-		field:   func(s *Settings) any { return &s.Docker.Scope },
-	},
-	{
-		Name: "docker.image", Kind: KindString, Default: "python:3.12-slim",
-		Accepts: "an image reference such as python:3.12-slim",
-		Doc:     "docker: image of the containers; it must provide bash, sh, setsid, cat, mkdir, dirname and ls (python3 for run_code); pulled on first use",
-		item:    nonEmpty,
-		field:   func(s *Settings) any { return &s.Docker.Image },
-	},
-	{
-		Name: "docker.network", Kind: KindString, Default: "none",
-		Accepts: "none, bridge or the name of a Docker network",
-		Doc:     "docker: none (no network at all), bridge (the internet and your local network) or a Docker network's name; host is refused",
-		item:    nonEmpty,
-		field:   func(s *Settings) any { return &s.Docker.Network },
-	},
-	{
-		Name: "docker.memory", Kind: KindString, Default: "1g",
-		Accepts: "a size such as 512m or 2g",
-		Doc:     "docker: memory of the whole container (docker run --memory), no swap on top; a command killed by it is reported as out of memory",
-		item:    dockerSize,
-		field:   func(s *Settings) any { return &s.Docker.Memory },
-	},
-	{
-		Name: "docker.cpus", Kind: KindString, Default: "1",
-		Accepts: "a number of CPUs such as 0.5 or 2",
-		Doc:     "docker: CPUs of the container (docker run --cpus)",
-		item:    positiveNumber,
-		field:   func(s *Settings) any { return &s.Docker.CPUs },
-	},
-	{
-		Name: "docker.pids_limit", Kind: KindInt, Default: 256, Min: 16,
-		Accepts: "a whole number of at least 16",
-		Doc:     "docker: processes and threads of the container (docker run --pids-limit); holds fork bombs",
-		field:   func(s *Settings) any { return &s.Docker.PidsLimit },
-	},
-	{
-		Name: "docker.user", Kind: KindString, Default: "",
-		Accepts: `"", none, or uid:gid in numbers`,
-		Doc:     `docker: user of commands: "" (the host user's uid:gid, so workspace files keep their owner), uid:gid, or none (the image's user; rootless Docker, Podman)`,
-		item:    dockerUser,
-		field:   func(s *Settings) any { return &s.Docker.User },
-	},
-	{
-		Name: "docker.workdir", Kind: KindString, Default: "",
-		Accepts: "an absolute path, or empty for the workspace's own path",
-		Doc:     "docker: where the workspace appears in the container; empty (recommended) means at its own host path, so paths match",
-		item:    absOrEmpty,
-		field:   func(s *Settings) any { return &s.Docker.Workdir },
-	},
-	{
-		Name: "docker.read_only", Kind: KindEnum, Default: "true",
-		Values:  []string{"true", "false"},
-		Accepts: "true or false",
-		Doc:     "docker: read-only root filesystem with a tmpfs /tmp (HOME=/tmp); false makes the image's filesystem writable (lost with the container)",
-		field:   func(s *Settings) any { return &s.Docker.ReadOnly },
-	},
-	{
-		Name: "docker.tmp_size", Kind: KindString, Default: "512m",
-		Accepts: "a size such as 256m or 1g",
-		Doc:     "docker: size of the tmpfs /tmp when read_only is true",
-		item:    dockerSize,
-		field:   func(s *Settings) any { return &s.Docker.TmpSize },
-	},
-	{
-		Name: "docker.binds", Kind: KindBinds, Default: []sandbox.Bind(nil),
-		Accepts: `a list of {src, dest, readonly} mappings such as [{src: /data}]`,
-		Doc:     "docker: extra host paths to mount in containers, as for binds (readonly defaults to true, dest to src); paths are the Docker host's",
-		field:   func(s *Settings) any { return &s.Docker.Binds },
-	},
-	{
-		Name: "docker.host_workspace", Kind: KindString, Default: "",
-		Accepts: "an absolute path on the Docker host, or empty",
-		Doc:     "docker: the workspace's path as the Docker daemon sees it, when corral and the daemon do not share a filesystem (corral in a container, a remote DOCKER_HOST)",
-		item:    absOrEmpty,
-		field:   func(s *Settings) any { return &s.Docker.HostWorkspace },
-	},
-	{
-		Name: "docker.mount_options", Kind: KindString, Default: "",
-		Accepts: "bind options such as z or Z, comma-separated",
-		Doc:     "docker: options for every bind mount (z, Z for SELinux); then no mounted path may contain ':'",
-		field:   func(s *Settings) any { return &s.Docker.MountOptions },
-	},
-	{
-		Name: "docker.extra_run_args", Kind: KindString, Default: "",
-		Accepts: `docker run flags such as "--runtime=runsc"`,
-		Doc:     "docker: extra docker run flags, split like a shell line: --runtime, --userns, --security-opt, --add-host, --dns, --ulimit, --shm-size, --cpuset-cpus, -e, --label, --group-add, --hostname (--privileged, --cap-add, --device and the like are refused)",
-		field:   func(s *Settings) any { return &s.Docker.ExtraRunArgs },
-	},
-	{
-		Name: "kubernetes.namespace", Kind: KindString, Default: "",
-		Accepts: "a namespace name (DNS-1123 label), or empty for the kubeconfig context's (else default)",
-		Doc:     "kubernetes: namespace of the pods and NetworkPolicies corral makes",
-		item:    kubeName(kubeval.DNSLabel),
-		field:   func(s *Settings) any { return &s.Kubernetes.Namespace },
-	},
-	{
-		Name: "kubernetes.image", Kind: KindString, Default: "python:3.12-slim",
-		Accepts: "an image reference",
-		Doc:     "kubernetes: image of the pods; it must provide bash, sh, setsid, cat, mkdir, dirname, ls, chmod, mv and sleep (python3 for run_code); corral's own executable is copied in",
-		item:    nonEmpty,
-		field:   func(s *Settings) any { return &s.Kubernetes.Image },
-	},
-	{
-		Name: "kubernetes.runtime_class", Kind: KindString, Default: "",
-		Accepts: "a RuntimeClass name (gvisor, kata), or empty for the cluster's default",
-		Doc:     "kubernetes: runtimeClassName of the pods (gVisor or Kata where the cluster has them)",
-		item:    kubeName(kubeval.DNSSubdomain),
-		field:   func(s *Settings) any { return &s.Kubernetes.RuntimeClass },
-	},
-	{
-		Name: "kubernetes.memory", Kind: KindString, Default: "1Gi",
-		Accepts: "a Kubernetes quantity of at least 8Mi such as 512Mi or 1Gi",
-		Doc:     "kubernetes: memory of the pod (requests and limits); a command killed by it is reported as out of memory",
-		item:    kubeQuantity(kubeval.MinMemory),
-		field:   func(s *Settings) any { return &s.Kubernetes.Memory },
-	},
-	{
-		Name: "kubernetes.cpus", Kind: KindString, Default: "1",
-		Accepts: "a Kubernetes CPU quantity of at least 10m such as 500m or 2",
-		Doc:     "kubernetes: CPU limit of the pod (the request is a tenth of it)",
-		item:    kubeQuantity(kubeval.MinCPU),
-		field:   func(s *Settings) any { return &s.Kubernetes.CPUs },
-	},
-	{
-		Name: "kubernetes.pids", Kind: KindInt, Default: 0,
-		Accepts: "0 (a non-zero value is refused when a session starts)",
-		Doc:     "kubernetes: must be 0: Kubernetes has no per-pod process limit corral could set; the nodes' kubelet podPidsLimit (--pod-max-pids) holds fork bombs, and a non-zero value is refused saying so",
-		field:   func(s *Settings) any { return &s.Kubernetes.Pids },
-	},
-	{
-		Name: "kubernetes.node_selector", Kind: KindStringList, Default: []string(nil),
-		Accepts: "a list of node labels key=value",
-		Doc:     "kubernetes: node labels the pods require (nodeSelector), as key=value",
-		item:    kubeSelector,
-		field:   func(s *Settings) any { return &s.Kubernetes.NodeSelector },
-	},
-	{
-		Name: "kubernetes.tolerations", Kind: KindStringList, Default: []string(nil),
-		Accepts: "a list of taints to tolerate, as kubectl taint writes them: key=value:Effect, key:Effect, key=value or key",
-		Doc:     "kubernetes: taints the pods tolerate (a missing value tolerates any value, a missing effect any effect)",
-		item:    kubeToleration,
-		field:   func(s *Settings) any { return &s.Kubernetes.Tolerations },
-	},
-	{
-		Name: "kubernetes.storage", Kind: KindEnum, Default: "emptyDir",
-		Values:  []string{"emptyDir", "pvc"},
-		Accepts: "emptyDir or pvc",
-		Doc:     "kubernetes: the workspace volume: emptyDir (gone with the pod) or pvc (a PersistentVolumeClaim per session, removed with it)",
-		field:   func(s *Settings) any { return &s.Kubernetes.Storage },
-	},
-	{
-		Name: "kubernetes.storage_size", Kind: KindString, Default: "1Gi",
-		Accepts: "a Kubernetes quantity of at least 8Mi such as 1Gi",
-		Doc:     "kubernetes: size of the workspace volume (the emptyDir's sizeLimit, or the PVC's request)",
-		item:    kubeQuantity(kubeval.MinMemory),
-		field:   func(s *Settings) any { return &s.Kubernetes.StorageSize },
-	},
-	{
-		Name: "kubernetes.storage_class", Kind: KindString, Default: "",
-		Accepts: "a StorageClass name, or empty for the cluster's default",
-		Doc:     "kubernetes: storageClassName of the workspace PVC (storage pvc)",
-		item:    kubeName(kubeval.DNSSubdomain),
-		field:   func(s *Settings) any { return &s.Kubernetes.StorageClass },
-	},
-	{
-		Name: "kubernetes.warm_pool", Kind: KindInt, Default: 0,
-		Accepts: "a whole number of pods (0 for none)",
-		Doc:     "kubernetes: free locked-down pods (helper copied in) that a long-running corral (mcp, serve) keeps ready per kind of pod; a session claims one instead of starting a pod, and one-shot commands claim those of a live corral",
-		field:   func(s *Settings) any { return &s.Kubernetes.WarmPool },
-	},
-	{
-		Name: "kubernetes.idle_timeout", Kind: KindString, Default: "",
-		Accepts: "a duration such as 30m; 0 or empty for none",
-		Doc:     "kubernetes: remove a session's pod after this long without a command or background process; the next command starts a new pod (an emptyDir workspace starts empty, a pvc one is kept)",
-		item:    durationOrOff,
-		field:   func(s *Settings) any { return &s.Kubernetes.IdleTimeout },
-	},
-	{
-		Name: "kubernetes.scope", Kind: KindEnum, Default: "session",
-		Values:  []string{"session", "shared"},
-		Accepts: "session or shared",
-		Doc:     "kubernetes: session (a pod per session) or shared (one pod for every session with the same settings)",
-		field:   func(s *Settings) any { return &s.Kubernetes.Scope },
-	},
-	{
-		Name: "kubernetes.service_account", Kind: KindString, Default: "",
-		Accepts: "a ServiceAccount name, or empty for the namespace's default",
-		Doc:     "kubernetes: serviceAccountName of the pods; its token is never mounted",
-		item:    kubeName(kubeval.DNSSubdomain),
-		field:   func(s *Settings) any { return &s.Kubernetes.ServiceAccount },
-	},
-	{
-		Name: "kubernetes.user", Kind: KindString, Default: "1000:1000",
-		Accepts: "uid:gid in numbers, uid not 0",
-		Doc:     "kubernetes: uid:gid commands run as (runAsUser, runAsGroup, fsGroup); root is refused",
-		item:    kubeUser,
-		field:   func(s *Settings) any { return &s.Kubernetes.User },
-	},
-	{
-		Name: "kubernetes.seccomp_profile", Kind: KindString, Default: "",
-		Accepts: "a path relative to the kubelet's seccomp directory ending in .json, or empty for RuntimeDefault",
-		Doc:     "kubernetes: a Localhost seccomp profile the nodes have (corral's, installed by the cluster's admin); empty uses the runtime's default profile, which corral reports",
-		item:    kubeName(kubeval.LocalhostProfile),
-		field:   func(s *Settings) any { return &s.Kubernetes.Seccomp },
-	},
-	{
-		Name: "kubernetes.kubeconfig", Kind: KindPath, Default: "",
-		Accepts: "an absolute path, or empty for KUBECONFIG, ~/.kube/config or the in-cluster config",
-		Doc:     "kubernetes: the kubeconfig file corral uses",
-		field:   func(s *Settings) any { return &s.Kubernetes.Kubeconfig },
-	},
-	{
-		Name: "kubernetes.context", Kind: KindString, Default: "",
-		Accepts: "a context of the kubeconfig, or empty for its current context",
-		Doc:     "kubernetes: the kubeconfig context corral uses",
-		field:   func(s *Settings) any { return &s.Kubernetes.Context },
+		Field:   func(s *Settings) any { return &s.Secrets },
 	},
 	{
 		Name: "listen", Kind: KindString, Default: "",
 		Accepts: `a host:port address such as "127.0.0.1:8765", or empty for 127.0.0.1:8765`,
 		Doc:     "address `corral serve` listens on (host:port); empty means 127.0.0.1:8765; an address beyond loopback requires token",
-		item:    listenAddr,
-		field:   func(s *Settings) any { return &s.Listen },
+		Check:   listenAddr,
+		Field:   func(s *Settings) any { return &s.Listen },
 	},
 	{
 		Name: "token", Kind: KindString, Default: "",
 		Accepts: "a string of at least 16 characters, or empty for none",
 		Doc:     "bearer token clients of `corral serve` must send (Authorization: Bearer TOKEN); empty: serve makes one and keeps it in <state dir>/serve-token; required to listen beyond loopback; prefer the CORRAL_TOKEN environment variable to the file",
-		item:    bearerToken,
-		field:   func(s *Settings) any { return &s.Token },
+		Check:   bearerToken,
+		Field:   func(s *Settings) any { return &s.Token },
 	},
 }
+
+// Section is a backend's part of the settings: the keys NAME.*, declared
+// by the backend that reads them (RegisterSection, from its init), with
+// their defaults and checks; config knows none of them by name.
+type Section struct {
+	// Name is the section's name, the keys' first level ("docker").
+	Name string
+	// New returns a new zero value of the section's struct, as a pointer;
+	// its keys' Field functions point into it (Settings.Section).
+	New func() any
+	// Keys returns the section's settings, each named Name + "." + a name
+	// of its own, in the order `corral config list` shows them. It is
+	// called once, at the settings' first use: a table built at package
+	// initialisation would cost every start of corral (and every helper
+	// it re-executes) its allocations.
+	Keys func() []Key
+
+	next *Section // the list of sections, newest first
+}
+
+// sections are the registered sections, newest first (a list through
+// Section.next: registering allocates nothing).
+var sections *Section
+
+// indexed is set once the registry is built: a section registered later
+// would be missing from it.
+var indexed atomic.Bool
+
+// RegisterSection adds a backend's section of settings (a package
+// variable of the backend's) to the registry; backends call it from
+// init, before any settings are read. It panics on a section registered
+// twice or without a Name, New or Keys, or registered after the settings
+// were first used; the keys are checked when the registry is built (each
+// named within the section, with Field, Doc and Accepts). Each is a
+// program's bug, found at its start.
+func RegisterSection(sec *Section) {
+	if indexed.Load() {
+		panic("config: section " + sec.Name + " registered after the settings were read")
+	}
+	if sec.Name == "" || sec.New == nil || sec.Keys == nil || sectionNamed(sec.Name) != nil {
+		panic("config: section " + sec.Name + " registered twice, or without a Name, New or Keys")
+	}
+	sec.next, sections = sections, sec
+}
+
+// sectionNamed returns the registered section called name, or nil.
+func sectionNamed(name string) *Section {
+	for sec := sections; sec != nil; sec = sec.next {
+		if sec.Name == name {
+			return sec
+		}
+	}
+	return nil
+}
+
+// Backend is one value of the backend key (and of a route's backend),
+// declared by the backend it selects: backend/registry registers one
+// for each driver. config knows none by name.
+type Backend struct {
+	// Name is the value ("bwrap").
+	Name string
+	// Doc says what it is, in the backend key's Doc: "bwrap
+	// (bubblewrap)".
+	Doc string
+	// Default makes it the backend key's default; one backend is.
+	Default bool
+
+	next *Backend // the list of backends, newest first
+}
+
+// backends are the registered backends, newest first (a list through
+// Backend.next: registering allocates nothing).
+var backends *Backend
+
+// RegisterBackend adds a value of the backend key (a package variable of
+// its backend's); it is called from init, before any settings are read
+// (backend/registry.Register does). It panics on a name registered twice
+// or empty, or a call after the settings were first used.
+func RegisterBackend(b *Backend) {
+	if indexed.Load() {
+		panic("config: backend " + b.Name + " registered after the settings were read")
+	}
+	for o := backends; o != nil; o = o.next {
+		if o.Name == b.Name {
+			panic("config: backend " + b.Name + " registered twice")
+		}
+	}
+	if b.Name == "" {
+		panic("config: a backend without a name")
+	}
+	b.next, backends = backends, b
+}
+
+// BackendNames returns the names of the registered backends, sorted.
+func BackendNames() []string {
+	var out []string
+	for b := backends; b != nil; b = b.next {
+		out = append(out, b.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// DefaultBackend returns the backend key's default (the registered
+// backend that says it is), or "" when none does.
+func DefaultBackend() string {
+	for b := backends; b != nil; b = b.next {
+		if b.Default {
+			return b.Name
+		}
+	}
+	return ""
+}
+
+// backendKey completes the backend key k from the registered backends:
+// its default, values, what it accepts and its Doc ("sandbox backend: A
+// (what), B (what) or C (what)").
+func backendKey(k *Key) {
+	names := BackendNames()
+	docs := make([]string, len(names))
+	for i, n := range names {
+		for b := backends; b != nil; b = b.next {
+			if b.Name == n {
+				docs[i] = b.Doc
+			}
+		}
+	}
+	k.Default, k.Values = DefaultBackend(), names
+	k.Accepts = "one of " + strings.Join(names, ", ")
+	k.Doc = "sandbox backend: " + orList(docs)
+}
+
+// orList joins items as "a, b or c".
+func orList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
+}
+
+// sectionsBefore is the key the sections' keys come before in the
+// registry (where `corral config list` has always shown docker.* and
+// kubernetes.*).
+const sectionsBefore = "listen"
+
+// registry returns the table of settings, in the order `corral config
+// list` shows them: coreKeys, with the sections' keys, sections sorted by
+// name, before sectionsBefore. It is built at its first call and the same
+// slice returned after.
+var registry = sync.OnceValue(func() []Key {
+	indexed.Store(true)
+	var secs []*Section
+	for sec := sections; sec != nil; sec = sec.next {
+		secs = append(secs, sec)
+	}
+	slices.SortFunc(secs, func(a, b *Section) int { return strings.Compare(a.Name, b.Name) })
+	at := slices.IndexFunc(coreKeys, func(k Key) bool { return k.Name == sectionsBefore })
+	out := slices.Clone(coreKeys[:at])
+	backendKey(&out[slices.IndexFunc(out, func(k Key) bool { return k.Name == "backend" })])
+	for _, sec := range secs {
+		for _, k := range sec.Keys() {
+			if !strings.HasPrefix(k.Name, sec.Name+".") || k.Field == nil || k.Doc == "" || k.Accepts == "" {
+				panic("config: key " + k.Name + " of section " + sec.Name + " lacks its prefix, Field, Doc or Accepts")
+			}
+			out = append(out, k)
+		}
+	}
+	return append(out, coreKeys[at:]...)
+})
 
 // registryIndex indexes the registry by name and by environment variable,
 // built at first use (not at package initialisation, which every start of
 // corral's executable pays).
 var registryIndex = sync.OnceValues(func() (map[string]*Key, map[string]*Key) {
-	n := make(map[string]*Key, len(registry))
-	e := make(map[string]*Key, len(registry))
-	for i := range registry {
-		k := &registry[i]
+	n := make(map[string]*Key, len(registry()))
+	e := make(map[string]*Key, len(registry()))
+	for i := range registry() {
+		k := &registry()[i]
 		n[k.Name] = k
 		e[k.EnvName()] = k
 	}
@@ -816,15 +653,15 @@ func profileNames() []string {
 // Keys returns the registry: every setting, in the order `corral config
 // list` shows them. The slice is a copy.
 func Keys() []Key {
-	out := make([]Key, len(registry))
-	copy(out, registry)
+	out := make([]Key, len(registry()))
+	copy(out, registry())
 	return out
 }
 
 // Names returns the names of every setting, in registry order.
 func Names() []string {
-	out := make([]string, len(registry))
-	for i, k := range registry {
+	out := make([]string, len(registry()))
+	for i, k := range registry() {
 		out[i] = k.Name
 	}
 	return out
@@ -850,7 +687,7 @@ func lookupKey(name string) (*Key, error) {
 // isSection reports whether name is a level above some nested key
 // ("docker" when docker.image exists).
 func isSection(name string) bool {
-	for _, k := range registry {
+	for _, k := range registry() {
 		if strings.HasPrefix(k.Name, name+".") {
 			return true
 		}
@@ -861,9 +698,9 @@ func isSection(name string) bool {
 // underKey returns the registered key that name lies below ("binds" for
 // "binds.src"), if any.
 func underKey(name string) (*Key, bool) {
-	for i := range registry {
-		if strings.HasPrefix(name, registry[i].Name+".") {
-			return &registry[i], true
+	for i := range registry() {
+		if strings.HasPrefix(name, registry()[i].Name+".") {
+			return &registry()[i], true
 		}
 	}
 	return nil, false

@@ -168,7 +168,7 @@ routes:
 
 	// No routes: the settings as they are.
 	d := Defaults().ForSession("x")
-	if d.Profile != sandbox.DefaultProfile || d.Backend != BackendBwrap {
+	if d.Profile != sandbox.DefaultProfile || d.Backend != "bwrap" {
 		t.Errorf("Defaults().ForSession = %s/%s", d.Backend, d.Profile)
 	}
 

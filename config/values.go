@@ -79,7 +79,7 @@ func yamlMessage(err error) string {
 func (k *Key) parse(raw any, home homeFunc) (any, *problem) {
 	switch k.Kind {
 	case KindString:
-		if _, isText := raw.(string); !isText && k.item != nil {
+		if _, isText := raw.(string); !isText && k.Check != nil {
 			if n, isInt := toInt(raw); isInt {
 				// A bare number where the value is text with a form of
 				// its own (kubernetes.cpus: 2, idle_timeout: 0): YAML
@@ -91,8 +91,8 @@ func (k *Key) parse(raw any, home homeFunc) (any, *problem) {
 		if !ok || strings.IndexByte(s, 0) >= 0 {
 			return nil, k.not(raw)
 		}
-		if k.item != nil {
-			norm, reason := k.item(s)
+		if k.Check != nil {
+			norm, reason := k.Check(s)
 			if reason != "" {
 				return nil, &problem{value: raw, reason: reason + "; want " + k.Accepts}
 			}
@@ -176,8 +176,8 @@ func (k *Key) parse(raw any, home homeFunc) (any, *problem) {
 			if !ok {
 				return nil, &problem{sub: fmt.Sprintf("[%d]", i), value: it, reason: "is not a string; want " + k.Accepts}
 			}
-			if k.item != nil {
-				norm, reason := k.item(s)
+			if k.Check != nil {
+				norm, reason := k.Check(s)
 				if reason != "" {
 					return nil, &problem{sub: fmt.Sprintf("[%d]", i), value: it, reason: reason}
 				}
@@ -338,11 +338,11 @@ func parseRoute(raw any) (Route, *problem) {
 		return r, &problem{sub: ".sessions", value: m["sessions"], reason: "is not a valid glob: " + err.Error()}
 	}
 	if r.Backend, p = text("backend"); p != nil {
-		p.reason += " (want bwrap, docker, kubernetes or local)"
+		p.reason += " (want " + orList(BackendNames()) + ")"
 		return r, p
 	}
-	if r.Backend != "" && r.Backend != BackendBwrap && r.Backend != BackendDocker && r.Backend != BackendKubernetes && r.Backend != BackendLocal {
-		return r, &problem{sub: ".backend", value: m["backend"], reason: "is not one of bwrap, docker, kubernetes, local"}
+	if r.Backend != "" && !slices.Contains(BackendNames(), r.Backend) {
+		return r, &problem{sub: ".backend", value: m["backend"], reason: "is not one of " + strings.Join(BackendNames(), ", ")}
 	}
 	if r.WorkspaceMode, p = text("workspace_mode"); p != nil {
 		p.reason += " (want direct or review)"
@@ -641,6 +641,8 @@ func format(v any) string {
 		return string(v)
 	case int:
 		return strconv.Itoa(v)
+	case bool:
+		return strconv.FormatBool(v)
 	case time.Duration:
 		return v.String()
 	}
@@ -652,11 +654,14 @@ func format(v any) string {
 }
 
 // jsonValue returns v as it should appear in JSON output: durations as Go
-// duration strings, nil lists as empty lists.
+// duration strings, nil lists as empty lists, bools as their words.
 func jsonValue(v any) any {
 	switch v := v.(type) {
 	case time.Duration:
 		return v.String()
+	case bool:
+		// A true|false enum's word, as the file holds it.
+		return strconv.FormatBool(v)
 	case sandbox.Profile:
 		return string(v)
 	case []string:

@@ -75,7 +75,7 @@ func TestKubernetesRoundTrip(t *testing.T) {
 	if pod.Workspace != ws {
 		t.Fatalf("workspace %q, want %q", pod.Workspace, ws)
 	}
-	w := &Workspace{Session: sess, Root: pod.Workspace, Pod: pod, Engine: e}
+	w := &Workspace{Session: sess, Root: pod.Workspace, Remote: e.Workspace(pod)}
 	host := filepath.Join(dockertest.TestDir(t), "h")
 	testkit.MakeTree(t, host, 50<<20)
 	t0 := time.Now()

@@ -139,7 +139,7 @@ func TestKubernetesForgedHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &Workspace{Session: sess, Root: pod.Workspace, Pod: pod, Engine: e}
+	w := &Workspace{Session: sess, Root: pod.Workspace, Remote: e.Workspace(pod)}
 	top := dockertest.TestDir(t)
 
 	// Entries beside the top: refused whole, into a new DEST and into an

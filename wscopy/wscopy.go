@@ -29,7 +29,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/corralhq/corral/backend/kubernetes"
 	"github.com/corralhq/corral/handback"
 	"github.com/corralhq/corral/internal/sparse"
 	"github.com/corralhq/corral/internal/startdir"
@@ -88,8 +87,9 @@ func ParsePair(src, dst, defSession string) (Endpoint, Endpoint, error) {
 }
 
 // Workspace is a session's workspace: Root is its top as the session
-// sees it (the working directory); Pod, when set, holds it (kubernetes),
-// else Root is a host directory.
+// sees it (the working directory); Remote, when set, holds it (a pod, as
+// its backend says: registry.Driver.Workspace), else Root is a host
+// directory.
 type Workspace struct {
 	Session string
 	Root    string
@@ -97,8 +97,18 @@ type Workspace struct {
 	// starts, as for the MCP file tools and the session's next command;
 	// "" or a directory outside Root means Root.
 	Cwd    string
-	Pod    *kubernetes.PodTarget
-	Engine *kubernetes.Engine
+	Remote Remote
+}
+
+// Remote is a workspace its backend keeps away from the host (in a pod;
+// backend/registry.Remote): files are copied through it, its far side
+// checking every entry as Unpack does.
+type Remote interface {
+	// CopyIn unpacks the tar stream in f below the workspace's top.
+	CopyIn(ctx context.Context, f *os.File, o transfer.Options) (transfer.Stats, error)
+	// CopyOut writes to f a tar stream of src (relative to the top)
+	// whose entries are named below top, at most limit bytes.
+	CopyOut(ctx context.Context, src, top string, f *os.File, limit int64) error
 }
 
 // Rel returns p, a path in the workspace (relative to Cwd, else Root, or
@@ -288,8 +298,8 @@ func push(ctx context.Context, w *Workspace, dir, src, top string, o transfer.Op
 		return Result{}, err
 	}
 	res := Result{Into: path.Join(w.Root, o.Dest, o.Dir)}
-	if w.Pod != nil {
-		res.Stats, err = w.Engine.CopyIn(ctx, w.Pod, f, o)
+	if w.Remote != nil {
+		res.Stats, err = w.Remote.CopyIn(ctx, f, o)
 		return res, err
 	}
 	if o.WantSHA256, err = fileSHA(f); err != nil {
@@ -352,8 +362,8 @@ func pull(ctx context.Context, w *Workspace, rel, top, root string, o transfer.O
 	if err != nil {
 		return Result{}, err
 	}
-	if w.Pod != nil {
-		err = w.Engine.CopyOut(ctx, w.Pod, rel, top, f, max(b.max, 1))
+	if w.Remote != nil {
+		err = w.Remote.CopyOut(ctx, rel, top, f, max(b.max, 1))
 	} else {
 		// Zeros as holes: the archive of a sparse file (a disk image,
 		// `truncate -s 100G`) takes the spool's disk only for its data,
@@ -393,7 +403,7 @@ func pull(ctx context.Context, w *Workspace, rel, top, root string, o transfer.O
 // directory copied 842 MB of caches into the project). A pod's
 // workspace is on another machine: nothing to refuse.
 func nested(w *Workspace, dir string, pullBack bool) error {
-	if w.Pod != nil || w.Root == "" {
+	if w.Remote != nil || w.Root == "" {
 		return nil
 	}
 	real := func(p string) string {

@@ -129,7 +129,7 @@ func TestNested(t *testing.T) {
 			t.Errorf("nested(%s, pull %v) = %v, want refused %v", tc.dir, tc.pull, err, tc.bad)
 		}
 	}
-	if err := nested(&Workspace{Session: "s", Root: ws, Pod: &kubernetes.PodTarget{}}, filepath.Join(ws, "out"), true); err != nil {
+	if err := nested(&Workspace{Session: "s", Root: ws, Remote: (&kubernetes.Engine{}).Workspace(&kubernetes.PodTarget{})}, filepath.Join(ws, "out"), true); err != nil {
 		t.Errorf("a pod's workspace: %v", err)
 	}
 }

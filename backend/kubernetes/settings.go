@@ -32,7 +32,7 @@ const (
 )
 
 // Settings are the kubernetes section of corral's settings (keys
-// kubernetes.*; config.Kubernetes). Quantities are Kubernetes' ("1Gi",
+// kubernetes.*, declared in keys.go). Quantities are Kubernetes' ("1Gi",
 // "500m").
 type Settings struct {
 	// Namespace holds corral's pods and NetworkPolicies; "" means the

@@ -10,12 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
 
-	"github.com/corralhq/corral"
-	"github.com/corralhq/corral/backend/bwrap"
-	"github.com/corralhq/corral/backend/kubernetes"
+	"github.com/corralhq/corral/backend/registry"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/internal/procfs"
@@ -77,75 +74,62 @@ Sessions on disk (cwd, variables, scratch) are not touched: see
 				fmt.Fprintf(stderr, "corral: secret file copies: %v\n", err)
 			}
 			dirs = append(dirs, copies...)
-			orphans := bwrap.SweepOrphans()
-			dirs = append(dirs, bwrap.SweepMemoryCgroups()...)
-			e, err := h.DockerEngine()
-			if err != nil {
-				return &exitError{Code: sandbox.ExitCorralError, Err: err}
+			// Each backend's leftovers (registry.Driver.Cleanup), through
+			// the Host's own backends; a backend's error is reported
+			// after the rest is done.
+			// Under broken settings the Host has the defaults: a backend
+			// that needs the settings (kubernetes' namespace) gets nil
+			// and skips, and settingsErr is reported after the rest.
+			var st *config.Settings
+			if settingsErr == nil {
+				st, _ = h.Settings()
 			}
-			los, err := e.Cleanup(c.Context(), all)
-			skipped := ""
-			if errors.Is(err, sandbox.ErrUnavailable) {
-				// Most machines that use bwrap alone have no engine: there
-				// are no containers to remove, and the rest is done.
-				logger.Debug("cleanup.docker.skipped", "error", err)
-				skipped = fmt.Sprintf("docker: skipped, no Docker engine answers at %s (DOCKER_HOST); no container was looked at", dockerHost())
-				err = nil
+			var items []any
+			var lines, skipped []string
+			var errs []error
+			for _, d := range registry.Drivers() {
+				if d.Cleanup == nil {
+					continue
+				}
+				in, err := h.Engine(d.Name)
+				if err != nil {
+					return &exitError{Code: sandbox.ExitCorralError, Err: err}
+				}
+				uses := st != nil && registry.Uses(st, d.Name)
+				sw, err := d.Cleanup(c.Context(), in, st, uses, all)
+				if err != nil {
+					errs = append(errs, err)
+				}
+				if sw == nil {
+					continue
+				}
+				items = append(items, sw.Items...)
+				dirs = append(dirs, sw.Removed...)
+				if sw.Skipped != "" {
+					skipped = append(skipped, sw.Skipped)
+				} else {
+					lines = append(lines, sw.Lines...)
+				}
 			}
-			var klos []kubernetes.Leftover
-			if err == nil {
-				err = settingsErr
-			}
-			if err == nil {
-				klos, err = cleanupKubernetes(c, h, all)
-			}
-			if err != nil {
+			if err := errors.Join(append(errs, settingsErr)...); err != nil {
 				for _, d := range dirs {
 					fmt.Printf("removed %s\n", d)
 				}
 				return &exitError{Code: sandbox.ExitCorralError, Err: err}
 			}
 			if asJSON {
-				if skipped != "" {
-					fmt.Fprintln(stderr, "corral: "+skipped)
+				for _, s := range skipped {
+					fmt.Fprintln(stderr, "corral: "+s)
 				}
 				enc := json.NewEncoder(os.Stdout)
 				enc.SetIndent("", "  ")
-				out := []any{}
-				for _, lo := range los {
-					out = append(out, lo)
-				}
-				for _, lo := range klos {
-					out = append(out, lo)
-				}
-				return enc.Encode(out)
+				return enc.Encode(append([]any{}, items...))
 			}
-			for _, lo := range klos {
-				if lo.Removed {
-					fmt.Printf("removed %s %s/%s (%s)\n", lo.Kind, lo.Namespace, lo.Name, lo.Describe())
-				} else {
-					fmt.Printf("kept    %s %s/%s (%s): %s\n", lo.Kind, lo.Namespace, lo.Name, lo.Describe(), lo.Kept)
-				}
-			}
-			if skipped != "" {
-				fmt.Println(skipped)
-			} else {
-				removed := 0
-				for _, lo := range los {
-					if lo.Removed {
-						removed++
-						fmt.Printf("removed %s (session %s, %s)\n", lo.Name, lo.Key, lo.State)
-					} else {
-						fmt.Printf("kept    %s (session %s): %s\n", lo.Name, lo.Key, lo.Kept)
-					}
-				}
-				fmt.Printf("%d container(s) removed\n", removed)
+			for _, l := range append(lines, skipped...) {
+				fmt.Println(l)
 			}
 			for _, d := range dirs {
 				fmt.Printf("removed %s\n", d)
-			}
-			if orphans > 0 {
-				fmt.Printf("ended %d sandbox(es) of corral processes that are gone\n", orphans)
 			}
 			return nil
 		},
@@ -153,38 +137,6 @@ Sessions on disk (cwd, variables, scratch) are not touched: see
 	cmd.Flags().BoolVar(&all, "all", false, "remove every corral container, including those in use")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was removed and kept as JSON")
 	return cmd
-}
-
-// cleanupKubernetes runs the kubernetes backend's cleanup (the Host's
-// engine) in the namespace of the settings when the settings use that
-// backend (backend kubernetes, or a route to it); otherwise no cluster is
-// contacted.
-func cleanupKubernetes(c *cobra.Command, h *corral.Host, all bool) ([]kubernetes.Leftover, error) {
-	st, err := h.Settings()
-	if err != nil {
-		return nil, err
-	}
-	uses := st.Backend == config.BackendKubernetes
-	for _, r := range st.Routes {
-		uses = uses || r.Backend == config.BackendKubernetes
-	}
-	if !uses {
-		return nil, nil
-	}
-	e, err := h.KubernetesEngine()
-	if err != nil {
-		return nil, err
-	}
-	return e.Cleanup(c.Context(), corral.KubernetesSettings(st), all)
-}
-
-// dockerHost is the engine address the docker client uses: DOCKER_HOST, or
-// the default socket.
-func dockerHost() string {
-	if h := os.Getenv("DOCKER_HOST"); h != "" {
-		return h
-	}
-	return client.DefaultDockerHost
 }
 
 // sweepRunScratch removes the scratch directories of `corral run`

@@ -11,8 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/corralhq/corral"
-	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/backend/registry"
 	"github.com/corralhq/corral/handback"
 	"github.com/corralhq/corral/internal/startdir"
 	"github.com/corralhq/corral/layer"
@@ -222,7 +221,11 @@ func openWorkspace(ctx context.Context, g *globalOptions, name string) (w *wscop
 		if in.Name != name {
 			continue
 		}
-		if in.Backend != config.BackendKubernetes {
+		// A backend that keeps the workspace away from the host (a pod)
+		// says where (registry.Driver.Workspace); otherwise it is the
+		// session's working directory on the host.
+		d, _ := registry.Lookup(in.Backend)
+		if d == nil || d.Workspace == nil {
 			if in.Workdir == "" {
 				return nil, nil, nil, nil, fmt.Errorf("session %s has no working directory on record; run a command in it first", name)
 			}
@@ -235,15 +238,15 @@ func openWorkspace(ctx context.Context, g *globalOptions, name string) (w *wscop
 			}
 			return &wscopy.Workspace{Session: name, Root: in.Workdir, Cwd: in.Cwd}, st.ProtectedPaths, h.OwnPaths(), func() { h.Close() }, nil
 		}
-		e, err := h.KubernetesEngine()
+		e, err := h.Engine(d.Name)
 		if err != nil {
 			return nil, nil, nil, nil, err
 		}
-		pod, err := e.SessionPod(ctx, corral.KubernetesSettings(st), name)
+		rem, err := d.Workspace(ctx, e, st, name)
 		if err != nil {
 			return nil, nil, nil, nil, err
 		}
-		return &wscopy.Workspace{Session: name, Root: pod.Workspace, Cwd: in.Cwd, Pod: pod, Engine: e}, st.ProtectedPaths, h.OwnPaths(), func() { h.Close() }, nil
+		return &wscopy.Workspace{Session: name, Root: rem.Root(), Cwd: in.Cwd, Remote: rem}, st.ProtectedPaths, h.OwnPaths(), func() { h.Close() }, nil
 	}
 	return nil, nil, nil, nil, fmt.Errorf("no session %q (corral sessions list shows them; a session exists once a command ran in it): start it with `corral run --session %s -- true`", name, shellWord(name))
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/backend/docker"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/internal/dockertest"
 	"github.com/corralhq/corral/internal/testcert"
@@ -252,7 +253,7 @@ func (col matrixColumn) memoryLimitMiB(t *testing.T) int {
 	if col.backend == "bwrap" {
 		return sandbox.DefaultLimits.MemoryMB
 	}
-	m := config.Defaults().Docker.Memory
+	m := docker.SettingsOf(config.Defaults()).Memory
 	n, err := strconv.Atoi(strings.TrimRight(m, "bkmgBKMG"))
 	if err != nil {
 		t.Fatalf("docker.memory default %q: %v", m, err)
@@ -273,7 +274,7 @@ func (col matrixColumn) processLimit() int {
 	if col.backend == "bwrap" {
 		return sandbox.DefaultLimits.MaxProcs
 	}
-	return config.Defaults().Docker.PidsLimit
+	return docker.SettingsOf(config.Defaults()).PidsLimit
 }
 
 // memoryBomb touches 64 MiB more at a time, saying how much it holds

@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"runtime"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,14 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral"
-	"github.com/corralhq/corral/backend/bwrap"
-	"github.com/corralhq/corral/backend/docker"
-	"github.com/corralhq/corral/backend/kubernetes"
+	"github.com/corralhq/corral/backend/registry"
 	"github.com/corralhq/corral/config"
-	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/helperbin"
-	"github.com/corralhq/corral/sandbox"
-	"github.com/corralhq/corral/seccomp"
 )
 
 func newDoctorCmd(g *globalOptions) *cobra.Command {
@@ -69,7 +61,10 @@ sandboxes and 1 when not, naming the fix.`,
 	return cmd
 }
 
-// doctorResult is the report `corral doctor` prints.
+// doctorResult is the report `corral doctor` prints: its own members,
+// and each backend's (registry.Driver.Doctor: bwrap's "bwrap", "limits",
+// "memory", "seccomp", "allowlist_proxy"...; "docker"; "kubernetes" when
+// the settings use it) beside them in the JSON.
 type doctorResult struct {
 	// Corral is this executable's build (corral version --json).
 	Corral      corral.BuildInfo `json:"corral"`
@@ -84,33 +79,50 @@ type doctorResult struct {
 	// StateError says why the state directory cannot take what corral
 	// writes there (sessions, background output, the audit log): it cannot
 	// be written, or its file system has under stateMinFree left.
-	StateError string            `json:"state_error,omitempty"`
-	Backend    string            `json:"backend"`
-	Bwrap      *bwrap.Diagnosis  `json:"bwrap"`
-	Docker     *docker.Diagnosis `json:"docker"`
-	// Kubernetes is the cluster's report, when the kubernetes backend is
-	// configured (the backend setting, a route) or asked for (--backend).
-	Kubernetes *kubernetes.Diagnosis `json:"kubernetes,omitempty"`
-	Limits     string                `json:"limits"`
-	// Memory says how memory_mb holds for a bwrap command: for the whole
-	// command (a memory cgroup) or per process (RLIMIT_DATA), and where
-	// per process, why and what would give a cgroup (bwrap.DiagnoseMemory).
-	Memory string `json:"memory"`
-	// MemoryKind is bwrap.DiagnoseMemory's kind: "cgroup-v1", "cgroup-v2",
-	// "rlimit-data" or "none".
-	MemoryKind string `json:"memory_kind"`
+	StateError string `json:"state_error,omitempty"`
+	Backend    string `json:"backend"`
 	Root       bool   `json:"root"`
-	// Identity says which host user holds the sandboxes of a root caller
-	// (run_as); "" when corral does not run as root.
-	Identity string      `json:"identity,omitempty"`
-	Seccomp  filterCheck `json:"seccomp"`
-	Proxy    proxyCheck  `json:"allowlist_proxy"`
-	// Command says whether a command with the configured limits ran under
-	// bwrap (the backend in use): "" when it did or was not tried.
-	CommandError string `json:"command_error,omitempty"`
 	// Helper is the helper executable sandboxes get (doctor builds it
 	// into corral's cache when it is missing).
 	Helper helperCheck `json:"helper"`
+
+	// reports are the backends' parts, in registry order (json: their
+	// Fields, merged by MarshalJSON).
+	reports []backendReport
+}
+
+// backendReport is one backend's part of the report.
+type backendReport struct {
+	name string
+	*registry.Report
+}
+
+// MarshalJSON implements json.Marshaler: doctor's own members and every
+// backend's Fields in one object (a backend's member never replaces one
+// of doctor's own).
+func (r *doctorResult) MarshalJSON() ([]byte, error) {
+	type plain doctorResult
+	b, err := json.Marshal((*plain)(r))
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	for _, br := range r.reports {
+		for k, v := range br.Fields {
+			if _, own := m[k]; own {
+				return nil, fmt.Errorf("doctor: backend %s reports %q, one of doctor's own members", br.name, k)
+			}
+			raw, err := json.Marshal(v)
+			if err != nil {
+				return nil, err
+			}
+			m[k] = raw
+		}
+	}
+	return json.Marshal(m)
 }
 
 // helperCheck is what doctor found or built of the helper executable
@@ -171,30 +183,6 @@ func checkHelper(c *cobra.Command, loc *helperbin.Locator) helperCheck {
 	return helperCheck{Source: string(b.Source), Path: b.Path, Size: b.Size, BuildSeconds: b.Took.Seconds(), PassedOver: passed}
 }
 
-// filterCheck is what doctor found out about the syscall filter.
-type filterCheck struct {
-	// OK is set when seccomp.Probe built the filter, put it in a memfd and
-	// loaded it on a throwaway thread, where it refused what it should.
-	OK    bool   `json:"ok"`
-	Error string `json:"error,omitempty"`
-	// Rules is the number of rows of the strictest variant (AF_UNIX
-	// sockets denied) that apply on this architecture (seccomp.Rules).
-	Rules int    `json:"rules"`
-	Arch  string `json:"arch"`
-}
-
-// proxyCheck says whether the allowlist profile's proxy can start and, on
-// bwrap, whether a command runs in its network namespace.
-type proxyCheck struct {
-	OK    bool   `json:"ok"`
-	Error string `json:"error,omitempty"`
-	// Dir is where the proxies' socket directories are made.
-	Dir string `json:"dir"`
-	// Join is how a bwrap command enters the session's network namespace
-	// ("ptrace gate" or "nsenter"), set when a command ran there.
-	Join string `json:"join,omitempty"`
-}
-
 func doctorReport(c *cobra.Command, g *globalOptions, backend string) *doctorResult {
 	r := &doctorResult{Corral: corral.Build(), StateDir: config.StateDir(), Root: os.Getuid() == 0}
 	// The file in use: --config, else $CORRAL_CONFIG, else the default
@@ -223,74 +211,40 @@ func doctorReport(c *cobra.Command, g *globalOptions, backend string) *doctorRes
 	}
 	r.Backend = st.Backend
 	r.Deprecated = st.DeprecatedSet()
-	if r.Root {
-		r.Identity = rootIdentity(st.RunAs)
-	}
 	// First: the backends' probes below then find the helper built.
 	if h != nil {
 		r.Helper = checkHelper(c, h.Helpers())
 	} else {
 		r.Helper = checkHelper(c, helperbin.New(helperbin.Options{}))
 	}
-	r.Bwrap = bwrap.Diagnose(c.Context(), nil, st.Bwrap)
-	r.Limits = bwrap.LimitsMechanism(r.Bwrap.Binary)
-	r.Seccomp = checkFilter()
-	r.Proxy = proxyCheck{Dir: filepath.Join(r.StateDir, "net")}
-	var b *bwrap.Backend
-	if h != nil && r.Bwrap.Ready() && st.Backend == config.BackendBwrap {
-		b, _ = h.Bwrap(st)
-	}
-	if err := egress.Check(r.Proxy.Dir); err != nil {
-		r.Proxy.Error = err.Error()
-	} else if b != nil {
-		var err error
-		r.Proxy.Join, err = b.CheckEgress(c.Context(), "")
-		if err != nil {
-			r.Proxy.Error = err.Error()
-		} else {
-			r.Proxy.OK = true
+	r.Ready = r.ConfigError == ""
+	known := false
+	for _, d := range registry.Drivers() {
+		use := registry.Use{Selected: d.Name == st.Backend, Routed: registry.Uses(st, d.Name), HostErr: hostErr}
+		known = known || use.Selected
+		if d.Doctor == nil {
+			continue
 		}
-	} else {
-		r.Proxy.OK = true
-	}
-	if b != nil {
-		if err := b.CheckCommand(c.Context(), "", st.Limits()); err != nil {
-			r.CommandError = err.Error()
+		var in registry.Instance
+		if h != nil {
+			// Every probe goes through the Host's own backend, built as
+			// for a command.
+			in, _ = h.Engine(d.Name)
+		}
+		rep := d.Doctor(c.Context(), in, st, use)
+		if rep == nil {
+			continue
+		}
+		r.reports = append(r.reports, backendReport{name: d.Name, Report: rep})
+		if use.Selected {
+			r.Ready = r.Ready && rep.Ready
 		}
 	}
-	// After the command: what its memory limit settled on (a systemd user
-	// scope asked for, say), else what a command would get.
-	md := bwrap.DiagnoseMemory(r.Bwrap.Binary, st.MemoryMB)
-	r.Memory, r.MemoryKind = md.Line, md.Kind
-	usesKube := st.Backend == config.BackendKubernetes || slices.ContainsFunc(st.Routes, func(r config.Route) bool { return r.Backend == config.BackendKubernetes })
-	if h == nil {
-		// No state directory, so no Host: the engines are not asked
-		// (StateError says why and how to fix it).
-		r.Docker = &docker.Diagnosis{Error: hostErr.Error(), Fix: "give corral a state directory (HOME or XDG_STATE_HOME)"}
-		if usesKube {
-			r.Kubernetes = &kubernetes.Diagnosis{Error: hostErr.Error(), Problems: []string{hostErr.Error()}}
-		}
-	} else {
-		if e, err := h.DockerEngine(); err == nil {
-			r.Docker = e.Diagnose(c.Context(), corral.DockerSettings(st))
-		}
-		if ke, err := h.KubernetesEngine(); err == nil && usesKube {
-			r.Kubernetes = ke.Diagnose(c.Context(), corral.KubernetesSettings(st), true)
-		}
+	if !known {
+		r.Ready = false
+		r.ConfigError = strings.TrimPrefix(r.ConfigError+"; ", "; ") + (&registry.UnknownError{Name: st.Backend}).Error()
 	}
 	r.StateError = checkStateDir(r.StateDir)
-	switch st.Backend {
-	case config.BackendKubernetes:
-		r.Ready = r.Kubernetes.Ready() && r.ConfigError == ""
-	case config.BackendDocker:
-		r.Ready = r.Docker.Ready() && r.ConfigError == ""
-	case config.BackendLocal:
-		r.Ready = r.ConfigError == ""
-	default:
-		// Every bwrap sandbox loads the filter, and allowlist commands need
-		// the proxy: without them nothing runs (fail closed).
-		r.Ready = r.Bwrap.Ready() && r.ConfigError == "" && r.Seccomp.OK && r.CommandError == "" && (r.Proxy.OK || !usesAllowlist(st))
-	}
 	r.Ready = r.Ready && r.StateError == ""
 	return r
 }
@@ -326,40 +280,6 @@ func checkStateDir(dir string) string {
 	return ""
 }
 
-// rootIdentity describes, for a root caller, who holds its sandboxes.
-func rootIdentity(runAs string) string {
-	const why = "never host uid 0, which could write /proc/sys and reach root-only sockets and files; commands still see uid 0"
-	if ra, fixed, err := sandbox.ParseRunAs(runAs); err == nil && fixed {
-		return fmt.Sprintf("bwrap sandboxes run as %s on the host (run_as), %s; files they write in the working directory keep its owner", ra, why)
-	}
-	return fmt.Sprintf("bwrap sandboxes run on the host as the working directory's owner, or as nobody (%s) when root owns it (set run_as to choose), %s; files they write there keep its owner. docker: commands run as a person's workspace owner, as uid 0 with no capabilities in a root-owned one", sandbox.NobodyRunAs, why)
-}
-
-// checkFilter probes the syscall filter (seccomp.Probe) and counts its rows.
-func checkFilter() filterCheck {
-	c := filterCheck{Arch: runtime.GOARCH}
-	for _, rule := range seccomp.Rules(seccomp.Options{DenyUnixSockets: true}) {
-		if len(rule.Arches) == 0 || slices.Contains(rule.Arches, runtime.GOARCH) {
-			c.Rules++
-		}
-	}
-	if err := seccomp.Probe(); err != nil {
-		c.Error = err.Error()
-	} else {
-		c.OK = true
-	}
-	return c
-}
-
-// usesAllowlist reports whether the settings run any session under the
-// allowlist profile (the profile key, or a route).
-func usesAllowlist(st *config.Settings) bool {
-	if st.Profile == sandbox.ProfileAllowlist {
-		return true
-	}
-	return slices.ContainsFunc(st.Routes, func(r config.Route) bool { return r.Profile == sandbox.ProfileAllowlist })
-}
-
 func printDoctor(r *doctorResult) {
 	ok := func(b bool) string {
 		if b {
@@ -368,52 +288,6 @@ func printDoctor(r *doctorResult) {
 		return "FAIL"
 	}
 	fmt.Printf("     %s\n", versionLine())
-	d := r.Bwrap
-	if d.Binary != nil {
-		fmt.Printf("%s bwrap %s at %s", ok(true), d.Binary.Version, d.Binary.Path)
-		if d.Binary.Setuid {
-			fmt.Print(" (setuid)")
-		}
-		fmt.Println()
-	} else {
-		fmt.Printf("%s bwrap: %s\n", ok(false), d.BinaryError)
-	}
-	if d.Binary != nil {
-		if d.ProbeOK {
-			fmt.Printf("%s sandbox probe (all namespaces unshared, /proc, loopback, syscall filter)\n", ok(true))
-		} else {
-			fmt.Printf("%s sandbox probe: %s\n", ok(false), d.ProbeOutput)
-		}
-	}
-	if f := r.Seccomp; f.OK {
-		fmt.Printf("%s syscall filter: seccomp, %d rules on %s (under restricted, workspace and allowlist: bwrap on amd64 mediates connect(2) so only the sandbox's own Unix sockets are reachable; elsewhere AF_UNIX sockets are refused)\n", ok(true), f.Rules, f.Arch)
-	} else {
-		fmt.Printf("%s syscall filter: %s (bwrap sandboxes do not run without it)\n", ok(false), f.Error)
-	}
-	if p := r.Proxy; p.OK {
-		fmt.Printf("%s allowlist proxy: starts (HTTP and SOCKS5 on Unix sockets under %s)", ok(true), p.Dir)
-		if p.Join != "" {
-			fmt.Printf("; a command ran in its network namespace (entered through %s)", p.Join)
-		}
-		fmt.Println()
-	} else {
-		fmt.Printf("%s allowlist proxy: %s (commands of the allowlist profile do not run)\n", ok(false), p.Error)
-	}
-	if r.Identity != "" {
-		fmt.Printf("     root caller: %s\n", r.Identity)
-	}
-	fmt.Printf("     user namespaces: max_user_namespaces=%s unprivileged_userns_clone=%s apparmor_restrict_unprivileged_userns=%s\n",
-		knob(d.MaxUserNamespaces), knob(d.UnprivilegedUsernsClone), knob(d.AppArmorRestrict))
-	fmt.Printf("     limits: %s\n", r.Limits)
-	fmt.Printf("     %s\n", r.Memory)
-	if r.CommandError != "" {
-		fmt.Printf("%s a command with your limits: %s\n", ok(false), r.CommandError)
-	}
-	if d.Prlimit != "" {
-		fmt.Printf("     prlimit: %s (fallback for a setuid bwrap)\n", d.Prlimit)
-	} else {
-		fmt.Printf("     prlimit: not found (needed only with a setuid bwrap; install util-linux)\n")
-	}
 	for _, p := range r.Helper.PassedOver {
 		fmt.Printf("warn helper passed over: %s\n", p)
 	}
@@ -439,123 +313,22 @@ func printDoctor(r *doctorResult) {
 	} else {
 		fmt.Printf("     state directory: %s\n", r.StateDir)
 	}
-	dd := r.Docker
-	if dd.Reachable {
-		fmt.Printf("%s docker engine %s at %s (API %s; engine accepts %s and later)\n", ok(true), dd.Version, dd.Host, dd.APIVersion, dd.MinAPIVersion)
-		if dd.ImagePresent {
-			fmt.Printf("%s docker image %s\n", ok(true), dd.Image)
-		} else {
-			fmt.Printf("     docker image %s: not on the engine; pulled on first use\n", dd.Image)
+	var fix []string
+	for _, br := range r.reports {
+		for _, l := range br.Lines {
+			fmt.Println(l)
 		}
-	} else {
-		mark := "    "
-		if r.Backend == config.BackendDocker {
-			mark = ok(false)
+		if br.name == r.Backend && !br.Ready {
+			fix = br.Fix
 		}
-		fmt.Printf("%s docker engine at %s: not reachable (%s)\n", mark, dd.Host, dd.Error)
-	}
-	if dd.HelperError != "" {
-		mark := "    "
-		if r.Backend == config.BackendDocker {
-			mark = ok(false)
-		}
-		fmt.Printf("%s docker helper: %s\n", mark, dd.HelperError)
-	}
-	if dd.SettingsError != "" {
-		fmt.Printf("%s docker settings: %s\n", ok(false), dd.SettingsError)
-	}
-	if r.Kubernetes != nil {
-		printKubernetes(r.Kubernetes, r.Backend == config.BackendKubernetes)
 	}
 	fmt.Printf("     backend: %s\n", r.Backend)
 	if !r.Ready {
-		if r.Backend == config.BackendKubernetes {
-			for _, p := range r.Kubernetes.Problems {
-				fmt.Printf("\nfix:   %s\n", p)
-			}
-			fmt.Println("\nnot ready: commands will not run (corral never runs them outside the sandbox)")
-			return
-		}
-		if r.Backend == config.BackendDocker {
-			fmt.Printf("\nfix:   %s\n", dd.Fix)
-			fmt.Println("\nnot ready: commands will not run (corral never runs them outside the sandbox)")
-			return
-		}
-		if d.Cause != "" {
-			fmt.Printf("\ncause: %s\nfix:   %s\n", d.Cause, d.Fix)
+		if len(fix) > 0 {
+			fmt.Printf("\n%s\n", strings.Join(fix, "\n"))
 		}
 		fmt.Println("\nnot ready: commands will not run (corral never runs them outside the sandbox)")
 		return
 	}
 	fmt.Println("\nready")
-}
-
-// printKubernetes prints the cluster's lines of the report; fatal marks
-// problems FAIL (kubernetes is the backend in use), else they are noted.
-func printKubernetes(d *kubernetes.Diagnosis, fatal bool) {
-	bad := "    "
-	if fatal {
-		bad = "FAIL"
-	}
-	if d.SettingsError != "" {
-		fmt.Printf("%s kubernetes settings: %s\n", bad, d.SettingsError)
-	}
-	if !d.Reachable {
-		fmt.Printf("%s kubernetes API server %s: not reachable (%s)\n", bad, d.Server, d.Error)
-		return
-	}
-	fmt.Printf("ok   kubernetes API server %s (%s)\n", d.Server, d.Version)
-	switch d.NamespaceExists {
-	case "yes":
-		fmt.Printf("ok   kubernetes namespace %s exists\n", d.Namespace)
-	case "no":
-		fmt.Printf("%s kubernetes namespace %s does not exist\n", bad, d.Namespace)
-	default:
-		fmt.Printf("     kubernetes namespace %s: existence unknown (not readable with these credentials)\n", d.Namespace)
-	}
-	for _, a := range d.Access {
-		mark := "ok  "
-		if !a.Allowed {
-			mark = bad
-		}
-		fmt.Printf("%s kubernetes may %-38s (%s)\n", mark, a.String()+" in "+d.Namespace, a.Why)
-	}
-	if d.RuntimeClassesError != "" {
-		fmt.Printf("     kubernetes runtime classes: not listable (%s)\n", d.RuntimeClassesError)
-	} else {
-		fmt.Printf("     kubernetes runtime classes: %s\n", listOrNone(d.RuntimeClasses))
-	}
-	if d.RuntimeClass != "" {
-		mark := "ok  "
-		if d.RuntimeClassesError == "" && !slices.Contains(d.RuntimeClasses, d.RuntimeClass) {
-			mark = bad
-		}
-		fmt.Printf("%s kubernetes.runtime_class %s\n", mark, d.RuntimeClass)
-	} else {
-		fmt.Printf("     kubernetes.runtime_class: not set (the cluster's default runtime)\n")
-	}
-	fmt.Printf("     kubernetes seccomp: %s\n", d.Seccomp)
-	fmt.Printf("     kubernetes pod pids limit: %s\n", d.PidsLimit)
-	mark := "ok  "
-	if d.NetworkPolicy != kubernetes.PolicyEnforced {
-		mark = "warn"
-	}
-	fmt.Printf("%s kubernetes NetworkPolicy: %s (%s)\n", mark, d.NetworkPolicy, d.PolicyDetail)
-	for _, w := range d.Warnings {
-		fmt.Printf("warn kubernetes: %s\n", w)
-	}
-}
-
-func listOrNone(l []string) string {
-	if len(l) == 0 {
-		return "none"
-	}
-	return strings.Join(l, ", ")
-}
-
-func knob(v int) string {
-	if v < 0 {
-		return "n/a"
-	}
-	return fmt.Sprint(v)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/corralhq/corral/backend/bwrap"
+	"github.com/corralhq/corral/backend/registry"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/rmtree"
@@ -88,11 +88,11 @@ func (o *runOptions) run(c *cobra.Command, g *globalOptions, args []string) erro
 	req.Stdout, req.Stderr = commandOutputs()
 	ctx := c.Context()
 	if o.dryRun {
-		bb, ok := be.(*bwrap.Backend)
+		dr, ok := be.(registry.DryRunner)
 		if !ok {
-			return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("--dry-run needs the bwrap backend")}
+			return &exitError{Code: sandbox.ExitCorralError, Err: fmt.Errorf("--dry-run needs a backend whose sandbox is a command line (bwrap is); %s is not", be.Name())}
 		}
-		argv, _, warns, err := bb.Command(ctx, req)
+		argv, warns, err := dr.DryRun(ctx, req)
 		if err != nil {
 			return &exitError{Code: sandbox.ExitCorralError, Err: err}
 		}

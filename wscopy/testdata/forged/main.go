@@ -152,7 +152,7 @@ func copyOut(args []string) int {
 	var r result
 	pod, err := e.SessionPod(ctx, st, args[2])
 	if err == nil {
-		w := &wscopy.Workspace{Session: args[2], Root: pod.Workspace, Pod: pod, Engine: e}
+		w := &wscopy.Workspace{Session: args[2], Root: pod.Workspace, Remote: e.Workspace(pod)}
 		var res wscopy.Result
 		res, err = wscopy.CopyOut(ctx, w, args[3], args[4], wscopy.Out{})
 		r.Files = res.Files
