@@ -179,10 +179,11 @@ func (s *Session) FindPort(port int) (*PortTarget, error) {
 	if len(recs) == 0 {
 		var meta Meta
 		_ = readJSON(filepath.Join(s.dir, "meta.json"), &meta)
-		switch meta.Backend {
-		case "", "bwrap":
-		case "local":
-			return nil, fmt.Errorf("%w: session %q runs on the local backend, without a sandbox: its servers listen on the host's own network (127.0.0.1:%d)", sandbox.ErrBadRequest, s.name, port)
+		// By the backend's recorded traits, not its name.
+		switch {
+		case meta.Unsandboxed:
+			return nil, fmt.Errorf("%w: session %q runs on the %s backend, without a sandbox: its servers listen on the host's own network (127.0.0.1:%d)", sandbox.ErrBadRequest, s.name, meta.Backend, port)
+		case meta.HostPaths, meta.Backend == "":
 		default:
 			return nil, fmt.Errorf("%w: session %q last ran on the %s backend, whose sandbox cannot be reached without the session's settings", sandbox.ErrBadRequest, s.name, meta.Backend)
 		}

@@ -518,11 +518,14 @@ func (s *Session) saveMeta(sp *Spec) error {
 	if meta.Name == "" {
 		meta = Meta{Name: s.name, Created: time.Now()}
 	}
+	tr := sandbox.TraitsOf(sp.Backend)
 	fresh := time.Since(meta.LastUsed) < time.Minute
-	if fresh && meta.Backend == sp.Backend.Name() && meta.Profile == string(sp.Profile) && meta.Workdir == sp.Workdir {
+	if fresh && meta.Backend == sp.Backend.Name() && meta.Profile == string(sp.Profile) && meta.Workdir == sp.Workdir &&
+		meta.Unsandboxed == tr.Unsandboxed && meta.HostPaths == tr.HostPaths {
 		return nil // last-used is kept to the minute; spare a write per command
 	}
 	meta.LastUsed = time.Now()
+	meta.Unsandboxed, meta.HostPaths = tr.Unsandboxed, tr.HostPaths
 	meta.Backend = sp.Backend.Name()
 	meta.Profile = string(sp.Profile)
 	meta.Workdir = sp.Workdir

@@ -32,6 +32,12 @@ type Meta struct {
 	Profile string `json:"profile,omitempty"`
 	// Workdir is the working directory (the writable tree).
 	Workdir string `json:"workdir,omitempty"`
+	// Unsandboxed and HostPaths are the Traits of that backend
+	// (sandbox.Traits) that say how a session's port is reached when it
+	// has no background sandbox: on the host's own network (the local
+	// backend), or through the sandboxes of its processes (bwrap).
+	Unsandboxed bool `json:"unsandboxed,omitempty"`
+	HostPaths   bool `json:"host_paths,omitempty"`
 }
 
 // State is what carries over between a session's commands.
