@@ -114,21 +114,17 @@ func CheckSecrets(p Policy) error {
 		ErrBadRequest, strings.Join(names, ", "), prof)
 }
 
-// SecretBackends are the backends that carry secrets, under the allowlist
-// profile: those whose sandboxes reach the network through corral's
-// egress proxy, which swaps the stand-ins.
-var SecretBackends = []string{"bwrap", "docker", "kubernetes"}
-
 // NoSecretsBackendError is the refusal of a policy with secrets by a
 // backend without corral's egress proxy (local): it names the secrets and
-// the backends that have them. It wraps ErrBadRequest. Pure.
-func NoSecretsBackendError(backend string, p Policy) error {
+// carriers, the backends that have that proxy (registry.SecretCarriers).
+// It wraps ErrBadRequest. Pure.
+func NoSecretsBackendError(backend string, p Policy, carriers []string) error {
 	names := make([]string, len(p.Secrets))
 	for i, s := range p.Secrets {
 		names[i] = s.Name
 	}
 	return fmt.Errorf("%w: secrets (%s) need a backend with corral's egress proxy under the allowlist profile: %s; the %s backend has none (use one of those, or leave the secrets out for this session, for example with a route's secrets: [])",
-		ErrBadRequest, strings.Join(names, ", "), strings.Join(SecretBackends, ", "), backend)
+		ErrBadRequest, strings.Join(names, ", "), strings.Join(carriers, ", "), backend)
 }
 
 // SecretHosts returns the hosts of every secret, in order, for the

@@ -26,6 +26,7 @@ var driver = registry.Driver{
 	Doc:     "bwrap (bubblewrap)",
 	Default: true,
 	Name:    Name,
+	Secrets: true,
 	Open:    open,
 	Doctor:  doctor,
 	Cleanup: cleanup,

@@ -18,6 +18,7 @@ import (
 var driver = registry.Driver{
 	Doc:     "docker (a container per session, see docker.*)",
 	Name:    Name,
+	Secrets: true,
 	Open:    open,
 	Doctor:  doctor,
 	Cleanup: cleanup,

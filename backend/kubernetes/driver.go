@@ -18,6 +18,7 @@ import (
 var driver = registry.Driver{
 	Doc:       "kubernetes (a pod per session, see kubernetes.*; preview)",
 	Name:      Name,
+	Secrets:   true,
 	Open:      open,
 	Doctor:    doctor,
 	Cleanup:   cleanup,

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corralhq/corral/backend/registry"
 	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/reaper"
 	"github.com/corralhq/corral/internal/waitloop"
@@ -65,7 +66,7 @@ func (b *Backend) Run(ctx context.Context, req *sandbox.Request) (*sandbox.Resul
 	if len(req.Secrets) > 0 {
 		// No sandbox, no proxy: nothing could keep the real value from
 		// the command or swap a stand-in for it.
-		return nil, sandbox.NoSecretsBackendError("local", req.Policy)
+		return nil, sandbox.NoSecretsBackendError(Name, req.Policy, registry.SecretCarriers())
 	}
 	if err := req.Validate(); err != nil {
 		return nil, err

@@ -9,6 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	// The backends a refusal of secrets names, registered as in corral's
+	// own list (backends.go).
+	_ "github.com/corralhq/corral/backend/bwrap"
+	_ "github.com/corralhq/corral/backend/docker"
+	_ "github.com/corralhq/corral/backend/kubernetes"
 	"github.com/corralhq/corral/internal/envsecrets"
 	"github.com/corralhq/corral/sandbox"
 )

@@ -158,6 +158,10 @@ type Driver struct {
 	// Default makes it the backend of settings that name none (the
 	// backend key's default); one backend is.
 	Default bool
+	// Secrets says its sandboxes carry secrets under the allowlist
+	// profile: they reach the network only through corral's egress
+	// proxy, which swaps the stand-ins (SecretCarriers).
+	Secrets bool
 	// Open builds the backend's Instance for one Host. It contacts
 	// nothing (an engine connects at its first use).
 	Open func(d Deps) Instance
@@ -242,6 +246,19 @@ func Names() []string {
 	var out []string
 	for _, d := range Drivers() {
 		out = append(out, d.Name)
+	}
+	return out
+}
+
+// SecretCarriers returns the names of the backends that carry secrets
+// (Driver.Secrets), sorted: what a refusal of secrets by another backend
+// names (sandbox.NoSecretsBackendError).
+func SecretCarriers() []string {
+	var out []string
+	for _, d := range Drivers() {
+		if d.Secrets {
+			out = append(out, d.Name)
+		}
 	}
 	return out
 }

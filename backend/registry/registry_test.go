@@ -67,3 +67,16 @@ func TestUses(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretCarriers: the carriers are the flagged drivers, sorted.
+func TestSecretCarriers(t *testing.T) {
+	saved := drivers
+	defer func() { drivers = saved }()
+	drivers = nil
+	for _, d := range []*Driver{{Name: "zeta", Secrets: true}, {Name: "plain"}, {Name: "alpha", Secrets: true}} {
+		d.next, drivers = drivers, d
+	}
+	if got := SecretCarriers(); !slices.Equal(got, []string{"alpha", "zeta"}) {
+		t.Errorf("SecretCarriers() = %q", got)
+	}
+}
