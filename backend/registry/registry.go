@@ -273,6 +273,10 @@ func (e *UnknownError) Error() string {
 	return fmt.Sprintf("unknown backend %q (want %s)", e.Name, orList(Names()))
 }
 
+// NamesText is the registered backends' names as a flag's help gives
+// them: "bwrap, docker, kubernetes or local".
+func NamesText() string { return orList(Names()) }
+
 // orList joins names as "a, b, c or d".
 func orList(names []string) string {
 	if len(names) < 2 {

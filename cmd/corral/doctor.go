@@ -57,7 +57,7 @@ sandboxes and 1 when not, naming the fix.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
-	cmd.Flags().StringVar(&backend, "backend", "", "judge readiness for this backend instead of the backend setting (bwrap, docker, kubernetes, local)")
+	cmd.Flags().StringVar(&backend, "backend", "", "judge readiness for this backend instead of the backend setting ("+registry.NamesText()+")")
 	return cmd
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/corralhq/corral/backend/registry"
 	"github.com/corralhq/corral/internal/termsafe"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -51,7 +52,7 @@ sandbox). --user runs as another account where the backend can switch users
 	f.BoolVarP(&o.interactive, "interactive", "i", false, "keep stdin open (otherwise the program reads /dev/null)")
 	f.StringVar(&o.user, "user", "", "account to run as, where the backend can switch users (docker)")
 	f.BoolVar(&o.create, "create", false, "make the session when it does not exist (otherwise exec refuses)")
-	f.StringVar(&o.backend, "backend", "", "backend: bwrap, docker, kubernetes or local (default: the backend setting, or the session's route)")
+	f.StringVar(&o.backend, "backend", "", "backend: "+registry.NamesText()+" (default: the backend setting, or the session's route)")
 	f.IntVar(&o.memoryMB, "memory-mb", -1, "memory in MiB: of the whole command in a memory cgroup, else per process (RLIMIT_DATA); 0 disables; default: the session's")
 	f.IntVar(&o.cpuSeconds, "cpu-seconds", -1, "CPU seconds per process (0 disables; default: the session's)")
 	f.IntVar(&o.maxProcs, "max-procs", -1, "processes and threads (0 disables; default: the session's)")

@@ -60,7 +60,7 @@ exists as given is taken whole). Binds are read-only unless :rw is given.`,
 	f := cmd.Flags()
 	f.SetInterspersed(false)
 	f.StringVar(&o.session, "session", "", "run in the named session: the words are joined with spaces (a word with white space stays one word) and run by the session's shell, so its own cd and export carry over")
-	f.StringVar(&o.backend, "backend", "", "backend: bwrap, docker, kubernetes or local (default: the backend setting, or the route of --session)")
+	f.StringVar(&o.backend, "backend", "", "backend: "+registry.NamesText()+" (default: the backend setting, or the route of --session)")
 	f.StringVar(&o.profile, "profile", "", "restricted, workspace, allowlist or network (default: the profile setting)")
 	f.StringVar(&o.cwd, "cwd", "", "working directory, the one writable tree (default: the cwd setting, else the current directory)")
 	f.StringArrayVar(&o.binds, "bind", nil, "extra bind mount SRC[:DEST][:rw] (repeatable)")

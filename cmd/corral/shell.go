@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/corralhq/corral/backend/registry"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/toolcache"
@@ -36,7 +37,7 @@ session. Limits default to none for a person (--memory-mb etc. set them).`,
 	f.StringVar(&o.session, "session", "", "session whose sandbox and state to use (default: a fresh sandbox)")
 	f.StringVar(&o.profile, "profile", "", "restricted, workspace, allowlist or network")
 	f.StringVar(&o.cwd, "cwd", "", "working directory")
-	f.StringVar(&o.backend, "backend", "", "backend: bwrap, docker, kubernetes or local")
+	f.StringVar(&o.backend, "backend", "", "backend: "+registry.NamesText())
 	f.IntVar(&o.memoryMB, "memory-mb", 0, "memory in MiB: of the whole shell in a memory cgroup, else per process (RLIMIT_DATA); 0: no limit")
 	f.IntVar(&o.cpuSeconds, "cpu-seconds", 0, "CPU seconds per process (0: no limit)")
 	f.IntVar(&o.maxProcs, "max-procs", -1, "processes and threads (default: the max_procs setting)")
