@@ -41,11 +41,12 @@ import (
 // listed, for the listing to be kept (see the package comment).
 const SettleTime = 2 * time.Second
 
-// Bounds of what a Cache holds: directories, and entries in all. Past
-// them it starts afresh (a tree that large is listed as before).
+// Bounds of what a Cache holds: directories, and entries in all (about 5
+// MB of names and entries at most). Past them it starts afresh (a tree
+// that large is listed as before).
 const (
 	maxDirs    = 4096
-	maxEntries = 200000
+	maxEntries = 50000
 	// maxListing is the largest listing kept; larger ones are not.
 	maxListing = 10000
 )
