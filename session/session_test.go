@@ -594,6 +594,66 @@ func TestHostileState(t *testing.T) {
 	}
 }
 
+// A variable that acts on a shell before its first line (BASH_ENV,
+// LD_PRELOAD, SHELLOPTS) stopped every later shell of the session before
+// it could save a change: the session was wedged for good. Each is
+// exported (or forged, for the read-only SHELLOPTS) and the next commands
+// must run, see the variable as exported, and be able to drop it.
+func TestStartupVariablesDoNotWedge(t *testing.T) {
+	f := newFixture(t)
+	// run returns the command's output and notes; an error (the wedge:
+	// "the sandbox could not be set up") fails the test but not the others.
+	run := func(s *Session, cmd string) (string, []string) {
+		t.Helper()
+		r, err := s.Exec(context.Background(), ExecRequest{Command: cmd})
+		if err != nil {
+			t.Errorf("Exec(%q): %v", cmd, err)
+			return "", nil
+		}
+		return r.Output.Text, r.Notes
+	}
+	s := f.open("bashenv")
+	exit := filepath.Join(f.work, "exit.sh")
+	os.WriteFile(exit, []byte("builtin exit 0\n"), 0o644)
+	run(s, "export BASH_ENV="+exit)
+	if out, notes := run(s, `echo "ran $BASH_ENV"`); out != "ran "+exit+"\n" {
+		t.Errorf("after export BASH_ENV: %q notes=%q", out, notes)
+	}
+	if out, _ := run(s, `bash -c 'echo child'; echo "rc=$?"`); out != "rc=0\n" {
+		t.Errorf("a child bash did not read BASH_ENV: %q", out)
+	}
+	run(s, "unset BASH_ENV")
+	if out, _ := run(s, `bash -c 'echo child'`); out != "child\n" {
+		t.Errorf("after unset BASH_ENV: %q", out)
+	}
+
+	s = f.open("shellopts")
+	run(s, `builtin trap - EXIT; printf '\000`+stateMagic+`\0000\000\000/tmp\000declare -x SHELLOPTS="noexec"\ndeclare -x KEPT="1"\n' >&$__corral_fd`)
+	if out, notes := run(s, `echo "ran $KEPT"; [[ -o noexec ]] || echo no-noexec`); out != "ran 1\nno-noexec\n" {
+		t.Errorf("after a record exporting SHELLOPTS=noexec: %q notes=%q", out, notes)
+	}
+
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Logf("gcc not installed: LD_PRELOAD case not run")
+		return
+	}
+	src := filepath.Join(f.work, "exit.c")
+	so := filepath.Join(f.work, "exit.so")
+	os.WriteFile(src, []byte("#include <unistd.h>\n__attribute__((constructor)) static void p(void){ _exit(0); }\n"), 0o644)
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-o", so, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v %s", err, out)
+	}
+	s = f.open("preload")
+	run(s, "export LD_PRELOAD="+so)
+	if out, notes := run(s, `echo "ran $LD_PRELOAD"`); out != "ran "+so+"\n" {
+		t.Errorf("after export LD_PRELOAD: %q notes=%q", out, notes)
+	}
+	run(s, "unset LD_PRELOAD")
+	if out, _ := run(s, `/bin/echo external`); out != "external\n" {
+		t.Errorf("after unset LD_PRELOAD: %q", out)
+	}
+}
+
 // A session moved to another working directory starts there.
 func TestWorkdirChangeResetsCwd(t *testing.T) {
 	f := newFixture(t)
