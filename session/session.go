@@ -167,7 +167,14 @@ const stateMagic = "corral-state-2"
 // its status, the last pipeline's statuses and its cwd there,
 // NUL-separated, then its exported variables as `declare -px` prints them
 // (parseDeclared), using builtins only: one builtin, where a loop over
-// every variable's name cost 1.3 ms of a 9.6 ms session command. The
+// every variable's name cost 1.3 ms of a 9.6 ms session command. It runs
+// with LC_ALL=C for that builtin alone (the exported LC_ALL is printed as
+// it is): in a locale whose multibyte characters may end in a backslash
+// byte (GBK, Big5, Shift JIS; a command can bring one with LOCPATH) bash
+// quotes by character, and a value ending in such a character read, byte
+// by byte, as an escaped quote, so the record failed to parse and the
+// command's state was lost. A read-only LC_ALL, which the assignment
+// would abort on, is left as it is. The
 // command line is run by eval with one more line appended that records
 // PIPESTATUS. Needs bash 4.4 or later. It is one line:
 // bash numbers an error's line in the eval'd text from the eval's own line
@@ -182,7 +189,7 @@ const wrapper = `__corral_cmd=$1 __corral_dir=$2; builtin set --; ` +
 	`__corral_save() { ` +
 	`builtin local s=$?; ` +
 	`{ builtin printf '\0` + stateMagic + `\0%s\0%s\0%s\0' "$s" "${__corral_ps-}" "$PWD"; ` +
-	`builtin declare -px; ` +
+	`if [[ ${LC_ALL@a} == *r* ]]; then builtin declare -px; else LC_ALL=C builtin declare -px; fi; ` +
 	`} >&"$__corral_fd" 2>/dev/null; ` +
 	`builtin return $s; }; ` +
 	`builtin trap __corral_save EXIT; ` +

@@ -654,6 +654,35 @@ func TestStartupVariablesDoNotWedge(t *testing.T) {
 	}
 }
 
+// The exported variables are saved in a form the host parses byte by
+// byte whatever the session's locale: under a GBK locale (brought with
+// LOCPATH, as a command can), bash quoted by character, and a value
+// ending in 0x95 0x5c (a GBK character whose second byte is a backslash)
+// made the record unparsable, losing the command's state.
+func TestStateInMultibyteLocale(t *testing.T) {
+	f := newFixture(t)
+	loc := filepath.Join(f.work, "loc")
+	os.MkdirAll(loc, 0o755)
+	out, err := exec.Command("localedef", "-i", "zh_CN", "-f", "GBK", filepath.Join(loc, "zh_CN.GBK")).CombinedOutput()
+	if _, serr := os.Stat(filepath.Join(loc, "zh_CN.GBK", "LC_CTYPE")); serr != nil {
+		t.Fatalf("localedef (package locales, for its GBK charmap) made no locale: %v %s", err, out)
+	}
+	s := f.open("s")
+	f.exec(s, "export LOCPATH="+loc+" LC_ALL=zh_CN.GBK")
+	f.exec(s, `export V=$(printf '\x95\x5c') B=2`)
+	// V itself comes back with its bytes that are not UTF-8 replaced
+	// (state.json is JSON); B shows whether the record parsed.
+	if r := f.exec(s, `echo "B=$B LC_ALL=$LC_ALL"`); r.Output.Text != "B=2 LC_ALL=zh_CN.GBK\n" {
+		t.Errorf("after a GBK value: %q notes=%q", r.Output.Text, r.Notes)
+	}
+	// A read-only LC_ALL (the temporary assignment would fail) keeps the
+	// variables all the same.
+	f.exec(s, `unset V; readonly LC_ALL; export C=3`)
+	if r := f.exec(s, `echo "C=$C B=$B"; [[ -n $PATH ]] && echo path`); r.Output.Text != "C=3 B=2\npath\n" {
+		t.Errorf("after readonly LC_ALL: %q notes=%q", r.Output.Text, r.Notes)
+	}
+}
+
 // A session moved to another working directory starts there.
 func TestWorkdirChangeResetsCwd(t *testing.T) {
 	f := newFixture(t)
