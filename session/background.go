@@ -108,7 +108,7 @@ type ProcessInfo struct {
 // bgWrapper runs a background command ($1) in the directory $2 names, when
 // it names one (as the foreground wrapper does), and else where the
 // sandbox starts.
-const bgWrapper = `__corral_dir=$2; ` +
+const bgWrapper = `__corral_dir=$2; ` + restoreStartEnv +
 	`[[ $__corral_dir == "~" || $__corral_dir == "~/"* ]] && __corral_dir=$HOME${__corral_dir:1}; ` +
 	`if [[ -n $__corral_dir ]] && ! builtin cd -- "$__corral_dir" 2>/dev/null; then ` +
 	`builtin printf 'corral: the directory %s does not exist in the sandbox, or cannot be entered; nothing was run\n' "$__corral_dir" >&2; builtin exit 126; fi; ` +
@@ -165,6 +165,7 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 		want = dir
 	}
 	sreq := s.request(sp, st, dir, bashArgv(bgWrapper, req.Command, want), req.Timeout)
+	sreq.Env = shieldStartEnv(sreq.Env, sp.Policy)
 	sreq.Stdout, sreq.Stderr = p.out, p.out
 	sreq.OnStart = func(pid int) {
 		s.recordSandbox(p, pid)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/corralhq/corral/sandbox"
 )
 
 func TestParseDeclared(t *testing.T) {
@@ -127,5 +129,32 @@ func TestParseStateRecord(t *testing.T) {
 				t.Errorf("parseState(%q) = %q %q %v; want %q %q %v", tt.in, st.Cwd, st.Env, ok, tt.cwd, tt.env, tt.ok)
 			}
 		})
+	}
+}
+
+// The variables that act on a shell before its first line are renamed
+// for the wrapper to restore, unless the environment policy withholds
+// them by name; SHELLOPTS and BASHOPTS are not kept at all.
+func TestShieldStartEnv(t *testing.T) {
+	for _, c := range []struct {
+		env, want []string
+		pol       sandbox.Policy
+	}{
+		{env: []string{"A=1", "PATH=/bin"}, want: []string{"A=1", "PATH=/bin"}},
+		{env: []string{"BASH_ENV=/x", "LD_PRELOAD=/y.so", "ENV=/z", "BASH_COMPAT=31", "GLIBC_TUNABLES=t", "LD_LIBRARY_PATH=/l", "A=1"},
+			want: []string{"__corral_env_BASH_ENV=/x", "__corral_env_LD_PRELOAD=/y.so", "__corral_env_ENV=/z", "__corral_env_BASH_COMPAT=31", "__corral_env_GLIBC_TUNABLES=t", "__corral_env_LD_LIBRARY_PATH=/l", "A=1"}},
+		{env: []string{"LD_PRELOAD=/y.so", "LD_LIBRARY_PATH=/l"}, pol: sandbox.Policy{EnvDeny: []string{"LD_PRELOAD"}},
+			want: []string{"LD_PRELOAD=/y.so", "__corral_env_LD_LIBRARY_PATH=/l"}},
+		{env: []string{"LD_PRELOAD=/y.so"}, pol: sandbox.Policy{EnvDeny: []string{"LD_*"}, EnvAllow: []string{"LD_PRELOAD"}},
+			want: []string{"__corral_env_LD_PRELOAD=/y.so"}},
+		{env: []string{"LD_SECRET=s"}, want: []string{"LD_SECRET=s"}}, // DefaultEnvDeny's *SECRET*
+	} {
+		if got := shieldStartEnv(c.env, c.pol); !slices.Equal(got, c.want) {
+			t.Errorf("shieldStartEnv(%q, %+v) = %q, want %q", c.env, c.pol, got, c.want)
+		}
+	}
+	kept, notes := keepEnv([]string{"SHELLOPTS=noexec", "BASHOPTS=extdebug", "A=1"})
+	if !slices.Equal(kept, []string{"A=1"}) || len(notes) != 2 {
+		t.Errorf("keepEnv kept %q, notes %q", kept, notes)
 	}
 }

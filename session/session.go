@@ -168,8 +168,15 @@ const stateMagic = "corral-state-2"
 // NUL-separated, then its exported variables as `declare -px` prints them
 // (parseDeclared; a NUL after them when declare failed, `enable -n
 // declare`, which makes the record unreadable rather than empty), using
-// builtins only: one builtin, where a loop over
-// every variable's name cost 1.3 ms of a 9.6 ms session command. The
+// builtins only: one builtin, where a loop over every variable's name
+// cost 1.3 ms of a 9.6 ms session command. It runs with LC_ALL=C for that
+// builtin alone (the exported LC_ALL is printed as it is): in a locale
+// whose multibyte characters may end in a backslash byte (GBK, Big5,
+// Shift JIS; a command can bring one with LOCPATH) bash quotes by
+// character, and a value ending in such a character read, byte by byte,
+// as an escaped quote, so the record failed to parse and the command's
+// state was lost. A read-only LC_ALL, which the assignment would abort
+// on, is left as it is. The
 // command line is run by eval with one more line appended that records
 // PIPESTATUS. Needs bash 4.4 or later. It is one line:
 // bash numbers an error's line in the eval'd text from the eval's own line
@@ -177,18 +184,72 @@ const stateMagic = "corral-state-2"
 // the eval must stand on line 1 for the numbers to be the command's.
 const wrapper = `__corral_cmd=$1 __corral_dir=$2; builtin set --; ` +
 	`builtin exec {__corral_fd}>&3 3>&-; ` +
+	restoreStartEnv +
 	`[[ $__corral_dir == "~" || $__corral_dir == "~/"* ]] && __corral_dir=$HOME${__corral_dir:1}; ` +
 	`if [[ -n $__corral_dir ]] && ! builtin cd -- "$__corral_dir" 2>/dev/null; then builtin printf '` + noDirMagic + `\0' >&"$__corral_fd"; builtin exit 126; fi; ` +
 	`builtin printf 'corral-started\0' >&"$__corral_fd"; ` +
 	`__corral_save() { ` +
 	`builtin local s=$?; ` +
 	`{ builtin printf '\0` + stateMagic + `\0%s\0%s\0%s\0' "$s" "${__corral_ps-}" "$PWD"; ` +
-	`builtin declare -px || builtin printf '\0'; ` +
+	`if [[ ${LC_ALL@a} == *r* ]]; then builtin declare -px; else LC_ALL=C builtin declare -px; fi || builtin printf '\0'; ` +
 	`} >&"$__corral_fd" 2>/dev/null; ` +
 	`builtin return $s; }; ` +
 	`builtin trap __corral_save EXIT; ` +
 	`builtin eval "$__corral_cmd"$'\n''__corral_ps="${PIPESTATUS[*]}" __corral_rc=$?'; ` +
 	`builtin exit "${__corral_rc:-$?}"`
+
+// startEnvPrefix renames, in the environment a session's shell starts
+// with, the variables that act on that shell itself before its first
+// line (shieldStartEnv); restoreStartEnv, the wrapper's first step, puts
+// them back under their own names, so the command and its children see
+// them as they were exported.
+const startEnvPrefix = "__corral_env_"
+
+// restoreStartEnv exports each variable renamed by shieldStartEnv under
+// its own name, without forking (${!prefix@} lists the names).
+const restoreStartEnv = `for __corral_n in ${!` + startEnvPrefix + `@}; do ` +
+	`builtin export "${__corral_n#` + startEnvPrefix + `}=${!__corral_n}"; builtin unset "$__corral_n"; done; ` +
+	`builtin unset __corral_n; `
+
+// startsShell reports whether the variable called name acts on a shell
+// before the wrapper's first line runs: the dynamic loader's (LD_*: ld.so(8),
+// GLIBC_TUNABLES) and bash's start-up files and compatibility level (bash(1),
+// INVOCATION: BASH_ENV, ENV; BASH_COMPAT). A command that exported one
+// (LD_PRELOAD of a library that exits, BASH_ENV naming a script that
+// does) stopped the session's every later shell before it could save a
+// change, and so wedged the session for good.
+func startsShell(name string) bool {
+	switch name {
+	case "BASH_ENV", "ENV", "BASH_COMPAT", "GLIBC_TUNABLES":
+		return true
+	}
+	return strings.HasPrefix(name, "LD_")
+}
+
+// shieldStartEnv returns env with the variables startsShell names renamed
+// to startEnvPrefix+NAME, for a shell that runs the wrapper (which
+// restores them), unless the policy's environment rules withhold them
+// (DefaultEnvDeny and EnvDeny name them, EnvAllow does not): those stay
+// as they are, for the backend to withhold under their own names
+// (hostview.FilterEnvPolicy).
+func shieldStartEnv(env []string, pol sandbox.Policy) []string {
+	deny, allow := append(slices.Clone(hostview.DefaultEnvDeny), pol.EnvDeny...), pol.EnvAllow
+	var out []string
+	for i, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !startsShell(name) || hostview.EnvDenied(name, deny) && !hostview.EnvDenied(name, allow) {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(env)
+		}
+		out[i] = startEnvPrefix + kv
+	}
+	if out == nil {
+		return env
+	}
+	return out
+}
 
 // bashArgv returns the argv that runs script with argument arg. $0 is
 // "bash", as in a plain `bash -c`: bash then prints a command's errors as
@@ -262,6 +323,7 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 		want = dir
 	}
 	sreq := s.request(sp, st, dir, bashArgv(wrapper, req.Command, want), timeout)
+	sreq.Env = shieldStartEnv(sreq.Env, sp.Policy)
 	var began atomic.Bool
 	sreq.ExtraFiles = []*os.File{stateW}
 	sreq.Signals = req.Signals
@@ -543,6 +605,13 @@ func cloneState(st State) State {
 // carry over.
 func dropEnv(name string) bool { return name == "_" || name == "SHLVL" || name == "PWD" }
 
+// shellOptsEnv reports whether name is one of bash's read-only option
+// variables (bash(1), SHELLOPTS, BASHOPTS): exported, a shell starts with
+// the options it lists (noexec: it runs nothing, so the session could
+// never save again), and it cannot be put back after the start as
+// startsShell's are. It is not kept, with a note.
+func shellOptsEnv(name string) bool { return name == "SHELLOPTS" || name == "BASHOPTS" }
+
 // Bounds of the saved environment: larger variables could not be passed to
 // the next command (execve(2) refuses a string over MAX_ARG_STRLEN, 128 KiB)
 // and would wedge the session.
@@ -599,6 +668,10 @@ func keepEnv(env []string) (kept, notes []string) {
 	for _, kv := range env {
 		name, _, found := strings.Cut(kv, "=")
 		if !found || dropEnv(name) || !validName(name) {
+			continue
+		}
+		if shellOptsEnv(name) {
+			notes = append(notes, fmt.Sprintf("variable %s was not kept for the next command: bash takes its options from it at start-up, before the session's own shell runs (set them in each command instead)", name))
 			continue
 		}
 		if len(kv) > maxVarBytes {

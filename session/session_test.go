@@ -594,6 +594,95 @@ func TestHostileState(t *testing.T) {
 	}
 }
 
+// A variable that acts on a shell before its first line (BASH_ENV,
+// LD_PRELOAD, SHELLOPTS) stopped every later shell of the session before
+// it could save a change: the session was wedged for good. Each is
+// exported (or forged, for the read-only SHELLOPTS) and the next commands
+// must run, see the variable as exported, and be able to drop it.
+func TestStartupVariablesDoNotWedge(t *testing.T) {
+	f := newFixture(t)
+	// run returns the command's output and notes; an error (the wedge:
+	// "the sandbox could not be set up") fails the test but not the others.
+	run := func(s *Session, cmd string) (string, []string) {
+		t.Helper()
+		r, err := s.Exec(context.Background(), ExecRequest{Command: cmd})
+		if err != nil {
+			t.Errorf("Exec(%q): %v", cmd, err)
+			return "", nil
+		}
+		return r.Output.Text, r.Notes
+	}
+	s := f.open("bashenv")
+	exit := filepath.Join(f.work, "exit.sh")
+	os.WriteFile(exit, []byte("builtin exit 0\n"), 0o644)
+	run(s, "export BASH_ENV="+exit)
+	if out, notes := run(s, `echo "ran $BASH_ENV"`); out != "ran "+exit+"\n" {
+		t.Errorf("after export BASH_ENV: %q notes=%q", out, notes)
+	}
+	if out, _ := run(s, `bash -c 'echo child'; echo "rc=$?"`); out != "rc=0\n" {
+		t.Errorf("a child bash did not read BASH_ENV: %q", out)
+	}
+	run(s, "unset BASH_ENV")
+	if out, _ := run(s, `bash -c 'echo child'`); out != "child\n" {
+		t.Errorf("after unset BASH_ENV: %q", out)
+	}
+
+	s = f.open("shellopts")
+	run(s, `builtin trap - EXIT; printf '\000`+stateMagic+`\0000\000\000/tmp\000declare -x SHELLOPTS="noexec"\ndeclare -x KEPT="1"\n' >&$__corral_fd`)
+	if out, notes := run(s, `echo "ran $KEPT"; [[ -o noexec ]] || echo no-noexec`); out != "ran 1\nno-noexec\n" {
+		t.Errorf("after a record exporting SHELLOPTS=noexec: %q notes=%q", out, notes)
+	}
+
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Logf("gcc not installed: LD_PRELOAD case not run")
+		return
+	}
+	src := filepath.Join(f.work, "exit.c")
+	so := filepath.Join(f.work, "exit.so")
+	os.WriteFile(src, []byte("#include <unistd.h>\n__attribute__((constructor)) static void p(void){ _exit(0); }\n"), 0o644)
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-o", so, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v %s", err, out)
+	}
+	s = f.open("preload")
+	run(s, "export LD_PRELOAD="+so)
+	if out, notes := run(s, `echo "ran $LD_PRELOAD"`); out != "ran "+so+"\n" {
+		t.Errorf("after export LD_PRELOAD: %q notes=%q", out, notes)
+	}
+	run(s, "unset LD_PRELOAD")
+	if out, _ := run(s, `/bin/echo external`); out != "external\n" {
+		t.Errorf("after unset LD_PRELOAD: %q", out)
+	}
+}
+
+// The exported variables are saved in a form the host parses byte by
+// byte whatever the session's locale: under a GBK locale (brought with
+// LOCPATH, as a command can), bash quoted by character, and a value
+// ending in 0x95 0x5c (a GBK character whose second byte is a backslash)
+// made the record unparsable, losing the command's state.
+func TestStateInMultibyteLocale(t *testing.T) {
+	f := newFixture(t)
+	loc := filepath.Join(f.work, "loc")
+	os.MkdirAll(loc, 0o755)
+	out, err := exec.Command("localedef", "-i", "zh_CN", "-f", "GBK", filepath.Join(loc, "zh_CN.GBK")).CombinedOutput()
+	if _, serr := os.Stat(filepath.Join(loc, "zh_CN.GBK", "LC_CTYPE")); serr != nil {
+		t.Fatalf("localedef (package locales, for its GBK charmap) made no locale: %v %s", err, out)
+	}
+	s := f.open("s")
+	f.exec(s, "export LOCPATH="+loc+" LC_ALL=zh_CN.GBK")
+	f.exec(s, `export V=$(printf '\x95\x5c') B=2`)
+	// V itself comes back with its bytes that are not UTF-8 replaced
+	// (state.json is JSON); B shows whether the record parsed.
+	if r := f.exec(s, `echo "B=$B LC_ALL=$LC_ALL"`); r.Output.Text != "B=2 LC_ALL=zh_CN.GBK\n" {
+		t.Errorf("after a GBK value: %q notes=%q", r.Output.Text, r.Notes)
+	}
+	// A read-only LC_ALL (the temporary assignment would fail) keeps the
+	// variables all the same.
+	f.exec(s, `unset V; readonly LC_ALL; export C=3`)
+	if r := f.exec(s, `echo "C=$C B=$B"; [[ -n $PATH ]] && echo path`); r.Output.Text != "C=3 B=2\npath\n" {
+		t.Errorf("after readonly LC_ALL: %q notes=%q", r.Output.Text, r.Notes)
+	}
+}
+
 // A session moved to another working directory starts there.
 func TestWorkdirChangeResetsCwd(t *testing.T) {
 	f := newFixture(t)
