@@ -277,3 +277,16 @@ func TestStateChangedByAnotherWriter(t *testing.T) {
 		}
 	}
 }
+
+// TestStateNonUTF8: a variable and a cwd holding bytes that are not UTF-8
+// come back byte for byte in the next command (JSON alone would turn them
+// into U+FFFD).
+func TestStateNonUTF8(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("bytes")
+	f.exec(s, `export V=$'a\xff\xfeb' W=plain; mkdir -p $'d\xe9' && cd $'d\xe9'`)
+	r := f.exec(s, `printf '%s|%s|%s' "$V" "$W" "${PWD##*/}" | od -An -tx1 | tr -d ' \n'`)
+	if want := "61fffe627c706c61696e7c64e9"; r.Output.Text != want {
+		t.Errorf("the next command saw %q, want %q", r.Output.Text, want)
+	}
+}

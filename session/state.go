@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -53,6 +55,60 @@ type State struct {
 	notes []string // loadState: what it found wrong with the saved state, for the agent
 	saved []byte   // loadState: state.json's bytes as read, when they hold this state
 	clean bool     // loadState: the file holds exactly this state (nothing dropped, moved or cleaned)
+}
+
+// stateJSON is State as state.json holds it. JSON strings are Unicode:
+// bytes that are not UTF-8 would come back as U+FFFD, so a cwd or a
+// variable that holds such bytes (a directory named in Latin-1, a binary
+// token) is kept base64-encoded in the *_b64 fields instead, and comes
+// back byte for byte.
+type stateJSON struct {
+	Cwd     string   `json:"cwd"`
+	CwdB64  string   `json:"cwd_b64,omitempty"`
+	Env     []string `json:"env"`
+	EnvB64  []string `json:"env_b64,omitempty"`
+	Workdir string   `json:"workdir,omitempty"`
+}
+
+// MarshalJSON encodes st as stateJSON.
+func (st State) MarshalJSON() ([]byte, error) {
+	j := stateJSON{Cwd: st.Cwd, Workdir: st.Workdir, Env: []string{}}
+	if !utf8.ValidString(st.Cwd) {
+		j.Cwd, j.CwdB64 = "", base64.StdEncoding.EncodeToString([]byte(st.Cwd))
+	}
+	for _, kv := range st.Env {
+		if utf8.ValidString(kv) {
+			j.Env = append(j.Env, kv)
+		} else {
+			j.EnvB64 = append(j.EnvB64, base64.StdEncoding.EncodeToString([]byte(kv)))
+		}
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON decodes stateJSON into st; a *_b64 field that is not
+// base64 is an error (the file is damaged).
+func (st *State) UnmarshalJSON(b []byte) error {
+	var j stateJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	st.Cwd, st.Env, st.Workdir = j.Cwd, j.Env, j.Workdir
+	if j.CwdB64 != "" {
+		c, err := base64.StdEncoding.DecodeString(j.CwdB64)
+		if err != nil {
+			return fmt.Errorf("cwd_b64: %w", err)
+		}
+		st.Cwd = string(c)
+	}
+	for _, e := range j.EnvB64 {
+		kv, err := base64.StdEncoding.DecodeString(e)
+		if err != nil {
+			return fmt.Errorf("env_b64: %w", err)
+		}
+		st.Env = append(st.Env, string(kv))
+	}
+	return nil
 }
 
 // dirName maps a session name to its directory name: a readable prefix
