@@ -24,7 +24,7 @@ func section(st *config.Settings) *Settings { return st.Section(Name).(*Settings
 func SettingsOf(st *config.Settings) Settings { return *section(st) }
 
 // keys returns the docker.* settings, in the order `corral config list`
-// shows them (built at the settings\' first use, not at init).
+// shows them (built at the settings' first use, not at init).
 func keys() []config.Key {
 	return []config.Key{
 		{
