@@ -56,6 +56,7 @@ const (
 type Cache struct {
 	mu      sync.Mutex
 	dirs    map[string]listing
+	seen    map[string]bool // listed once (Keep keeps from the second listing)
 	entries int
 	// now is time.Now, a variable for tests; reads counts the listings
 	// read from the file system, for tests.
@@ -139,11 +140,25 @@ func (c *Cache) Lookup(dir string) ([]fs.DirEntry, bool) {
 }
 
 // Keep keeps ents, the whole listing of the open directory f (its path
-// f.Name()), whose fstat(2) before it was read is before: only if the
-// directory is unchanged since, settled and on a file system that keeps
-// its own times (see the package comment), and within the bounds.
+// f.Name()), whose fstat(2) before it was read is before: only from the
+// directory's second listing in the process, if it is unchanged since,
+// settled and on a file system that keeps its own times (see the package
+// comment), and within the bounds.
 func (c *Cache) Keep(f *os.File, before *unix.Stat_t, ents []fs.DirEntry) {
-	if c == nil || len(ents) > maxListing || !c.keepable(f, before) {
+	if c == nil || len(ents) > maxListing {
+		return
+	}
+	// A directory is kept from its second listing on: a process that
+	// plans one sandbox (corral run) lists each once and never asks
+	// again, and would pay the checks and the copy for nothing.
+	c.mu.Lock()
+	if c.seen == nil || len(c.seen) >= maxDirs {
+		c.seen = map[string]bool{}
+	}
+	again := c.seen[f.Name()]
+	c.seen[f.Name()] = true
+	c.mu.Unlock()
+	if !again || !c.keepable(f, before) {
 		return
 	}
 	var after unix.Stat_t
