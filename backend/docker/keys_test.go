@@ -1,39 +1,13 @@
 package docker
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/config/configtest"
 )
-
-// loadErr loads a settings file of body with the variables env and
-// returns the error (nil when they load).
-func loadErr(t *testing.T, body string, env ...string) error {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err := config.Load(p, append([]string{"HOME=/home/u"}, env...))
-	return err
-}
-
-func load(t *testing.T, body string) *config.Settings {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	st, err := config.Load(p, []string{"HOME=/home/u"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
 
 // TestBadSettings: a bad docker.* value is refused by config.Load, naming
 // the key and what it accepts (the checks declared in keys.go).
@@ -50,7 +24,7 @@ func TestBadSettings(t *testing.T) {
 		{"docker read_only", "docker:\n  read_only: maybe", nil, []string{`docker.read_only: "maybe" is not true or false`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := loadErr(t, tc.file, tc.env...)
+			err := configtest.LoadErr(t, tc.file, tc.env...)
 			for _, w := range tc.want {
 				if err == nil || !strings.Contains(err.Error(), w) {
 					t.Errorf("error %v lacks %q", err, w)
@@ -68,11 +42,11 @@ func TestSettingsKeys(t *testing.T) {
 		t.Errorf("defaults %+v, want %+v", got, DefaultSettings)
 	}
 	for _, body := range []string{"docker:\n  read_only: false", "docker:\n  read_only: \"false\""} {
-		if st := load(t, body); SettingsOf(st).ReadOnly {
+		if st := configtest.Load(t, body); SettingsOf(st).ReadOnly {
 			t.Errorf("%q: read_only still on", body)
 		}
 	}
-	st := load(t, "docker:\n  image: alpine\n  pids_limit: 64\n  binds: [{src: /data}]")
+	st := configtest.Load(t, "docker:\n  image: alpine\n  pids_limit: 64\n  binds: [{src: /data}]")
 	got := SettingsOf(st)
 	if got.Image != "alpine" || got.PidsLimit != 64 || len(got.Binds) != 1 || got.Binds[0].Src != "/data" || !got.ReadOnly {
 		t.Errorf("loaded %+v", got)

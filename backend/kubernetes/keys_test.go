@@ -1,39 +1,13 @@
 package kubernetes
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/corralhq/corral/config"
+	"github.com/corralhq/corral/config/configtest"
 )
-
-// loadErr loads a settings file of body with the variables env and
-// returns the error (nil when they load).
-func loadErr(t *testing.T, body string, env ...string) error {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err := config.Load(p, append([]string{"HOME=/home/u"}, env...))
-	return err
-}
-
-func load(t *testing.T, body string) *config.Settings {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	st, err := config.Load(p, []string{"HOME=/home/u"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
 
 // TestBadSettings: a bad kubernetes.* value is refused by config.Load, naming
 // the key and what it accepts (the checks declared in keys.go).
@@ -55,7 +29,7 @@ func TestBadSettings(t *testing.T) {
 		{"kubernetes env seccomp", "", []string{"CORRAL_KUBERNETES_SECCOMP_PROFILE=/etc/x.json"}, []string{`CORRAL_KUBERNETES_SECCOMP_PROFILE`, `is not a path relative`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := loadErr(t, tc.file, tc.env...)
+			err := configtest.LoadErr(t, tc.file, tc.env...)
 			for _, w := range tc.want {
 				if err == nil || !strings.Contains(err.Error(), w) {
 					t.Errorf("error %v lacks %q", err, w)
@@ -71,7 +45,7 @@ func TestSettingsKeys(t *testing.T) {
 	if got := SettingsOf(config.Defaults()); !reflect.DeepEqual(got, DefaultSettings) {
 		t.Errorf("defaults %+v, want %+v", got, DefaultSettings)
 	}
-	got := SettingsOf(load(t, "kubernetes:\n  namespace: agents\n  seccomp_profile: corral.json\n  node_selector: [pool=a]"))
+	got := SettingsOf(configtest.Load(t, "kubernetes:\n  namespace: agents\n  seccomp_profile: corral.json\n  node_selector: [pool=a]"))
 	if got.Namespace != "agents" || got.SeccompProfile != "corral.json" || len(got.NodeSelector) != 1 || got.NodeSelector[0] != "pool=a" {
 		t.Errorf("loaded %+v", got)
 	}
@@ -81,15 +55,15 @@ func TestSettingsKeys(t *testing.T) {
 // is: the other settings' 0 disables too.
 func TestIdleTimeoutOff(t *testing.T) {
 	for _, v := range []string{"0", "0s", `""`} {
-		if got := SettingsOf(load(t, "kubernetes:\n  idle_timeout: "+v)).IdleTimeout; got != "" {
+		if got := SettingsOf(configtest.Load(t, "kubernetes:\n  idle_timeout: "+v)).IdleTimeout; got != "" {
 			t.Errorf("idle_timeout %s: %q, want off", v, got)
 		}
 	}
-	if got := SettingsOf(load(t, "kubernetes:\n  idle_timeout: 45m")).IdleTimeout; got != "45m" {
+	if got := SettingsOf(configtest.Load(t, "kubernetes:\n  idle_timeout: 45m")).IdleTimeout; got != "45m" {
 		t.Errorf("idle_timeout 45m: %q", got)
 	}
 	// Any bare number where a form of text is expected is read as text.
-	if got := SettingsOf(load(t, "kubernetes:\n  cpus: 2")).CPUs; got != "2" {
+	if got := SettingsOf(configtest.Load(t, "kubernetes:\n  cpus: 2")).CPUs; got != "2" {
 		t.Errorf("cpus 2: %q", got)
 	}
 }
