@@ -131,7 +131,7 @@ func TestNotListening(t *testing.T) {
 		cands []Candidate
 		want  []string
 	}{
-		{"no process", nil, []string{`session "s"`, "port 3000", "no running background process"}},
+		{"no process", nil, []string{`session "s"`, "port 3000", "no running background process", "background: true", "corral exec"}},
 		{"lists listeners", []Candidate{{ID: "bg-1", Command: "npm run dev", Listeners: []Listener{l("127.0.0.1", 5173), l("::", 24678)}}},
 			[]string{"port 3000", "bg-1 (npm run dev): listens on 127.0.0.1:5173, [::]:24678"}},
 		{"nothing", []Candidate{{ID: "bg-2", Command: "sleep 9"}}, []string{"bg-2 (sleep 9): listens on no TCP port"}},

@@ -104,7 +104,10 @@ func NotListening(session string, port uint16, cands []Candidate) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "no running background process of session %q listens on port %d", session, port)
 	if len(cands) == 0 {
-		b.WriteString("; the session has no running background process (start the server with bash's background: true)")
+		// corral exec and corral run hold their processes in their own
+		// sandboxes, which this session does not list: a person who tried
+		// one needs to hear that, not only the MCP tool's flag.
+		b.WriteString("; the session has no running background process (start the server as one: an MCP client's bash tool with background: true; a server under corral exec or corral run is not forwarded)")
 		return errors.New(b.String())
 	}
 	var parts []string

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -232,24 +233,32 @@ file, or env (with the variable's name). --json prints a list of
 				enc.SetIndent("", "  ")
 				return corralErr(enc.Encode(entries))
 			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "KEY\tVALUE\tSOURCE")
-			for _, e := range entries {
-				src := string(e.Source)
-				if e.Source == config.SourceEnv {
-					src += " (" + e.Origin + ")"
-				}
-				val := e.Text
-				if val == "" {
-					val = `""`
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Key, val, src)
-			}
-			return corralErr(tw.Flush())
+			return corralErr(writeConfigTable(out, entries))
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// writeConfigTable prints entries as `corral config list` shows them: KEY,
+// SOURCE, VALUE. The value comes last so that a long one (the built-in
+// protected_paths, approval_patterns: hundreds of characters) does not pad
+// every other row to its width, as it did when VALUE sat in the middle.
+func writeConfigTable(w io.Writer, entries []config.Entry) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tSOURCE\tVALUE")
+	for _, e := range entries {
+		src := string(e.Source)
+		if e.Source == config.SourceEnv {
+			src += " (" + e.Origin + ")"
+		}
+		val := e.Text
+		if val == "" {
+			val = `""`
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Key, src, val)
+	}
+	return tw.Flush()
 }
 
 func newConfigPathCmd(g *globalOptions) *cobra.Command {

@@ -79,7 +79,7 @@ first, with why, and written only when named with --include-risky PATH
 			}
 			warnUnmatched(stderr, "corral cp", include, res.Held, res.Included)
 			printHeld(stderr, "corral cp", res.Held, len(res.Held))
-			fmt.Fprintf(stderr, "corral cp: %d files (%d bytes), %d directories, %d symlinks -> %s\n", res.Files, res.Bytes, res.Dirs, res.Symlinks, res.Into)
+			fmt.Fprintf(stderr, "corral cp: %s -> %s\n", copyCounts(res.Files, res.Bytes, res.Dirs, res.Symlinks), res.Into)
 			if res.Files+res.Dirs+res.Symlinks == 0 && len(res.Held) > 0 {
 				// A script's `corral cp S:x y && use y` must not go on:
 				// all it asked for was held back.
@@ -169,7 +169,7 @@ directory named after DIR (corral cp ./DIR S:DIR copies the directory).`,
 			}
 			warnUnmatched(stderr, "corral sync", include, res.Held, res.Included)
 			printHeld(stderr, "corral sync", res.Held, len(res.Held))
-			fmt.Fprintf(stderr, "corral sync: %d files (%d bytes), %d directories, %d symlinks, %d deleted -> %s\n", res.Files, res.Bytes, res.Dirs, res.Symlinks, len(res.Deleted), res.Into)
+			fmt.Fprintf(stderr, "corral sync: %s, %d deleted -> %s\n", copyCounts(res.Files, res.Bytes, res.Dirs, res.Symlinks), len(res.Deleted), res.Into)
 			return nil
 		},
 	}
@@ -266,4 +266,21 @@ func protectedPaths(g *globalOptions) (protected, own []string, err error) {
 		return nil, nil, err
 	}
 	return st.ProtectedPaths, h.OwnPaths(), nil
+}
+
+// copyCounts is the summary line's counts ("1 file (3 bytes), 2
+// directories, 0 symlinks"), each noun in the number it counts: "1 files"
+// was the first thing a new user's corral cp printed.
+func copyCounts(files int, bytes int64, dirs, symlinks int) string {
+	return fmt.Sprintf("%s (%d byte%s), %s, %s",
+		count(files, "file", "files"), bytes, plural(int(min(bytes, 2))),
+		count(dirs, "directory", "directories"), count(symlinks, "symlink", "symlinks"))
+}
+
+// count is n with the noun in its number: one before many.
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -244,7 +244,7 @@ func riskyHandBack(t *testing.T, c *cli, sess string, runIn func(script string),
 	gitConfig, _ := os.ReadFile(filepath.Join(proj, ".git/config"))
 	code, _, se := c.run(nil, "sync", "--session", sess, "--pull", "--delete", proj)
 	want := fmt.Sprintf("corral sync: held back %d risky paths", len(risky))
-	if code != 0 || !strings.HasPrefix(se, want) || strings.Index(se, "held back") > strings.Index(se, " files (") {
+	if code != 0 || !strings.HasPrefix(se, want) || strings.Index(se, "held back") > strings.Index(se, " bytes)") {
 		t.Fatalf("sync --pull: %d %s, want it to start with %q", code, se, want)
 	}
 	for _, p := range risky {
