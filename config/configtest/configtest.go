@@ -8,6 +8,7 @@ package configtest
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/corralhq/corral/config"
@@ -19,6 +20,19 @@ func LoadErr(t testing.TB, body string, env ...string) error {
 	t.Helper()
 	_, err := load(t, body, env)
 	return err
+}
+
+// Refused loads a settings file of body with the variables env and fails
+// the test unless the load is refused with an error holding every one of
+// want (the key and what it accepts).
+func Refused(t testing.TB, body string, env []string, want ...string) {
+	t.Helper()
+	err := LoadErr(t, body, env...)
+	for _, w := range want {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v lacks %q", err, w)
+		}
+	}
 }
 
 // Load loads a settings file of body and returns the settings; an error
