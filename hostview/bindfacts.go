@@ -249,6 +249,13 @@ func CredentialTargets(home string) (targets, warnings []string) {
 // the symlinks lead is resolved afresh every call: a target can change
 // without any directory of the store changing.
 func CredentialTargetsIn(home string, dirs *dircache.Cache) (targets, warnings []string) {
+	return credentialTargetsIn(home, dirs, listedUnder(home, dirs))
+}
+
+// credentialTargetsIn is CredentialTargetsIn with the test of which names
+// may exist given (listedUnder; the tests compare it with one that says
+// yes to every name, so each name is lstat'ed).
+func credentialTargetsIn(home string, dirs *dircache.Cache, listed func(rel string) bool) (targets, warnings []string) {
 	if home == "" || home == "/" {
 		return nil, nil
 	}
@@ -281,7 +288,14 @@ func CredentialTargetsIn(home string, dirs *dircache.Cache) (targets, warnings [
 			}
 		}
 	}
+	// Which of the ~70 known names exist is read off their parents'
+	// listings (through dirs: a stat of each parent while it is unchanged)
+	// rather than by a stat of each name; only the names listed are
+	// looked at.
 	for _, rel := range append(slices.Clone(CredentialStores), CredentialFiles...) {
+		if !listed(rel) {
+			continue
+		}
 		abs := filepath.Join(home, rel)
 		st, err := os.Lstat(abs)
 		if err != nil {
@@ -305,6 +319,43 @@ func CredentialTargetsIn(home string, dirs *dircache.Cache) (targets, warnings [
 		}
 	}
 	return targets, warnings
+}
+
+// listedUnder returns a test of whether rel, a clean relative path below
+// home, may exist: false only when the listing of one of its parents
+// (through dirs, and read once per call) lacks the next name. A parent
+// that is a symlink, or cannot be listed (a home of mode 0711), answers
+// true: the caller's lstat(2) decides. Listings are sorted by name
+// (dircache.ReadDir).
+func listedUnder(home string, dirs *dircache.Cache) func(rel string) bool {
+	lists := map[string][]fs.DirEntry{}
+	failed := map[string]bool{}
+	return func(rel string) bool {
+		dir := home
+		for name := range strings.SplitSeq(rel, "/") {
+			if failed[dir] {
+				return true
+			}
+			ents, ok := lists[dir]
+			if !ok {
+				var err error
+				if ents, err = dirs.ReadDir(dir); err != nil {
+					failed[dir] = true
+					return true
+				}
+				lists[dir] = ents
+			}
+			i, found := slices.BinarySearchFunc(ents, name, func(e fs.DirEntry, n string) int { return strings.Compare(e.Name(), n) })
+			if !found {
+				return false
+			}
+			if !ents[i].IsDir() {
+				return true // the name itself, or a symlink on the way
+			}
+			dir = filepath.Join(dir, name)
+		}
+		return true
+	}
 }
 
 // ParsePasswdHomes returns the home directories of the people in a passwd

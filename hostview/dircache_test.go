@@ -77,10 +77,14 @@ func TestCredentialTargetsInCache(t *testing.T) {
 	c := settled()
 	check := func(step string) {
 		t.Helper()
-		want, ww := CredentialTargets(home)
+		want, ww := credentialTargetsIn(home, nil, func(string) bool { return true })
 		got, gw := CredentialTargetsIn(home, c)
 		if !slices.Equal(got, want) || !slices.Equal(gw, ww) {
-			t.Errorf("%s: through the cache %q %q; afresh %q %q", step, got, gw, want, ww)
+			t.Errorf("%s: through the cache %q %q; each name lstat'ed %q %q", step, got, gw, want, ww)
+		}
+		got, gw = CredentialTargets(home)
+		if !slices.Equal(got, want) || !slices.Equal(gw, ww) {
+			t.Errorf("%s: listed afresh %q %q; each name lstat'ed %q %q", step, got, gw, want, ww)
 		}
 	}
 	check("first")
@@ -96,6 +100,28 @@ func TestCredentialTargetsInCache(t *testing.T) {
 		}},
 		{"a store made", func() error { return os.MkdirAll(filepath.Join(home, ".ssh"), 0o700) }},
 		{"a symlink in it", func() error { return os.Symlink(secret, filepath.Join(home, ".ssh", "id_ed25519")) }},
+		// Names two levels down (.config/gh, .local/share/keyrings), found
+		// through their parents' listings.
+		{"a store two levels down", func() error { return os.MkdirAll(filepath.Join(home, ".config", "gh"), 0o700) }},
+		{"a file three levels down", func() error {
+			os.MkdirAll(filepath.Join(home, ".local", "share", "uv", "credentials"), 0o700)
+			return os.WriteFile(filepath.Join(home, ".local", "share", "uv", "credentials", "credentials.toml"), nil, 0o600)
+		}},
+		// A parent that is a symlink: its listing is not read through it.
+		{"a parent that is a symlink", func() error {
+			elsewhere := t.TempDir()
+			os.MkdirAll(filepath.Join(elsewhere, "gcloud"), 0o700)
+			os.RemoveAll(filepath.Join(home, ".config"))
+			return os.Symlink(elsewhere, filepath.Join(home, ".config"))
+		}},
+		{"a dangling store symlink", func() error { return os.Symlink("/nonexistent/corral", filepath.Join(home, ".kube")) }},
+		{"a store removed", func() error { return os.RemoveAll(filepath.Join(home, ".aws")) }},
+		// A home that can be entered but not listed (mode 0711): each name
+		// is lstat'ed.
+		{"a home that cannot be listed", func() error {
+			t.Cleanup(func() { os.Chmod(home, 0o700) })
+			return os.Chmod(home, 0o311)
+		}},
 	}
 	for _, s := range steps {
 		if err := s.do(); err != nil {

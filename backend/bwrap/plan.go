@@ -1010,19 +1010,32 @@ func (p *planner) sessionHome(profile sandbox.Profile) (string, error) {
 // store or in corral's own directories, or one that is not a regular file (a
 // directory for SSL_CERT_DIR), is skipped with a warning.
 func (p *planner) caBundles() {
+	// Most of the variables name one file (CURL_CA_BUNDLE, GIT_SSL_CAINFO,
+	// NODE_EXTRA_CA_CERTS, ... all /etc/ssl/certs/ca-certificates.crt):
+	// each path is resolved once.
+	type resolved struct {
+		path string
+		st   fs.FileInfo
+	}
+	seen := map[string]*resolved{}
 	for _, v := range caBundleVars {
 		val, ok := hostview.LookupEnv(p.policyEnv(), v)
 		if !ok || val == "" || !filepath.IsAbs(val) {
 			continue
 		}
-		r, err := filepath.EvalSymlinks(val)
-		if err != nil {
+		res, ok := seen[val]
+		if !ok {
+			if r, err := filepath.EvalSymlinks(val); err == nil {
+				if st, err := os.Stat(r); err == nil {
+					res = &resolved{r, st}
+				}
+			}
+			seen[val] = res
+		}
+		if res == nil {
 			continue
 		}
-		st, err := os.Stat(r)
-		if err != nil {
-			continue
-		}
+		r, st := res.path, res.st
 		wantDir := v == "SSL_CERT_DIR"
 		if st.IsDir() != wantDir {
 			p.warn("%s=%s ignored: not a %s", v, val, map[bool]string{true: "directory", false: "regular file"}[wantDir])

@@ -949,3 +949,51 @@ func TestPlanBindCovers(t *testing.T) {
 		t.Errorf("a bind elsewhere of a directory holding a home: warnings %q%s", plan.Warnings, planDump(plan.Mounts))
 	}
 }
+
+// TestPlanCABundlesShared: several variables naming one bundle (as a
+// machine's CURL_CA_BUNDLE, GIT_SSL_CAINFO, NODE_EXTRA_CA_CERTS often do,
+// directly or through a symlink) reveal it as each would alone, and
+// SSL_CERT_DIR naming the same file is still refused as not a directory.
+func TestPlanCABundlesShared(t *testing.T) {
+	f := newPlanFix(t)
+	bundle := filepath.Join(f.home, ".certs", "corp.pem")
+	if err := os.MkdirAll(filepath.Dir(bundle), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bundle, []byte("pem"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(f.base, "bundle-link")
+	if err := os.Symlink(bundle, link); err != nil {
+		t.Fatal(err)
+	}
+	reveal := "ro-bind " + bundle + " " + bundle
+	has := func(p *Plan, want string) int {
+		n := 0
+		for _, m := range p.Mounts {
+			if planM(m) == want {
+				n++
+			}
+		}
+		return n
+	}
+	for _, v := range []string{"SSL_CERT_FILE=" + bundle, "CURL_CA_BUNDLE=" + link} {
+		alone := f.build(t, func(r *sandbox.Request) { r.Env = append(r.Env, v) })
+		if has(alone, reveal) == 0 {
+			t.Fatalf("%s alone: no %q in %v", v, reveal, alone.Mounts)
+		}
+	}
+	all := f.build(t, func(r *sandbox.Request) {
+		r.Env = append(r.Env, "SSL_CERT_FILE="+bundle, "CURL_CA_BUNDLE="+link, "GIT_SSL_CAINFO="+bundle, "SSL_CERT_DIR="+bundle)
+	})
+	if has(all, reveal) == 0 {
+		t.Errorf("shared: no %q in %v", reveal, all.Mounts)
+	}
+	warned := false
+	for _, w := range all.Warnings {
+		warned = warned || strings.Contains(w, "SSL_CERT_DIR="+bundle+" ignored: not a directory")
+	}
+	if !warned {
+		t.Errorf("SSL_CERT_DIR naming a file not refused: %q", all.Warnings)
+	}
+}
