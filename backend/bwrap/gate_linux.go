@@ -2,6 +2,7 @@ package bwrap
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/corralhq/corral/internal/forkfds"
 	"github.com/corralhq/corral/sandbox"
+	"github.com/corralhq/corral/seccomp"
 )
 
 // exitKillOptions are the ptrace options the gate holds bwrap with from
@@ -178,20 +180,15 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, 
 				return fail(fmt.Errorf("waiting for bwrap's child: %w", err))
 			}
 			if canJoinByInjection {
-				if err := armParentDeath(child, pid); err != nil {
+				l, d, err := armChild(child, pid, med != nil)
+				if err != nil {
 					_ = unix.Kill(child, unix.SIGKILL)
 					_ = unix.PtraceDetach(child)
 					return fail(err)
 				}
-			}
-			if med != nil {
-				l, d, err := armConnectMediation(child)
-				if err != nil {
-					_ = unix.Kill(child, unix.SIGKILL)
-					_ = unix.PtraceDetach(child)
-					return fail(fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err))
+				if med != nil {
+					med.listener, med.diag = l, d
 				}
-				med.listener, med.diag = l, d
 			}
 			var lerr error
 			if lim.MaxProcs > 0 {
@@ -286,44 +283,139 @@ func mib(n int) uint64 {
 	return uint64(n) << 20
 }
 
-// armParentDeath makes child, bwrap's sandbox child stopped at its birth,
-// die with bwrap from its first instruction: prctl(PR_SET_PDEATHSIG,
-// SIGKILL) executed in it (joinNamespaces's injection). bwrap arms the same
-// signal itself only late, after the sandbox's mounts (do_init); a bwrap
-// killed before that (corral killed with -9, and bwrap with it through its
-// own parent-death signal) left the child running with nobody to end it,
-// the command included (bubblewrap issue #633). (A corral killed while
-// the gate holds the child takes it along by PTRACE_O_EXITKILL,
-// exitKillOptions; the signal armed here covers bwrap's death after the
-// gate has let both go.) The call is followed by
-// a look at its parent, bwrap, corral's own child (inside its pid
-// namespace getppid(2) says 0): a child whose parent died before the
-// signal was armed is killed by the caller (the signal fires only for a
-// death after it is set).
-func armParentDeath(child, parent int) error {
+// armChild prepares child, bwrap's sandbox child stopped at its birth
+// (see startGated), in one batch of system calls executed in it
+// (injection.batch: one resume instead of one per call):
+//
+//   - prctl(PR_SET_PDEATHSIG, SIGKILL), so that it dies with bwrap from its
+//     first instruction. bwrap arms the same signal itself only late, after
+//     the sandbox's mounts (do_init); a bwrap killed before that (corral
+//     killed with -9, and bwrap with it through its own parent-death
+//     signal) left the child running with nobody to end it, the command
+//     included (bubblewrap issue #633). (A corral killed while the gate
+//     holds the child takes it along by PTRACE_O_EXITKILL, exitKillOptions;
+//     the signal armed here covers bwrap's death after the gate has let
+//     both go.) The batch is followed by a look at its parent, bwrap,
+//     corral's own child (inside its pid namespace getppid(2) says 0): a
+//     child whose parent died before the signal was armed is killed by the
+//     caller (the signal fires only for a death after it is set);
+//   - when mediate is set (a profile whose Unix sockets are mediated,
+//     unixsock.go): seccomp(2) SECCOMP_SET_MODE_FILTER with
+//     SECCOMP_FILTER_FLAG_NEW_LISTENER and seccomp.ConnectNotifyBPF, and
+//     socket(AF_NETLINK, SOCK_RAW|SOCK_CLOEXEC, NETLINK_SOCK_DIAG), whose
+//     descriptors are taken into corral with pidfd_getfd(2) (listener and
+//     diag) and closed in the child by a second batch: the listener never
+//     stays in the sandbox. The child holds CAP_SYS_ADMIN in its new user
+//     namespace, which the kernel accepts instead of no_new_privs
+//     (seccomp(2)). The filter and its arguments are written below the
+//     child's stack pointer (injection.scratch), dead stack it overwrites
+//     on its own.
+//
+// On error nothing is left open in corral and the caller kills the child;
+// the mediation's failures wrap sandbox.ErrUnavailable (the sandbox must
+// not run with sockets nobody checks). listener and diag are -1 without
+// mediate.
+func armChild(child, parent int, mediate bool) (listener, diag int, err error) {
+	listener, diag = -1, -1
+	var prog []byte
+	if mediate {
+		if prog, err = seccomp.ConnectNotifyBPF(); err != nil {
+			return -1, -1, fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
+		}
+	}
 	in, err := startInjection(child)
 	if err != nil {
+		return -1, -1, err
+	}
+	mediation := func(what string, e error) error {
+		return fmt.Errorf("%w: setting up the sandbox's connect(2) mediation: %s: %w", sandbox.ErrUnavailable, what, e)
+	}
+	err = func() error {
+		calls := [][]uintptr{{unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL)}}
+		if mediate {
+			// struct sock_fprog { unsigned short len; struct sock_filter
+			// *filter; } with the filter right after it.
+			addr := in.scratch()
+			buf := make([]byte, 16, 16+len(prog))
+			binary.NativeEndian.PutUint16(buf, uint16(len(prog)/8))
+			binary.NativeEndian.PutUint64(buf[8:], uint64(addr+16))
+			buf = append(buf, prog...)
+			if err := in.write(addr, buf); err != nil {
+				return mediation("writing the filter", err)
+			}
+			calls = append(calls,
+				[]uintptr{unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, addr},
+				[]uintptr{unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_RAW | unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG})
+		}
+		res, errs, err := in.batch(calls...)
+		if err != nil {
+			return err
+		}
+		if errs[0] != nil {
+			return fmt.Errorf("arming the sandbox's parent-death signal: %w", errs[0])
+		}
+		// parent (bwrap) is this process's child: while it has not exited,
+		// it is child's parent (a process is reparented only when its
+		// parent dies).
+		ended, err := childExited(parent)
+		if err != nil {
+			// Not a sign that bwrap ended: said as it is.
+			err = fmt.Errorf("looking at bwrap while its sandbox was being set up: %w", err)
+		} else if ended {
+			err = fmt.Errorf("bwrap ended while its sandbox was being set up")
+		}
+		if !mediate {
+			return err
+		}
+		// What the batch opened in the child is closed there whatever
+		// else happened.
+		var opened []int
+		if errs[1] == nil {
+			opened = append(opened, int(res[1]))
+		} else {
+			err = errors.Join(err, mediation("seccomp(SECCOMP_FILTER_FLAG_NEW_LISTENER)", errs[1]))
+		}
+		if errs[2] == nil {
+			opened = append(opened, int(res[2]))
+		} else if !errors.Is(errs[2], errBatchNotRun) {
+			err = errors.Join(err, mediation("socket(NETLINK_SOCK_DIAG)", errs[2]))
+		}
+		if err == nil {
+			err = func() error {
+				pidfd, err := unix.PidfdOpen(child, 0)
+				if err != nil {
+					return mediation("pidfd_open", err)
+				}
+				defer unix.Close(pidfd)
+				if listener, err = unix.PidfdGetfd(pidfd, int(res[1]), 0); err != nil {
+					return mediation("pidfd_getfd(listener)", err)
+				}
+				if diag, err = unix.PidfdGetfd(pidfd, int(res[2]), 0); err != nil {
+					return mediation("pidfd_getfd(sock_diag)", err)
+				}
+				return nil
+			}()
+		}
+		if len(opened) > 0 {
+			closes := make([][]uintptr, len(opened))
+			for i, fd := range opened {
+				closes[i] = []uintptr{unix.SYS_CLOSE, uintptr(fd)}
+			}
+			_, cerrs, cerr := in.batch(closes...)
+			err = errors.Join(err, cerr)
+			for _, e := range cerrs {
+				if e != nil {
+					err = errors.Join(err, mediation("close", e))
+				}
+			}
+		}
 		return err
+	}()
+	if err = errors.Join(err, in.finish()); err != nil {
+		closeFDs(listener, diag)
+		return -1, -1, err
 	}
-	err = in.syscall(unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL))
-	if err != nil {
-		err = fmt.Errorf("arming the sandbox's parent-death signal: %w", err)
-	}
-	if err := errors.Join(err, in.finish()); err != nil {
-		return err
-	}
-	// parent (bwrap) is this process's child: while it has not exited, it
-	// is child's parent (a process is reparented only when its parent
-	// dies).
-	ended, err := childExited(parent)
-	if err != nil {
-		// Not a sign that bwrap ended: said as it is.
-		return fmt.Errorf("looking at bwrap while its sandbox was being set up: %w", err)
-	}
-	if ended {
-		return fmt.Errorf("bwrap ended while its sandbox was being set up")
-	}
-	return nil
+	return listener, diag, nil
 }
 
 // childExited reports whether pid, a child of this process, has exited

@@ -30,6 +30,10 @@ type nsJoin struct {
 // caller starts bwrap through nsenter(1) instead.
 var errJoinUnsupported = errors.New("entering namespaces at bwrap's exec stop is not implemented on this architecture")
 
+// errBatchNotRun is injection.batch's error for a call it did not make
+// because an earlier call of the batch failed.
+var errBatchNotRun = errors.New("not made: an earlier system call of the batch failed")
+
 // Capability sets as capset(2) takes them (<linux/capability.h>):
 // _LINUX_CAPABILITY_VERSION_3 with two 32-bit data words per set.
 const (
@@ -41,10 +45,10 @@ const (
 // joinNamespaces makes the traced process pid, stopped at its exec stop
 // (bwrap before its first instruction, see startGated), enter the
 // namespaces of j by executing system calls in it, as a debugger's
-// "call" does (ptrace(2): save the registers and the instruction word at
-// the program counter, write a system call instruction there, set the
-// registers to the call, single-step, read the result; then put both
-// back):
+// "call" does (ptrace(2): save the registers and the instructions at the
+// program counter, write the calls there, set the registers, resume it to
+// the int3 that ends them, read the results; then put both back; one
+// batch, injection.batch, which stops at the first call that fails):
 //
 //  1. setns(UserFD, CLONE_NEWUSER) when UserFD >= 0: entering a network
 //     namespace takes CAP_SYS_ADMIN in the caller's own user namespace and
@@ -73,48 +77,51 @@ func joinNamespaces(pid int, j nsJoin) error {
 	if err != nil {
 		return err
 	}
-	call := func(what string, nr uintptr, args ...uintptr) error {
-		if err := in.syscall(nr, args...); err != nil {
-			return fmt.Errorf("entering the session's namespaces: %s: %w", what, err)
+	// One batch (injection.batch), stopping at the first failure.
+	var names []string
+	var calls [][]uintptr
+	add := func(what string, call ...uintptr) {
+		names, calls = append(names, what), append(calls, call)
+	}
+	if j.UserFD >= 0 {
+		add("setns(user)", unix.SYS_SETNS, uintptr(j.UserFD), unix.CLONE_NEWUSER)
+	}
+	if j.MntFD >= 0 {
+		add("setns(mnt)", unix.SYS_SETNS, uintptr(j.MntFD), unix.CLONE_NEWNS)
+	}
+	if j.NetFD >= 0 {
+		add("setns(net)", unix.SYS_SETNS, uintptr(j.NetFD), unix.CLONE_NEWNET)
+	}
+	for _, fd := range []int{j.NetFD, j.MntFD, j.UserFD} {
+		if fd >= 0 {
+			add("close", unix.SYS_CLOSE, uintptr(fd))
 		}
-		return nil
 	}
 	err = func() error {
-		if j.UserFD >= 0 {
-			if err := call("setns(user)", unix.SYS_SETNS, uintptr(j.UserFD), unix.CLONE_NEWUSER); err != nil {
-				return err
+		if j.UserFD >= 0 && !j.KeepCaps {
+			// The header and empty data go on the stack below the stack
+			// pointer, which nothing uses before the first instruction.
+			buf := make([]byte, capHeaderLen+capDataLen)
+			binary.NativeEndian.PutUint32(buf, capVersion3)
+			hdr := in.scratch()
+			if err := in.write(hdr, buf); err != nil {
+				return fmt.Errorf("entering the session's namespaces: writing capset's arguments: %w", err)
 			}
+			add("capset", unix.SYS_CAPSET, hdr, hdr+capHeaderLen)
 		}
-		if j.MntFD >= 0 {
-			if err := call("setns(mnt)", unix.SYS_SETNS, uintptr(j.MntFD), unix.CLONE_NEWNS); err != nil {
-				return err
-			}
-		}
-		if j.NetFD >= 0 {
-			if err := call("setns(net)", unix.SYS_SETNS, uintptr(j.NetFD), unix.CLONE_NEWNET); err != nil {
-				return err
-			}
-		}
-		for _, fd := range []int{j.NetFD, j.MntFD, j.UserFD} {
-			if fd < 0 {
-				continue
-			}
-			if err := call("close", unix.SYS_CLOSE, uintptr(fd)); err != nil {
-				return err
-			}
-		}
-		if j.UserFD < 0 || j.KeepCaps {
+		if len(calls) == 0 {
 			return nil
 		}
-		// The header and empty data go on the stack below the stack
-		// pointer, which nothing uses before the first instruction.
-		buf := make([]byte, capHeaderLen+capDataLen)
-		binary.NativeEndian.PutUint32(buf, capVersion3)
-		hdr := in.scratch()
-		if err := in.write(hdr, buf); err != nil {
-			return fmt.Errorf("entering the session's namespaces: writing capset's arguments: %w", err)
+		_, errs, err := in.batch(calls...)
+		if err != nil {
+			return fmt.Errorf("entering the session's namespaces: %w", err)
 		}
-		return call("capset", unix.SYS_CAPSET, hdr, hdr+capHeaderLen)
+		for i, e := range errs {
+			if e != nil {
+				return fmt.Errorf("entering the session's namespaces: %s: %w", names[i], e)
+			}
+		}
+		return nil
 	}()
 	return errors.Join(err, in.finish())
 }

@@ -6,14 +6,13 @@ package bwrap
 // profile starts bwrap through nsenter(1).
 type injection struct{}
 
-func startInjection(int) (*injection, error)         { return nil, errJoinUnsupported }
-func (*injection) syscall(uintptr, ...uintptr) error { return errJoinUnsupported }
-func (*injection) call(uintptr, ...uintptr) (uintptr, error) {
-	return 0, errJoinUnsupported
-}
+func startInjection(int) (*injection, error)   { return nil, errJoinUnsupported }
 func (*injection) scratch() uintptr            { return 0 }
 func (*injection) write(uintptr, []byte) error { return errJoinUnsupported }
 func (*injection) finish() error               { return nil }
+func (*injection) batch(...[]uintptr) ([]uintptr, []error, error) {
+	return nil, nil, errJoinUnsupported
+}
 
 // canJoinByInjection reports whether joinNamespaces is implemented here.
 const canJoinByInjection = false

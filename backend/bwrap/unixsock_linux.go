@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/sandbox"
-	"github.com/corralhq/corral/seccomp"
 )
 
 // The user-notification structures of linux/seccomp.h (seccomp_unotify(2)).
@@ -44,74 +43,6 @@ type seccompNotifResp struct {
 // pidfdThread is PIDFD_THREAD (O_EXCL, linux/pidfd.h, Linux 6.9): a pidfd
 // of the thread itself, whose descriptor table pidfd_getfd(2) then reads.
 const pidfdThread = unix.O_EXCL
-
-// armConnectMediation executes, in child (bwrap's sandbox child stopped at
-// its birth, see startGated), seccomp(2) SECCOMP_SET_MODE_FILTER with
-// SECCOMP_FILTER_FLAG_NEW_LISTENER and seccomp.ConnectNotifyBPF, and
-// socket(AF_NETLINK, SOCK_RAW|SOCK_CLOEXEC, NETLINK_SOCK_DIAG); takes both
-// descriptors into corral with pidfd_getfd(2) and closes them in the child.
-// The child holds CAP_SYS_ADMIN in its new user namespace, which the
-// kernel accepts instead of no_new_privs (seccomp(2)). The filter and its
-// arguments are written below the child's stack pointer (injection.scratch),
-// dead stack it overwrites on its own. On error nothing is left open in
-// corral and the caller kills the child.
-func armConnectMediation(child int) (listener, diag int, err error) {
-	prog, err := seccomp.ConnectNotifyBPF()
-	if err != nil {
-		return -1, -1, err
-	}
-	in, err := startInjection(child)
-	if err != nil {
-		return -1, -1, err
-	}
-	listener, diag = -1, -1
-	fail := func(what string, e error) error {
-		return fmt.Errorf("setting up the sandbox's connect(2) mediation: %s: %w", what, e)
-	}
-	err = func() error {
-		// struct sock_fprog { unsigned short len; struct sock_filter *filter; }
-		// with the filter right after it.
-		addr := in.scratch()
-		buf := make([]byte, 16, 16+len(prog))
-		binary.NativeEndian.PutUint16(buf, uint16(len(prog)/8))
-		binary.NativeEndian.PutUint64(buf[8:], uint64(addr+16))
-		buf = append(buf, prog...)
-		if err := in.write(addr, buf); err != nil {
-			return fail("writing the filter", err)
-		}
-		lfd, err := in.call(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, addr)
-		if err != nil {
-			return fail("seccomp(SECCOMP_FILTER_FLAG_NEW_LISTENER)", err)
-		}
-		dfd, derr := in.call(unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
-		if derr == nil {
-			derr = func() error {
-				pidfd, err := unix.PidfdOpen(child, 0)
-				if err != nil {
-					return fail("pidfd_open", err)
-				}
-				defer unix.Close(pidfd)
-				if listener, err = unix.PidfdGetfd(pidfd, int(lfd), 0); err != nil {
-					return fail("pidfd_getfd(listener)", err)
-				}
-				if diag, err = unix.PidfdGetfd(pidfd, int(dfd), 0); err != nil {
-					return fail("pidfd_getfd(sock_diag)", err)
-				}
-				return nil
-			}()
-			derr = errors.Join(derr, in.syscall(unix.SYS_CLOSE, dfd))
-		} else {
-			derr = fail("socket(NETLINK_SOCK_DIAG)", derr)
-		}
-		// The listener never stays in the sandbox.
-		return errors.Join(derr, in.syscall(unix.SYS_CLOSE, lfd))
-	}()
-	if err = errors.Join(err, in.finish()); err != nil {
-		closeFDs(listener, diag)
-		return -1, -1, err
-	}
-	return listener, diag, nil
-}
 
 func closeFDs(fds ...int) {
 	for _, fd := range fds {
