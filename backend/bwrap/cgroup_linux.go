@@ -363,17 +363,22 @@ func (c *memCgroup) oomKills() int {
 	return parseOOMKills(string(b))
 }
 
-// cgroupRemoveWait bounds how long remove waits for the last task to leave
-// before it hands the removal to a background goroutine.
+// cgroupRemoveWait bounds how long Backend.Close waits for the memory
+// cgroups still being removed (memCgroup.remove).
 const cgroupRemoveWait = 2 * time.Second
 
 // remove deletes the cgroup once the command's whole tree has left it:
 // rmdir(2) of a cgroup refuses (EBUSY) while it has tasks, and the tasks
-// of a killed pid namespace may still be on their way out. It waits for
-// that with a bounded condition loop, then leaves the rest to a goroutine
-// with a minute's deadline; what a crashed corral leaves, the next one
-// sweeps (sweepMemCgroupsIn). nil c does nothing.
-func (c *memCgroup) remove(log *slog.Logger) {
+// of a killed pid namespace may still be on their way out (the sandbox's
+// pid 1 leaves its cgroup only after its mount namespace is torn down,
+// kernel/exit.c do_exit: exit_task_namespaces, then cgroup_exit). The
+// first rmdir is tried at once; when tasks remain, a goroutine counted in
+// pending tries again until they have left (for at most a minute, then it
+// logs bwrap.memcg.left), so the command's result does not wait for the
+// kernel's teardown; Backend.Close waits for pending. What a crashed
+// corral leaves, the next one sweeps (sweepMemCgroupsIn). nil c does
+// nothing.
+func (c *memCgroup) remove(log *slog.Logger, pending *sync.WaitGroup) {
 	if c == nil {
 		return
 	}
@@ -387,10 +392,12 @@ func (c *memCgroup) remove(log *slog.Logger) {
 		err := os.Remove(c.dir)
 		return err == nil || errors.Is(err, os.ErrNotExist)
 	}
-	if waitFor(cgroupRemoveWait, try) {
+	if try() {
 		return
 	}
+	pending.Add(1)
 	go func() {
+		defer pending.Done()
 		if !waitFor(time.Minute, try) && log != nil {
 			log.Warn("bwrap.memcg.left", "dir", c.dir)
 		}

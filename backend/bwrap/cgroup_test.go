@@ -3,13 +3,16 @@ package bwrap
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -500,5 +503,51 @@ func TestMemoryCgroupBornInside(t *testing.T) {
 	}
 	if !waitFor(time.Minute, func() bool { return len(corralCgroups(p.Dir)) == 0 }) {
 		t.Errorf("cgroups left under %s: %v", p.Dir, corralCgroups(p.Dir))
+	}
+}
+
+// TestMemoryCgroupRemovedLater: a cgroup whose last task has not left
+// when the command's result is ready is not waited for there: remove
+// returns at once, and a goroutine counted in pending removes it once the
+// task is gone (Backend.Close waits on pending). Where corral can make no
+// memory cgroup (an unprivileged caller here), a command has none, and its
+// removal is nothing at all.
+func TestMemoryCgroupRemovedLater(t *testing.T) {
+	e := newEnv(t)
+	p := processMemCgroups.get(e.backend.log)
+	if p.Version == 0 {
+		if os.Getuid() == 0 {
+			t.Skipf("root, but no memory cgroup corral can use here (%s)", p.Reason)
+		}
+		var none *memCgroup
+		var pending sync.WaitGroup
+		none.remove(e.backend.log, &pending)
+		pending.Wait()
+		return
+	}
+	var m memCgroups
+	cg, err := m.newMemCgroup(p, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A task that stays until killed: the cgroup cannot be removed yet.
+	sleeper := exec.Command("/bin/sleep", "600")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
+	if !cg.enter(sleeper.Process.Pid, e.backend.log) {
+		t.Fatal("could not move the sleeper into the cgroup")
+	}
+	var pending sync.WaitGroup
+	cg.remove(e.backend.log, &pending)
+	if _, err := os.Stat(cg.dir); err != nil {
+		t.Fatalf("the cgroup is gone with a task inside: %v", err)
+	}
+	_ = sleeper.Process.Kill()
+	_ = sleeper.Wait()
+	pending.Wait() // returns once removed (or after a minute: then the check below fails)
+	if _, err := os.Stat(cg.dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s after its last task left and the removal ended: %v", cg.dir, err)
 	}
 }

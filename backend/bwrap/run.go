@@ -117,6 +117,9 @@ type Backend struct {
 	filters filterCache
 	// layers are the review layers' holders (layerhold_linux.go).
 	layers layerHolders
+	// cgroups counts the memory cgroups whose removal waits for the last
+	// task of a command to leave (memCgroup.remove); Close waits for them.
+	cgroups sync.WaitGroup
 
 	// noFilter leaves bwrap's --seccomp out (the benchmark's baseline
 	// only).
@@ -253,6 +256,17 @@ func New(opts Options) *Backend {
 // later Run builds what it needs again. It returns the first close error.
 func (b *Backend) Close() error {
 	b.layers.closeAll()
+	// The commands' memory cgroups still being removed, for at most
+	// cgroupRemoveWait: a process that exits next (corral run) leaves
+	// none behind; one that outlasts the wait is swept by the next
+	// corral (sweepMemCgroupsIn).
+	done := make(chan struct{})
+	go func() { b.cgroups.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(cgroupRemoveWait):
+		b.log.Warn("bwrap.memcg.close_timeout", "waited", cgroupRemoveWait.String())
+	}
 	return b.filters.close()
 }
 

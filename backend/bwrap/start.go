@@ -178,7 +178,7 @@ func (b *Backend) start(bin *Binary, plan *Plan, req *sandbox.Request, ens *egre
 		// startAs's thread ends with the command (threadEntry).
 		cg.byThread = ra != nil
 	}
-	sb.undo = append(sb.undo, func() { cg.remove(b.log) })
+	sb.undo = append(sb.undo, func() { cg.remove(b.log, &b.cgroups) })
 	launch := func() error {
 		var err error
 		bindFiles, err = openBindFDs(plan, bin, layout.FirstBind, holder)
