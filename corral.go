@@ -39,7 +39,8 @@ type Options struct {
 	ConfigPath string
 	// Settings, when set, are used for every command instead of reading
 	// ConfigPath and the environment (routes still apply per session). The
-	// Host does not change them.
+	// Host does not change them, and the caller must not while the Host is
+	// open: a session's Spec resolved from them is kept (Host.Spec).
 	Settings *config.Settings
 	// Override, when set, is called with a copy of the settings of every
 	// command, after the session's route is applied, and may change them
