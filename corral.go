@@ -39,7 +39,8 @@ type Options struct {
 	ConfigPath string
 	// Settings, when set, are used for every command instead of reading
 	// ConfigPath and the environment (routes still apply per session). The
-	// Host does not change them.
+	// Host does not change them, and the caller must not while the Host is
+	// open: a session's Spec resolved from them is kept (Host.Spec).
 	Settings *config.Settings
 	// Override, when set, is called with a copy of the settings of every
 	// command, after the session's route is applied, and may change them
@@ -94,7 +95,8 @@ type Host struct {
 
 	mu        sync.Mutex
 	st        *config.Settings // cached settings (nil before the first load)
-	stamp     string           // the settings file as st was read from it
+	stamp     stamp            // the settings file as st was read from it
+	path      string           // the settings file (ResolvePath), once found
 	instances map[string]registry.Instance
 	closed    bool
 
@@ -105,6 +107,12 @@ type Host struct {
 
 	// helpers finds the helper executable, at its first use.
 	helpers *helperbin.Locator
+
+	// resolved keeps, per session name, the Spec last resolved for it and
+	// the settings it came from (guarded by mu): while Settings returns
+	// the same settings (the file's stamp unchanged), a session's Spec is
+	// that one again, its skill directories looked up afresh (specFor).
+	resolved map[string]resolvedSpec
 
 	// stats counts the settings file's stats (Settings' checks for a
 	// change), specs the Specs resolved (specOf): tests hold a call of a
@@ -130,7 +138,7 @@ func Open(opts Options) (*Host, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := &Host{opts: opts, log: log, stateDir: opts.StateDir, instances: map[string]registry.Instance{},
-		helpers: helperbin.New(helperbin.Options{Logger: log})}
+		helpers: helperbin.New(helperbin.Options{Logger: log}), resolved: map[string]resolvedSpec{}}
 	if h.stateDir == "" {
 		h.stateDir = config.StateDir()
 	}
@@ -223,7 +231,7 @@ func (h *Host) Settings() (*config.Settings, error) {
 	if h.opts.Settings != nil {
 		return h.opts.Settings, nil
 	}
-	path, err := config.ResolvePath(h.opts.ConfigPath, h.opts.Environ)
+	path, err := h.settingsPath()
 	if err != nil {
 		return nil, err
 	}
@@ -250,18 +258,50 @@ func (h *Host) Settings() (*config.Settings, error) {
 	return st, nil
 }
 
-// fileStamp identifies the content of the file at path without reading
-// it: inode, size and change times (a rewrite through a rename gets a new
-// inode; an edit in place a new mtime and ctime). "" for a missing file.
-func fileStamp(path string) string {
-	fi, err := os.Stat(path)
+// settingsPath returns the settings file (config.ResolvePath over
+// Options.ConfigPath and Options.Environ, which do not change after Open),
+// found once: finding it looks the home directory up, which as root is a
+// stat of $HOME.
+func (h *Host) settingsPath() (string, error) {
+	h.mu.Lock()
+	p := h.path
+	h.mu.Unlock()
+	if p != "" {
+		return p, nil
+	}
+	p, err := config.ResolvePath(h.opts.ConfigPath, h.opts.Environ)
 	if err != nil {
-		return ""
+		return "", err
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return fmt.Sprintf("%d.%d.%d.%d.%d.%d", st.Dev, st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano(), fi.Mode())
+	h.mu.Lock()
+	h.path = p
+	h.mu.Unlock()
+	return p, nil
+}
+
+// stamp identifies the content of a file without reading it: device,
+// inode, size, change times and mode (a rewrite through a rename gets a
+// new inode; an edit in place a new mtime and ctime). The zero stamp is a
+// missing file's.
+type stamp struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64 // nanoseconds
+	mode         os.FileMode
+}
+
+// fileStamp returns the stamp of the file at path (zero when it is
+// missing).
+func fileStamp(path string) stamp {
+	var st syscall.Stat_t
+	err := syscall.Stat(path, &st)
+	for err == syscall.EINTR {
+		err = syscall.Stat(path, &st)
 	}
-	return fmt.Sprintf("%d.%d", fi.Size(), fi.ModTime().UnixNano())
+	if err != nil {
+		return stamp{}
+	}
+	return stamp{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), mode: os.FileMode(st.Mode)}
 }
 
 // settingsFor returns the settings of a command of the session called
@@ -290,12 +330,70 @@ func (h *Host) settingsFor(name string, route bool) (*config.Settings, error) {
 // applied, as a session.Spec whose Backend is the Host's own backend of
 // that name. Errors: unreadable settings (config), a bad override, an
 // unknown backend, no working directory.
+//
+// While the settings file is unchanged (Settings: one stat), a session's
+// Spec is the one resolved for it before, copied, with its skill
+// directories looked up again (SkillDirs: one that appeared or went since
+// shows at once); a changed file, or Options.Override, which may depend
+// on more than the settings, resolves it all afresh.
 func (h *Host) Spec(name string) (*session.Spec, error) {
-	st, err := h.settingsFor(name, true)
+	if h.opts.Override != nil {
+		st, err := h.settingsFor(name, true)
+		if err != nil {
+			return nil, err
+		}
+		return h.specOf(st)
+	}
+	base, err := h.Settings()
 	if err != nil {
 		return nil, err
 	}
-	return h.specOf(st)
+	h.mu.Lock()
+	r, ok := h.resolved[name]
+	closed := h.closed
+	h.mu.Unlock()
+	if ok && r.from == base && !closed {
+		h.specs.Add(1)
+		return r.spec(), nil
+	}
+	st := base.ForSession(name)
+	sp, err := h.specOf(st)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	if len(h.resolved) >= maxResolved {
+		for k := range h.resolved { // drop one at random (map order)
+			delete(h.resolved, k)
+			break
+		}
+	}
+	kept := *sp
+	kept.Ports = slices.Clone(sp.Ports) // sp is the caller's to change
+	h.resolved[name] = resolvedSpec{from: base, sp: kept, skills: st.Skills}
+	h.mu.Unlock()
+	return sp, nil
+}
+
+// maxResolved bounds Host.resolved: an HTTP server's clients may name any
+// number of sessions.
+const maxResolved = 256
+
+// resolvedSpec is a session's Spec as resolved from the settings from,
+// and the skills setting it was resolved with.
+type resolvedSpec struct {
+	from   *config.Settings
+	sp     session.Spec
+	skills []string
+}
+
+// spec returns a copy of r's Spec with its own Ports and the skill
+// directories that exist now.
+func (r resolvedSpec) spec() *session.Spec {
+	sp := r.sp
+	sp.Ports = slices.Clone(sp.Ports)
+	sp.Skills = SkillDirs(r.skills)
+	return &sp
 }
 
 func (h *Host) specOf(st *config.Settings) (*session.Spec, error) {
@@ -410,11 +508,14 @@ func SkillDirs(entries []string) []string {
 			}
 			e = filepath.Join(home, rest)
 		}
-		r, err := filepath.EvalSymlinks(e)
-		if err != nil {
+		// Stat first (it follows symlinks as EvalSymlinks does): one
+		// system call answers for a skill directory that is not there, the
+		// usual case at every command, where EvalSymlinks lstats each
+		// component of the path to find out.
+		if fi, err := os.Stat(e); err != nil || !fi.IsDir() {
 			continue
 		}
-		if fi, err := os.Stat(r); err == nil && fi.IsDir() {
+		if r, err := filepath.EvalSymlinks(e); err == nil {
 			out = append(out, r)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -71,6 +72,9 @@ type Server struct {
 	life     context.Context // cancelled by Close: ends every call in flight
 	shutdown context.CancelFunc
 	calls    sync.WaitGroup
+
+	toolsOnce sync.Once
+	tools     []Tool // Tools, defined at first use
 
 	mu      sync.Mutex
 	closed  bool
@@ -217,8 +221,14 @@ func (t Tool) Definition() *mcp.Tool { return t.def }
 
 // Tools returns the server's tools (tools/list shows them sorted by
 // name). Each tool lives in its own tool_NAME.go file; a new tool is one
-// more entry here.
+// more entry here. They are defined once per Server (their schemas
+// inferred and resolved) and shared by its mcp.Servers.
 func (s *Server) Tools() []Tool {
+	s.toolsOnce.Do(func() { s.tools = s.defineTools() })
+	return slices.Clone(s.tools)
+}
+
+func (s *Server) defineTools() []Tool {
 	tools := []Tool{
 		s.bashTool(),
 		s.bashOutputTool(),
@@ -297,7 +307,9 @@ type handler[In, Out any] func(ctx context.Context, c *call, in In) (*mcp.CallTo
 
 // newTool defines a tool whose input and output schemas are inferred from
 // In and Out (json and jsonschema struct tags). edit, when set, may adjust
-// the inferred input schema (enums, bounds) before it is published.
+// the inferred input schema (enums, bounds) before it is published. The
+// schemas are resolved here, once, and calls go through typed, which
+// checks arguments and results against them as mcp.AddTool would.
 func newTool[In, Out any](s *Server, def *mcp.Tool, edit func(*jsonschema.Schema), h handler[In, Out]) Tool {
 	in, err := jsonschema.For[In](&jsonschema.ForOptions{})
 	if err != nil {
@@ -307,7 +319,15 @@ func newTool[In, Out any](s *Server, def *mcp.Tool, edit func(*jsonschema.Schema
 		edit(in)
 	}
 	def.InputSchema = in
-	return Tool{def: def, add: func(ms *mcp.Server) { mcp.AddTool(ms, def, wrap(s, def.Name, h)) }}
+	out, sc, err := resolveSchemas[Out](in)
+	if err != nil {
+		panic(fmt.Sprintf("mcpserver: tool %s: %v", def.Name, err))
+	}
+	if out != nil {
+		def.OutputSchema = out
+	}
+	th := typed(sc, wrap(s, def.Name, h))
+	return Tool{def: def, add: func(ms *mcp.Server) { ms.AddTool(def, th) }}
 }
 
 // wrap adapts a tool handler to the SDK: it resolves and opens the corral

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -168,18 +169,18 @@ func flockContext(ctx context.Context, path string, how int, waiting func()) (fu
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	fd, err := openLock(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening session lock: %w", err)
 	}
-	fd := int(f.Fd())
-	release := func() { _ = unix.Flock(fd, unix.LOCK_UN); f.Close() }
+	closeFd := func() { _ = unix.Close(fd) }
+	release := func() { _ = unix.Flock(fd, unix.LOCK_UN); closeFd() }
 	err = flockRetry(fd, how|unix.LOCK_NB)
 	if err == nil {
 		return release, nil
 	}
 	if !errors.Is(err, unix.EWOULDBLOCK) {
-		f.Close()
+		closeFd()
 		return nil, fmt.Errorf("locking session: %w", err)
 	}
 	if waiting != nil {
@@ -190,7 +191,7 @@ func flockContext(ctx context.Context, path string, how int, waiting func()) (fu
 	select {
 	case err := <-got:
 		if err != nil {
-			f.Close()
+			closeFd()
 			return nil, fmt.Errorf("locking session: %w", err)
 		}
 		return release, nil
@@ -199,10 +200,27 @@ func flockContext(ctx context.Context, path string, how int, waiting func()) (fu
 			if <-got == nil {
 				release()
 			} else {
-				f.Close()
+				closeFd()
 			}
 		}()
 		return nil, context.Cause(ctx)
+	}
+}
+
+// openLock opens (creating it, mode 0600) a lock file as a bare
+// descriptor: an *os.File would try the runtime's poller (an epoll_ctl
+// that fails for a regular file) and, at Fd, set the descriptor blocking
+// again, five system calls more at every command for nothing a lock uses.
+func openLock(path string) (int, error) {
+	for {
+		fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return -1, &fs.PathError{Op: "open", Path: path, Err: err}
+		}
+		return fd, nil
 	}
 }
 
@@ -219,15 +237,15 @@ func flockRetry(fd, how int) error {
 
 // tryLock takes the lock without waiting; ok is false when it is held.
 func tryLock(path string) (release func(), ok bool) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	fd, err := openLock(path)
 	if err != nil {
 		return nil, false
 	}
-	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
-		f.Close()
+	if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
+		_ = unix.Close(fd)
 		return nil, false
 	}
-	return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, true
+	return func() { _ = unix.Flock(fd, unix.LOCK_UN); _ = unix.Close(fd) }, true
 }
 
 // maxStateFile bounds a state or record file corral reads back: its own
