@@ -77,8 +77,8 @@ func TestCredentialTargetsInCache(t *testing.T) {
 	c := settled()
 	check := func(step string) {
 		t.Helper()
-		want, ww := credentialTargetsIn(home, nil, func(string) bool { return true })
-		got, gw := CredentialTargetsIn(home, c)
+		want, ww := credentialTargetsIn(home, nil, func(string) bool { return true }, nil)
+		got, gw := CredentialTargetsIn(home, c, nil)
 		if !slices.Equal(got, want) || !slices.Equal(gw, ww) {
 			t.Errorf("%s: through the cache %q %q; each name lstat'ed %q %q", step, got, gw, want, ww)
 		}

@@ -126,7 +126,7 @@ func (p *planner) protected(plan *Plan) error {
 	isDirCached := func(d string) bool {
 		v, ok := dirs[d]
 		if !ok {
-			v = isDir(view.path(d))
+			v = p.res.IsDir(view.path(d))
 			dirs[d] = v
 		}
 		return v
@@ -169,7 +169,7 @@ func (p *planner) protected(plan *Plan) error {
 			}
 			for _, l := range f.Links {
 				abs := filepath.Join(r.src, filepath.FromSlash(l))
-				if t, err := os.Readlink(abs); err == nil && !links[abs] {
+				if t, err := p.res.Readlink(abs); err == nil && !links[abs] {
 					links[abs] = true
 					plan.Links = append(plan.Links, protectItem{Path: abs, Target: t})
 				}
@@ -182,12 +182,12 @@ func (p *planner) protected(plan *Plan) error {
 				real := f.Path
 				if len(f.Links) > 0 {
 					var err error
-					if real, err = filepath.EvalSymlinks(f.Path); err != nil {
+					if real, err = p.res.EvalSymlinks(f.Path); err != nil {
 						continue // a dangling symlink: put back if replaced
 					}
 				}
 				rr, ok := rootOf(real)
-				if !ok || f.NotDir && isDir(view.path(real)) {
+				if !ok || f.NotDir && p.res.IsDir(view.path(real)) {
 					continue // leads out of the writable set, or a .git directory
 				}
 				p.roBindProtected(rr, real)
@@ -197,7 +197,7 @@ func (p *planner) protected(plan *Plan) error {
 			// else is for the check after the command.
 			parent, err := filepath.Dir(f.Path), error(nil)
 			if len(f.Links) > 0 {
-				parent, err = filepath.EvalSymlinks(parent)
+				parent, err = p.res.EvalSymlinks(parent)
 			}
 			if err != nil || !isDirCached(parent) {
 				continue
