@@ -207,7 +207,7 @@ func InspectBindSource(b sandbox.Bind, h *BindHost) *BindSource {
 func GatherBindHost(h *BindHost) (warnings []string) {
 	h.CredentialTargets = nil
 	for _, home := range h.homes() {
-		t, w := credentialTargetsIn(home, nil, listedUnder(home, nil), h.Res)
+		t, w := credentialTargetsIn(home, nil, listedUnder(home, nil, h.Res), h.Res)
 		for _, p := range t {
 			if !slices.Contains(h.CredentialTargets, p) {
 				h.CredentialTargets = append(h.CredentialTargets, p)
@@ -226,7 +226,7 @@ func SecretFiles() []string { return secretFiles(nil) }
 func secretFiles(res *pathres.Resolver) []string {
 	var out []string
 	for _, pat := range SystemSecrets {
-		matches, _ := filepath.Glob(pat)
+		matches, _ := res.Glob(pat)
 		for _, m := range matches {
 			if st, err := res.Lstat(m); err == nil && st.Mode().IsRegular() {
 				out = append(out, m)
@@ -254,7 +254,7 @@ func CredentialTargets(home string) (targets, warnings []string) {
 // the symlinks lead is resolved afresh every plan: a target can change
 // without any directory of the store changing.
 func CredentialTargetsIn(home string, dirs *dircache.Cache, res *pathres.Resolver) (targets, warnings []string) {
-	return credentialTargetsIn(home, dirs, listedUnder(home, dirs), res)
+	return credentialTargetsIn(home, dirs, listedUnder(home, dirs, res), res)
 }
 
 // credentialTargetsIn is CredentialTargetsIn with the test of which names
@@ -273,7 +273,7 @@ func credentialTargetsIn(home string, dirs *dircache.Cache, listed func(rel stri
 	}
 	var walk func(dir string, budget *int)
 	walk = func(dir string, budget *int) {
-		ents, err := dirs.ReadDir(dir)
+		ents, err := res.ReadDir(dir, dirs.ReadDir)
 		if err != nil {
 			return
 		}
@@ -332,7 +332,7 @@ func credentialTargetsIn(home string, dirs *dircache.Cache, listed func(rel stri
 // that is a symlink, or cannot be listed (a home of mode 0711), answers
 // true: the caller's lstat(2) decides. Listings are sorted by name
 // (dircache.ReadDir).
-func listedUnder(home string, dirs *dircache.Cache) func(rel string) bool {
+func listedUnder(home string, dirs *dircache.Cache, res *pathres.Resolver) func(rel string) bool {
 	lists := map[string][]fs.DirEntry{}
 	failed := map[string]bool{}
 	return func(rel string) bool {
@@ -344,7 +344,7 @@ func listedUnder(home string, dirs *dircache.Cache) func(rel string) bool {
 			ents, ok := lists[dir]
 			if !ok {
 				var err error
-				if ents, err = dirs.ReadDir(dir); err != nil {
+				if ents, err = res.ReadDir(dir, dirs.ReadDir); err != nil {
 					failed[dir] = true
 					return true
 				}

@@ -29,7 +29,7 @@ func TestFindProtectedInCache(t *testing.T) {
 	scan := func(step string) {
 		t.Helper()
 		want, wcut, werr := FindProtectedErr(root, sandbox.DefaultProtected)
-		got, gcut, gerr := FindProtectedIn(root, sandbox.DefaultProtected, c)
+		got, gcut, gerr := FindProtectedIn(root, sandbox.DefaultProtected, c, nil)
 		if fmt.Sprint(got, gcut, gerr) != fmt.Sprint(want, wcut, werr) {
 			t.Errorf("%s: through the cache %v %v %v; afresh %v %v %v", step, got, gcut, gerr, want, wcut, werr)
 		}

@@ -726,7 +726,7 @@ func (p *planner) home(workdir string, writable bool) {
 // rebuildDir puts a read-only tmpfs over dir (home or a nested dir) and binds
 // back its visible entries.
 func (p *planner) rebuildDir(dir, rel string, rwNonDot bool) {
-	entries, err := p.host.Dirs.ReadDir(dir)
+	entries, err := p.res.ReadDir(dir, p.host.Dirs.ReadDir)
 	if err != nil {
 		p.warn("cannot list %s (%v); it is hidden in the sandbox", dir, err)
 	}
@@ -847,7 +847,7 @@ func (p *planner) masks() {
 	// as root (who can read every home), the credential stores of the other
 	// users' homes.
 	for _, pat := range systemSecrets {
-		matches, _ := filepath.Glob(pat)
+		matches, _ := p.res.Glob(pat)
 		for _, m := range matches {
 			if st, err := p.res.Lstat(m); err == nil && st.Mode().IsRegular() {
 				hideFile(m)
@@ -1244,7 +1244,7 @@ func (p *planner) holdsHidden(r string) bool {
 		}
 	}
 	for _, pat := range systemSecrets {
-		matches, _ := filepath.Glob(pat)
+		matches, _ := p.res.Glob(pat)
 		for _, m := range matches {
 			if within(m, r) {
 				return true

@@ -22,6 +22,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -36,6 +37,12 @@ type Resolver struct {
 	stat  map[string]statResult
 	link  map[string]linkResult
 	eval  map[string]linkResult
+	dirs  map[string]dirResult
+}
+
+type dirResult struct {
+	ents []fs.DirEntry
+	err  error
 }
 
 type statResult struct {
@@ -55,6 +62,7 @@ func New() *Resolver {
 		stat:  map[string]statResult{},
 		link:  map[string]linkResult{},
 		eval:  map[string]linkResult{},
+		dirs:  map[string]dirResult{},
 	}
 }
 
@@ -80,23 +88,29 @@ func (r *Resolver) Lstat(path string) (fs.FileInfo, error) {
 	return fi, err
 }
 
-// Stat is os.Stat, looked up once per absolute path. A path whose lstat
-// this Resolver already holds (every path EvalSymlinks walked or
-// returned) and that is not a symlink costs nothing: stat(2) and lstat(2)
-// of a path whose last component is not a symlink give the same answer.
-// Otherwise it calls os.Stat, so magic links (/proc/self/fd/N) and the
-// kernel's own errors (ELOOP) stay stat(2)'s.
+// Stat is os.Stat, looked up once per absolute path. It is Lstat's
+// answer (shared with the walks of EvalSymlinks) where that is no symlink:
+// stat(2) and lstat(2) of a path whose last component is not a symlink
+// give the same answer, and where lstat(2) fails stat(2) fails alike (the
+// error is given as os.Stat's). For a symlink it calls os.Stat, so magic
+// links (/proc/self/fd/N) and the kernel's own errors (ELOOP) stay
+// stat(2)'s.
 func (r *Resolver) Stat(path string) (fs.FileInfo, error) {
 	if !r.memo(path) {
 		return os.Stat(path)
 	}
+	l, err := r.Lstat(path)
+	if err == nil && l.Mode()&fs.ModeSymlink == 0 {
+		return l, nil
+	}
+	if pe, ok := err.(*fs.PathError); ok {
+		// lstat(2) failed on the way to the last component or on it, before
+		// any symlink there is followed: stat(2) fails there alike.
+		return nil, &fs.PathError{Op: "stat", Path: pe.Path, Err: pe.Err}
+	}
 	r.mu.Lock()
-	l, lok := r.lstat[path]
 	v, ok := r.stat[path]
 	r.mu.Unlock()
-	if lok && l.err == nil && l.fi.Mode()&fs.ModeSymlink == 0 {
-		return l.fi, nil
-	}
 	if ok {
 		return v.fi, v.err
 	}
@@ -105,6 +119,40 @@ func (r *Resolver) Stat(path string) (fs.FileInfo, error) {
 	r.stat[path] = statResult{fi, err}
 	r.mu.Unlock()
 	return fi, err
+}
+
+// Glob is filepath.Glob; a pattern without meta characters (the only
+// kind it memoizes) is Lstat's answer, as filepath.Glob's is.
+func (r *Resolver) Glob(pattern string) ([]string, error) {
+	if strings.ContainsAny(pattern, `*?[\`) {
+		return filepath.Glob(pattern)
+	}
+	if _, err := r.Lstat(pattern); err != nil {
+		return nil, nil
+	}
+	return []string{pattern}, nil
+}
+
+// ReadDir returns list(dir), called once per absolute dir: within a plan
+// the home directory and the credential stores' parents are listed by
+// more than one rule (list is dircache's ReadDir, which stats dir each
+// call to see whether its kept listing still holds). The entries are
+// shared between callers, which must not change them.
+func (r *Resolver) ReadDir(dir string, list func(string) ([]fs.DirEntry, error)) ([]fs.DirEntry, error) {
+	if !r.memo(dir) {
+		return list(dir)
+	}
+	r.mu.Lock()
+	v, ok := r.dirs[dir]
+	r.mu.Unlock()
+	if ok {
+		return v.ents, v.err
+	}
+	ents, err := list(dir)
+	r.mu.Lock()
+	r.dirs[dir] = dirResult{ents, err}
+	r.mu.Unlock()
+	return ents, err
 }
 
 // IsDir reports whether path is a directory, following symlinks (Stat).

@@ -218,3 +218,47 @@ func countComponents(p string) int {
 	}
 	return n
 }
+
+// TestGlobAgrees holds Glob to filepath.Glob, patterns with meta
+// characters and without.
+func TestGlobAgrees(t *testing.T) {
+	root := tree(t)
+	r := New()
+	for _, pat := range []string{root + "/a", root + "/a/file", root + "/missing", root + "/dangling", root + "/a/file/x",
+		root + "/ch*", root + "/a/[bf]*", root + "/[", root + `/a\/b`, "/etc/shadow", "/etc/ssh/ssh_host_*_key"} {
+		for pass := 0; pass < 2; pass++ {
+			got, gerr := r.Glob(pat)
+			want, werr := filepath.Glob(pat)
+			if fmt.Sprint(got) != fmt.Sprint(want) || fmt.Sprint(gerr) != fmt.Sprint(werr) {
+				t.Errorf("Glob(%q) = %q, %v; filepath.Glob gives %q, %v", pat, got, gerr, want, werr)
+			}
+		}
+	}
+}
+
+// TestReadDirOnce: a directory is listed once per Resolver, by every
+// caller; nil lists each time.
+func TestReadDirOnce(t *testing.T) {
+	root := tree(t)
+	calls := 0
+	list := func(d string) ([]os.DirEntry, error) { calls++; return os.ReadDir(d) }
+	r := New()
+	for i := 0; i < 3; i++ {
+		ents, err := r.ReadDir(root+"/a", list)
+		if err != nil || len(ents) != 2 {
+			t.Fatalf("ReadDir: %v, %v", ents, err)
+		}
+		if _, err := r.ReadDir(root+"/missing", list); err == nil {
+			t.Fatal("ReadDir of a missing directory: no error")
+		}
+	}
+	if calls != 2 {
+		t.Errorf("%d listings, want 2", calls)
+	}
+	var none *Resolver
+	none.ReadDir(root+"/a", list)
+	none.ReadDir(root+"/a", list)
+	if calls != 4 {
+		t.Errorf("nil Resolver: %d listings in all, want 4", calls)
+	}
+}
