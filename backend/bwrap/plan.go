@@ -236,7 +236,9 @@ type planner struct {
 // working directory and environment of its sandbox. It reads the host's
 // filesystem (the home directory listing, symlinks, bind sources) every time,
 // so a change on the host shows in the next command, and a path swapped for a
-// symlink between two commands is judged afresh. (One answer is kept: as
+// symlink between two commands is judged afresh. Within one plan, each
+// path is looked at once (pathres: the plan is one instant of the host).
+// (One answer is kept: as
 // root, which credential stores exist in other people's homes, while stat(2)
 // of every directory it depends on says nothing changed; see
 // otherHomeCredentials.) Errors wrap
