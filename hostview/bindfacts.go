@@ -273,7 +273,7 @@ func credentialTargetsIn(home string, dirs *dircache.Cache, listed func(rel stri
 	}
 	var walk func(dir string, budget *int)
 	walk = func(dir string, budget *int) {
-		ents, err := res.ReadDir(dir, dirs.ReadDir)
+		ents, err := res.ReadDir(dir, listWith(dirs, res))
 		if err != nil {
 			return
 		}
@@ -326,6 +326,15 @@ func credentialTargetsIn(home string, dirs *dircache.Cache, listed func(rel stri
 	return targets, warnings
 }
 
+// listWith lists a directory through dirs, its stamp from res
+// (dircache.ReadDirWith; nil res: stat(2) now).
+func listWith(dirs *dircache.Cache, res *pathres.Resolver) func(string) ([]fs.DirEntry, error) {
+	if res == nil {
+		return dirs.ReadDir
+	}
+	return func(dir string) ([]fs.DirEntry, error) { return dirs.ReadDirWith(dir, res.Stat) }
+}
+
 // listedUnder returns a test of whether rel, a clean relative path below
 // home, may exist: false only when the listing of one of its parents
 // (through dirs, and read once per call) lacks the next name. A parent
@@ -344,7 +353,7 @@ func listedUnder(home string, dirs *dircache.Cache, res *pathres.Resolver) func(
 			ents, ok := lists[dir]
 			if !ok {
 				var err error
-				if ents, err = res.ReadDir(dir, dirs.ReadDir); err != nil {
+				if ents, err = res.ReadDir(dir, listWith(dirs, res)); err != nil {
 					failed[dir] = true
 					return true
 				}

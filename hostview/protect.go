@@ -340,6 +340,15 @@ type protScanner struct {
 	err error
 }
 
+// stat is how the scan's dircache lookups stat a directory: through the
+// plan's resolver, or stat(2) now (nil).
+func (s *protScanner) stat() func(string) (fs.FileInfo, error) {
+	if s.res == nil {
+		return nil
+	}
+	return s.res.Stat
+}
+
 // failed notes err, from opening or reading what the scan needs, when it
 // is a passing failure.
 func (s *protScanner) failed(err error) {
@@ -369,7 +378,7 @@ func (s *protScanner) list(rel string, budget *int) (map[string]fs.DirEntry, boo
 		return nil, false
 	}
 	*budget--
-	if ents, ok := s.dirs.Lookup(s.abs(rel)); ok {
+	if ents, ok := s.dirs.LookupWith(s.abs(rel), s.stat()); ok {
 		// Kept only whole (below ScanEntries), so never partial.
 		m := make(map[string]fs.DirEntry, len(ents))
 		for _, e := range ents {

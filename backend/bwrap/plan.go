@@ -728,7 +728,7 @@ func (p *planner) home(workdir string, writable bool) {
 // rebuildDir puts a read-only tmpfs over dir (home or a nested dir) and binds
 // back its visible entries.
 func (p *planner) rebuildDir(dir, rel string, rwNonDot bool) {
-	entries, err := p.res.ReadDir(dir, p.host.Dirs.ReadDir)
+	entries, err := p.res.ReadDir(dir, p.listDir)
 	if err != nil {
 		p.warn("cannot list %s (%v); it is hidden in the sandbox", dir, err)
 	}
@@ -761,6 +761,12 @@ func (p *planner) rebuildDir(dir, rel string, rwNonDot bool) {
 			p.addEntry(abs, false)
 		}
 	}
+}
+
+// listDir lists dir through Host.Dirs, its stamp from the plan's
+// resolver (dircache.ReadDirWith).
+func (p *planner) listDir(dir string) ([]fs.DirEntry, error) {
+	return p.host.Dirs.ReadDirWith(dir, p.res.Stat)
 }
 
 // addEntry binds one host path back at its own place (a symlink is
