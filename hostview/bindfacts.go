@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/corralhq/corral/internal/dircache"
+	"github.com/corralhq/corral/internal/pathres"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -131,12 +132,12 @@ func InspectBindSource(b sandbox.Bind, h *BindHost) *BindSource {
 		s.Err = fmt.Errorf("%q is not an absolute path", b.Src)
 		return s
 	}
-	r, err := filepath.EvalSymlinks(filepath.Clean(b.Src))
+	r, err := h.Res.EvalSymlinks(filepath.Clean(b.Src))
 	if err != nil {
 		s.Err = err
 		return s
 	}
-	st, err := os.Stat(r)
+	st, err := h.Res.Stat(r)
 	if err != nil {
 		s.Err = err
 		return s
@@ -146,7 +147,7 @@ func InspectBindSource(b sandbox.Bind, h *BindHost) *BindSource {
 		if !Within(p, r) {
 			return
 		}
-		if st, err := os.Lstat(p); err == nil {
+		if st, err := h.Res.Lstat(p); err == nil {
 			s.Kinds[p] = st.Mode().Type()
 		}
 	}
@@ -206,7 +207,7 @@ func InspectBindSource(b sandbox.Bind, h *BindHost) *BindSource {
 func GatherBindHost(h *BindHost) (warnings []string) {
 	h.CredentialTargets = nil
 	for _, home := range h.homes() {
-		t, w := CredentialTargets(home)
+		t, w := credentialTargetsIn(home, nil, listedUnder(home, nil, h.Res), h.Res)
 		for _, p := range t {
 			if !slices.Contains(h.CredentialTargets, p) {
 				h.CredentialTargets = append(h.CredentialTargets, p)
@@ -214,17 +215,20 @@ func GatherBindHost(h *BindHost) (warnings []string) {
 		}
 		warnings = append(warnings, w...)
 	}
-	h.Secrets = SecretFiles()
+	h.Secrets = secretFiles(h.Res)
 	return warnings
 }
 
 // SecretFiles returns the regular files that SystemSecrets match.
-func SecretFiles() []string {
+func SecretFiles() []string { return secretFiles(nil) }
+
+// secretFiles is SecretFiles, lstat'ing through res.
+func secretFiles(res *pathres.Resolver) []string {
 	var out []string
 	for _, pat := range SystemSecrets {
-		matches, _ := filepath.Glob(pat)
+		matches, _ := res.Glob(pat)
 		for _, m := range matches {
-			if st, err := os.Lstat(m); err == nil && st.Mode().IsRegular() {
+			if st, err := res.Lstat(m); err == nil && st.Mode().IsRegular() {
 				out = append(out, m)
 			}
 		}
@@ -240,22 +244,23 @@ func SecretFiles() []string {
 // StoreBudget entries of one store are examined; warnings name a store
 // that has more. A store corral cannot read yields what it can.
 func CredentialTargets(home string) (targets, warnings []string) {
-	return CredentialTargetsIn(home, nil)
+	return CredentialTargetsIn(home, nil, nil)
 }
 
 // CredentialTargetsIn is CredentialTargets with the stores' directories
 // listed through dirs (nil: afresh every time), which keeps a listing
-// while its directory's stamp says it did not change (dircache). Where
-// the symlinks lead is resolved afresh every call: a target can change
+// while its directory's stamp says it did not change (dircache), and the
+// paths resolved through res, one plan's (pathres; nil: afresh). Where
+// the symlinks lead is resolved afresh every plan: a target can change
 // without any directory of the store changing.
-func CredentialTargetsIn(home string, dirs *dircache.Cache) (targets, warnings []string) {
-	return credentialTargetsIn(home, dirs, listedUnder(home, dirs))
+func CredentialTargetsIn(home string, dirs *dircache.Cache, res *pathres.Resolver) (targets, warnings []string) {
+	return credentialTargetsIn(home, dirs, listedUnder(home, dirs, res), res)
 }
 
 // credentialTargetsIn is CredentialTargetsIn with the test of which names
 // may exist given (listedUnder; the tests compare it with one that says
 // yes to every name, so each name is lstat'ed).
-func credentialTargetsIn(home string, dirs *dircache.Cache, listed func(rel string) bool) (targets, warnings []string) {
+func credentialTargetsIn(home string, dirs *dircache.Cache, listed func(rel string) bool, res *pathres.Resolver) (targets, warnings []string) {
 	if home == "" || home == "/" {
 		return nil, nil
 	}
@@ -268,7 +273,7 @@ func credentialTargetsIn(home string, dirs *dircache.Cache, listed func(rel stri
 	}
 	var walk func(dir string, budget *int)
 	walk = func(dir string, budget *int) {
-		ents, err := dirs.ReadDir(dir)
+		ents, err := res.ReadDir(dir, listWith(dirs, res))
 		if err != nil {
 			return
 		}
@@ -278,7 +283,7 @@ func credentialTargetsIn(home string, dirs *dircache.Cache, listed func(rel stri
 			}
 			q := filepath.Join(dir, e.Name())
 			if e.Type()&fs.ModeSymlink != 0 {
-				if t, err := filepath.EvalSymlinks(q); err == nil {
+				if t, err := res.EvalSymlinks(q); err == nil {
 					add(t)
 				}
 				continue
@@ -297,12 +302,12 @@ func credentialTargetsIn(home string, dirs *dircache.Cache, listed func(rel stri
 			continue
 		}
 		abs := filepath.Join(home, rel)
-		st, err := os.Lstat(abs)
+		st, err := res.Lstat(abs)
 		if err != nil {
 			continue
 		}
 		add(abs)
-		t, err := filepath.EvalSymlinks(abs)
+		t, err := res.EvalSymlinks(abs)
 		if err != nil {
 			continue
 		}
@@ -310,7 +315,7 @@ func credentialTargetsIn(home string, dirs *dircache.Cache, listed func(rel stri
 		if slices.Contains(OwnStores, rel) {
 			continue
 		}
-		if tst, err := os.Stat(t); err == nil && tst.IsDir() && (st.IsDir() || st.Mode()&fs.ModeSymlink != 0) {
+		if tst, err := res.Stat(t); err == nil && tst.IsDir() && (st.IsDir() || st.Mode()&fs.ModeSymlink != 0) {
 			budget := StoreBudget
 			walk(t, &budget)
 			if budget < 0 {
@@ -321,13 +326,22 @@ func credentialTargetsIn(home string, dirs *dircache.Cache, listed func(rel stri
 	return targets, warnings
 }
 
+// listWith lists a directory through dirs, its stamp from res
+// (dircache.ReadDirWith; nil res: stat(2) now).
+func listWith(dirs *dircache.Cache, res *pathres.Resolver) func(string) ([]fs.DirEntry, error) {
+	if res == nil {
+		return dirs.ReadDir
+	}
+	return func(dir string) ([]fs.DirEntry, error) { return dirs.ReadDirWith(dir, res.Stat) }
+}
+
 // listedUnder returns a test of whether rel, a clean relative path below
 // home, may exist: false only when the listing of one of its parents
 // (through dirs, and read once per call) lacks the next name. A parent
 // that is a symlink, or cannot be listed (a home of mode 0711), answers
 // true: the caller's lstat(2) decides. Listings are sorted by name
 // (dircache.ReadDir).
-func listedUnder(home string, dirs *dircache.Cache) func(rel string) bool {
+func listedUnder(home string, dirs *dircache.Cache, res *pathres.Resolver) func(rel string) bool {
 	lists := map[string][]fs.DirEntry{}
 	failed := map[string]bool{}
 	return func(rel string) bool {
@@ -339,7 +353,7 @@ func listedUnder(home string, dirs *dircache.Cache) func(rel string) bool {
 			ents, ok := lists[dir]
 			if !ok {
 				var err error
-				if ents, err = dirs.ReadDir(dir); err != nil {
+				if ents, err = res.ReadDir(dir, listWith(dirs, res)); err != nil {
 					failed[dir] = true
 					return true
 				}

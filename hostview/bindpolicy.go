@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/corralhq/corral/internal/pathres"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -63,6 +64,10 @@ type BindHost struct {
 	// it every destination under /dev is refused (docker: the container's
 	// /dev is the engine's).
 	DeviceBinds bool
+	// Res resolves and stats the host paths GatherBindHost and
+	// InspectBindSource read, for one sandbox's plan (pathres: each looked
+	// up once); nil reads afresh. DecideBind never uses it.
+	Res *pathres.Resolver
 }
 
 // BindSource are the facts about one bind's source, read from the host by

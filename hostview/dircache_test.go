@@ -29,7 +29,7 @@ func TestFindProtectedInCache(t *testing.T) {
 	scan := func(step string) {
 		t.Helper()
 		want, wcut, werr := FindProtectedErr(root, sandbox.DefaultProtected)
-		got, gcut, gerr := FindProtectedIn(root, sandbox.DefaultProtected, c)
+		got, gcut, gerr := FindProtectedIn(root, sandbox.DefaultProtected, c, nil)
 		if fmt.Sprint(got, gcut, gerr) != fmt.Sprint(want, wcut, werr) {
 			t.Errorf("%s: through the cache %v %v %v; afresh %v %v %v", step, got, gcut, gerr, want, wcut, werr)
 		}
@@ -77,8 +77,8 @@ func TestCredentialTargetsInCache(t *testing.T) {
 	c := settled()
 	check := func(step string) {
 		t.Helper()
-		want, ww := credentialTargetsIn(home, nil, func(string) bool { return true })
-		got, gw := CredentialTargetsIn(home, c)
+		want, ww := credentialTargetsIn(home, nil, func(string) bool { return true }, nil)
+		got, gw := CredentialTargetsIn(home, c, nil)
 		if !slices.Equal(got, want) || !slices.Equal(gw, ww) {
 			t.Errorf("%s: through the cache %q %q; each name lstat'ed %q %q", step, got, gw, want, ww)
 		}

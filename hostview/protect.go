@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/internal/dircache"
+	"github.com/corralhq/corral/internal/pathres"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -152,16 +153,18 @@ func FindProtected(root string, patterns []string) (found []ProtectedPath, trunc
 // reports as truncated: the paths found are then not all there are, and
 // a command must not run on them.
 func FindProtectedErr(root string, patterns []string) (found []ProtectedPath, truncated bool, err error) {
-	return FindProtectedIn(root, patterns, nil)
+	return FindProtectedIn(root, patterns, nil, nil)
 }
 
 // FindProtectedIn is FindProtectedErr with the directories' complete
 // listings taken from, and kept in, dirs (nil: none), where their stamps
-// say they did not change (dircache). Gitfiles are read afresh: their
+// say they did not change (dircache), and the lstat(2)s and symlinks
+// resolved through res, one plan's (pathres; nil: afresh; a scan after a
+// command must not use the plan's). Gitfiles are read afresh: their
 // contents can change without their directory's.
-func FindProtectedIn(root string, patterns []string, dirs *dircache.Cache) (found []ProtectedPath, truncated bool, err error) {
+func FindProtectedIn(root string, patterns []string, dirs *dircache.Cache, res *pathres.Resolver) (found []ProtectedPath, truncated bool, err error) {
 	s := newScanner(root)
-	s.dirs = dirs
+	s.dirs, s.res = dirs, res
 	pats := sandbox.ParseProtected(patterns)
 	for _, p := range pats {
 		for _, c := range p.Comps {
@@ -324,6 +327,7 @@ type protScanner struct {
 	complete  map[string]bool
 	globs     []string               // the patterns' components with glob characters, "**" aside
 	stats     map[string]fs.DirEntry // path (relative) -> lstat result; nil: missing
+	res       *pathres.Resolver      // the plan's lstat and symlinks (FindProtectedIn)
 	gitDirs   map[string]bool        // directory (relative) -> is a git directory
 	walks     map[string][]walked    // start -> what a "**" in the middle stands for
 	gitfiles  map[string][]string    // directory (relative) -> where its .git gitfile leads
@@ -334,6 +338,15 @@ type protScanner struct {
 	// had to read: unlike a directory that is missing or unreadable, it
 	// says nothing of what the directory holds.
 	err error
+}
+
+// stat is how the scan's dircache lookups stat a directory: through the
+// plan's resolver, or stat(2) now (nil).
+func (s *protScanner) stat() func(string) (fs.FileInfo, error) {
+	if s.res == nil {
+		return nil
+	}
+	return s.res.Stat
 }
 
 // failed notes err, from opening or reading what the scan needs, when it
@@ -365,7 +378,7 @@ func (s *protScanner) list(rel string, budget *int) (map[string]fs.DirEntry, boo
 		return nil, false
 	}
 	*budget--
-	if ents, ok := s.dirs.Lookup(s.abs(rel)); ok {
+	if ents, ok := s.dirs.LookupWith(s.abs(rel), s.stat()); ok {
 		// Kept only whole (below ScanEntries), so never partial.
 		m := make(map[string]fs.DirEntry, len(ents))
 		for _, e := range ents {
@@ -491,7 +504,7 @@ func (s *protScanner) entry(rel, name string) (fs.DirEntry, bool) {
 	if e, ok := s.stats[q]; ok {
 		return e, e != nil
 	}
-	st, err := os.Lstat(s.abs(q))
+	st, err := s.res.Lstat(s.abs(q))
 	if err != nil {
 		s.stats[q] = nil
 		return nil, false
@@ -584,7 +597,7 @@ func (s *protScanner) step(p sandbox.ProtectedPattern, dir string, e fs.DirEntry
 	isDir := e.IsDir()
 	if e.Type()&fs.ModeSymlink != 0 {
 		links = append(slices.Clip(links), rel)
-		t, err := filepath.EvalSymlinks(s.abs(rel))
+		t, err := s.res.EvalSymlinks(s.abs(rel))
 		if err != nil || !pathWithin(t, s.root) {
 			if len(rest) == 0 {
 				// The link itself is the protected path: replacing it must
@@ -593,7 +606,7 @@ func (s *protScanner) step(p sandbox.ProtectedPattern, dir string, e fs.DirEntry
 			}
 			return
 		}
-		st, err := os.Stat(t)
+		st, err := s.res.Stat(t)
 		isDir = err == nil && st.IsDir()
 	}
 	if len(rest) == 0 {
@@ -725,11 +738,11 @@ func (s *protScanner) gitfileTargets(dir string) []string {
 			// the symlinks are resolved.
 			target = base + "/" + target
 		}
-		t, err := filepath.EvalSymlinks(target)
+		t, err := s.res.EvalSymlinks(target)
 		if err != nil || !pathWithin(t, s.root) {
 			return ""
 		}
-		if st, err := os.Stat(t); err != nil || !st.IsDir() {
+		if st, err := s.res.Stat(t); err != nil || !st.IsDir() {
 			return ""
 		}
 		rel := strings.TrimPrefix(strings.TrimPrefix(t, s.root), "/")
@@ -741,7 +754,7 @@ func (s *protScanner) gitfileTargets(dir string) []string {
 	if e, ok := s.entry(dir, ".git"); ok && !e.IsDir() {
 		if b, ok := s.readSmall(s.abs(joinRel(dir, ".git"))); ok {
 			if target, ok := strings.CutPrefix(strings.TrimRight(b, "\r\n"), "gitdir: "); ok && target != "" {
-				if base, err := filepath.EvalSymlinks(s.abs(dir)); err == nil {
+				if base, err := s.res.EvalSymlinks(s.abs(dir)); err == nil {
 					if t := add(base, target); t != "" {
 						if c, ok := s.readSmall(filepath.Join(t, "commondir")); ok {
 							if c = strings.TrimRight(c, "\r\n"); c != "" {

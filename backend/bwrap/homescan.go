@@ -1,13 +1,14 @@
 package bwrap
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corralhq/corral/internal/pathres"
 )
 
 // otherHomeScan is the process's cache of otherHomeCredentials: kept across
@@ -88,13 +89,17 @@ func (c *homeScanCache) lookup(home string, homes []string, now time.Time) []str
 	return found
 }
 
-// scanOtherHomes is otherHomeCredentials without the cache.
+// scanOtherHomes is otherHomeCredentials without the cache. It resolves
+// through a resolver of its own (each home's parents stat'ed once, not
+// once per name found), made after lookup's stamp and not the plan's: an
+// answer read from before the stamp could be kept as the stamp's.
 func scanOtherHomes(homes []string) []string {
 	found := []string{}
+	res := pathres.New()
 	for _, h := range homes {
 		for _, rel := range credentialRels() {
 			abs := filepath.Join(h, rel)
-			if _, err := os.Lstat(abs); err != nil || !searchableByOthers(filepath.Dir(abs)) {
+			if _, err := res.Lstat(abs); err != nil || !searchableByOthers(res, filepath.Dir(abs)) {
 				// Behind a directory only its owner can enter: root in
 				// the sandbox's user namespace has no power over files
 				// of unmapped users, so it cannot reach it (nor could

@@ -17,7 +17,7 @@ func TestOtherHomeCredentialsCache(t *testing.T) {
 	if err := os.Chmod(base, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if !searchableByOthers(base) {
+	if !searchableByOthers(nil, base) {
 		t.Skipf("%s lies below a directory others cannot enter: set CORRAL_TEST_DIR to a directory on an all-enterable path", base)
 	}
 	mk := func(rel string, dir bool) string {

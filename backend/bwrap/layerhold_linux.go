@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/dircache"
+	"github.com/corralhq/corral/internal/pathres"
 
 	"golang.org/x/sys/unix"
 
@@ -604,11 +605,11 @@ func (h *layerHolder) path(path string) string {
 // findProtected is hostview.FindProtectedIn of root as view shows it,
 // with the paths it reports given as on the host; a layer's directories
 // are listed afresh, the host's through dirs.
-func findProtected(root string, pats []string, view *layerHolder, dirs *dircache.Cache) ([]hostview.ProtectedPath, bool, error) {
+func findProtected(root string, pats []string, view *layerHolder, dirs *dircache.Cache, res *pathres.Resolver) ([]hostview.ProtectedPath, bool, error) {
 	if !view.covers(root) {
-		return hostview.FindProtectedIn(root, pats, dirs)
+		return hostview.FindProtectedIn(root, pats, dirs, res)
 	}
-	found, cut, err := hostview.FindProtectedErr(view.path(root), pats)
+	found, cut, err := hostview.FindProtectedIn(view.path(root), pats, nil, res)
 	for i := range found {
 		found[i].Path = filepath.Join(root, filepath.FromSlash(found[i].Rel))
 	}

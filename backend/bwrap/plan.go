@@ -3,13 +3,13 @@ package bwrap
 import (
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/corralhq/corral/internal/dircache"
+	"github.com/corralhq/corral/internal/pathres"
 
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/hostview"
@@ -226,18 +226,31 @@ type planner struct {
 
 	credTargets []string // see credentialTargets
 	reach       []string // see Plan.Reach
+	// res resolves and stats host paths for this plan alone (pathres):
+	// the plan is one instant of the host, so a prefix walked once (the
+	// home, /run, the working directory) is not walked again.
+	res *pathres.Resolver
 }
 
 // BuildPlan checks req against the sandbox policy and returns the mounts,
 // working directory and environment of its sandbox. It reads the host's
 // filesystem (the home directory listing, symlinks, bind sources) every time,
 // so a change on the host shows in the next command, and a path swapped for a
-// symlink between two commands is judged afresh. (One answer is kept: as
+// symlink between two commands is judged afresh. Within one plan, each
+// path is looked at once (pathres: the plan is one instant of the host).
+// (One answer is kept: as
 // root, which credential stores exist in other people's homes, while stat(2)
 // of every directory it depends on says nothing changed; see
 // otherHomeCredentials.) Errors wrap
 // sandbox.ErrPolicy or sandbox.ErrBadRequest and name the path.
 func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
+	return buildPlan(req, host, pathres.New())
+}
+
+// buildPlan is BuildPlan resolving through res, which must be new (the
+// plan is one instant of the host) or nil (every path resolved afresh:
+// the tests' reference, checkedPlan).
+func buildPlan(req *sandbox.Request, host Host, res *pathres.Resolver) (*Plan, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -257,7 +270,7 @@ func BuildPlan(req *sandbox.Request, host Host) (*Plan, error) {
 		r.HomeAllow = append(slices.Clone(req.HomeAllow), allow...)
 		req = &r
 	}
-	p := &planner{req: req, host: host, allow: map[string]bool{}, roDevs: map[string]bool{}, bindSrc: map[string]string{}}
+	p := &planner{req: req, host: host, allow: map[string]bool{}, roDevs: map[string]bool{}, bindSrc: map[string]string{}, res: res}
 	plan := &Plan{ShareNet: profile.HostNetwork(), TTY: req.TTY, Egress: profile == sandbox.ProfileAllowlist, DenyUnixSockets: profile.DeniesUnixSockets(), LayerDir: req.LayerDir, view: host.view}
 
 	workdir, writable, err := p.workdir(profile)
@@ -452,7 +465,7 @@ func (p *planner) base() {
 	// kernel.core_pattern. bwrap covers them only when it can write them
 	// itself (bubblewrap.c, cover_proc_dirs).
 	for _, q := range procCovers {
-		if _, err := os.Lstat(q); err == nil {
+		if _, err := p.res.Lstat(q); err == nil {
 			p.add(phaseBase, mount{Kind: mRoBind, Src: q, Dest: q})
 		}
 	}
@@ -462,7 +475,7 @@ func (p *planner) base() {
 	}
 	p.add(phaseBase, mount{Kind: mTmpfs, Dest: "/dev/shm", Perms: 0o1777, Size: size})
 	p.add(phaseBase, mount{Kind: mTmpfs, Dest: "/tmp", Perms: 0o1777, Size: size})
-	if run := p.host.RunUserDir; run != "" && isDir(run) {
+	if run := p.host.RunUserDir; run != "" && p.res.IsDir(run) {
 		p.add(phaseBase, mount{Kind: mTmpfs, Dest: run, Perms: 0o700, Size: maskSize})
 	}
 }
@@ -498,13 +511,13 @@ func (p *planner) workdir(profile sandbox.Profile) (string, bool, error) {
 	}
 	w = filepath.Clean(w)
 	writable := profile.Writable()
-	resolved, err := filepath.EvalSymlinks(w)
+	resolved, err := p.res.EvalSymlinks(w)
 	if err != nil {
-		parent := nearestExisting(w)
+		parent := p.nearestExisting(w)
 		p.warn("working directory %s does not exist; running read-only in %s", w, parent)
 		resolved, writable = parent, false
 	}
-	if st, err := os.Stat(resolved); err == nil && !st.IsDir() {
+	if st, err := p.res.Stat(resolved); err == nil && !st.IsDir() {
 		return "", false, fmt.Errorf("%w: working directory %s is not a directory", sandbox.ErrPolicy, resolved)
 	}
 	if resolved == "/" {
@@ -547,7 +560,7 @@ func (p *planner) chdir(workdir string) string {
 		// In the review layer: as it shows the directory (a directory the
 		// session made exists only there); bwrap resolves it inside.
 		r := filepath.Clean(d)
-		for !isDir(v.path(r)) && within(filepath.Dir(r), workdir) {
+		for !p.res.IsDir(v.path(r)) && within(filepath.Dir(r), workdir) {
 			r = filepath.Dir(r)
 		}
 		if r != filepath.Clean(d) {
@@ -555,15 +568,15 @@ func (p *planner) chdir(workdir string) string {
 		}
 		return r
 	}
-	r, err := filepath.EvalSymlinks(filepath.Clean(d))
+	r, err := p.res.EvalSymlinks(filepath.Clean(d))
 	switch {
 	case err != nil:
-		r = nearestExisting(filepath.Clean(d))
+		r = p.nearestExisting(filepath.Clean(d))
 		p.warn("directory %s does not exist; starting in %s", d, r)
-	case !isDir(r):
+	case !p.res.IsDir(r):
 		// Replaced by a file on the host after a cd into it: bwrap's
 		// --chdir would fail every command of the session.
-		r = nearestExisting(r)
+		r = p.nearestExisting(r)
 		p.warn("%s is no longer a directory; starting in %s", d, r)
 	}
 	if p.hidden(r) {
@@ -682,7 +695,7 @@ func (p *planner) containsCredential(rel string) bool {
 // and the nested directories treated the same one level down.
 func (p *planner) home(workdir string, writable bool) {
 	home := p.host.Home
-	if home == "" || home == "/" || !isDir(home) {
+	if home == "" || home == "/" || !p.res.IsDir(home) {
 		return
 	}
 	p.loadAllow()
@@ -706,7 +719,7 @@ func (p *planner) home(workdir string, writable bool) {
 			continue // already shown through its parent
 		}
 		abs := filepath.Join(home, rel)
-		if _, err := os.Lstat(abs); err == nil {
+		if _, err := p.res.Lstat(abs); err == nil {
 			p.addEntry(abs, false)
 		}
 	}
@@ -715,12 +728,12 @@ func (p *planner) home(workdir string, writable bool) {
 // rebuildDir puts a read-only tmpfs over dir (home or a nested dir) and binds
 // back its visible entries.
 func (p *planner) rebuildDir(dir, rel string, rwNonDot bool) {
-	entries, err := p.host.Dirs.ReadDir(dir)
+	entries, err := p.res.ReadDir(dir, p.listDir)
 	if err != nil {
 		p.warn("cannot list %s (%v); it is hidden in the sandbox", dir, err)
 	}
 	mode := uint32(0o755)
-	if st, err := os.Stat(dir); err == nil {
+	if st, err := p.res.Stat(dir); err == nil {
 		mode = uint32(st.Mode().Perm())
 	}
 	p.add(phaseTree, mount{Kind: mTmpfs, Dest: dir, Perms: mode, Size: maskSize})
@@ -750,15 +763,21 @@ func (p *planner) rebuildDir(dir, rel string, rwNonDot bool) {
 	}
 }
 
+// listDir lists dir through Host.Dirs, its stamp from the plan's
+// resolver (dircache.ReadDirWith).
+func (p *planner) listDir(dir string) ([]fs.DirEntry, error) {
+	return p.host.Dirs.ReadDirWith(dir, p.res.Stat)
+}
+
 // addEntry binds one host path back at its own place (a symlink is
 // recreated as the same symlink).
 func (p *planner) addEntry(abs string, rw bool) {
-	st, err := os.Lstat(abs)
+	st, err := p.res.Lstat(abs)
 	if err != nil {
 		return
 	}
 	if st.Mode()&fs.ModeSymlink != 0 {
-		if target, err := os.Readlink(abs); err == nil {
+		if target, err := p.res.Readlink(abs); err == nil {
 			p.add(phaseTree, mount{Kind: mSymlink, Src: target, Dest: abs})
 		}
 		return
@@ -810,7 +829,7 @@ func (p *planner) masks() {
 		}
 	}
 	hide := func(q string) {
-		st, err := os.Stat(q) // follows symlinks: q is a resolved target
+		st, err := p.res.Stat(q) // follows symlinks: q is a resolved target
 		if err != nil {
 			return
 		}
@@ -828,7 +847,7 @@ func (p *planner) masks() {
 		}
 	}
 	for _, d := range p.host.HiddenDirs {
-		if t, err := filepath.EvalSymlinks(d); err == nil {
+		if t, err := p.res.EvalSymlinks(d); err == nil {
 			hideDir(t)
 		}
 	}
@@ -836,9 +855,9 @@ func (p *planner) masks() {
 	// as root (who can read every home), the credential stores of the other
 	// users' homes.
 	for _, pat := range systemSecrets {
-		matches, _ := filepath.Glob(pat)
+		matches, _ := p.res.Glob(pat)
 		for _, m := range matches {
-			if st, err := os.Lstat(m); err == nil && st.Mode().IsRegular() {
+			if st, err := p.res.Lstat(m); err == nil && st.Mode().IsRegular() {
 				hideFile(m)
 			}
 		}
@@ -849,14 +868,14 @@ func (p *planner) masks() {
 		// they lead is looked at afresh.
 		for _, abs := range otherHomeScan.otherHomeCredentials(p.host.Home) {
 			hide(abs)
-			if t, err := filepath.EvalSymlinks(abs); err == nil && t != abs {
+			if t, err := p.res.EvalSymlinks(abs); err == nil && t != abs {
 				hide(t)
 			}
 		}
 	}
 	for _, s := range p.host.MaskFiles {
-		if t, err := filepath.EvalSymlinks(s); err == nil {
-			if st, err := os.Stat(t); err == nil && !st.IsDir() {
+		if t, err := p.res.EvalSymlinks(s); err == nil {
+			if st, err := p.res.Stat(t); err == nil && !st.IsDir() {
 				hideFile(t)
 			}
 		}
@@ -869,9 +888,9 @@ var systemSecrets = hostview.SystemSecrets
 
 // searchableByOthers reports whether dir and every directory above it can be
 // entered by anyone (the "other" execute bit).
-func searchableByOthers(dir string) bool {
+func searchableByOthers(res *pathres.Resolver, dir string) bool {
 	for d := dir; ; d = filepath.Dir(d) {
-		st, err := os.Stat(d)
+		st, err := res.Stat(d)
 		if err != nil || st.Mode().Perm()&0o001 == 0 {
 			return false
 		}
@@ -910,8 +929,8 @@ func (p *planner) scratch(writable bool) (string, error) {
 	if !filepath.IsAbs(s) {
 		return "", fmt.Errorf("%w: scratch directory %q is not absolute", sandbox.ErrBadRequest, s)
 	}
-	r, err := filepath.EvalSymlinks(s)
-	if err != nil || !isDir(r) {
+	r, err := p.res.EvalSymlinks(s)
+	if err != nil || !p.res.IsDir(r) {
 		return "", fmt.Errorf("%w: scratch directory %s is missing or not a directory", sandbox.ErrPolicy, s)
 	}
 	kind := mRoBind
@@ -944,10 +963,10 @@ func (p *planner) protect(scratch, sessionHome, cache string, writable bool) err
 		return ""
 	}
 	resolve := func(f string) string {
-		if r, err := filepath.EvalSymlinks(f); err == nil {
+		if r, err := p.res.EvalSymlinks(f); err == nil {
 			return r
 		}
-		if r, err := filepath.EvalSymlinks(filepath.Dir(f)); err == nil {
+		if r, err := p.res.EvalSymlinks(filepath.Dir(f)); err == nil {
 			return filepath.Join(r, filepath.Base(f))
 		}
 		return filepath.Clean(f)
@@ -968,7 +987,7 @@ func (p *planner) protect(scratch, sessionHome, cache string, writable bool) err
 			}
 			return fmt.Errorf("%w: the settings file %s lies in %s, which the sandbox can write: a command could change corral's own settings; keep the settings file elsewhere", sandbox.ErrPolicy, r, w)
 		}
-		if st, err := os.Stat(r); err == nil && st.Mode().IsRegular() && p.visible(r) && p.host.EmptyFile != "" {
+		if st, err := p.res.Stat(r); err == nil && st.Mode().IsRegular() && p.visible(r) && p.host.EmptyFile != "" {
 			p.add(phaseReveal, mount{Kind: mRoBind, Src: p.host.EmptyFile, Dest: r})
 		}
 	}
@@ -977,7 +996,7 @@ func (p *planner) protect(scratch, sessionHome, cache string, writable bool) err
 			continue
 		}
 		r := resolve(f)
-		if st, err := os.Stat(r); err == nil && st.Mode().IsRegular() && inWritable(r) != "" {
+		if st, err := p.res.Stat(r); err == nil && st.Mode().IsRegular() && inWritable(r) != "" {
 			p.add(phaseReveal, mount{Kind: mRoBind, Src: r, Dest: r})
 		}
 	}
@@ -993,8 +1012,8 @@ func (p *planner) sessionHome(profile sandbox.Profile) (string, error) {
 	if !filepath.IsAbs(h) {
 		return "", fmt.Errorf("%w: home directory %q is not absolute", sandbox.ErrBadRequest, h)
 	}
-	r, err := filepath.EvalSymlinks(h)
-	if err != nil || !isDir(r) {
+	r, err := p.res.EvalSymlinks(h)
+	if err != nil || !p.res.IsDir(r) {
 		return "", fmt.Errorf("%w: session home directory %s is missing or not a directory", sandbox.ErrPolicy, h)
 	}
 	kind := mRoBind
@@ -1025,8 +1044,8 @@ func (p *planner) caBundles() {
 		}
 		res, ok := seen[val]
 		if !ok {
-			if r, err := filepath.EvalSymlinks(val); err == nil {
-				if st, err := os.Stat(r); err == nil {
+			if r, err := p.res.EvalSymlinks(val); err == nil {
+				if st, err := p.res.Stat(r); err == nil {
 					res = &resolved{r, st}
 				}
 			}
@@ -1092,7 +1111,7 @@ func (p *planner) binds(workdir string, writable bool) ([]mount, error) {
 	}
 	for _, w := range sandbox.WritableRoots(p.req) {
 		if w.Kind == sandbox.RootBind && filepath.IsAbs(w.Src) {
-			if r, err := filepath.EvalSymlinks(w.Src); err == nil {
+			if r, err := p.res.EvalSymlinks(w.Src); err == nil {
 				writableRoots = append(writableRoots, r)
 			}
 		}
@@ -1110,7 +1129,7 @@ func (p *planner) binds(workdir string, writable bool) ([]mount, error) {
 		if !d.Mount {
 			continue
 		}
-		if _, err := os.Lstat(d.Dest); err != nil && !underFreshTmpfs(d.Dest, p.host) {
+		if _, err := p.res.Lstat(d.Dest); err != nil && !underFreshTmpfs(d.Dest, p.host) {
 			return nil, fmt.Errorf("%w: bind %s: the destination does not exist, and the host root is read-only in the sandbox; create it on the host, or choose a destination under /tmp", sandbox.ErrPolicy, describeBind(b))
 		}
 		kind := mBind
@@ -1155,6 +1174,7 @@ func (p *planner) bindHost(writableRoots []string) *hostview.BindHost {
 		WritableRoots: writableRoots,
 		HostRoot:      p.host.UID == 0,
 		DeviceBinds:   true,
+		Res:           p.res,
 	}
 	// The allowlist as the home rules have it (shipped entries, home_allow
 	// less credential stores), PATH directories under home apart: they are
@@ -1181,7 +1201,7 @@ func (p *planner) bindHost(writableRoots []string) *hostview.BindHost {
 		p.warn("%s", w)
 	}
 	for _, s := range p.host.MaskFiles {
-		if t, err := filepath.EvalSymlinks(s); err == nil {
+		if t, err := p.res.EvalSymlinks(s); err == nil {
 			h.MaskFiles = append(h.MaskFiles, t)
 		}
 	}
@@ -1227,12 +1247,12 @@ func (p *planner) holdsHidden(r string) bool {
 	// Engine sockets (a bind of /run elsewhere would show docker.sock under
 	// the new name) and the system's secrets (/etc elsewhere: /etc/shadow).
 	for _, s := range p.host.MaskFiles {
-		if t, err := filepath.EvalSymlinks(s); err == nil && within(t, r) {
+		if t, err := p.res.EvalSymlinks(s); err == nil && within(t, r) {
 			return true
 		}
 	}
 	for _, pat := range systemSecrets {
-		matches, _ := filepath.Glob(pat)
+		matches, _ := p.res.Glob(pat)
 		for _, m := range matches {
 			if within(m, r) {
 				return true
@@ -1249,7 +1269,7 @@ func (p *planner) credentialTargets() []string {
 	if p.credTargets != nil {
 		return p.credTargets
 	}
-	t, warnings := hostview.CredentialTargetsIn(p.host.Home, p.host.Dirs)
+	t, warnings := hostview.CredentialTargetsIn(p.host.Home, p.host.Dirs, p.res)
 	p.credTargets = append([]string{}, t...)
 	for _, w := range warnings {
 		p.warn("%s", w)
@@ -1265,20 +1285,15 @@ func describeBind(b sandbox.Bind) string {
 	return fmt.Sprintf("%q -> %q (%s)", b.Src, b.Target(), mode)
 }
 
-// nearestExisting returns the nearest existing ancestor directory of p
+// nearestExisting returns the nearest existing ancestor directory of q
 // (resolved), or "/".
-func nearestExisting(p string) string {
-	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
-		if r, err := filepath.EvalSymlinks(d); err == nil && isDir(r) {
+func (p *planner) nearestExisting(q string) string {
+	for d := filepath.Dir(q); ; d = filepath.Dir(d) {
+		if r, err := p.res.EvalSymlinks(d); err == nil && p.res.IsDir(r) {
 			return r
 		}
 		if d == "/" {
 			return "/"
 		}
 	}
-}
-
-func isDir(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.IsDir()
 }

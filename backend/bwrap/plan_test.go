@@ -125,7 +125,7 @@ func (f *planFix) req(mod func(*sandbox.Request)) *sandbox.Request {
 
 func (f *planFix) build(t *testing.T, mod func(*sandbox.Request)) *Plan {
 	t.Helper()
-	plan, err := BuildPlan(f.req(mod), f.host())
+	plan, err := checkedPlan(t, f.req(mod), f.host())
 	if err != nil {
 		t.Fatalf("BuildPlan: %v", err)
 	}
@@ -467,7 +467,7 @@ func TestPlanRefusals(t *testing.T) {
 		{name: "relative scratch dir", mod: func(r *sandbox.Request) { r.ScratchDir = "scratch" }, want: sandbox.ErrBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan, err := BuildPlan(f.req(tc.mod), f.host())
+			plan, err := checkedPlan(t, f.req(tc.mod), f.host())
 			if !errors.Is(err, tc.want) {
 				t.Errorf("BuildPlan error = %v, want %v", err, tc.want)
 			}
@@ -673,7 +673,7 @@ func TestPlanShownPathsUsable(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan, err := BuildPlan(f.req(tc.mod), f.host())
+			plan, err := checkedPlan(t, f.req(tc.mod), f.host())
 			if err != nil {
 				t.Fatalf("BuildPlan error = %v, want nil", err)
 			}
@@ -744,7 +744,7 @@ func TestPlanAllowlist(t *testing.T) {
 		r.Env = saved
 		r.Limits = sandbox.Limits{MemoryMB: 256, CPUSeconds: 30, MaxProcs: 64}
 	})
-	plan, err := BuildPlan(req, f.host())
+	plan, err := checkedPlan(t, req, f.host())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -798,7 +798,7 @@ func TestPlanNodeShim(t *testing.T) {
 	host := f.host()
 	host.NodeShim = shim
 	allow := func(r *sandbox.Request) { r.Profile = sandbox.ProfileAllowlist }
-	plan, err := BuildPlan(f.req(allow), host)
+	plan, err := checkedPlan(t, f.req(allow), host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -821,7 +821,7 @@ func TestPlanNodeShim(t *testing.T) {
 		t.Errorf("Env lacks %q: %q", want, plan.Env)
 	}
 
-	plan, err = BuildPlan(f.req(allow), f.host())
+	plan, err = checkedPlan(t, f.req(allow), f.host())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -835,7 +835,7 @@ func TestPlanNodeShim(t *testing.T) {
 		t.Errorf("without the preload's directory the other proxy variables went too: %q", plan.Env)
 	}
 
-	plan, err = BuildPlan(f.req(nil), host)
+	plan, err = checkedPlan(t, f.req(nil), host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -870,7 +870,7 @@ func TestPlanBindElsewhereOfMaskedFiles(t *testing.T) {
 		{"/etc (shadow)", sandbox.Bind{Src: "/etc", Dest: "/tmp/etc", ReadOnly: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan, err := BuildPlan(f.req(func(r *sandbox.Request) { r.Workdir = f.work; r.Binds = []sandbox.Bind{tc.bind} }), host)
+			plan, err := checkedPlan(t, f.req(func(r *sandbox.Request) { r.Workdir = f.work; r.Binds = []sandbox.Bind{tc.bind} }), host)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -885,7 +885,7 @@ func TestPlanBindElsewhereOfMaskedFiles(t *testing.T) {
 		})
 	}
 	t.Run("at its own path", func(t *testing.T) {
-		plan, err := BuildPlan(f.req(func(r *sandbox.Request) {
+		plan, err := checkedPlan(t, f.req(func(r *sandbox.Request) {
 			r.Workdir = f.work
 			r.Binds = []sandbox.Bind{{Src: run, ReadOnly: true}}
 		}), host)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/corralhq/corral/handback"
 	"github.com/corralhq/corral/hostview"
+	"github.com/corralhq/corral/internal/pathres"
 	"github.com/corralhq/corral/internal/termsafe"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -126,7 +127,7 @@ func (p *planner) protected(plan *Plan) error {
 	isDirCached := func(d string) bool {
 		v, ok := dirs[d]
 		if !ok {
-			v = isDir(view.path(d))
+			v = p.res.IsDir(view.path(d))
 			dirs[d] = v
 		}
 		return v
@@ -153,7 +154,7 @@ func (p *planner) protected(plan *Plan) error {
 	}
 	links := map[string]bool{}
 	for _, r := range roots {
-		found, truncated, err := findProtected(r.src, pats, view, p.host.Dirs)
+		found, truncated, err := findProtected(r.src, pats, view, p.host.Dirs, p.res)
 		if truncated {
 			plan.ProtectScanCut = append(plan.ProtectScanCut, r.src)
 		}
@@ -169,7 +170,7 @@ func (p *planner) protected(plan *Plan) error {
 			}
 			for _, l := range f.Links {
 				abs := filepath.Join(r.src, filepath.FromSlash(l))
-				if t, err := os.Readlink(abs); err == nil && !links[abs] {
+				if t, err := p.res.Readlink(abs); err == nil && !links[abs] {
 					links[abs] = true
 					plan.Links = append(plan.Links, protectItem{Path: abs, Target: t})
 				}
@@ -182,12 +183,12 @@ func (p *planner) protected(plan *Plan) error {
 				real := f.Path
 				if len(f.Links) > 0 {
 					var err error
-					if real, err = filepath.EvalSymlinks(f.Path); err != nil {
+					if real, err = p.res.EvalSymlinks(f.Path); err != nil {
 						continue // a dangling symlink: put back if replaced
 					}
 				}
 				rr, ok := rootOf(real)
-				if !ok || f.NotDir && isDir(view.path(real)) {
+				if !ok || f.NotDir && p.res.IsDir(view.path(real)) {
 					continue // leads out of the writable set, or a .git directory
 				}
 				p.roBindProtected(rr, real)
@@ -197,7 +198,7 @@ func (p *planner) protected(plan *Plan) error {
 			// else is for the check after the command.
 			parent, err := filepath.Dir(f.Path), error(nil)
 			if len(f.Links) > 0 {
-				parent, err = filepath.EvalSymlinks(parent)
+				parent, err = p.res.EvalSymlinks(parent)
 			}
 			if err != nil || !isDirCached(parent) {
 				continue
@@ -207,7 +208,7 @@ func (p *planner) protected(plan *Plan) error {
 			if !ok {
 				continue
 			}
-			if dir, ok := gitMember(f, view.path(parent)); ok && p.roBindProtected(rr, real) {
+			if dir, ok := gitMember(p.res, f, view.path(parent)); ok && p.roBindProtected(rr, real) {
 				plan.Create = append(plan.Create, protectItem{Path: real, Dir: dir})
 				plan.protectBefore[f.Path] = true
 			}
@@ -336,15 +337,15 @@ func gitMembers(name string) (dir, ok bool) {
 // linked worktree's git directory (it holds commondir) is left alone: git
 // takes hooks and configuration from the common directory, so what corral
 // made there would only be clutter.
-func gitMember(f hostview.ProtectedPath, parent string) (dir bool, ok bool) {
+func gitMember(res *pathres.Resolver, f hostview.ProtectedPath, parent string) (dir bool, ok bool) {
 	dir, ok = gitMembers(filepath.Base(f.Rel))
 	if !ok || !f.Aliased && !strings.Contains("/"+f.Rel, "/.git/") {
 		return false, false
 	}
-	if _, err := os.Lstat(filepath.Join(parent, "commondir")); err == nil {
+	if _, err := res.Lstat(filepath.Join(parent, "commondir")); err == nil {
 		return false, false
 	}
-	st, err := os.Lstat(filepath.Join(parent, "HEAD"))
+	st, err := res.Lstat(filepath.Join(parent, "HEAD"))
 	return dir, err == nil && st.Mode().IsRegular()
 }
 
@@ -453,7 +454,7 @@ func (b *Backend) checkProtected(plan *Plan) []string {
 		}
 	}
 	for _, r := range plan.protectRoots {
-		found, truncated, err := findProtected(r.src, plan.protectPats, plan.view, &b.dirs)
+		found, truncated, err := findProtected(r.src, plan.protectPats, plan.view, &b.dirs, nil) // afresh: after the command
 		if err != nil {
 			// What the scan could not open is not checked; the next
 			// command's scan looks again before it runs.

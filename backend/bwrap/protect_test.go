@@ -285,7 +285,7 @@ func TestPlanProtected(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(git, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
 	os.MkdirAll(filepath.Join(f.work, ".idea"), 0o755)
-	plan, err := BuildPlan(&sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.work, Profile: sandbox.ProfileWorkspace}}, f.host())
+	plan, err := checkedPlan(t, &sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.work, Profile: sandbox.ProfileWorkspace}}, f.host())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestPlanProtected(t *testing.T) {
 		{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.work, Profile: sandbox.ProfileRestricted}},
 		{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.work, Profile: sandbox.ProfileWorkspace, Protected: []string{}}},
 	} {
-		plan, err := BuildPlan(req, f.host())
+		plan, err := checkedPlan(t, req, f.host())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -349,7 +349,7 @@ func TestPlanProtectedGitDirs(t *testing.T) {
 		".git/modules/vendor/lib/HEAD": "ref: refs/heads/main\n"} {
 		os.WriteFile(filepath.Join(f.work, p), []byte(content), 0o644)
 	}
-	plan, err := BuildPlan(&sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.work, Profile: sandbox.ProfileWorkspace}}, f.host())
+	plan, err := checkedPlan(t, &sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.work, Profile: sandbox.ProfileWorkspace}}, f.host())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestPlanSecrets(t *testing.T) {
 		r.Env = append(r.Env, "GH_REAL=ghp_REALVALUE", "GITHUB_TOKEN=ghp_REALVALUE", "SSL_CERT_FILE=/x.pem")
 		r.EnvAllow = []string{"GH_REAL", "GITHUB_TOKEN"}
 	})
-	plan, err := BuildPlan(req, host)
+	plan, err := checkedPlan(t, req, host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,13 +74,13 @@ func TestPlanSecrets(t *testing.T) {
 	for _, prof := range []sandbox.Profile{sandbox.ProfileNetwork, sandbox.ProfileWorkspace, sandbox.ProfileRestricted} {
 		r := *req
 		r.Profile = prof
-		_, err := BuildPlan(&r, host)
+		_, err := checkedPlan(t, &r, host)
 		if !errors.Is(err, sandbox.ErrBadRequest) || !strings.Contains(err.Error(), "need the allowlist profile") {
 			t.Errorf("profile %s: err = %v, want a refusal naming allowlist", prof, err)
 		}
 	}
 	r := *req
-	if _, err := BuildPlan(&r, f.host()); !errors.Is(err, sandbox.ErrBadRequest) {
+	if _, err := checkedPlan(t, &r, f.host()); !errors.Is(err, sandbox.ErrBadRequest) {
 		t.Errorf("secrets without prepared facts: err = %v", err)
 	}
 	inWork := filepath.Join(f.home, "project", "token")
@@ -91,7 +91,7 @@ func TestPlanSecrets(t *testing.T) {
 	f2 := *facts
 	f2.Files = []string{inWork}
 	h2.Secrets = &f2
-	if _, err := BuildPlan(req, h2); !errors.Is(err, sandbox.ErrPolicy) || !strings.Contains(err.Error(), "that a secret is read from lies in") {
+	if _, err := checkedPlan(t, req, h2); !errors.Is(err, sandbox.ErrPolicy) || !strings.Contains(err.Error(), "that a secret is read from lies in") {
 		t.Errorf("a secret's file in the working directory: err = %v", err)
 	}
 }

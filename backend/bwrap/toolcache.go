@@ -2,7 +2,6 @@ package bwrap
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,8 +29,8 @@ func (p *planner) toolCache(profile sandbox.Profile, scratch, sessionHome string
 	if !filepath.IsAbs(c) {
 		return "", fmt.Errorf("%w: tool cache directory %q is not absolute", sandbox.ErrBadRequest, c)
 	}
-	r, err := filepath.EvalSymlinks(c)
-	if err != nil || !isDir(r) {
+	r, err := p.res.EvalSymlinks(c)
+	if err != nil || !p.res.IsDir(r) {
 		return "", fmt.Errorf("%w: tool cache directory %s is missing or not a directory", sandbox.ErrPolicy, c)
 	}
 	if !slices.ContainsFunc(p.host.HiddenDirs, func(h string) bool { return within(r, h) && r != h }) {
@@ -67,20 +66,20 @@ func (p *planner) cargoConfig(cache string) {
 	if home == "" || within(home, cache) {
 		return
 	}
-	if st, err := os.Lstat(dst); err == nil && !st.IsDir() {
+	if st, err := p.res.Lstat(dst); err == nil && !st.IsDir() {
 		p.warn("your cargo configuration is not shown to cargo in the sandbox: %s is not a directory (`corral cache prune` empties the cache)", dst)
 		return
 	}
 	for _, name := range toolcache.CargoConfigs {
-		r, err := filepath.EvalSymlinks(filepath.Join(home, name))
+		r, err := p.res.EvalSymlinks(filepath.Join(home, name))
 		if err != nil {
 			continue
 		}
-		if st, err := os.Stat(r); err != nil || !st.Mode().IsRegular() || p.hidden(r) || !p.visible(r) {
+		if st, err := p.res.Stat(r); err != nil || !st.Mode().IsRegular() || p.hidden(r) || !p.visible(r) {
 			continue
 		}
 		d := filepath.Join(dst, name)
-		if st, err := os.Lstat(d); err == nil && !st.Mode().IsRegular() {
+		if st, err := p.res.Lstat(d); err == nil && !st.Mode().IsRegular() {
 			p.warn("your cargo configuration %s is not shown to cargo in the sandbox: %s is not a regular file (`corral cache prune` empties the cache)", r, d)
 			continue
 		}
@@ -127,14 +126,14 @@ func (p *planner) cacheEnv(cache, scratch, sessionHome string, writable bool, en
 	hostCaches := sync.OnceValue(func() []string {
 		hc := toolcache.HomeCaches(p.host.Home)
 		for _, h := range slices.Clone(hc) {
-			if r, err := filepath.EvalSymlinks(h); err == nil && r != h {
+			if r, err := p.res.EvalSymlinks(h); err == nil && r != h {
 				hc = append(hc, r)
 			}
 		}
 		return hc
 	})
 	keep := func(v string) bool {
-		if r, err := filepath.EvalSymlinks(v); err == nil {
+		if r, err := p.res.EvalSymlinks(v); err == nil {
 			v = r
 		}
 		if slices.ContainsFunc(hostCaches(), func(h string) bool { return within(v, h) }) {
@@ -145,7 +144,7 @@ func (p *planner) cacheEnv(cache, scratch, sessionHome string, writable bool, en
 	mod, proxy := toolcache.HostGo(p.policyEnv(), p.host.Home)
 	seed := ""
 	if mod != "" {
-		if r, err := filepath.EvalSymlinks(filepath.Join(mod, "cache", "download")); err == nil && p.readable(r) {
+		if r, err := p.res.EvalSymlinks(filepath.Join(mod, "cache", "download")); err == nil && p.readable(r) {
 			seed = r
 		}
 	}
@@ -162,7 +161,7 @@ func (p *planner) cacheEnv(cache, scratch, sessionHome string, writable bool, en
 // runas.go); below the deepest mount that holds r, every directory must let
 // others in, since run_as may be any user.
 func (p *planner) readable(r string) bool {
-	if p.hidden(r) || !p.visible(r) || !isDir(r) {
+	if p.hidden(r) || !p.visible(r) || !p.res.IsDir(r) {
 		return false
 	}
 	if p.host.UID != 0 {
@@ -175,7 +174,7 @@ func (p *planner) readable(r string) bool {
 		}
 	}
 	for d := r; ; d = filepath.Dir(d) {
-		st, err := os.Stat(d)
+		st, err := p.res.Stat(d)
 		if err != nil || st.Mode().Perm()&0o001 == 0 || d == r && st.Mode().Perm()&0o004 == 0 {
 			return false
 		}

@@ -114,7 +114,7 @@ func TestPlanToolCacheRefusals(t *testing.T) {
 		{"holding the scratch directory", f.hidden, "", sandbox.ErrPolicy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := BuildPlan(f.req(func(r *sandbox.Request) {
+			_, err := checkedPlan(t, f.req(func(r *sandbox.Request) {
 				r.CacheDir = tc.dir
 				r.ScratchDir = f.scratch
 				if tc.workdir != "" {

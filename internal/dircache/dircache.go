@@ -30,6 +30,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -92,8 +93,16 @@ func stampOf(st *unix.Stat_t) stamp {
 // is the one it had when listed. dir is opened with O_DIRECTORY: a path
 // a sandbox replaced with a FIFO fails (ENOTDIR) instead of blocking the
 // open. The slice is the caller's. A failed listing is never kept.
-func (c *Cache) ReadDir(dir string) ([]fs.DirEntry, error) {
-	if ents, ok := c.Lookup(dir); ok {
+func (c *Cache) ReadDir(dir string) ([]fs.DirEntry, error) { return c.ReadDirWith(dir, nil) }
+
+// ReadDirWith is ReadDir with dir's stat(2), which says whether the kept
+// listing still holds, asked of stat (nil: stat(2) now): a plan's
+// pathres.Resolver.Stat, so a directory the plan resolved already is not
+// stat'ed again. The listing returned is then as of that stat, which is
+// what the rest of the plan sees of dir too; a listing read afresh is
+// stamped by its own fstat(2), so nothing older than it is kept.
+func (c *Cache) ReadDirWith(dir string, stat func(string) (fs.FileInfo, error)) ([]fs.DirEntry, error) {
+	if ents, ok := c.LookupWith(dir, stat); ok {
 		return ents, nil
 	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -122,18 +131,36 @@ func (c *Cache) ReadDir(dir string) ([]fs.DirEntry, error) {
 
 // Lookup returns the kept listing of dir (a copy, sorted by name) while
 // dir's stat(2) stamp is the one it had when it was listed.
-func (c *Cache) Lookup(dir string) ([]fs.DirEntry, bool) {
+func (c *Cache) Lookup(dir string) ([]fs.DirEntry, bool) { return c.LookupWith(dir, nil) }
+
+// LookupWith is Lookup with dir's stat(2) asked of stat (nil: stat(2)
+// now; see ReadDirWith).
+func (c *Cache) LookupWith(dir string, stat func(string) (fs.FileInfo, error)) ([]fs.DirEntry, bool) {
 	if c == nil {
 		return nil, false
 	}
-	var st unix.Stat_t
-	if unix.Stat(dir, &st) != nil {
-		return nil, false
+	var s stamp
+	if stat == nil {
+		var st unix.Stat_t
+		if unix.Stat(dir, &st) != nil {
+			return nil, false
+		}
+		s = stampOf(&st)
+	} else {
+		fi, err := stat(dir)
+		if err != nil {
+			return nil, false
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil, false
+		}
+		s = stamp{dev: st.Dev, ino: st.Ino, mode: st.Mode, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
 	}
 	c.mu.Lock()
 	l, ok := c.dirs[dir]
 	c.mu.Unlock()
-	if !ok || l.stamp != stampOf(&st) {
+	if !ok || l.stamp != s {
 		return nil, false
 	}
 	return slices.Clone(l.ents), true

@@ -148,3 +148,59 @@ func TestReadDirFIFO(t *testing.T) {
 		t.Fatal("ReadDir blocked on a FIFO")
 	}
 }
+
+// TestReadDirWith: the stamp asked of the given stat is the one the kept
+// listing is checked against: the stat of an earlier instant (a plan's
+// resolver) gives the listing of that instant without a stat(2), the
+// stat of now the listing of now, and a listing read afresh is kept
+// under its own stamp, not the given one.
+func TestReadDirWith(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "d")
+	os.Mkdir(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "a"), nil, 0o644)
+	c := &Cache{now: func() time.Time { return time.Now().Add(time.Hour) }}
+	names(t, c, dir)
+	names(t, c, dir) // kept
+	then, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats := 0
+	asOf := func(fi os.FileInfo) func(string) (os.FileInfo, error) {
+		return func(string) (os.FileInfo, error) { stats++; return fi, nil }
+	}
+	list := func(stat func(string) (os.FileInfo, error)) []string {
+		t.Helper()
+		ents, err := c.ReadDirWith(dir, stat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n []string
+		for _, e := range ents {
+			n = append(n, e.Name())
+		}
+		return n
+	}
+	reads := c.reads
+	if got := list(asOf(then)); !slices.Equal(got, []string{"a"}) || c.reads != reads || stats != 1 {
+		t.Fatalf("as of the kept stamp: %q, %d reads, %d stats", got, c.reads-reads, stats)
+	}
+	os.WriteFile(filepath.Join(dir, "b"), nil, 0o644)
+	if got := list(asOf(then)); !slices.Equal(got, []string{"a"}) || c.reads != reads {
+		t.Errorf("as of the earlier stat, after a change: %q, %d reads (want the listing of that instant)", got, c.reads-reads)
+	}
+	now, _ := os.Stat(dir)
+	if got := list(asOf(now)); !slices.Equal(got, []string{"a", "b"}) || c.reads != reads+1 {
+		t.Errorf("as of now: %q, %d reads", got, c.reads-reads)
+	}
+	// Kept under its own fstat's stamp: the earlier stat no longer matches.
+	if _, ok := c.LookupWith(dir, asOf(then)); ok {
+		t.Error("the fresh listing is kept under the earlier stamp")
+	}
+	if got, ok := c.LookupWith(dir, nil); !ok || len(got) != 2 {
+		t.Errorf("Lookup now: %v %v", got, ok)
+	}
+	if _, ok := c.LookupWith(dir, func(string) (os.FileInfo, error) { return nil, os.ErrNotExist }); ok {
+		t.Error("a failed stat found a listing")
+	}
+}
