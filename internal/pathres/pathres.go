@@ -33,36 +33,44 @@ import (
 // concurrent use.
 type Resolver struct {
 	mu    sync.Mutex
-	lstat map[string]statResult
-	stat  map[string]statResult
-	link  map[string]linkResult
-	eval  map[string]linkResult
-	dirs  map[string]dirResult
+	lstat map[string]answer[fs.FileInfo]
+	stat  map[string]answer[fs.FileInfo]
+	link  map[string]answer[string]
+	eval  map[string]answer[string]
+	dirs  map[string]answer[[]fs.DirEntry]
 }
 
-type dirResult struct {
-	ents []fs.DirEntry
-	err  error
-}
-
-type statResult struct {
-	fi  fs.FileInfo
+// answer is one memoized call's result.
+type answer[T any] struct {
+	v   T
 	err error
 }
 
-type linkResult struct {
-	s   string
-	err error
+// once returns m's answer for key, or f(key)'s, kept in m: the one lookup
+// every memo of a Resolver makes (the lock is not held while f runs, so
+// two callers may both ask the host; both answers are the host's).
+func once[T any](mu *sync.Mutex, m map[string]answer[T], key string, f func(string) (T, error)) (T, error) {
+	mu.Lock()
+	a, ok := m[key]
+	mu.Unlock()
+	if ok {
+		return a.v, a.err
+	}
+	v, err := f(key)
+	mu.Lock()
+	m[key] = answer[T]{v, err}
+	mu.Unlock()
+	return v, err
 }
 
 // New returns an empty Resolver, to be used for one plan only.
 func New() *Resolver {
 	return &Resolver{
-		lstat: map[string]statResult{},
-		stat:  map[string]statResult{},
-		link:  map[string]linkResult{},
-		eval:  map[string]linkResult{},
-		dirs:  map[string]dirResult{},
+		lstat: map[string]answer[fs.FileInfo]{},
+		stat:  map[string]answer[fs.FileInfo]{},
+		link:  map[string]answer[string]{},
+		eval:  map[string]answer[string]{},
+		dirs:  map[string]answer[[]fs.DirEntry]{},
 	}
 }
 
@@ -75,17 +83,7 @@ func (r *Resolver) Lstat(path string) (fs.FileInfo, error) {
 	if !r.memo(path) {
 		return os.Lstat(path)
 	}
-	r.mu.Lock()
-	v, ok := r.lstat[path]
-	r.mu.Unlock()
-	if ok {
-		return v.fi, v.err
-	}
-	fi, err := os.Lstat(path)
-	r.mu.Lock()
-	r.lstat[path] = statResult{fi, err}
-	r.mu.Unlock()
-	return fi, err
+	return once(&r.mu, r.lstat, path, os.Lstat)
 }
 
 // Stat is os.Stat, looked up once per absolute path. It is Lstat's
@@ -108,17 +106,7 @@ func (r *Resolver) Stat(path string) (fs.FileInfo, error) {
 		// any symlink there is followed: stat(2) fails there alike.
 		return nil, &fs.PathError{Op: "stat", Path: pe.Path, Err: pe.Err}
 	}
-	r.mu.Lock()
-	v, ok := r.stat[path]
-	r.mu.Unlock()
-	if ok {
-		return v.fi, v.err
-	}
-	fi, err := os.Stat(path)
-	r.mu.Lock()
-	r.stat[path] = statResult{fi, err}
-	r.mu.Unlock()
-	return fi, err
+	return once(&r.mu, r.stat, path, os.Stat)
 }
 
 // Glob is filepath.Glob; a pattern without meta characters (the only
@@ -142,17 +130,7 @@ func (r *Resolver) ReadDir(dir string, list func(string) ([]fs.DirEntry, error))
 	if !r.memo(dir) {
 		return list(dir)
 	}
-	r.mu.Lock()
-	v, ok := r.dirs[dir]
-	r.mu.Unlock()
-	if ok {
-		return v.ents, v.err
-	}
-	ents, err := list(dir)
-	r.mu.Lock()
-	r.dirs[dir] = dirResult{ents, err}
-	r.mu.Unlock()
-	return ents, err
+	return once(&r.mu, r.dirs, dir, list)
 }
 
 // IsDir reports whether path is a directory, following symlinks (Stat).
@@ -166,17 +144,7 @@ func (r *Resolver) Readlink(path string) (string, error) {
 	if !r.memo(path) {
 		return os.Readlink(path)
 	}
-	r.mu.Lock()
-	v, ok := r.link[path]
-	r.mu.Unlock()
-	if ok {
-		return v.s, v.err
-	}
-	s, err := os.Readlink(path)
-	r.mu.Lock()
-	r.link[path] = linkResult{s, err}
-	r.mu.Unlock()
-	return s, err
+	return once(&r.mu, r.link, path, os.Readlink)
 }
 
 // EvalSymlinks is filepath.EvalSymlinks: path with every symlink
@@ -190,17 +158,7 @@ func (r *Resolver) EvalSymlinks(path string) (string, error) {
 	if !r.memo(path) {
 		return r.walk(path)
 	}
-	r.mu.Lock()
-	v, ok := r.eval[path]
-	r.mu.Unlock()
-	if ok {
-		return v.s, v.err
-	}
-	s, err := r.walk(path)
-	r.mu.Lock()
-	r.eval[path] = linkResult{s, err}
-	r.mu.Unlock()
-	return s, err
+	return once(&r.mu, r.eval, path, r.walk)
 }
 
 // errTooManyLinks is filepath.EvalSymlinks's error past 255 links (its
