@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os/exec"
 	"runtime"
+	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -84,7 +86,7 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, 
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	joinFreshKeyring(log)
+	joinSandboxKeyring(log)
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -212,20 +214,46 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, 
 	}
 }
 
-// joinFreshKeyring gives the calling thread, and so the sandbox it is
-// about to fork, a new session keyring of its own (keyctl(2)
-// KEYCTL_JOIN_SESSION_KEYRING with a random name nobody else knows), so the
-// keys in corral's session keyring (Kerberos tickets, ecryptfs and
-// filesystem keys) cannot be read from inside. Keyrings live in the
-// thread's credentials, so this touches neither corral's other threads nor
-// the caller's session. Failure is logged: the sandbox then shares the
-// caller's session keyring.
-func joinFreshKeyring(log *slog.Logger) {
+// sandboxKeyringName names the session keyrings joinSandboxKeyring makes:
+// random per corral process, so no other process can guess it.
+var sandboxKeyringName = func() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	if _, err := unix.KeyctlJoinSessionKeyring("corral-" + hex.EncodeToString(b[:])); err != nil && log != nil {
-		log.Warn("bwrap.keyring.unavailable", "error", err)
+	return "corral-sandbox-" + hex.EncodeToString(b[:])
+}()
+
+// keyringsMade counts the session keyrings joinSandboxKeyring has made.
+var keyringsMade atomic.Int64
+
+// joinSandboxKeyring gives the calling thread, and so the sandbox it is
+// about to fork, a session keyring of corral's own in place of the
+// caller's (keyctl(2) KEYCTL_JOIN_SESSION_KEYRING, under a name known only
+// to this process), so the keys in the caller's session keyring (Kerberos
+// tickets, ecryptfs and filesystem keys) cannot be reached from inside.
+// (Inside, seccomp denies keyctl, add_key and request_key as well.)
+// Keyrings live in a thread's credentials, so this touches neither
+// corral's other threads nor the caller's session.
+//
+// A thread that already has such a keyring keeps it: one made per command
+// counted against the user's key quota (/proc/sys/kernel/keys/maxkeys,
+// 200 for a user) until the kernel's key collector freed it, and a quick
+// series of commands ran out of it (EDQUOT), which then failed the user's
+// own add_key(2) calls as well. Failure is logged: the sandbox then shares
+// the caller's session keyring.
+func joinSandboxKeyring(log *slog.Logger) {
+	if id, err := unix.KeyctlGetKeyringID(unix.KEY_SPEC_SESSION_KEYRING, false); err == nil {
+		// KEYCTL_DESCRIBE: "type;uid;gid;perm;description".
+		if d, err := unix.KeyctlString(unix.KEYCTL_DESCRIBE, id); err == nil && strings.HasSuffix(d, ";"+sandboxKeyringName) {
+			return
+		}
 	}
+	if _, err := unix.KeyctlJoinSessionKeyring(sandboxKeyringName); err != nil {
+		if log != nil {
+			log.Warn("bwrap.keyring.unavailable", "error", err)
+		}
+		return
+	}
+	keyringsMade.Add(1)
 }
 
 // waitStop waits for the exec stop of a child started with PTRACE_TRACEME.

@@ -10,10 +10,14 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/sandbox"
 )
@@ -744,4 +748,65 @@ func TestGateUnavailable(t *testing.T) {
 	} else if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "max_procs=16 cannot be enforced") {
 		t.Errorf("max_procs without the gate: %v; want ErrUnavailable naming max_procs", err)
 	}
+}
+
+// A series of commands does not make a session keyring each: one made per
+// command counted against the user's key quota (200 keys) until the
+// kernel's collector freed it, and about a hundred quick commands a second
+// used it up, failing the user's own add_key(2) calls too. Each thread
+// keeps the one it made, and the sandbox still does not get the caller's.
+func TestSandboxKeyringKeptPerThread(t *testing.T) {
+	e := newEnv(t)
+	before := keyringsMade.Load()
+	const commands = 60
+	for i := 0; i < commands; i++ {
+		if o := e.sh(`true`); o.res.ExitCode != 0 {
+			t.Fatalf("command %d: %s", i, o)
+		}
+	}
+	made := keyringsMade.Load() - before
+	threads := osThreads(t)
+	// As root, each command is started from a thread of its own that
+	// leaves with the host view's mount namespace (enterHostView) and
+	// frees its keyring with it; root's quota is root_maxkeys (1,000,000).
+	if os.Geteuid() != 0 && (made > int64(threads) || made >= commands/2) {
+		t.Errorf("%d commands made %d session keyrings (%d threads): one per thread at most", commands, made, threads)
+	}
+	// On one thread: the first join installs a keyring of corral's, the
+	// next leaves it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	joinSandboxKeyring(nil)
+	id, err := unix.KeyctlGetKeyringID(unix.KEY_SPEC_SESSION_KEYRING, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := unix.KeyctlString(unix.KEYCTL_DESCRIBE, id); err != nil || !strings.HasSuffix(d, ";"+sandboxKeyringName) {
+		t.Fatalf("session keyring after the join: %q, %v", d, err)
+	}
+	n := keyringsMade.Load()
+	joinSandboxKeyring(nil)
+	if again, _ := unix.KeyctlGetKeyringID(unix.KEY_SPEC_SESSION_KEYRING, false); again != id || keyringsMade.Load() != n {
+		t.Errorf("a second join on the same thread made another keyring (%d, then %d)", id, again)
+	}
+}
+
+// osThreads returns how many threads this process has (/proc/self/status).
+func osThreads(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no Threads: line in /proc/self/status")
+	return 0
 }

@@ -941,7 +941,7 @@ func (st *status) parse(line []byte, pidC chan<- int) {
 func (b *Backend) startWithPrlimit(cmd *exec.Cmd, lim sandbox.Limits) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	joinFreshKeyring(b.log)
+	joinSandboxKeyring(b.log)
 	if lim.MemoryMB > 0 || lim.CPUSeconds > 0 {
 		pl, err := LocateTool("prlimit", "")
 		if err != nil {
