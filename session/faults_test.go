@@ -290,3 +290,25 @@ func TestStateNonUTF8(t *testing.T) {
 		t.Errorf("the next command saw %q, want %q", r.Output.Text, want)
 	}
 }
+
+// TestStateOverPipeLimit: a command that leaves more exported variables
+// than the state pipe takes (8 MiB) finishes, its output whole: the rest
+// of the state is drained, so the wrapper does not block on a full pipe,
+// and the result says why the state was not kept.
+func TestStateOverPipeLimit(t *testing.T) {
+	f := newFixture(t)
+	s := f.open("over-limit")
+	f.exec(s, "export SMALL=1")
+	// Twelve 1 MB variables: each passes execve(2)'s limit for one string
+	// (128 KiB is per argument; the state's lines are not arguments).
+	r := f.exec(s, `v=$(head -c 1000000 /dev/zero | tr '\0' a); for i in 0 1 2 3 4 5 6 7 8 9 10 11; do export BIG$i="$v"; done; echo done`)
+	if r.ExitCode != 0 || r.Output.Text != "done\n" {
+		t.Fatalf("with 12 MB of exported variables: %d %q notes %q", r.ExitCode, r.Output.Text, r.Notes)
+	}
+	if notes := strings.Join(r.Notes, "\n"); !strings.Contains(notes, "more than 8 MiB") {
+		t.Errorf("the note does not say the state was too large: %q", r.Notes)
+	}
+	if r := f.exec(s, `echo "$SMALL ${#BIG0}"`); r.Output.Text != "1 0\n" {
+		t.Errorf("the state before the large one was not kept: %q", r.Output.Text)
+	}
+}

@@ -162,6 +162,11 @@ const noDirMagic = "corral-nodir"
 // stateMagic starts what the wrapper writes on the state descriptor.
 const stateMagic = "corral-state-2"
 
+// maxStatePipe is how much of the state pipe (cwd, exported variables,
+// pipe status) a command's shell may write, in bytes; a larger state is
+// drained and not kept.
+const maxStatePipe = 8 << 20
+
 // wrapper is the bash program every foreground command runs in. $1 is the
 // command line. Descriptor 3 is a pipe to corral: on exit the shell writes
 // its status, the last pipeline's statuses and its cwd there,
@@ -311,8 +316,13 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	defer stateR.Close()
 	stateC := make(chan []byte, 1)
 	go func() {
-		b, _ := io.ReadAll(io.LimitReader(stateR, 8<<20))
-		_, _ = io.Copy(io.Discard, stateR)
+		b, _ := io.ReadAll(io.LimitReader(stateR, maxStatePipe))
+		if len(b) == maxStatePipe {
+			// A state past the limit: drain the rest so the wrapper does
+			// not block on a full pipe. (Below it, ReadAll stopped at the
+			// end; a copy would only take a 32 KiB buffer per command.)
+			_, _ = io.Copy(io.Discard, stateR)
+		}
 		stateC <- b
 	}()
 
@@ -356,6 +366,7 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	res, runErr := sp.Backend.Run(ctx, sreq)
 	stateW.Close()
 	raw := <-stateC
+	stateTooLarge := len(raw) >= maxStatePipe
 	if runErr != nil {
 		err := mayHaveRun(runErr, began.Load() || bytes.HasPrefix(raw, []byte(startMagic)))
 		if capt != nil && errors.Is(err, sandbox.ErrMayHaveRun) {
@@ -423,7 +434,11 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 		}
 	} else {
 		if !res.TimedOut && ctx.Err() == nil {
-			out.Notes = append(out.Notes, "the shell ended without saving its state (killed, or the command replaced the shell with exec); cwd and variables are unchanged")
+			if stateTooLarge {
+				out.Notes = append(out.Notes, fmt.Sprintf("the shell's exported variables came to more than %d MiB, more than a session keeps; cwd and variables are unchanged (unset or shorten the large ones)", maxStatePipe>>20))
+			} else {
+				out.Notes = append(out.Notes, "the shell ended without saving its state (killed, or the command replaced the shell with exec); cwd and variables are unchanged")
+			}
 		}
 		// It ran all the same (timed out, killed): the session is
 		// listed from now on (Meta.Ran).
