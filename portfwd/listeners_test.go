@@ -11,8 +11,15 @@ import (
 	"github.com/corralhq/corral/reexec"
 )
 
-// TestMain lets the test binary serve as the relay helper.
+// TestMain lets the test binary serve as the relay helper. The runtime's
+// poller is made first (a pipe), as any package's init may make it in
+// corral's executable: the relay must keep the poller's descriptors when
+// it drops the ones nsenter left it (TestForwardNetworkNamespace).
 func TestMain(m *testing.M) {
+	if r, w, err := os.Pipe(); err == nil {
+		r.Close()
+		w.Close()
+	}
 	reexec.Init()
 	os.Exit(m.Run())
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,9 +38,12 @@ func relayMain(args []string) int {
 	// Not dumpable: no process of the sandbox's uid may ptrace it or read
 	// its memory (ptrace(2), PR_SET_DUMPABLE).
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	// Only descriptors 0-3 are ours; nsenter's namespace descriptors and
-	// anything else inherited go.
-	_ = unix.CloseRange(4, ^uint(0), 0)
+	// nsenter's namespace descriptors (4, and 5 when it entered a user
+	// namespace too; Start) go. Only those: by now the Go runtime may
+	// hold descriptors of its own above 3 (its poller's epoll and eventfd,
+	// made by whichever package's init first opened a file), and closing
+	// them broke every connection (net.FileConn: EBADF from epoll_ctl).
+	dropNamespaceFDs()
 	if len(args) != 1 {
 		fmt.Fprintf(os.Stderr, "usage: %s ADDR:PORT\n", RelayArg)
 		return 2
@@ -103,4 +108,17 @@ func relayConn(fd int, target string) {
 	go pipe(d, c)
 	go pipe(c, d)
 	wg.Wait()
+}
+
+// dropNamespaceFDs closes descriptors 4 and 5 where they are namespaces
+// (their /proc/self/fd links read "user:[...]" or "net:[...]",
+// namespaces(7)), the ones Start passes nsenter, which leaves them open
+// across its exec.
+func dropNamespaceFDs() {
+	for fd := 4; fd <= 5; fd++ {
+		l, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+		if err == nil && (strings.HasPrefix(l, "user:[") || strings.HasPrefix(l, "net:[")) {
+			_ = unix.Close(fd)
+		}
+	}
 }
