@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -215,12 +216,13 @@ func startGated(cmd *exec.Cmd, lim sandbox.Limits, join *nsJoin, cg *memCgroup, 
 }
 
 // sandboxKeyringName names the session keyrings joinSandboxKeyring makes:
-// random per corral process, so no other process can guess it.
-var sandboxKeyringName = func() string {
+// random per corral process, so no other process can guess it. Drawn at
+// first use, not at init: every helper process runs corral's inits.
+var sandboxKeyringName = sync.OnceValue(func() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return "corral-sandbox-" + hex.EncodeToString(b[:])
-}()
+})
 
 // keyringsMade counts the session keyrings joinSandboxKeyring has made.
 var keyringsMade atomic.Int64
@@ -243,11 +245,11 @@ var keyringsMade atomic.Int64
 func joinSandboxKeyring(log *slog.Logger) {
 	if id, err := unix.KeyctlGetKeyringID(unix.KEY_SPEC_SESSION_KEYRING, false); err == nil {
 		// KEYCTL_DESCRIBE: "type;uid;gid;perm;description".
-		if d, err := unix.KeyctlString(unix.KEYCTL_DESCRIBE, id); err == nil && strings.HasSuffix(d, ";"+sandboxKeyringName) {
+		if d, err := unix.KeyctlString(unix.KEYCTL_DESCRIBE, id); err == nil && strings.HasSuffix(d, ";"+sandboxKeyringName()) {
 			return
 		}
 	}
-	if _, err := unix.KeyctlJoinSessionKeyring(sandboxKeyringName); err != nil {
+	if _, err := unix.KeyctlJoinSessionKeyring(sandboxKeyringName()); err != nil {
 		if log != nil {
 			log.Warn("bwrap.keyring.unavailable", "error", err)
 		}

@@ -781,7 +781,7 @@ func TestSandboxKeyringKeptPerThread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, err := unix.KeyctlString(unix.KEYCTL_DESCRIBE, id); err != nil || !strings.HasSuffix(d, ";"+sandboxKeyringName) {
+	if d, err := unix.KeyctlString(unix.KEYCTL_DESCRIBE, id); err != nil || !strings.HasSuffix(d, ";"+sandboxKeyringName()) {
 		t.Fatalf("session keyring after the join: %q, %v", d, err)
 	}
 	n := keyringsMade.Load()
