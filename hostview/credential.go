@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/corralhq/corral/internal/lazyre"
 )
@@ -47,10 +48,64 @@ import (
 // Opaque secrets with no recognisable shape (a random base64 string, an AWS
 // secret access key) are not found here; DefaultEnvDeny catches those by the
 // variable's name.
+//
+// Answers are kept by value (valueMemo): a session passes the same
+// variables to every command, and the checks cost about 60 µs per command
+// where a lookup costs a hash of each value.
 func CredentialInValue(value string) (kind string, ok bool) {
 	if value == "" {
 		return "", false
 	}
+	if kind, ok, known := credentialMemo.get(value); known {
+		return kind, ok
+	}
+	kind, ok = credentialInValue(value)
+	credentialMemo.put(value, kind, ok)
+	return kind, ok
+}
+
+// credentialMemo holds CredentialInValue's answers.
+var credentialMemo = valueMemo{max: 1 << 20}
+
+// valueMemo maps values to the answers of a pure function of them, within
+// max bytes of values: a value longer than max/16 is not kept, and the
+// map starts afresh when the bytes held would pass max.
+type valueMemo struct {
+	mu    sync.Mutex
+	m     map[string]memoAnswer
+	bytes int
+	max   int
+}
+
+type memoAnswer struct {
+	kind string
+	ok   bool
+}
+
+func (c *valueMemo) get(v string) (kind string, ok, known bool) {
+	c.mu.Lock()
+	a, known := c.m[v]
+	c.mu.Unlock()
+	return a.kind, a.ok, known
+}
+
+func (c *valueMemo) put(v, kind string, ok bool) {
+	if len(v) > c.max/16 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || c.bytes+len(v) > c.max {
+		c.m, c.bytes = map[string]memoAnswer{}, 0
+	}
+	if _, dup := c.m[v]; !dup {
+		c.m[strings.Clone(v)] = memoAnswer{kind, ok}
+		c.bytes += len(v)
+	}
+}
+
+// credentialInValue is CredentialInValue without the memo.
+func credentialInValue(value string) (kind string, ok bool) {
 	// Every check starts with a literal test, so that an ordinary value
 	// (LS_COLORS, PATH) costs a few substring searches, not a regexp each:
 	// the policy runs for every variable of every command.

@@ -2,6 +2,7 @@ package hostview
 
 import (
 	"encoding/base64"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -163,9 +164,12 @@ func TestCredentialInValue(t *testing.T) {
 		{"docker digest", "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			kind, ok := CredentialInValue(tc.value)
-			if kind != tc.kind || ok != (tc.kind != "") {
-				t.Errorf("CredentialInValue(%q) = %q, %v, want %q, %v", tc.value, kind, ok, tc.kind, tc.kind != "")
+			// Twice: the second answer comes from the memo.
+			for range 2 {
+				kind, ok := CredentialInValue(tc.value)
+				if kind != tc.kind || ok != (tc.kind != "") {
+					t.Errorf("CredentialInValue(%q) = %q, %v, want %q, %v", tc.value, kind, ok, tc.kind, tc.kind != "")
+				}
 			}
 		})
 	}
@@ -193,5 +197,28 @@ func TestFilterEnvPolicyByValue(t *testing.T) {
 	wantDrops := []EnvDrop{{"SLACK_WEBHOOK_URL", "slack-webhook"}, {"DB_CONNECTION", "password-field"}, {"SESSION", "jwt"}, {"DEPLOY", "private-key"}}
 	if !slices.Equal(withheld, wantDrops) {
 		t.Errorf("withheld = %+v, want %+v", withheld, wantDrops)
+	}
+}
+
+// The memo holds at most max bytes of values, keeps no value longer than
+// max/16, and answers what it was told.
+func TestValueMemoBounds(t *testing.T) {
+	m := valueMemo{max: 1 << 10}
+	m.put(strings.Repeat("x", 65), "k", true)
+	if _, _, known := m.get(strings.Repeat("x", 65)); known {
+		t.Error("a value over max/16 was kept")
+	}
+	for i := range 100 {
+		m.put(fmt.Sprintf("%032d", i), "kind", i%2 == 0)
+		if m.bytes > m.max {
+			t.Fatalf("the memo holds %d bytes, over its %d", m.bytes, m.max)
+		}
+	}
+	kind, ok, known := m.get(fmt.Sprintf("%032d", 98))
+	if !known || kind != "kind" || !ok {
+		t.Errorf("the last value put: %q %v %v", kind, ok, known)
+	}
+	if _, _, known := m.get(fmt.Sprintf("%032d", 0)); known {
+		t.Error("the memo never started afresh")
 	}
 }
