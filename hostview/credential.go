@@ -68,14 +68,21 @@ func CredentialInValue(value string) (kind string, ok bool) {
 var credentialMemo = valueMemo{max: 1 << 20}
 
 // valueMemo maps values to the answers of a pure function of them, within
-// max bytes of values: a value longer than max/16 is not kept, and the
-// map starts afresh when the bytes held would pass max.
+// max bytes: each entry counts its value's length plus memoEntryBytes (the
+// map's own share, so that many short values are bounded too), a value
+// longer than max/16 is not kept, and the map starts afresh when the bytes
+// held would pass max. The values are a session's variables, which the
+// command in the sandbox chooses.
 type valueMemo struct {
 	mu    sync.Mutex
 	m     map[string]memoAnswer
 	bytes int
 	max   int
 }
+
+// memoEntryBytes is what an entry of valueMemo counts beyond its value's
+// bytes: the string and answer headers and the map's slot, rounded up.
+const memoEntryBytes = 96
 
 type memoAnswer struct {
 	kind string
@@ -95,12 +102,13 @@ func (c *valueMemo) put(v, kind string, ok bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || c.bytes+len(v) > c.max {
+	n := len(v) + memoEntryBytes
+	if c.m == nil || c.bytes+n > c.max {
 		c.m, c.bytes = map[string]memoAnswer{}, 0
 	}
 	if _, dup := c.m[v]; !dup {
 		c.m[strings.Clone(v)] = memoAnswer{kind, ok}
-		c.bytes += len(v)
+		c.bytes += n
 	}
 }
 

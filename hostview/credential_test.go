@@ -221,4 +221,13 @@ func TestValueMemoBounds(t *testing.T) {
 	if _, _, known := m.get(fmt.Sprintf("%032d", 0)); known {
 		t.Error("the memo never started afresh")
 	}
+	// Short values count their entries too: a command that exports many
+	// one-byte variables holds the memo to max/memoEntryBytes of them.
+	for i := range 1000 {
+		m.put(fmt.Sprint(i%10), "", false)
+		m.put(fmt.Sprintf("%d", i), "", false)
+	}
+	if len(m.m) > m.max/memoEntryBytes {
+		t.Errorf("the memo holds %d entries, over %d", len(m.m), m.max/memoEntryBytes)
+	}
 }
