@@ -49,7 +49,7 @@ the server: running commands and background processes end with it.`,
 // runMCP serves one session over stdio until the client leaves or a
 // signal arrives.
 func runMCP(ctx context.Context, g *globalOptions, sessionName string) error {
-	tuneServerGC()
+	tuneServerGC(ctx)
 	logger := newLogger(g)
 	h, srv, name, err := newMCPServer(g, sessionName, logger)
 	if err != nil {

@@ -71,7 +71,7 @@ processes end, nothing is left behind.`,
 
 func (o *serveOptions) run(c *cobra.Command, g *globalOptions) error {
 	fail := func(err error) error { return &exitError{Code: sandbox.ExitCorralError, Err: err} }
-	tuneServerGC()
+	tuneServerGC(c.Context())
 	logger := newLogger(g)
 	h, srv, name, err := newMCPServer(g, o.session, logger)
 	if err != nil {
