@@ -43,6 +43,9 @@ func open(d registry.Deps) registry.Instance {
 		// Shared with the bwrap backend: `corral cleanup` prunes both
 		// backends' copies (secrets.PruneCopies).
 		SecretFilesDir: filepath.Join(d.StateDir, "secretfiles"),
+		// Podman reads the seccomp profile from a file: corral's own,
+		// where no sandbox writes.
+		ProfileDir: filepath.Join(d.StateDir, "seccomp"),
 		// The bind policy's: corral's own directories are never bound,
 		// and files a bind must show as empty get the same empty file as
 		// the bwrap backend's masks.

@@ -88,6 +88,11 @@ type Options struct {
 	// they hold stand-ins, never a real value. "" refuses secrets with
 	// files.
 	SecretFilesDir string
+	// ProfileDir is where the seccomp profile is written as a file for a
+	// Podman engine, which takes a path where Docker takes the JSON
+	// (podman.go): <state dir>/seccomp, on the engine's host, where no
+	// sandbox writes. "" refuses Podman engines; Docker's never need it.
+	ProfileDir string
 }
 
 // Engine is the process-wide part of the docker backend: the Engine API
@@ -102,6 +107,12 @@ type Engine struct {
 	made    atomic.Bool // a container was created (removeOwn has work)
 	cli     *client.Client
 	cliErr  error
+
+	// flavorMu guards flavorKnown and flavorVal: what the engine is
+	// (Engine.flavor), asked once.
+	flavorMu    sync.Mutex
+	flavorKnown bool
+	flavorVal   Flavor
 
 	// table holds the containers this process uses, by scope (one-command,
 	// a session's, shared), with the commands that hold them.

@@ -1,0 +1,234 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+
+	"github.com/corralhq/corral/internal/atomicfile"
+	"github.com/corralhq/corral/sandbox"
+)
+
+// Podman serves the Engine API too (`podman system service`), with a few
+// differences corral's containers meet; this file holds them, so Docker's
+// path stays as it was. Source: Podman's compat handlers
+// (pkg/api/handlers/compat/containers_create.go, 4.3): the security
+// options are parsed as `podman create --security-opt`'s, where seccomp=
+// names a file; Init needs the catatonit binary on the engine's host.
+
+// Flavor is what corral needs to know of the engine behind the socket.
+type Flavor struct {
+	// Podman is set when the engine is Podman's compatible service.
+	Podman bool
+	// Rootless is set when the engine runs in a user namespace of an
+	// unprivileged user (rootless Podman or rootless Docker): its uid 0 is
+	// that user, and other uids are the user's subordinate ids.
+	Rootless bool
+}
+
+// podmanComponent is the name Podman gives itself among the version
+// answer's Components (GET /version; Docker's is "Engine").
+const podmanComponent = "Podman Engine"
+
+// flavorOf reads the engine's flavor from its answers to GET /version and
+// GET /info (securityOptions: Docker and Podman list "name=rootless" when
+// they run rootless). Pure.
+func flavorOf(components []string, securityOptions []string) Flavor {
+	var f Flavor
+	for _, c := range components {
+		if strings.EqualFold(strings.TrimSpace(c), podmanComponent) {
+			f.Podman = true
+		}
+	}
+	for _, o := range securityOptions {
+		for kv := range strings.SplitSeq(o, ",") {
+			if kv == "name=rootless" {
+				f.Rootless = true
+			}
+		}
+	}
+	return f
+}
+
+// flavor asks the engine once per process what it is (two small calls,
+// before the first container) and remembers the answer; an engine that
+// does not answer is not remembered, so a later command asks again.
+func (e *Engine) flavor(ctx context.Context) (Flavor, error) {
+	e.flavorMu.Lock()
+	defer e.flavorMu.Unlock()
+	if e.flavorKnown {
+		return e.flavorVal, nil
+	}
+	cli, err := e.client()
+	if err != nil {
+		return Flavor{}, err
+	}
+	v, err := cli.ServerVersion(ctx, client.ServerVersionOptions{})
+	if err != nil {
+		return Flavor{}, e.engineErr("asking the engine's version", err)
+	}
+	var names []string
+	for _, c := range v.Components {
+		names = append(names, c.Name)
+	}
+	info, err := cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return Flavor{}, e.engineErr("asking the engine's information", err)
+	}
+	e.flavorVal, e.flavorKnown = flavorOf(names, info.Info.SecurityOptions), true
+	e.log.Info("docker.engine", "version", v.Version, "podman", e.flavorVal.Podman, "rootless", e.flavorVal.Rootless)
+	return e.flavorVal, nil
+}
+
+// profileFileName is the name of the file holding a seccomp profile:
+// content-addressed, so a profile is written once and a file never
+// changes under a container being made.
+func profileFileName(profile []byte) string {
+	sum := sha256.Sum256(profile)
+	return "seccomp-" + hex.EncodeToString(sum[:8]) + ".json"
+}
+
+// writeProfile returns the path of a file in dir holding profile (mode
+// 0644, in a directory of mode 0755: the engine, root or the user, reads
+// it), writing it when missing or when what is there differs. dir is
+// corral's state directory's, which no sandbox is given.
+func writeProfile(dir string, profile []byte) (string, error) {
+	if dir == "" || !filepath.IsAbs(dir) {
+		return "", fmt.Errorf("%w: docker backend: Podman takes the seccomp profile as a file, and this engine has no directory to write it in (Options.ProfileDir)", sandbox.ErrUnavailable)
+	}
+	p := filepath.Join(dir, profileFileName(profile))
+	if b, err := os.ReadFile(p); err == nil && bytes.Equal(b, profile) {
+		if st, err := os.Stat(p); err == nil && st.Mode().Perm() == 0o644 {
+			return p, nil
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("%w: docker backend: the seccomp profile's directory: %v", sandbox.ErrUnavailable, err)
+	}
+	if err := atomicfile.Write(p, profile, 0o644, false); err != nil {
+		return "", fmt.Errorf("%w: docker backend: writing the seccomp profile for Podman: %v", sandbox.ErrUnavailable, err)
+	}
+	return p, nil
+}
+
+// forPodman returns the security options sec in Podman's form: the
+// seccomp profile's JSON (Docker's form, "seccomp=<JSON>") replaced by
+// "seccomp=<path>", the file holding it (writeProfile). Other options
+// pass unchanged ("no-new-privileges" means the same to both). Pure but
+// for the write.
+func forPodman(sec []string, dir string) ([]string, error) {
+	out := slices.Clone(sec)
+	for i, o := range out {
+		v, ok := strings.CutPrefix(o, "seccomp=")
+		if !ok || !strings.HasPrefix(strings.TrimSpace(v), "{") {
+			continue // unconfined, or a path already
+		}
+		p, err := writeProfile(dir, []byte(v))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = "seccomp=" + p
+	}
+	return out, nil
+}
+
+// podmanFix is the fix to add to an engine's error that a Podman host
+// lacks a piece for (the messages of Podman 4.3), or "".
+func podmanFix(msg string) string {
+	switch {
+	case strings.Contains(msg, "container-init binary not found") || strings.Contains(msg, "catatonit"):
+		return "Podman runs containers' init (corral's containers have one, for zombies) with catatonit: install it on the engine's host (apt-get install catatonit, dnf install catatonit) or set init_path in containers.conf"
+	case strings.Contains(msg, "error setting rlimit") && strings.Contains(msg, "operation not permitted"):
+		return "rootful Podman raises containers' limits of open files and processes to its defaults (1048576), which fails where its root lacks CAP_SYS_RESOURCE (some VMs and containers): set default_ulimits in containers.conf ([containers] default_ulimits = [\"nofile=N:N\", \"nproc=M:M\"], within the service's own `ulimit -Hn` and `ulimit -Hu`) and restart the service"
+	case strings.Contains(msg, "newuidmap") || strings.Contains(msg, "newgidmap") || strings.Contains(msg, "/etc/subuid") || strings.Contains(msg, "/etc/subgid"):
+		return "rootless Podman needs subordinate ids for the user (apt-get install uidmap; usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $USER; podman system migrate)"
+	}
+	return ""
+}
+
+// adaptHost turns hc, the container's configuration as Docker takes it
+// (buildSpec: the policy), into what the engine of flavor f takes for the
+// same policy; dir is Options.ProfileDir. Docker's is left as it is. On
+// Podman: the seccomp profile as a file (forPodman); rootless, the user
+// namespace "keep-id", which maps the user running the service (the
+// workspace's owner, corral's caller) to the same uid and gid in the
+// container, so docker.user "" (the caller's ids) writes the workspace as
+// the caller, as on Docker; without it uid 0 in the container is the
+// caller and the caller's uid is one of its subordinate ids, which cannot
+// write the workspace. Its tmpfs mounts without a copy-up (podmanTmpfs). A user namespace named by docker.extra_run_args
+// is kept.
+func adaptHost(hc *container.HostConfig, f Flavor, dir string) error {
+	if !f.Podman {
+		return nil
+	}
+	sec, err := forPodman(hc.SecurityOpt, dir)
+	if err != nil {
+		return err
+	}
+	hc.SecurityOpt = sec
+	hc.Mounts, hc.Tmpfs = podmanTmpfs(hc.Mounts, hc.Tmpfs)
+	if f.Rootless && hc.UsernsMode == "" {
+		hc.UsernsMode = "keep-id"
+	}
+	return nil
+}
+
+// withPodmanFix adds podmanFix's fix to err, an engine's error, on Podman.
+func withPodmanFix(f Flavor, err error) error {
+	if fix := podmanFix(err.Error()); f.Podman && fix != "" {
+		return fmt.Errorf("%w; %s", err, fix)
+	}
+	return err
+}
+
+// podmanTmpfs returns mounts without their tmpfs mounts, and tmpfs with
+// them and every tmpfs it held marked "notmpcopyup". Podman fills a
+// tmpfs with what lies below its mount point ("tmpcopyup", its default,
+// for --mount type=tmpfs and --tmpfs alike), so an empty tmpfs over a
+// credential directory in a bind (binds.go's covers) would show the
+// directory's files; only the --tmpfs form (HostConfig.Tmpfs) carries
+// the option through the compatible API. Docker never copies up and
+// refuses the option, so this is Podman's alone. Pure.
+func podmanTmpfs(mounts []mount.Mount, tmpfs map[string]string) ([]mount.Mount, map[string]string) {
+	out := make(map[string]string, len(tmpfs))
+	for dst, opts := range tmpfs {
+		if !slices.Contains(strings.Split(opts, ","), "notmpcopyup") {
+			opts = strings.TrimPrefix(opts+",notmpcopyup", ",")
+		}
+		out[dst] = opts
+	}
+	var kept []mount.Mount
+	for _, m := range mounts {
+		if m.Type != mount.TypeTmpfs {
+			kept = append(kept, m)
+			continue
+		}
+		opts := []string{"rw"}
+		if m.ReadOnly {
+			opts[0] = "ro"
+		}
+		if o := m.TmpfsOptions; o != nil {
+			if o.SizeBytes > 0 {
+				opts = append(opts, fmt.Sprintf("size=%d", o.SizeBytes))
+			}
+			if o.Mode != 0 {
+				opts = append(opts, fmt.Sprintf("mode=%#o", o.Mode.Perm()))
+			}
+		}
+		out[m.Target] = strings.Join(append(opts, "nosuid", "nodev", "notmpcopyup"), ",")
+	}
+	if len(out) == 0 {
+		out = nil
+	}
+	return kept, out
+}
