@@ -303,6 +303,15 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 			return err
 		}
 	}
+	// What the engine is: Podman takes some of the policy in another form
+	// (podman.go).
+	fl, err := e.flavor(ctx)
+	if err != nil {
+		return err
+	}
+	if c.review != nil && fl.Podman {
+		return errReviewPodman
+	}
 	if c.review != nil {
 		if err := b.claimLayer(ctx, cli, c); err != nil {
 			return err
@@ -324,12 +333,8 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	spec.Config.Labels[LabelKey] = c.key
 	spec.Config.Labels[LabelConfig] = spec.Hash
 	spec.Config.Labels[LabelOwner] = e.self.String()
-	// The same policy in the engine's form (podman.go); the hash, and so
-	// a session's container found again, is the policy's.
-	fl, err := e.flavor(ctx)
-	if err != nil {
-		return err
-	}
+	// The same policy in the engine's form; the hash, and so a session's
+	// container found again, is the policy's.
 	if err := adaptHost(spec.Host, fl, e.opts.ProfileDir); err != nil {
 		return err
 	}

@@ -5,7 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -40,11 +44,12 @@ type Flavor struct {
 // answer's Components (GET /version; Docker's is "Engine").
 const podmanComponent = "Podman Engine"
 
-// flavorOf reads the engine's flavor from its answers to GET /version and
-// GET /info (securityOptions: Docker and Podman list "name=rootless" when
-// they run rootless). Pure.
-func flavorOf(components []string, securityOptions []string) Flavor {
-	var f Flavor
+// flavorOf reads the engine's flavor from its answers to GET /version
+// (components' names) and GET /info: Docker lists "name=rootless" among
+// the security options when it runs rootless; Podman 4.3 does not, and
+// answers "Rootless": true, a field of its own (rootless). Pure.
+func flavorOf(components []string, securityOptions []string, rootless bool) Flavor {
+	f := Flavor{Rootless: rootless}
 	for _, c := range components {
 		if strings.EqualFold(strings.TrimSpace(c), podmanComponent) {
 			f.Podman = true
@@ -58,6 +63,37 @@ func flavorOf(components []string, securityOptions []string) Flavor {
 		}
 	}
 	return f
+}
+
+// engineInfo is what corral reads of GET /info: Podman's Rootless is no
+// field of the client's types, so the answer is decoded here.
+type engineInfo struct {
+	SecurityOptions []string
+	Rootless        bool
+}
+
+// info asks the engine GET /info over the client's own connection.
+func info(ctx context.Context, cli *client.Client) (engineInfo, error) {
+	dial := cli.Dialer()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) }}}
+	defer hc.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://engine/v"+cli.ClientVersion()+"/info", nil)
+	if err != nil {
+		return engineInfo{}, err
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return engineInfo{}, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return engineInfo{}, fmt.Errorf("GET /info: %s", res.Status)
+	}
+	var in engineInfo
+	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&in); err != nil {
+		return engineInfo{}, fmt.Errorf("GET /info: %w", err)
+	}
+	return in, nil
 }
 
 // flavor asks the engine once per process what it is (two small calls,
@@ -81,11 +117,11 @@ func (e *Engine) flavor(ctx context.Context) (Flavor, error) {
 	for _, c := range v.Components {
 		names = append(names, c.Name)
 	}
-	info, err := cli.Info(ctx, client.InfoOptions{})
+	in, err := info(ctx, cli)
 	if err != nil {
 		return Flavor{}, e.engineErr("asking the engine's information", err)
 	}
-	e.flavorVal, e.flavorKnown = flavorOf(names, info.Info.SecurityOptions), true
+	e.flavorVal, e.flavorKnown = flavorOf(names, in.SecurityOptions, in.Rootless), true
 	e.log.Info("docker.engine", "version", v.Version, "podman", e.flavorVal.Podman, "rootless", e.flavorVal.Rootless)
 	return e.flavorVal, nil
 }
@@ -232,3 +268,10 @@ func podmanTmpfs(mounts []mount.Mount, tmpfs map[string]string) ([]mount.Mount, 
 	}
 	return kept, out
 }
+
+// errReviewPodman refuses workspace_mode review on Podman: the review
+// layer is an overlay volume of the local driver given inline with the
+// container (overlayVolume), and Podman 4.3's compatible API drops an
+// inline volume's driver options (the container would get an empty
+// volume, not the workspace). Nothing was run.
+var errReviewPodman = fmt.Errorf("%w: docker backend: workspace_mode review is not available on Podman (its compatible API drops the overlay volume's options the review layer is made of); use workspace_mode direct, the bwrap backend for review, or Docker", sandbox.ErrUnavailable)

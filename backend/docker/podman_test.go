@@ -17,19 +17,20 @@ func TestFlavorOf(t *testing.T) {
 		name       string
 		components []string
 		secopts    []string
+		rootless   bool
 		want       Flavor
 	}{
-		{"docker", []string{"Engine", "containerd", "runc", "docker-init"}, []string{"name=seccomp,profile=builtin", "name=cgroupns"}, Flavor{}},
-		{"rootless docker", []string{"Engine", "containerd"}, []string{"name=seccomp,profile=builtin", "name=rootless", "name=cgroupns"}, Flavor{Rootless: true}},
+		{"docker", []string{"Engine", "containerd", "runc", "docker-init"}, []string{"name=seccomp,profile=builtin", "name=cgroupns"}, false, Flavor{}},
+		{"rootless docker", []string{"Engine", "containerd"}, []string{"name=seccomp,profile=builtin", "name=rootless", "name=cgroupns"}, false, Flavor{Rootless: true}},
 		// Podman 4.3.1's answers, rootful and rootless.
-		{"podman", []string{"Podman Engine", "Conmon", "OCI Runtime (runc)"}, []string{"name=seccomp,profile=default"}, Flavor{Podman: true}},
-		{"rootless podman", []string{"Podman Engine", "Conmon", "OCI Runtime (crun)"}, []string{"name=seccomp,profile=default", "name=rootless"}, Flavor{Podman: true, Rootless: true}},
-		{"nothing said", nil, nil, Flavor{}},
-		{"a name that only looks rootless", []string{"Engine"}, []string{"name=seccomp,profile=/etc/rootless.json"}, Flavor{}},
+		{"podman", []string{"Podman Engine", "Conmon", "OCI Runtime (runc)"}, []string{"name=seccomp,profile=default"}, false, Flavor{Podman: true}},
+		{"rootless podman", []string{"Podman Engine", "Conmon", "OCI Runtime (runc)"}, []string{"name=seccomp,profile=default"}, true, Flavor{Podman: true, Rootless: true}},
+		{"nothing said", nil, nil, false, Flavor{}},
+		{"a name that only looks rootless", []string{"Engine"}, []string{"name=seccomp,profile=/etc/rootless.json"}, false, Flavor{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := flavorOf(tc.components, tc.secopts); got != tc.want {
-				t.Errorf("flavorOf(%q, %q) = %+v, want %+v", tc.components, tc.secopts, got, tc.want)
+			if got := flavorOf(tc.components, tc.secopts, tc.rootless); got != tc.want {
+				t.Errorf("flavorOf(%q, %q, %v) = %+v, want %+v", tc.components, tc.secopts, tc.rootless, got, tc.want)
 			}
 		})
 	}
