@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/moby/moby/client"
-
 	"github.com/corralhq/corral/backend/registry"
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/sandbox"
@@ -74,12 +72,10 @@ func EngineOf(in registry.Instance) *Engine {
 }
 
 // engineHost is the engine address the docker client uses: DOCKER_HOST,
-// or the default socket.
+// or the first socket there is of Docker's and Podman's usual ones
+// (chooseHost).
 func engineHost() string {
-	if h := os.Getenv("DOCKER_HOST"); h != "" {
-		return h
-	}
-	return client.DefaultDockerHost
+	return chooseHost(os.Getenv("DOCKER_HOST"), os.Getenv("XDG_RUNTIME_DIR"), isSocket)
 }
 
 // doctor is the docker part of `corral doctor`: whether the engine
@@ -105,7 +101,11 @@ func doctor(ctx context.Context, in registry.Instance, st *config.Settings, use 
 	var lines []string
 	add := func(format string, a ...any) { lines = append(lines, fmt.Sprintf(format, a...)) }
 	if dd.Reachable {
-		add("ok   docker engine %s at %s (API %s; engine accepts %s and later)", dd.Version, dd.Host, dd.APIVersion, dd.MinAPIVersion)
+		kind := ""
+		if dd.Podman {
+			kind = " (Podman)"
+		}
+		add("ok   docker engine %s%s at %s (API %s; engine accepts %s and later)", dd.Version, kind, dd.Host, dd.APIVersion, dd.MinAPIVersion)
 		if dd.ImagePresent {
 			add("ok   docker image %s", dd.Image)
 		} else {

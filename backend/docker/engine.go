@@ -227,7 +227,8 @@ func (e *Engine) client() (*client.Client, error) {
 	e.cliOnce.Do(func() {
 		opts := e.opts.ClientOpts
 		if opts == nil {
-			opts = []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+			// Without DOCKER_HOST, Docker's socket or Podman's usual ones.
+			opts = []client.Opt{client.FromEnv, client.WithHost(engineHost()), client.WithAPIVersionNegotiation()}
 		}
 		e.cli, e.cliErr = client.New(opts...)
 		if e.cliErr != nil {
@@ -239,10 +240,7 @@ func (e *Engine) client() (*client.Client, error) {
 
 // unavailable wraps an error reaching the engine with the fix.
 func (e *Engine) unavailable(err error) error {
-	host := os.Getenv("DOCKER_HOST")
-	if host == "" {
-		host = client.DefaultDockerHost
-	}
+	host := engineHost()
 	return fmt.Errorf("%w: docker backend: the Docker engine at %s is not reachable (%v); %s; nothing was run", sandbox.ErrUnavailable, host, err, reachFix(err))
 }
 

@@ -275,3 +275,36 @@ func podmanTmpfs(mounts []mount.Mount, tmpfs map[string]string) ([]mount.Mount, 
 // inline volume's driver options (the container would get an empty
 // volume, not the workspace). Nothing was run.
 var errReviewPodman = fmt.Errorf("%w: docker backend: workspace_mode review is not available on Podman (its compatible API drops the overlay volume's options the review layer is made of); use workspace_mode direct, the bwrap backend for review, or Docker", sandbox.ErrUnavailable)
+
+// chooseHost returns the engine's address when DOCKER_HOST (dockerHost)
+// names none: Docker's socket (client.DefaultDockerHost) when it exists,
+// else Podman's usual sockets, the user's own first (rootless:
+// $XDG_RUNTIME_DIR/podman/podman.sock, as `podman system service` and
+// podman.socket make it), then the system's (/run/podman/podman.sock,
+// rootful); else Docker's, whose absence the first command reports.
+// exists says whether a socket is at a path. Pure.
+func chooseHost(dockerHost, xdgRuntimeDir string, exists func(string) bool) string {
+	if dockerHost != "" {
+		return dockerHost
+	}
+	docker := strings.TrimPrefix(client.DefaultDockerHost, "unix://")
+	if exists(docker) {
+		return client.DefaultDockerHost
+	}
+	var cands []string
+	if filepath.IsAbs(xdgRuntimeDir) {
+		cands = append(cands, filepath.Join(xdgRuntimeDir, "podman", "podman.sock"))
+	}
+	for _, c := range append(cands, "/run/podman/podman.sock") {
+		if exists(c) {
+			return "unix://" + c
+		}
+	}
+	return client.DefaultDockerHost
+}
+
+// isSocket says whether p is a Unix socket.
+func isSocket(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().Type() == os.ModeSocket
+}

@@ -157,3 +157,26 @@ func TestPodmanTmpfs(t *testing.T) {
 		t.Errorf("no tmpfs made %q", tmpfs)
 	}
 }
+
+func TestChooseHost(t *testing.T) {
+	const docker, rootless, rootful = "/var/run/docker.sock", "/run/user/1000/podman/podman.sock", "/run/podman/podman.sock"
+	for _, tc := range []struct {
+		name, env, xdg string
+		socks          []string
+		want           string
+	}{
+		{"DOCKER_HOST wins", "tcp://10.0.0.1:2376", "/run/user/1000", []string{docker, rootless, rootful}, "tcp://10.0.0.1:2376"},
+		{"docker's socket", "", "/run/user/1000", []string{docker, rootless}, "unix://" + docker},
+		{"rootless podman", "", "/run/user/1000", []string{rootless, rootful}, "unix://" + rootless},
+		{"rootful podman", "", "/run/user/1000", []string{rootful}, "unix://" + rootful},
+		{"no XDG_RUNTIME_DIR", "", "", []string{rootless, rootful}, "unix://" + rootful},
+		{"a relative XDG_RUNTIME_DIR is no one's", "", "run/user/1000", []string{"run/user/1000/podman/podman.sock"}, "unix://" + docker},
+		{"nothing: docker's, to be reported", "", "/run/user/1000", nil, "unix://" + docker},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := chooseHost(tc.env, tc.xdg, func(p string) bool { return slices.Contains(tc.socks, p) }); got != tc.want {
+				t.Errorf("chooseHost = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

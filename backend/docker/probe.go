@@ -20,6 +20,9 @@ type Diagnosis struct {
 	Version       string `json:"version,omitempty"`
 	APIVersion    string `json:"api_version,omitempty"`
 	MinAPIVersion string `json:"min_api_version,omitempty"`
+	// Podman is set when the engine is Podman's compatible service
+	// (podman.go says what corral does differently there).
+	Podman bool `json:"podman,omitempty"`
 	// Image is docker.image; ImagePresent says whether the engine has it
 	// (otherwise the first command pulls it).
 	Image        string `json:"image"`
@@ -43,10 +46,7 @@ func (d *Diagnosis) Ready() bool {
 // Diagnose asks the engine for its version and the image, and checks the
 // helper and settings, within a few seconds.
 func (e *Engine) Diagnose(ctx context.Context, st Settings) *Diagnosis {
-	d := &Diagnosis{Host: os.Getenv("DOCKER_HOST"), Image: st.Image}
-	if d.Host == "" {
-		d.Host = client.DefaultDockerHost
-	}
+	d := &Diagnosis{Host: engineHost(), Image: st.Image}
 	if _, err := st.check(os.Getuid(), os.Getgid()); err != nil {
 		d.SettingsError = err.Error()
 	} else if _, err := ParseExtraRunArgs(st.ExtraRunArgs); err != nil {
@@ -65,6 +65,9 @@ func (e *Engine) Diagnose(ctx context.Context, st Settings) *Diagnosis {
 			d.Reachable = true
 			d.Version, d.MinAPIVersion = v.Version, v.MinAPIVersion
 			d.APIVersion = cli.ClientVersion()
+			for _, c := range v.Components {
+				d.Podman = d.Podman || flavorOf([]string{c.Name}, nil, false).Podman
+			}
 			if _, err := cli.ImageInspect(ctx, st.Image); err == nil {
 				d.ImagePresent = true
 			}
