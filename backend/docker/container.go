@@ -309,6 +309,9 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	if err != nil {
 		return err
 	}
+	if fl.NoLimits {
+		return errNoLimits
+	}
 	if c.review != nil && fl.Podman {
 		return errReviewPodman
 	}

@@ -38,6 +38,10 @@ type Flavor struct {
 	// unprivileged user (rootless Podman or rootless Docker): its uid 0 is
 	// that user, and other uids are the user's subordinate ids.
 	Rootless bool
+	// NoLimits is set when the engine ignores containers' limits: rootless
+	// on cgroup v1 ("Resource limits are not supported and ignored on
+	// cgroups V1 rootless systems", Podman 4.3).
+	NoLimits bool
 }
 
 // podmanComponent is the name Podman gives itself among the version
@@ -70,6 +74,7 @@ func flavorOf(components []string, securityOptions []string, rootless bool) Flav
 type engineInfo struct {
 	SecurityOptions []string
 	Rootless        bool
+	CgroupVersion   string
 }
 
 // info asks the engine GET /info over the client's own connection.
@@ -122,6 +127,7 @@ func (e *Engine) flavor(ctx context.Context) (Flavor, error) {
 		return Flavor{}, e.engineErr("asking the engine's information", err)
 	}
 	e.flavorVal, e.flavorKnown = flavorOf(names, in.SecurityOptions, in.Rootless), true
+	e.flavorVal.NoLimits = e.flavorVal.Rootless && in.CgroupVersion == "1"
 	e.log.Info("docker.engine", "version", v.Version, "podman", e.flavorVal.Podman, "rootless", e.flavorVal.Rootless)
 	return e.flavorVal, nil
 }
@@ -308,3 +314,7 @@ func isSocket(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.Mode().Type() == os.ModeSocket
 }
+
+// errNoLimits refuses an engine that would ignore docker.memory, cpus and
+// pids_limit (Flavor.NoLimits): a fork bomb would take the machine.
+var errNoLimits = fmt.Errorf("%w: docker backend: this rootless engine runs on cgroup v1, where it ignores containers' limits (docker.memory, docker.cpus, docker.pids_limit); nothing was run: use a rootful engine, or a host with cgroup v2 and a systemd user session", sandbox.ErrUnavailable)
