@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"maps"
 	"path/filepath"
+	"slices"
+	"sync"
 
 	"github.com/corralhq/corral/backend/registry"
 	"github.com/corralhq/corral/config"
@@ -28,14 +30,33 @@ var driver = registry.Driver{
 
 func init() { registry.Register(&driver) }
 
-// instance is the docker backend in one Host: one Engine for the process
-// (its containers outlive a command; Close removes them), viewed through
-// each command's docker.* settings.
-type instance struct{ e *Engine }
+// instance is the docker backend in one Host: an Engine per engine
+// address setting (docker.host; one for most Hosts) for the process (its
+// containers outlive a command; Close removes them), viewed through each
+// command's docker.* settings.
+type instance struct {
+	d registry.Deps
+
+	mu      sync.Mutex
+	engines map[string]*Engine // by docker.host
+	closed  bool
+}
 
 func open(d registry.Deps) registry.Instance {
-	return &instance{e: NewEngine(Options{
-		Logger: d.Logger, Egress: d.Egress(), Join: d.JoinContainers,
+	return &instance{d: d, engines: map[string]*Engine{}}
+}
+
+// engine returns the Engine for docker.host value host, made at its first
+// use; after Close, nil.
+func (in *instance) engine(host string) *Engine {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if e := in.engines[host]; e != nil || in.closed {
+		return e
+	}
+	d := in.d
+	e := NewEngine(Options{
+		Logger: d.Logger, Egress: d.Egress(), Join: d.JoinContainers, Host: host,
 		QuarantineDir: filepath.Join(d.StateDir, "quarantine"),
 		TrustDir:      filepath.Join(d.StateDir, "trust"),
 		// Shared with the bwrap backend: `corral cleanup` prunes both
@@ -50,32 +71,43 @@ func open(d registry.Deps) registry.Instance {
 		HiddenDirs: append(append([]string(nil), d.HiddenDirs...), d.StateDir),
 		EmptyFile:  filepath.Join(d.StateDir, "empty"),
 		FindHelper: func() string { return d.Helper(true) },
-	})}
+	})
+	in.engines[host] = e
+	return e
 }
 
 // Backend implements registry.Instance.
 func (in *instance) Backend(st *config.Settings) (sandbox.Backend, error) {
-	return in.e.Backend(SettingsOf(st)), nil
+	s := SettingsOf(st)
+	e := in.engine(s.Host)
+	if e == nil {
+		return nil, ErrClosed
+	}
+	return e.Backend(s), nil
 }
 
 // Close implements registry.Instance: it removes the containers the
-// engine made.
-func (in *instance) Close() error { return in.e.Close() }
-
-// EngineOf returns the Engine behind an Instance of this backend, or nil
-// for another backend's (tests reach the engine through it).
-func EngineOf(in registry.Instance) *Engine {
-	if i, ok := in.(*instance); ok {
-		return i.e
+// engines made.
+func (in *instance) Close() error {
+	in.mu.Lock()
+	in.closed = true
+	es := slices.Collect(maps.Values(in.engines))
+	in.mu.Unlock()
+	var errs []error
+	for _, e := range es {
+		errs = append(errs, e.Close())
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// engineHost is the engine address the docker client uses: DOCKER_HOST,
-// or the first socket there is of Docker's and Podman's usual ones
-// (chooseHost).
-func engineHost() string {
-	return chooseHost(os.Getenv("DOCKER_HOST"), os.Getenv("XDG_RUNTIME_DIR"), isSocket)
+// EngineOf returns the Engine behind an Instance of this backend for the
+// default docker.host (""), or nil for another backend's or after Close
+// (tests reach the engine through it).
+func EngineOf(in registry.Instance) *Engine {
+	if i, ok := in.(*instance); ok {
+		return i.engine("")
+	}
+	return nil
 }
 
 // doctor is the docker part of `corral doctor`: whether the engine
@@ -84,35 +116,43 @@ func engineHost() string {
 // only); its problems are failures when docker is the backend in use.
 func doctor(ctx context.Context, in registry.Instance, st *config.Settings, use registry.Use) *registry.Report {
 	var dd *Diagnosis
+	var e *Engine
 	if i, ok := in.(*instance); ok {
-		dd = i.e.Diagnose(ctx, SettingsOf(st))
+		e = i.engine(SettingsOf(st).Host)
+	}
+	if e != nil {
+		dd = e.Diagnose(ctx, SettingsOf(st))
 	} else {
 		// No state directory, so no Host: the engine is not asked.
 		msg := "no Host"
 		if use.HostErr != nil {
 			msg = use.HostErr.Error()
 		}
-		dd = &Diagnosis{Host: engineHost(), Error: msg, Fix: "give corral a state directory (HOME or XDG_STATE_HOME)"}
+		dd = &Diagnosis{HostChoice: chooseHost(SettingsOf(st).Host), Error: msg, Fix: "give corral a state directory (HOME or XDG_STATE_HOME)"}
 	}
 	bad := "    "
 	if use.Selected {
 		bad = "FAIL"
 	}
-	var lines []string
+	var lines, fixes []string
 	add := func(format string, a ...any) { lines = append(lines, fmt.Sprintf(format, a...)) }
 	if dd.Reachable {
 		kind := ""
 		if dd.Podman {
 			kind = " (Podman)"
 		}
-		add("ok   docker engine %s%s at %s (API %s; engine accepts %s and later)", dd.Version, kind, dd.Host, dd.APIVersion, dd.MinAPIVersion)
+		add("ok   docker engine %s%s at %s (from %s; API %s; engine accepts %s and later)", dd.Version, kind, dd.Addr, dd.From, dd.APIVersion, dd.MinAPIVersion)
+		for _, p := range dd.Problems {
+			add("%s docker engine: %s", bad, p.What)
+			fixes = append(fixes, "fix:   "+p.Fix)
+		}
 		if dd.ImagePresent {
 			add("ok   docker image %s", dd.Image)
 		} else {
 			add("     docker image %s: not on the engine; pulled on first use", dd.Image)
 		}
 	} else {
-		add("%s docker engine at %s: not reachable (%s)", bad, dd.Host, dd.Error)
+		add("%s docker engine at %s (from %s): not reachable (%s)", bad, dd.Addr, dd.From, dd.Error)
 	}
 	if dd.HelperError != "" {
 		add("%s docker helper: %s", bad, dd.HelperError)
@@ -120,21 +160,29 @@ func doctor(ctx context.Context, in registry.Instance, st *config.Settings, use 
 	if dd.SettingsError != "" {
 		add("FAIL docker settings: %s", dd.SettingsError)
 	}
-	return &registry.Report{Fields: map[string]any{"docker": dd}, Lines: lines, Ready: dd.Ready(), Fix: []string{"fix:   " + dd.Fix}}
+	if dd.Fix != "" || len(fixes) == 0 {
+		fixes = append(fixes, "fix:   "+dd.Fix)
+	}
+	return &registry.Report{Fields: map[string]any{"docker": dd}, Lines: lines, Ready: dd.Ready(), Fix: fixes}
 }
 
 // cleanup is the docker part of `corral cleanup`: the engine's Cleanup,
 // or, where no engine answers (most machines that use bwrap alone), a
 // note that no container was looked at.
-func cleanup(ctx context.Context, in registry.Instance, _ *config.Settings, _, all bool) (*registry.Swept, error) {
+func cleanup(ctx context.Context, in registry.Instance, st *config.Settings, _, all bool) (*registry.Swept, error) {
 	i, ok := in.(*instance)
 	if !ok {
 		return nil, nil
 	}
-	los, err := i.e.Cleanup(ctx, all)
+	e := i.engine(SettingsOf(st).Host)
+	if e == nil {
+		return nil, ErrClosed
+	}
+	los, err := e.Cleanup(ctx, all)
 	if errors.Is(err, sandbox.ErrUnavailable) {
-		i.e.log.Debug("cleanup.docker.skipped", "error", err)
-		return &registry.Swept{Skipped: fmt.Sprintf("docker: skipped, no Docker engine answers at %s (DOCKER_HOST); no container was looked at", engineHost())}, nil
+		e.log.Debug("cleanup.docker.skipped", "error", err)
+		h := e.address()
+		return &registry.Swept{Skipped: fmt.Sprintf("docker: skipped, no Docker engine answers at %s (from %s); no container was looked at", h.Addr, h.From)}, nil
 	}
 	if err != nil {
 		return nil, err

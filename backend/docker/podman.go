@@ -5,11 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -77,28 +73,11 @@ type engineInfo struct {
 	CgroupVersion   string
 }
 
-// info asks the engine GET /info over the client's own connection.
+// info asks the engine GET /info.
 func info(ctx context.Context, cli *client.Client) (engineInfo, error) {
-	dial := cli.Dialer()
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) }}}
-	defer hc.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://engine/v"+cli.ClientVersion()+"/info", nil)
-	if err != nil {
-		return engineInfo{}, err
-	}
-	res, err := hc.Do(req)
-	if err != nil {
-		return engineInfo{}, err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return engineInfo{}, fmt.Errorf("GET /info: %s", res.Status)
-	}
 	var in engineInfo
-	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&in); err != nil {
-		return engineInfo{}, fmt.Errorf("GET /info: %w", err)
-	}
-	return in, nil
+	err := getJSON(ctx, cli, "/v"+cli.ClientVersion()+"/info", &in)
+	return in, err
 }
 
 // flavor asks the engine once per process what it is (two small calls,
@@ -281,39 +260,6 @@ func podmanTmpfs(mounts []mount.Mount, tmpfs map[string]string) ([]mount.Mount, 
 // inline volume's driver options (the container would get an empty
 // volume, not the workspace). Nothing was run.
 var errReviewPodman = fmt.Errorf("%w: docker backend: workspace_mode review is not available on Podman (its compatible API drops the overlay volume's options the review layer is made of); use workspace_mode direct, the bwrap backend for review, or Docker", sandbox.ErrUnavailable)
-
-// chooseHost returns the engine's address when DOCKER_HOST (dockerHost)
-// names none: Docker's socket (client.DefaultDockerHost) when it exists,
-// else Podman's usual sockets, the user's own first (rootless:
-// $XDG_RUNTIME_DIR/podman/podman.sock, as `podman system service` and
-// podman.socket make it), then the system's (/run/podman/podman.sock,
-// rootful); else Docker's, whose absence the first command reports.
-// exists says whether a socket is at a path. Pure.
-func chooseHost(dockerHost, xdgRuntimeDir string, exists func(string) bool) string {
-	if dockerHost != "" {
-		return dockerHost
-	}
-	docker := strings.TrimPrefix(client.DefaultDockerHost, "unix://")
-	if exists(docker) {
-		return client.DefaultDockerHost
-	}
-	var cands []string
-	if filepath.IsAbs(xdgRuntimeDir) {
-		cands = append(cands, filepath.Join(xdgRuntimeDir, "podman", "podman.sock"))
-	}
-	for _, c := range append(cands, "/run/podman/podman.sock") {
-		if exists(c) {
-			return "unix://" + c
-		}
-	}
-	return client.DefaultDockerHost
-}
-
-// isSocket says whether p is a Unix socket.
-func isSocket(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.Mode().Type() == os.ModeSocket
-}
 
 // errNoLimits refuses an engine that would ignore docker.memory, cpus and
 // pids_limit (Flavor.NoLimits): a fork bomb would take the machine.

@@ -158,24 +158,79 @@ func TestPodmanTmpfs(t *testing.T) {
 	}
 }
 
-func TestChooseHost(t *testing.T) {
+// TestResolveHost: DOCKER_HOST, then docker.host, then Docker's socket,
+// then Podman's rootless one, then its rootful one, then Docker's
+// default; each answer says where it came from.
+func TestResolveHost(t *testing.T) {
 	const docker, rootless, rootful = "/var/run/docker.sock", "/run/user/1000/podman/podman.sock", "/run/podman/podman.sock"
 	for _, tc := range []struct {
-		name, env, xdg string
-		socks          []string
-		want           string
+		name, env, setting, xdg string
+		socks                   []string
+		want                    HostChoice
 	}{
-		{"DOCKER_HOST wins", "tcp://10.0.0.1:2376", "/run/user/1000", []string{docker, rootless, rootful}, "tcp://10.0.0.1:2376"},
-		{"docker's socket", "", "/run/user/1000", []string{docker, rootless}, "unix://" + docker},
-		{"rootless podman", "", "/run/user/1000", []string{rootless, rootful}, "unix://" + rootless},
-		{"rootful podman", "", "/run/user/1000", []string{rootful}, "unix://" + rootful},
-		{"no XDG_RUNTIME_DIR", "", "", []string{rootless, rootful}, "unix://" + rootful},
-		{"a relative XDG_RUNTIME_DIR is no one's", "", "run/user/1000", []string{"run/user/1000/podman/podman.sock"}, "unix://" + docker},
-		{"nothing: docker's, to be reported", "", "/run/user/1000", nil, "unix://" + docker},
+		{"DOCKER_HOST wins", "tcp://10.0.0.1:2376", "unix:///run/podman/podman.sock", "/run/user/1000", []string{docker, rootless, rootful}, HostChoice{"tcp://10.0.0.1:2376", FromEnv}},
+		{"DOCKER_HOST wins where nothing is", "unix:///nowhere.sock", "", "", nil, HostChoice{"unix:///nowhere.sock", FromEnv}},
+		{"a blank DOCKER_HOST is unset", "  ", "unix:///run/podman/podman.sock", "", []string{docker}, HostChoice{"unix:///run/podman/podman.sock", FromSetting}},
+		{"docker.host over the sockets", "", "unix:///srv/podman.sock", "/run/user/1000", []string{docker, rootless, rootful}, HostChoice{"unix:///srv/podman.sock", FromSetting}},
+		{"docker.host that is not there yet", "", "ssh://me@build", "", nil, HostChoice{"ssh://me@build", FromSetting}},
+		{"docker's socket", "", "", "/run/user/1000", []string{docker, rootless}, HostChoice{"unix://" + docker, FromSearch}},
+		{"rootless podman", "", "", "/run/user/1000", []string{rootless, rootful}, HostChoice{"unix://" + rootless, FromSearch}},
+		{"rootful podman", "", "", "/run/user/1000", []string{rootful}, HostChoice{"unix://" + rootful, FromSearch}},
+		{"no XDG_RUNTIME_DIR", "", "", "", []string{rootless, rootful}, HostChoice{"unix://" + rootful, FromSearch}},
+		{"a relative XDG_RUNTIME_DIR is no one's", "", "", "run/user/1000", []string{"run/user/1000/podman/podman.sock"}, HostChoice{"unix://" + docker, FromDefault}},
+		{"nothing: docker's, to be reported", "", "", "/run/user/1000", nil, HostChoice{"unix://" + docker, FromDefault}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := chooseHost(tc.env, tc.xdg, func(p string) bool { return slices.Contains(tc.socks, p) }); got != tc.want {
-				t.Errorf("chooseHost = %q, want %q", got, tc.want)
+			if got := resolveHost(tc.env, tc.setting, tc.xdg, func(p string) bool { return slices.Contains(tc.socks, p) }); got != tc.want {
+				t.Errorf("resolveHost = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestEngineProblems: what doctor names of an engine's answers, with the
+// fix, and nothing for an engine that lacks nothing.
+func TestEngineProblems(t *testing.T) {
+	const (
+		v1       = "cgroup v1"
+		catatoni = "catatonit"
+		subids   = "subordinate ids"
+	)
+	podman := Flavor{Podman: true}
+	rootless := Flavor{Podman: true, Rootless: true}
+	ok := func(f Flavor, cg string) EngineFacts {
+		return EngineFacts{Flavor: f, CgroupVersion: cg, UIDRanges: -1, GIDRanges: -1, Local: true, InitFound: true}
+	}
+	with := func(f EngineFacts, change func(*EngineFacts)) EngineFacts { change(&f); return f }
+	for _, tc := range []struct {
+		name  string
+		facts EngineFacts
+		want  []string // one substring per problem, in order
+		fixes []string
+	}{
+		{"docker", EngineFacts{CgroupVersion: "1", UIDRanges: -1, GIDRanges: -1, Local: true}, nil, nil},
+		{"docker without catatonit needs none", EngineFacts{CgroupVersion: "2", Local: true}, nil, nil},
+		{"rootless docker on v2", EngineFacts{Flavor: Flavor{Rootless: true}, CgroupVersion: "2", UIDRanges: -1, GIDRanges: -1}, nil, nil},
+		{"rootless docker on v1", EngineFacts{Flavor: Flavor{Rootless: true}, CgroupVersion: "1", UIDRanges: -1, GIDRanges: -1}, []string{v1}, []string{"rootful"}},
+		{"rootful podman on v1", ok(podman, "1"), nil, nil},
+		{"rootless podman on v2", with(ok(rootless, "2"), func(f *EngineFacts) { f.UIDRanges, f.GIDRanges = 2, 2 }), nil, nil},
+		{"rootless podman on v1", with(ok(rootless, "1"), func(f *EngineFacts) { f.UIDRanges, f.GIDRanges = 2, 2 }), []string{v1}, []string{"systemd.unified_cgroup_hierarchy=1"}},
+		{"podman without catatonit", with(ok(podman, "2"), func(f *EngineFacts) { f.InitFound = false }), []string{catatoni}, []string{"apt-get install catatonit"}},
+		{"a remote podman's init is not judged", with(ok(podman, "2"), func(f *EngineFacts) { f.InitFound, f.Local = false, false }), nil, nil},
+		{"rootless podman without subuids", with(ok(rootless, "2"), func(f *EngineFacts) { f.UIDRanges, f.GIDRanges = 1, 2 }), []string{subids}, []string{"usermod --add-subuids"}},
+		{"rootless podman without subgids", with(ok(rootless, "2"), func(f *EngineFacts) { f.UIDRanges, f.GIDRanges = 2, 1 }), []string{subids}, []string{"--add-subgids"}},
+		{"rootless podman, ranges unknown", ok(rootless, "2"), nil, nil},
+		{"everything missing", with(ok(rootless, "1"), func(f *EngineFacts) { f.InitFound, f.UIDRanges, f.GIDRanges = false, 1, 1 }), []string{v1, catatoni, subids}, []string{"rootful", "catatonit", "migrate"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := engineProblems(tc.facts)
+			if len(got) != len(tc.want) {
+				t.Fatalf("engineProblems(%+v) = %+v, want %d problems", tc.facts, got, len(tc.want))
+			}
+			for i, p := range got {
+				if !strings.Contains(p.What, tc.want[i]) || !strings.Contains(p.Fix, tc.fixes[i]) {
+					t.Errorf("problem %d: %+v, want %q with the fix %q", i, p, tc.want[i], tc.fixes[i])
+				}
 			}
 		})
 	}
