@@ -186,8 +186,13 @@ func podmanFix(msg string) string {
 // container, so docker.user "" (the caller's ids) writes the workspace as
 // the caller, as on Docker; without it uid 0 in the container is the
 // caller and the caller's uid is one of its subordinate ids, which cannot
-// write the workspace. Its tmpfs mounts without a copy-up (podmanTmpfs). A user namespace named by docker.extra_run_args
-// is kept.
+// write the workspace. Its tmpfs mounts without a copy-up (podmanTmpfs).
+// A user namespace named by docker.extra_run_args is kept. The masked
+// paths as the security option "mask=<path>:<path>...": Podman 4.3's
+// compatible API ignores HostConfig.MaskedPaths and masks its own list
+// (containers/common's default, without /proc/interrupts), found by
+// TestMaskedPaths; its default read-only paths hold corral's
+// (readonlyPaths).
 func adaptHost(hc *container.HostConfig, f Flavor, dir string) error {
 	if !f.Podman {
 		return nil
@@ -195,6 +200,9 @@ func adaptHost(hc *container.HostConfig, f Flavor, dir string) error {
 	sec, err := forPodman(hc.SecurityOpt, dir)
 	if err != nil {
 		return err
+	}
+	if len(hc.MaskedPaths) > 0 {
+		sec = append(sec, "mask="+strings.Join(hc.MaskedPaths, ":"))
 	}
 	hc.SecurityOpt = sec
 	hc.Mounts, hc.Tmpfs = podmanTmpfs(hc.Mounts, hc.Tmpfs)

@@ -40,6 +40,7 @@ func TestAdaptHost(t *testing.T) {
 	const profile = `{"defaultAction":"SCMP_ACT_ERRNO"}`
 	dir := filepath.Join(t.TempDir(), "seccomp")
 	file := filepath.Join(dir, profileFileName([]byte(profile)))
+	const mask = "mask=/proc/kcore:/proc/interrupts"
 	for _, tc := range []struct {
 		name       string
 		f          Flavor
@@ -51,14 +52,14 @@ func TestAdaptHost(t *testing.T) {
 	}{
 		{"docker keeps the JSON", Flavor{}, "", "", []string{"no-new-privileges", "seccomp=" + profile}, "", ""},
 		{"rootless docker keeps everything", Flavor{Rootless: true}, "", "", []string{"no-new-privileges", "seccomp=" + profile}, "", ""},
-		{"podman takes a file", Flavor{Podman: true}, "", dir, []string{"no-new-privileges", "seccomp=" + file}, "", ""},
-		{"rootless podman maps the caller", Flavor{Podman: true, Rootless: true}, "", dir, []string{"no-new-privileges", "seccomp=" + file}, "keep-id", ""},
-		{"extra_run_args' user namespace stays", Flavor{Podman: true, Rootless: true}, "host", dir, []string{"no-new-privileges", "seccomp=" + file}, "host", ""},
+		{"podman takes a file and the masks as an option", Flavor{Podman: true}, "", dir, []string{"no-new-privileges", "seccomp=" + file, mask}, "", ""},
+		{"rootless podman maps the caller", Flavor{Podman: true, Rootless: true}, "", dir, []string{"no-new-privileges", "seccomp=" + file, mask}, "keep-id", ""},
+		{"extra_run_args' user namespace stays", Flavor{Podman: true, Rootless: true}, "host", dir, []string{"no-new-privileges", "seccomp=" + file, mask}, "host", ""},
 		{"podman without a directory refuses", Flavor{Podman: true}, "", "", nil, "", "no directory"},
 		{"podman with a relative directory refuses", Flavor{Podman: true}, "", "seccomp", nil, "", "no directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hc := &container.HostConfig{SecurityOpt: []string{"no-new-privileges", "seccomp=" + profile}, UsernsMode: container.UsernsMode(tc.userns)}
+			hc := &container.HostConfig{SecurityOpt: []string{"no-new-privileges", "seccomp=" + profile}, UsernsMode: container.UsernsMode(tc.userns), MaskedPaths: []string{"/proc/kcore", "/proc/interrupts"}}
 			err := adaptHost(hc, tc.f, tc.dir)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
