@@ -309,8 +309,8 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	if err != nil {
 		return err
 	}
-	if fl.NoLimits {
-		return errNoLimits
+	if fl.NoLimits != "" {
+		return noLimitsErr(fl.NoLimits)
 	}
 	if c.review != nil && fl.Podman {
 		return errReviewPodman

@@ -58,10 +58,9 @@ var podmanInitPaths = []string{
 // containers, each with its fix, in a fixed order; none for Docker
 // rootful. Pure.
 //
-//   - rootless on cgroup v1: the engine ignores every container limit
-//     (Podman 4.3: "Resource limits are not supported and ignored on
-//     cgroups V1 rootless systems"; rootless Docker likewise), so corral
-//     refuses it (errNoLimits);
+//   - a rootless engine that ignores containers' limits (Flavor.NoLimits,
+//     ignoresLimits: on cgroup v1, or on v2 without its controllers), so
+//     corral refuses it (noLimitsErr);
 //   - Podman on this machine without catatonit: every container of
 //     corral's has an init, which Podman runs with catatonit ("container-init
 //     binary not found on the host");
@@ -70,10 +69,10 @@ var podmanInitPaths = []string{
 //     for user", and images with files of other owners fail to unpack).
 func engineProblems(f EngineFacts) []Problem {
 	var ps []Problem
-	if f.Flavor.Rootless && f.CgroupVersion == "1" {
+	if f.Flavor.NoLimits != "" {
 		ps = append(ps, Problem{
-			What: "a rootless engine on cgroup v1 ignores containers' limits (docker.memory, docker.cpus, docker.pids_limit): corral refuses it and runs nothing",
-			Fix:  "use a rootful engine (Podman: sudo podman system service --time=0 unix:///run/podman/podman.sock, then docker.host: unix:///run/podman/podman.sock), or boot with cgroup v2 (systemd.unified_cgroup_hierarchy=1) and run the rootless engine in a systemd user session",
+			What: "this rootless engine " + f.Flavor.NoLimits + ", so it would ignore containers' limits (docker.memory, docker.cpus, docker.pids_limit): corral refuses it and runs nothing",
+			Fix:  noLimitsFix,
 		})
 	}
 	if f.Flavor.Podman && f.Local && !f.InitFound {
@@ -94,8 +93,9 @@ func engineProblems(f EngineFacts) []Problem {
 // libpodInfo is what corral reads of Podman's GET /libpod/info.
 type libpodInfo struct {
 	Host struct {
-		CgroupVersion string `json:"cgroupVersion"`
-		IDMappings    struct {
+		CgroupVersion     string   `json:"cgroupVersion"`
+		CgroupControllers []string `json:"cgroupControllers"`
+		IDMappings        struct {
 			UIDMap []json.RawMessage `json:"uidmap"`
 			GIDMap []json.RawMessage `json:"gidmap"`
 		} `json:"idMappings"`
@@ -103,6 +103,20 @@ type libpodInfo struct {
 			Rootless bool `json:"rootless"`
 		} `json:"security"`
 	} `json:"host"`
+}
+
+// libpodInfoPath is Podman's own information; its API answers under any
+// version prefix of its major version, and 4.0.0 is the oldest corral
+// meets.
+const libpodInfoPath = "/v4.0.0/libpod/info"
+
+// controllers are the cgroup controllers Podman can use (for a rootless
+// one: those delegated to its user), never nil.
+func (li *libpodInfo) controllers() []string {
+	if li.Host.CgroupControllers == nil {
+		return []string{}
+	}
+	return li.Host.CgroupControllers
 }
 
 // getJSON asks the engine GET path over the client's own connection and
@@ -129,17 +143,18 @@ func getJSON(ctx context.Context, cli *client.Client, path string, v any) error 
 	return nil
 }
 
-// engineFacts asks the engine behind cli, of flavor fl and address addr,
-// what engineProblems needs.
+// engineFacts asks the engine behind cli, of flavor fl (flavorOf's), its
+// GET /info answer in and address addr, what engineProblems needs.
 func engineFacts(ctx context.Context, cli *client.Client, fl Flavor, in engineInfo, addr string) EngineFacts {
 	f := EngineFacts{Flavor: fl, CgroupVersion: in.CgroupVersion, UIDRanges: -1, GIDRanges: -1, Local: strings.HasPrefix(addr, "unix://")}
 	if !fl.Podman {
+		f.Flavor.NoLimits = ignoresLimits(fl, in, nil)
 		return f
 	}
 	var li libpodInfo
-	// Podman's own API answers under any version prefix of its major
-	// version; 4.0.0 is the oldest corral meets.
-	if err := getJSON(ctx, cli, "/v4.0.0/libpod/info", &li); err == nil {
+	err := getJSON(ctx, cli, libpodInfoPath, &li)
+	f.Flavor.NoLimits = ignoresLimits(fl, in, li.controllers())
+	if err == nil {
 		if v := strings.TrimPrefix(li.Host.CgroupVersion, "v"); v != "" {
 			f.CgroupVersion = v
 		}

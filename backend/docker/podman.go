@@ -34,10 +34,12 @@ type Flavor struct {
 	// unprivileged user (rootless Podman or rootless Docker): its uid 0 is
 	// that user, and other uids are the user's subordinate ids.
 	Rootless bool
-	// NoLimits is set when the engine ignores containers' limits: rootless
-	// on cgroup v1 ("Resource limits are not supported and ignored on
-	// cgroups V1 rootless systems", Podman 4.3).
-	NoLimits bool
+	// NoLimits, when not "", says why the engine ignores containers'
+	// limits (ignoresLimits): a rootless engine on cgroup v1 ("Resource
+	// limits are not supported and ignored on cgroups V1 rootless
+	// systems", Podman 4.3), or on cgroup v2 without the controllers
+	// delegated to its user.
+	NoLimits string
 }
 
 // podmanComponent is the name Podman gives itself among the version
@@ -71,6 +73,10 @@ type engineInfo struct {
 	SecurityOptions []string
 	Rootless        bool
 	CgroupVersion   string
+	// What the engine says it can limit (Docker reads them from its
+	// cgroup's controllers; Podman's compatible answer says true on
+	// cgroup v1 rootless, where it limits nothing).
+	MemoryLimit, PidsLimit, CpuCfsQuota bool
 }
 
 // info asks the engine GET /info.
@@ -106,8 +112,17 @@ func (e *Engine) flavor(ctx context.Context) (Flavor, error) {
 		return Flavor{}, e.engineErr("asking the engine's information", err)
 	}
 	e.flavorVal, e.flavorKnown = flavorOf(names, in.SecurityOptions, in.Rootless), true
-	e.flavorVal.NoLimits = e.flavorVal.Rootless && in.CgroupVersion == "1"
-	e.log.Info("docker.engine", "version", v.Version, "podman", e.flavorVal.Podman, "rootless", e.flavorVal.Rootless)
+	var controllers []string
+	if e.flavorVal.Podman && e.flavorVal.Rootless {
+		var li libpodInfo
+		if err := getJSON(ctx, cli, libpodInfoPath, &li); err != nil {
+			e.flavorKnown = false
+			return Flavor{}, e.engineErr("asking Podman's information", err)
+		}
+		controllers = li.controllers()
+	}
+	e.flavorVal.NoLimits = ignoresLimits(e.flavorVal, in, controllers)
+	e.log.Info("docker.engine", "version", v.Version, "podman", e.flavorVal.Podman, "rootless", e.flavorVal.Rootless, "cgroup", in.CgroupVersion, "no_limits", e.flavorVal.NoLimits)
 	return e.flavorVal, nil
 }
 
@@ -269,6 +284,44 @@ func podmanTmpfs(mounts []mount.Mount, tmpfs map[string]string) ([]mount.Mount, 
 // volume, not the workspace). Nothing was run.
 var errReviewPodman = fmt.Errorf("%w: docker backend: workspace_mode review is not available on Podman (its compatible API drops the overlay volume's options the review layer is made of); use workspace_mode direct, the bwrap backend for review, or Docker", sandbox.ErrUnavailable)
 
-// errNoLimits refuses an engine that would ignore docker.memory, cpus and
-// pids_limit (Flavor.NoLimits): a fork bomb would take the machine.
-var errNoLimits = fmt.Errorf("%w: docker backend: this rootless engine runs on cgroup v1, where it ignores containers' limits (docker.memory, docker.cpus, docker.pids_limit); nothing was run: use a rootful engine, or a host with cgroup v2 and a systemd user session", sandbox.ErrUnavailable)
+// ignoresLimits says why an engine of flavor f, answering in (GET /info)
+// and, for rootless Podman, controllers (GET /libpod/info's
+// host.cgroupControllers: those delegated to its user; nil for other
+// engines), would ignore containers' memory, CPU and pids limits, or ""
+// when it enforces them. A rootful engine is trusted to. A rootless one
+// on cgroup v1 never can; on cgroup v2 it needs the memory, pids and cpu
+// controllers delegated to its user (a systemd user session): Podman
+// lists them, Docker says so in MemoryLimit, PidsLimit and CpuCfsQuota.
+// Pure.
+func ignoresLimits(f Flavor, in engineInfo, controllers []string) string {
+	if !f.Rootless {
+		return ""
+	}
+	if in.CgroupVersion == "1" {
+		return "runs on cgroup v1, where a rootless engine ignores every container limit"
+	}
+	var missing []string
+	for _, c := range []string{"memory", "pids", "cpu"} {
+		have := slices.Contains(controllers, c)
+		if !f.Podman {
+			have = map[string]bool{"memory": in.MemoryLimit, "pids": in.PidsLimit, "cpu": in.CpuCfsQuota}[c]
+		}
+		if !have {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		return "has no " + strings.Join(missing, ", ") + " cgroup controller delegated to its user, so it cannot limit containers"
+	}
+	return ""
+}
+
+// noLimitsErr refuses an engine that would ignore docker.memory, cpus
+// and pids_limit for reason why (Flavor.NoLimits): a fork bomb would take
+// the machine.
+func noLimitsErr(why string) error {
+	return fmt.Errorf("%w: docker backend: this rootless engine %s, so it would ignore containers' limits (docker.memory, docker.cpus, docker.pids_limit); nothing was run: %s", sandbox.ErrUnavailable, why, noLimitsFix)
+}
+
+// noLimitsFix is what to do about an engine that ignores limits.
+const noLimitsFix = "use a rootful engine (Podman: sudo podman system service --time=0 unix:///run/podman/podman.sock, then docker.host: unix:///run/podman/podman.sock), or a host with cgroup v2 (systemd.unified_cgroup_hierarchy=1) where the rootless engine runs in a systemd user session, which delegates the memory, pids and cpu controllers"

@@ -199,6 +199,10 @@ func TestEngineProblems(t *testing.T) {
 	)
 	podman := Flavor{Podman: true}
 	rootless := Flavor{Podman: true, Rootless: true}
+	noLimits := func(f Flavor) Flavor {
+		f.NoLimits = "runs on cgroup v1, where a rootless engine ignores every container limit"
+		return f
+	}
 	ok := func(f Flavor, cg string) EngineFacts {
 		return EngineFacts{Flavor: f, CgroupVersion: cg, UIDRanges: -1, GIDRanges: -1, Local: true, InitFound: true}
 	}
@@ -212,16 +216,19 @@ func TestEngineProblems(t *testing.T) {
 		{"docker", EngineFacts{CgroupVersion: "1", UIDRanges: -1, GIDRanges: -1, Local: true}, nil, nil},
 		{"docker without catatonit needs none", EngineFacts{CgroupVersion: "2", Local: true}, nil, nil},
 		{"rootless docker on v2", EngineFacts{Flavor: Flavor{Rootless: true}, CgroupVersion: "2", UIDRanges: -1, GIDRanges: -1}, nil, nil},
-		{"rootless docker on v1", EngineFacts{Flavor: Flavor{Rootless: true}, CgroupVersion: "1", UIDRanges: -1, GIDRanges: -1}, []string{v1}, []string{"rootful"}},
+		{"rootless docker on v1", EngineFacts{Flavor: noLimits(Flavor{Rootless: true}), CgroupVersion: "1", UIDRanges: -1, GIDRanges: -1}, []string{v1}, []string{"rootful"}},
 		{"rootful podman on v1", ok(podman, "1"), nil, nil},
 		{"rootless podman on v2", with(ok(rootless, "2"), func(f *EngineFacts) { f.UIDRanges, f.GIDRanges = 2, 2 }), nil, nil},
-		{"rootless podman on v1", with(ok(rootless, "1"), func(f *EngineFacts) { f.UIDRanges, f.GIDRanges = 2, 2 }), []string{v1}, []string{"systemd.unified_cgroup_hierarchy=1"}},
+		{"rootless podman on v1", with(ok(noLimits(rootless), "1"), func(f *EngineFacts) { f.UIDRanges, f.GIDRanges = 2, 2 }), []string{v1}, []string{"systemd.unified_cgroup_hierarchy=1"}},
+		{"rootless podman on v2 without controllers", with(ok(rootless, "2"), func(f *EngineFacts) {
+			f.UIDRanges, f.GIDRanges, f.Flavor.NoLimits = 2, 2, "has no memory, pids cgroup controller delegated to its user, so it cannot limit containers"
+		}), []string{"no memory, pids cgroup controller"}, []string{"systemd user session"}},
 		{"podman without catatonit", with(ok(podman, "2"), func(f *EngineFacts) { f.InitFound = false }), []string{catatoni}, []string{"apt-get install catatonit"}},
 		{"a remote podman's init is not judged", with(ok(podman, "2"), func(f *EngineFacts) { f.InitFound, f.Local = false, false }), nil, nil},
 		{"rootless podman without subuids", with(ok(rootless, "2"), func(f *EngineFacts) { f.UIDRanges, f.GIDRanges = 1, 2 }), []string{subids}, []string{"usermod --add-subuids"}},
 		{"rootless podman without subgids", with(ok(rootless, "2"), func(f *EngineFacts) { f.UIDRanges, f.GIDRanges = 2, 1 }), []string{subids}, []string{"--add-subgids"}},
 		{"rootless podman, ranges unknown", ok(rootless, "2"), nil, nil},
-		{"everything missing", with(ok(rootless, "1"), func(f *EngineFacts) { f.InitFound, f.UIDRanges, f.GIDRanges = false, 1, 1 }), []string{v1, catatoni, subids}, []string{"rootful", "catatonit", "migrate"}},
+		{"everything missing", with(ok(noLimits(rootless), "1"), func(f *EngineFacts) { f.InitFound, f.UIDRanges, f.GIDRanges = false, 1, 1 }), []string{v1, catatoni, subids}, []string{"rootful", "catatonit", "migrate"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := engineProblems(tc.facts)
@@ -231,6 +238,47 @@ func TestEngineProblems(t *testing.T) {
 			for i, p := range got {
 				if !strings.Contains(p.What, tc.want[i]) || !strings.Contains(p.Fix, tc.fixes[i]) {
 					t.Errorf("problem %d: %+v, want %q with the fix %q", i, p, tc.want[i], tc.fixes[i])
+				}
+			}
+		})
+	}
+}
+
+// TestIgnoresLimits: which engines corral refuses for ignoring
+// containers' limits, and why.
+func TestIgnoresLimits(t *testing.T) {
+	all := engineInfo{MemoryLimit: true, PidsLimit: true, CpuCfsQuota: true}
+	v := func(in engineInfo, cg string) engineInfo { in.CgroupVersion = cg; return in }
+	full := []string{"cpuset", "cpu", "io", "memory", "pids"}
+	for _, tc := range []struct {
+		name        string
+		f           Flavor
+		in          engineInfo
+		controllers []string
+		want        string // a substring of the reason; "" for none
+	}{
+		{"docker", Flavor{}, v(all, "1"), nil, ""},
+		{"docker says it cannot, but is rootful", Flavor{}, v(engineInfo{}, "2"), nil, ""},
+		{"rootful podman on v1", Flavor{Podman: true}, v(all, "1"), []string{}, ""},
+		{"rootless podman on v1, whatever it says", Flavor{Podman: true, Rootless: true}, v(all, "1"), full, "cgroup v1"},
+		{"rootless docker on v1", Flavor{Rootless: true}, v(all, "1"), nil, "cgroup v1"},
+		{"rootless podman on v2, delegated", Flavor{Podman: true, Rootless: true}, v(all, "2"), full, ""},
+		{"rootless podman on v2, cpu and io only", Flavor{Podman: true, Rootless: true}, v(all, "2"), []string{"cpu", "io"}, "no memory, pids cgroup controller"},
+		{"rootless podman on v2, nothing delegated", Flavor{Podman: true, Rootless: true}, v(all, "2"), []string{}, "no memory, pids, cpu"},
+		{"rootless docker on v2, delegated", Flavor{Rootless: true}, v(all, "2"), nil, ""},
+		{"rootless docker on v2 without pids", Flavor{Rootless: true}, v(engineInfo{MemoryLimit: true, CpuCfsQuota: true}, "2"), nil, "no pids cgroup controller"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ignoresLimits(tc.f, tc.in, tc.controllers)
+			if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
+				t.Errorf("ignoresLimits = %q, want %q", got, tc.want)
+			}
+			if got != "" {
+				err := noLimitsErr(got)
+				for _, w := range []string{got, "nothing was run", "rootful engine", "systemd user session"} {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("the refusal lacks %q: %v", w, err)
+					}
 				}
 			}
 		})
