@@ -229,8 +229,10 @@ func (pl *corralPool) take(ctx context.Context, sp *podSpec, session string, ref
 			// Not claimed, and the pod may still be free: the list
 			// below may find it again, without the agent.
 			r.drop()
+			pl.e.metrics.claim("error")
 			return "", apiErr("claiming a warm pod", err)
 		}
+		pl.e.metrics.claim("claimed")
 		r.handTo(ref)
 		pl.e.log.Info("kubernetes.pool.claimed", "pod", r.pod.Name, "namespace", sp.ns, "session", session, "key", sp.key, "agent", true)
 		return r.pod.Name, nil
@@ -238,6 +240,7 @@ func (pl *corralPool) take(ctx context.Context, sp *podSpec, session string, ref
 	var list corev1.PodList
 	sel := LabelPool + "=" + PoolFree + "," + LabelPoolKey + "=" + sp.key
 	if err := sp.cl.cs.list(ctx, sp.ns, resPods, sel, &list); err != nil {
+		pl.e.metrics.claim("error")
 		return "", apiErr("listing the warm pool", err)
 	}
 	free := claimable(list.Items)
@@ -251,8 +254,10 @@ func (pl *corralPool) take(ctx context.Context, sp *podSpec, session string, ref
 			continue
 		}
 		if err != nil {
+			pl.e.metrics.claim("error")
 			return "", apiErr("claiming a warm pod", err)
 		}
+		pl.e.metrics.claim("claimed")
 		r := pl.takeReady(sp.key, p.Name)
 		if r != nil {
 			r.handTo(ref)
@@ -260,6 +265,7 @@ func (pl *corralPool) take(ctx context.Context, sp *podSpec, session string, ref
 		pl.e.log.Info("kubernetes.pool.claimed", "pod", p.Name, "namespace", sp.ns, "session", session, "key", sp.key, "agent", r != nil)
 		return p.Name, nil
 	}
+	pl.e.metrics.claim("empty")
 	return "", nil
 }
 
@@ -275,6 +281,17 @@ func (pl *corralPool) popReady(key string) *readyPod {
 	r := rs[len(rs)-1]
 	pl.ready[key] = rs[:len(rs)-1]
 	return r
+}
+
+// readyCount is how many free pods this pool holds in ready, every key.
+func (pl *corralPool) readyCount() int {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	n := 0
+	for _, rs := range pl.ready {
+		n += len(rs)
+	}
+	return n
 }
 
 // takeReady takes pod name of key out of ready; nil when it is not
