@@ -466,4 +466,3 @@ func TestServeReadyKubernetes(t *testing.T) {
 	}
 	p.stop()
 }
-
