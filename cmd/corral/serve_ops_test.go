@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/corralhq/corral/internal/dockertest"
 	"github.com/corralhq/corral/internal/k8stest"
 )
 
@@ -427,6 +428,22 @@ func TestServeReadyzDockerUnreachable(t *testing.T) {
 	}
 	if code, _, body := p.get("GET", "/readyz", true); code != 503 || !strings.Contains(body, "FAIL docker: docker engine at unix://"+sock) {
 		t.Errorf("/readyz with the token: %d %q", code, body)
+	}
+	p.stop()
+}
+
+// TestServeReadyzDocker: with an engine that answers, the docker backend
+// is ready.
+func TestServeReadyzDocker(t *testing.T) {
+	dockertest.Engine(t) // skips (fails under CORRAL_REQUIRE_DOCKER=1) without an engine
+	c := newCLI(t)
+	env := []string{"CORRAL_BACKEND=docker"}
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		env = append(env, "DOCKER_HOST="+h)
+	}
+	p := serveOps(t, c, env)
+	if code, _, body := p.get("GET", "/readyz", true); code != 200 || body != "ready\nok   settings\nok   docker\n" {
+		t.Errorf("/readyz: %d %q", code, body)
 	}
 	p.stop()
 }
