@@ -54,6 +54,7 @@ func (h *Host) Ready(ctx context.Context) (checks []ReadyCheck, ok bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReadyTimeout)
 	defer cancel()
 	checks = h.readyChecks(ctx)
+	h.logReadyChanges(h.ready.checks, checks)
 	h.ready = readyState{at: time.Now(), checks: checks}
 	return checks, allHold(checks)
 }
@@ -75,9 +76,6 @@ func (h *Host) readyChecks(ctx context.Context) []ReadyCheck {
 		case d.Ready != nil:
 			c.Err = d.Ready(ctx, in, st)
 		}
-		if c.Err != nil {
-			h.log.Warn("host.ready.failed", "backend", name, "error", c.Err)
-		}
 		out = append(out, c)
 	}
 	return out
@@ -98,6 +96,28 @@ func backendsUsed(st *config.Settings) []string {
 		}
 	}
 	return out
+}
+
+// logReadyChanges logs host.ready.failed for a check that fails where it
+// did not (or failed otherwise) in the round before, and
+// host.ready.recovered for one that holds again: a probe every few
+// seconds logs changes, not every round.
+func (h *Host) logReadyChanges(before, now []ReadyCheck) {
+	was := map[string]string{}
+	for _, c := range before {
+		if c.Err != nil {
+			was[c.Name] = c.Err.Error()
+		}
+	}
+	for _, c := range now {
+		prev, failed := was[c.Name]
+		switch {
+		case c.Err != nil && (!failed || prev != c.Err.Error()):
+			h.log.Warn("host.ready.failed", "check", c.Name, "error", c.Err)
+		case c.Err == nil && failed:
+			h.log.Info("host.ready.recovered", "check", c.Name)
+		}
+	}
 }
 
 func allHold(cs []ReadyCheck) bool {

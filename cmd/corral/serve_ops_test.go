@@ -416,7 +416,7 @@ func TestServeReadyzDockerUnreachable(t *testing.T) {
 		t.Errorf("/metrics under --no-token: %d", code)
 	}
 	logs := p.stop()
-	if !strings.Contains(logs, "msg=host.ready.failed backend=docker") {
+	if !strings.Contains(logs, "msg=host.ready.failed check=docker") {
 		t.Errorf("no host.ready.failed line:\n%s", logs)
 	}
 
