@@ -22,6 +22,7 @@ var driver = registry.Driver{
 	Open:    open,
 	Doctor:  doctor,
 	Cleanup: cleanup,
+	Ready:   ready,
 	Settings: &registry.Settings{
 		Of:       func(st *config.Settings) any { return SettingsOf(st) },
 		Defaults: func() any { return DefaultSettings },
@@ -77,6 +78,16 @@ func engineHost() string {
 		return h
 	}
 	return client.DefaultDockerHost
+}
+
+// ready is the docker backend's readiness (registry.Driver.Ready): the
+// engine answers a ping (Engine.Ready).
+func ready(ctx context.Context, in registry.Instance, _ *config.Settings) error {
+	i, ok := in.(*instance)
+	if !ok {
+		return errors.New("docker: no engine")
+	}
+	return i.e.Ready(ctx)
 }
 
 // doctor is the docker part of `corral doctor`: whether the engine

@@ -239,8 +239,10 @@ func (pl *corralPool) take(ctx context.Context, sp *podSpec, session string, ref
 			// Not claimed, and the pod may still be free: the list
 			// below may find it again, without the agent.
 			r.drop()
+			pl.e.metrics.claim("error")
 			return "", apiErr("claiming a warm pod", err)
 		}
+		pl.e.metrics.claim("claimed")
 		r.handTo(ref)
 		pl.e.log.Info("kubernetes.pool.claimed", "pod", r.pod.Name, "namespace", sp.ns, "session", session, "key", sp.key, "agent", true)
 		return r.pod.Name, nil
@@ -248,6 +250,7 @@ func (pl *corralPool) take(ctx context.Context, sp *podSpec, session string, ref
 	var list corev1.PodList
 	sel := LabelPool + "=" + PoolFree + "," + LabelPoolKey + "=" + sp.key
 	if err := sp.cl.cs.list(ctx, sp.ns, resPods, sel, &list); err != nil {
+		pl.e.metrics.claim("error")
 		return "", apiErr("listing the warm pool", err)
 	}
 	free := claimable(list.Items)
@@ -261,8 +264,10 @@ func (pl *corralPool) take(ctx context.Context, sp *podSpec, session string, ref
 			continue
 		}
 		if err != nil {
+			pl.e.metrics.claim("error")
 			return "", apiErr("claiming a warm pod", err)
 		}
+		pl.e.metrics.claim("claimed")
 		r := pl.takeReady(sp.key, p.Name)
 		if r != nil {
 			r.handTo(ref)
@@ -270,6 +275,7 @@ func (pl *corralPool) take(ctx context.Context, sp *podSpec, session string, ref
 		pl.e.log.Info("kubernetes.pool.claimed", "pod", p.Name, "namespace", sp.ns, "session", session, "key", sp.key, "agent", r != nil)
 		return p.Name, nil
 	}
+	pl.e.metrics.claim("empty")
 	return "", nil
 }
 
@@ -285,6 +291,17 @@ func (pl *corralPool) popReady(key string) *readyPod {
 	r := rs[len(rs)-1]
 	pl.ready[key] = rs[:len(rs)-1]
 	return r
+}
+
+// readyCount is how many free pods this pool holds in ready, every key.
+func (pl *corralPool) readyCount() int {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	n := 0
+	for _, rs := range pl.ready {
+		n += len(rs)
+	}
+	return n
 }
 
 // takeReady takes pod name of key out of ready; nil when it is not
