@@ -30,6 +30,11 @@ func newEngineMetrics(r *metrics.Registry, e *Engine) *engineMetrics {
 			"Warm pool claims by result: claimed (a free pod became the session's), empty (no free pod: a new pod is made), error (the API refused or failed).",
 			"result"),
 	}
+	// Every result from the start, at 0: a scrape before the first claim
+	// shows the family, and rate() sees the first one.
+	for _, res := range []string{"claimed", "empty", "error"} {
+		m.claims.With(res)
+	}
 	r.GaugeFunc("corral_kubernetes_pool_ready_pods",
 		"Free warm-pool pods this corral made, with corral's agent started, that it has not seen claimed.", nil,
 		func() []metrics.Sample {
