@@ -23,6 +23,7 @@ import (
 	"github.com/corralhq/corral/helperbin"
 	"github.com/corralhq/corral/internal/startdir"
 	"github.com/corralhq/corral/mcpserver"
+	"github.com/corralhq/corral/metrics"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/session"
 	"github.com/corralhq/corral/toolcache"
@@ -74,6 +75,11 @@ type Options struct {
 	// exec, shell): the kubernetes backend then claims pods of its warm
 	// pool but does not refill it (kubernetes.Options.OneShot).
 	OneShot bool
+	// Metrics, when set, is where the Host's MCP server and backends add
+	// their families (tool calls, sessions, the kubernetes backend's API
+	// calls and warm pool; docs/serve.md, "Metrics"); corral serve
+	// serves it at /metrics. Nil counts nothing.
+	Metrics *metrics.Registry
 	// Helper is the executable handed to sandboxes, containers and pods
 	// for corral's helper modes (cmd/corral-helper; static for docker and
 	// kubernetes); "" finds one (package helperbin: next to corral's
@@ -113,6 +119,11 @@ type Host struct {
 	// the same settings (the file's stamp unchanged), a session's Spec is
 	// that one again, its skill directories looked up afresh (specFor).
 	resolved map[string]resolvedSpec
+
+	// readyMu guards ready, Ready's cached answer; it is held across a
+	// round of checks.
+	readyMu sync.Mutex
+	ready   readyState
 
 	// stats counts the settings file's stats (Settings' checks for a
 	// change), specs the Specs resolved (specOf): tests hold a call of a
@@ -574,6 +585,7 @@ func (h *Host) deps() registry.Deps {
 		SweepEvery:     h.opts.SweepEvery,
 		OneShot:        h.opts.OneShot,
 		JoinContainers: h.opts.JoinContainers,
+		Metrics:        h.opts.Metrics,
 	}
 }
 
@@ -653,7 +665,7 @@ func (h *Host) MCPServer(o MCPOptions) (*mcpserver.Server, error) {
 	}
 	return mcpserver.New(mcpserver.Options{
 		Manager: h.manager, DefaultSession: name, Spec: h.Spec, Logger: h.log, Version: o.Version,
-		Audit: auditLog,
+		Audit: auditLog, Metrics: h.opts.Metrics,
 	})
 }
 

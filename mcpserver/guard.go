@@ -38,7 +38,7 @@ func (s *Server) approve(ctx context.Context, c *call, command string) (*mcp.Cal
 		return nil, nil
 	case approval.Deny:
 		c.log.Warn("mcp.approval.denied", "rule", d.Rule)
-		return nil, &ToolError{Msg: "refused, and never run: " + d.Reason + " This is corral's hard floor; no setting or approval allows it."}
+		return nil, &ToolError{Msg: "refused, and never run: " + d.Reason + " This is corral's hard floor; no setting or approval allows it.", Err: errRefused}
 	}
 	if p := c.req.Params; p != nil {
 		if r, ok := p.InputResponses[approvalInput].(*mcp.ElicitResult); ok {
@@ -47,14 +47,14 @@ func (s *Server) approve(ctx context.Context, c *call, command string) (*mcp.Cal
 				return nil, nil
 			}
 			c.log.Info("mcp.approval.declined", "rule", d.Rule, "action", r.Action)
-			return nil, &ToolError{Msg: "not run: the person declined it (" + d.Reason + "). Do not try it another way; ask them what they want instead."}
+			return nil, &ToolError{Msg: "not run: the person declined it (" + d.Reason + "). Do not try it another way; ask them what they want instead.", Err: errRefused}
 		}
 	}
 	ss := c.req.Session
 	if ss == nil || ss.InitializeParams() == nil || ss.InitializeParams().Capabilities == nil || ss.InitializeParams().Capabilities.Elicitation == nil {
 		c.log.Info("mcp.approval.refused", "rule", d.Rule, "reason", "client cannot ask")
 		return nil, &ToolError{Msg: "not run: " + d.Reason + " It needs a person's approval (approval: ask), and this MCP client cannot ask one (no elicitation support). " +
-			"Do it another way, or ask the person to run it or to set `corral config set approval off`."}
+			"Do it another way, or ask the person to run it or to set `corral config set approval off`.", Err: errRefused}
 	}
 	c.log.Info("mcp.approval.asked", "rule", d.Rule)
 	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{approvalInput: &mcp.ElicitParams{

@@ -124,6 +124,33 @@ func (s *Server) requireToken(want, hint string, next http.Handler) http.Handler
 	})
 }
 
+// RequireToken returns next behind the bearer token check /mcp has (see
+// HTTPOptions.Token): requests without token get 401 Unauthorized with a
+// WWW-Authenticate challenge (RFC 6750 section 3), hint ending the body
+// when set. An empty token serves every request. corral serve puts
+// /metrics behind it.
+func (s *Server) RequireToken(token, hint string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	return s.requireToken(token, hint, next)
+}
+
+// HasToken reports whether r carries the bearer token want
+// (Authorization: Bearer TOKEN), compared in constant time; true when want
+// is empty (no token is required).
+func HasToken(r *http.Request, want string) bool {
+	if want == "" {
+		return true
+	}
+	scheme, token, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	got, sum := sha256.Sum256([]byte(strings.TrimSpace(token))), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(got[:], sum[:]) == 1
+}
+
 // statelessRequest reports whether r speaks the 2026-07-28 revision or a
 // later one (protocol versions are dates, so they compare as strings).
 func statelessRequest(r *http.Request) bool {

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/corralhq/corral/audit"
+	"github.com/corralhq/corral/metrics"
 	"github.com/corralhq/corral/session"
 )
 
@@ -59,6 +60,10 @@ type Options struct {
 	ProgressInterval time.Duration
 	// Audit, when set, gets one line per tool call.
 	Audit *audit.Log
+	// Metrics, when set, gets the server's families: tool calls by tool
+	// and outcome, their latency, calls in flight, open sessions and MCP
+	// sessions, denials by kind (metrics.go; docs/serve.md, "Metrics").
+	Metrics *metrics.Registry
 }
 
 // Server is corral's MCP server: the tools, bound to a session manager. It
@@ -68,6 +73,7 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	schemas *mcp.SchemaCache
+	metrics *serverMetrics // nil: nothing counted
 
 	life     context.Context // cancelled by Close: ends every call in flight
 	shutdown context.CancelFunc
@@ -115,11 +121,13 @@ func New(opts Options) (*Server, error) {
 		opts.SessionName = DefaultSessionName(opts.DefaultSession)
 	}
 	life, cancel := context.WithCancel(context.Background())
-	return &Server{
+	s := &Server{
 		opts: opts, log: opts.Logger, schemas: mcp.NewSchemaCache(),
 		life: life, shutdown: cancel,
 		servers: map[string]*mcp.Server{}, opened: map[string]bool{}, offsets: map[string]int64{},
-	}, nil
+	}
+	s.metrics = newServerMetrics(opts.Metrics, s)
+	return s, nil
 }
 
 // Close ends every tool call in flight (their commands' whole process
@@ -188,8 +196,14 @@ func (s *Server) initialized(_ context.Context, req *mcp.InitializedRequest) {
 	if id == "" {
 		return
 	}
+	if s.metrics != nil {
+		s.metrics.mcpOpen.Add(1)
+	}
 	go func() {
 		_ = ss.Wait()
+		if s.metrics != nil {
+			s.metrics.mcpOpen.Add(-1)
+		}
 		name := mcpSessionPrefix + id
 		s.mu.Lock()
 		used := s.opened[name]
@@ -349,7 +363,10 @@ func wrap[In, Out any](s *Server, tool string, h handler[In, Out]) mcp.ToolHandl
 		if req.Session != nil {
 			mcpID = req.Session.ID()
 		}
-		log := s.log.With("tool", tool, "session", name)
+		// Every line about the call carries the corral session, the MCP
+		// session ("" for stateless clients) and the call's own id
+		// (docs/serve.md, "Logs").
+		log := s.log.With("tool", tool, "session", name, "mcp_session", mcpID, "call_id", newCallID())
 		sess, err := s.opts.Manager.Open(name)
 		if err != nil {
 			return nil, zero, toolError(err)
@@ -361,7 +378,9 @@ func wrap[In, Out any](s *Server, tool string, h handler[In, Out]) mcp.ToolHandl
 		if first {
 			s.log.Info("mcp.session.opened", "session", name, "mcp_session", mcpID)
 		}
-		log.Info("mcp.tool.called", "mcp_session", mcpID)
+		log.Info("mcp.tool.called")
+		s.metrics.begin()
+		defer s.metrics.end()
 		start := time.Now()
 		res, out, err := h(ctx, &call{srv: s, req: req, sess: sess, log: log, tool: tool}, in)
 		switch {
@@ -372,11 +391,14 @@ func wrap[In, Out any](s *Server, tool string, h handler[In, Out]) mcp.ToolHandl
 		case err != nil:
 			err = toolError(err)
 		}
-		attrs := []any{"duration_ms", time.Since(start).Milliseconds(), "is_error", err != nil || (res != nil && res.IsError)}
+		took := time.Since(start)
+		outcome := outcomeOf(err, res != nil && res.IsError, asked(res))
+		attrs := []any{"duration_ms", took.Milliseconds(), "is_error", err != nil || (res != nil && res.IsError), "outcome", outcome}
 		if err != nil {
 			attrs = append(attrs, "error", err.Error())
 		}
 		log.Info("mcp.tool.done", attrs...)
+		s.metrics.observe(tool, outcome, err, took.Seconds(), denialKindsOf(out))
 		s.record(name, tool, req, exitCodeOf(out), time.Since(start), err, denialsOf(out)...)
 		if err != nil {
 			return nil, zero, err
@@ -419,6 +441,7 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			// audited all the same.
 			if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil {
 				s.record(s.sessionOf(r), r.Params.Name, r, nil, time.Since(start), err)
+				s.metrics.observe(s.toolLabel(r.Params.Name), OutcomeInvalid, err, time.Since(start).Seconds(), nil)
 			}
 		}
 		if method != "tools/call" || err != nil {
@@ -432,15 +455,19 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if e := cr.GetError(); e == nil || errors.As(e, &te) {
 			return res, err // the tool's own error, already worded for the model
 		}
-		name := ""
+		name, sess, mcpID := "", "", ""
 		if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil {
-			name = r.Params.Name
+			name, sess = r.Params.Name, s.sessionOf(r)
+			if r.Session != nil {
+				mcpID = r.Session.ID()
+			}
 		}
 		msg := s.argumentError(name, cr.GetError())
-		s.log.Info("mcp.tool.rejected", "tool", name, "error", cr.GetError().Error())
+		s.log.Info("mcp.tool.rejected", "tool", name, "session", sess, "mcp_session", mcpID, "call_id", newCallID(), "error", cr.GetError().Error())
 		if r, ok := req.(*mcp.CallToolRequest); ok {
 			s.record(s.sessionOf(r), name, r, nil, time.Since(start), errors.New(msg))
 		}
+		s.metrics.observe(s.toolLabel(name), OutcomeInvalid, nil, time.Since(start).Seconds(), nil)
 		cr.Content = []mcp.Content{&mcp.TextContent{Text: msg}}
 		return cr, nil
 	}

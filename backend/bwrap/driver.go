@@ -30,6 +30,7 @@ var driver = registry.Driver{
 	Open:    open,
 	Doctor:  doctor,
 	Cleanup: cleanup,
+	Ready:   ready,
 }
 
 func init() { registry.Register(&driver) }
@@ -237,6 +238,18 @@ func doctor(ctx context.Context, in registry.Instance, st *config.Settings, use 
 		r.Fix = []string{"cause: " + d.Cause, "fix:   " + d.Fix}
 	}
 	return r
+}
+
+// ready is the bwrap backend's readiness (registry.Driver.Ready): bwrap
+// is found at st's path and its probe sandbox runs `true` (Diagnose, the
+// first of doctor's checks); otherwise the error is the probe's cause and
+// fix.
+func ready(ctx context.Context, _ registry.Instance, st *config.Settings) error {
+	d := Diagnose(ctx, nil, st.Bwrap)
+	if d.Ready() {
+		return nil
+	}
+	return errors.New(d.Summary())
 }
 
 // doctorLines are the bwrap lines of doctor's text report.

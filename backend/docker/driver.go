@@ -22,6 +22,7 @@ var driver = registry.Driver{
 	Open:    open,
 	Doctor:  doctor,
 	Cleanup: cleanup,
+	Ready:   ready,
 	Settings: &registry.Settings{
 		Of:       func(st *config.Settings) any { return SettingsOf(st) },
 		Defaults: func() any { return DefaultSettings },
@@ -108,6 +109,20 @@ func EngineOf(in registry.Instance) *Engine {
 		return i.engine("")
 	}
 	return nil
+}
+
+// ready is the docker backend's readiness (registry.Driver.Ready): the
+// engine of st's docker.host answers a ping (Engine.Ready).
+func ready(ctx context.Context, in registry.Instance, st *config.Settings) error {
+	i, ok := in.(*instance)
+	if !ok {
+		return errors.New("docker: no engine")
+	}
+	e := i.engine(SettingsOf(st).Host)
+	if e == nil {
+		return ErrClosed
+	}
+	return e.Ready(ctx)
 }
 
 // doctor is the docker part of `corral doctor`: whether the engine

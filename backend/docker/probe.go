@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"time"
 
@@ -48,6 +49,25 @@ type Diagnosis struct {
 // failure (it is pulled on first use).
 func (d *Diagnosis) Ready() bool {
 	return d.Reachable && d.HelperError == "" && d.SettingsError == "" && len(d.Problems) == 0
+}
+
+// readyTimeout bounds Engine.Ready's ping.
+const readyTimeout = 5 * time.Second
+
+// Ready reports whether the engine answers a ping (GET /_ping, Docker
+// Engine API) within 5 s: nil, else an error naming the engine's address
+// (DOCKER_HOST, else the default socket) and the client's error.
+func (e *Engine) Ready(ctx context.Context) error {
+	cli, err := e.client()
+	if err == nil {
+		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+		defer cancel()
+		_, err = cli.Ping(ctx, client.PingOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("docker engine at %s: not reachable: %w", e.address().Addr, err)
+	}
+	return nil
 }
 
 // Diagnose asks the engine for its version and the image, and checks the

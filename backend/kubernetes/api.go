@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 
+	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,17 +15,18 @@ import (
 )
 
 // api is the part of the Kubernetes API corral uses: pods (and their exec
-// subresource) and PVCs of core/v1, NetworkPolicies of networking/v1.
-// It is built on client-go's REST client with a scheme of those two
+// subresource) and PVCs of core/v1, NetworkPolicies of networking/v1,
+// Leases of coordination/v1 (the warm pool's refiller: lease.go).
+// It is built on client-go's REST client with a scheme of those three
 // groups only, not on the typed clientset (k8s.io/client-go/kubernetes):
 // that one registers every API group at package initialisation, about
 // 14,000 allocations that every start of corral's executable (each helper
 // re-executed in a sandbox included) would pay (measured 2026-12-01 with
 // GODEBUG=inittrace=1: 20,919 in all against 6,300 without it).
 type api struct {
-	core, net rest.Interface
-	params    runtime.ParameterCodec
-	cfg       *rest.Config
+	core, net, coord rest.Interface
+	params           runtime.ParameterCodec
+	cfg              *rest.Config
 }
 
 // newAPI returns the api of cfg.
@@ -34,6 +36,9 @@ func newAPI(cfg *rest.Config) (*api, error) {
 		return nil, err
 	}
 	if err := networkingv1.AddToScheme(sch); err != nil {
+		return nil, err
+	}
+	if err := coordv1.AddToScheme(sch); err != nil {
 		return nil, err
 	}
 	codecs := serializer.NewCodecFactory(sch)
@@ -54,7 +59,11 @@ func newAPI(cfg *rest.Config) (*api, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &api{core: core, net: nc, params: runtime.NewParameterCodec(sch), cfg: cfg}, nil
+	cc, err := client(coordv1.SchemeGroupVersion, "/apis")
+	if err != nil {
+		return nil, err
+	}
+	return &api{core: core, net: nc, coord: cc, params: runtime.NewParameterCodec(sch), cfg: cfg}, nil
 }
 
 // resource kinds of the api.
@@ -66,8 +75,11 @@ const (
 
 // client returns the REST client of resource.
 func (a *api) client(resource string) rest.Interface {
-	if resource == resPolicies {
+	switch resource {
+	case resPolicies:
 		return a.net
+	case resLeases:
+		return a.coord
 	}
 	return a.core
 }

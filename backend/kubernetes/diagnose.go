@@ -61,6 +61,9 @@ var Permissions = []Permission{
 	{Resource: resClaims, Verb: "create", Why: "kubernetes.storage: pvc"},
 	{Resource: resClaims, Verb: "list", Why: "corral cleanup"},
 	{Resource: resClaims, Verb: "delete", Why: "the session's end, corral cleanup"},
+	{Group: "coordination.k8s.io", Resource: resLeases, Verb: "get", Why: "the warm pool's refiller: one per pool key among the corrals of a namespace (lease.go)"},
+	{Group: "coordination.k8s.io", Resource: resLeases, Verb: "create", Why: "the warm pool's refiller"},
+	{Group: "coordination.k8s.io", Resource: resLeases, Verb: "update", Why: "the warm pool's refiller: renewing, taking over and releasing its Lease"},
 }
 
 // Access is the answer for one Permission.

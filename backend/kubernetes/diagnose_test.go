@@ -82,7 +82,8 @@ func TestPermissionsTable(t *testing.T) {
 	}
 	for _, w := range []string{"create pods", "get pods", "list pods", "delete pods", "update pods", "create pods/exec",
 		"create networkpolicies", "list networkpolicies", "delete networkpolicies",
-		"create persistentvolumeclaims", "list persistentvolumeclaims", "delete persistentvolumeclaims"} {
+		"create persistentvolumeclaims", "list persistentvolumeclaims", "delete persistentvolumeclaims",
+		"get leases", "create leases", "update leases"} {
 		if !slices.Contains(got, w) {
 			t.Errorf("Permissions lacks %q: %q", w, got)
 		}

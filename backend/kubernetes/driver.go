@@ -23,6 +23,7 @@ var driver = registry.Driver{
 	Doctor:    doctor,
 	Cleanup:   cleanup,
 	Workspace: workspace,
+	Ready:     ready,
 	Settings: &registry.Settings{
 		Of:       func(st *config.Settings) any { return SettingsOf(st) },
 		Defaults: func() any { return DefaultSettings },
@@ -38,8 +39,8 @@ type instance struct{ e *Engine }
 
 func open(d registry.Deps) registry.Instance {
 	return &instance{e: NewEngine(Options{Logger: d.Logger, Egress: d.Egress(), OneShot: d.OneShot,
-		SecretFilesDir: filepath.Join(d.StateDir, "secretfiles"),
-		FindHelper:     func() string { return d.Helper(true) }})}
+		SecretFilesDir: filepath.Join(d.StateDir, "secretfiles"), Metrics: d.Metrics,
+		FindHelper: func() string { return d.Helper(true) }})}
 }
 
 // Backend implements registry.Instance.

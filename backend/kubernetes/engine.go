@@ -26,6 +26,7 @@ import (
 	"github.com/corralhq/corral/egress"
 	"github.com/corralhq/corral/inside/tunnel"
 	"github.com/corralhq/corral/internal/owner"
+	"github.com/corralhq/corral/metrics"
 	"github.com/corralhq/corral/netproxy"
 	"github.com/corralhq/corral/sandbox"
 )
@@ -67,6 +68,10 @@ type Options struct {
 	// to the API server, exec streams included (rest.Config.Wrap): for
 	// metrics and tracing; the benchmarks count API calls with it.
 	WrapTransport transport.WrapperFunc
+	// Metrics, when set, gets the engine's families: its API calls by
+	// verb, resource and status class, its warm pool's claims and free
+	// pods (metrics.go; docs/serve.md, "Metrics").
+	Metrics *metrics.Registry
 }
 
 // Engine is the process-wide part of the kubernetes backend: the clients
@@ -78,7 +83,8 @@ type Engine struct {
 	log  *slog.Logger
 	self owner.ID
 
-	pool warmPool
+	pool    warmPool
+	metrics *engineMetrics // nil: nothing counted
 
 	// table holds the pods this process made, by scope (one-command, a
 	// session's, shared), with the commands that hold them, and the
@@ -197,6 +203,7 @@ func NewEngine(opts Options) *Engine {
 	e := &Engine{opts: opts, log: l, self: owner.Self(), clients: map[string]*cluster{},
 		table: scopes.New[*podRef, *reset](nil), sums: map[string]string{}, quit: make(chan struct{})}
 	e.pool = newCorralPool(e, !opts.OneShot)
+	e.metrics = newEngineMetrics(opts.Metrics, e)
 	return e
 }
 
@@ -249,6 +256,9 @@ func (e *Engine) clusterFor(path, ctxName string) (*cluster, error) {
 	cfg.UserAgent = "corral"
 	if e.opts.WrapTransport != nil {
 		cfg.Wrap(e.opts.WrapTransport)
+	}
+	if e.metrics != nil {
+		cfg.Wrap(e.metrics.wrap)
 	}
 	cs, err := newAPI(cfg)
 	if err != nil {

@@ -28,8 +28,13 @@ const (
 	// session whose pod would be made the same way claims it.
 	LabelPoolKey = "corral.io/pool-key"
 	// AnnotationMaker is the engine that made a pool pod (random per
-	// Engine), so an engine refills and removes only its own free pods.
+	// Engine), so an engine removes only its own free pods when it
+	// closes, and counts its own warming ones.
 	AnnotationMaker = "corral.io/pool-maker"
+	// LeasePrefix starts the name of the Lease of a pool key
+	// (LeasePrefix + poolKey): the corral that holds it refills that pool
+	// (lease.go).
+	LeasePrefix = "corral-pool-"
 
 	PoolWarming = "warming"
 	PoolFree    = "free"
@@ -149,6 +154,9 @@ type corralPool struct {
 	mu      sync.Mutex
 	keys    map[string]*poolState
 	ticking bool
+	// electors campaign for each key's Lease: only the holder refills,
+	// so corrals sharing a namespace keep one pool of n, not n each.
+	electors map[string]*elector
 	// ready are the pods this pool made and turned free, by pool key,
 	// each with the resourceVersion of that update and its agent
 	// started: take claims these first, by an update with that
@@ -191,9 +199,10 @@ func (r *readyPod) handTo(ref *podRef) {
 	ref.agent, ref.stop = a, stop
 }
 
-// recheck is how often a long-running pool counts its free pods again:
-// another corral's claims take its pods without telling it.
-const recheck = 30 * time.Second
+// recheck is how often a long-running pool's refiller counts its free
+// pods again: another corral's claims take them without telling it (a
+// list of one key's pods per key each time, by the Lease's holder only).
+const recheck = 10 * time.Second
 
 // poolState is the refill state of one pool key.
 type poolState struct {
@@ -204,7 +213,8 @@ type poolState struct {
 
 func newCorralPool(e *Engine, refill bool) *corralPool {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &corralPool{e: e, maker: randomName()[len(NamePrefix):], refill: refill, ctx: ctx, cancel: cancel, keys: map[string]*poolState{}, ready: map[string][]*readyPod{}}
+	return &corralPool{e: e, maker: randomName()[len(NamePrefix):], refill: refill, ctx: ctx, cancel: cancel,
+		keys: map[string]*poolState{}, ready: map[string][]*readyPod{}, electors: map[string]*elector{}}
 }
 
 // take implements warmPool.
@@ -229,8 +239,10 @@ func (pl *corralPool) take(ctx context.Context, sp *podSpec, session string, ref
 			// Not claimed, and the pod may still be free: the list
 			// below may find it again, without the agent.
 			r.drop()
+			pl.e.metrics.claim("error")
 			return "", apiErr("claiming a warm pod", err)
 		}
+		pl.e.metrics.claim("claimed")
 		r.handTo(ref)
 		pl.e.log.Info("kubernetes.pool.claimed", "pod", r.pod.Name, "namespace", sp.ns, "session", session, "key", sp.key, "agent", true)
 		return r.pod.Name, nil
@@ -238,6 +250,7 @@ func (pl *corralPool) take(ctx context.Context, sp *podSpec, session string, ref
 	var list corev1.PodList
 	sel := LabelPool + "=" + PoolFree + "," + LabelPoolKey + "=" + sp.key
 	if err := sp.cl.cs.list(ctx, sp.ns, resPods, sel, &list); err != nil {
+		pl.e.metrics.claim("error")
 		return "", apiErr("listing the warm pool", err)
 	}
 	free := claimable(list.Items)
@@ -251,8 +264,10 @@ func (pl *corralPool) take(ctx context.Context, sp *podSpec, session string, ref
 			continue
 		}
 		if err != nil {
+			pl.e.metrics.claim("error")
 			return "", apiErr("claiming a warm pod", err)
 		}
+		pl.e.metrics.claim("claimed")
 		r := pl.takeReady(sp.key, p.Name)
 		if r != nil {
 			r.handTo(ref)
@@ -260,6 +275,7 @@ func (pl *corralPool) take(ctx context.Context, sp *podSpec, session string, ref
 		pl.e.log.Info("kubernetes.pool.claimed", "pod", p.Name, "namespace", sp.ns, "session", session, "key", sp.key, "agent", r != nil)
 		return p.Name, nil
 	}
+	pl.e.metrics.claim("empty")
 	return "", nil
 }
 
@@ -275,6 +291,17 @@ func (pl *corralPool) popReady(key string) *readyPod {
 	r := rs[len(rs)-1]
 	pl.ready[key] = rs[:len(rs)-1]
 	return r
+}
+
+// readyCount is how many free pods this pool holds in ready, every key.
+func (pl *corralPool) readyCount() int {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	n := 0
+	for _, rs := range pl.ready {
+		n += len(rs)
+	}
+	return n
 }
 
 // takeReady takes pod name of key out of ready; nil when it is not
@@ -310,6 +337,19 @@ func (pl *corralPool) keep(sp *podSpec, n int) {
 		pl.keys[sp.key] = ps
 	}
 	ps.sp, ps.n = sp, n
+	if pl.electors[sp.key] == nil {
+		el := &elector{cs: sp.cl.cs, ns: sp.ns, name: LeasePrefix + sp.key, me: pl.e.self.String() + "/" + pl.maker,
+			log: func(msg string, args ...any) { pl.e.log.Info(msg, args...) }}
+		el.onLead = func() {
+			pl.mu.Lock()
+			sp, n := ps.sp, ps.n
+			pl.mu.Unlock()
+			pl.keep(sp, n)
+		}
+		pl.electors[sp.key] = el
+		pl.wg.Add(1)
+		go func() { defer pl.wg.Done(); el.run(pl.ctx) }()
+	}
 	if !pl.ticking {
 		pl.ticking = true
 		pl.wg.Add(1)
@@ -357,7 +397,16 @@ func (pl *corralPool) run(ps *poolState) {
 		pl.mu.Lock()
 		sp, n := ps.sp, ps.n
 		ps.again = false
+		el := pl.electors[sp.key]
 		pl.mu.Unlock()
+		if el != nil && !el.leading() {
+			// Another corral holds the key's Lease and refills; this
+			// one's elector calls keep again if it takes the Lease.
+			pl.mu.Lock()
+			ps.running = false
+			pl.mu.Unlock()
+			return
+		}
 		have, err := pl.count(sp)
 		if err != nil {
 			pl.e.log.Warn("kubernetes.pool.refill_failed", "key", sp.key, "error", err)
@@ -380,7 +429,8 @@ func (pl *corralPool) run(ps *poolState) {
 	}
 }
 
-// count returns how many free or warming pods of sp.key this pool made.
+// count returns how many pods of sp.key the pool has (poolHave), and
+// removes those whose maker abandoned them while warming.
 func (pl *corralPool) count(sp *podSpec) (int, error) {
 	ctx, cancel := context.WithTimeout(pl.ctx, 30*time.Second)
 	defer cancel()
@@ -388,13 +438,59 @@ func (pl *corralPool) count(sp *podSpec) (int, error) {
 	if err := sp.cl.cs.list(ctx, sp.ns, resPods, LabelPoolKey+"="+sp.key, &list); err != nil {
 		return 0, err
 	}
-	n := 0
-	for i := range list.Items {
-		if ownPoolPod(&list.Items[i], pl.maker) {
-			n++
+	have, abandoned := poolHave(list.Items, pl.maker, time.Now(), 2*pl.e.opts.StartTimeout)
+	for _, p := range abandoned {
+		pl.removePoolPod(ctx, sp, p, "warm pod abandoned while warming")
+	}
+	return have, nil
+}
+
+// poolHave counts the pods of one pool key in items for the refiller
+// whose maker id is maker, at now (pure): free pods, whoever made them
+// (the pool is the key's, not a corral's: one refiller holds its Lease),
+// this maker's warming ones, and another's warming ones younger than
+// abandonAfter. Older warming pods of another maker were abandoned (their
+// corral went, or lost the Lease and failed) and are returned for
+// removal. Pods being deleted and claimed pods are not counted.
+func poolHave(items []corev1.Pod, maker string, now time.Time, abandonAfter time.Duration) (have int, abandoned []*corev1.Pod) {
+	for i := range items {
+		p := &items[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		switch p.Labels[LabelPool] {
+		case PoolFree:
+			have++
+		case PoolWarming:
+			if p.Annotations[AnnotationMaker] == maker || now.Sub(p.CreationTimestamp.Time) < abandonAfter {
+				have++
+			} else {
+				abandoned = append(abandoned, p)
+			}
 		}
 	}
-	return n, nil
+	return have, abandoned
+}
+
+// removePoolPod deletes pool pod p (with its UID and resourceVersion as
+// preconditions: a pod claimed or changed since it was listed stays) and
+// its policy and PVC.
+func (pl *corralPool) removePoolPod(ctx context.Context, sp *podSpec, p *corev1.Pod, reason string) {
+	pre := &metav1.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion}
+	if err := sp.cl.cs.removeIf(ctx, sp.ns, resPods, p.Name, pre); err != nil {
+		if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			pl.e.log.Warn("kubernetes.pool.remove_failed", "pod", p.Name, "error", err)
+		}
+		return
+	}
+	pvc := ""
+	if sp.st.Storage == StoragePVC {
+		pvc = claimName(p.Name)
+	}
+	if err := deleteObjects(ctx, sp.cl.cs, sp.ns, p.Name, buildPolicy(sp.plan(p.Name, "", ""), sp.profile) != nil, pvc); err != nil {
+		pl.e.log.Warn("kubernetes.pool.remove_failed", "pod", p.Name, "error", err)
+	}
+	pl.e.log.Info("kubernetes.pod.removed", "pod", p.Name, "namespace", sp.ns, "reason", reason)
 }
 
 // make makes one pool pod of sp: as a session's (makePod), labelled
@@ -489,25 +585,9 @@ func (pl *corralPool) close() {
 			continue
 		}
 		for i := range list.Items {
-			p := &list.Items[i]
-			if !ownPoolPod(p, pl.maker) {
-				continue
+			if p := &list.Items[i]; ownPoolPod(p, pl.maker) {
+				pl.removePoolPod(ctx, sp, p, "warm pool closed")
 			}
-			pre := &metav1.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion}
-			if err := sp.cl.cs.removeIf(ctx, sp.ns, resPods, p.Name, pre); err != nil {
-				if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-					pl.e.log.Warn("kubernetes.pool.remove_failed", "pod", p.Name, "error", err)
-				}
-				continue
-			}
-			pvc := ""
-			if sp.st.Storage == StoragePVC {
-				pvc = claimName(p.Name)
-			}
-			if err := deleteObjects(ctx, sp.cl.cs, sp.ns, p.Name, buildPolicy(sp.plan(p.Name, "", ""), sp.profile) != nil, pvc); err != nil {
-				pl.e.log.Warn("kubernetes.pool.remove_failed", "pod", p.Name, "error", err)
-			}
-			pl.e.log.Info("kubernetes.pod.removed", "pod", p.Name, "namespace", sp.ns, "reason", "warm pool closed")
 		}
 	}
 }

@@ -379,3 +379,117 @@ func TestIdleTimeoutSessionCwd(t *testing.T) {
 	m.Close()
 	k.waitGone(name)
 }
+
+// keyPods returns the free and warming pods of pool key key, by maker.
+func (k *kube) keyPods(key string) (free, warming map[string][]string) {
+	free, warming = map[string][]string{}, map[string][]string{}
+	for _, p := range k.managedPods() {
+		if p.Labels[LabelPoolKey] != key {
+			continue
+		}
+		switch p.Labels[LabelPool] {
+		case PoolFree:
+			free[p.Annotations[AnnotationMaker]] = append(free[p.Annotations[AnnotationMaker]], p.Name)
+		case PoolWarming:
+			warming[p.Annotations[AnnotationMaker]] = append(warming[p.Annotations[AnnotationMaker]], p.Name)
+		}
+	}
+	return free, warming
+}
+
+// holder returns the holder of the pool key's Lease and its transitions
+// ("" and -1 when there is none), read with the test's own client.
+func (k *kube) holder(key string) (string, int32) {
+	l, err := k.c.Client.CoordinationV1().Leases(k.st.Namespace).Get(context.Background(), LeasePrefix+key, metav1.GetOptions{})
+	if err != nil {
+		return "", -1
+	}
+	h, n := "", int32(0)
+	if l.Spec.HolderIdentity != nil {
+		h = *l.Spec.HolderIdentity
+	}
+	if l.Spec.LeaseTransitions != nil {
+		n = *l.Spec.LeaseTransitions
+	}
+	return h, n
+}
+
+// until waits (a condition loop, 180 s deadline) for cond, failing with
+// what() when it does not hold by then.
+func (k *kube) until(cond func() bool, what func() string) {
+	k.t.Helper()
+	deadline := time.Now().Add(180 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			k.t.Fatalf("%s\nlog:\n%s", what(), k.log.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestWarmPoolOneRefiller (issue 29): two long-running corrals (as two
+// replicas of corral serve) that both use a kind of pod keep one pool of
+// warm_pool pods between them, refilled by the holder of the key's Lease
+// alone; when the holder stops, it releases the Lease, the other takes it
+// and refills the pool to warm_pool.
+func TestWarmPoolOneRefiller(t *testing.T) {
+	k := newKube(t)
+	k.setWarmPool(2)
+	id := strconv.Itoa(os.Getpid())
+	a := k.e
+	b := k.engine(false)
+	bb := b.Backend(k.st)
+	k.run("lease-a-"+id, "true", nil) // a sees the key first: its Lease, its pool
+	var key string
+	for _, p := range k.managedPods() {
+		if p.Annotations[AnnotationMaker] == maker(a) {
+			key = p.Labels[LabelPoolKey]
+		}
+	}
+	if key == "" {
+		k.waitFree(maker(a), 2)
+		for _, p := range k.managedPods() {
+			if p.Annotations[AnnotationMaker] == maker(a) {
+				key = p.Labels[LabelPoolKey]
+			}
+		}
+	}
+	aID := a.self.String() + "/" + maker(a)
+	bID := b.self.String() + "/" + maker(b)
+	k.until(func() bool { h, _ := k.holder(key); return h == aID }, func() string { h, _ := k.holder(key); return "lease holder " + h + ", want " + aID })
+	k.waitFree(maker(a), 2)
+	// b's session claims from the pool and campaigns for the key too.
+	if _, err := bb.Run(context.Background(), &sandbox.Request{Argv: []string{"true"}, Session: "lease-b-" + id,
+		Policy: sandbox.Policy{Workdir: k.ws, Profile: sandbox.ProfileWorkspace}}); err != nil {
+		t.Fatal(err)
+	}
+	// The pool comes back to 2 free pods in all, refilled by a.
+	k.until(func() bool {
+		free, _ := k.keyPods(key)
+		return len(free[maker(a)])+len(free[maker(b)]) == 2
+	}, func() string {
+		free, warm := k.keyPods(key)
+		return fmt.Sprintf("free %v warming %v, want 2 free in all", free, warm)
+	})
+	if h, n := k.holder(key); h == aID && n == 0 {
+		// No takeover happened (one could, legitimately, if a's
+		// renewals stalled for 15 s on a loaded machine): b made none.
+		if free, warm := k.keyPods(key); len(free[maker(b)])+len(warm[maker(b)]) != 0 {
+			t.Errorf("b made pool pods while a held the Lease: free %v warming %v", free, warm)
+		}
+	} else {
+		t.Logf("the Lease moved while a ran (holder %s, %d transitions): not checking who made the pods", h, n)
+	}
+	// a stops: it releases the Lease and removes its free pods; b takes
+	// the Lease at its next try and refills to 2.
+	a.Close()
+	k.until(func() bool { h, _ := k.holder(key); return h == bID }, func() string { h, _ := k.holder(key); return "after a closed, lease holder " + h + ", want " + bID })
+	k.until(func() bool { free, _ := k.keyPods(key); return len(free[maker(b)]) == 2 && len(free[maker(a)]) == 0 },
+		func() string {
+			free, warm := k.keyPods(key)
+			return fmt.Sprintf("after a closed: free %v warming %v, want b's 2", free, warm)
+		})
+	if !strings.Contains(k.log.String(), "msg=kubernetes.lease.released lease="+LeasePrefix+key) {
+		t.Errorf("no kubernetes.lease.released in the log")
+	}
+}

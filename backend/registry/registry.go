@@ -25,6 +25,7 @@ import (
 
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/egress"
+	"github.com/corralhq/corral/metrics"
 	"github.com/corralhq/corral/sandbox"
 	"github.com/corralhq/corral/transfer"
 )
@@ -61,6 +62,10 @@ type Deps struct {
 	// JoinContainers lets a backend run commands in another corral
 	// process's live sandbox of the same session (corral exec).
 	JoinContainers bool
+	// Metrics, when set, is where a backend adds the families it counts
+	// (the kubernetes backend's API calls and warm pool: docs/serve.md,
+	// "Metrics"); nil counts nothing.
+	Metrics *metrics.Registry
 }
 
 // Instance is a backend in one Host: built once from Deps, kept for the
@@ -179,6 +184,12 @@ type Driver struct {
 	// it away from the host (nil otherwise: the session's working
 	// directory on the host is its workspace).
 	Workspace func(ctx context.Context, in Instance, st *config.Settings, session string) (Remote, error)
+	// Ready, when set, says whether the backend can take work now under
+	// st, for a readiness probe (corral serve's /readyz, Host.Ready): nil
+	// when it can, else an error saying what is missing. It must be quick
+	// (a few seconds at most: callers bound ctx) and change nothing; the
+	// caller caches its answer. A nil Ready is always ready (local).
+	Ready func(ctx context.Context, in Instance, st *config.Settings) error
 	// Settings, when the backend has a section of settings (keys
 	// Name + ".*"), says how they reach it (TestSettingsAgree).
 	Settings *Settings

@@ -19,6 +19,7 @@ import (
 	"github.com/corralhq/corral/config"
 	"github.com/corralhq/corral/internal/startdir"
 	"github.com/corralhq/corral/internal/termsafe"
+	"github.com/corralhq/corral/metrics"
 )
 
 // stderr is where corral's own lines for the person go (notes, warnings,
@@ -95,7 +96,13 @@ const oneShotSweepEvery = 5 * time.Minute
 // (and its session's route). Close it before corral exits: it ends the
 // background processes and removes the containers it made.
 func (g *globalOptions) openHost(o *runOptions, logger *slog.Logger) (*corral.Host, error) {
-	opts := corral.Options{ConfigPath: g.configPath, Logger: logger, Command: g.selfCommand(), JoinContainers: g.joinContainers}
+	return g.openHostWith(o, logger, nil)
+}
+
+// openHostWith is openHost whose Host counts into reg (corral serve's
+// /metrics); nil counts nothing.
+func (g *globalOptions) openHostWith(o *runOptions, logger *slog.Logger, reg *metrics.Registry) (*corral.Host, error) {
+	opts := corral.Options{ConfigPath: g.configPath, Logger: logger, Command: g.selfCommand(), JoinContainers: g.joinContainers, Metrics: reg}
 	if o != nil {
 		opts.Override = o.override
 		opts.SweepEvery = oneShotSweepEvery

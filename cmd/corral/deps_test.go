@@ -194,3 +194,23 @@ func initTrace(t *testing.T) map[string]int {
 	}
 	return counts
 }
+
+// TestNoPrometheusClient: corral's executable links no Prometheus
+// library. Every command pays every linked package's init, and
+// client_golang's cost 15% more instructions per start (docs/serve.md,
+// "Metrics"); package metrics writes the format itself, and the
+// reference parser (prometheus/common/expfmt) is for tests alone.
+func TestNoPrometheusClient(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go tool is not on PATH: cannot list corral's dependencies")
+	}
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "github.com/corralhq/corral/cmd/corral").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, "github.com/prometheus/") {
+			t.Errorf("corral links %s", p)
+		}
+	}
+}

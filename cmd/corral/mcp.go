@@ -13,6 +13,7 @@ import (
 
 	"github.com/corralhq/corral"
 	"github.com/corralhq/corral/mcpserver"
+	"github.com/corralhq/corral/metrics"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -51,7 +52,7 @@ the server: running commands and background processes end with it.`,
 func runMCP(ctx context.Context, g *globalOptions, sessionName string) error {
 	tuneServerGC(ctx)
 	logger := newLogger(g)
-	h, srv, name, err := newMCPServer(g, sessionName, logger)
+	h, srv, name, err := newMCPServer(g, sessionName, logger, nil)
 	if err != nil {
 		return &exitError{Code: sandbox.ExitCorralError, Err: err}
 	}
@@ -88,8 +89,8 @@ func runMCP(ctx context.Context, g *globalOptions, sessionName string) error {
 // newMCPServer opens the Host and its MCP server, whose sessions follow
 // the routes setting. name is the default session: sessionName, else
 // "dir:" + the working directory. On error nothing is left open.
-func newMCPServer(g *globalOptions, sessionName string, logger *slog.Logger) (*corral.Host, *mcpserver.Server, string, error) {
-	h, err := g.openHost(nil, logger)
+func newMCPServer(g *globalOptions, sessionName string, logger *slog.Logger, reg *metrics.Registry) (*corral.Host, *mcpserver.Server, string, error) {
+	h, err := g.openHostWith(nil, logger, reg)
 	if err != nil {
 		return nil, nil, "", err
 	}

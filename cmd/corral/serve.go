@@ -56,6 +56,15 @@ beyond loopback requires a token you set. Put a TLS proxy in front of a
 server reachable from other machines: the token travels in the clear
 otherwise.
 
+Probes and metrics (docs/serve.md): GET /healthz answers 200 while the
+process serves; GET /readyz answers 200 when the settings read and every
+backend they use can take work (bwrap's probe sandbox, the docker engine,
+the kubernetes API server and corral's permissions there), else 503,
+naming each check; both without the token, saying why a check fails only
+to a request that carries it. GET /metrics serves Prometheus metrics
+(tool calls, latency, sessions, denials, the kubernetes backend's API
+calls and warm pool, the process) and needs the token.
+
 SIGINT or SIGTERM stop the server: running commands and background
 processes end, nothing is left behind.`,
 		Args: cobra.NoArgs,
@@ -73,7 +82,8 @@ func (o *serveOptions) run(c *cobra.Command, g *globalOptions) error {
 	fail := func(err error) error { return &exitError{Code: sandbox.ExitCorralError, Err: err} }
 	tuneServerGC(c.Context())
 	logger := newLogger(g)
-	h, srv, name, err := newMCPServer(g, o.session, logger)
+	reg := newServeMetrics()
+	h, srv, name, err := newMCPServer(g, o.session, logger, reg)
 	if err != nil {
 		return fail(err)
 	}
@@ -107,6 +117,9 @@ func (o *serveOptions) run(c *cobra.Command, g *globalOptions) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Token: token, TokenHint: tokenHint, SessionTimeout: o.sessionTimeout}))
+	mux.Handle("/healthz", getOnly(http.HandlerFunc(healthz)))
+	mux.Handle("/readyz", getOnly(readyz(h, token)))
+	mux.Handle("/metrics", getOnly(srv.RequireToken(token, tokenHint, metricsHandler(reg))))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	ctx, stop := signal.NotifyContext(c.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -116,6 +129,7 @@ func (o *serveOptions) run(c *cobra.Command, g *globalOptions) error {
 	url := fmt.Sprintf("http://%s/mcp", ln.Addr())
 	fmt.Fprintf(stderr, "corral: serving MCP at %s (default session %q)\n", url, name)
 	fmt.Fprintf(stderr, "corral: %s\n", tokenNote)
+	fmt.Fprintf(stderr, "corral: probes at http://%s/healthz and /readyz (no token needed); Prometheus metrics at /metrics (with the token)\n", ln.Addr())
 	logger.Info("mcp.server.started", "transport", "http", "url", url, "session", name, "token", token != "")
 
 	select {

@@ -17,16 +17,13 @@ package main
 import (
 	"archive/tar"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/corralhq/corral/internal/dockertest"
+	"github.com/corralhq/corral/internal/imagearchive"
 )
 
 // TestRepo is the test image's repository; its tag is the root
@@ -67,8 +64,8 @@ func writeTest(dir string) error {
 		if err := rootfs.WriteTar(&layer); err != nil {
 			return err
 		}
-		cfg := imageConfig{Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin"}, Cmd: []string{"/bin/bash"}}
-		if err := writeArchive(out, ref, layer.Bytes(), cfg); err != nil {
+		cfg := imagearchive.Config{Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin"}, Cmd: []string{"/bin/bash"}}
+		if err := imagearchive.Write(out, ref, layer.Bytes(), cfg); err != nil {
 			return err
 		}
 	}
@@ -96,63 +93,5 @@ func writePause(prog, ref, out string) error {
 		return err
 	}
 	// 65535:65535 is the user the upstream pause image runs as.
-	return writeArchive(out, ref, layer.Bytes(), imageConfig{Entrypoint: []string{"/pause"}, User: "65535:65535"})
-}
-
-// imageConfig is the "config" of an OCI image configuration (image-spec
-// config.md), the part these images set.
-type imageConfig struct {
-	User       string   `json:"User,omitempty"`
-	Env        []string `json:"Env,omitempty"`
-	Entrypoint []string `json:"Entrypoint,omitempty"`
-	Cmd        []string `json:"Cmd,omitempty"`
-}
-
-// writeArchive writes a one-layer image in Docker's save format to out
-// (through a temporary file, so a failed run leaves no half archive).
-func writeArchive(out, ref string, layer []byte, cfg imageConfig) error {
-	diffID := sha256.Sum256(layer)
-	config, err := json.Marshal(map[string]any{
-		"architecture": "amd64",
-		"os":           "linux",
-		"config":       cfg,
-		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diffID[:])}},
-	})
-	if err != nil {
-		return err
-	}
-	configSum := sha256.Sum256(config)
-	configName := hex.EncodeToString(configSum[:]) + ".json"
-	layerName := hex.EncodeToString(diffID[:]) + "/layer.tar"
-	manifest, err := json.Marshal([]map[string]any{{"Config": configName, "RepoTags": []string{ref}, "Layers": []string{layerName}}})
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(out), ".mkimage-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	tw := tar.NewWriter(tmp)
-	for _, f := range []struct {
-		name string
-		body []byte
-	}{{configName, config}, {layerName, layer}, {"manifest.json", manifest}} {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: 0o644, Size: int64(len(f.body))}); err != nil {
-			return err
-		}
-		if _, err := io.Copy(tw, bytes.NewReader(f.body)); err != nil {
-			return err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), out)
+	return imagearchive.Write(out, ref, layer.Bytes(), imagearchive.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"})
 }
