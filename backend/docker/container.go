@@ -303,6 +303,18 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 			return err
 		}
 	}
+	// What the engine is: Podman takes some of the policy in another form
+	// (podman.go).
+	fl, err := e.flavor(ctx)
+	if err != nil {
+		return err
+	}
+	if fl.NoLimits != "" {
+		return noLimitsErr(fl.NoLimits)
+	}
+	if c.review != nil && fl.Podman {
+		return errReviewPodman
+	}
 	if c.review != nil {
 		if err := b.claimLayer(ctx, cli, c); err != nil {
 			return err
@@ -324,9 +336,14 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	spec.Config.Labels[LabelKey] = c.key
 	spec.Config.Labels[LabelConfig] = spec.Hash
 	spec.Config.Labels[LabelOwner] = e.self.String()
+	// The same policy in the engine's form; the hash, and so a session's
+	// container found again, is the policy's.
+	if err := adaptHost(spec.Host, fl, e.opts.ProfileDir); err != nil {
+		return err
+	}
 	res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: spec.Config, HostConfig: spec.Host, Name: c.name})
 	if err != nil {
-		return e.engineErr("creating the container", err)
+		return withPodmanFix(fl, e.engineErr("creating the container", err))
 	}
 	c.id, c.owned = res.ID, true
 	e.made.Store(true)
@@ -338,7 +355,7 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 		return err
 	}
 	if _, err := cli.ContainerStart(ctx, c.id, client.ContainerStartOptions{}); err != nil {
-		return fail(e.engineErr("starting the container", err))
+		return fail(withPodmanFix(fl, e.engineErr("starting the container", err)))
 	}
 	// When it started, to notice a restart behind corral's back
 	// (restartedOutside).

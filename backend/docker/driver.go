@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"maps"
 	"path/filepath"
-
-	"github.com/moby/moby/client"
+	"slices"
+	"sync"
 
 	"github.com/corralhq/corral/backend/registry"
 	"github.com/corralhq/corral/config"
@@ -31,63 +31,98 @@ var driver = registry.Driver{
 
 func init() { registry.Register(&driver) }
 
-// instance is the docker backend in one Host: one Engine for the process
-// (its containers outlive a command; Close removes them), viewed through
-// each command's docker.* settings.
-type instance struct{ e *Engine }
+// instance is the docker backend in one Host: an Engine per engine
+// address setting (docker.host; one for most Hosts) for the process (its
+// containers outlive a command; Close removes them), viewed through each
+// command's docker.* settings.
+type instance struct {
+	d registry.Deps
+
+	mu      sync.Mutex
+	engines map[string]*Engine // by docker.host
+	closed  bool
+}
 
 func open(d registry.Deps) registry.Instance {
-	return &instance{e: NewEngine(Options{
-		Logger: d.Logger, Egress: d.Egress(), Join: d.JoinContainers,
+	return &instance{d: d, engines: map[string]*Engine{}}
+}
+
+// engine returns the Engine for docker.host value host, made at its first
+// use; after Close, nil.
+func (in *instance) engine(host string) *Engine {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if e := in.engines[host]; e != nil || in.closed {
+		return e
+	}
+	d := in.d
+	e := NewEngine(Options{
+		Logger: d.Logger, Egress: d.Egress(), Join: d.JoinContainers, Host: host,
 		QuarantineDir: filepath.Join(d.StateDir, "quarantine"),
 		TrustDir:      filepath.Join(d.StateDir, "trust"),
 		// Shared with the bwrap backend: `corral cleanup` prunes both
 		// backends' copies (secrets.PruneCopies).
 		SecretFilesDir: filepath.Join(d.StateDir, "secretfiles"),
+		// Podman reads the seccomp profile from a file: corral's own,
+		// where no sandbox writes.
+		ProfileDir: filepath.Join(d.StateDir, "seccomp"),
 		// The bind policy's: corral's own directories are never bound,
 		// and files a bind must show as empty get the same empty file as
 		// the bwrap backend's masks.
 		HiddenDirs: append(append([]string(nil), d.HiddenDirs...), d.StateDir),
 		EmptyFile:  filepath.Join(d.StateDir, "empty"),
 		FindHelper: func() string { return d.Helper(true) },
-	})}
+	})
+	in.engines[host] = e
+	return e
 }
 
 // Backend implements registry.Instance.
 func (in *instance) Backend(st *config.Settings) (sandbox.Backend, error) {
-	return in.e.Backend(SettingsOf(st)), nil
+	s := SettingsOf(st)
+	e := in.engine(s.Host)
+	if e == nil {
+		return nil, ErrClosed
+	}
+	return e.Backend(s), nil
 }
 
 // Close implements registry.Instance: it removes the containers the
-// engine made.
-func (in *instance) Close() error { return in.e.Close() }
+// engines made.
+func (in *instance) Close() error {
+	in.mu.Lock()
+	in.closed = true
+	es := slices.Collect(maps.Values(in.engines))
+	in.mu.Unlock()
+	var errs []error
+	for _, e := range es {
+		errs = append(errs, e.Close())
+	}
+	return errors.Join(errs...)
+}
 
-// EngineOf returns the Engine behind an Instance of this backend, or nil
-// for another backend's (tests reach the engine through it).
+// EngineOf returns the Engine behind an Instance of this backend for the
+// default docker.host (""), or nil for another backend's or after Close
+// (tests reach the engine through it).
 func EngineOf(in registry.Instance) *Engine {
 	if i, ok := in.(*instance); ok {
-		return i.e
+		return i.engine("")
 	}
 	return nil
 }
 
-// engineHost is the engine address the docker client uses: DOCKER_HOST,
-// or the default socket.
-func engineHost() string {
-	if h := os.Getenv("DOCKER_HOST"); h != "" {
-		return h
-	}
-	return client.DefaultDockerHost
-}
-
 // ready is the docker backend's readiness (registry.Driver.Ready): the
-// engine answers a ping (Engine.Ready).
-func ready(ctx context.Context, in registry.Instance, _ *config.Settings) error {
+// engine of st's docker.host answers a ping (Engine.Ready).
+func ready(ctx context.Context, in registry.Instance, st *config.Settings) error {
 	i, ok := in.(*instance)
 	if !ok {
 		return errors.New("docker: no engine")
 	}
-	return i.e.Ready(ctx)
+	e := i.engine(SettingsOf(st).Host)
+	if e == nil {
+		return ErrClosed
+	}
+	return e.Ready(ctx)
 }
 
 // doctor is the docker part of `corral doctor`: whether the engine
@@ -96,31 +131,43 @@ func ready(ctx context.Context, in registry.Instance, _ *config.Settings) error 
 // only); its problems are failures when docker is the backend in use.
 func doctor(ctx context.Context, in registry.Instance, st *config.Settings, use registry.Use) *registry.Report {
 	var dd *Diagnosis
+	var e *Engine
 	if i, ok := in.(*instance); ok {
-		dd = i.e.Diagnose(ctx, SettingsOf(st))
+		e = i.engine(SettingsOf(st).Host)
+	}
+	if e != nil {
+		dd = e.Diagnose(ctx, SettingsOf(st))
 	} else {
 		// No state directory, so no Host: the engine is not asked.
 		msg := "no Host"
 		if use.HostErr != nil {
 			msg = use.HostErr.Error()
 		}
-		dd = &Diagnosis{Host: engineHost(), Error: msg, Fix: "give corral a state directory (HOME or XDG_STATE_HOME)"}
+		dd = &Diagnosis{HostChoice: chooseHost(SettingsOf(st).Host), Error: msg, Fix: "give corral a state directory (HOME or XDG_STATE_HOME)"}
 	}
 	bad := "    "
 	if use.Selected {
 		bad = "FAIL"
 	}
-	var lines []string
+	var lines, fixes []string
 	add := func(format string, a ...any) { lines = append(lines, fmt.Sprintf(format, a...)) }
 	if dd.Reachable {
-		add("ok   docker engine %s at %s (API %s; engine accepts %s and later)", dd.Version, dd.Host, dd.APIVersion, dd.MinAPIVersion)
+		kind := ""
+		if dd.Podman {
+			kind = " (Podman)"
+		}
+		add("ok   docker engine %s%s at %s (from %s; API %s; engine accepts %s and later)", dd.Version, kind, dd.Addr, dd.From, dd.APIVersion, dd.MinAPIVersion)
+		for _, p := range dd.Problems {
+			add("%s docker engine: %s", bad, p.What)
+			fixes = append(fixes, "fix:   "+p.Fix)
+		}
 		if dd.ImagePresent {
 			add("ok   docker image %s", dd.Image)
 		} else {
 			add("     docker image %s: not on the engine; pulled on first use", dd.Image)
 		}
 	} else {
-		add("%s docker engine at %s: not reachable (%s)", bad, dd.Host, dd.Error)
+		add("%s docker engine at %s (from %s): not reachable (%s)", bad, dd.Addr, dd.From, dd.Error)
 	}
 	if dd.HelperError != "" {
 		add("%s docker helper: %s", bad, dd.HelperError)
@@ -128,21 +175,29 @@ func doctor(ctx context.Context, in registry.Instance, st *config.Settings, use 
 	if dd.SettingsError != "" {
 		add("FAIL docker settings: %s", dd.SettingsError)
 	}
-	return &registry.Report{Fields: map[string]any{"docker": dd}, Lines: lines, Ready: dd.Ready(), Fix: []string{"fix:   " + dd.Fix}}
+	if dd.Fix != "" || len(fixes) == 0 {
+		fixes = append(fixes, "fix:   "+dd.Fix)
+	}
+	return &registry.Report{Fields: map[string]any{"docker": dd}, Lines: lines, Ready: dd.Ready(), Fix: fixes}
 }
 
 // cleanup is the docker part of `corral cleanup`: the engine's Cleanup,
 // or, where no engine answers (most machines that use bwrap alone), a
 // note that no container was looked at.
-func cleanup(ctx context.Context, in registry.Instance, _ *config.Settings, _, all bool) (*registry.Swept, error) {
+func cleanup(ctx context.Context, in registry.Instance, st *config.Settings, _, all bool) (*registry.Swept, error) {
 	i, ok := in.(*instance)
 	if !ok {
 		return nil, nil
 	}
-	los, err := i.e.Cleanup(ctx, all)
+	e := i.engine(SettingsOf(st).Host)
+	if e == nil {
+		return nil, ErrClosed
+	}
+	los, err := e.Cleanup(ctx, all)
 	if errors.Is(err, sandbox.ErrUnavailable) {
-		i.e.log.Debug("cleanup.docker.skipped", "error", err)
-		return &registry.Swept{Skipped: fmt.Sprintf("docker: skipped, no Docker engine answers at %s (DOCKER_HOST); no container was looked at", engineHost())}, nil
+		e.log.Debug("cleanup.docker.skipped", "error", err)
+		h := e.address()
+		return &registry.Swept{Skipped: fmt.Sprintf("docker: skipped, no Docker engine answers at %s (from %s); no container was looked at", h.Addr, h.From)}, nil
 	}
 	if err != nil {
 		return nil, err

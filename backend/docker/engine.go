@@ -61,8 +61,13 @@ type Options struct {
 	// bwrap backend); nil refuses that profile.
 	Egress *egress.Pool
 	// ClientOpts replace the client's options (tests); nil means
-	// client.FromEnv with API version negotiation.
+	// client.FromEnv with API version negotiation, at the address
+	// resolveHost chooses from DOCKER_HOST, Host and the usual sockets.
 	ClientOpts []client.Opt
+	// Host is the docker.host setting this engine was made for: the
+	// engine's address unless DOCKER_HOST is set; "" searches the usual
+	// sockets (resolveHost).
+	Host string
 	// HiddenDirs are corral's own directories (config, state, the
 	// helper's cache): a bind of or in one is ignored, and one inside a
 	// bind is covered.
@@ -88,6 +93,11 @@ type Options struct {
 	// they hold stand-ins, never a real value. "" refuses secrets with
 	// files.
 	SecretFilesDir string
+	// ProfileDir is where the seccomp profile is written as a file for a
+	// Podman engine, which takes a path where Docker takes the JSON
+	// (podman.go): <state dir>/seccomp, on the engine's host, where no
+	// sandbox writes. "" refuses Podman engines; Docker's never need it.
+	ProfileDir string
 }
 
 // Engine is the process-wide part of the docker backend: the Engine API
@@ -102,6 +112,12 @@ type Engine struct {
 	made    atomic.Bool // a container was created (removeOwn has work)
 	cli     *client.Client
 	cliErr  error
+
+	// flavorMu guards flavorKnown and flavorVal: what the engine is
+	// (Engine.flavor), asked once.
+	flavorMu    sync.Mutex
+	flavorKnown bool
+	flavorVal   Flavor
 
 	// table holds the containers this process uses, by scope (one-command,
 	// a session's, shared), with the commands that hold them.
@@ -216,22 +232,27 @@ func (e *Engine) client() (*client.Client, error) {
 	e.cliOnce.Do(func() {
 		opts := e.opts.ClientOpts
 		if opts == nil {
-			opts = []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+			// DOCKER_HOST, docker.host, else Docker's socket or
+			// Podman's usual ones.
+			h := e.address()
+			e.log.Debug("docker.host", "host", h.Addr, "from", h.From)
+			opts = []client.Opt{client.FromEnv, client.WithHost(h.Addr), client.WithAPIVersionNegotiation()}
 		}
 		e.cli, e.cliErr = client.New(opts...)
 		if e.cliErr != nil {
-			e.cliErr = fmt.Errorf("%w: docker backend: %v; check DOCKER_HOST", sandbox.ErrUnavailable, e.cliErr)
+			e.cliErr = fmt.Errorf("%w: docker backend: %v; check DOCKER_HOST and docker.host", sandbox.ErrUnavailable, e.cliErr)
 		}
 	})
 	return e.cli, e.cliErr
 }
 
+// address is the engine's address and where it came from: DOCKER_HOST,
+// docker.host (Options.Host), or the socket search (resolveHost).
+func (e *Engine) address() HostChoice { return chooseHost(e.opts.Host) }
+
 // unavailable wraps an error reaching the engine with the fix.
 func (e *Engine) unavailable(err error) error {
-	host := os.Getenv("DOCKER_HOST")
-	if host == "" {
-		host = client.DefaultDockerHost
-	}
+	host := e.address().Addr
 	return fmt.Errorf("%w: docker backend: the Docker engine at %s is not reachable (%v); %s; nothing was run", sandbox.ErrUnavailable, host, err, reachFix(err))
 }
 
@@ -239,9 +260,9 @@ func (e *Engine) unavailable(err error) error {
 // did not: when its socket refused this user, how to be let in (and what
 // the docker group grants) first; then how to start one or name another.
 func reachFix(err error) string {
-	fix := "start the engine (`sudo systemctl start docker`, or `sudo dockerd &` where systemd is not running), or point DOCKER_HOST at a running engine (Podman: DOCKER_HOST=unix://$XDG_RUNTIME_DIR/podman/podman.sock)"
+	fix := "start the engine (`sudo systemctl start docker`, or `sudo dockerd &` where systemd is not running), or point DOCKER_HOST or docker.host at a running engine (Podman: unix://$XDG_RUNTIME_DIR/podman/podman.sock rootless, unix:///run/podman/podman.sock rootful)"
 	if errors.Is(err, fs.ErrPermission) || strings.Contains(strings.ToLower(err.Error()), "permission denied") {
-		fix = "its socket refuses this user: add the user to the docker group (`sudo usermod -aG docker $USER`, then log in again or run `newgrp docker`; the docker group is root-equivalent: its members can run any container as root with the host's files mounted), or run rootless Docker or Podman as this user and point DOCKER_HOST at its socket (Podman: DOCKER_HOST=unix://$XDG_RUNTIME_DIR/podman/podman.sock), or run corral as a user that can reach the engine; if the engine is not running, start it (`sudo systemctl start docker`)"
+		fix = "its socket refuses this user: add the user to the docker group (`sudo usermod -aG docker $USER`, then log in again or run `newgrp docker`; the docker group is root-equivalent: its members can run any container as root with the host's files mounted), or run rootless Docker or Podman as this user and point DOCKER_HOST or docker.host at its socket (Podman: unix://$XDG_RUNTIME_DIR/podman/podman.sock), or run corral as a user that can reach the engine; if the engine is not running, start it (`sudo systemctl start docker`)"
 	}
 	return fix
 }

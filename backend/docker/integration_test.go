@@ -145,6 +145,13 @@ func TestEnvWithheldLogged(t *testing.T) {
 // the container still works afterwards.
 func TestForkBomb(t *testing.T) {
 	f := newFixture(t, func(s *Settings) { s.PidsLimit = 64 })
+	// First, that the engine holds the limit at all (an engine that
+	// ignores it would let the bomb take the machine: rootless Podman on
+	// cgroup v1 once made 29k processes): the container's pids cgroup
+	// says 64, v2's or v1's.
+	if res, out := f.run("fb", `cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max`); res.ExitCode != 0 || strings.TrimSpace(out) != "64" {
+		t.Fatalf("the container's pids limit: exit %d, %q; want 64 before any fork bomb", res.ExitCode, out)
+	}
 	// A command that fills the pids limit, then writes: the helper that
 	// runs it keeps working (it made its threads beforehand).
 	res, out := f.run("fb", `python3 - <<'PY'

@@ -28,6 +28,13 @@ func SettingsOf(st *config.Settings) Settings { return *section(st) }
 func keys() []config.Key {
 	return []config.Key{
 		{
+			Name: "docker.host", Kind: config.KindString, Default: DefaultSettings.Host,
+			Accepts: "an engine address such as unix:///run/podman/podman.sock or tcp://host:2376, or empty",
+			Doc:     "docker: the engine's address; DOCKER_HOST, when set, wins; empty searches Docker's socket, then Podman's ($XDG_RUNTIME_DIR/podman/podman.sock, /run/podman/podman.sock)",
+			Check:   dockerHostValue,
+			Field:   func(s *config.Settings) any { return &section(s).Host },
+		},
+		{
 			Name: "docker.scope", Kind: config.KindEnum, Default: DefaultSettings.Scope,
 			Values:  []string{ScopeSession, ScopeShared},
 			Accepts: "one of session, shared",

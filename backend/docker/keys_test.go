@@ -21,6 +21,9 @@ func TestBadSettings(t *testing.T) {
 		{"docker memory", "docker:\n  memory: lots", nil, []string{`docker.memory: "lots" is not a size`}},
 		{"docker user", "docker:\n  user: alice", nil, []string{`docker.user: "alice" is not uid:gid in numbers`}},
 		{"docker read_only", "docker:\n  read_only: maybe", nil, []string{`docker.read_only: "maybe" is not true or false`}},
+		{"docker host without a scheme", "docker:\n  host: /run/podman/podman.sock", nil, []string{`docker.host: "/run/podman/podman.sock" is not an engine address`}},
+		{"docker host, a relative socket", "docker:\n  host: unix://podman.sock", nil, []string{"docker.host", "not an absolute path"}},
+		{"docker host from the environment", "", []string{"CORRAL_DOCKER_HOST=podman.sock"}, []string{"docker.host", "is not an engine address"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			configtest.Refused(t, tc.file, tc.env, tc.want...)
@@ -40,9 +43,9 @@ func TestSettingsKeys(t *testing.T) {
 			t.Errorf("%q: read_only still on", body)
 		}
 	}
-	st := configtest.Load(t, "docker:\n  image: alpine\n  pids_limit: 64\n  binds: [{src: /data}]")
+	st := configtest.Load(t, "docker:\n  image: alpine\n  pids_limit: 64\n  binds: [{src: /data}]\n  host: unix:///run/podman/podman.sock")
 	got := SettingsOf(st)
-	if got.Image != "alpine" || got.PidsLimit != 64 || len(got.Binds) != 1 || got.Binds[0].Src != "/data" || !got.ReadOnly {
+	if got.Host != "unix:///run/podman/podman.sock" || got.Image != "alpine" || got.PidsLimit != 64 || len(got.Binds) != 1 || got.Binds[0].Src != "/data" || !got.ReadOnly {
 		t.Errorf("loaded %+v", got)
 	}
 	if v, err := st.Value("docker.read_only"); err != nil || v != true {

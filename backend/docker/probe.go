@@ -11,8 +11,9 @@ import (
 
 // Diagnosis is what `corral doctor` reports about the Docker engine.
 type Diagnosis struct {
-	// Host is the engine's address (DOCKER_HOST or the default socket).
-	Host string `json:"host"`
+	// HostChoice is the engine's address and where it came from
+	// (DOCKER_HOST, docker.host, the socket search: resolveHost).
+	HostChoice
 	// Reachable is set when the engine answered; Error says why not.
 	Reachable bool   `json:"reachable"`
 	Error     string `json:"error,omitempty"`
@@ -21,6 +22,14 @@ type Diagnosis struct {
 	Version       string `json:"version,omitempty"`
 	APIVersion    string `json:"api_version,omitempty"`
 	MinAPIVersion string `json:"min_api_version,omitempty"`
+	// Podman is set when the engine is Podman's compatible service
+	// (podman.go says what corral does differently there).
+	Podman bool `json:"podman,omitempty"`
+	// Facts are what the engine said of itself beyond its version (nil
+	// when it did not answer); Problems what it lacks for corral's
+	// containers, with their fixes (engineProblems), each a failure.
+	Facts    *EngineFacts `json:"facts,omitempty"`
+	Problems []Problem    `json:"problems,omitempty"`
 	// Image is docker.image; ImagePresent says whether the engine has it
 	// (otherwise the first command pulls it).
 	Image        string `json:"image"`
@@ -35,10 +44,11 @@ type Diagnosis struct {
 }
 
 // Ready reports whether containers can be started: the engine answers, the
-// helper is usable and the settings are valid. A missing image is not a
+// helper is usable, the settings are valid and the engine lacks nothing
+// (Problems). A missing image is not a
 // failure (it is pulled on first use).
 func (d *Diagnosis) Ready() bool {
-	return d.Reachable && d.HelperError == "" && d.SettingsError == ""
+	return d.Reachable && d.HelperError == "" && d.SettingsError == "" && len(d.Problems) == 0
 }
 
 // readyTimeout bounds Engine.Ready's ping.
@@ -55,7 +65,7 @@ func (e *Engine) Ready(ctx context.Context) error {
 		_, err = cli.Ping(ctx, client.PingOptions{})
 	}
 	if err != nil {
-		return fmt.Errorf("docker engine at %s: not reachable: %w", engineHost(), err)
+		return fmt.Errorf("docker engine at %s: not reachable: %w", e.address().Addr, err)
 	}
 	return nil
 }
@@ -63,10 +73,7 @@ func (e *Engine) Ready(ctx context.Context) error {
 // Diagnose asks the engine for its version and the image, and checks the
 // helper and settings, within a few seconds.
 func (e *Engine) Diagnose(ctx context.Context, st Settings) *Diagnosis {
-	d := &Diagnosis{Host: os.Getenv("DOCKER_HOST"), Image: st.Image}
-	if d.Host == "" {
-		d.Host = client.DefaultDockerHost
-	}
+	d := &Diagnosis{HostChoice: e.address(), Image: st.Image}
 	if _, err := st.check(os.Getuid(), os.Getgid()); err != nil {
 		d.SettingsError = err.Error()
 	} else if _, err := ParseExtraRunArgs(st.ExtraRunArgs); err != nil {
@@ -85,6 +92,17 @@ func (e *Engine) Diagnose(ctx context.Context, st Settings) *Diagnosis {
 			d.Reachable = true
 			d.Version, d.MinAPIVersion = v.Version, v.MinAPIVersion
 			d.APIVersion = cli.ClientVersion()
+			var names []string
+			for _, c := range v.Components {
+				names = append(names, c.Name)
+			}
+			in, ierr := info(ctx, cli)
+			fl := flavorOf(names, in.SecurityOptions, in.Rootless)
+			d.Podman = fl.Podman
+			if ierr == nil {
+				f := engineFacts(ctx, cli, fl, in, d.Addr)
+				d.Facts, d.Problems = &f, engineProblems(f)
+			}
 			if _, err := cli.ImageInspect(ctx, st.Image); err == nil {
 				d.ImagePresent = true
 			}

@@ -69,6 +69,10 @@ type Settings struct {
 	// ExtraRunArgs are extra `docker run` flags, split like a shell command
 	// line; see ParseExtraRunArgs for the ones understood.
 	ExtraRunArgs string
+	// Host is the engine's address (unix:///run/podman/podman.sock,
+	// tcp://host:2376, ssh://user@host); "" searches the usual sockets.
+	// DOCKER_HOST, when set, wins over it (resolveHost).
+	Host string
 }
 
 // DefaultSettings are the reference environment's defaults.

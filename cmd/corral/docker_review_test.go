@@ -35,9 +35,12 @@ func layerVolumes(t *testing.T, eng *client.Client, dir string) []string {
 // the CLI: the project stays as it was until corral apply; a kill -9 of
 // corral mid-command loses nothing of the layer, and corral cleanup then
 // leaves no container or overlay volume; diff, apply and discard work as
-// on bwrap.
+// on bwrap. On Podman, the refusal (reviewRefusedOnPodman).
 func TestDockerReview(t *testing.T) {
 	c, eng := dockerCLI(t)
+	if reviewRefusedOnPodman(t, c) {
+		return
+	}
 	os.WriteFile(filepath.Join(c.work, "a.txt"), []byte("a\nb\n"), 0o644)
 	if code, _, se := c.run(nil, "config", "set", "workspace_mode", "review"); code != 0 {
 		t.Fatalf("config set: %d %s", code, se)

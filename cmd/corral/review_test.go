@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -165,9 +166,37 @@ func TestApplyWhileBackgroundRuns(t *testing.T) {
 // TestApplyWhileBackgroundRunsDocker: the same on docker, where the
 // engine's mount of the layer also shows in host mount namespaces (mount
 // propagation) and must not count as a process of the session.
+//
+// On Podman (CORRAL_TEST_ENGINE podman-rootful or podman-rootless, as
+// .ci/run's Podman lanes set it) review mode is refused, nothing run:
+// that refusal is what the test checks there.
 func TestApplyWhileBackgroundRunsDocker(t *testing.T) {
 	c, _ := dockerCLI(t)
+	if reviewRefusedOnPodman(t, c) {
+		return
+	}
 	applyWhileBackgroundRuns(t, c)
+}
+
+// reviewRefusedOnPodman reports whether the tests' engine is Podman
+// (CORRAL_TEST_ENGINE podman-rootful or podman-rootless, as .ci/run's
+// Podman lanes set it; backend/docker's TestEngineLimitsOrRefusal checks
+// that the engine is that one), after checking that a command in review
+// mode is refused there, nothing run: a review test's whole check on
+// Podman.
+func reviewRefusedOnPodman(t *testing.T, c *cli) bool {
+	t.Helper()
+	if !strings.HasPrefix(os.Getenv("CORRAL_TEST_ENGINE"), "podman") {
+		return false
+	}
+	code, so, se := c.run([]string{"CORRAL_WORKSPACE_MODE=review"}, "run", "--session", "podrev", "--", "sh", "-c", "echo ran > ran.txt")
+	if code != 125 || !strings.Contains(se, "not available on Podman") || so != "" {
+		t.Errorf("review mode on Podman: exit %d, stdout %q, stderr %q; want the refusal", code, so, se)
+	}
+	if _, err := os.Lstat(filepath.Join(c.work, "ran.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused command ran: %v", err)
+	}
+	return true
 }
 
 func applyWhileBackgroundRuns(t *testing.T, c *cli) {

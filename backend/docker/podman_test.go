@@ -1,0 +1,286 @@
+package docker
+
+import (
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+)
+
+func TestFlavorOf(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		components []string
+		secopts    []string
+		rootless   bool
+		want       Flavor
+	}{
+		{"docker", []string{"Engine", "containerd", "runc", "docker-init"}, []string{"name=seccomp,profile=builtin", "name=cgroupns"}, false, Flavor{}},
+		{"rootless docker", []string{"Engine", "containerd"}, []string{"name=seccomp,profile=builtin", "name=rootless", "name=cgroupns"}, false, Flavor{Rootless: true}},
+		// Podman 4.3.1's answers, rootful and rootless.
+		{"podman", []string{"Podman Engine", "Conmon", "OCI Runtime (runc)"}, []string{"name=seccomp,profile=default"}, false, Flavor{Podman: true}},
+		{"rootless podman", []string{"Podman Engine", "Conmon", "OCI Runtime (runc)"}, []string{"name=seccomp,profile=default"}, true, Flavor{Podman: true, Rootless: true}},
+		{"nothing said", nil, nil, false, Flavor{}},
+		{"a name that only looks rootless", []string{"Engine"}, []string{"name=seccomp,profile=/etc/rootless.json"}, false, Flavor{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := flavorOf(tc.components, tc.secopts, tc.rootless); got != tc.want {
+				t.Errorf("flavorOf(%q, %q, %v) = %+v, want %+v", tc.components, tc.secopts, tc.rootless, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAdaptHost(t *testing.T) {
+	const profile = `{"defaultAction":"SCMP_ACT_ERRNO"}`
+	dir := filepath.Join(t.TempDir(), "seccomp")
+	file := filepath.Join(dir, profileFileName([]byte(profile)))
+	const mask = "mask=/proc/kcore:/proc/interrupts"
+	for _, tc := range []struct {
+		name       string
+		f          Flavor
+		userns     string // set before, as extra_run_args would
+		dir        string
+		wantSec    []string
+		wantUserns string
+		wantErr    string
+	}{
+		{"docker keeps the JSON", Flavor{}, "", "", []string{"no-new-privileges", "seccomp=" + profile}, "", ""},
+		{"rootless docker keeps everything", Flavor{Rootless: true}, "", "", []string{"no-new-privileges", "seccomp=" + profile}, "", ""},
+		{"podman takes a file and the masks as an option", Flavor{Podman: true}, "", dir, []string{"no-new-privileges", "seccomp=" + file, mask}, "", ""},
+		{"rootless podman maps the caller", Flavor{Podman: true, Rootless: true}, "", dir, []string{"no-new-privileges", "seccomp=" + file, mask}, "keep-id", ""},
+		{"extra_run_args' user namespace stays", Flavor{Podman: true, Rootless: true}, "host", dir, []string{"no-new-privileges", "seccomp=" + file, mask}, "host", ""},
+		{"podman without a directory refuses", Flavor{Podman: true}, "", "", nil, "", "no directory"},
+		{"podman with a relative directory refuses", Flavor{Podman: true}, "", "seccomp", nil, "", "no directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hc := &container.HostConfig{SecurityOpt: []string{"no-new-privileges", "seccomp=" + profile}, UsernsMode: container.UsernsMode(tc.userns), MaskedPaths: []string{"/proc/kcore", "/proc/interrupts"}}
+			err := adaptHost(hc, tc.f, tc.dir)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("adaptHost: %v, want an error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(hc.SecurityOpt, tc.wantSec) || string(hc.UsernsMode) != tc.wantUserns {
+				t.Errorf("adaptHost: %q userns %q, want %q userns %q", hc.SecurityOpt, hc.UsernsMode, tc.wantSec, tc.wantUserns)
+			}
+		})
+	}
+	// The file holds the profile, readable by the engine (root or the
+	// user), written by no one else.
+	b, err := os.ReadFile(file)
+	if err != nil || string(b) != profile {
+		t.Fatalf("%s: %q, %v", file, b, err)
+	}
+	st, _ := os.Stat(file)
+	if st.Mode().Perm() != 0o644 {
+		t.Errorf("%s: mode %v, want 0644", file, st.Mode().Perm())
+	}
+	dst, _ := os.Stat(dir)
+	if dst.Mode().Perm()&0o022 != 0 {
+		t.Errorf("%s: mode %v: others may write it", dir, dst.Mode().Perm())
+	}
+}
+
+// TestWriteProfileRepairs: a file of the profile's name that holds
+// something else (changed behind corral's back) or has another mode is
+// written again before a container names it; unconfined and paths pass.
+func TestWriteProfileRepairs(t *testing.T) {
+	dir := t.TempDir()
+	prof := []byte(`{"defaultAction":"SCMP_ACT_ERRNO"}`)
+	p := filepath.Join(dir, profileFileName(prof))
+	if err := os.WriteFile(p, []byte(`{"defaultAction":"SCMP_ACT_ALLOW"}`), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(p, 0o666)
+	got, err := writeProfile(dir, prof)
+	if err != nil || got != p {
+		t.Fatalf("writeProfile = %q, %v; want %q", got, err, p)
+	}
+	b, _ := os.ReadFile(p)
+	st, _ := os.Stat(p)
+	if string(b) != string(prof) || st.Mode().Perm() != 0o644 {
+		t.Errorf("%s: %q mode %v after writeProfile", p, b, st.Mode().Perm())
+	}
+	if a, b := profileFileName([]byte("a")), profileFileName([]byte("b")); a == b {
+		t.Errorf("two profiles share the name %s", a)
+	}
+	out, err := forPodman([]string{"seccomp=unconfined", "seccomp=/etc/p.json", "label=disable"}, "")
+	if err != nil || !slices.Equal(out, []string{"seccomp=unconfined", "seccomp=/etc/p.json", "label=disable"}) {
+		t.Errorf("forPodman changed what needs no file: %q, %v", out, err)
+	}
+}
+
+func TestPodmanFix(t *testing.T) {
+	for _, tc := range []struct{ msg, want string }{
+		// Podman 4.3.1's messages, as the issue met them.
+		{"Error response from daemon: container create: container-init binary not found on the host: stat /usr/libexec/podman/catatonit: no such file or directory", "install it"},
+		{"Error response from daemon: runc: runc create failed: unable to start container process: error during container init: error setting rlimits for ready process: error setting rlimit type 7: operation not permitted: OCI permission denied", "default_ulimits"},
+		{"cannot find newuidmap: exec: \"newuidmap\": executable file not found in $PATH", "uidmap"},
+		{"Error response from daemon: no such image", ""},
+	} {
+		if got := podmanFix(tc.msg); tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("podmanFix(%q) = %q, want one with %q", tc.msg, got, tc.want)
+		}
+	}
+}
+
+func TestPodmanTmpfs(t *testing.T) {
+	mounts := []mount.Mount{
+		{Type: mount.TypeBind, Source: "/home/bob", Target: "/home/bob", ReadOnly: true},
+		{Type: mount.TypeTmpfs, Target: "/home/bob/.ssh", ReadOnly: true, TmpfsOptions: &mount.TmpfsOptions{SizeBytes: 64 << 10, Mode: coverMode}},
+		{Type: mount.TypeBind, Source: "/var/empty", Target: "/home/bob/.netrc", ReadOnly: true},
+	}
+	kept, tmpfs := podmanTmpfs(mounts, map[string]string{"/tmp": "rw,nosuid,nodev,exec,mode=1777,size=512"})
+	if len(kept) != 2 || kept[0].Target != "/home/bob" || kept[1].Target != "/home/bob/.netrc" {
+		t.Errorf("kept %+v, want the two binds", kept)
+	}
+	want := map[string]string{
+		"/tmp":           "rw,nosuid,nodev,exec,mode=1777,size=512,notmpcopyup",
+		"/home/bob/.ssh": "ro,size=65536,mode=0700,nosuid,nodev,notmpcopyup",
+	}
+	if !maps.Equal(tmpfs, want) {
+		t.Errorf("tmpfs %q, want %q", tmpfs, want)
+	}
+	if _, tmpfs := podmanTmpfs(nil, map[string]string{"/x": "notmpcopyup"}); tmpfs["/x"] != "notmpcopyup" {
+		t.Errorf("notmpcopyup twice: %q", tmpfs["/x"])
+	}
+	if _, tmpfs := podmanTmpfs(nil, nil); tmpfs != nil {
+		t.Errorf("no tmpfs made %q", tmpfs)
+	}
+}
+
+// TestResolveHost: DOCKER_HOST, then docker.host, then Docker's socket,
+// then Podman's rootless one, then its rootful one, then Docker's
+// default; each answer says where it came from.
+func TestResolveHost(t *testing.T) {
+	const docker, rootless, rootful = "/var/run/docker.sock", "/run/user/1000/podman/podman.sock", "/run/podman/podman.sock"
+	for _, tc := range []struct {
+		name, env, setting, xdg string
+		socks                   []string
+		want                    HostChoice
+	}{
+		{"DOCKER_HOST wins", "tcp://10.0.0.1:2376", "unix:///run/podman/podman.sock", "/run/user/1000", []string{docker, rootless, rootful}, HostChoice{"tcp://10.0.0.1:2376", FromEnv}},
+		{"DOCKER_HOST wins where nothing is", "unix:///nowhere.sock", "", "", nil, HostChoice{"unix:///nowhere.sock", FromEnv}},
+		{"a blank DOCKER_HOST is unset", "  ", "unix:///run/podman/podman.sock", "", []string{docker}, HostChoice{"unix:///run/podman/podman.sock", FromSetting}},
+		{"docker.host over the sockets", "", "unix:///srv/podman.sock", "/run/user/1000", []string{docker, rootless, rootful}, HostChoice{"unix:///srv/podman.sock", FromSetting}},
+		{"docker.host that is not there yet", "", "ssh://me@build", "", nil, HostChoice{"ssh://me@build", FromSetting}},
+		{"docker's socket", "", "", "/run/user/1000", []string{docker, rootless}, HostChoice{"unix://" + docker, FromSearch}},
+		{"rootless podman", "", "", "/run/user/1000", []string{rootless, rootful}, HostChoice{"unix://" + rootless, FromSearch}},
+		{"rootful podman", "", "", "/run/user/1000", []string{rootful}, HostChoice{"unix://" + rootful, FromSearch}},
+		{"no XDG_RUNTIME_DIR", "", "", "", []string{rootless, rootful}, HostChoice{"unix://" + rootful, FromSearch}},
+		{"a relative XDG_RUNTIME_DIR is no one's", "", "", "run/user/1000", []string{"run/user/1000/podman/podman.sock"}, HostChoice{"unix://" + docker, FromDefault}},
+		{"nothing: docker's, to be reported", "", "", "/run/user/1000", nil, HostChoice{"unix://" + docker, FromDefault}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := resolveHost(tc.env, tc.setting, tc.xdg, func(p string) bool { return slices.Contains(tc.socks, p) }); got != tc.want {
+				t.Errorf("resolveHost = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestEngineProblems: what doctor names of an engine's answers, with the
+// fix, and nothing for an engine that lacks nothing.
+func TestEngineProblems(t *testing.T) {
+	const (
+		v1       = "cgroup v1"
+		catatoni = "catatonit"
+		subids   = "subordinate ids"
+	)
+	podman := Flavor{Podman: true}
+	rootless := Flavor{Podman: true, Rootless: true}
+	noLimits := func(f Flavor) Flavor {
+		f.NoLimits = "runs on cgroup v1, where a rootless engine ignores every container limit"
+		return f
+	}
+	ok := func(f Flavor, cg string) EngineFacts {
+		return EngineFacts{Flavor: f, CgroupVersion: cg, UIDRanges: -1, GIDRanges: -1, Local: true, InitFound: true}
+	}
+	with := func(f EngineFacts, change func(*EngineFacts)) EngineFacts { change(&f); return f }
+	for _, tc := range []struct {
+		name  string
+		facts EngineFacts
+		want  []string // one substring per problem, in order
+		fixes []string
+	}{
+		{"docker", EngineFacts{CgroupVersion: "1", UIDRanges: -1, GIDRanges: -1, Local: true}, nil, nil},
+		{"docker without catatonit needs none", EngineFacts{CgroupVersion: "2", Local: true}, nil, nil},
+		{"rootless docker on v2", EngineFacts{Flavor: Flavor{Rootless: true}, CgroupVersion: "2", UIDRanges: -1, GIDRanges: -1}, nil, nil},
+		{"rootless docker on v1", EngineFacts{Flavor: noLimits(Flavor{Rootless: true}), CgroupVersion: "1", UIDRanges: -1, GIDRanges: -1}, []string{v1}, []string{"rootful"}},
+		{"rootful podman on v1", ok(podman, "1"), nil, nil},
+		{"rootless podman on v2", with(ok(rootless, "2"), func(f *EngineFacts) { f.UIDRanges, f.GIDRanges = 2, 2 }), nil, nil},
+		{"rootless podman on v1", with(ok(noLimits(rootless), "1"), func(f *EngineFacts) { f.UIDRanges, f.GIDRanges = 2, 2 }), []string{v1}, []string{"systemd.unified_cgroup_hierarchy=1"}},
+		{"rootless podman on v2 without controllers", with(ok(rootless, "2"), func(f *EngineFacts) {
+			f.UIDRanges, f.GIDRanges, f.Flavor.NoLimits = 2, 2, "has no memory, pids cgroup controller delegated to its user, so it cannot limit containers"
+		}), []string{"no memory, pids cgroup controller"}, []string{"systemd user session"}},
+		{"podman without catatonit", with(ok(podman, "2"), func(f *EngineFacts) { f.InitFound = false }), []string{catatoni}, []string{"apt-get install catatonit"}},
+		{"a remote podman's init is not judged", with(ok(podman, "2"), func(f *EngineFacts) { f.InitFound, f.Local = false, false }), nil, nil},
+		{"rootless podman without subuids", with(ok(rootless, "2"), func(f *EngineFacts) { f.UIDRanges, f.GIDRanges = 1, 2 }), []string{subids}, []string{"usermod --add-subuids"}},
+		{"rootless podman without subgids", with(ok(rootless, "2"), func(f *EngineFacts) { f.UIDRanges, f.GIDRanges = 2, 1 }), []string{subids}, []string{"--add-subgids"}},
+		{"rootless podman, ranges unknown", ok(rootless, "2"), nil, nil},
+		{"everything missing", with(ok(noLimits(rootless), "1"), func(f *EngineFacts) { f.InitFound, f.UIDRanges, f.GIDRanges = false, 1, 1 }), []string{v1, catatoni, subids}, []string{"rootful", "catatonit", "migrate"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := engineProblems(tc.facts)
+			if len(got) != len(tc.want) {
+				t.Fatalf("engineProblems(%+v) = %+v, want %d problems", tc.facts, got, len(tc.want))
+			}
+			for i, p := range got {
+				if !strings.Contains(p.What, tc.want[i]) || !strings.Contains(p.Fix, tc.fixes[i]) {
+					t.Errorf("problem %d: %+v, want %q with the fix %q", i, p, tc.want[i], tc.fixes[i])
+				}
+			}
+		})
+	}
+}
+
+// TestIgnoresLimits: which engines corral refuses for ignoring
+// containers' limits, and why.
+func TestIgnoresLimits(t *testing.T) {
+	all := engineInfo{MemoryLimit: true, PidsLimit: true, CpuCfsQuota: true}
+	v := func(in engineInfo, cg string) engineInfo { in.CgroupVersion = cg; return in }
+	full := []string{"cpuset", "cpu", "io", "memory", "pids"}
+	for _, tc := range []struct {
+		name        string
+		f           Flavor
+		in          engineInfo
+		controllers []string
+		want        string // a substring of the reason; "" for none
+	}{
+		{"docker", Flavor{}, v(all, "1"), nil, ""},
+		{"docker says it cannot, but is rootful", Flavor{}, v(engineInfo{}, "2"), nil, ""},
+		{"rootful podman on v1", Flavor{Podman: true}, v(all, "1"), []string{}, ""},
+		{"rootless podman on v1, whatever it says", Flavor{Podman: true, Rootless: true}, v(all, "1"), full, "cgroup v1"},
+		{"rootless docker on v1", Flavor{Rootless: true}, v(all, "1"), nil, "cgroup v1"},
+		{"rootless podman on v2, delegated", Flavor{Podman: true, Rootless: true}, v(all, "2"), full, ""},
+		{"rootless podman on v2, cpu and io only", Flavor{Podman: true, Rootless: true}, v(all, "2"), []string{"cpu", "io"}, "no memory, pids cgroup controller"},
+		{"rootless podman on v2, nothing delegated", Flavor{Podman: true, Rootless: true}, v(all, "2"), []string{}, "no memory, pids, cpu"},
+		{"rootless docker on v2, delegated", Flavor{Rootless: true}, v(all, "2"), nil, ""},
+		{"rootless docker on v2 without pids", Flavor{Rootless: true}, v(engineInfo{MemoryLimit: true, CpuCfsQuota: true}, "2"), nil, "no pids cgroup controller"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ignoresLimits(tc.f, tc.in, tc.controllers)
+			if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
+				t.Errorf("ignoresLimits = %q, want %q", got, tc.want)
+			}
+			if got != "" {
+				err := noLimitsErr(got)
+				for _, w := range []string{got, "nothing was run", "rootful engine", "systemd user session"} {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("the refusal lacks %q: %v", w, err)
+					}
+				}
+			}
+		})
+	}
+}
