@@ -2,6 +2,8 @@ package kubernetes
 
 import (
 	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -13,7 +15,10 @@ import (
 // corral doctor checks (Permissions) together: every permission the
 // backend uses is granted, and nothing else is (least privilege, issue 29).
 func TestDeployRoleMatchesPermissions(t *testing.T) {
-	b, err := os.ReadFile("../../deploy/base/role.yaml")
+	// By the source's own path: the unprivileged pass runs the binary
+	// outside the package's directory.
+	_, self, _, _ := runtime.Caller(0)
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(self), "../../deploy/base/role.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
