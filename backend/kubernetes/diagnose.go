@@ -45,9 +45,11 @@ func (p Permission) String() string {
 
 // Permissions is every call the backend makes to the API (api.go: create,
 // get, list, update, remove, removeIf, execURL) and where: the table doctor checks and
-// docs/kubernetes.md lists. The exec stream is asked as create on
-// pods/exec: the API server authorizes a WebSocket exec (an HTTP GET) as
-// create since Kubernetes 1.31 (AuthorizePodWebsocketUpgradeCreatePermission).
+// docs/kubernetes.md lists. The exec stream, a WebSocket (an HTTP GET),
+// needs both get and create on pods/exec: the API server authorizes the
+// GET as get, and since Kubernetes 1.31 also as create
+// (AuthorizePodWebsocketUpgradeCreatePermission). Found by running a
+// command from a replica whose Role had create alone (TestDeployKubernetes).
 var Permissions = []Permission{
 	{Resource: resPods, Verb: "create", Why: "a session's pod (Backend.start)"},
 	{Resource: resPods, Verb: "get", Why: "waiting for Ready, memory-kill status, what became of a pod whose agent stream broke (waitReady, oomKilled, lossOf)"},
@@ -55,6 +57,7 @@ var Permissions = []Permission{
 	{Resource: resPods, Verb: "delete", Why: "the session's end, corral cleanup"},
 	{Resource: resPods, Verb: "update", Why: "the warm pool: a pool pod marked free, and its claim (kubernetes.warm_pool)"},
 	{Resource: resPods, Subresource: "exec", Verb: "create", Why: "corral's agent, uploads, the proxy tunnel, corral cp"},
+	{Resource: resPods, Subresource: "exec", Verb: "get", Why: "the same streams: a WebSocket exec is an HTTP GET, which the API server authorizes as get as well as create"},
 	{Group: "networking.k8s.io", Resource: resPolicies, Verb: "create", Why: "deny-all policy under restricted/workspace"},
 	{Group: "networking.k8s.io", Resource: resPolicies, Verb: "list", Why: "corral cleanup"},
 	{Group: "networking.k8s.io", Resource: resPolicies, Verb: "delete", Why: "the session's end, corral cleanup"},

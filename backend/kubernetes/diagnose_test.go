@@ -80,7 +80,7 @@ func TestPermissionsTable(t *testing.T) {
 	for _, p := range Permissions {
 		got = append(got, p.String())
 	}
-	for _, w := range []string{"create pods", "get pods", "list pods", "delete pods", "update pods", "create pods/exec",
+	for _, w := range []string{"create pods", "get pods", "list pods", "delete pods", "update pods", "create pods/exec", "get pods/exec",
 		"create networkpolicies", "list networkpolicies", "delete networkpolicies",
 		"create persistentvolumeclaims", "list persistentvolumeclaims", "delete persistentvolumeclaims",
 		"get leases", "create leases", "update leases"} {

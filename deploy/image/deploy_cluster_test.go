@@ -107,6 +107,13 @@ configMapGenerator:
 	if err != nil {
 		t.Fatalf("corral doctor failed inside a replica: %v", err)
 	}
+	// A command runs from a replica in a session's pod of the sandbox
+	// image: the replica makes the pod, uploads the helper and reaches it
+	// over exec streams, all through the ServiceAccount.
+	out, err = runOut(kubectl, admin, "-n", ns, "exec", "deployment/corral", "--", "corral", "run", "--", "sh", "-c", "echo from-$(id -u)-in-pod")
+	if err != nil || !strings.Contains(out, "from-1000-in-pod") {
+		t.Errorf("corral run in a replica: %v\n%s", err, out)
+	}
 	// The replica runs as the image's user, with its ServiceAccount.
 	id, err := runOut(kubectl, admin, "-n", ns, "get", "pods", "-l", "app.kubernetes.io/component=server",
 		"-o", "jsonpath={range .items[*]}{.spec.serviceAccountName} {.spec.securityContext.runAsUser}{\"\\n\"}{end}")
