@@ -36,6 +36,12 @@ const UID, GID = 65532, 65532
 // image; the manifests mount a volume there.
 const Home = "/var/lib/corral"
 
+// Workdir is the image's working directory, empty and root's: the
+// directory corral starts in names the default session ("dir:/work") and
+// so the workspace's path in the sessions' pods, which must lie outside
+// the pod's system trees (/var/lib would be refused).
+const Workdir = "/work"
+
 func main() {
 	out := flag.String("o", "corral-image.tar", "archive to write")
 	ref := flag.String("ref", "localhost/corral:dev", "the image's reference")
@@ -88,15 +94,15 @@ func run(out, ref, corral, helper string) error {
 }
 
 // ImageConfig is the image's configuration: `corral serve` on every
-// address at port 8765 as UID:GID, with HOME at Home (the state and caches
-// under it: XDG's defaults).
+// address at port 8765 as UID:GID, in Workdir, with HOME at Home (the
+// state and caches under it: XDG's defaults).
 func ImageConfig() imagearchive.Config {
 	return imagearchive.Config{
 		User:         fmt.Sprintf("%d:%d", UID, GID),
 		Env:          []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + Home},
 		Entrypoint:   []string{"/usr/local/bin/corral"},
 		Cmd:          []string{"serve", "--listen", "0.0.0.0:8765"},
-		WorkingDir:   Home,
+		WorkingDir:   Workdir,
 		ExposedPorts: map[string]struct{}{"8765/tcp": {}},
 		Labels:       map[string]string{"org.opencontainers.image.source": "https://github.com/corralhq/corral"},
 	}
@@ -104,7 +110,7 @@ func ImageConfig() imagearchive.Config {
 
 // Layer returns the image's one layer: an uncompressed tar of corral and
 // corral-helper at /usr/local/bin, the user's entries in /etc/passwd and
-// /etc/group, /tmp (1777) and Home (0700, the user's). Every other entry
+// /etc/group, /tmp (1777), Home (0700, the user's) and Workdir (empty). Every other entry
 // is root's and not writable by others. Times are the Unix epoch, so the
 // same executables give the same layer and digest.
 func Layer(corral, helper []byte) ([]byte, error) {
@@ -136,6 +142,7 @@ func Layer(corral, helper []byte) ([]byte, error) {
 		func() error { return dir("var", 0o755, 0, 0) },
 		func() error { return dir("var/lib", 0o755, 0, 0) },
 		func() error { return dir(Home[1:], 0o700, UID, GID) },
+		func() error { return dir(Workdir[1:], 0o755, 0, 0) },
 	}
 	for _, s := range steps {
 		if err := s(); err != nil {

@@ -39,6 +39,7 @@ func TestLayer(t *testing.T) {
 		"usr/local/bin/":              {0o755, 0, 0, ""},
 		"tmp/":                        {0o1777, 0, 0, ""},
 		"var/lib/corral/":             {0o700, UID, GID, ""},
+		"work/":                       {0o755, 0, 0, ""},
 	} {
 		if e, ok := got[name]; !ok || e != want {
 			t.Errorf("%s = %+v (present %v), want %+v", name, e, ok, want)
@@ -60,7 +61,7 @@ func TestLayer(t *testing.T) {
 		t.Error("the same executables gave another layer")
 	}
 	cfg := ImageConfig()
-	if cfg.User != "65532:65532" || cfg.Entrypoint[0] != "/usr/local/bin/corral" {
+	if cfg.User != "65532:65532" || cfg.Entrypoint[0] != "/usr/local/bin/corral" || cfg.WorkingDir != "/work" {
 		t.Errorf("config %+v", cfg)
 	}
 }
