@@ -118,7 +118,13 @@ func ready(ctx context.Context, in registry.Instance, st *config.Settings) error
 	if !ok {
 		return errors.New("docker: no engine")
 	}
-	e := i.engine(SettingsOf(st).Host)
+	// st is nil when the settings could not be read (registry.Driver's
+	// Cleanup): the engine is then found as without docker.host.
+	host := ""
+	if st != nil {
+		host = SettingsOf(st).Host
+	}
+	e := i.engine(host)
 	if e == nil {
 		return ErrClosed
 	}
@@ -189,7 +195,13 @@ func cleanup(ctx context.Context, in registry.Instance, st *config.Settings, _, 
 	if !ok {
 		return nil, nil
 	}
-	e := i.engine(SettingsOf(st).Host)
+	// st is nil when the settings could not be read (registry.Driver's
+	// Cleanup): the engine is then found as without docker.host.
+	host := ""
+	if st != nil {
+		host = SettingsOf(st).Host
+	}
+	e := i.engine(host)
 	if e == nil {
 		return nil, ErrClosed
 	}

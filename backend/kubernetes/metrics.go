@@ -77,9 +77,17 @@ func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// connectSubresources are the subresources the API server serves as the
-// "connect" verb (streams), whatever the HTTP method.
-var connectSubresources = map[string]bool{"exec": true, "attach": true, "portforward": true, "proxy": true}
+// connectSubresource reports whether the API server serves subresource
+// as the "connect" verb (streams), whatever the HTTP method. A switch, not
+// a map: a package-level map is built at every start of corral's
+// executable (TestInitAllocations).
+func connectSubresource(sub string) bool {
+	switch sub {
+	case "exec", "attach", "portforward", "proxy":
+		return true
+	}
+	return false
+}
 
 // apiCallOf names an API request as the API server's authorization and
 // audit do (Kubernetes API concepts, "Resource URIs", and the request
@@ -108,7 +116,7 @@ func apiCallOf(method, path, watch string) (verb, resource string) {
 	named := len(rest) >= 2
 	if len(rest) >= 3 {
 		resource += "/" + rest[2]
-		if connectSubresources[rest[2]] {
+		if connectSubresource(rest[2]) {
 			return "connect", resource
 		}
 	}
