@@ -49,6 +49,9 @@ type call struct {
 	started        chan int
 	finished       chan struct{}
 	exit           *inside.Exit
+	// turn is set on a session turn's channel (Conn.Turn): the grant and
+	// the state that came before it.
+	turn *turnCall
 }
 
 // New returns a Conn over an agent's stdin (w: frames to the agent) and
@@ -117,6 +120,10 @@ func (c *Conn) read(r io.Reader) {
 			continue
 		}
 		switch {
+		case cl.turn != nil && kind == inside.KindTurnState:
+			cl.turn.addState(p)
+		case cl.turn != nil && kind == inside.KindTurn:
+			cl.turn.grant(p)
 		case kind == inside.KindStdout:
 			_, _ = cl.stdout.Write(p)
 		case kind == inside.KindStderr:

@@ -1,0 +1,161 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/corralhq/corral/sandbox"
+)
+
+// A session's home pod (ScopeCluster, issue 29: any replica serves any
+// session). Every corral process that serves session S with the same
+// settings computes the same pod name (homePodName) and creates the pod;
+// the API server lets one create succeed, and the others, answered
+// AlreadyExists, wait until it is Ready and the corral that made it has
+// said its helper is checked (AnnotationHelper). The session's turn, its
+// saved state and the marker of its running command live in the pod
+// (HomeDir; Backend.Turn over the agent, inside/turn.go), so whichever
+// corral runs the session's next command finds them there.
+
+// HomeOwner is AnnotationOwner of a home pod and its objects: no corral
+// process owns them (they outlive the one that made them), so `corral
+// cleanup` keeps them (it removes only a dead corral's objects) and the
+// session's end (Release) or a person removes them.
+const HomeOwner = "session-home"
+
+// AnnotationHelper is set on a home pod, to the helper's SHA-256 (hex),
+// by the corral that made the pod once it has copied the helper in and
+// checked it: another corral uses the pod only then.
+const AnnotationHelper = "corral.io/helper-sha256"
+
+// HomeDir is the session's directory in its home pod (inside.TurnRequest):
+// on the pod's own writable volume NetDir, which commands do not see as
+// their home or workspace. Every process in the pod runs as the pod's
+// user, so a command can change it: what is read from it is hostile input
+// (package session parses the state as it does its own file).
+var HomeDir = NetDir + "/session"
+
+// homePodName is the name of session's home pod for the settings hash
+// (pure): the same for every corral with the same settings, another for
+// other settings (whose pod a change of settings replaces as for
+// ScopeSession), never a name randomName makes (NamePrefix + "h" + 20
+// hex digits, where randomName's are 12).
+func homePodName(session, hash string) string {
+	h := sha256.Sum256([]byte(session + "\x00" + hash))
+	return NamePrefix + "h" + hex.EncodeToString(h[:10])
+}
+
+// createPod creates pod. made is false when ref is a home pod that
+// exists already (another corral made it; it is used as it is). A home
+// pod still being deleted (its session's pod was lost or removed) is
+// waited for until it is gone, then made again. Errors are the API
+// server's (apiErr) or ctx's end.
+func (e *Engine) createPod(ctx context.Context, ref *podRef, pod *corev1.Pod) (made bool, err error) {
+	cs := ref.cl.cs
+	delay := 50 * time.Millisecond
+	for {
+		err := cs.create(ctx, pod.Namespace, resPods, pod, &corev1.Pod{})
+		if err == nil {
+			return true, nil
+		}
+		if !ref.home || !apierrors.IsAlreadyExists(err) {
+			return false, apiErr("creating the pod", err)
+		}
+		var cur corev1.Pod
+		if err := cs.get(ctx, pod.Namespace, resPods, pod.Name, &cur); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // gone between the create and the read
+			}
+			return false, apiErr("reading the session's pod", err)
+		}
+		if cur.DeletionTimestamp == nil {
+			if cur.Annotations[AnnotationSettings] != pod.Annotations[AnnotationSettings] || cur.Annotations[AnnotationSession] != pod.Annotations[AnnotationSession] {
+				return false, fmt.Errorf("%w: kubernetes backend: pod %s exists but is not this session's pod of these settings (annotations %s=%q, %s=%q)", sandbox.ErrUnavailable, pod.Name,
+					AnnotationSession, cur.Annotations[AnnotationSession], AnnotationSettings, cur.Annotations[AnnotationSettings])
+			}
+			return false, nil
+		}
+		e.log.Info("kubernetes.pod.wait_gone", "pod", pod.Name, "namespace", pod.Namespace)
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("%w: kubernetes backend: the session's earlier pod %s was still being deleted: %v", sandbox.ErrUnavailable, pod.Name, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, time.Second)
+	}
+}
+
+// annotatePod sets annotation key to value on the pod, carrying the
+// resourceVersion it read (optimistic concurrency: a write that lost a
+// race to another is refused with Conflict, and read and made again).
+func annotatePod(ctx context.Context, cs *api, ns, name, key, value string) error {
+	for {
+		var pod corev1.Pod
+		if err := cs.get(ctx, ns, resPods, name, &pod); err != nil {
+			return err
+		}
+		if pod.Annotations[key] == value {
+			return nil
+		}
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[key] = value
+		err := cs.update(ctx, ns, resPods, name, &pod, &corev1.Pod{})
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+}
+
+var _ sandbox.TurnBackend = (*Backend)(nil)
+
+// Turn implements sandbox.TurnBackend: under ScopeCluster, the turn of
+// req.Session is taken in its home pod (found or made as Run does) by
+// this corral's agent there (agentclient.Conn.Turn): flock(2) on a file
+// of HomeDir, which the agent holds until End and which goes with it if
+// this corral is lost. Other scopes, and commands of no session, return
+// nil: their turn and state are the host's.
+func (b *Backend) Turn(ctx context.Context, req *sandbox.Request, marker string) (*sandbox.SessionTurn, error) {
+	if b.st.Scope != ScopeCluster || req.Session == "" {
+		return nil, nil
+	}
+	if err := b.refuse(req); err != nil {
+		return nil, err
+	}
+	plan, err := planEgress(req, b.e.opts.SecretFilesDir)
+	if err != nil {
+		return nil, err
+	}
+	p, err := b.ensure(ctx, req, plan)
+	if err != nil {
+		return nil, err
+	}
+	a, err := b.e.agentFor(p)
+	if err != nil {
+		b.e.done(p)
+		return nil, sandbox.Transient(err)
+	}
+	t, err := a.Turn(ctx, HomeDir, marker)
+	if err != nil {
+		b.e.done(p)
+		return nil, err
+	}
+	// The pod is held (ensure) until the turn ends: neither idleness
+	// nor the session's end removes it under the command.
+	return &sandbox.SessionTurn{State: t.State, StateError: t.StateError, Interrupted: t.Interrupted,
+		End: func(state []byte) {
+			t.End(state, func(err error) {
+				if err != nil {
+					b.e.log.Warn("kubernetes.turn.save_failed", "pod", p.name, "namespace", p.namespace, "session", req.Session, "error", err)
+				}
+			})
+			b.e.done(p)
+		}}, nil
+}
