@@ -153,9 +153,9 @@ type podRef struct {
 	// home is set for a session's home pod (ScopeCluster): named by
 	// homePodName, shared with every corral serving the session, and
 	// kept when this corral stops (Close).
-	home bool
-	notes           []string // for the first command's result (under notesMu)
-	notesMu         sync.Mutex
+	home    bool
+	notes   []string // for the first command's result (under notesMu)
+	notesMu sync.Mutex
 
 	agentMu sync.Mutex
 	agent   *agentclient.Conn
