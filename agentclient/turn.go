@@ -130,9 +130,10 @@ func (t *Turn) refused() error {
 
 // End lets the turn go, first replacing the saved state with state when
 // it is not nil. It does not wait for the agent's answer: the next turn,
-// of this corral or another, is ordered after it by the lock; a failure
-// to save is reported through done (when not nil), called once the agent
-// answered, with nil on success. Only the first call counts.
+// of this corral or another, is ordered after it by the lock, and Close
+// waits for it; a failure to save is reported through done (when not
+// nil), called once the agent answered, with nil on success. Only the
+// first call counts.
 func (t *Turn) End(state []byte, done ...func(error)) {
 	t.endOnce.Do(func() {
 		save := state != nil
@@ -146,26 +147,30 @@ func (t *Turn) End(state []byte, done ...func(error)) {
 			}
 		}
 		b, _ := json.Marshal(inside.TurnEnd{Save: save})
+		t.c.ending.Add(1)
 		err := t.c.frame(inside.KindTurnEnd, t.id, b)
-		if len(done) == 0 || done[0] == nil {
-			return
+		report := func(error) {}
+		if len(done) > 0 && done[0] != nil {
+			report = done[0]
 		}
 		if err != nil {
-			done[0](err)
+			t.c.ending.Done()
+			report(err)
 			return
 		}
 		go func() {
+			defer t.c.ending.Done()
 			<-t.cl.finished
 			t.c.mu.Lock()
 			ex := t.cl.exit
 			t.c.mu.Unlock()
 			switch {
 			case ex == nil:
-				done[0](fmt.Errorf("the agent went before it answered"))
+				report(fmt.Errorf("the agent went before it answered"))
 			case ex.Error != "":
-				done[0](fmt.Errorf("%s", ex.Error))
+				report(fmt.Errorf("%s", ex.Error))
 			default:
-				done[0](nil)
+				report(nil)
 			}
 		}()
 	})

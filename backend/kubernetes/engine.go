@@ -295,10 +295,17 @@ func apiErr(what string, err error) error {
 
 // Release ends the session called name's use of its pod: a session pod is
 // removed, a shared one when no session uses it any more. A workspace PVC
-// kept for the session (a reset) goes too.
+// kept for the session (a reset) goes too. A session's home pod
+// (ScopeCluster) stays: this corral's end of the session is not the
+// session's, which other corral processes may serve; this corral only
+// ends its agent and tunnel there.
 func (e *Engine) Release(name string) {
 	drop, kept := e.table.Release(name)
 	for _, d := range drop {
+		if d.Handle.home {
+			e.detach(d.Handle)
+			continue
+		}
 		e.remove(d.Handle, d.Why)
 	}
 	for _, r := range kept {

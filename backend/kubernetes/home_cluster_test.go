@@ -6,9 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -91,7 +93,7 @@ func TestHomeAcrossReplicas(t *testing.T) {
 	k := newKube(t)
 	r1, r2 := k.newReplica(t, "one"), k.newReplica(t, "two")
 	sess := "home-" + strconv.Itoa(os.Getpid())
-	defer r1.e.Release(sess)
+	defer k.removeHome(t, sess)
 
 	r1.exec(t, sess, "mkdir -p d/e && cd d && export V='one two' W=1")
 	res := r2.exec(t, sess, `echo "$PWD|$V|$W"; cd e; unset W; export V=two`)
@@ -133,7 +135,7 @@ func TestHomeAcrossReplicas(t *testing.T) {
 
 	// Another session runs while this one's turn is held.
 	other := sess + "-other"
-	defer r2.e.Release(other)
+	defer k.removeHome(t, other)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	so, _ := r2.m.Open(other)
@@ -168,6 +170,117 @@ func (k *kube) waitInPod(t *testing.T, pod, script, want string) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("in pod %s, %q gave %q, want %q", pod, script, got, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// removeHome deletes session sess's pods and their NetworkPolicies (home
+// pods stay when their corral processes stop).
+func (k *kube) removeHome(t *testing.T, sess string) {
+	t.Helper()
+	cl, err := k.e.clusterFor(k.st.Kubeconfig, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, _ := k.objects(sess)
+	for _, p := range pods {
+		if err := deleteObjects(context.Background(), cl.cs, k.st.Namespace, p, true, ""); err != nil {
+			t.Errorf("removing %s: %v", p, err)
+		}
+	}
+}
+
+// corralEnv is the environment of a corral process serving k's sessions
+// under scope cluster, with a state directory (and home and caches) of
+// its own under dir: the settings as CORRAL_* variables, the same as
+// newReplica's, so both find the same pod.
+func (k *kube) corralEnv(t *testing.T, dir string) []string {
+	t.Helper()
+	for _, d := range []string{"home", "state", "cache"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + filepath.Join(dir, "home"),
+		"XDG_STATE_HOME=" + filepath.Join(dir, "state"), "XDG_CACHE_HOME=" + filepath.Join(dir, "cache"),
+		"CORRAL_BACKEND=kubernetes", "CORRAL_KUBERNETES_SCOPE=" + ScopeCluster,
+		"CORRAL_KUBERNETES_IMAGE=" + k.st.Image, "CORRAL_KUBERNETES_NAMESPACE=" + k.st.Namespace,
+		"CORRAL_KUBERNETES_KUBECONFIG=" + k.st.Kubeconfig,
+		"CORRAL_KUBERNETES_MEMORY=" + k.st.Memory, "CORRAL_KUBERNETES_CPUS=" + k.st.CPUs}
+}
+
+// TestHomeReplicaKilled: a corral process (corral run of a session)
+// killed with SIGKILL in the middle of a command: the session's next
+// command, from another corral, finds the cwd and variables as the
+// commands before it left them, carries a note that the cut-off command
+// may have run, naming it, and the cut-off command's processes are gone.
+func TestHomeReplicaKilled(t *testing.T) {
+	k := newKube(t)
+	corral := dockertest.StaticCorral(t)
+	sess := "killed-" + strconv.Itoa(os.Getpid())
+	defer k.removeHome(t, sess)
+	run := func(name, script string) *exec.Cmd {
+		c := exec.Command(corral, "run", "--session", sess, "--cwd", k.ws, "--profile", "workspace", "--", script)
+		c.Env = k.corralEnv(t, filepath.Join(dockertest.TestDir(t), name))
+		c.Dir = "/"
+		return c
+	}
+	if out, err := run("a", "mkdir -p d && cd d && export V=kept").CombinedOutput(); err != nil {
+		t.Fatalf("first corral: %v: %s", err, out)
+	}
+	pod := k.sessionPod(t, sess)
+
+	var berr bytes.Buffer
+	b := run("b", "touch "+k.ws+"/began; exec sleep 600")
+	b.Stderr = &berr
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	k.waitInPod(t, pod, "if test -e "+k.ws+"/began; then echo yes; fi", "yes")
+	if err := b.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	err := b.Wait()
+	if ws, ok := b.ProcessState.Sys().(syscall.WaitStatus); err == nil || !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the killed corral: %v (%v), stderr %s", err, b.ProcessState, berr.String())
+	}
+
+	r := k.newReplica(t, "c")
+	res := r.exec(t, sess, `echo "$PWD|$V"`)
+	if want := k.ws + "/d|kept\n"; res.Output.Text != want {
+		t.Errorf("after the kill the session's next command saw %q, want %q", res.Output.Text, want)
+	}
+	note := strings.Join(res.Notes, "\n")
+	if !strings.Contains(note, "cut off") || !strings.Contains(note, "may have run") || !strings.Contains(note, "exec sleep 600") {
+		t.Errorf("notes %q: want the cut-off command named as one that may have run", res.Notes)
+	}
+	if pods, _ := k.objects(sess); len(pods) != 1 || pods[0] != pod {
+		t.Errorf("pods of the session %v, want %s alone", pods, pod)
+	}
+	// The killed corral's agent ended with its stream, and its command
+	// with it.
+	k.waitNoProcess(t, pod, "sleep\x00600\x00")
+	// Told once: the next command has no such note.
+	res = r.exec(t, sess, "true")
+	if note := strings.Join(res.Notes, "\n"); strings.Contains(note, "cut off") {
+		t.Errorf("the note came again: %q", res.Notes)
+	}
+}
+
+// waitNoProcess waits (a condition loop, 3 min deadline) until no
+// process in pod has the NUL-separated argv argv (its /proc/PID/cmdline;
+// the looking shell's own argv holds it only inside a longer word).
+func (k *kube) waitNoProcess(t *testing.T, pod, argv string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		all := "\x00" + k.inPod(t, pod, "cat /proc/[0-9]*/cmdline 2>/dev/null; true")
+		if !strings.Contains(all, "\x00"+argv) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("in pod %s a process %q still runs", pod, argv)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
