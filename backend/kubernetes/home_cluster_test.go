@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -283,5 +284,55 @@ func (k *kube) waitNoProcess(t *testing.T, pod, argv string) {
 			t.Fatalf("in pod %s a process %q still runs", pod, argv)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// BenchmarkHomeCommand: a session command (session.Exec of `true`, and
+// of one that changes a variable, so its state is saved) under scope
+// session, whose turn and state are the host's, and under scope cluster,
+// whose turn is taken and state read (and saved) in the pod over the
+// agent's stream: what the session's home costs per command.
+func BenchmarkHomeCommand(b *testing.B) {
+	k := newKube(b)
+	ctx := context.Background()
+	for _, scope := range []string{ScopeSession, ScopeCluster} {
+		st := k.st
+		st.Scope = scope
+		be := k.e.Backend(st)
+		m := session.NewManager(session.Options{StateDir: filepath.Join(dockertest.TestDir(b), "state-"+scope), Resolve: func(string) (*session.Spec, error) {
+			return &session.Spec{Backend: be, Policy: sandbox.Policy{Profile: sandbox.ProfileWorkspace, Workdir: k.ws}, Timeout: time.Minute,
+				OutputLimit: 1 << 20, Env: []string{"PATH=/usr/bin:/bin"}}, nil
+		}})
+		b.Cleanup(m.Close)
+		name := fmt.Sprintf("bench-home-%s-%d", scope, os.Getpid())
+		if scope == ScopeCluster {
+			b.Cleanup(func() {
+				m.Close()
+				cl, err := k.e.clusterFor(k.st.Kubeconfig, "")
+				if err != nil {
+					return
+				}
+				pods, _ := k.objects(name)
+				for _, p := range pods {
+					_ = deleteObjects(context.Background(), cl.cs, k.st.Namespace, p, true, "")
+				}
+			})
+		}
+		s, err := m.Open(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Exec(ctx, session.ExecRequest{Command: "true"}); err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range []struct{ name, cmd string }{{"true", "true"}, {"export", "export N=$RANDOM"}} {
+			b.Run(scope+"/"+c.name, func(b *testing.B) {
+				for b.Loop() {
+					if r, err := s.Exec(ctx, session.ExecRequest{Command: c.cmd}); err != nil || r.ExitCode != 0 {
+						b.Fatal(err, r)
+					}
+				}
+			})
+		}
 	}
 }
