@@ -423,9 +423,11 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 		e.done(ref)
 		return nil, ref.err
 	}
-	if p.idle > 0 && !ref.ephemeral && !ref.home {
-		// A home pod's idleness is every corral's, not this one's: not
-		// yet watched (docs/kubernetes.md).
+	switch {
+	case p.idle > 0 && ref.home:
+		// A home pod's idleness is every corral's, not this one's.
+		go e.watchHome(ref, p.idle)
+	case p.idle > 0 && !ref.ephemeral:
 		go e.watchIdle(ref, p.idle)
 	}
 	return ref, nil

@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/corralhq/corral/sandbox"
 )
@@ -47,7 +49,8 @@ var HomeDir = NetDir + "/session"
 // ScopeSession), never a name randomName makes (NamePrefix + "h" + 20
 // hex digits, where randomName's are 12).
 func homePodName(session, hash string) string {
-	h := sha256.Sum256([]byte(session + "\x00" + hash))
+	// Length-prefixed: a session's name may hold any byte.
+	h := sha256.Sum256(fmt.Appendf(nil, "%d:%s%s", len(session), session, hash))
 	return NamePrefix + "h" + hex.EncodeToString(h[:10])
 }
 
@@ -158,4 +161,124 @@ func (b *Backend) Turn(ctx context.Context, req *sandbox.Request, marker string)
 			})
 			b.e.done(p)
 		}}, nil
+}
+
+// AnnotationUsed is set on a home pod by each corral that runs commands
+// in it, at most once a watch period (homeTick), to a value of its own
+// (its owner id and its clock's time): the pod's idleness is every
+// corral's, and a corral sees another's use as a change of this value.
+const AnnotationUsed = "corral.io/used"
+
+// homeTick is how often a home pod's watch looks (watchHome): a quarter
+// of the idle timeout, between 50 ms and 30 s, as watchIdle's.
+func homeTick(idle time.Duration) time.Duration { return min(max(idle/4, 50*time.Millisecond), 30*time.Second) }
+
+// homeVerdict says what a home pod's watch does at a tick (pure):
+// mark the pod used (this corral ran a command in it since its last
+// mark, or runs one now), remove it (its AnnotationUsed value has not
+// changed for idle by this corral's clock, and this corral does not use
+// it), or nothing. The rule is client-go leader election's for a Lease
+// (k8s.io/client-go/tools/leaderelection: a record is judged by when
+// this candidate saw it change, never by another machine's clock), so
+// the machines' clocks need not agree.
+func homeVerdict(usedHere bool, unchangedFor, idle time.Duration) string {
+	switch {
+	case usedHere:
+		return "mark"
+	case unchangedFor >= idle:
+		return "remove"
+	}
+	return ""
+}
+
+// watchHome removes home pod p once no corral has run a command in it
+// (background processes included, while their corral runs) for idle
+// (kubernetes.idle_timeout), and marks it used (AnnotationUsed) while
+// this corral does. It goes on after this corral's session ended
+// (Release), until the pod is gone or the engine closes. Every update
+// carries the resourceVersion read (optimistic concurrency), and the
+// removal is conditional on it: another corral's mark in between keeps
+// the pod.
+func (e *Engine) watchHome(p *podRef, idle time.Duration) {
+	t := time.NewTicker(homeTick(idle))
+	defer t.Stop()
+	cs := p.cl.cs
+	var seen string
+	seenAt := time.Now()
+	marked := time.Time{}
+	var uid types.UID
+	for {
+		select {
+		case <-e.quit:
+			return
+		case <-t.C:
+		}
+		busy, last, ok := e.table.Use(p)
+		usedHere := ok && (busy || last.After(marked))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var pod corev1.Pod
+		err := cs.get(ctx, p.namespace, resPods, p.name, &pod)
+		switch {
+		case apierrors.IsNotFound(err):
+			cancel()
+			return
+		case err != nil:
+			cancel()
+			e.log.Warn("kubernetes.home.watch_failed", "pod", p.name, "namespace", p.namespace, "error", err)
+			continue
+		}
+		if uid == "" {
+			uid = pod.UID
+		}
+		if pod.UID != uid {
+			// Made again (the session's pod was lost): its own watch
+			// is that pod's.
+			cancel()
+			return
+		}
+		if v := pod.Annotations[AnnotationUsed]; v != seen {
+			seen, seenAt = v, time.Now()
+		}
+		switch homeVerdict(usedHere, time.Since(seenAt), idle) {
+		case "mark":
+			now := time.Now()
+			v := e.self.String() + " " + now.UTC().Format(time.RFC3339Nano)
+			if pod.Annotations == nil {
+				pod.Annotations = map[string]string{}
+			}
+			pod.Annotations[AnnotationUsed] = v
+			if err := cs.update(ctx, p.namespace, resPods, p.name, &pod, &corev1.Pod{}); err == nil {
+				seen, seenAt, marked = v, now, now
+			} else if !apierrors.IsConflict(err) {
+				e.log.Warn("kubernetes.home.mark_failed", "pod", p.name, "namespace", p.namespace, "error", err)
+			}
+			// On a conflict another corral wrote it: the next tick reads
+			// and marks again.
+		case "remove":
+			rv := pod.ResourceVersion
+			err := cs.removeIf(ctx, p.namespace, resPods, p.name, &metav1.Preconditions{ResourceVersion: &rv})
+			switch {
+			case apierrors.IsConflict(err):
+				// Marked by another corral since it was read: kept.
+			case err != nil && !apierrors.IsNotFound(err):
+				e.log.Warn("kubernetes.pod.remove_failed", "pod", p.name, "namespace", p.namespace, "error", err)
+			default:
+				e.log.Info("kubernetes.pod.idle", "pod", p.name, "namespace", p.namespace, "idle_timeout", idle.String(), "home", true)
+				if ok {
+					// This corral's next command of the session starts
+					// the pod again, saying so.
+					if _, d := e.table.Idle(p, 0, func() *reset { return &reset{idle: idle, cl: p.cl, ns: p.namespace} }); d != nil {
+						e.detach(p)
+					}
+				}
+				// Its NetworkPolicy (and PVC) go after it.
+				if err := deleteObjects(ctx, cs, p.namespace, p.name, p.policy, p.pvc); err != nil {
+					e.log.Warn("kubernetes.pod.remove_failed", "pod", p.name, "namespace", p.namespace, "error", err)
+				}
+				cancel()
+				return
+			}
+		}
+		cancel()
+	}
 }
