@@ -572,6 +572,13 @@ func (s *Session) loadStateFrom(sp *Spec, turn *sandbox.SessionTurn) (*State, er
 		// The file holds exactly this state only if nothing was dropped
 		// or moved, and the cwd was already clean.
 		st.clean = len(st.Env) == read && !st.moved && cleanCwd
+		if st.saved == nil && st.clean {
+			// From the sandbox: this corral's copy is written too when
+			// it differs, for a pod that starts afresh (lost, idle).
+			var host State
+			hraw, _ := readJSONMemo(&s.stateMemo, path, &host, cloneState)
+			st.clean = bytes.Equal(hraw, raw)
+		}
 		return &st, nil
 	}
 	notes := early

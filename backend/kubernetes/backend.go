@@ -10,7 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/corralhq/corral/agentclient"
@@ -536,34 +536,53 @@ func (e *Engine) makePod(ctx context.Context, ref *podRef, sp *podSpec, pl podPl
 	if progress != nil {
 		progress("starting a pod in namespace " + pl.namespace)
 	}
-	// A home pod's objects may have been made by another corral serving
-	// the same session: the API server settles the race (one create
-	// succeeds, the others get AlreadyExists and use what it made).
-	exists := func(err error) bool { return ref.home && apierrors.IsAlreadyExists(err) }
-	if np := buildPolicy(pl, sp.profile); np != nil {
-		if err := cs.create(ctx, pl.namespace, resPolicies, np, &networkingv1.NetworkPolicy{}); err != nil && !exists(err) {
+	// A home pod may have been made by another corral serving the same
+	// session: the API server settles the race (one create succeeds, the
+	// others get AlreadyExists and use what it made: createPod).
+	if ref.home {
+		pl.policyName = homePolicyName(pl.name)
+	}
+	np := buildPolicy(pl, sp.profile)
+	if np != nil && !ref.home {
+		if err := cs.create(ctx, pl.namespace, resPolicies, np, &networkingv1.NetworkPolicy{}); err != nil {
 			return apiErr("creating the NetworkPolicy", err)
 		}
 		ref.policy = true
 	}
 	if sp.st.Storage == StoragePVC {
 		if !pl.existingClaim {
-			if err := cs.create(ctx, pl.namespace, resClaims, buildClaim(&sp.st, sp.p, pl), &corev1.PersistentVolumeClaim{}); err != nil && !exists(err) {
+			if err := cs.create(ctx, pl.namespace, resClaims, buildClaim(&sp.st, sp.p, pl), &corev1.PersistentVolumeClaim{}); err != nil {
 				return apiErr("creating the workspace PVC", err)
 			}
 		}
 		ref.pvc = pl.claim
 	}
-	made, err := e.createPod(ctx, ref, buildPod(&sp.st, sp.p, pl))
+	made, uid, err := e.createPod(ctx, ref, buildPod(&sp.st, sp.p, pl))
 	if err != nil {
 		return err
+	}
+	ref.uid = uid
+	if np != nil && made && ref.home {
+		// A home pod's policy is made after it, owned by it (the
+		// garbage collector removes it with this pod, never with a
+		// later pod of the same name), and before any command runs in
+		// it: the pod runs only sleep until its helper is uploaded, and
+		// other corrals use it only once its maker says so.
+		np.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pl.name, UID: uid}}
+		if err := cs.create(ctx, pl.namespace, resPolicies, np, &networkingv1.NetworkPolicy{}); err != nil {
+			return apiErr("creating the NetworkPolicy", err)
+		}
+		ref.policy = true
 	}
 	if !made {
 		// Another corral made it: it is ready for commands once that
 		// corral has uploaded and checked the helper and said so.
 		if err := waitPodUntil(ctx, cs, pl.namespace, pl.name, func(pod *corev1.Pod) bool {
-			return podReady(pod) && pod.Annotations[AnnotationHelper] == sp.helperSum
+			return pod.UID == uid && podReady(pod) && pod.Annotations[AnnotationHelper] == sp.helperSum
 		}); err != nil {
+			// Its maker never said it was ready (lost while making it):
+			// the next command makes it afresh.
+			e.removeHome(ref, "not made ready in time by the corral that made it")
 			return err
 		}
 		if err := e.startEgress(ctx, ref, pl.session); err != nil {

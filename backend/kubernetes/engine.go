@@ -16,6 +16,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/transport"
@@ -154,6 +155,10 @@ type podRef struct {
 	// homePodName, shared with every corral serving the session, and
 	// kept when this corral stops (Close).
 	home    bool
+	// uid is a home pod's UID once made or found: its removal is
+	// conditional on it (another corral may have made a pod of the same
+	// name since), and a pod of its name with another UID is not it.
+	uid types.UID
 	notes   []string // for the first command's result (under notesMu)
 	notesMu sync.Mutex
 
@@ -379,6 +384,10 @@ func (e *Engine) Close() error {
 func (e *Engine) remove(p *podRef, why string) {
 	e.detach(p)
 	if p.cl == nil || p.cl.cs == nil {
+		return
+	}
+	if p.home {
+		e.removeHome(p, why)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

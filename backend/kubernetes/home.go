@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/corralhq/corral/agentclient"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -59,35 +61,36 @@ func homePodName(session, hash string) string {
 // pod still being deleted (its session's pod was lost or removed) is
 // waited for until it is gone, then made again. Errors are the API
 // server's (apiErr) or ctx's end.
-func (e *Engine) createPod(ctx context.Context, ref *podRef, pod *corev1.Pod) (made bool, err error) {
+func (e *Engine) createPod(ctx context.Context, ref *podRef, pod *corev1.Pod) (made bool, uid types.UID, err error) {
 	cs := ref.cl.cs
 	delay := 50 * time.Millisecond
 	for {
-		err := cs.create(ctx, pod.Namespace, resPods, pod, &corev1.Pod{})
+		var out corev1.Pod
+		err := cs.create(ctx, pod.Namespace, resPods, pod, &out)
 		if err == nil {
-			return true, nil
+			return true, out.UID, nil
 		}
 		if !ref.home || !apierrors.IsAlreadyExists(err) {
-			return false, apiErr("creating the pod", err)
+			return false, "", apiErr("creating the pod", err)
 		}
 		var cur corev1.Pod
 		if err := cs.get(ctx, pod.Namespace, resPods, pod.Name, &cur); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue // gone between the create and the read
 			}
-			return false, apiErr("reading the session's pod", err)
+			return false, "", apiErr("reading the session's pod", err)
 		}
 		if cur.DeletionTimestamp == nil {
 			if cur.Annotations[AnnotationSettings] != pod.Annotations[AnnotationSettings] || cur.Annotations[AnnotationSession] != pod.Annotations[AnnotationSession] {
-				return false, fmt.Errorf("%w: kubernetes backend: pod %s exists but is not this session's pod of these settings (annotations %s=%q, %s=%q)", sandbox.ErrUnavailable, pod.Name,
+				return false, "", fmt.Errorf("%w: kubernetes backend: pod %s exists but is not this session's pod of these settings (annotations %s=%q, %s=%q)", sandbox.ErrUnavailable, pod.Name,
 					AnnotationSession, cur.Annotations[AnnotationSession], AnnotationSettings, cur.Annotations[AnnotationSettings])
 			}
-			return false, nil
+			return false, cur.UID, nil
 		}
 		e.log.Info("kubernetes.pod.wait_gone", "pod", pod.Name, "namespace", pod.Namespace)
 		select {
 		case <-ctx.Done():
-			return false, fmt.Errorf("%w: kubernetes backend: the session's earlier pod %s was still being deleted: %v", sandbox.ErrUnavailable, pod.Name, ctx.Err())
+			return false, "", fmt.Errorf("%w: kubernetes backend: the session's earlier pod %s was still being deleted: %v", sandbox.ErrUnavailable, pod.Name, ctx.Err())
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, time.Second)
@@ -136,19 +139,34 @@ func (b *Backend) Turn(ctx context.Context, req *sandbox.Request, marker string)
 	if err != nil {
 		return nil, err
 	}
-	p, err := b.ensure(ctx, req, plan)
-	if err != nil {
-		return nil, err
-	}
-	a, err := b.e.agentFor(p)
-	if err != nil {
-		b.e.done(p)
-		return nil, sandbox.Transient(err)
-	}
-	t, err := a.Turn(ctx, HomeDir, marker)
-	if err != nil {
-		b.e.done(p)
-		return nil, err
+	e := b.e
+	var (
+		p *podRef
+		t *agentclient.Turn
+	)
+	for try := 1; ; try++ {
+		p, err = b.ensure(ctx, req, plan)
+		if err != nil {
+			return nil, err
+		}
+		var a *agentclient.Conn
+		if a, err = e.agentFor(p); err == nil {
+			if t, err = a.Turn(ctx, HomeDir, marker); err == nil {
+				break
+			}
+		}
+		e.done(p)
+		if ctx.Err() != nil || !errors.Is(err, sandbox.ErrUnavailable) || try == 2 {
+			return nil, err
+		}
+		// The turn could not be asked for (nothing was run): the pod may
+		// be gone (removed for idleness by another corral, lost), and
+		// the session's next pod is made or found; else another agent
+		// is started in it.
+		if why := e.lossOf(ctx, p, 0); why != "" {
+			e.lose(p, why)
+		}
+		e.log.Info("kubernetes.turn.retry", "pod", p.name, "namespace", p.namespace, "session", req.Session, "error", err)
 	}
 	// The pod is held (ensure) until the turn ends: neither idleness
 	// nor the session's end removes it under the command.
@@ -156,10 +174,10 @@ func (b *Backend) Turn(ctx context.Context, req *sandbox.Request, marker string)
 		End: func(state []byte) {
 			t.End(state, func(err error) {
 				if err != nil {
-					b.e.log.Warn("kubernetes.turn.save_failed", "pod", p.name, "namespace", p.namespace, "session", req.Session, "error", err)
+					e.log.Warn("kubernetes.turn.save_failed", "pod", p.name, "namespace", p.namespace, "session", req.Session, "error", err)
 				}
 			})
-			b.e.done(p)
+			e.done(p)
 		}}, nil
 }
 
@@ -271,14 +289,40 @@ func (e *Engine) watchHome(p *podRef, idle time.Duration) {
 						e.detach(p)
 					}
 				}
-				// Its NetworkPolicy (and PVC) go after it.
-				if err := deleteObjects(ctx, cs, p.namespace, p.name, p.policy, p.pvc); err != nil {
-					e.log.Warn("kubernetes.pod.remove_failed", "pod", p.name, "namespace", p.namespace, "error", err)
-				}
+				// Its NetworkPolicy goes after it: the garbage collector
+				// removes it, its owner gone (ownPolicy).
 				cancel()
 				return
 			}
 		}
 		cancel()
+	}
+}
+
+// homePolicyName names the NetworkPolicy of one making of home pod pod:
+// the pod's name and a random suffix, so that the policy of a removed
+// pod, until the garbage collector removes it, never stands in the way
+// of the policy of a new pod of the same name.
+func homePolicyName(pod string) string { return pod + "-" + randomName()[len(NamePrefix):] }
+
+// removeHome deletes home pod p, only if it is still the pod this corral
+// made or found (a precondition on its UID: another corral may have
+// made a pod of the same name since, which stays). Its NetworkPolicy
+// goes with it (its owner reference).
+func (e *Engine) removeHome(p *podRef, why string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if p.uid == "" {
+		return // never made or found: nothing of it is this corral's
+	}
+	uid := p.uid
+	err := p.cl.cs.removeIf(ctx, p.namespace, resPods, p.name, &metav1.Preconditions{UID: &uid})
+	switch {
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+		e.log.Info("kubernetes.pod.remove_skipped", "pod", p.name, "namespace", p.namespace, "reason", why, "detail", "already gone, or another pod of its name")
+	case err != nil:
+		e.log.Warn("kubernetes.pod.remove_failed", "pod", p.name, "namespace", p.namespace, "error", err)
+	default:
+		e.log.Info("kubernetes.pod.removed", "pod", p.name, "namespace", p.namespace, "reason", why, "home", true)
 	}
 }

@@ -33,11 +33,20 @@ type replica struct {
 // newReplica makes a replica over k's settings with scope cluster.
 func (k *kube) newReplica(t *testing.T, name string) *replica {
 	t.Helper()
+	return k.newReplicaWith(t, name, nil)
+}
+
+// newReplicaWith is newReplica with the settings changed by mut.
+func (k *kube) newReplicaWith(t *testing.T, name string, mut func(*Settings)) *replica {
+	t.Helper()
 	lb := &testkit.LogBuf{}
 	e := NewEngine(Options{Helper: dockertest.StaticCorral(t), KillGrace: time.Second,
 		Logger: slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	st := k.st
 	st.Scope = ScopeCluster
+	if mut != nil {
+		mut(&st)
+	}
 	b := e.Backend(st)
 	m := session.NewManager(session.Options{StateDir: filepath.Join(dockertest.TestDir(t), "state-"+name), Resolve: func(string) (*session.Spec, error) {
 		return &session.Spec{Backend: b, Policy: sandbox.Policy{Profile: sandbox.ProfileWorkspace, Workdir: k.ws}, Timeout: 15 * time.Minute,
@@ -334,5 +343,41 @@ func BenchmarkHomeCommand(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// TestHomeIdle: a home pod that no corral has used for idle_timeout is
+// removed by a corral that served it, although that corral's session
+// still names it; the session's next command starts a new pod, says so,
+// and keeps the cwd and variables.
+func TestHomeIdle(t *testing.T) {
+	k := newKube(t)
+	idle := func(st *Settings) { st.IdleTimeout = "2s" }
+	r1, r2 := k.newReplicaWith(t, "one", idle), k.newReplicaWith(t, "two", idle)
+	sess := "idle-" + strconv.Itoa(os.Getpid())
+	defer k.removeHome(t, sess)
+	// /tmp is there in every pod (the workspace of the next is empty).
+	r1.exec(t, sess, "cd /tmp && export V=1")
+	pod := k.sessionPod(t, sess)
+	r2.exec(t, sess, "true")
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		pods, _ := k.objects(sess)
+		if len(pods) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle home pod %s stayed", pod)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	res := r2.exec(t, sess, `echo "$PWD|$V"`)
+	if want := "/tmp|1\n"; res.Output.Text != want {
+		t.Errorf("after the idle removal %q, want %q", res.Output.Text, want)
+	}
+	// The corral that removed it says idle_timeout; another finds it
+	// gone, cause unknown.
+	if note := strings.Join(res.Notes, "\n"); !strings.Contains(note, "new pod") {
+		t.Errorf("notes %q, want the new pod said", res.Notes)
 	}
 }

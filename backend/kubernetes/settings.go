@@ -121,6 +121,11 @@ func (s *Settings) check() (*parsed, error) {
 	default:
 		return nil, bad("scope", s.Scope, "is not session, shared or cluster")
 	}
+	if s.Scope == ScopeCluster && s.Storage == StoragePVC {
+		// A PVC kept between a session's pods would have to be shared
+		// by every corral serving it: not built yet.
+		return nil, bad("storage", s.Storage, "is not available with kubernetes.scope cluster yet; use emptyDir")
+	}
 	if s.Image == "" {
 		return nil, fmt.Errorf("%w: kubernetes.image is empty", sandbox.ErrBadRequest)
 	}
