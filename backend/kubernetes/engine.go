@@ -154,11 +154,11 @@ type podRef struct {
 	// home is set for a session's home pod (ScopeCluster): named by
 	// homePodName, shared with every corral serving the session, and
 	// kept when this corral stops (Close).
-	home    bool
+	home bool
 	// uid is a home pod's UID once made or found: its removal is
 	// conditional on it (another corral may have made a pod of the same
 	// name since), and a pod of its name with another UID is not it.
-	uid types.UID
+	uid     types.UID
 	notes   []string // for the first command's result (under notesMu)
 	notesMu sync.Mutex
 

@@ -2,9 +2,9 @@ package kubernetes
 
 import (
 	"context"
-	"errors"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -189,7 +189,9 @@ const AnnotationUsed = "corral.io/used"
 
 // homeTick is how often a home pod's watch looks (watchHome): a quarter
 // of the idle timeout, between 50 ms and 30 s, as watchIdle's.
-func homeTick(idle time.Duration) time.Duration { return min(max(idle/4, 50*time.Millisecond), 30*time.Second) }
+func homeTick(idle time.Duration) time.Duration {
+	return min(max(idle/4, 50*time.Millisecond), 30*time.Second)
+}
 
 // homeVerdict says what a home pod's watch does at a tick (pure):
 // mark the pod used (this corral ran a command in it since its last
