@@ -555,7 +555,6 @@ func (s *Session) loadStateFrom(sp *Spec, turn *sandbox.SessionTurn) (*State, er
 			// to it too (saveState).
 			st.saved = nil
 		}
-		st.notes = early
 		cleanCwd := st.Cwd == filepath.Clean(st.Cwd)
 		st.Cwd = filepath.Clean(st.Cwd)
 		// The same bounds as when it was saved: a state file written by
@@ -563,6 +562,7 @@ func (s *Session) loadStateFrom(sp *Spec, turn *sandbox.SessionTurn) (*State, er
 		// execve(2) refuses fails every command).
 		read := len(st.Env)
 		st.Env, st.notes = keepEnv(st.Env)
+		st.notes = append(early, st.notes...)
 		// Moved to another working directory (the cwd setting or --cwd
 		// changed): start there, keeping the variables.
 		if st.Workdir != "" && sp.Workdir != "" && st.Workdir != sp.Workdir {
