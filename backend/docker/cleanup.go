@@ -78,6 +78,7 @@ func (e *Engine) Cleanup(ctx context.Context, all bool) ([]Leftover, error) {
 			} else {
 				lo.Removed = true
 				e.log.Info("docker.container.removed", "container", lo.Name, "key", lo.Key, "reason", "cleanup")
+				e.removeVolumesOf(ctx, cli, lo.Name, "cleanup")
 			}
 		}
 		out = append(out, lo)
@@ -103,10 +104,15 @@ func (e *Engine) cleanupVolumes(ctx context.Context, cli *client.Client) []Lefto
 			continue
 		}
 		lo := Leftover{Name: v.Name, Key: v.Labels[LabelLayer], State: "volume"}
-		if _, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+		if _, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{}); cerrdefs.IsConflict(err) {
+			// In use: Podman 4.3 lists used volumes too (its filters
+			// are ORed); the container's line says why it stays.
+			continue
+		} else if err != nil && !cerrdefs.IsNotFound(err) {
 			lo.Kept = "removal failed: " + err.Error()
 		} else {
 			lo.Removed = true
+			e.removeScratch(v.Name)
 			e.log.Info("docker.volume.removed", "volume", v.Name, "layer", lo.Key, "reason", "cleanup")
 		}
 		out = append(out, lo)

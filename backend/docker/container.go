@@ -312,8 +312,8 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	if fl.NoLimits != "" {
 		return noLimitsErr(fl.NoLimits)
 	}
-	if c.review != nil && fl.Podman {
-		return errReviewPodman
+	if c.review != nil && fl.Podman && fl.Rootless {
+		return errReviewRootlessPodman
 	}
 	if c.review != nil {
 		if err := b.claimLayer(ctx, cli, c); err != nil {
@@ -338,11 +338,18 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	spec.Config.Labels[LabelOwner] = e.self.String()
 	// The same policy in the engine's form; the hash, and so a session's
 	// container found again, is the policy's.
-	if err := adaptHost(spec.Host, fl, e.opts.ProfileDir); err != nil {
+	vols, err := adaptHost(spec.Host, fl, e.opts.ProfileDir, c.name, e.opts.ReviewDir)
+	if err != nil {
+		return err
+	}
+	// Podman: review mode's overlays as named volumes, made first and
+	// removed after the container (podmanVolumes).
+	if err := e.createVolumes(ctx, cli, vols); err != nil {
 		return err
 	}
 	res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: spec.Config, HostConfig: spec.Host, Name: c.name})
 	if err != nil {
+		e.dropVolumes(vols, "failed to start")
 		return withPodmanFix(fl, e.engineErr("creating the container", err))
 	}
 	c.id, c.owned = res.ID, true
@@ -350,8 +357,9 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	fail := func(err error) error {
 		rctx, cancel := context.WithTimeout(context.Background(), 30e9)
 		defer cancel()
-		_, _ = cli.ContainerRemove(rctx, c.id, client.ContainerRemoveOptions{Force: true})
+		_, _ = cli.ContainerRemove(rctx, c.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 		e.log.Info("docker.container.removed", "container", c.name, "key", c.key, "reason", "failed to start")
+		e.dropVolumes(vols, "failed to start")
 		return err
 	}
 	if _, err := cli.ContainerStart(ctx, c.id, client.ContainerStartOptions{}); err != nil {

@@ -432,6 +432,7 @@ func (b *Backend) claimLayer(ctx context.Context, cli *client.Client, c *ctr) er
 			return e.engineErr("removing the stale container "+name+" of the session's layer", err)
 		}
 		e.log.Info("docker.container.removed", "container", name, "key", s.Labels[LabelKey], "reason", "stale mount of the session's layer")
+		e.removeVolumesOf(ctx, cli, name, "stale mount of the session's layer")
 	}
 	return nil
 }

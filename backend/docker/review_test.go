@@ -408,25 +408,25 @@ func TestReviewOneMount(t *testing.T) {
 	}
 }
 
-// podmanRefusesReview reports whether f's engine is Podman, after
-// checking that it refuses workspace_mode review, as it must (its
-// compatible API drops the overlay volume's options: errReviewPodman):
-// there the review tests end with that refusal, the mode's behaviour on
-// Podman.
+// podmanRefusesReview reports whether f's engine is rootless Podman,
+// after checking that it refuses workspace_mode review, as it must
+// (errReviewRootlessPodman): there the review tests end with that
+// refusal, the mode's behaviour on rootless Podman. Rootful Podman runs
+// them as Docker does (its overlays are named volumes: podmanVolumes).
 func (f *fixture) podmanRefusesReview() bool {
 	f.t.Helper()
 	fl, err := f.e.flavor(context.Background())
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if !fl.Podman {
+	if !fl.Podman || !fl.Rootless {
 		return false
 	}
 	layerDir := filepath.Join(dockertest.TestDir(f.t), "layer")
 	req := &sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.ws, Profile: sandbox.ProfileWorkspace}, Session: "review-on-podman", LayerDir: layerDir, Timeout: time.Minute}
 	_, err = f.b.Run(context.Background(), req)
-	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "not available on Podman") {
-		f.t.Fatalf("workspace_mode review on Podman: %v, want the refusal", err)
+	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "not available on rootless Podman") {
+		f.t.Fatalf("workspace_mode review on rootless Podman: %v, want the refusal", err)
 	}
 	if vs := volumesOf(f.t, f.cli, layerDir); len(vs) != 0 {
 		f.t.Errorf("volumes left of the refused review: %q", vs)
