@@ -83,7 +83,7 @@ func (e *Engine) Cleanup(ctx context.Context, all bool) ([]Leftover, error) {
 		}
 		out = append(out, lo)
 	}
-	return append(out, e.cleanupVolumes(ctx, cli)...), nil
+	return append(out, e.cleanupVolumes(ctx, cli, all)...), nil
 }
 
 // cleanupVolumes removes the review overlay volumes (label corral.env=1)
@@ -92,7 +92,11 @@ func (e *Engine) Cleanup(ctx context.Context, all bool) ([]Leftover, error) {
 // (docker rm without -v). A volume holds nothing of its own (the layer is
 // in the session's directory); removing it unmounts the overlay. They are
 // reported as Leftovers with State "volume" and Key the layer directory.
-func (e *Engine) cleanupVolumes(ctx context.Context, cli *client.Client) []Leftover {
+//
+// On Podman the volumes are named ones made just before their container
+// (podmanVolumes), so one whose owner (LabelOwner) still runs is kept
+// unless all is set: its container may be being made.
+func (e *Engine) cleanupVolumes(ctx context.Context, cli *client.Client, all bool) []Leftover {
 	res, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: client.Filters{}.Add("label", LabelEnv+"=1").Add("dangling", "true")})
 	if err != nil {
 		e.log.Warn("docker.volume.list_failed", "error", err)
@@ -101,6 +105,9 @@ func (e *Engine) cleanupVolumes(ctx context.Context, cli *client.Client) []Lefto
 	var out []Leftover
 	for _, v := range res.Items {
 		if v.Labels[LabelEnv] != "1" {
+			continue
+		}
+		if o, ok := owner.Parse(v.Labels[LabelOwner]); ok && !all && o.State(e.self) == owner.Alive {
 			continue
 		}
 		lo := Leftover{Name: v.Name, Key: v.Labels[LabelLayer], State: "volume"}

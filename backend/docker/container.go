@@ -343,9 +343,21 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 		return err
 	}
 	// Podman: review mode's overlays as named volumes, made first and
-	// removed after the container (podmanVolumes).
+	// removed after the container (podmanVolumes); their owner keeps a
+	// concurrent `corral cleanup` off them until the container exists.
+	for _, v := range vols {
+		v.Labels[LabelOwner] = e.self.String()
+	}
 	if err := e.createVolumes(ctx, cli, vols); err != nil {
 		return err
+	}
+	// What the layer's root is before Podman changes it (restoreRoot).
+	var upperRoot os.FileInfo
+	if c.review != nil && fl.Podman {
+		if upperRoot, err = os.Lstat(c.review.l.Upper()); err != nil {
+			e.dropVolumes(vols, "failed to start")
+			return fmt.Errorf("%w: docker backend: the session's layer: %v", sandbox.ErrUnavailable, err)
+		}
 	}
 	res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: spec.Config, HostConfig: spec.Host, Name: c.name})
 	if err != nil {
@@ -371,6 +383,19 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 		c.startedAt = r.Container.State.StartedAt
 	}
 	e.log.Info("docker.container.started", "container", c.name, "image", b.st.Image, "network", b.st.Network, "key", c.key)
+	if upperRoot != nil {
+		// Before any command sees it: the workspace's root as the layer
+		// has it, as on Docker.
+		view, err := e.viewRoot(ctx, c)
+		if err != nil {
+			return fail(err)
+		}
+		if changed, err := restoreRoot(view+"/root"+c.ws.Target, upperRoot); err != nil {
+			return fail(fmt.Errorf("%w: docker backend: Podman changed the owner or mode of the review workspace's root at its mount, and corral could not set them back: %v", sandbox.ErrUnavailable, err))
+		} else if changed {
+			e.log.Info("docker.layer.root_restored", "container", c.name, "layer", c.review.l.Dir)
+		}
+	}
 	if err := b.prepare(ctx, cli, c); err != nil {
 		return fail(err)
 	}

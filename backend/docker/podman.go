@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -376,6 +377,41 @@ func podmanVolumes(mounts []mount.Mount, ctr, scratchRoot string) ([]mount.Mount
 			VolumeOptions: &mount.VolumeOptions{NoCopy: true}})
 	}
 	return out, vols, nil
+}
+
+// restoreRoot gives the directory merged (the container's view of the
+// review workspace, through /proc/PID/root) back the owner, mode and
+// times of before, the layer's upper directory as it was before the
+// container started, when they differ, and reports whether it did.
+// Podman, at a named volume's first mount, chowns its root to the
+// container's user and, when the image holds the target, to that
+// directory's owner, mode and times (libpod's fixVolumePermissions):
+// with a workspace path the image has (docker.workdir /home, say) the
+// project's root turned root's, 0755, of 1970, where Docker shows the
+// layer's own. The change goes through the overlay (merged), never to
+// upper beneath it: overlayfs keeps its inodes' attributes from its
+// own setattr, and a change below a mount is undefined (overlayfs.rst).
+func restoreRoot(merged string, before os.FileInfo) (bool, error) {
+	now, err := os.Lstat(merged)
+	if err != nil {
+		return false, err
+	}
+	b, okb := before.Sys().(*syscall.Stat_t)
+	n, okn := now.Sys().(*syscall.Stat_t)
+	if !okb || !okn {
+		return false, fmt.Errorf("no ownership in the stat of %s", merged)
+	}
+	if b.Uid == n.Uid && b.Gid == n.Gid && before.Mode() == now.Mode() && before.ModTime().Equal(now.ModTime()) {
+		return false, nil
+	}
+	if err := os.Lchown(merged, int(b.Uid), int(b.Gid)); err != nil {
+		return false, err
+	}
+	if err := os.Chmod(merged, before.Mode()); err != nil {
+		return false, err
+	}
+	atime := time.Unix(b.Atim.Sec, b.Atim.Nsec)
+	return true, os.Chtimes(merged, atime, before.ModTime())
 }
 
 // lowerOnly returns the lower directories of o, an overlay's mount

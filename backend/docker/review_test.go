@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -350,6 +351,30 @@ mkdir nested && cd nested && git init -q . && echo evil > .git/hooks/pre-push &&
 	if _, out := f.run("prot", `ls nested/.git/hooks 2>&1 | head -1; cat nested/.git/hooks/pre-push 2>&1 | head -1`, review); strings.Contains(out, "evil") {
 		t.Errorf("the nested hook survived: %q", out)
 	}
+	// corral cleanup while the session's container runs keeps its
+	// volumes and reports none (Podman 4.3's volume list ORs its
+	// filters, so volumes in use come back as dangling ones too).
+	left, err := f.e.Cleanup(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lo := range left {
+		if lo.State == "volume" {
+			t.Errorf("cleanup reported a volume of a live container: %+v", lo)
+		}
+	}
+	if vs := volumesOf(t, f.cli, layerDir); len(vs) == 0 {
+		t.Error("cleanup removed the live container's volumes")
+	}
+	// The session's end takes the volumes, and on Podman the read-only
+	// overlay's throwaway upper (podmanVolumes), with the container.
+	f.b.Release("prot")
+	if vs := volumesOf(t, f.cli, layerDir); len(vs) != 0 {
+		t.Errorf("volumes left after the session: %q", vs)
+	}
+	if ents, err := os.ReadDir(f.e.opts.ReviewDir); err == nil && len(ents) != 0 {
+		t.Errorf("scratch directories left in %s: %v", f.e.opts.ReviewDir, ents)
+	}
 }
 
 // Review mode combines with the allowlist profile on docker (the overlay
@@ -432,4 +457,42 @@ func (f *fixture) podmanRefusesReview() bool {
 		f.t.Errorf("volumes left of the refused review: %q", vs)
 	}
 	return true
+}
+
+// TestReviewWorkdirInImage: with the workspace at a path the image holds
+// (docker.workdir /home, root's and 0755 in the test image) the
+// container's workspace root is the layer's own, as on Docker: Podman
+// gives a named volume's root the image directory's owner, mode and
+// times at its first mount, which corral sets back (restoreRoot).
+func TestReviewWorkdirInImage(t *testing.T) {
+	f := newFixture(t, func(st *Settings) { st.Workdir = "/home" })
+	if f.podmanRefusesReview() {
+		return
+	}
+	layerDir := filepath.Join(dockertest.TestDir(t), "layer")
+	l := layer.New(layerDir, f.ws)
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(l.Upper(), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := os.Chtimes(l.Upper(), old, old); err != nil {
+		t.Fatal(err)
+	}
+	review := func(r *sandbox.Request) { r.LayerDir = layerDir }
+	res, out := f.run("wd", `pwd; stat -c '%a %Y' .; cat README; echo new > made.txt && echo wrote`, review)
+	if want := fmt.Sprintf("/home\n750 %d\nworkspace\nwrote\n", old.Unix()); res.ExitCode != 0 || out != want {
+		t.Fatalf("exit %d: %q, want %q", res.ExitCode, out, want)
+	}
+	if _, err := os.Lstat(filepath.Join(f.ws, "made.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the command wrote the host's workspace: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(l.Upper(), "made.txt")); err != nil || string(b) != "new\n" {
+		t.Errorf("made.txt in the layer: %q, %v", b, err)
+	}
+	if st, err := os.Stat(l.Upper()); err != nil || st.Mode().Perm() != 0o750 {
+		t.Errorf("the layer's root after the command: %v, %v; want mode 0750", st, err)
+	}
 }
