@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/internal/dockertest"
+	"github.com/corralhq/corral/internal/owner"
 	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/layer"
 	"github.com/corralhq/corral/sandbox"
@@ -494,5 +495,59 @@ func TestReviewWorkdirInImage(t *testing.T) {
 	}
 	if st, err := os.Stat(l.Upper()); err != nil || st.Mode().Perm() != 0o750 {
 		t.Errorf("the layer's root after the command: %v, %v; want mode 0750", st, err)
+	}
+}
+
+// TestCleanupVolumesByOwner: `corral cleanup` removes a review volume
+// left without a container by a corral that is gone (killed between
+// making the volume and its container, as on Podman: podmanVolumes),
+// with its scratch directory, and leaves alone one whose corral still
+// runs (its container may be being made) and that one's scratch.
+func TestCleanupVolumesByOwner(t *testing.T) {
+	f := newFixture(t, nil)
+	self := owner.Self()
+	dead := self
+	dead.Start++ // the same pid, another process: gone
+	ctx := context.Background()
+	vols := map[string]string{randomName() + "-v0": dead.String(), randomName() + "-v0": self.String()}
+	layerDir := filepath.Join(dockertest.TestDir(t), "layer")
+	for name, o := range vols {
+		if err := os.MkdirAll(filepath.Join(f.e.opts.ReviewDir, name, "upper"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Driver: "local",
+			Labels: map[string]string{LabelEnv: "1", LabelLayer: layerDir, LabelContainer: strings.TrimSuffix(name, "-v0"), LabelOwner: o}}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.cli.VolumeRemove(context.Background(), name, client.VolumeRemoveOptions{}) })
+	}
+	left, err := f.e.Cleanup(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reported := map[string]Leftover{}
+	for _, lo := range left {
+		if lo.State == "volume" {
+			reported[lo.Name] = lo
+		}
+	}
+	for name, o := range vols {
+		_, scratchErr := os.Stat(filepath.Join(f.e.opts.ReviewDir, name))
+		_, inspectErr := f.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
+		if o == dead.String() {
+			if lo := reported[name]; !lo.Removed || lo.Key != layerDir {
+				t.Errorf("the dead corral's volume %s: reported %+v, want removed", name, lo)
+			}
+			if inspectErr == nil || !errors.Is(scratchErr, os.ErrNotExist) {
+				t.Errorf("the dead corral's volume %s (%v) or its scratch (%v) is left", name, inspectErr, scratchErr)
+			}
+			continue
+		}
+		if lo, ok := reported[name]; ok {
+			t.Errorf("the live corral's volume %s was reported: %+v", name, lo)
+		}
+		if inspectErr != nil || scratchErr != nil {
+			t.Errorf("the live corral's volume %s (%v) or its scratch (%v) was removed", name, inspectErr, scratchErr)
+		}
 	}
 }
