@@ -78,11 +78,12 @@ func (e *Engine) Cleanup(ctx context.Context, all bool) ([]Leftover, error) {
 			} else {
 				lo.Removed = true
 				e.log.Info("docker.container.removed", "container", lo.Name, "key", lo.Key, "reason", "cleanup")
+				e.removeVolumesOf(ctx, cli, lo.Name, "cleanup")
 			}
 		}
 		out = append(out, lo)
 	}
-	return append(out, e.cleanupVolumes(ctx, cli)...), nil
+	return append(out, e.cleanupVolumes(ctx, cli, all)...), nil
 }
 
 // cleanupVolumes removes the review overlay volumes (label corral.env=1)
@@ -91,7 +92,11 @@ func (e *Engine) Cleanup(ctx context.Context, all bool) ([]Leftover, error) {
 // (docker rm without -v). A volume holds nothing of its own (the layer is
 // in the session's directory); removing it unmounts the overlay. They are
 // reported as Leftovers with State "volume" and Key the layer directory.
-func (e *Engine) cleanupVolumes(ctx context.Context, cli *client.Client) []Leftover {
+//
+// On Podman the volumes are named ones made just before their container
+// (podmanVolumes), so one whose owner (LabelOwner) still runs is kept
+// unless all is set: its container may be being made.
+func (e *Engine) cleanupVolumes(ctx context.Context, cli *client.Client, all bool) []Leftover {
 	res, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: client.Filters{}.Add("label", LabelEnv+"=1").Add("dangling", "true")})
 	if err != nil {
 		e.log.Warn("docker.volume.list_failed", "error", err)
@@ -102,11 +107,19 @@ func (e *Engine) cleanupVolumes(ctx context.Context, cli *client.Client) []Lefto
 		if v.Labels[LabelEnv] != "1" {
 			continue
 		}
+		if o, ok := owner.Parse(v.Labels[LabelOwner]); ok && !all && o.State(e.self) == owner.Alive {
+			continue
+		}
 		lo := Leftover{Name: v.Name, Key: v.Labels[LabelLayer], State: "volume"}
-		if _, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+		if _, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{}); cerrdefs.IsConflict(err) {
+			// In use: Podman 4.3 lists used volumes too (its filters
+			// are ORed); the container's line says why it stays.
+			continue
+		} else if err != nil && !cerrdefs.IsNotFound(err) {
 			lo.Kept = "removal failed: " + err.Error()
 		} else {
 			lo.Removed = true
+			e.removeScratch(v.Name)
 			e.log.Info("docker.volume.removed", "volume", v.Name, "layer", lo.Key, "reason", "cleanup")
 		}
 		out = append(out, lo)

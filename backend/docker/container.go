@@ -312,8 +312,8 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	if fl.NoLimits != "" {
 		return noLimitsErr(fl.NoLimits)
 	}
-	if c.review != nil && fl.Podman {
-		return errReviewPodman
+	if c.review != nil && fl.Podman && fl.Rootless {
+		return errReviewRootlessPodman
 	}
 	if c.review != nil {
 		if err := b.claimLayer(ctx, cli, c); err != nil {
@@ -338,11 +338,30 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	spec.Config.Labels[LabelOwner] = e.self.String()
 	// The same policy in the engine's form; the hash, and so a session's
 	// container found again, is the policy's.
-	if err := adaptHost(spec.Host, fl, e.opts.ProfileDir); err != nil {
+	vols, err := adaptHost(spec.Host, fl, e.opts.ProfileDir, c.name, e.opts.ReviewDir)
+	if err != nil {
 		return err
+	}
+	// Podman: review mode's overlays as named volumes, made first and
+	// removed after the container (podmanVolumes); their owner keeps a
+	// concurrent `corral cleanup` off them until the container exists.
+	for _, v := range vols {
+		v.Labels[LabelOwner] = e.self.String()
+	}
+	if err := e.createVolumes(ctx, cli, vols); err != nil {
+		return err
+	}
+	// What the layer's root is before Podman changes it (restoreRoot).
+	var upperRoot os.FileInfo
+	if c.review != nil && fl.Podman {
+		if upperRoot, err = os.Lstat(c.review.l.Upper()); err != nil {
+			e.dropVolumes(vols, "failed to start")
+			return fmt.Errorf("%w: docker backend: the session's layer: %v", sandbox.ErrUnavailable, err)
+		}
 	}
 	res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: spec.Config, HostConfig: spec.Host, Name: c.name})
 	if err != nil {
+		e.dropVolumes(vols, "failed to start")
 		return withPodmanFix(fl, e.engineErr("creating the container", err))
 	}
 	c.id, c.owned = res.ID, true
@@ -350,8 +369,9 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	fail := func(err error) error {
 		rctx, cancel := context.WithTimeout(context.Background(), 30e9)
 		defer cancel()
-		_, _ = cli.ContainerRemove(rctx, c.id, client.ContainerRemoveOptions{Force: true})
+		_, _ = cli.ContainerRemove(rctx, c.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 		e.log.Info("docker.container.removed", "container", c.name, "key", c.key, "reason", "failed to start")
+		e.dropVolumes(vols, "failed to start")
 		return err
 	}
 	if _, err := cli.ContainerStart(ctx, c.id, client.ContainerStartOptions{}); err != nil {
@@ -363,6 +383,19 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 		c.startedAt = r.Container.State.StartedAt
 	}
 	e.log.Info("docker.container.started", "container", c.name, "image", b.st.Image, "network", b.st.Network, "key", c.key)
+	if upperRoot != nil {
+		// Before any command sees it: the workspace's root as the layer
+		// has it, as on Docker.
+		view, err := e.viewRoot(ctx, c)
+		if err != nil {
+			return fail(err)
+		}
+		if changed, err := restoreRoot(view+"/root"+c.ws.Target, upperRoot); err != nil {
+			return fail(fmt.Errorf("%w: docker backend: Podman changed the owner or mode of the review workspace's root at its mount, and corral could not set them back: %v", sandbox.ErrUnavailable, err))
+		} else if changed {
+			e.log.Info("docker.layer.root_restored", "container", c.name, "layer", c.review.l.Dir)
+		}
+	}
 	if err := b.prepare(ctx, cli, c); err != nil {
 		return fail(err)
 	}

@@ -36,5 +36,6 @@
 // Review mode (workspace_mode review, package layer) makes the workspace an
 // overlay volume that the engine mounts over the session's layer, so the
 // host's files stay as they were until a person applies the changes
-// (review.go says how and why).
+// (review.go says how and why; on Podman the volume is a named one made
+// first, podman.go's podmanVolumes).
 package docker

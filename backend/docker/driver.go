@@ -66,6 +66,9 @@ func (in *instance) engine(host string) *Engine {
 		// Podman reads the seccomp profile from a file: corral's own,
 		// where no sandbox writes.
 		ProfileDir: filepath.Join(d.StateDir, "seccomp"),
+		// Review mode's read-only overlays on Podman keep their
+		// throwaway upper directories there.
+		ReviewDir: filepath.Join(d.StateDir, "podman-review"),
 		// The bind policy's: corral's own directories are never bound,
 		// and files a bind must show as empty get the same empty file as
 		// the bwrap backend's masks.

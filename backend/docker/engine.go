@@ -98,6 +98,14 @@ type Options struct {
 	// (podman.go): <state dir>/seccomp, on the engine's host, where no
 	// sandbox writes. "" refuses Podman engines; Docker's never need it.
 	ProfileDir string
+	// ReviewDir is where, on Podman, review mode's read-only overlays
+	// (a protected directory both the layer and the host's tree hold)
+	// keep a throwaway upper directory each (podmanVolumes: Podman
+	// chowns a volume's root at its first mount, which a lower-only
+	// overlay refuses): <state dir>/podman-review, on the engine's host,
+	// where no sandbox writes. "" refuses such a container on Podman;
+	// Docker's never need it.
+	ReviewDir string
 }
 
 // Engine is the process-wide part of the docker backend: the Engine API
@@ -458,6 +466,7 @@ func (e *Engine) remove(c *ctr, why string) {
 		return
 	}
 	e.log.Info("docker.container.removed", "container", c.name, "key", c.key, "reason", why)
+	e.removeVolumesOf(rctx, cli, c.name, why)
 }
 
 // removeStopped force-removes c when this process owns it and it is not
@@ -485,6 +494,7 @@ func (e *Engine) removeStopped(c *ctr) {
 		c.releaseEgress()
 	}
 	e.log.Info("docker.container.removed", "container", c.name, "key", c.key, "reason", "stopped outside corral")
+	e.removeVolumesOf(ctx, cli, c.name, "stopped outside corral")
 }
 
 // removeOwn force-removes every container labelled as this process's
@@ -516,6 +526,9 @@ func (e *Engine) removeOwn() {
 			continue
 		}
 		e.log.Info("docker.container.removed", "container", s.ID[:12], "key", s.Labels[LabelKey], "reason", "corral stopped; it had left the table ("+string(s.State)+")")
+		if len(s.Names) > 0 {
+			e.removeVolumesOf(ctx, e.cli, strings.TrimPrefix(s.Names[0], "/"), "corral stopped")
+		}
 	}
 }
 

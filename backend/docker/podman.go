@@ -6,16 +6,21 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
+	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
 	"github.com/corralhq/corral/internal/atomicfile"
+	"github.com/corralhq/corral/internal/rmtree"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -207,14 +212,16 @@ func podmanFix(msg string) string {
 // compatible API ignores HostConfig.MaskedPaths and masks its own list
 // (containers/common's default, without /proc/interrupts), found by
 // TestMaskedPaths; its default read-only paths hold corral's
-// (readonlyPaths).
-func adaptHost(hc *container.HostConfig, f Flavor, dir string) error {
+// (readonlyPaths). Review mode's overlay volumes as named volumes to
+// make first, which it returns (podmanVolumes; name is the container's,
+// reviewDir Options.ReviewDir).
+func adaptHost(hc *container.HostConfig, f Flavor, dir, name, reviewDir string) ([]podmanVolume, error) {
 	if !f.Podman {
-		return nil
+		return nil, nil
 	}
 	sec, err := forPodman(hc.SecurityOpt, dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(hc.MaskedPaths) > 0 {
 		sec = append(sec, "mask="+strings.Join(hc.MaskedPaths, ":"))
@@ -224,7 +231,12 @@ func adaptHost(hc *container.HostConfig, f Flavor, dir string) error {
 	if f.Rootless && hc.UsernsMode == "" {
 		hc.UsernsMode = "keep-id"
 	}
-	return nil
+	mounts, vols, err := podmanVolumes(hc.Mounts, name, reviewDir)
+	if err != nil {
+		return nil, err
+	}
+	hc.Mounts = mounts
+	return vols, nil
 }
 
 // withPodmanFix adds podmanFix's fix to err, an engine's error, on Podman.
@@ -277,12 +289,266 @@ func podmanTmpfs(mounts []mount.Mount, tmpfs map[string]string) ([]mount.Mount, 
 	return kept, out
 }
 
-// errReviewPodman refuses workspace_mode review on Podman: the review
-// layer is an overlay volume of the local driver given inline with the
-// container (overlayVolume), and Podman 4.3's compatible API drops an
-// inline volume's driver options (the container would get an empty
-// volume, not the workspace). Nothing was run.
-var errReviewPodman = fmt.Errorf("%w: docker backend: workspace_mode review is not available on Podman (its compatible API drops the overlay volume's options the review layer is made of); use workspace_mode direct, the bwrap backend for review, or Docker", sandbox.ErrUnavailable)
+// errReviewRootlessPodman refuses workspace_mode review on rootless
+// Podman: the named overlay volumes review mode takes there
+// (podmanVolumes) are mounted by the service in its user namespace,
+// which corral's tests have not run on (a rootless engine on this
+// project's CI machine, cgroup v1, is refused for its limits first).
+// Nothing was run.
+var errReviewRootlessPodman = fmt.Errorf("%w: docker backend: workspace_mode review is not available on rootless Podman yet (its overlay volumes have not been checked there); use rootful Podman, Docker, workspace_mode direct, or the bwrap backend for review", sandbox.ErrUnavailable)
+
+// LabelContainer is set on the named volumes corral makes for a
+// container on Podman (podmanVolumes): the container's name, by which
+// its removal finds them (removeVolumesOf).
+const LabelContainer = "corral.container"
+
+// podmanVolume is a named volume of the local driver that corral makes
+// before a container on Podman (podmanVolumes) and removes after it.
+type podmanVolume struct {
+	Name string
+	// Options are the driver's (type, device, o), Labels the volume's.
+	Options, Labels map[string]string
+	// Scratch, when not "", is the directory holding the throwaway
+	// upper and work directories of a read-only overlay; removed with
+	// the volume.
+	Scratch string
+}
+
+// podmanVolumes turns mounts, as Docker takes them, into what Podman
+// 4.3's compatible API takes for the same mounts; ctr is the
+// container's name, scratchRoot Options.ReviewDir. Docker makes the
+// review layer's overlay as an anonymous volume given inline with the
+// container (overlayVolume), whose driver options Podman's compatible
+// create drops (pkg/api/handlers/compat/containers_create.go: an inline
+// volume becomes a plain one), so the container would get an empty
+// directory, not the workspace. A named volume made first (POST
+// /volumes/create) keeps them: Podman mounts it with mount(8) at the
+// container's start, with exactly the options given, and unmounts it
+// when the container stops (measured, Podman 4.3.1). So each volume
+// mount with a driver's options becomes one, named <ctr>-v<N> and
+// labelled with the container's name (LabelContainer), mounted by name.
+//
+// Podman, unlike Docker, chowns a named volume's root to the
+// container's user at its first mount (libpod's fixVolumePermissions;
+// nothing in 4.3's compatible API turns it off: its "uid=" option would
+// reach overlayfs's mount options, which refuse it). A lower-only
+// overlay (a protected directory both the layer and the host's tree
+// hold, "ro,lowerdir=A:B") is read-only to the kernel, so that chown
+// fails (EROFS) and the container does not start; such a volume gets a
+// throwaway upper and work directory under scratchRoot/<name> that
+// takes the chown and nothing else, and is mounted read-only into the
+// container (Mount.ReadOnly), which keeps the directory read-only as on
+// Docker. Volume mounts without driver options, and other mounts, are
+// unchanged. Pure.
+func podmanVolumes(mounts []mount.Mount, ctr, scratchRoot string) ([]mount.Mount, []podmanVolume, error) {
+	var out []mount.Mount
+	var vols []podmanVolume
+	for _, m := range mounts {
+		if m.Type != mount.TypeVolume || m.Source != "" || m.VolumeOptions == nil || m.VolumeOptions.DriverConfig == nil {
+			out = append(out, m)
+			continue
+		}
+		d := m.VolumeOptions.DriverConfig
+		if d.Name != "local" && d.Name != "" {
+			return nil, nil, fmt.Errorf("%w: docker backend: a volume of driver %q given inline, which Podman's compatible API cannot make", sandbox.ErrUnavailable, d.Name)
+		}
+		v := podmanVolume{Name: fmt.Sprintf("%s-v%d", ctr, len(vols)), Options: maps.Clone(d.Options), Labels: maps.Clone(m.VolumeOptions.Labels)}
+		if v.Labels == nil {
+			v.Labels = map[string]string{}
+		}
+		v.Labels[LabelContainer] = ctr
+		ro := m.ReadOnly
+		if lowers, readOnly := lowerOnly(v.Options["o"]); readOnly {
+			if scratchRoot == "" || !filepath.IsAbs(scratchRoot) {
+				return nil, nil, fmt.Errorf("%w: docker backend: a read-only overlay on Podman needs a directory for its throwaway upper layer, and this engine has none (Options.ReviewDir)", sandbox.ErrUnavailable)
+			}
+			v.Scratch = filepath.Join(scratchRoot, v.Name)
+			o, err := overlayOptions(lowers, filepath.Join(v.Scratch, "upper"), filepath.Join(v.Scratch, "work"))
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w: workspace_mode review on Podman: %v", sandbox.ErrPolicy, err)
+			}
+			v.Options["o"] = o
+			ro = true
+		}
+		vols = append(vols, v)
+		out = append(out, mount.Mount{Type: mount.TypeVolume, Source: v.Name, Target: m.Target, ReadOnly: ro,
+			// The engine must not copy the image's files at the
+			// target into the volume (it would write them to the layer).
+			VolumeOptions: &mount.VolumeOptions{NoCopy: true}})
+	}
+	return out, vols, nil
+}
+
+// restoreRoot gives the directory merged (the container's view of the
+// review workspace, through /proc/PID/root) back the owner, mode and
+// times of before, the layer's upper directory as it was before the
+// container started, when they differ, and reports whether it did.
+// Podman, at a named volume's first mount, chowns its root to the
+// container's user and, when the image holds the target, to that
+// directory's owner, mode and times (libpod's fixVolumePermissions):
+// with a workspace path the image has (docker.workdir /home, say) the
+// project's root turned root's, 0755, of 1970, where Docker shows the
+// layer's own. The change goes through the overlay (merged), never to
+// upper beneath it: overlayfs keeps its inodes' attributes from its
+// own setattr, and a change below a mount is undefined (overlayfs.rst).
+func restoreRoot(merged string, before os.FileInfo) (bool, error) {
+	now, err := os.Lstat(merged)
+	if err != nil {
+		return false, err
+	}
+	b, okb := before.Sys().(*syscall.Stat_t)
+	n, okn := now.Sys().(*syscall.Stat_t)
+	if !okb || !okn {
+		return false, fmt.Errorf("no ownership in the stat of %s", merged)
+	}
+	if b.Uid == n.Uid && b.Gid == n.Gid && before.Mode() == now.Mode() && before.ModTime().Equal(now.ModTime()) {
+		return false, nil
+	}
+	if err := os.Lchown(merged, int(b.Uid), int(b.Gid)); err != nil {
+		return false, err
+	}
+	if err := os.Chmod(merged, before.Mode()); err != nil {
+		return false, err
+	}
+	atime := time.Unix(b.Atim.Sec, b.Atim.Nsec)
+	return true, os.Chtimes(merged, atime, before.ModTime())
+}
+
+// lowerOnly returns the lower directories of o, an overlay's mount
+// options as overlayOptions makes them, and whether o has no upper
+// directory (a read-only overlay). overlayOptions' paths hold no ',' or
+// ':', so the split is exact. Pure.
+func lowerOnly(o string) (lowers []string, readOnly bool) {
+	readOnly = true
+	for opt := range strings.SplitSeq(o, ",") {
+		if v, ok := strings.CutPrefix(opt, "lowerdir="); ok {
+			lowers = strings.Split(v, ":")
+		}
+		if strings.HasPrefix(opt, "upperdir=") {
+			readOnly = false
+		}
+	}
+	return lowers, readOnly && len(lowers) > 0
+}
+
+// createVolumes makes vols on the engine (their scratch directories
+// first, mode 0700: the engine, root, reads them); on an error it
+// removes what it made and returns the error.
+func (e *Engine) createVolumes(ctx context.Context, cli *client.Client, vols []podmanVolume) error {
+	for i, v := range vols {
+		err := func() error {
+			if v.Scratch != "" {
+				for _, d := range []string{"upper", "work"} {
+					if err := os.MkdirAll(filepath.Join(v.Scratch, d), 0o700); err != nil {
+						return fmt.Errorf("%w: docker backend: the read-only overlay's scratch directory: %v", sandbox.ErrUnavailable, err)
+					}
+				}
+			}
+			_, err := cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: v.Name, Driver: "local", DriverOpts: v.Options, Labels: v.Labels})
+			if err != nil {
+				return e.engineErr("creating the volume "+v.Name, err)
+			}
+			return nil
+		}()
+		if err != nil {
+			e.dropVolumes(vols[:i+1], "failed to create")
+			return err
+		}
+	}
+	return nil
+}
+
+// dropVolumes removes vols (podmanVolumes) and their scratch
+// directories, once the container that used them is gone or was never
+// made; why is logged.
+func (e *Engine) dropVolumes(vols []podmanVolume, why string) {
+	cli, err := e.client()
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, v := range vols {
+		e.removeVolume(ctx, cli, v.Name, v.Labels[LabelLayer], why)
+	}
+}
+
+// removeVolume removes the named volume name and the scratch directory
+// podmanVolumes gave it, if any (Options.ReviewDir/<name>: never a path
+// read from the engine). A volume still in use (HTTP 409; Podman 4.3's
+// volume list ORs its filters, so cleanup's dangling ones include used
+// ones) is kept, and so is its scratch. It reports whether the volume
+// is gone.
+func (e *Engine) removeVolume(ctx context.Context, cli *client.Client, name, layerDir, why string) bool {
+	if _, err := cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+		if !cerrdefs.IsConflict(err) {
+			e.log.Warn("docker.volume.remove_failed", "volume", name, "error", err)
+		}
+		return false
+	}
+	e.removeScratch(name)
+	e.log.Info("docker.volume.removed", "volume", name, "layer", layerDir, "reason", why)
+	return true
+}
+
+// removeScratch removes the scratch directory podmanVolumes gave the
+// volume name, if any (Options.ReviewDir/<name>: never a path read from
+// the engine), once the volume is gone.
+func (e *Engine) removeScratch(name string) {
+	if e.opts.ReviewDir == "" || !filepath.IsAbs(e.opts.ReviewDir) || !validVolumeName(name) {
+		return
+	}
+	if err := rmtree.RemoveAll(filepath.Join(e.opts.ReviewDir, name)); err != nil {
+		e.log.Warn("docker.volume.scratch_failed", "volume", name, "error", err)
+	}
+}
+
+// validVolumeName reports whether name is one podmanVolumes gives
+// (<NamePrefix><hex>-v<N>), so that it names a directory below
+// Options.ReviewDir and nothing else. Pure.
+func validVolumeName(name string) bool {
+	rest, ok := strings.CutPrefix(name, NamePrefix)
+	if !ok {
+		return false
+	}
+	hexPart, n, ok := strings.Cut(rest, "-v")
+	if !ok || hexPart == "" || n == "" {
+		return false
+	}
+	for _, c := range hexPart {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return false
+		}
+	}
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// removeVolumesOf removes the volumes podmanVolumes made for the
+// container named name, after its removal: Podman removes with a
+// container (RemoveVolumes) only its anonymous volumes, and these are
+// named. Nothing to do on Docker (its are anonymous: gone with the
+// container), so the engine's flavor decides; an engine that does not
+// say leaves them to `corral cleanup` (cleanupVolumes).
+func (e *Engine) removeVolumesOf(ctx context.Context, cli *client.Client, name, why string) {
+	if fl, err := e.flavor(ctx); err != nil || !fl.Podman {
+		return
+	}
+	res, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: client.Filters{}.Add("label", LabelContainer+"="+name)})
+	if err != nil {
+		e.log.Warn("docker.volume.list_failed", "error", err)
+		return
+	}
+	for _, v := range res.Items {
+		if v.Labels[LabelContainer] == name && v.Labels[LabelEnv] == "1" {
+			e.removeVolume(ctx, cli, v.Name, v.Labels[LabelLayer], why)
+		}
+	}
+}
 
 // ignoresLimits says why an engine of flavor f, answering in (GET /info)
 // and, for rootless Podman, controllers (GET /libpod/info's

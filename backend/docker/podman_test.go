@@ -60,7 +60,7 @@ func TestAdaptHost(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hc := &container.HostConfig{SecurityOpt: []string{"no-new-privileges", "seccomp=" + profile}, UsernsMode: container.UsernsMode(tc.userns), MaskedPaths: []string{"/proc/kcore", "/proc/interrupts"}}
-			err := adaptHost(hc, tc.f, tc.dir)
+			_, err := adaptHost(hc, tc.f, tc.dir, "corral-0123456789ab", "")
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("adaptHost: %v, want an error with %q", err, tc.wantErr)
@@ -282,5 +282,84 @@ func TestIgnoresLimits(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPodmanVolumes: review mode's inline overlay volumes (Docker's form,
+// overlayVolume) become named volumes to make first, mounted by name; a
+// lower-only overlay gets a throwaway upper under the review directory
+// and a read-only mount (Podman chowns a volume's root at first mount);
+// other mounts pass unchanged.
+func TestPodmanVolumes(t *testing.T) {
+	const ctr = "corral-0123456789ab"
+	ws := overlayVolume("/w/p", "lowerdir=/w/p,upperdir=/s/l/upper,workdir=/s/l/work,userxattr", map[string]string{LabelEnv: "1", LabelLayer: "/s/l", LabelGeneration: "3"})
+	prot := overlayVolume("/w/p/.git/hooks", "ro,lowerdir=/s/l/upper/.git/hooks:/w/p/.git/hooks,userxattr", map[string]string{LabelEnv: "1", LabelLayer: "/s/l"})
+	bind := mount.Mount{Type: mount.TypeBind, Source: "/w/p/.git/config", Target: "/w/p/.git/config", ReadOnly: true}
+	named := mount.Mount{Type: mount.TypeVolume, Source: "cache", Target: "/cache"}
+	got, vols, err := podmanVolumes([]mount.Mount{ws, bind, prot, named}, ctr, "/st/podman-review")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMounts := []mount.Mount{
+		{Type: mount.TypeVolume, Source: ctr + "-v0", Target: "/w/p", VolumeOptions: &mount.VolumeOptions{NoCopy: true}},
+		bind,
+		{Type: mount.TypeVolume, Source: ctr + "-v1", Target: "/w/p/.git/hooks", ReadOnly: true, VolumeOptions: &mount.VolumeOptions{NoCopy: true}},
+		named,
+	}
+	if len(got) != len(wantMounts) {
+		t.Fatalf("mounts %+v, want %+v", got, wantMounts)
+	}
+	for i := range got {
+		g, w := got[i], wantMounts[i]
+		if g.Type != w.Type || g.Source != w.Source || g.Target != w.Target || g.ReadOnly != w.ReadOnly || (w.VolumeOptions != nil) != (g.VolumeOptions != nil) ||
+			(w.VolumeOptions != nil && (g.VolumeOptions.NoCopy != w.VolumeOptions.NoCopy || g.VolumeOptions.DriverConfig != nil)) {
+			t.Errorf("mount %d = %+v, want %+v", i, g, w)
+		}
+	}
+	wantVols := []podmanVolume{
+		{Name: ctr + "-v0", Options: map[string]string{"type": "overlay", "device": "overlay", "o": "lowerdir=/w/p,upperdir=/s/l/upper,workdir=/s/l/work,userxattr"},
+			Labels: map[string]string{LabelEnv: "1", LabelLayer: "/s/l", LabelGeneration: "3", LabelContainer: ctr}},
+		{Name: ctr + "-v1", Options: map[string]string{"type": "overlay", "device": "overlay", "o": "lowerdir=/s/l/upper/.git/hooks:/w/p/.git/hooks,upperdir=/st/podman-review/" + ctr + "-v1/upper,workdir=/st/podman-review/" + ctr + "-v1/work,userxattr"},
+			Labels: map[string]string{LabelEnv: "1", LabelLayer: "/s/l", LabelContainer: ctr}, Scratch: "/st/podman-review/" + ctr + "-v1"},
+	}
+	if len(vols) != len(wantVols) {
+		t.Fatalf("volumes %+v, want %+v", vols, wantVols)
+	}
+	for i := range vols {
+		g, w := vols[i], wantVols[i]
+		if g.Name != w.Name || g.Scratch != w.Scratch || !maps.Equal(g.Options, w.Options) || !maps.Equal(g.Labels, w.Labels) {
+			t.Errorf("volume %d = %+v, want %+v", i, g, w)
+		}
+	}
+	// Docker's form is left as it was (the labels are the mount's own).
+	if _, ok := ws.VolumeOptions.Labels[LabelContainer]; ok || ws.VolumeOptions.DriverConfig == nil {
+		t.Error("podmanVolumes changed its input")
+	}
+	// A read-only overlay without a review directory, or with one a
+	// volume's options cannot carry, is refused, nothing made.
+	for _, dir := range []string{"", "rel", "/st:x"} {
+		if _, vols, err := podmanVolumes([]mount.Mount{prot}, ctr, dir); err == nil || vols != nil {
+			t.Errorf("review directory %q: %v, %v; want an error", dir, vols, err)
+		}
+	}
+	// The read-write overlay needs none.
+	if _, vols, err := podmanVolumes([]mount.Mount{ws}, ctr, ""); err != nil || len(vols) != 1 {
+		t.Errorf("the workspace's overlay without a review directory: %v, %v", vols, err)
+	}
+	if _, _, err := podmanVolumes([]mount.Mount{{Type: mount.TypeVolume, Target: "/x", VolumeOptions: &mount.VolumeOptions{DriverConfig: &mount.Driver{Name: "nfs"}}}}, ctr, ""); err == nil {
+		t.Error("another driver's inline volume passed")
+	}
+}
+
+func TestValidVolumeName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"corral-0123456789ab-v0": true, "corral-0123456789ab-v12": true,
+		"corral-0123456789ab": false, "corral--v0": false, "corral-0123456789ab-v": false,
+		"corral-0123456789ab-v0/..": false, "../corral-ab-v0": false, "corral-AB-v0": false,
+		"other-ab-v0": false, "corral-ab-v0x": false,
+	} {
+		if got := validVolumeName(name); got != want {
+			t.Errorf("validVolumeName(%q) = %v, want %v", name, got, want)
+		}
 	}
 }

@@ -35,7 +35,9 @@ import (
 // start). So corral needs no privilege, nothing is mounted in corral's own
 // namespaces, and the volume, anonymous, is removed with the container
 // (ContainerRemove with RemoveVolumes, as every removal and `corral
-// cleanup` do). Measured on this machine (Docker 20.10, Linux 6.18), the
+// cleanup` do). On Podman, whose compatible API drops an inline volume's
+// driver options, the same volume is a named one made before the
+// container and removed after it (podmanVolumes). Measured on this machine (Docker 20.10, Linux 6.18), the
 // daemon (root) mounting for a corral of uid 1001:
 //
 //   - userxattr is accepted in the initial user namespace (Linux 5.11 and
@@ -432,6 +434,7 @@ func (b *Backend) claimLayer(ctx context.Context, cli *client.Client, c *ctr) er
 			return e.engineErr("removing the stale container "+name+" of the session's layer", err)
 		}
 		e.log.Info("docker.container.removed", "container", name, "key", s.Labels[LabelKey], "reason", "stale mount of the session's layer")
+		e.removeVolumesOf(ctx, cli, name, "stale mount of the session's layer")
 	}
 	return nil
 }

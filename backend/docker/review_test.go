@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corralhq/corral/internal/dockertest"
+	"github.com/corralhq/corral/internal/owner"
 	"github.com/corralhq/corral/internal/testkit"
 	"github.com/corralhq/corral/layer"
 	"github.com/corralhq/corral/sandbox"
@@ -350,6 +352,30 @@ mkdir nested && cd nested && git init -q . && echo evil > .git/hooks/pre-push &&
 	if _, out := f.run("prot", `ls nested/.git/hooks 2>&1 | head -1; cat nested/.git/hooks/pre-push 2>&1 | head -1`, review); strings.Contains(out, "evil") {
 		t.Errorf("the nested hook survived: %q", out)
 	}
+	// corral cleanup while the session's container runs keeps its
+	// volumes and reports none (Podman 4.3's volume list ORs its
+	// filters, so volumes in use come back as dangling ones too).
+	left, err := f.e.Cleanup(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lo := range left {
+		if lo.State == "volume" {
+			t.Errorf("cleanup reported a volume of a live container: %+v", lo)
+		}
+	}
+	if vs := volumesOf(t, f.cli, layerDir); len(vs) == 0 {
+		t.Error("cleanup removed the live container's volumes")
+	}
+	// The session's end takes the volumes, and on Podman the read-only
+	// overlay's throwaway upper (podmanVolumes), with the container.
+	f.b.Release("prot")
+	if vs := volumesOf(t, f.cli, layerDir); len(vs) != 0 {
+		t.Errorf("volumes left after the session: %q", vs)
+	}
+	if ents, err := os.ReadDir(f.e.opts.ReviewDir); err == nil && len(ents) != 0 {
+		t.Errorf("scratch directories left in %s: %v", f.e.opts.ReviewDir, ents)
+	}
 }
 
 // Review mode combines with the allowlist profile on docker (the overlay
@@ -408,28 +434,120 @@ func TestReviewOneMount(t *testing.T) {
 	}
 }
 
-// podmanRefusesReview reports whether f's engine is Podman, after
-// checking that it refuses workspace_mode review, as it must (its
-// compatible API drops the overlay volume's options: errReviewPodman):
-// there the review tests end with that refusal, the mode's behaviour on
-// Podman.
+// podmanRefusesReview reports whether f's engine is rootless Podman,
+// after checking that it refuses workspace_mode review, as it must
+// (errReviewRootlessPodman): there the review tests end with that
+// refusal, the mode's behaviour on rootless Podman. Rootful Podman runs
+// them as Docker does (its overlays are named volumes: podmanVolumes).
 func (f *fixture) podmanRefusesReview() bool {
 	f.t.Helper()
 	fl, err := f.e.flavor(context.Background())
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if !fl.Podman {
+	if !fl.Podman || !fl.Rootless {
 		return false
 	}
 	layerDir := filepath.Join(dockertest.TestDir(f.t), "layer")
 	req := &sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.ws, Profile: sandbox.ProfileWorkspace}, Session: "review-on-podman", LayerDir: layerDir, Timeout: time.Minute}
 	_, err = f.b.Run(context.Background(), req)
-	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "not available on Podman") {
-		f.t.Fatalf("workspace_mode review on Podman: %v, want the refusal", err)
+	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "not available on rootless Podman") {
+		f.t.Fatalf("workspace_mode review on rootless Podman: %v, want the refusal", err)
 	}
 	if vs := volumesOf(f.t, f.cli, layerDir); len(vs) != 0 {
 		f.t.Errorf("volumes left of the refused review: %q", vs)
 	}
 	return true
+}
+
+// TestReviewWorkdirInImage: with the workspace at a path the image holds
+// (docker.workdir /home, root's and 0755 in the test image) the
+// container's workspace root is the layer's own, as on Docker: Podman
+// gives a named volume's root the image directory's owner, mode and
+// times at its first mount, which corral sets back (restoreRoot).
+func TestReviewWorkdirInImage(t *testing.T) {
+	f := newFixture(t, func(st *Settings) { st.Workdir = "/home" })
+	if f.podmanRefusesReview() {
+		return
+	}
+	layerDir := filepath.Join(dockertest.TestDir(t), "layer")
+	l := layer.New(layerDir, f.ws)
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(l.Upper(), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := os.Chtimes(l.Upper(), old, old); err != nil {
+		t.Fatal(err)
+	}
+	review := func(r *sandbox.Request) { r.LayerDir = layerDir }
+	res, out := f.run("wd", `pwd; stat -c '%a %Y' .; cat README; echo new > made.txt && echo wrote`, review)
+	if want := fmt.Sprintf("/home\n750 %d\nworkspace\nwrote\n", old.Unix()); res.ExitCode != 0 || out != want {
+		t.Fatalf("exit %d: %q, want %q", res.ExitCode, out, want)
+	}
+	if _, err := os.Lstat(filepath.Join(f.ws, "made.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the command wrote the host's workspace: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(l.Upper(), "made.txt")); err != nil || string(b) != "new\n" {
+		t.Errorf("made.txt in the layer: %q, %v", b, err)
+	}
+	if st, err := os.Stat(l.Upper()); err != nil || st.Mode().Perm() != 0o750 {
+		t.Errorf("the layer's root after the command: %v, %v; want mode 0750", st, err)
+	}
+}
+
+// TestCleanupVolumesByOwner: `corral cleanup` removes a review volume
+// left without a container by a corral that is gone (killed between
+// making the volume and its container, as on Podman: podmanVolumes),
+// with its scratch directory, and leaves alone one whose corral still
+// runs (its container may be being made) and that one's scratch.
+func TestCleanupVolumesByOwner(t *testing.T) {
+	f := newFixture(t, nil)
+	self := owner.Self()
+	dead := self
+	dead.Start++ // the same pid, another process: gone
+	ctx := context.Background()
+	vols := map[string]string{randomName() + "-v0": dead.String(), randomName() + "-v0": self.String()}
+	layerDir := filepath.Join(dockertest.TestDir(t), "layer")
+	for name, o := range vols {
+		if err := os.MkdirAll(filepath.Join(f.e.opts.ReviewDir, name, "upper"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Driver: "local",
+			Labels: map[string]string{LabelEnv: "1", LabelLayer: layerDir, LabelContainer: strings.TrimSuffix(name, "-v0"), LabelOwner: o}}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.cli.VolumeRemove(context.Background(), name, client.VolumeRemoveOptions{}) })
+	}
+	left, err := f.e.Cleanup(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reported := map[string]Leftover{}
+	for _, lo := range left {
+		if lo.State == "volume" {
+			reported[lo.Name] = lo
+		}
+	}
+	for name, o := range vols {
+		_, scratchErr := os.Stat(filepath.Join(f.e.opts.ReviewDir, name))
+		_, inspectErr := f.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
+		if o == dead.String() {
+			if lo := reported[name]; !lo.Removed || lo.Key != layerDir {
+				t.Errorf("the dead corral's volume %s: reported %+v, want removed", name, lo)
+			}
+			if inspectErr == nil || !errors.Is(scratchErr, os.ErrNotExist) {
+				t.Errorf("the dead corral's volume %s (%v) or its scratch (%v) is left", name, inspectErr, scratchErr)
+			}
+			continue
+		}
+		if lo, ok := reported[name]; ok {
+			t.Errorf("the live corral's volume %s was reported: %+v", name, lo)
+		}
+		if inspectErr != nil || scratchErr != nil {
+			t.Errorf("the live corral's volume %s (%v) or its scratch (%v) was removed", name, inspectErr, scratchErr)
+		}
+	}
 }

@@ -35,7 +35,8 @@ func layerVolumes(t *testing.T, eng *client.Client, dir string) []string {
 // the CLI: the project stays as it was until corral apply; a kill -9 of
 // corral mid-command loses nothing of the layer, and corral cleanup then
 // leaves no container or overlay volume; diff, apply and discard work as
-// on bwrap. On Podman, the refusal (reviewRefusedOnPodman).
+// on bwrap. On rootful Podman the same; on rootless Podman, the refusal
+// (reviewRefusedOnPodman).
 func TestDockerReview(t *testing.T) {
 	c, eng := dockerCLI(t)
 	if reviewRefusedOnPodman(t, c) {

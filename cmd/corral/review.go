@@ -285,8 +285,10 @@ there again. The working directory is not touched.`,
 }
 
 // supervisors are programs that hold a sandbox's namespaces without
-// writing its files (bwrap's monitor, a container's init).
-var supervisors = map[string]bool{"bwrap": true, "docker-init": true, "tini": true}
+// writing its files (bwrap's monitor, a container's init: Docker's
+// docker-init or tini; Podman's catatonit, which it binds into the
+// container at /run/podman-init, libpod's define.ContainerInitPath).
+var supervisors = map[string]bool{"bwrap": true, "docker-init": true, "tini": true, "podman-init": true, "catatonit": true}
 
 // checkUsers refuses verb while a process other than corral's own helpers
 // still has the session's layer mounted: a background process of the

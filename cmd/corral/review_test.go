@@ -167,9 +167,10 @@ func TestApplyWhileBackgroundRuns(t *testing.T) {
 // engine's mount of the layer also shows in host mount namespaces (mount
 // propagation) and must not count as a process of the session.
 //
-// On Podman (CORRAL_TEST_ENGINE podman-rootful or podman-rootless, as
-// .ci/run's Podman lanes set it) review mode is refused, nothing run:
-// that refusal is what the test checks there.
+// On rootless Podman (CORRAL_TEST_ENGINE podman-rootless, as .ci/run's
+// rootless lane sets it) review mode is refused, nothing run: that
+// refusal is what the test checks there; rootful Podman runs it as
+// Docker does.
 func TestApplyWhileBackgroundRunsDocker(t *testing.T) {
 	c, _ := dockerCLI(t)
 	if reviewRefusedOnPodman(t, c) {
@@ -178,20 +179,21 @@ func TestApplyWhileBackgroundRunsDocker(t *testing.T) {
 	applyWhileBackgroundRuns(t, c)
 }
 
-// reviewRefusedOnPodman reports whether the tests' engine is Podman
-// (CORRAL_TEST_ENGINE podman-rootful or podman-rootless, as .ci/run's
-// Podman lanes set it; backend/docker's TestEngineLimitsOrRefusal checks
-// that the engine is that one), after checking that a command in review
-// mode is refused there, nothing run: a review test's whole check on
-// Podman.
+// reviewRefusedOnPodman reports whether the tests' engine is rootless
+// Podman (CORRAL_TEST_ENGINE podman-rootless, as .ci/run's rootless lane
+// sets it; backend/docker's TestEngineLimitsOrRefusal checks that the
+// engine is that one), after checking that a command in review mode is
+// refused there, nothing run: a review test's whole check on rootless
+// Podman. Rootful Podman (podman-rootful) takes review mode as Docker
+// does, so the tests run there in full.
 func reviewRefusedOnPodman(t *testing.T, c *cli) bool {
 	t.Helper()
-	if !strings.HasPrefix(os.Getenv("CORRAL_TEST_ENGINE"), "podman") {
+	if os.Getenv("CORRAL_TEST_ENGINE") != "podman-rootless" {
 		return false
 	}
 	code, so, se := c.run([]string{"CORRAL_WORKSPACE_MODE=review"}, "run", "--session", "podrev", "--", "sh", "-c", "echo ran > ran.txt")
-	if code != 125 || !strings.Contains(se, "not available on Podman") || so != "" {
-		t.Errorf("review mode on Podman: exit %d, stdout %q, stderr %q; want the refusal", code, so, se)
+	if code != 125 || !strings.Contains(se, "not available on rootless Podman") || so != "" {
+		t.Errorf("review mode on rootless Podman: exit %d, stdout %q, stderr %q; want the refusal", code, so, se)
 	}
 	if _, err := os.Lstat(filepath.Join(c.work, "ran.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the refused command ran: %v", err)
