@@ -12,6 +12,25 @@ import (
 	"time"
 )
 
+// treeDir is a directory of the test's own outside /tmp (under
+// CORRAL_TEST_DIR, else /var/tmp), removed at its end.
+func treeDir(t *testing.T) string {
+	t.Helper()
+	root := os.Getenv("CORRAL_TEST_DIR")
+	if root == "" {
+		root = "/var/tmp"
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d, err := os.MkdirTemp(root, "corral-turn-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
 // lockWaiters counts the processes blocked on a flock(2) of path, from
 // /proc/locks (proc(5): a waiter's line has "->" before its type, and
 // MAJOR:MINOR:INODE names the file).
@@ -55,7 +74,7 @@ func waitWaiters(t *testing.T, path string, n int) {
 // held as interrupted, once.
 func TestTurn(t *testing.T) {
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "session")
+	dir := filepath.Join(treeDir(t), "session")
 	a1, cmd1 := localAgent(t)
 	a2, _ := localAgent(t)
 	a3, _ := localAgent(t)
@@ -141,7 +160,7 @@ func TestTurn(t *testing.T) {
 func TestTurnHostileState(t *testing.T) {
 	ctx := context.Background()
 	a, _ := localAgent(t)
-	root := t.TempDir()
+	root := treeDir(t)
 	secret := filepath.Join(root, "secret")
 	if err := os.WriteFile(secret, []byte(`{"cwd":"/secret"}`), 0o600); err != nil {
 		t.Fatal(err)
