@@ -229,7 +229,9 @@ func TestHomeReplicaKilled(t *testing.T) {
 	k := newKube(t)
 	corral := dockertest.StaticCorral(t)
 	sess := "killed-" + strconv.Itoa(os.Getpid())
-	defer k.removeHome(t, sess)
+	// After the corral processes below have ended (cleanups run last
+	// first): one still starting would make the pod again.
+	t.Cleanup(func() { k.removeHome(t, sess) })
 	run := func(name, script string) *exec.Cmd {
 		c := exec.Command(corral, "run", "--session", sess, "--cwd", k.ws, "--profile", "workspace", "--", script)
 		c.Env = k.corralEnv(t, filepath.Join(dockertest.TestDir(t), name))
@@ -247,11 +249,19 @@ func TestHomeReplicaKilled(t *testing.T) {
 	if err := b.Start(); err != nil {
 		t.Fatal(err)
 	}
+	waited := false
+	t.Cleanup(func() {
+		if !waited {
+			_ = b.Process.Kill()
+			_ = b.Wait()
+		}
+	})
 	k.waitInPod(t, pod, "if test -e "+k.ws+"/began; then echo yes; fi", "yes")
 	if err := b.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	err := b.Wait()
+	waited = true
 	if ws, ok := b.ProcessState.Sys().(syscall.WaitStatus); err == nil || !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("the killed corral: %v (%v), stderr %s", err, b.ProcessState, berr.String())
 	}
