@@ -101,9 +101,11 @@ func (k *kube) inPod(t *testing.T, pod, script string) string {
 // another session's command runs meanwhile.
 func TestHomeAcrossReplicas(t *testing.T) {
 	k := newKube(t)
-	r1, r2 := k.newReplica(t, "one"), k.newReplica(t, "two")
 	sess := "home-" + strconv.Itoa(os.Getpid())
-	defer k.removeHome(t, sess)
+	other := sess + "-other"
+	// Registered first, so run last: after the replicas have closed.
+	t.Cleanup(func() { k.removeHome(t, sess); k.removeHome(t, other) })
+	r1, r2 := k.newReplica(t, "one"), k.newReplica(t, "two")
 
 	r1.exec(t, sess, "mkdir -p d/e && cd d && export V='one two' W=1")
 	res := r2.exec(t, sess, `echo "$PWD|$V|$W"; cd e; unset W; export V=two`)
@@ -144,8 +146,6 @@ func TestHomeAcrossReplicas(t *testing.T) {
 	}
 
 	// Another session runs while this one's turn is held.
-	other := sess + "-other"
-	defer k.removeHome(t, other)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	so, _ := r2.m.Open(other)
@@ -363,9 +363,9 @@ func BenchmarkHomeCommand(b *testing.B) {
 func TestHomeIdle(t *testing.T) {
 	k := newKube(t)
 	idle := func(st *Settings) { st.IdleTimeout = "2s" }
-	r1, r2 := k.newReplicaWith(t, "one", idle), k.newReplicaWith(t, "two", idle)
 	sess := "idle-" + strconv.Itoa(os.Getpid())
-	defer k.removeHome(t, sess)
+	t.Cleanup(func() { k.removeHome(t, sess) })
+	r1, r2 := k.newReplicaWith(t, "one", idle), k.newReplicaWith(t, "two", idle)
 	// /tmp is there in every pod (the workspace of the next is empty).
 	r1.exec(t, sess, "cd /tmp && export V=1")
 	pod := k.sessionPod(t, sess)
