@@ -40,6 +40,12 @@ type Conn struct {
 	done  chan struct{} // closed when it is gone
 	tail  *tail.Buffer  // the agent's stderr
 	pid   int           // the agent's pid in the sandbox
+
+	// ending counts the session turns ended (Turn.End) whose end the
+	// agent has not answered yet: Close waits for them, so that a corral
+	// that stops after its last command still saves its state and clears
+	// its running marker in the sandbox.
+	ending sync.WaitGroup
 }
 
 // call is one command on the agent.
@@ -49,6 +55,9 @@ type call struct {
 	started        chan int
 	finished       chan struct{}
 	exit           *inside.Exit
+	// turn is set on a session turn's channel (Conn.Turn): the grant and
+	// the state that came before it.
+	turn *turnCall
 }
 
 // New returns a Conn over an agent's stdin (w: frames to the agent) and
@@ -85,8 +94,24 @@ func (c *Conn) PID() int {
 	return c.pid
 }
 
-// Close ends the stream: the agent kills its commands and exits.
-func (c *Conn) Close() error { return c.w.Close() }
+// Close ends the stream: the agent kills its commands and exits. It
+// first waits, at most closeWait, for the agent's answers to the turns
+// ended (Turn.End).
+func (c *Conn) Close() error {
+	done := make(chan struct{})
+	go func() { c.ending.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-c.done:
+	case <-time.After(closeWait):
+	}
+	return c.w.Close()
+}
+
+// closeWait bounds Close's wait for the answers to ended turns: a round
+// trip on an open stream, far less when the agent is there; a stuck one
+// does not hold corral's exit longer.
+const closeWait = 10 * time.Second
 
 // read dispatches the agent's frames until its stream ends.
 func (c *Conn) read(r io.Reader) {
@@ -117,6 +142,10 @@ func (c *Conn) read(r io.Reader) {
 			continue
 		}
 		switch {
+		case cl.turn != nil && kind == inside.KindTurnState:
+			cl.turn.addState(p)
+		case cl.turn != nil && kind == inside.KindTurn:
+			cl.turn.grant(p)
 		case kind == inside.KindStdout:
 			_, _ = cl.stdout.Write(p)
 		case kind == inside.KindStderr:

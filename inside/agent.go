@@ -180,6 +180,9 @@ func agentMain(args []string) int {
 	var (
 		mu    sync.Mutex
 		chans = map[uint32]*agentChan{}
+		// turns are the session turns this agent holds or waits for
+		// (turn.go); they end with the agent, which lets their locks go.
+		turns = map[uint32]*turnChan{}
 	)
 	buf := make([]byte, MaxFrame)
 	for {
@@ -196,8 +199,38 @@ func agentMain(args []string) int {
 		}
 		mu.Lock()
 		c := chans[id]
+		t := turns[id]
 		mu.Unlock()
 		switch kind {
+		case KindTurn:
+			var req TurnRequest
+			if c != nil || t != nil || json.Unmarshal(p, &req) != nil {
+				b, _ := json.Marshal(Exit{Code: 125, Error: "bad turn request"})
+				_ = out.frame(KindExit, id, b)
+				continue
+			}
+			t = newTurnChan()
+			mu.Lock()
+			turns[id] = t
+			mu.Unlock()
+			go func() {
+				agentTurn(id, t, req, out)
+				mu.Lock()
+				delete(turns, id)
+				mu.Unlock()
+			}()
+		case KindTurnState:
+			if t != nil {
+				t.addState(p)
+			}
+		case KindTurnEnd:
+			var end TurnEnd
+			if t != nil && json.Unmarshal(p, &end) == nil {
+				select {
+				case t.end <- end:
+				default:
+				}
+			}
 		case KindOpen:
 			var st Start
 			if c != nil || json.Unmarshal(p, &st) != nil || len(st.Argv) == 0 || st.FDs < 0 || st.FDs > 8 {
@@ -233,6 +266,10 @@ func agentMain(args []string) int {
 				}
 			}
 		case KindSignal:
+			if t != nil {
+				t.callOff()
+				continue
+			}
 			if c == nil {
 				continue
 			}

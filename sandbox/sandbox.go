@@ -313,6 +313,42 @@ type SessionBackend interface {
 	Release(name string)
 }
 
+// TurnBackend is a Backend whose session sandbox can be the session's
+// home (issue 29: any corral process, on any machine, serves any
+// session): the turn of the session's foreground commands, its saved
+// state and the marker of its running command are kept in the sandbox
+// (kubernetes with kubernetes.shared_sessions), not only in one corral's
+// state directory. Package session asks for the turn before each
+// foreground command.
+type TurnBackend interface {
+	Backend
+	// Turn waits, in req's session sandbox (started or found as Run
+	// would), for the session's turn, recording marker as its running
+	// command, until ctx ends (then nothing is held and nothing was run;
+	// the error wraps ctx's cause). It returns nil and no error when the
+	// session's home is not its sandbox (its settings keep it on the
+	// host). Other errors wrap ErrUnavailable, ErrPolicy or ErrBadRequest
+	// as Run's do: nothing was run.
+	Turn(ctx context.Context, req *Request, marker string) (*SessionTurn, error)
+}
+
+// SessionTurn is a session's turn held in its sandbox (TurnBackend).
+type SessionTurn struct {
+	// State is the session's state as the last command left it there,
+	// in the encoding package session gave End (its state.json), or nil
+	// when none was saved or it could not be read (StateError says why).
+	// It comes from inside the sandbox: hostile input.
+	State      []byte
+	StateError string
+	// Interrupted is the marker of a command that held the turn when the
+	// corral running it was lost (killed, its machine gone): it may have
+	// run. "" when none. Hostile input, bounded in length.
+	Interrupted string
+	// End lets the turn go, first saving state as the session's state
+	// when it is not nil. Call it exactly once.
+	End func(state []byte)
+}
+
 // StreamBackend is a Backend that can hold a long-lived process (a browser,
 // a language server) in a session's sandbox with its stdin and stdout open.
 // The argv that does so is `corral exec --session NAME [-i] --create --` (see

@@ -3,6 +3,7 @@ package session
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/corralhq/corral/hostview"
 	"github.com/corralhq/corral/internal/tail"
@@ -290,11 +292,26 @@ func (s *Session) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error
 	}
 	defer release()
 
-	st, err := s.loadState(sp)
+	// A session whose home is its sandbox (sandbox.TurnBackend) takes its
+	// turn there too, across corral processes on any machine, and its
+	// state comes from there.
+	turn, err := s.sandboxTurn(ctx, sp, req.Command)
+	if err != nil {
+		return nil, err
+	}
+	var st *State
+	if turn != nil {
+		defer func() { s.endTurn(turn, st) }()
+	}
+	st, err = s.loadStateFrom(sp, turn)
 	if err != nil {
 		return nil, err
 	}
 	moved := st.notes
+	if turn != nil && turn.Interrupted != "" {
+		moved = append(moved, interruptedNote(turn.Interrupted))
+		s.m.log.Warn("session.turn.interrupted", "session", s.name, "marker", turn.Interrupted)
+	}
 	if st.moved {
 		moved = append(moved, "the working directory changed to "+sp.Workdir+"; the session starts there")
 	}
@@ -508,12 +525,36 @@ func (s *Session) request(sp *Spec, st *State, dir string, argv []string, timeou
 }
 
 // loadState reads the session's state, or makes the initial one.
-func (s *Session) loadState(sp *Spec) (*State, error) {
+func (s *Session) loadState(sp *Spec) (*State, error) { return s.loadStateFrom(sp, nil) }
+
+// loadStateFrom is loadState from the state saved in the session's
+// sandbox when turn has one (its home: sandbox.TurnBackend), else from
+// the session's directory, which is then a cache of it (the first
+// command in a new pod, a state there that cannot be read).
+func (s *Session) loadStateFrom(sp *Spec, turn *sandbox.SessionTurn) (*State, error) {
 	var st State
 	path := filepath.Join(s.dir, "state.json")
-	raw, err := readJSONMemo(&s.stateMemo, path, &st, cloneState)
+	var raw []byte
+	var err error
+	var early []string
+	if turn != nil && turn.State != nil {
+		raw = turn.State
+		if jerr := json.Unmarshal(raw, &st); jerr != nil {
+			err = fmt.Errorf("%w: the state saved in the session's sandbox: %w", errDamaged, jerr)
+		}
+	} else {
+		if turn != nil && turn.StateError != "" {
+			early = append(early, fmt.Sprintf("the session's state saved in its sandbox could not be read (%s); this command starts from this corral's copy", trimNote(turn.StateError)))
+		}
+		raw, err = readJSONMemo(&s.stateMemo, path, &st, cloneState)
+	}
 	if err == nil && filepath.IsAbs(st.Cwd) {
 		st.saved = raw
+		if turn != nil && turn.State != nil {
+			// The host's copy is not these bytes: a change is written
+			// to it too (saveState).
+			st.saved = nil
+		}
 		cleanCwd := st.Cwd == filepath.Clean(st.Cwd)
 		st.Cwd = filepath.Clean(st.Cwd)
 		// The same bounds as when it was saved: a state file written by
@@ -521,6 +562,7 @@ func (s *Session) loadState(sp *Spec) (*State, error) {
 		// execve(2) refuses fails every command).
 		read := len(st.Env)
 		st.Env, st.notes = keepEnv(st.Env)
+		st.notes = append(early, st.notes...)
 		// Moved to another working directory (the cwd setting or --cwd
 		// changed): start there, keeping the variables.
 		if st.Workdir != "" && sp.Workdir != "" && st.Workdir != sp.Workdir {
@@ -530,11 +572,23 @@ func (s *Session) loadState(sp *Spec) (*State, error) {
 		// The file holds exactly this state only if nothing was dropped
 		// or moved, and the cwd was already clean.
 		st.clean = len(st.Env) == read && !st.moved && cleanCwd
+		if st.saved == nil && st.clean {
+			// From the sandbox: this corral's copy is written too when
+			// it differs, for a pod that starts afresh (lost, idle).
+			var host State
+			hraw, _ := readJSONMemo(&s.stateMemo, path, &host, cloneState)
+			st.clean = bytes.Equal(hraw, raw)
+		}
 		return &st, nil
 	}
-	var notes []string
+	notes := early
 	switch {
 	case err == nil, errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, errDamaged) && turn != nil && turn.State != nil:
+		// The sandbox's copy is replaced at the end of this turn; the
+		// host's file is not the damaged one.
+		s.m.log.Warn("session.state.damaged", "session", s.name, "error", err, "where", "sandbox")
+		notes = append(notes, fmt.Sprintf("the session's state saved in its sandbox was damaged (%v); the session starts afresh in %s", err, orWorkdir(sp.Workdir)))
 	case errors.Is(err, errDamaged):
 		// Kept aside for a person to look at, never read again; an
 		// earlier damaged copy is kept too.
@@ -879,4 +933,73 @@ func mayHaveRun(err error, began bool) error {
 		return err
 	}
 	return sandbox.MayHaveRun(fmt.Errorf("the command was started, but corral lost track of it (%w); it may have run, in part or whole: look at its effects before running it again", err))
+}
+
+// maxMarkerCommand bounds how much of a command line the running marker
+// in a session's sandbox records (inside.MaxTurnMarker bounds the whole).
+const maxMarkerCommand = 1000
+
+// sandboxTurn takes the session's turn in its sandbox when sp's backend
+// keeps it there (sandbox.TurnBackend), recording command as running;
+// nil when it does not. Called off by ctx it is a *WaitCancelledError:
+// nothing was run.
+func (s *Session) sandboxTurn(ctx context.Context, sp *Spec, command string) (*sandbox.SessionTurn, error) {
+	tb, ok := sp.Backend.(sandbox.TurnBackend)
+	if !ok {
+		return nil, nil
+	}
+	dir := sp.Workdir
+	if dir == "" {
+		dir = sp.Backend.DefaultCwd()
+	}
+	// The request finds (or starts) the session's sandbox as its command
+	// will; its command and variables are not used.
+	pre := s.request(sp, &State{Cwd: dir}, dir, bashArgv(wrapper, "true"), 0)
+	if len(command) > maxMarkerCommand {
+		command = command[:maxMarkerCommand] + "..."
+	}
+	host, _ := os.Hostname()
+	marker := fmt.Sprintf("started %s by corral pid %d on %s: %s", time.Now().UTC().Format(time.RFC3339), os.Getpid(), host, command)
+	turn, err := tb.Turn(ctx, pre, marker)
+	if err != nil {
+		if ctx.Err() != nil {
+			s.m.log.Info("session.lock.cancelled", "session", s.name, "cause", fmt.Sprint(context.Cause(ctx)), "where", "sandbox")
+			return nil, &WaitCancelledError{Cause: context.Cause(ctx)}
+		}
+		return nil, err
+	}
+	return turn, nil
+}
+
+// endTurn ends a turn taken in the session's sandbox, saving st there
+// when it differs from what the turn found (nil st: nothing to save).
+func (s *Session) endTurn(turn *sandbox.SessionTurn, st *State) {
+	var save []byte
+	if st != nil {
+		if b, err := encodeJSON(st); err == nil && !bytes.Equal(b, turn.State) {
+			save = b
+		}
+	}
+	turn.End(save)
+}
+
+// interruptedNote is the note of a command that held the session's turn
+// in its sandbox when the corral running it was lost (pure). marker is
+// from the sandbox: made printable and bounded.
+func interruptedNote(marker string) string {
+	return "the session's previous command was cut off when the corral running it was lost (killed, or its machine or connection gone); it may have run, in part or whole, and its exit status is unknown: look at its effects before running it again (" + trimNote(marker) + ")"
+}
+
+// trimNote is s from a sandbox, made printable and cut to a line's worth.
+func trimNote(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || r == utf8.RuneError {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > maxMarkerCommand+200 {
+		s = s[:maxMarkerCommand+200] + "..."
+	}
+	return s
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/corralhq/corral/agentclient"
 	"github.com/corralhq/corral/backend/internal/scopes"
@@ -339,7 +340,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 	// pod whatever the allowlist; its proxy and tunnel come at the claim.
 	pk := poolKey(&st, ns, ws, tmp, denyNet, denyUnix, readOnly, sum)
 	sp := &podSpec{cl: cl, ns: ns, st: st, p: p, profile: req.Profile, workspace: ws, tmp: tmp, readOnly: readOnly, denyUnix: denyUnix,
-		hash: settingsHash(pk, &st, egressKey) + "-" + ns, helper: helper, key: pk}
+		hash: settingsHash(pk, &st, egressKey) + "-" + ns, helper: helper, helperSum: sum, key: pk}
 	key := req.Session
 	var annot string
 	switch {
@@ -351,9 +352,14 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 	}
 	// Counted as held before the table is unlocked, so the idle watch
 	// never removes a pod a command is about to use.
+	home := st.Scope == ScopeCluster && key != ""
 	l, ok := e.table.Acquire(key, scopes.KeyFor(key, st.Scope == ScopeShared, sp.hash), func() *podRef {
-		return &podRef{name: randomName(), namespace: ns, cl: cl, workspace: ws, readOnly: readOnly, denyUnix: denyUnix,
-			ready: make(chan struct{}), ephemeral: key == "", egress: plan}
+		name := randomName()
+		if home {
+			name = homePodName(key, sp.hash)
+		}
+		return &podRef{name: name, namespace: ns, cl: cl, workspace: ws, readOnly: readOnly, denyUnix: denyUnix,
+			ready: make(chan struct{}), ephemeral: key == "", egress: plan, home: home}
 	})
 	if !ok {
 		return nil, ErrClosed
@@ -394,7 +400,7 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 		e.removeKept(&reset{pvc: rs.pvc, cl: rs.cl, ns: rs.ns})
 		rs.pvc = ""
 	}
-	if st.WarmPool > 0 {
+	if st.WarmPool > 0 && !home {
 		e.pool.keep(sp, st.WarmPool)
 	}
 	ref.err = b.start(ctx, ref, sp, annot, rs, req)
@@ -417,7 +423,11 @@ func (b *Backend) ensure(ctx context.Context, req *sandbox.Request, plan *egress
 		e.done(ref)
 		return nil, ref.err
 	}
-	if p.idle > 0 && !ref.ephemeral {
+	switch {
+	case p.idle > 0 && ref.home:
+		// A home pod's idleness is every corral's, not this one's.
+		go e.watchHome(ref, p.idle)
+	case p.idle > 0 && !ref.ephemeral:
 		go e.watchIdle(ref, p.idle)
 	}
 	return ref, nil
@@ -455,7 +465,9 @@ func (b *Backend) startPod(ctx context.Context, ref *podRef, sp *podSpec, sessio
 			ref.notes = append(ref.notes, n)
 		}
 	}
-	if sp.st.WarmPool > 0 && (rs == nil || rs.pvc == "") {
+	// A session's home pod has the name every corral finds it by: a free
+	// pod of the pool, named at random, cannot be it.
+	if sp.st.WarmPool > 0 && (rs == nil || rs.pvc == "") && !ref.home {
 		t0 := time.Now()
 		name, err := e.pool.take(ctx, sp, session, ref)
 		if err != nil {
@@ -479,7 +491,13 @@ func (b *Backend) startPod(ctx context.Context, ref *podRef, sp *podSpec, sessio
 		}
 		e.log.Debug("kubernetes.pool.empty", "key", sp.key, "session", session)
 	}
-	pl := sp.plan(ref.name, session, e.self.String())
+	who := e.self.String()
+	if ref.home {
+		// Not this corral's: cleanup must not remove it when this corral
+		// is gone (decide keeps an object with no valid owner).
+		who = HomeOwner
+	}
+	pl := sp.plan(ref.name, session, who)
 	if rs != nil && rs.pvc != "" {
 		pl.claim, pl.existingClaim = rs.pvc, true
 	}
@@ -518,7 +536,14 @@ func (e *Engine) makePod(ctx context.Context, ref *podRef, sp *podSpec, pl podPl
 	if progress != nil {
 		progress("starting a pod in namespace " + pl.namespace)
 	}
-	if np := buildPolicy(pl, sp.profile); np != nil {
+	// A home pod may have been made by another corral serving the same
+	// session: the API server settles the race (one create succeeds, the
+	// others get AlreadyExists and use what it made: createPod).
+	if ref.home {
+		pl.policyName = homePolicyName(pl.name)
+	}
+	np := buildPolicy(pl, sp.profile)
+	if np != nil && !ref.home {
 		if err := cs.create(ctx, pl.namespace, resPolicies, np, &networkingv1.NetworkPolicy{}); err != nil {
 			return apiErr("creating the NetworkPolicy", err)
 		}
@@ -532,8 +557,39 @@ func (e *Engine) makePod(ctx context.Context, ref *podRef, sp *podSpec, pl podPl
 		}
 		ref.pvc = pl.claim
 	}
-	if err := cs.create(ctx, pl.namespace, resPods, buildPod(&sp.st, sp.p, pl), &corev1.Pod{}); err != nil {
-		return apiErr("creating the pod", err)
+	made, uid, err := e.createPod(ctx, ref, buildPod(&sp.st, sp.p, pl))
+	if err != nil {
+		return err
+	}
+	ref.uid = uid
+	if np != nil && made && ref.home {
+		// A home pod's policy is made after it, owned by it (the
+		// garbage collector removes it with this pod, never with a
+		// later pod of the same name), and before any command runs in
+		// it: the pod runs only sleep until its helper is uploaded, and
+		// other corrals use it only once its maker says so.
+		np.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pl.name, UID: uid}}
+		if err := cs.create(ctx, pl.namespace, resPolicies, np, &networkingv1.NetworkPolicy{}); err != nil {
+			return apiErr("creating the NetworkPolicy", err)
+		}
+		ref.policy = true
+	}
+	if !made {
+		// Another corral made it: it is ready for commands once that
+		// corral has uploaded and checked the helper and said so.
+		if err := waitPodUntil(ctx, cs, pl.namespace, pl.name, func(pod *corev1.Pod) bool {
+			return pod.UID == uid && podReady(pod) && pod.Annotations[AnnotationHelper] == sp.helperSum
+		}); err != nil {
+			// Its maker never said it was ready (lost while making it):
+			// the next command makes it afresh.
+			e.removeHome(ref, "not made ready in time by the corral that made it")
+			return err
+		}
+		if err := e.startEgress(ctx, ref, pl.session); err != nil {
+			return err
+		}
+		e.log.Info("kubernetes.pod.found", "pod", pl.name, "namespace", pl.namespace, "session", pl.session, "total", time.Since(t0).String())
+		return nil
 	}
 	if err := waitReady(ctx, cs, pl.namespace, pl.name); err != nil {
 		return err
@@ -541,6 +597,11 @@ func (e *Engine) makePod(ctx context.Context, ref *podRef, sp *podSpec, pl podPl
 	ready := time.Since(t0)
 	if err := e.uploadHelper(ctx, ref, sp.helper); err != nil {
 		return err
+	}
+	if ref.home {
+		if err := annotatePod(ctx, cs, pl.namespace, pl.name, AnnotationHelper, sp.helperSum); err != nil {
+			return apiErr("marking the pod's helper ready", err)
+		}
 	}
 	if err := e.startEgress(ctx, ref, pl.session); err != nil {
 		return err
@@ -625,6 +686,11 @@ func (e *Engine) watchIdle(p *podRef, idle time.Duration) {
 // leave: Failed or Succeeded, an image that cannot be pulled, a
 // configuration the kubelet refuses.
 func waitReady(ctx context.Context, cs *api, ns, name string) error {
+	return waitPodUntil(ctx, cs, ns, name, podReady)
+}
+
+// waitPodUntil is waitReady until ok holds of the pod, not only Ready.
+func waitPodUntil(ctx context.Context, cs *api, ns, name string, ok func(*corev1.Pod) bool) error {
 	delay := 50 * time.Millisecond
 	for {
 		pod := &corev1.Pod{}
@@ -637,7 +703,10 @@ func waitReady(ctx context.Context, cs *api, ns, name string) error {
 		if msg := podStuck(pod); msg != "" {
 			return fmt.Errorf("%w: kubernetes backend: pod %s cannot start: %s", sandbox.ErrUnavailable, name, msg)
 		}
-		if podReady(pod) {
+		if pod.DeletionTimestamp != nil {
+			return fmt.Errorf("%w: kubernetes backend: pod %s is being deleted", sandbox.ErrUnavailable, name)
+		}
+		if ok(pod) {
 			return nil
 		}
 		select {

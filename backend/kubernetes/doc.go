@@ -84,6 +84,16 @@
 // command running when its pod went is sandbox.ErrMayHaveRun, naming the
 // cause; it is never run again.
 //
+// ScopeCluster (issue 29: any replica serves any session): a session's
+// pod is its home, named by the session and the settings (homePodName),
+// made by whichever corral comes first (the API server refuses the
+// others' creates, and they use it once its maker marks its helper
+// checked), owned by no corral (HomeOwner) and removed, conditional on
+// its UID or resourceVersion, when every corral using it has let it sit
+// idle (watchHome). The session's turn, saved state and the marker of
+// its running command live in the pod (HomeDir) and are taken over this
+// corral's agent (Backend.Turn, sandbox.TurnBackend; inside/turn.go).
+//
 // Settings.IdleTimeout: a session pod in which no command (background
 // processes included) has run for that long is removed; the session's
 // next command gets a new pod (from the pool when it can) and a note that

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/transport"
@@ -150,8 +151,16 @@ type podRef struct {
 	ready           chan struct{}
 	err             error
 	ephemeral       bool
-	notes           []string // for the first command's result (under notesMu)
-	notesMu         sync.Mutex
+	// home is set for a session's home pod (ScopeCluster): named by
+	// homePodName, shared with every corral serving the session, and
+	// kept when this corral stops (Close).
+	home bool
+	// uid is a home pod's UID once made or found: its removal is
+	// conditional on it (another corral may have made a pod of the same
+	// name since), and a pod of its name with another UID is not it.
+	uid     types.UID
+	notes   []string // for the first command's result (under notesMu)
+	notesMu sync.Mutex
 
 	agentMu sync.Mutex
 	agent   *agentclient.Conn
@@ -291,10 +300,17 @@ func apiErr(what string, err error) error {
 
 // Release ends the session called name's use of its pod: a session pod is
 // removed, a shared one when no session uses it any more. A workspace PVC
-// kept for the session (a reset) goes too.
+// kept for the session (a reset) goes too. A session's home pod
+// (ScopeCluster) stays: this corral's end of the session is not the
+// session's, which other corral processes may serve; this corral only
+// ends its agent and tunnel there.
 func (e *Engine) Release(name string) {
 	drop, kept := e.table.Release(name)
 	for _, d := range drop {
+		if d.Handle.home {
+			e.detach(d.Handle)
+			continue
+		}
 		e.remove(d.Handle, d.Why)
 	}
 	for _, r := range kept {
@@ -337,7 +353,9 @@ func (e *Engine) removeKept(r *reset) {
 
 // Close removes every pod (with its NetworkPolicy and PVC) this process
 // made, the warm pool's free pods it made included, and refuses further
-// commands.
+// commands. Sessions' home pods (ScopeCluster) stay for the other corral
+// processes that serve their sessions: this one only ends its agent and
+// tunnel in them.
 func (e *Engine) Close() error {
 	all, kept, first := e.table.Close()
 	if first {
@@ -349,6 +367,10 @@ func (e *Engine) Close() error {
 		wg.Go(func() { e.removeKept(r) })
 	}
 	for _, d := range all {
+		if d.Handle.home {
+			wg.Go(func() { e.detach(d.Handle) })
+			continue
+		}
 		wg.Go(func() { e.remove(d.Handle, d.Why) })
 	}
 	wg.Wait()
@@ -360,6 +382,27 @@ func (e *Engine) Close() error {
 // (grace 0): the pod's processes are the session's, and the session is
 // over. A policy is deleted after its pod, so the pod never runs without.
 func (e *Engine) remove(p *podRef, why string) {
+	e.detach(p)
+	if p.cl == nil || p.cl.cs == nil {
+		return
+	}
+	if p.home {
+		e.removeHome(p, why)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := deleteObjects(ctx, p.cl.cs, p.namespace, p.name, p.policy, p.pvc); err != nil {
+		e.log.Warn("kubernetes.pod.remove_failed", "pod", p.name, "namespace", p.namespace, "error", err)
+		return
+	}
+	e.log.Info("kubernetes.pod.removed", "pod", p.name, "namespace", p.namespace, "reason", why)
+}
+
+// detach ends this process's use of p once p is ready (made or failed):
+// its agent (which kills the commands it runs), its tunnel and its lease
+// of the allowlist's proxy; the pod stays.
+func (e *Engine) detach(p *podRef) {
 	<-p.ready
 	p.agentMu.Lock()
 	if p.agent != nil {
@@ -381,16 +424,6 @@ func (e *Engine) remove(p *podRef, why string) {
 		p.release = nil
 	}
 	p.tunMu.Unlock()
-	if p.cl == nil || p.cl.cs == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := deleteObjects(ctx, p.cl.cs, p.namespace, p.name, p.policy, p.pvc); err != nil {
-		e.log.Warn("kubernetes.pod.remove_failed", "pod", p.name, "namespace", p.namespace, "error", err)
-		return
-	}
-	e.log.Info("kubernetes.pod.removed", "pod", p.name, "namespace", p.namespace, "reason", why)
 }
 
 // deleteObjects deletes pod name and, when set, its NetworkPolicy (of

@@ -119,9 +119,9 @@ func keys() []config.Key {
 		},
 		{
 			Name: "kubernetes.scope", Kind: config.KindEnum, Default: DefaultSettings.Scope,
-			Values:  []string{ScopeSession, ScopeShared},
-			Accepts: "session or shared",
-			Doc:     "kubernetes: session (a pod per session) or shared (one pod for every session with the same settings)",
+			Values:  []string{ScopeSession, ScopeShared, ScopeCluster},
+			Accepts: "session, shared or cluster",
+			Doc:     "kubernetes: session (a pod per session), shared (one pod for every session with the same settings) or cluster (a pod per session that every corral process serving the session finds by name and shares: the session's turn, cwd and variables live in it, for the replicas of corral serve)",
 			Field:   func(s *config.Settings) any { return &section(s).Scope },
 		},
 		{

@@ -147,6 +147,11 @@ func (e *Engine) lossOf(ctx context.Context, p *podRef, settle time.Duration) st
 			e.log.Warn("kubernetes.pod.status_failed", "pod", p.name, "namespace", p.namespace, "error", err)
 			return ""
 		}
+		if p.uid != "" && pod.UID != p.uid {
+			// Another corral removed the session's home pod and made
+			// it again: this one is gone.
+			return goneWhy
+		}
 		if why := podLoss(&pod); why != "" {
 			return why
 		}

@@ -112,6 +112,11 @@ type podPlan struct {
 	// existingClaim: the PVC named claim exists already (a session's
 	// workspace kept when its idle pod was removed); it is not made.
 	existingClaim bool
+	// policyName, when set, names the NetworkPolicy instead of name: a
+	// home pod's, one per corral that makes it (homePolicyName), so that
+	// the policy of a pod of the same name being removed is never the
+	// new pod's.
+	policyName string
 }
 
 // systemTrees are paths a workspace may not be mounted at or below: the
@@ -277,9 +282,13 @@ func buildPolicy(pl podPlan, profile sandbox.Profile) *networkingv1.NetworkPolic
 	if profile.HostNetwork() || profile == "" {
 		return nil
 	}
+	name := pl.name
+	if pl.policyName != "" {
+		name = pl.policyName
+	}
 	return &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: pl.name, Namespace: pl.namespace,
+			Name: name, Namespace: pl.namespace,
 			Labels:      map[string]string{LabelManaged: "true", LabelPod: pl.name},
 			Annotations: map[string]string{AnnotationSession: pl.session, AnnotationOwner: pl.owner},
 		},

@@ -56,6 +56,7 @@ type podSpec struct {
 	hash      string // AnnotationSettings
 	key       string // poolKey
 	helper    string // the helper's path on this machine
+	helperSum string // its SHA-256, hex (AnnotationHelper)
 }
 
 // plan returns the podPlan of a pod named name of sp for session and

@@ -18,6 +18,13 @@ const (
 	// ScopeShared gives all sessions with the same settings one pod,
 	// removed when the last of them ends.
 	ScopeShared = "shared"
+	// ScopeCluster gives every session a pod of its own that is the
+	// session's home in the cluster (issue 29): every corral process that
+	// serves the session (the replicas of corral serve) finds it by its
+	// name (homePodName), and the session's turn, saved state and running
+	// command live in it (Backend.Turn), so any of them serves the
+	// session's next call. Its pod outlives the corral that made it.
+	ScopeCluster = "cluster"
 )
 
 // Storage kinds of Settings.Storage.
@@ -110,9 +117,14 @@ func (s *Settings) check() (*parsed, error) {
 		return fmt.Errorf("%w: kubernetes.%s %q %s", sandbox.ErrBadRequest, key, val, reason)
 	}
 	switch s.Scope {
-	case ScopeSession, ScopeShared:
+	case ScopeSession, ScopeShared, ScopeCluster:
 	default:
-		return nil, bad("scope", s.Scope, "is not session or shared")
+		return nil, bad("scope", s.Scope, "is not session, shared or cluster")
+	}
+	if s.Scope == ScopeCluster && s.Storage == StoragePVC {
+		// A PVC kept between a session's pods would have to be shared
+		// by every corral serving it: not built yet.
+		return nil, bad("storage", s.Storage, "is not available with kubernetes.scope cluster yet; use emptyDir")
 	}
 	if s.Image == "" {
 		return nil, fmt.Errorf("%w: kubernetes.image is empty", sandbox.ErrBadRequest)

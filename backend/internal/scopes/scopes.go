@@ -407,6 +407,18 @@ func (t *Table[H, R]) Idle(h H, idle time.Duration, keep func() R) (Verdict, *Dr
 	return Taken, t.retireLocked(e, "idle timeout")
 }
 
+// Use reports whether h is in the table (ok), held by a command now
+// (busy), and when its last command ended (or it was made).
+func (t *Table[H, R]) Use(h H) (busy bool, last time.Time, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.held[h]
+	if t.closed || e == nil || e.st != live {
+		return false, time.Time{}, false
+	}
+	return e.refs > 0, e.last, true
+}
+
 // Release ends session's use of its sandboxes: each that no other
 // session names is handed back (WhyEnded), held or not. resets are the
 // values of the resets no session names any more
