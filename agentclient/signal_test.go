@@ -44,15 +44,14 @@ func TestSignalAtStart(t *testing.T) {
 func TestStuckAgentEndsSandbox(t *testing.T) {
 	c, agent := localAgent(t)
 	defer agent.Process.Signal(syscall.SIGCONT)
-	req := &sandbox.Request{Argv: []string{"sleep", "600"}, Timeout: time.Second}
+	// Stopped from Wait's own report that the command runs (OnStart):
+	// a second reader of StartedC would race Wait for its one value.
+	req := &sandbox.Request{Argv: []string{"sleep", "600"}, Timeout: time.Second,
+		OnStart: func(int) { agent.Process.Signal(syscall.SIGSTOP) }}
 	s, err := c.Start(req, []string{"PATH=/usr/bin:/bin"}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		<-s.StartedC()
-		agent.Process.Signal(syscall.SIGSTOP)
-	}()
 	stuck := make(chan string, 1)
 	_, err = Wait(context.Background(), req, s, time.Now(), WaitOptions{KillGrace: 100 * time.Millisecond, StuckAfter: 200 * time.Millisecond,
 		Stuck: func(why string) {
