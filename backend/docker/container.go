@@ -338,7 +338,7 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	spec.Config.Labels[LabelOwner] = e.self.String()
 	// The same policy in the engine's form; the hash, and so a session's
 	// container found again, is the policy's.
-	if err := adaptHost(spec.Host, fl, e.opts.ProfileDir); err != nil {
+	if err := adaptHost(spec.Config, spec.Host, fl, e.opts.ProfileDir, req.Policy.Limits.CPUSeconds); err != nil {
 		return err
 	}
 	res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: spec.Config, HostConfig: spec.Host, Name: c.name})

@@ -148,12 +148,12 @@ func getJSON(ctx context.Context, cli *client.Client, path string, v any) error 
 func engineFacts(ctx context.Context, cli *client.Client, fl Flavor, in engineInfo, addr string) EngineFacts {
 	f := EngineFacts{Flavor: fl, CgroupVersion: in.CgroupVersion, UIDRanges: -1, GIDRanges: -1, Local: strings.HasPrefix(addr, "unix://")}
 	if !fl.Podman {
-		f.Flavor.NoLimits = ignoresLimits(fl, in, nil)
+		f.Flavor = limitsPlan(fl, ignoresLimits(fl, in, nil), in.KernelVersion)
 		return f
 	}
 	var li libpodInfo
 	err := getJSON(ctx, cli, libpodInfoPath, &li)
-	f.Flavor.NoLimits = ignoresLimits(fl, in, li.controllers())
+	f.Flavor = limitsPlan(fl, ignoresLimits(fl, in, li.controllers()), in.KernelVersion)
 	if err == nil {
 		if v := strings.TrimPrefix(li.Host.CgroupVersion, "v"); v != "" {
 			f.CgroupVersion = v
