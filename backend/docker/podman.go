@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
@@ -252,6 +253,9 @@ func adaptHost(cfg *container.Config, hc *container.HostConfig, f Flavor, dir st
 		if hc.UsernsMode != "keep-id" {
 			return fmt.Errorf("%w: docker backend: this rootless engine %s, so corral holds containers' limits per process, and the process limit (RLIMIT_NPROC, docker.pids_limit) counts the processes of a user namespace: the container needs one of its own (--userns=keep-id, corral's default), not %q from docker.extra_run_args; nothing was run", sandbox.ErrPolicy, f.PerProcess, string(hc.UsernsMode))
 		}
+		if hc.Memory > 0 && hc.Memory < minPerProcessMemory {
+			return fmt.Errorf("%w: docker backend: docker.memory is %d MiB, and this rootless engine %s, so corral holds it per process (RLIMIT_DATA), on its own helpers in the container too, which need %d MiB: raise docker.memory to %dm or more; nothing was run", sandbox.ErrPolicy, hc.Memory>>20, f.PerProcess, minPerProcessMemory>>20, minPerProcessMemory>>20)
+		}
 		var pids int64
 		if hc.PidsLimit != nil {
 			pids = *hc.PidsLimit
@@ -263,6 +267,14 @@ func adaptHost(cfg *container.Config, hc *container.HostConfig, f Flavor, dir st
 	}
 	return nil
 }
+
+// minPerProcessMemory is the least docker.memory, in bytes, that holds
+// per process (perProcessRlimits): corral's helpers in the container,
+// Go programs, run under it too, and one did not start below 72 to 76
+// MiB of RLIMIT_DATA (corral-helper and corral, Go 1.26, measured with
+// prlimit --data; the Go runtime maps its first heap at start), so the
+// container could run nothing.
+const minPerProcessMemory = 128 << 20
 
 // perProcessRlimits returns the limits of a container whose engine
 // cannot limit it by cgroups (Flavor.PerProcess), as reexec.RlimitsEnv's
@@ -473,3 +485,27 @@ func noLimitsErr(why string) error {
 
 // noLimitsFix is what to do about an engine that ignores limits.
 const noLimitsFix = "use a rootful engine (Podman: sudo podman system service --time=0 unix:///run/podman/podman.sock, then docker.host: unix:///run/podman/podman.sock), or a host with cgroup v2 (systemd.unified_cgroup_hierarchy=1) where the rootless engine runs in a systemd user session, which delegates the memory, pids and cpu controllers"
+
+// perProcessLimitHit names the per-process limit (perProcessRlimits) that
+// most likely ended res, a command in a container whose engine cannot
+// limit it by cgroups, from the end of its stderr, or "": the process
+// limit when a fork was refused (reported even when the command went
+// on, as bwrap does), the CPU limit when it died of SIGXCPU (the soft
+// RLIMIT_CPU of cpuSeconds), the memory limit when a program said an
+// allocation failed; none for a command that timed out (corral ended
+// it) or, but for the process limit, succeeded. Pure.
+func perProcessLimitHit(res *sandbox.Result, cpuSeconds int, stderr string) string {
+	switch {
+	case res.TimedOut:
+		return ""
+	case sandbox.ForkRefused(stderr):
+		return sandbox.LimitContainerProcs
+	case res.ExitCode == 0:
+		return ""
+	case cpuSeconds > 0 && res.Signal == int(syscall.SIGXCPU):
+		return sandbox.LimitCPU
+	case sandbox.RanOutOfMemory(stderr):
+		return sandbox.LimitContainerProcessMemory
+	}
+	return ""
+}

@@ -6,12 +6,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 
 	"github.com/corralhq/corral/reexec"
+	"github.com/corralhq/corral/sandbox"
 )
 
 func TestFlavorOf(t *testing.T) {
@@ -59,6 +61,7 @@ func TestAdaptHost(t *testing.T) {
 		{"extra_run_args' user namespace stays", Flavor{Podman: true, Rootless: true}, "host", dir, []string{"no-new-privileges", "seccomp=" + file, mask}, "host", ""},
 		{"per-process limits want keep-id", Flavor{Podman: true, Rootless: true, PerProcess: "runs on cgroup v1"}, "", dir, []string{"no-new-privileges", "seccomp=" + file, mask}, "keep-id", ""},
 		{"per-process limits refuse another user namespace", Flavor{Podman: true, Rootless: true, PerProcess: "runs on cgroup v1"}, "host", dir, nil, "", "RLIMIT_NPROC"},
+		{"per-process limits want memory for the helpers", Flavor{Podman: true, Rootless: true, PerProcess: "runs on cgroup v1"}, "", dir, nil, "", "need 128 MiB"},
 		{"podman without a directory refuses", Flavor{Podman: true}, "", "", nil, "", "no directory"},
 		{"podman with a relative directory refuses", Flavor{Podman: true}, "", "seccomp", nil, "", "no directory"},
 	} {
@@ -66,6 +69,9 @@ func TestAdaptHost(t *testing.T) {
 			hc := &container.HostConfig{SecurityOpt: []string{"no-new-privileges", "seccomp=" + profile}, UsernsMode: container.UsernsMode(tc.userns), MaskedPaths: []string{"/proc/kcore", "/proc/interrupts"}}
 			pids := int64(256)
 			hc.PidsLimit, hc.Memory = &pids, 1<<30
+			if strings.Contains(tc.name, "memory for the helpers") {
+				hc.Memory = 127 << 20
+			}
 			cfg := &container.Config{Env: []string{"HOME=/tmp", reexec.RlimitsEnv + "=nproc=100000:100000"}}
 			err := adaptHost(cfg, hc, tc.f, tc.dir, 30)
 			if tc.wantErr != "" {
@@ -393,5 +399,33 @@ func TestDescribePerProcess(t *testing.T) {
 				t.Errorf("%q has %q", got, w)
 			}
 		}
+	}
+}
+
+// TestPerProcessLimitHit: which per-process limit ended a command in a
+// container its engine cannot limit by cgroups.
+func TestPerProcessLimitHit(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		res    sandbox.Result
+		cpu    int
+		stderr string
+		want   string
+	}{
+		{"success", sandbox.Result{}, 30, "", ""},
+		{"a refused fork, though the command went on", sandbox.Result{}, 30, "bash: fork: retry: Resource temporarily unavailable", sandbox.LimitContainerProcs},
+		{"a refused fork, and it failed", sandbox.Result{ExitCode: 2}, 30, "sh: 1: Cannot fork", sandbox.LimitContainerProcs},
+		{"SIGXCPU", sandbox.Result{ExitCode: 152, Signal: int(syscall.SIGXCPU)}, 30, "", sandbox.LimitCPU},
+		{"SIGXCPU without cpu_seconds is not the limit", sandbox.Result{ExitCode: 152, Signal: int(syscall.SIGXCPU)}, 0, "", ""},
+		{"MemoryError", sandbox.Result{ExitCode: 1}, 30, "Traceback (most recent call last):\nMemoryError\n", sandbox.LimitContainerProcessMemory},
+		{"MemoryError printed by a command that succeeded", sandbox.Result{}, 30, "MemoryError", ""},
+		{"timed out", sandbox.Result{ExitCode: 137, TimedOut: true, Signal: int(syscall.SIGKILL)}, 30, "MemoryError bash: fork: retry", ""},
+		{"a plain failure", sandbox.Result{ExitCode: 1}, 30, "error: no such file", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := perProcessLimitHit(&tc.res, tc.cpu, tc.stderr); got != tc.want {
+				t.Errorf("perProcessLimitHit = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
