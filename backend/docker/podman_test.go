@@ -247,6 +247,8 @@ func TestEngineProblems(t *testing.T) {
 			f.UIDRanges, f.GIDRanges, f.Flavor.NoLimits = 2, 2, "has no memory, pids cgroup controller delegated to its user, so it cannot limit containers"
 		}), []string{"no memory, pids cgroup controller"}, []string{"systemd user session"}},
 		{"podman without catatonit", with(ok(podman, "2"), func(f *EngineFacts) { f.InitFound = false }), []string{catatoni}, []string{"apt-get install catatonit"}},
+		{"podman without the init containers.conf names", with(ok(podman, "2"), func(f *EngineFacts) { f.InitFound, f.InitPath = false, "/opt/init/catatonit" }), []string{"not at /opt/init/catatonit, the init_path containers.conf sets"}, []string{"set init_path in containers.conf"}},
+		{"podman with the init containers.conf names", with(ok(podman, "2"), func(f *EngineFacts) { f.InitPath = "/opt/init/catatonit" }), nil, nil},
 		{"a remote podman's init is not judged", with(ok(podman, "2"), func(f *EngineFacts) { f.InitFound, f.Local = false, false }), nil, nil},
 		{"rootless podman without subuids", with(ok(rootless, "2"), func(f *EngineFacts) { f.UIDRanges, f.GIDRanges = 1, 2 }), []string{subids}, []string{"usermod --add-subuids"}},
 		{"rootless podman without subgids", with(ok(rootless, "2"), func(f *EngineFacts) { f.UIDRanges, f.GIDRanges = 2, 1 }), []string{subids}, []string{"--add-subgids"}},
@@ -425,6 +427,74 @@ func TestPerProcessLimitHit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := perProcessLimitHit(&tc.res, tc.cpu, tc.stderr); got != tc.want {
 				t.Errorf("perProcessLimitHit = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestContainersConfFiles: the containers.conf files Podman reads, in
+// the order their settings apply.
+func TestContainersConfFiles(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	dirs := map[string][]string{
+		"/etc/containers/containers.conf.d":            {"10-a.conf", "20-b.conf", "README"},
+		"/home/u/.config/containers/containers.conf.d": {"x.conf"},
+		"/xdg/containers/containers.conf.d":            {"y.conf"},
+	}
+	names := func(d string) []string { return dirs[d] }
+	system := []string{"/usr/share/containers/containers.conf", "/etc/containers/containers.conf", "/etc/containers/containers.conf.d/10-a.conf", "/etc/containers/containers.conf.d/20-b.conf"}
+	for _, tc := range []struct {
+		name     string
+		rootless bool
+		env      func(string) string
+		want     []string
+	}{
+		{"rootful", false, env("HOME", "/root"), system},
+		{"rootless, HOME", true, env("HOME", "/home/u"), append(slices.Clone(system), "/home/u/.config/containers/containers.conf", "/home/u/.config/containers/containers.conf.d/x.conf")},
+		{"rootless, XDG_CONFIG_HOME", true, env("HOME", "/home/u", "XDG_CONFIG_HOME", "/xdg"), append(slices.Clone(system), "/xdg/containers/containers.conf", "/xdg/containers/containers.conf.d/y.conf")},
+		{"rootless, a relative XDG_CONFIG_HOME and no HOME", true, env("XDG_CONFIG_HOME", "rel"), system},
+		{"CONTAINERS_CONF alone", true, env("HOME", "/home/u", "CONTAINERS_CONF", "/ci/containers.conf"), []string{"/ci/containers.conf"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := containersConfFiles(tc.rootless, tc.env, names); !slices.Equal(got, tc.want) {
+				t.Errorf("containersConfFiles = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestInitPathOf: containers.conf's init_path, the last file that sets it
+// winning.
+func TestInitPathOf(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		confs []string
+		want  string
+	}{
+		{"none", nil, ""},
+		{"Debian's, all commented", []string{"[containers]\n# init_path = \"/usr/libexec/podman/catatonit\"\n"}, ""},
+		{"set", []string{"[containers]\ninit_path = \"/opt/catatonit\"\n"}, "/opt/catatonit"},
+		{"another table's key", []string{"[engine]\ninit_path = \"/opt/x\"\n"}, ""},
+		{"a later file wins", []string{"[containers]\ninit_path = \"/a\"\n", "[containers]\ninit_path = '/b'\n"}, "/b"},
+		{"a later file that does not set it keeps it", []string{"[containers]\ninit_path = \"/a\"\n", "[containers]\ndefault_ulimits = [\"nofile=1:1\"]\n"}, "/a"},
+		{"a file that is not TOML is passed over", []string{"[containers]\ninit_path = \"/a\"\n", "[containers\ninit_path = /b"}, "/a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var confs [][]byte
+			for _, c := range tc.confs {
+				confs = append(confs, []byte(c))
+			}
+			if got := initPathOf(confs); got != tc.want {
+				t.Errorf("initPathOf = %q, want %q", got, tc.want)
 			}
 		})
 	}
