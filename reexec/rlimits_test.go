@@ -1,6 +1,9 @@
 package reexec
 
 import (
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -67,5 +70,70 @@ func TestLowered(t *testing.T) {
 		if got := lowered(tc.cur, tc.want); got != tc.got {
 			t.Errorf("lowered(%+v, %+v) = %+v, want %+v", tc.cur, tc.want, got, tc.got)
 		}
+	}
+}
+
+// limitsHelper prints, from the helper itself, its limits of data, nproc
+// and cpu (soft:hard, -1 unlimited) and whether RlimitsEnv is still in
+// its environment.
+const limitsHelper = "__reexec-test-limits"
+
+func init() {
+	Register(limitsHelper, func([]string) int {
+		var out []string
+		for _, r := range []int{unix.RLIMIT_DATA, unix.RLIMIT_NPROC, unix.RLIMIT_CPU} {
+			var l unix.Rlimit
+			if err := unix.Getrlimit(r, &l); err != nil {
+				return 1
+			}
+			n := func(v uint64) string {
+				if v == unix.RLIM_INFINITY {
+					return "-1"
+				}
+				return strconv.FormatUint(v, 10)
+			}
+			out = append(out, n(l.Cur)+":"+n(l.Max))
+		}
+		_, set := os.LookupEnv(RlimitsEnv)
+		os.Stdout.WriteString(strings.Join(out, " ") + " " + strconv.FormatBool(set) + "\n")
+		return 0
+	})
+}
+
+// TestInitAppliesRlimits: a helper started with RlimitsEnv holds those
+// limits (never above its own) before its mode runs and hides the
+// variable from what it starts; one given a value it cannot read runs
+// nothing.
+func TestInitAppliesRlimits(t *testing.T) {
+	var nproc unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &nproc); err != nil {
+		t.Fatal(err)
+	}
+	run := func(v string) (string, error) {
+		cmd := exec.Command(os.Args[0], limitsHelper)
+		cmd.Env = append(os.Environ(), RlimitsEnv+"="+v)
+		out, err := cmd.Output()
+		return string(out), err
+	}
+	out, err := run("data=536870912:536870912,nproc=100:100,cpu=30:-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpuHard := "-1"
+	var cpu unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_CPU, &cpu); err == nil && cpu.Max != unix.RLIM_INFINITY {
+		cpuHard = strconv.FormatUint(cpu.Max, 10)
+	}
+	nprocWant := "100:100"
+	if nproc.Max < 100 {
+		nprocWant = strconv.FormatUint(nproc.Max, 10) + ":" + strconv.FormatUint(nproc.Max, 10)
+	}
+	if want := "536870912:536870912 " + nprocWant + " 30:" + cpuHard + " false\n"; out != want {
+		t.Errorf("the helper's limits: %q, want %q", out, want)
+	}
+	// Unreadable: exit 125, the mode never ran.
+	out, err = run("as=1:1")
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 125 || out != "" || !strings.Contains(string(ee.Stderr), RlimitsEnv) {
+		t.Errorf("a bad %s: %q, %v, want exit 125 and nothing run", RlimitsEnv, out, err)
 	}
 }
