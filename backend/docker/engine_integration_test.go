@@ -125,6 +125,8 @@ func TestEngineLimitsOrRefusal(t *testing.T) {
 	}
 	if named != refuse || d.Facts == nil {
 		t.Errorf("doctor's problems %+v (facts %+v), want the limits one: %v", d.Problems, d.Facts, refuse)
+	} else if (d.Facts.Flavor.PerProcess != "") != perProcess {
+		t.Errorf("doctor's facts %+v, want limits per process: %v", d.Facts, perProcess)
 	}
 
 	marker := filepath.Join(f.ws, "ran")
