@@ -228,11 +228,12 @@ func podmanFix(msg string) string {
 //
 // Where the engine's limits hold per process (Flavor.PerProcess), the
 // container's environment cfg.Env carries them as rlimits
-// (perProcessRlimits, with cpuSeconds, the request's cpu_seconds), and a user namespace other than keep-id
-// is refused: RLIMIT_NPROC counts a user's processes per user namespace
-// (kernel/ucount.c), and keep-id gives each container one of its own,
-// while another namespace may hold the service's and other containers'
-// processes too.
+// (perProcessRlimits, with cpuSeconds, the request's cpu_seconds); a
+// user namespace other than keep-id is refused (RLIMIT_NPROC counts a
+// user's processes per user namespace, kernel/ucount.c, and keep-id
+// gives each container one of its own, while another may hold the
+// service's and other containers' processes too), and so is a
+// docker.memory below minPerProcessMemory.
 func adaptHost(cfg *container.Config, hc *container.HostConfig, f Flavor, dir string, cpuSeconds int) error {
 	if !f.Podman {
 		return nil
@@ -484,7 +485,7 @@ func noLimitsErr(why string) error {
 }
 
 // noLimitsFix is what to do about an engine that ignores limits.
-const noLimitsFix = "use a rootful engine (Podman: sudo podman system service --time=0 unix:///run/podman/podman.sock, then docker.host: unix:///run/podman/podman.sock), or a host with cgroup v2 (systemd.unified_cgroup_hierarchy=1) where the rootless engine runs in a systemd user session, which delegates the memory, pids and cpu controllers"
+const noLimitsFix = "use rootless Podman on Linux 5.14 or later, where corral holds the limits per process, or a rootful engine (Podman: sudo podman system service --time=0 unix:///run/podman/podman.sock, then docker.host: unix:///run/podman/podman.sock), or a host with cgroup v2 (systemd.unified_cgroup_hierarchy=1) where the rootless engine runs in a systemd user session, which delegates the memory, pids and cpu controllers"
 
 // perProcessLimitHit names the per-process limit (perProcessRlimits) that
 // most likely ended res, a command in a container whose engine cannot
