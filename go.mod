@@ -3,6 +3,7 @@ module github.com/corralhq/corral
 go 1.26.0
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/andybalholm/brotli v1.3.0
 	github.com/containerd/errdefs v1.0.0
 	github.com/creack/pty v1.1.24

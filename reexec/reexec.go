@@ -58,7 +58,7 @@ const ProtocolMode = "__corral-helper-protocol"
 // run. A variable, not a constant, only so that tests can build an
 // executable of another protocol (-ldflags -X
 // github.com/corralhq/corral/reexec.protocolVersion=...).
-var protocolVersion = "1"
+var protocolVersion = "2"
 
 func init() {
 	Register(ProtocolMode, func([]string) int {
@@ -184,6 +184,14 @@ func Init() bool {
 	m, args, ok := Lookup(os.Args, os.Getenv)
 	if !ok {
 		return false
+	}
+	// Limits the helper must hold before anything runs (RlimitsEnv): a
+	// helper that cannot set them runs nothing.
+	if v, set := os.LookupEnv(RlimitsEnv); set {
+		if err := applyRlimits(v); err != nil {
+			fmt.Fprintf(os.Stderr, "corral helper: the sandbox's limits: %v\n", err)
+			os.Exit(125)
+		}
 	}
 	os.Exit(m(args))
 	return true // not reached

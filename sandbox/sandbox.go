@@ -229,7 +229,8 @@ type Result struct {
 	CPUTime time.Duration
 	// LimitHit names the limit that most likely ended the command (one of
 	// the Limit* names: "cpu", "memory", "command-memory", "procs",
-	// "container-memory") or is empty. See LimitMessage.
+	// "container-memory", "container-process-memory", "container-procs",
+	// "pod-memory") or is empty. See LimitMessage.
 	LimitHit string
 	// MemoryKills is how many of the command's processes the kernel's OOM
 	// killer ended under the whole command's memory limit (the memory

@@ -140,6 +140,8 @@ func TestLimitMessage(t *testing.T) {
 		{hit: LimitMemory, want: []string{"memory", "memory_mb", "--memory-mb", strconv.Itoa(lim.MemoryMB) + " MiB of memory per process: RLIMIT_DATA"}, notWant: []string{"cpu_seconds", "max_procs", "address space"}},
 		{hit: LimitCommandMemory, want: []string{"killed by its memory limit", "memory_mb", "--memory-mb", strconv.Itoa(lim.MemoryMB) + " MiB for the whole command"}, notWant: []string{"cpu_seconds", "max_procs", "address space"}},
 		{hit: LimitProcs, want: []string{"process", "max_procs", "--max-procs", strconv.Itoa(lim.MaxProcs) + " processes"}, notWant: []string{"cpu_seconds", "memory_mb"}},
+		{hit: LimitContainerProcessMemory, want: []string{"ran out of memory", "docker.memory", "per process, not in total", "RLIMIT_DATA"}, notWant: []string{"memory_mb", "cpu_seconds", "max_procs", "address space"}},
+		{hit: LimitContainerProcs, want: []string{"process limit", "docker.pids_limit", "RLIMIT_NPROC"}, notWant: []string{"memory_mb", "cpu_seconds", "max_procs"}},
 		{hit: ""},
 		{hit: "disk"},
 	} {
@@ -225,3 +227,39 @@ func (nameOnly) Run(context.Context, *Request) (*Result, error) { return nil, ni
 type withTraits struct{ nameOnly }
 
 func (withTraits) Traits() Traits { return Traits{HostPaths: true} }
+
+// TestRanOutOfMemory and TestForkRefused: what programs print when an
+// allocation fails under RLIMIT_DATA, or a fork at RLIMIT_NPROC.
+func TestRanOutOfMemory(t *testing.T) {
+	for text, want := range map[string]bool{
+		"Traceback (most recent call last):\n  File \"<string>\", line 1\nMemoryError\n":    true,
+		"fatal error: runtime: out of memory":                                               true,
+		"FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory": true,
+		"cc1: out of memory allocating 4072 bytes":                                          true,
+		"java.lang.OutOfMemoryError: Java heap space":                                       true,
+		"bash: xmalloc: cannot allocate 8 bytes":                                            true,
+		"":                                                                                  false,
+		"error: file not found":                                                             false,
+		"bash: fork: Resource temporarily unavailable":                                      false,
+	} {
+		if got := RanOutOfMemory(text); got != want {
+			t.Errorf("RanOutOfMemory(%q) = %v, want %v", text, got, want)
+		}
+	}
+}
+
+func TestForkRefused(t *testing.T) {
+	for text, want := range map[string]bool{
+		"bash: fork: Resource temporarily unavailable":        true,
+		"bash: fork: retry: Resource temporarily unavailable": true,
+		"sh: 1: Cannot fork":                                  true,
+		"sh: can't fork: Resource temporarily unavailable":    true,
+		"":            false,
+		"MemoryError": false,
+		"BlockingIOError: [Errno 11] Resource temporarily unavailable": false,
+	} {
+		if got := ForkRefused(text); got != want {
+			t.Errorf("ForkRefused(%q) = %v, want %v", text, got, want)
+		}
+	}
+}

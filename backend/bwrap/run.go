@@ -1057,12 +1057,8 @@ func limitHit(res *sandbox.Result, lim sandbox.Limits, stderr *tail.Buffer) stri
 	}
 	// The process limit is reported even when the command recovered from
 	// refused forks: the person should know it was reached.
-	if stderr != nil && lim.MaxProcs > 0 {
-		t := strings.ToLower(stderr.String())
-		if strings.Contains(t, "fork: resource temporarily unavailable") ||
-			strings.Contains(t, "fork: retry") || strings.Contains(t, "can't fork") || strings.Contains(t, "cannot fork") {
-			return sandbox.LimitProcs
-		}
+	if stderr != nil && lim.MaxProcs > 0 && sandbox.ForkRefused(stderr.String()) {
+		return sandbox.LimitProcs
 	}
 	if res.ExitCode == 0 {
 		return ""
@@ -1073,30 +1069,10 @@ func limitHit(res *sandbox.Result, lim sandbox.Limits, stderr *tail.Buffer) stri
 			return sandbox.LimitCPU
 		}
 	}
-	if stderr != nil {
-		t := strings.ToLower(stderr.String())
-		if lim.MemoryMB > 0 {
-			for _, pat := range memoryPatterns {
-				if strings.Contains(t, pat) {
-					return sandbox.LimitMemory
-				}
-			}
-		}
+	if stderr != nil && lim.MemoryMB > 0 && sandbox.RanOutOfMemory(stderr.String()) {
+		return sandbox.LimitMemory
 	}
 	return ""
-}
-
-// memoryPatterns are (lower-cased) messages programs print when an
-// allocation fails under RLIMIT_DATA: mmap(2) and brk(2) fail with ENOMEM
-// (strerror "Cannot allocate memory"), and runtimes say it their way
-// (Python's MemoryError, Go's "fatal error: runtime: out of memory",
-// V8's "Fatal process out of memory", the JVM's "There is insufficient
-// memory for the Java Runtime Environment" or OutOfMemoryError).
-var memoryPatterns = []string{
-	"memoryerror", "cannot allocate memory", "out of memory", "bad_alloc",
-	"memory exhausted", "xmalloc: cannot allocate", "failed to reserve",
-	"allocation failed", "could not allocate", "unable to allocate",
-	"insufficient memory", "outofmemoryerror",
 }
 
 func isTerminal(f *os.File) bool {

@@ -338,7 +338,7 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	spec.Config.Labels[LabelOwner] = e.self.String()
 	// The same policy in the engine's form; the hash, and so a session's
 	// container found again, is the policy's.
-	vols, err := adaptHost(spec.Host, fl, e.opts.ProfileDir, c.name, e.opts.ReviewDir)
+	vols, err := adaptHost(spec.Config, spec.Host, fl, e.opts.ProfileDir, c.name, e.opts.ReviewDir, req.Policy.Limits.CPUSeconds)
 	if err != nil {
 		return err
 	}

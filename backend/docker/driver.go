@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -166,6 +167,13 @@ func doctor(ctx context.Context, in registry.Instance, st *config.Settings, use 
 			kind = " (Podman)"
 		}
 		add("ok   docker engine %s%s at %s (from %s; API %s; engine accepts %s and later)", dd.Version, kind, dd.Addr, dd.From, dd.APIVersion, dd.MinAPIVersion)
+		if dd.Facts != nil && dd.Facts.Flavor.PerProcess != "" {
+			ds := SettingsOf(st)
+			if p, err := ds.check(os.Getuid(), os.Getgid()); err == nil {
+				dd.Limits = describePerProcess(dd.Facts.Flavor.PerProcess, p.memory, int64(ds.PidsLimit), st.Limits().CPUSeconds)
+				add("ok   docker %s", dd.Limits)
+			}
+		}
 		for _, p := range dd.Problems {
 			add("%s docker engine: %s", bad, p.What)
 			fixes = append(fixes, "fix:   "+p.Fix)

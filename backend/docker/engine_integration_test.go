@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,10 +45,13 @@ func hostCgroupV1(t *testing.T) bool {
 // says (CORRAL_TEST_ENGINE: docker, the default, podman-rootful,
 // podman-rootless), and corral either runs a command on it or, for an
 // engine that would ignore every limit of the container (the run says
-// so in CORRAL_TEST_ENGINE_LIMITS=ignored, "enforced" by default; a
-// rootless engine on a cgroup v1 machine must be that), refuses it:
-// ErrUnavailable naming the cause and the fix, nothing run, no container
-// made; doctor names the same problem exactly then.
+// so in CORRAL_TEST_ENGINE_LIMITS=ignored, "enforced" by default),
+// refuses it: ErrUnavailable naming the cause and the fix, nothing run,
+// no container made; doctor names the same problem exactly then. A
+// rootless engine on a cgroup v1 machine must be "ignored" or
+// "per-process": there rootless Podman's containers get their limits as
+// rlimits (perProcessUlimits), which every process of the container,
+// one exec'd as corral's commands are, must carry.
 func TestEngineLimitsOrRefusal(t *testing.T) {
 	f := newFixture(t, nil)
 	ctx := context.Background()
@@ -70,12 +74,49 @@ func TestEngineLimitsOrRefusal(t *testing.T) {
 	if limits == "" {
 		limits = "enforced"
 	}
-	if fl.Rootless && hostCgroupV1(t) && limits != "ignored" {
+	if fl.Rootless && hostCgroupV1(t) && limits != "ignored" && limits != "per-process" {
 		t.Fatalf("a rootless engine on this cgroup v1 machine, but CORRAL_TEST_ENGINE_LIMITS says %q", limits)
 	}
 	refuse := limits == "ignored"
-	if (fl.NoLimits != "") != refuse {
+	perProcess := limits == "per-process"
+	if (fl.NoLimits != "") != refuse || (fl.PerProcess != "") != perProcess {
 		t.Errorf("flavor %+v: corral's reading of the limits, want them %s", fl, limits)
+	}
+	if perProcess {
+		// Each limit as the kernel holds it for a process of the
+		// container (proc(5)'s limits: soft, hard), the session's
+		// first command and a later one alike.
+		req := &sandbox.Request{Argv: []string{"cat", "/proc/self/limits"}, Policy: sandbox.Policy{Workdir: f.ws, Profile: sandbox.ProfileWorkspace, Limits: sandbox.Limits{CPUSeconds: 17}}, Session: "limits", Timeout: time.Minute}
+		for i := range 2 {
+			var out strings.Builder
+			req.Stdout = &out
+			res, err := f.b.Run(ctx, req)
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("Run %d: %v %+v", i, err, res)
+			}
+			p, err := f.b.st.check(os.Getuid(), os.Getgid())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string][2]string{
+				"Max data size": {strconv.FormatInt(p.memory, 10), strconv.FormatInt(p.memory, 10)},
+				"Max processes": {strconv.Itoa(f.b.st.PidsLimit), strconv.Itoa(f.b.st.PidsLimit)},
+				"Max cpu time":  {"17", "unlimited"},
+			}
+			for line := range strings.SplitSeq(out.String(), "\n") {
+				for name, w := range want {
+					if rest, ok := strings.CutPrefix(line, name); ok {
+						if fs := strings.Fields(rest); len(fs) < 2 || fs[0] != w[0] || fs[1] != w[1] {
+							t.Errorf("%s: %q, want soft %s, hard %s", name, rest, w[0], w[1])
+						}
+						delete(want, name)
+					}
+				}
+			}
+			if len(want) > 0 {
+				t.Errorf("no %v in the container's limits:\n%s", want, out.String())
+			}
+		}
 	}
 	d := f.e.Diagnose(ctx, f.b.st)
 	named := false
@@ -84,6 +125,8 @@ func TestEngineLimitsOrRefusal(t *testing.T) {
 	}
 	if named != refuse || d.Facts == nil {
 		t.Errorf("doctor's problems %+v (facts %+v), want the limits one: %v", d.Problems, d.Facts, refuse)
+	} else if (d.Facts.Flavor.PerProcess != "") != perProcess {
+		t.Errorf("doctor's facts %+v, want limits per process: %v", d.Facts, perProcess)
 	}
 
 	marker := filepath.Join(f.ws, "ran")

@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 
+	"github.com/BurntSushi/toml"
 	"github.com/moby/moby/client"
 )
 
@@ -33,9 +35,14 @@ type EngineFacts struct {
 	// host is this machine and InitFound means something.
 	Local bool `json:"local"`
 	// InitFound is set when Podman's container init, catatonit, is at one
-	// of the paths Podman 4.3 looks in (podmanInitPaths); meaningful only
-	// when Local.
+	// of the paths Podman 4.3 looks in (podmanInitPaths), or at InitPath
+	// when that is set; meaningful only when Local.
 	InitFound bool `json:"init_found"`
+	// InitPath is containers.conf's init_path ([containers]) where one
+	// of the files Podman reads sets it (containersConfFiles,
+	// initPathOf), the one path Podman then runs containers' init from;
+	// "" when none sets it.
+	InitPath string `json:"init_path,omitempty"`
 }
 
 // Problem is one piece the engine lacks for corral's containers: what is
@@ -75,7 +82,13 @@ func engineProblems(f EngineFacts) []Problem {
 			Fix:  noLimitsFix,
 		})
 	}
-	if f.Flavor.Podman && f.Local && !f.InitFound {
+	if f.Flavor.Podman && f.Local && !f.InitFound && f.InitPath != "" {
+		ps = append(ps, Problem{
+			What: "Podman's container init is not at " + f.InitPath + ", the init_path containers.conf sets; every corral container has an init",
+			Fix:  "install catatonit there (apt-get install catatonit, dnf install catatonit), or set init_path in containers.conf to where it is",
+		})
+	}
+	if f.Flavor.Podman && f.Local && !f.InitFound && f.InitPath == "" {
 		ps = append(ps, Problem{
 			What: "Podman's container init, catatonit, is not installed (looked in " + strings.Join(podmanInitPaths, ", ") + "); every corral container has an init",
 			Fix:  "install it (apt-get install catatonit, dnf install catatonit), or name another init in containers.conf ([containers] init_path)",
@@ -148,12 +161,12 @@ func getJSON(ctx context.Context, cli *client.Client, path string, v any) error 
 func engineFacts(ctx context.Context, cli *client.Client, fl Flavor, in engineInfo, addr string) EngineFacts {
 	f := EngineFacts{Flavor: fl, CgroupVersion: in.CgroupVersion, UIDRanges: -1, GIDRanges: -1, Local: strings.HasPrefix(addr, "unix://")}
 	if !fl.Podman {
-		f.Flavor.NoLimits = ignoresLimits(fl, in, nil)
+		f.Flavor = limitsPlan(fl, ignoresLimits(fl, in, nil), in.KernelVersion)
 		return f
 	}
 	var li libpodInfo
 	err := getJSON(ctx, cli, libpodInfoPath, &li)
-	f.Flavor.NoLimits = ignoresLimits(fl, in, li.controllers())
+	f.Flavor = limitsPlan(fl, ignoresLimits(fl, in, li.controllers()), in.KernelVersion)
 	if err == nil {
 		if v := strings.TrimPrefix(li.Host.CgroupVersion, "v"); v != "" {
 			f.CgroupVersion = v
@@ -163,7 +176,17 @@ func engineFacts(ctx context.Context, cli *client.Client, fl Flavor, in engineIn
 		}
 	}
 	if f.Local {
-		for _, p := range podmanInitPaths {
+		paths := podmanInitPaths
+		var confs [][]byte
+		for _, p := range containersConfFiles(fl.Rootless, os.Getenv, readDirNames) {
+			if b, err := os.ReadFile(p); err == nil {
+				confs = append(confs, b)
+			}
+		}
+		if f.InitPath = initPathOf(confs); f.InitPath != "" {
+			paths = []string{f.InitPath}
+		}
+		for _, p := range paths {
 			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
 				f.InitFound = true
 				break
@@ -171,4 +194,77 @@ func engineFacts(ctx context.Context, cli *client.Client, fl Flavor, in engineIn
 		}
 	}
 	return f
+}
+
+// containersConfFiles returns the containers.conf files Podman 4.3 reads,
+// in order, a later one's settings winning (containers/common
+// pkg/config/config.go, systemConfigs, 0.50): CONTAINERS_CONF alone when
+// set; else /usr/share/containers/containers.conf,
+// /etc/containers/containers.conf and the .conf files of
+// /etc/containers/containers.conf.d, then for a rootless engine the
+// user's $XDG_CONFIG_HOME/containers/containers.conf ($HOME/.config when
+// XDG_CONFIG_HOME is unset) and its containers.conf.d. getenv is corral's
+// environment, taken as the service's (a rootless service is the user's
+// own; a rootful one started with another CONTAINERS_CONF is not seen);
+// names lists a directory's entries, sorted (nil when it cannot be read).
+// Files that do not exist are left to the reader. Pure but for names.
+func containersConfFiles(rootless bool, getenv func(string) string, names func(dir string) []string) []string {
+	if p := getenv("CONTAINERS_CONF"); p != "" {
+		return []string{p}
+	}
+	withDir := func(out []string, file string) []string {
+		out = append(out, file)
+		for _, n := range names(file + ".d") {
+			if strings.HasSuffix(n, ".conf") {
+				out = append(out, filepath.Join(file+".d", n))
+			}
+		}
+		return out
+	}
+	out := []string{"/usr/share/containers/containers.conf"}
+	out = withDir(out, "/etc/containers/containers.conf")
+	if rootless {
+		cfg := getenv("XDG_CONFIG_HOME")
+		if cfg == "" && getenv("HOME") != "" {
+			cfg = filepath.Join(getenv("HOME"), ".config")
+		}
+		if filepath.IsAbs(cfg) {
+			out = withDir(out, filepath.Join(cfg, "containers", "containers.conf"))
+		}
+	}
+	return out
+}
+
+// readDirNames lists dir's entries' names, sorted, or nil.
+func readDirNames(dir string) []string {
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	names := make([]string, len(es))
+	for i, e := range es {
+		names[i] = e.Name()
+	}
+	return names
+}
+
+// initPathOf returns [containers] init_path of the last of confs (the
+// contents of containersConfFiles, in order) that sets it, or "": the
+// path Podman runs containers' init from (containers/common
+// pkg/config/config.go FindInitBinary: init_path, when set, is the only
+// place looked in). A file that is not TOML is passed over, as it gives
+// no path. Pure.
+func initPathOf(confs [][]byte) string {
+	path := ""
+	for _, b := range confs {
+		var c struct {
+			Containers struct {
+				InitPath string `toml:"init_path"`
+			} `toml:"containers"`
+		}
+		if _, err := toml.Decode(string(b), &c); err == nil && c.Containers.InitPath != "" {
+			path = c.Containers.InitPath
+		}
+	}
+	return path
 }

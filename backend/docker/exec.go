@@ -18,6 +18,7 @@ import (
 
 	"github.com/corralhq/corral/agentclient"
 	"github.com/corralhq/corral/inside"
+	"github.com/corralhq/corral/internal/tail"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -102,6 +103,30 @@ func (e *Engine) signalTarget(c *ctr, target string, sig syscall.Signal) error {
 // (req.User), in a docker exec of its own.
 func (b *Backend) runCmd(ctx context.Context, cli *client.Client, c *ctr, req *sandbox.Request, env []string, dir string) (*sandbox.Result, error) {
 	start := time.Now()
+	// Where the container's limits hold per process, which of them ended
+	// the command is read from the end of its stderr (perProcessLimitHit),
+	// as bwrap does for RLIMIT_DATA; the flavor is known by now (start).
+	var errTail *tail.Buffer
+	if fl, err := b.e.flavor(ctx); err == nil && fl.PerProcess != "" {
+		errTail = &tail.Buffer{Size: 4096}
+		r := *req
+		if sandbox.SameWriter(req.Stdout, req.Stderr) {
+			w := io.MultiWriter(req.Stdout, errTail)
+			r.Stdout, r.Stderr = w, w
+		} else {
+			r.Stderr = io.MultiWriter(orDiscard(req.Stderr), errTail)
+		}
+		req = &r
+	}
+	res, err := b.runCmdOn(ctx, cli, c, req, env, dir, start)
+	if errTail != nil && res != nil && res.LimitHit == "" {
+		res.LimitHit = perProcessLimitHit(res, req.Limits.CPUSeconds, errTail.String())
+	}
+	return res, err
+}
+
+// runCmdOn is runCmd's run of req, from start.
+func (b *Backend) runCmdOn(ctx context.Context, cli *client.Client, c *ctr, req *sandbox.Request, env []string, dir string, start time.Time) (*sandbox.Result, error) {
 	var s agentclient.Command
 	if req.User != "" && req.User != c.user {
 		rs, err := b.startRelay(ctx, cli, c, req, env, dir)

@@ -67,6 +67,18 @@ func newFixture(t testing.TB, mutate func(*Settings)) *fixture {
 	return &fixture{t: t, cli: cli, e: e, b: e.Backend(st), ws: ws, log: lb}
 }
 
+// perProcess says whether the engine under test holds containers'
+// limits per process (Flavor.PerProcess: a rootless Podman that cannot
+// limit them by cgroups).
+func (f *fixture) perProcess() bool {
+	f.t.Helper()
+	fl, err := f.e.flavor(context.Background())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return fl.PerProcess != ""
+}
+
 // run runs a bash command line in session sess and returns the result and
 // its combined output.
 func (f *fixture) run(sess, script string, mod ...func(*sandbox.Request)) (*sandbox.Result, string) {

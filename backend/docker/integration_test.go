@@ -148,8 +148,13 @@ func TestForkBomb(t *testing.T) {
 	// First, that the engine holds the limit at all (an engine that
 	// ignores it would let the bomb take the machine: rootless Podman on
 	// cgroup v1 once made 29k processes): the container's pids cgroup
-	// says 64, v2's or v1's.
-	if res, out := f.run("fb", `cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max`); res.ExitCode != 0 || strings.TrimSpace(out) != "64" {
+	// says 64, v2's or v1's, or, where the engine cannot limit it by
+	// cgroups, the command's RLIMIT_NPROC does, soft and hard.
+	check := `cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max`
+	if f.perProcess() {
+		check = `while read -r a b c d rest; do [ "$a $b" = "Max processes" ] && [ "$c" = "$d" ] && echo "$c"; done </proc/self/limits; true`
+	}
+	if res, out := f.run("fb", check); res.ExitCode != 0 || strings.TrimSpace(out) != "64" {
 		t.Fatalf("the container's pids limit: exit %d, %q; want 64 before any fork bomb", res.ExitCode, out)
 	}
 	// A command that fills the pids limit, then writes: the helper that
@@ -181,9 +186,30 @@ PY`)
 	}
 }
 
-// TestOOM: a memory kill says so.
+// TestOOM: a memory kill says so; where the engine cannot limit the
+// container by cgroups, the allocation beyond docker.memory fails in the
+// process (RLIMIT_DATA), which says so, and the container goes on.
 func TestOOM(t *testing.T) {
-	f := newFixture(t, func(s *Settings) { s.Memory = "64m" })
+	f := newFixture(t, nil)
+	if f.perProcess() {
+		// The least docker.memory that holds per process
+		// (minPerProcessMemory): the helpers live under it too.
+		f = newFixture(t, func(s *Settings) { s.Memory = "128m" })
+		res, out := f.run("oom", `python3 -c 'x = bytearray(512 << 20); print(len(x))'`)
+		if res.ExitCode != 1 || res.LimitHit != sandbox.LimitContainerProcessMemory || !strings.Contains(out, "MemoryError") {
+			t.Fatalf("memory bomb: exit %d limit %q: %s", res.ExitCode, res.LimitHit, out)
+		}
+		if msg := sandbox.LimitMessage(res, sandbox.Limits{}); !strings.Contains(msg, "per process, not in total") || !strings.Contains(msg, "docker.memory") {
+			t.Errorf("message %q", msg)
+		}
+		// Per process, not in total: below the limit it runs, and
+		// the container with it.
+		if res, out := f.run("oom", `python3 -c 'x = bytearray(64 << 20); print(len(x))'`); res.ExitCode != 0 || res.LimitHit != "" || out != "67108864\n" {
+			t.Errorf("64 MiB under 128: exit %d limit %q: %s", res.ExitCode, res.LimitHit, out)
+		}
+		return
+	}
+	f = newFixture(t, func(s *Settings) { s.Memory = "64m" })
 	res, out := f.run("oom", `python3 -c 'x = bytearray(512 << 20); print(len(x))'`)
 	if res.ExitCode != 137 || res.LimitHit != sandbox.LimitContainerMemory {
 		t.Fatalf("memory bomb: exit %d limit %q: %s", res.ExitCode, res.LimitHit, out)

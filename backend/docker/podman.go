@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/corralhq/corral/internal/atomicfile"
 	"github.com/corralhq/corral/internal/rmtree"
+	"github.com/corralhq/corral/reexec"
 	"github.com/corralhq/corral/sandbox"
 )
 
@@ -43,8 +45,20 @@ type Flavor struct {
 	// limits (ignoresLimits): a rootless engine on cgroup v1 ("Resource
 	// limits are not supported and ignored on cgroups V1 rootless
 	// systems", Podman 4.3), or on cgroup v2 without the controllers
-	// delegated to its user.
+	// delegated to its user. Set only where corral refuses the engine:
+	// where its containers' limits can hold per process instead,
+	// PerProcess is set and NoLimits is "" (limitsPlan).
 	NoLimits string
+	// PerProcess, when not "", says why the engine's cgroups cannot
+	// limit containers (ignoresLimits' reason), whose limits then hold
+	// per process, not in total (limitsPlan, perProcessRlimits):
+	// docker.memory as RLIMIT_DATA and docker.pids_limit as RLIMIT_NPROC
+	// (counted in the container's own user namespace), and cpu_seconds as
+	// RLIMIT_CPU's soft limit, on every process of the container (each of
+	// corral's helpers there sets them on itself, reexec.RlimitsEnv, and
+	// what it starts inherits them), as bwrap does for a plain user on
+	// cgroup v1.
+	PerProcess string
 }
 
 // podmanComponent is the name Podman gives itself among the version
@@ -82,6 +96,8 @@ type engineInfo struct {
 	// cgroup's controllers; Podman's compatible answer says true on
 	// cgroup v1 rootless, where it limits nothing).
 	MemoryLimit, PidsLimit, CpuCfsQuota bool
+	// KernelVersion is the engine host's kernel release (uname -r).
+	KernelVersion string
 }
 
 // info asks the engine GET /info.
@@ -126,8 +142,8 @@ func (e *Engine) flavor(ctx context.Context) (Flavor, error) {
 		}
 		controllers = li.controllers()
 	}
-	e.flavorVal.NoLimits = ignoresLimits(e.flavorVal, in, controllers)
-	e.log.Info("docker.engine", "version", v.Version, "podman", e.flavorVal.Podman, "rootless", e.flavorVal.Rootless, "cgroup", in.CgroupVersion, "no_limits", e.flavorVal.NoLimits)
+	e.flavorVal = limitsPlan(e.flavorVal, ignoresLimits(e.flavorVal, in, controllers), in.KernelVersion)
+	e.log.Info("docker.engine", "version", v.Version, "podman", e.flavorVal.Podman, "rootless", e.flavorVal.Rootless, "cgroup", in.CgroupVersion, "kernel", in.KernelVersion, "no_limits", e.flavorVal.NoLimits, "per_process_limits", e.flavorVal.PerProcess)
 	return e.flavorVal, nil
 }
 
@@ -215,7 +231,16 @@ func podmanFix(msg string) string {
 // (readonlyPaths). Review mode's overlay volumes as named volumes to
 // make first, which it returns (podmanVolumes; name is the container's,
 // reviewDir Options.ReviewDir).
-func adaptHost(hc *container.HostConfig, f Flavor, dir, name, reviewDir string) ([]podmanVolume, error) {
+//
+// Where the engine's limits hold per process (Flavor.PerProcess), the
+// container's environment cfg.Env carries them as rlimits
+// (perProcessRlimits, with cpuSeconds, the request's cpu_seconds); a
+// user namespace other than keep-id is refused (RLIMIT_NPROC counts a
+// user's processes per user namespace, kernel/ucount.c, and keep-id
+// gives each container one of its own, while another may hold the
+// service's and other containers' processes too), and so is a
+// docker.memory below minPerProcessMemory.
+func adaptHost(cfg *container.Config, hc *container.HostConfig, f Flavor, dir, name, reviewDir string, cpuSeconds int) ([]podmanVolume, error) {
 	if !f.Podman {
 		return nil, nil
 	}
@@ -231,12 +256,147 @@ func adaptHost(hc *container.HostConfig, f Flavor, dir, name, reviewDir string) 
 	if f.Rootless && hc.UsernsMode == "" {
 		hc.UsernsMode = "keep-id"
 	}
+	if f.PerProcess != "" {
+		if hc.UsernsMode != "keep-id" {
+			return nil, fmt.Errorf("%w: docker backend: this rootless engine %s, so corral holds containers' limits per process, and the process limit (RLIMIT_NPROC, docker.pids_limit) counts the processes of a user namespace: the container needs one of its own (--userns=keep-id, corral's default), not %q from docker.extra_run_args; nothing was run", sandbox.ErrPolicy, f.PerProcess, string(hc.UsernsMode))
+		}
+		if hc.Memory > 0 && hc.Memory < minPerProcessMemory {
+			return nil, fmt.Errorf("%w: docker backend: docker.memory is %d MiB, and this rootless engine %s, so corral holds it per process (RLIMIT_DATA), on its own helpers in the container too, which need %d MiB: raise docker.memory to %dm or more; nothing was run", sandbox.ErrPolicy, hc.Memory>>20, f.PerProcess, minPerProcessMemory>>20, minPerProcessMemory>>20)
+		}
+		var pids int64
+		if hc.PidsLimit != nil {
+			pids = *hc.PidsLimit
+		}
+		cfg.Env = slices.DeleteFunc(cfg.Env, func(kv string) bool { return strings.HasPrefix(kv, reexec.RlimitsEnv+"=") })
+		if v := perProcessRlimits(hc.Memory, pids, cpuSeconds); v != "" {
+			cfg.Env = append(cfg.Env, reexec.RlimitsEnv+"="+v)
+		}
+	}
 	mounts, vols, err := podmanVolumes(hc.Mounts, name, reviewDir)
 	if err != nil {
 		return nil, err
 	}
 	hc.Mounts = mounts
 	return vols, nil
+}
+
+// minPerProcessMemory is the least docker.memory, in bytes, that holds
+// per process (perProcessRlimits): corral's helpers in the container,
+// Go programs, run under it too, and one did not start below 72 to 76
+// MiB of RLIMIT_DATA (corral-helper and corral, Go 1.26, measured with
+// prlimit --data; the Go runtime maps its first heap at start), so the
+// container could run nothing.
+const minPerProcessMemory = 128 << 20
+
+// perProcessRlimits returns the limits of a container whose engine
+// cannot limit it by cgroups (Flavor.PerProcess), as reexec.RlimitsEnv's
+// value: "data" (RLIMIT_DATA, bytes: what each process maps writable and
+// private, since Linux 4.7; never RLIMIT_AS, which counts reservations
+// and stopped node, go and java at bwrap's defaults, docs/sandbox.md) at
+// memory (docker.memory, bytes) and "nproc" (RLIMIT_NPROC: the processes
+// and threads of the container's user in its user namespace,
+// kernel/ucount.c since Linux 5.14) at pids (docker.pids_limit), each
+// soft and hard; and "cpu" (RLIMIT_CPU, seconds of CPU per process) at
+// cpuSeconds as the soft limit only, hard unlimited (-1): at the soft
+// limit the kernel sends SIGXCPU, which ends a command that does not
+// handle it (setrlimit(2)), while a hard limit would also SIGKILL
+// corral's helper in the container (the agent, one process for the
+// container's life, relaying every command), a Go program that ignores
+// SIGXCPU (os/signal). A value of 0 or less sets no limit of that name;
+// "" when none is set. Pure.
+//
+// They travel in the container's environment, not as HostConfig.Ulimits:
+// Podman's compatible API drops a rootless caller's Ulimits
+// (pkg/api/handlers/compat/containers_create.go, 4.3 to 5: "if
+// !rootless.IsRootless()"), so each helper sets them on itself
+// (reexec.Init), and the commands it starts inherit them.
+func perProcessRlimits(memory, pids int64, cpuSeconds int) string {
+	var ul []string
+	if memory > 0 {
+		ul = append(ul, (&container.Ulimit{Name: "data", Soft: memory, Hard: memory}).String())
+	}
+	if pids > 0 {
+		ul = append(ul, (&container.Ulimit{Name: "nproc", Soft: pids, Hard: pids}).String())
+	}
+	if cpuSeconds > 0 {
+		ul = append(ul, (&container.Ulimit{Name: "cpu", Soft: int64(cpuSeconds), Hard: -1}).String())
+	}
+	return strings.Join(ul, ",")
+}
+
+// limitsPlan returns f with how containers' limits hold on it, given
+// why its cgroups cannot hold them (ignoresLimits; "" when they can) and
+// the engine host's kernel release (GET /info's KernelVersion, "6.1.0-13-amd64"):
+// by cgroups (why ""), per process (PerProcess = why: rlimits on every
+// process of the container, perProcessRlimits), or not at all, refused
+// (NoLimits, noLimitsErr):
+//
+//   - a rootless engine other than Podman (rootless Docker): its
+//     containers share rootlesskit's user namespace with the engine and
+//     with each other, so RLIMIT_NPROC would count them all together;
+//   - Linux before 5.14 (or a release not understood): RLIMIT_NPROC was
+//     counted per user across every namespace, so a container's limit
+//     would count the user's other processes too; 5.14 moved the count
+//     into the user namespace (kernel/ucount.c, "Reimplement
+//     RLIMIT_NPROC on top of ucounts"), and Podman's keep-id gives each
+//     container a user namespace of its own.
+//
+// Pure.
+func limitsPlan(f Flavor, why, kernel string) Flavor {
+	f.NoLimits, f.PerProcess = "", ""
+	switch {
+	case why == "":
+	case !f.Podman:
+		f.NoLimits = why + ", and its containers share one user namespace with the engine, so a per-process limit of processes (RLIMIT_NPROC) would count them all"
+	case !kernelAtLeast(kernel, 5, 14):
+		f.NoLimits = why + ", and its kernel (" + kernel + ") is older than Linux 5.14, where a limit of processes (RLIMIT_NPROC) counts every process of the user, not the container's"
+	default:
+		f.PerProcess = why
+	}
+	return f
+}
+
+// kernelAtLeast says whether release (uname -r) is major.minor or later;
+// false for a release it cannot read. Pure.
+func kernelAtLeast(release string, major, minor int) bool {
+	f := strings.SplitN(strings.TrimSpace(release), ".", 3)
+	if len(f) < 2 {
+		return false
+	}
+	num := func(s string) (int, bool) {
+		i := 0
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		n, err := strconv.Atoi(s[:i])
+		return n, err == nil
+	}
+	ma, ok1 := num(f[0])
+	mi, ok2 := num(f[1])
+	return ok1 && ok2 && (ma > major || ma == major && mi >= minor)
+}
+
+// describePerProcess says in one line how a container's limits hold on
+// an engine whose cgroups cannot hold them for reason why
+// (Flavor.PerProcess), with docker.memory memory (bytes), docker.pids_limit
+// pids and cpu_seconds cpuSeconds, for corral doctor and the log; bwrap
+// says the same of RLIMIT_DATA for a plain user on cgroup v1
+// (describeMemory). Pure.
+func describePerProcess(why string, memory, pids int64, cpuSeconds int) string {
+	var parts []string
+	if memory > 0 {
+		parts = append(parts, fmt.Sprintf("memory RLIMIT_DATA %d MiB per process (docker.memory)", memory>>20))
+	}
+	if pids > 0 {
+		parts = append(parts, fmt.Sprintf("RLIMIT_NPROC %d processes and threads in the container's user namespace (docker.pids_limit)", pids))
+	}
+	if cpuSeconds > 0 {
+		parts = append(parts, fmt.Sprintf("RLIMIT_CPU %d s of CPU per process, soft (SIGXCPU; cpu_seconds)", cpuSeconds))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "none set")
+	}
+	return "limits per process, not in total (this rootless engine " + why + "): " + strings.Join(parts, ", ") + "; a memory bomb is held per process, not in total, and docker.cpus is not held"
 }
 
 // withPodmanFix adds podmanFix's fix to err, an engine's error, on Podman.
@@ -590,4 +750,28 @@ func noLimitsErr(why string) error {
 }
 
 // noLimitsFix is what to do about an engine that ignores limits.
-const noLimitsFix = "use a rootful engine (Podman: sudo podman system service --time=0 unix:///run/podman/podman.sock, then docker.host: unix:///run/podman/podman.sock), or a host with cgroup v2 (systemd.unified_cgroup_hierarchy=1) where the rootless engine runs in a systemd user session, which delegates the memory, pids and cpu controllers"
+const noLimitsFix = "use rootless Podman on Linux 5.14 or later, where corral holds the limits per process, or a rootful engine (Podman: sudo podman system service --time=0 unix:///run/podman/podman.sock, then docker.host: unix:///run/podman/podman.sock), or a host with cgroup v2 (systemd.unified_cgroup_hierarchy=1) where the rootless engine runs in a systemd user session, which delegates the memory, pids and cpu controllers"
+
+// perProcessLimitHit names the per-process limit (perProcessRlimits) that
+// most likely ended res, a command in a container whose engine cannot
+// limit it by cgroups, from the end of its stderr, or "": the process
+// limit when a fork was refused (reported even when the command went
+// on, as bwrap does), the CPU limit when it died of SIGXCPU (the soft
+// RLIMIT_CPU of cpuSeconds), the memory limit when a program said an
+// allocation failed; none for a command that timed out (corral ended
+// it) or, but for the process limit, succeeded. Pure.
+func perProcessLimitHit(res *sandbox.Result, cpuSeconds int, stderr string) string {
+	switch {
+	case res.TimedOut:
+		return ""
+	case sandbox.ForkRefused(stderr):
+		return sandbox.LimitContainerProcs
+	case res.ExitCode == 0:
+		return ""
+	case cpuSeconds > 0 && res.Signal == int(syscall.SIGXCPU):
+		return sandbox.LimitCPU
+	case sandbox.RanOutOfMemory(stderr):
+		return sandbox.LimitContainerProcessMemory
+	}
+	return ""
+}

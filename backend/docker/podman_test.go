@@ -6,10 +6,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
+
+	"github.com/corralhq/corral/reexec"
+	"github.com/corralhq/corral/sandbox"
 )
 
 func TestFlavorOf(t *testing.T) {
@@ -55,12 +59,21 @@ func TestAdaptHost(t *testing.T) {
 		{"podman takes a file and the masks as an option", Flavor{Podman: true}, "", dir, []string{"no-new-privileges", "seccomp=" + file, mask}, "", ""},
 		{"rootless podman maps the caller", Flavor{Podman: true, Rootless: true}, "", dir, []string{"no-new-privileges", "seccomp=" + file, mask}, "keep-id", ""},
 		{"extra_run_args' user namespace stays", Flavor{Podman: true, Rootless: true}, "host", dir, []string{"no-new-privileges", "seccomp=" + file, mask}, "host", ""},
+		{"per-process limits want keep-id", Flavor{Podman: true, Rootless: true, PerProcess: "runs on cgroup v1"}, "", dir, []string{"no-new-privileges", "seccomp=" + file, mask}, "keep-id", ""},
+		{"per-process limits refuse another user namespace", Flavor{Podman: true, Rootless: true, PerProcess: "runs on cgroup v1"}, "host", dir, nil, "", "RLIMIT_NPROC"},
+		{"per-process limits want memory for the helpers", Flavor{Podman: true, Rootless: true, PerProcess: "runs on cgroup v1"}, "", dir, nil, "", "need 128 MiB"},
 		{"podman without a directory refuses", Flavor{Podman: true}, "", "", nil, "", "no directory"},
 		{"podman with a relative directory refuses", Flavor{Podman: true}, "", "seccomp", nil, "", "no directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hc := &container.HostConfig{SecurityOpt: []string{"no-new-privileges", "seccomp=" + profile}, UsernsMode: container.UsernsMode(tc.userns), MaskedPaths: []string{"/proc/kcore", "/proc/interrupts"}}
-			_, err := adaptHost(hc, tc.f, tc.dir, "corral-0123456789ab", "")
+			pids := int64(256)
+			hc.PidsLimit, hc.Memory = &pids, 1<<30
+			if strings.Contains(tc.name, "memory for the helpers") {
+				hc.Memory = 127 << 20
+			}
+			cfg := &container.Config{Env: []string{"HOME=/tmp", reexec.RlimitsEnv + "=nproc=100000:100000"}}
+			_, err := adaptHost(cfg, hc, tc.f, tc.dir, "corral-0123456789ab", "", 30)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("adaptHost: %v, want an error with %q", err, tc.wantErr)
@@ -72,6 +85,16 @@ func TestAdaptHost(t *testing.T) {
 			}
 			if !slices.Equal(hc.SecurityOpt, tc.wantSec) || string(hc.UsernsMode) != tc.wantUserns {
 				t.Errorf("adaptHost: %q userns %q, want %q userns %q", hc.SecurityOpt, hc.UsernsMode, tc.wantSec, tc.wantUserns)
+			}
+			// Rlimits only where cgroups cannot limit the container,
+			// and then corral's alone (one an image or extra_run_args
+			// gave is replaced).
+			want := []string{"HOME=/tmp", reexec.RlimitsEnv + "=nproc=100000:100000"}
+			if tc.f.PerProcess != "" {
+				want = []string{"HOME=/tmp", reexec.RlimitsEnv + "=data=1073741824:1073741824,nproc=256:256,cpu=30:-1"}
+			}
+			if !slices.Equal(cfg.Env, want) {
+				t.Errorf("adaptHost: env %q, want %q", cfg.Env, want)
 			}
 		})
 	}
@@ -224,6 +247,8 @@ func TestEngineProblems(t *testing.T) {
 			f.UIDRanges, f.GIDRanges, f.Flavor.NoLimits = 2, 2, "has no memory, pids cgroup controller delegated to its user, so it cannot limit containers"
 		}), []string{"no memory, pids cgroup controller"}, []string{"systemd user session"}},
 		{"podman without catatonit", with(ok(podman, "2"), func(f *EngineFacts) { f.InitFound = false }), []string{catatoni}, []string{"apt-get install catatonit"}},
+		{"podman without the init containers.conf names", with(ok(podman, "2"), func(f *EngineFacts) { f.InitFound, f.InitPath = false, "/opt/init/catatonit" }), []string{"not at /opt/init/catatonit, the init_path containers.conf sets"}, []string{"set init_path in containers.conf"}},
+		{"podman with the init containers.conf names", with(ok(podman, "2"), func(f *EngineFacts) { f.InitPath = "/opt/init/catatonit" }), nil, nil},
 		{"a remote podman's init is not judged", with(ok(podman, "2"), func(f *EngineFacts) { f.InitFound, f.Local = false, false }), nil, nil},
 		{"rootless podman without subuids", with(ok(rootless, "2"), func(f *EngineFacts) { f.UIDRanges, f.GIDRanges = 1, 2 }), []string{subids}, []string{"usermod --add-subuids"}},
 		{"rootless podman without subgids", with(ok(rootless, "2"), func(f *EngineFacts) { f.UIDRanges, f.GIDRanges = 2, 1 }), []string{subids}, []string{"--add-subgids"}},
@@ -361,5 +386,195 @@ func TestValidVolumeName(t *testing.T) {
 		if got := validVolumeName(name); got != want {
 			t.Errorf("validVolumeName(%q) = %v, want %v", name, got, want)
 		}
+	}
+}
+
+// TestPerProcessRlimits: the container's rlimits where its engine's
+// cgroups cannot limit it, as the helpers parse them.
+func TestPerProcessRlimits(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		memory int64
+		pids   int64
+		cpu    int
+		want   string
+	}{
+		{"defaults", 1 << 30, 256, 30, "data=1073741824:1073741824,nproc=256:256,cpu=30:-1"},
+		{"cpu_seconds 0", 512 << 20, 64, 0, "data=536870912:536870912,nproc=64:64"},
+		{"memory and pids unset", 0, 0, 5, "cpu=5:-1"},
+		{"nothing to set", 0, 0, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := perProcessRlimits(tc.memory, tc.pids, tc.cpu)
+			if got != tc.want {
+				t.Errorf("perProcessRlimits = %q, want %q", got, tc.want)
+			}
+			if ls, err := reexec.ParseRlimits(got); err != nil || len(ls) != strings.Count(got, "=") {
+				t.Errorf("the helpers read %q as %+v, %v", got, ls, err)
+			}
+		})
+	}
+}
+
+// TestLimitsPlan: which engines that cannot limit containers by cgroups
+// run with per-process limits, and which corral still refuses, and why.
+func TestLimitsPlan(t *testing.T) {
+	const v1 = "runs on cgroup v1, where a rootless engine ignores every container limit"
+	rl := Flavor{Podman: true, Rootless: true}
+	for _, tc := range []struct {
+		name        string
+		f           Flavor
+		why, kernel string
+		perProcess  bool
+		refusal     string // a substring of NoLimits; "" for none
+	}{
+		{"cgroups hold them", rl, "", "6.1.0-13-amd64", false, ""},
+		{"rootful docker", Flavor{}, "", "4.19.0", false, ""},
+		{"rootless podman on v1", rl, v1, "6.18.44-fc-v1147", true, ""},
+		{"rootless podman on v1, 5.14 exactly", rl, v1, "5.14.0-70.el9.x86_64", true, ""},
+		{"rootless podman on v1, 5.13", rl, v1, "5.13.19", false, "older than Linux 5.14"},
+		{"rootless podman on v1, 4.19", rl, v1, "4.19.0-25-amd64", false, "RLIMIT_NPROC"},
+		{"kernel not said", rl, v1, "", false, "older than Linux 5.14"},
+		{"kernel not understood", rl, v1, "linux", false, "older than Linux 5.14"},
+		{"rootless docker on v1", Flavor{Rootless: true}, v1, "6.1.0", false, "share one user namespace"},
+		{"rootless podman on v2 without controllers", rl, "has no memory cgroup controller delegated to its user, so it cannot limit containers", "6.1.0", true, ""},
+		{"an earlier reading is replaced", Flavor{Podman: true, Rootless: true, NoLimits: "old", PerProcess: "old"}, "", "6.1", false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := limitsPlan(tc.f, tc.why, tc.kernel)
+			if (got.PerProcess != "") != tc.perProcess || tc.perProcess && got.PerProcess != tc.why {
+				t.Errorf("PerProcess = %q, want %v (%q)", got.PerProcess, tc.perProcess, tc.why)
+			}
+			if tc.refusal == "" && got.NoLimits != "" || tc.refusal != "" && (!strings.Contains(got.NoLimits, tc.refusal) || !strings.HasPrefix(got.NoLimits, tc.why)) {
+				t.Errorf("NoLimits = %q, want %q after %q", got.NoLimits, tc.refusal, tc.why)
+			}
+			if got.PerProcess != "" && got.NoLimits != "" {
+				t.Errorf("both refused and per process: %+v", got)
+			}
+			if got.Podman != tc.f.Podman || got.Rootless != tc.f.Rootless {
+				t.Errorf("flavor changed: %+v from %+v", got, tc.f)
+			}
+		})
+	}
+}
+
+// TestDescribePerProcess: doctor's line says the limits hold per
+// process, not in total, and which setting each comes from.
+func TestDescribePerProcess(t *testing.T) {
+	for _, tc := range []struct {
+		memory, pids int64
+		cpu          int
+		want, not    []string
+	}{
+		{1 << 30, 256, 30, []string{"per process, not in total", "cgroup v1", "RLIMIT_DATA 1024 MiB per process (docker.memory)", "RLIMIT_NPROC 256", "docker.pids_limit", "RLIMIT_CPU 30 s", "cpu_seconds", "docker.cpus is not held"}, []string{"RLIMIT_AS", "none set"}},
+		{0, 0, 0, []string{"none set"}, []string{"RLIMIT_DATA", "RLIMIT_NPROC", "RLIMIT_CPU"}},
+	} {
+		got := describePerProcess("runs on cgroup v1", tc.memory, tc.pids, tc.cpu)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%q lacks %q", got, w)
+			}
+		}
+		for _, w := range tc.not {
+			if strings.Contains(got, w) {
+				t.Errorf("%q has %q", got, w)
+			}
+		}
+	}
+}
+
+// TestPerProcessLimitHit: which per-process limit ended a command in a
+// container its engine cannot limit by cgroups.
+func TestPerProcessLimitHit(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		res    sandbox.Result
+		cpu    int
+		stderr string
+		want   string
+	}{
+		{"success", sandbox.Result{}, 30, "", ""},
+		{"a refused fork, though the command went on", sandbox.Result{}, 30, "bash: fork: retry: Resource temporarily unavailable", sandbox.LimitContainerProcs},
+		{"a refused fork, and it failed", sandbox.Result{ExitCode: 2}, 30, "sh: 1: Cannot fork", sandbox.LimitContainerProcs},
+		{"SIGXCPU", sandbox.Result{ExitCode: 152, Signal: int(syscall.SIGXCPU)}, 30, "", sandbox.LimitCPU},
+		{"SIGXCPU without cpu_seconds is not the limit", sandbox.Result{ExitCode: 152, Signal: int(syscall.SIGXCPU)}, 0, "", ""},
+		{"MemoryError", sandbox.Result{ExitCode: 1}, 30, "Traceback (most recent call last):\nMemoryError\n", sandbox.LimitContainerProcessMemory},
+		{"MemoryError printed by a command that succeeded", sandbox.Result{}, 30, "MemoryError", ""},
+		{"timed out", sandbox.Result{ExitCode: 137, TimedOut: true, Signal: int(syscall.SIGKILL)}, 30, "MemoryError bash: fork: retry", ""},
+		{"a plain failure", sandbox.Result{ExitCode: 1}, 30, "error: no such file", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := perProcessLimitHit(&tc.res, tc.cpu, tc.stderr); got != tc.want {
+				t.Errorf("perProcessLimitHit = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestContainersConfFiles: the containers.conf files Podman reads, in
+// the order their settings apply.
+func TestContainersConfFiles(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	dirs := map[string][]string{
+		"/etc/containers/containers.conf.d":            {"10-a.conf", "20-b.conf", "README"},
+		"/home/u/.config/containers/containers.conf.d": {"x.conf"},
+		"/xdg/containers/containers.conf.d":            {"y.conf"},
+	}
+	names := func(d string) []string { return dirs[d] }
+	system := []string{"/usr/share/containers/containers.conf", "/etc/containers/containers.conf", "/etc/containers/containers.conf.d/10-a.conf", "/etc/containers/containers.conf.d/20-b.conf"}
+	for _, tc := range []struct {
+		name     string
+		rootless bool
+		env      func(string) string
+		want     []string
+	}{
+		{"rootful", false, env("HOME", "/root"), system},
+		{"rootless, HOME", true, env("HOME", "/home/u"), append(slices.Clone(system), "/home/u/.config/containers/containers.conf", "/home/u/.config/containers/containers.conf.d/x.conf")},
+		{"rootless, XDG_CONFIG_HOME", true, env("HOME", "/home/u", "XDG_CONFIG_HOME", "/xdg"), append(slices.Clone(system), "/xdg/containers/containers.conf", "/xdg/containers/containers.conf.d/y.conf")},
+		{"rootless, a relative XDG_CONFIG_HOME and no HOME", true, env("XDG_CONFIG_HOME", "rel"), system},
+		{"CONTAINERS_CONF alone", true, env("HOME", "/home/u", "CONTAINERS_CONF", "/ci/containers.conf"), []string{"/ci/containers.conf"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := containersConfFiles(tc.rootless, tc.env, names); !slices.Equal(got, tc.want) {
+				t.Errorf("containersConfFiles = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestInitPathOf: containers.conf's init_path, the last file that sets it
+// winning.
+func TestInitPathOf(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		confs []string
+		want  string
+	}{
+		{"none", nil, ""},
+		{"Debian's, all commented", []string{"[containers]\n# init_path = \"/usr/libexec/podman/catatonit\"\n"}, ""},
+		{"set", []string{"[containers]\ninit_path = \"/opt/catatonit\"\n"}, "/opt/catatonit"},
+		{"another table's key", []string{"[engine]\ninit_path = \"/opt/x\"\n"}, ""},
+		{"a later file wins", []string{"[containers]\ninit_path = \"/a\"\n", "[containers]\ninit_path = '/b'\n"}, "/b"},
+		{"a later file that does not set it keeps it", []string{"[containers]\ninit_path = \"/a\"\n", "[containers]\ndefault_ulimits = [\"nofile=1:1\"]\n"}, "/a"},
+		{"a file that is not TOML is passed over", []string{"[containers]\ninit_path = \"/a\"\n", "[containers\ninit_path = /b"}, "/a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var confs [][]byte
+			for _, c := range tc.confs {
+				confs = append(confs, []byte(c))
+			}
+			if got := initPathOf(confs); got != tc.want {
+				t.Errorf("initPathOf = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

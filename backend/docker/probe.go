@@ -30,6 +30,11 @@ type Diagnosis struct {
 	// containers, with their fixes (engineProblems), each a failure.
 	Facts    *EngineFacts `json:"facts,omitempty"`
 	Problems []Problem    `json:"problems,omitempty"`
+	// Limits, when not "", says how containers' limits hold on an engine
+	// whose cgroups cannot hold them (Flavor.PerProcess): per process,
+	// not in total (describePerProcess); set by corral doctor's docker
+	// part, which knows cpu_seconds.
+	Limits string `json:"limits,omitempty"`
 	// Image is docker.image; ImagePresent says whether the engine has it
 	// (otherwise the first command pulls it).
 	Image        string `json:"image"`

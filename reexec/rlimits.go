@@ -1,0 +1,116 @@
+package reexec
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// RlimitsEnv names the variable that carries resource limits to a helper
+// mode: corral sets it in the environment of a container whose engine
+// cannot limit it by cgroups (the docker backend on a rootless Podman
+// without them), so that every helper started there, the container's
+// main process and each exec'd agent or relay, sets them on itself
+// before its mode runs and the commands it starts inherit them
+// (setrlimit(2): limits pass through fork and execve). Init applies it
+// and removes it from the environment, so no command sees it.
+//
+// Its value is a comma-separated list of NAME=SOFT:HARD, in the form of
+// Docker's --ulimit (go-units' Ulimit.String): NAME one of "data"
+// (RLIMIT_DATA, bytes), "nproc" (RLIMIT_NPROC, processes and threads)
+// and "cpu" (RLIMIT_CPU, seconds); -1 is unlimited.
+const RlimitsEnv = "__CORRAL_RLIMITS"
+
+// Rlimit is one limit of RlimitsEnv: Resource is unix.RLIMIT_*; Soft and
+// Hard are the kernel's values (unix.RLIM_INFINITY for -1).
+type Rlimit struct {
+	Name     string
+	Resource int
+	Soft     uint64
+	Hard     uint64
+}
+
+// rlimitNames are the limits RlimitsEnv may carry.
+var rlimitNames = map[string]int{"data": unix.RLIMIT_DATA, "nproc": unix.RLIMIT_NPROC, "cpu": unix.RLIMIT_CPU}
+
+// ParseRlimits parses RlimitsEnv's value ("" is none); an unknown name,
+// a malformed or negative value other than -1, a soft limit above the
+// hard one or a name given twice is an error. Pure.
+func ParseRlimits(s string) ([]Rlimit, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []Rlimit
+	seen := map[string]bool{}
+	for item := range strings.SplitSeq(s, ",") {
+		name, val, ok := strings.Cut(item, "=")
+		res, known := rlimitNames[name]
+		if !ok || !known {
+			return nil, fmt.Errorf("%s: %q: want data, nproc or cpu=SOFT:HARD", RlimitsEnv, item)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("%s: %s given twice", RlimitsEnv, name)
+		}
+		seen[name] = true
+		soft, hard, ok := strings.Cut(val, ":")
+		if !ok {
+			return nil, fmt.Errorf("%s: %q: want %s=SOFT:HARD", RlimitsEnv, item, name)
+		}
+		num := func(v string) (uint64, error) {
+			if v == "-1" {
+				return unix.RLIM_INFINITY, nil
+			}
+			n, err := strconv.ParseUint(v, 10, 63)
+			if err != nil {
+				return 0, fmt.Errorf("%s: %q: %q is not a limit (a number, or -1 for none)", RlimitsEnv, item, v)
+			}
+			return n, nil
+		}
+		l := Rlimit{Name: name, Resource: res}
+		var err error
+		if l.Soft, err = num(soft); err != nil {
+			return nil, err
+		}
+		if l.Hard, err = num(hard); err != nil {
+			return nil, err
+		}
+		if l.Soft > l.Hard {
+			return nil, fmt.Errorf("%s: %q: the soft limit is above the hard one", RlimitsEnv, item)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// lowered is the limit to set for want where cur holds: each of soft and
+// hard at most both want's and cur's hard (an unprivileged process can
+// lower its limits but never raise a hard one, setrlimit(2)), the soft
+// at most the hard. Pure.
+func lowered(cur unix.Rlimit, want Rlimit) unix.Rlimit {
+	hard := min(want.Hard, cur.Max)
+	return unix.Rlimit{Cur: min(want.Soft, hard), Max: hard}
+}
+
+// applyRlimits sets the limits of RlimitsEnv's value s on this process,
+// never above what it has, and removes the variable from the
+// environment.
+func applyRlimits(s string) error {
+	ls, err := ParseRlimits(s)
+	if err != nil {
+		return err
+	}
+	for _, l := range ls {
+		var cur unix.Rlimit
+		if err := unix.Getrlimit(l.Resource, &cur); err != nil {
+			return fmt.Errorf("getrlimit %s: %w", l.Name, err)
+		}
+		nl := lowered(cur, l)
+		if err := unix.Setrlimit(l.Resource, &nl); err != nil {
+			return fmt.Errorf("setrlimit %s %d:%d: %w", l.Name, nl.Cur, nl.Max, err)
+		}
+	}
+	return os.Unsetenv(RlimitsEnv)
+}
