@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/reaper"
+	"github.com/corralhq/corral/reexec"
 	"github.com/corralhq/corral/seccomp"
 )
 
@@ -174,7 +175,8 @@ func runCommand(c command, emit func(kind byte, p []byte) error, started func(pg
 		_ = emit(KindStderr, []byte(fmt.Sprintf("corral: %s no longer exists; starting in %s\n", c.Dir, dir)))
 	}
 	spec := reaper.Spec{
-		Exe: exe, Path: path, Argv: c.Argv, Env: c.Env, Dir: dir,
+		CPUHard: reexec.CommandCPUHard(),
+		Exe:     exe, Path: path, Argv: c.Argv, Env: c.Env, Dir: dir,
 		Stdout: writers[0], Stderr: writers[1], ExtraFiles: writers[2:],
 	}
 	if c.Stdin != nil {

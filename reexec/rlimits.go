@@ -94,6 +94,24 @@ func lowered(cur unix.Rlimit, want Rlimit) unix.Rlimit {
 	return unix.Rlimit{Cur: min(want.Soft, hard), Max: hard}
 }
 
+// commandCPU is set once applyRlimits has set a "cpu" limit of
+// RlimitsEnv: this helper lives across commands (a container's agent),
+// so its own RLIMIT_CPU is the soft limit alone, and each command's is
+// made hard where it starts (CommandCPUHard).
+var commandCPU bool
+
+// CommandCPUHard reports whether RlimitsEnv gave this process a CPU
+// limit that every command it starts must hold as a hard one too: a
+// long-lived helper keeps only the soft limit on itself (a hard one
+// would SIGKILL it once its own CPU time over the container's life
+// reached it), which a command could raise again (setrlimit(2): an
+// unprivileged process may raise its soft limit up to the hard one).
+// internal/reaper, which starts every command of the agent and the relay,
+// lowers the hard limit to the soft one plus a second before the command
+// runs, as bwrap's gate does (SIGXCPU at the soft limit, SIGKILL a
+// second later).
+func CommandCPUHard() bool { return commandCPU }
+
 // applyRlimits sets the limits of RlimitsEnv's value s on this process,
 // never above what it has, and removes the variable from the
 // environment.
@@ -103,6 +121,9 @@ func applyRlimits(s string) error {
 		return err
 	}
 	for _, l := range ls {
+		if l.Resource == unix.RLIMIT_CPU && l.Soft != unix.RLIM_INFINITY {
+			commandCPU = true
+		}
 		var cur unix.Rlimit
 		if err := unix.Getrlimit(l.Resource, &cur); err != nil {
 			return fmt.Errorf("getrlimit %s: %w", l.Name, err)

@@ -101,7 +101,7 @@ func TestEngineLimitsOrRefusal(t *testing.T) {
 			want := map[string][2]string{
 				"Max data size": {strconv.FormatInt(p.memory, 10), strconv.FormatInt(p.memory, 10)},
 				"Max processes": {strconv.Itoa(f.b.st.PidsLimit), strconv.Itoa(f.b.st.PidsLimit)},
-				"Max cpu time":  {"17", "unlimited"},
+				"Max cpu time":  {"17", "18"}, // the agent's soft limit, made hard for each command by its reaper
 			}
 			for line := range strings.SplitSeq(out.String(), "\n") {
 				for name, w := range want {

@@ -297,13 +297,14 @@ const minPerProcessMemory = 128 << 20
 // and threads of the container's user in its user namespace,
 // kernel/ucount.c since Linux 5.14) at pids (docker.pids_limit), each
 // soft and hard; and "cpu" (RLIMIT_CPU, seconds of CPU per process) at
-// cpuSeconds as the soft limit only, hard unlimited (-1): at the soft
-// limit the kernel sends SIGXCPU, which ends a command that does not
-// handle it (setrlimit(2)), while a hard limit would also SIGKILL
-// corral's helper in the container (the agent, one process for the
-// container's life, relaying every command), a Go program that ignores
-// SIGXCPU (os/signal). A value of 0 or less sets no limit of that name;
-// "" when none is set. Pure.
+// cpuSeconds as the soft limit only, hard unlimited (-1) on the helpers
+// themselves: a hard limit would SIGKILL corral's helper in the container
+// (the agent, one process for the container's life, relaying every
+// command). Each command gets a hard one, the soft plus a second, from
+// the reaper that starts it (reexec.CommandCPUHard, reaper.Spec.CPUHard),
+// so that it cannot raise its soft limit again: SIGXCPU at cpuSeconds,
+// SIGKILL a second later (setrlimit(2)), as under bwrap. A value of 0 or
+// less sets no limit of that name; "" when none is set. Pure.
 //
 // They travel in the container's environment, not as HostConfig.Ulimits:
 // Podman's compatible API drops a rootless caller's Ulimits
@@ -391,7 +392,7 @@ func describePerProcess(why string, memory, pids int64, cpuSeconds int) string {
 		parts = append(parts, fmt.Sprintf("RLIMIT_NPROC %d processes and threads in the container's user namespace (docker.pids_limit)", pids))
 	}
 	if cpuSeconds > 0 {
-		parts = append(parts, fmt.Sprintf("RLIMIT_CPU %d s of CPU per process, soft (SIGXCPU; cpu_seconds)", cpuSeconds))
+		parts = append(parts, fmt.Sprintf("RLIMIT_CPU %d s of CPU per process (SIGXCPU, then SIGKILL a second later; cpu_seconds)", cpuSeconds))
 	}
 	if len(parts) == 0 {
 		parts = append(parts, "none set")

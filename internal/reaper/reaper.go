@@ -39,7 +39,7 @@ import (
 	"github.com/corralhq/corral/reexec"
 )
 
-// Mode is the helper mode: `__corral-reap --fds N --path PROGRAM -- ARGV...`,
+// Mode is the helper mode: `__corral-reap [--cpu-hard] --fds N --path PROGRAM -- ARGV...`,
 // with the command's stdin, stdout and stderr as its own, its N extra
 // descriptors at 3..3+N-1, the control pipe (signals in) at 3+N and the
 // report pipe (JSON lines out) at 4+N. Start starts it.
@@ -73,6 +73,7 @@ type report struct {
 func reapMain(args []string) int {
 	fl := flag.NewFlagSet(Mode, flag.ContinueOnError)
 	nfds := fl.Int("fds", 0, "extra descriptors (3, 4, ...)")
+	cpuHard := fl.Bool("cpu-hard", false, "lower RLIMIT_CPU's hard limit to its soft one plus a second for the command (reexec.CommandCPUHard)")
 	path := fl.String("path", "", "the program to run")
 	if err := fl.Parse(args); err != nil || *path == "" || len(fl.Args()) == 0 || *nfds < 0 || *nfds > 64 {
 		fmt.Fprintf(os.Stderr, "corral %s: usage: %s --fds N --path PROGRAM -- ARGV...\n", Mode, Mode)
@@ -104,6 +105,14 @@ func reapMain(args []string) int {
 	extra := make([]*os.File, *nfds)
 	for i := range extra {
 		extra[i] = os.NewFile(uintptr(3+i), "fd"+strconv.Itoa(3+i))
+	}
+	if *cpuHard {
+		// The command inherits it and cannot raise it again; the
+		// reaper's own CPU time is a few milliseconds.
+		if err := hardenCPU(); err != nil {
+			_ = enc.Encode(report{StartError: "holding the command's CPU time limit: " + err.Error()})
+			return 125
+		}
 	}
 	cmd := &exec.Cmd{
 		Path: *path, Args: fl.Args(), Env: os.Environ(),
@@ -171,6 +180,32 @@ func reapMain(args []string) int {
 	killed := killAll(self)
 	_ = enc.Encode(report{Done: true, Status: int(status), Killed: killed})
 	return 0
+}
+
+// hardenCPU lowers this process's RLIMIT_CPU hard limit to its soft one
+// plus a second (cpuHard), when the soft one is set: SIGXCPU at the soft
+// limit, SIGKILL a second later (setrlimit(2)).
+func hardenCPU() error {
+	var r unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_CPU, &r); err != nil {
+		return err
+	}
+	if h := cpuHard(r); h != r {
+		return unix.Setrlimit(unix.RLIMIT_CPU, &h)
+	}
+	return nil
+}
+
+// cpuHard is r with its hard limit lowered to the soft one plus a second
+// (never raised); r as it is when the soft limit is unlimited. Pure.
+func cpuHard(r unix.Rlimit) unix.Rlimit {
+	if r.Cur == unix.RLIM_INFINITY {
+		return r
+	}
+	if h := r.Cur + 1; h < r.Max {
+		r.Max = h
+	}
+	return r
 }
 
 // signalTree sends sig to every descendant of root.
@@ -291,7 +326,12 @@ type Spec struct {
 	// Env is the command's whole environment (the helper's too); Dir its
 	// working directory ("" is the caller's).
 	Env []string
-	Dir string
+	// CPUHard makes the helper lower RLIMIT_CPU's hard limit to its soft
+	// one plus a second before the command runs, so that the command
+	// cannot raise it (reexec.CommandCPUHard says when: a container
+	// whose helpers hold a per-process CPU limit).
+	CPUHard bool
+	Dir     string
 	// Stdin, Stdout, Stderr and ExtraFiles are the command's, as
 	// exec.Cmd takes them (a non-file is copied through a pipe).
 	Stdin          io.Reader
@@ -338,7 +378,11 @@ func Start(s Spec) (*Command, error) {
 		ctlW.Close()
 		return nil, err
 	}
-	args := []string{s.Exe, Mode, "--fds", strconv.Itoa(len(s.ExtraFiles)), "--path", s.Path, "--"}
+	args := []string{s.Exe, Mode}
+	if s.CPUHard {
+		args = append(args, "--cpu-hard")
+	}
+	args = append(args, "--fds", strconv.Itoa(len(s.ExtraFiles)), "--path", s.Path, "--")
 	cmd := &exec.Cmd{
 		Path: s.Exe, Args: append(args, s.Argv...), Env: s.Env, Dir: s.Dir,
 		Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr,

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/corralhq/corral/reexec"
 )
 
@@ -190,6 +192,55 @@ func TestStartError(t *testing.T) {
 		var se *StartError
 		if !errors.As(err, &se) || se.NotExist != tc.notExist {
 			t.Errorf("%s: err %v, want a StartError with NotExist %v", tc.path, err, tc.notExist)
+		}
+	}
+}
+
+// TestCPUHard: a reaper started with Spec.CPUHard gives its command a
+// hard RLIMIT_CPU of the soft one plus a second, which the command cannot
+// raise again; without it the command could lift its soft limit to an
+// unlimited hard one (a container's agent holds the soft limit alone,
+// reexec.CommandCPUHard). The soft limit comes from reexec.RlimitsEnv, as
+// in such a container.
+func TestCPUHard(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := `grep '^Max cpu time' /proc/self/limits; if ulimit -St unlimited 2>/dev/null; then echo raised; fi`
+	for _, hard := range []bool{true, false} {
+		var out bytes.Buffer
+		env := append(os.Environ(), reexec.RlimitsEnv+"=cpu=100:-1")
+		c, err := Start(Spec{Exe: exe, Path: "/bin/sh", Argv: []string{"sh", "-c", script}, Env: env, Stdout: &out, Stderr: os.Stderr, CPUHard: hard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ws, _, err := c.Wait(); err != nil || ws.ExitStatus() != 0 {
+			t.Fatalf("Wait: %v %v", ws, err)
+		}
+		f := strings.Fields(out.String())
+		switch {
+		case len(f) < 5:
+			t.Fatalf("CPUHard %v: output %q", hard, out.String())
+		case hard && (f[3] != "100" || f[4] != "101" || strings.Contains(out.String(), "raised")):
+			t.Errorf("CPUHard: %q, want soft 100, hard 101, and the soft limit not raised", out.String())
+		case !hard && (f[3] != "100" || f[4] != "unlimited" || !strings.Contains(out.String(), "raised")):
+			t.Errorf("without CPUHard: %q, want soft 100, hard unlimited, the soft one raised (what the flag prevents)", out.String())
+		}
+	}
+}
+
+func TestCPUHardLimit(t *testing.T) {
+	const inf = ^uint64(0)
+	for _, tc := range []struct{ in, want [2]uint64 }{
+		{[2]uint64{30, inf}, [2]uint64{30, 31}},
+		{[2]uint64{30, 31}, [2]uint64{30, 31}},
+		{[2]uint64{30, 30}, [2]uint64{30, 30}}, // never raised
+		{[2]uint64{inf, inf}, [2]uint64{inf, inf}},
+	} {
+		got := cpuHard(unix.Rlimit{Cur: tc.in[0], Max: tc.in[1]})
+		if got.Cur != tc.want[0] || got.Max != tc.want[1] {
+			t.Errorf("cpuHard(%v) = %+v, want %v", tc.in, got, tc.want)
 		}
 	}
 }
