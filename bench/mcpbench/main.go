@@ -10,7 +10,14 @@
 // (mcpserver.BenchEchoTool: the floor the SDK itself sets), and against
 // reading the file directly.
 //
-//	go run ./bench/mcpbench [-n 100]                # builds corral with -tags corralbench
+// Run as root, a command's sandbox holds an unprivileged identity in a
+// mount namespace prepared for it, which raw bwrap run by root does not
+// pay; in builds of this bench with -tags corralbench, that floor is
+// measured too (bwrap.Backend.RootFloor, a bwrap backend with the same
+// profile and a state directory beside corral's), and bash through MCP is
+// compared with it plus the do-nothing tool.
+//
+//	go run -tags corralbench ./bench/mcpbench [-n 100]  # builds corral with -tags corralbench too
 //	go run ./bench/mcpbench -corral /tmp/corral     # a given build (no floor unless it has the tag)
 package main
 
@@ -77,8 +84,18 @@ func main() {
 	argv := strings.Split(strings.TrimSpace(string(argvOut)), "\n")
 
 	bashArgv := append(append([]string{}, argv[:len(argv)-1]...), "/bin/bash", "--noprofile", "--norc", "-c", "true")
-	var bash, raw, rawBash, rawBashOut, read, direct, noop, echo []time.Duration
+	var rootBash func(bool) error
+	if rootFloor != nil && os.Getuid() == 0 {
+		rootBash, err = rootFloor(base, work)
+		check(err)
+	}
+	var bash, raw, rawBash, rawBashOut, read, direct, noop, echo, rootOut []time.Duration
 	for i := 0; i < *n; i++ {
+		if rootBash != nil {
+			t := time.Now()
+			check(rootBash(true))
+			rootOut = append(rootOut, time.Since(t))
+		}
 		t := time.Now()
 		callTool("bash", map[string]any{"command": "true"})
 		bash = append(bash, time.Since(t))
@@ -131,7 +148,17 @@ func main() {
 		ms(median(rawBashOut)+median(noop)), float64(median(bash))/float64(median(rawBashOut)+median(noop)))
 	fmt.Printf("read_file 10 KB via MCP   %8.2f ms   ratio to the do-nothing tool %.2f (target <= 1.30), to the same text %.2f\n",
 		ms(median(read)), float64(median(read))/float64(median(noop)), float64(median(read))/float64(median(echo)))
+	if rootBash != nil {
+		f := median(rootOut)
+		fmt.Printf("root caller's floor       %8.2f ms   (raw bwrap bash -c true as the sandbox's identity from the view prepared for it, output read; %.2fx raw bash)\n", ms(f), float64(f)/float64(median(rawBashOut)))
+		fmt.Printf("  plus the MCP round trip %8.2f ms   bash through MCP is %.2fx it (target <= 1.45, issue 28, for a root caller)\n", ms(f+median(noop)), float64(median(bash))/float64(f+median(noop)))
+	}
 }
+
+// rootFloor, in builds with -tags corralbench (floor_corralbench.go),
+// returns a root caller's floor for a bash -c true in work, with base
+// holding corral's state; else nil.
+var rootFloor func(base, work string) (func(bool) error, error)
 
 func median(d []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), d...)

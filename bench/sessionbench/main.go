@@ -13,7 +13,15 @@
 // `bash -c true` is measured too, the floor of any design that gives each
 // command a sandbox of its own and a shell.
 //
-//	go run ./bench/sessionbench [-n 200]
+// Run as root, a command's sandbox holds an unprivileged identity, never
+// uid 0, and bwrap starts as that identity in a mount namespace prepared
+// for it (backend/bwrap/runas.go): the raw bwrap above, run by root as
+// root, does less than any root caller's sandbox must. In builds with
+// -tags corralbench the same raw bwrap is also run that way
+// (bwrap.Backend.RootFloor: the prepared namespace, the identity, nothing
+// else of corral's), and the root caller's ratio is printed against it.
+//
+//	go run -tags corralbench ./bench/sessionbench [-n 200]
 package main
 
 import (
@@ -103,6 +111,13 @@ func main() {
 		return time.Since(t)
 	}
 	bashArgv := append(append([]string{}, argv[:len(argv)-1]...), "/bin/bash", "--noprofile", "--norc", "-c", "true")
+	var floor func(bool) error
+	if rootFloor != nil && os.Getuid() == 0 {
+		floor, err = rootFloor(be, ctx, &sandbox.Request{Argv: bashArgv[len(argv)-1:], Env: os.Environ(), Policy: sandbox.Policy{Workdir: work, Profile: sandbox.ProfileWorkspace}, ScratchDir: s.ScratchDir()})
+		if err != nil {
+			fail(err)
+		}
+	}
 	timed := func(argv []string, capture bool) time.Duration {
 		t := time.Now()
 		c := exec.Command(argv[0], argv[1:]...)
@@ -120,8 +135,15 @@ func main() {
 		}
 		return time.Since(t)
 	}
-	var sess, host, old, raw, rawBash, rawBashOut []time.Duration
+	var sess, host, old, raw, rawBash, rawBashOut, rootBash []time.Duration
 	for i := 0; i < *n; i++ {
+		if floor != nil {
+			t := time.Now()
+			if err := floor(true); err != nil {
+				fail(err)
+			}
+			rootBash = append(rootBash, time.Since(t))
+		}
 		sess = append(sess, run(s))
 		host = append(host, run(viaHost))
 		old = append(old, run(viaOld))
@@ -142,7 +164,20 @@ func main() {
 	fmt.Printf("ratio (session/raw bash)    %7.2f  (target <= 1.35, issue 28; floor: raw bwrap bash -c true)\n", float64(ms)/float64(mb))
 	fmt.Printf("ratio (session/raw bash, output read) %.2f\n", float64(ms)/float64(mbo))
 	fmt.Printf("floor (raw bash/raw)        %7.2f\n", float64(mb)/float64(mr))
+	switch {
+	case floor != nil:
+		mf := median(rootBash)
+		fmt.Printf("root caller's floor         %7.2f ms  (raw bwrap bash -c true as the sandbox's identity, from the view prepared for it; output read)\n", ms2(mf))
+		fmt.Printf("  its ratio to raw bash     %7.2f  (what running a root caller's sandbox as another identity costs)\n", float64(mf)/float64(mbo))
+		fmt.Printf("ratio (session/root floor)  %7.2f  (target <= 1.35, issue 28, for a root caller)\n", float64(ms)/float64(mf))
+	case os.Getuid() == 0:
+		fmt.Println("(build with -tags corralbench for a root caller's floor)")
+	}
 }
+
+// rootFloor is bwrap.Backend.RootFloor in builds with -tags corralbench
+// (floor_corralbench.go), else nil.
+var rootFloor func(b *bwrap.Backend, ctx context.Context, req *sandbox.Request) (func(bool) error, error)
 
 func median(d []time.Duration) time.Duration {
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
