@@ -190,6 +190,9 @@ func TestListenAndToken(t *testing.T) {
 		{"listen", "", ""},
 		{"token", "0123456789abcdef", "0123456789abcdef"},
 		{"token", "", ""},
+		// A token file's newline, kept by a Secret made from the file.
+		{"token", "0123456789abcdef\n", "0123456789abcdef"},
+		{"token", " 0123456789abcdef\r\n", "0123456789abcdef"},
 	}
 	for _, tc := range good {
 		s := Defaults()

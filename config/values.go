@@ -512,9 +512,14 @@ func listenAddr(s string) (string, string) {
 }
 
 // bearerToken checks a token value: empty, or at least 16 printable
-// characters without spaces (it travels in an HTTP header). It returns the
-// reason it is refused, or "".
+// characters without spaces (it travels in an HTTP header), once the
+// white space around it is dropped: a token kept in a file ends with the
+// newline `openssl rand -hex 32 > token` writes, and a Kubernetes Secret
+// made from that file (kustomize's secretGenerator, `kubectl create
+// secret --from-file`) keeps it in the variable it sets. It returns the
+// token and the reason it is refused, or "".
 func bearerToken(s string) (string, string) {
+	s = strings.TrimSpace(s)
 	if s == "" {
 		return "", ""
 	}
