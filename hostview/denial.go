@@ -71,8 +71,14 @@ var (
 	// read-only file system (relPathOf).
 	quotedRel = lazyre.New("['\"‘`]([^'\"’`\\s/][^'\"’`\n]*)['\"’`]")
 	bareRelRO = lazyre.New(`(?i)(?:^|\s)([^\s'"’:/][^\s'"’:]*): read-only file system`)
-	reMissing = lazyre.New(`(?i)no such file or directory|\bENOENT\b|errno 2\]`)
-	reNoNet   = lazyre.New(`(?i)network is unreachable|could not resolve host|temporary failure in name resolution|name or service not known|getaddrinfo (?:ENOTFOUND|EAI_AGAIN)|no address associated with hostname|\bENETUNREACH\b|dial tcp: lookup [^ ]+ on .*: (?:dial|no such host)|connection refused.*:53\b`)
+	// reBusy: EBUSY, which rename(2) and unlink(2) return for a mount
+	// point: a protected path is a read-only bind over the file, and
+	// git writes .git/config as config.lock renamed over it ("could not
+	// write config file .git/config: Device or resource busy").
+	reBusy      = lazyre.New(`(?i)device or resource busy|\bEBUSY\b|errno 16\]`)
+	bareRelBusy = lazyre.New(`(?i)(?:^|\s)([^\s'"’:/][^\s'"’:]*): device or resource busy`)
+	reMissing   = lazyre.New(`(?i)no such file or directory|\bENOENT\b|errno 2\]`)
+	reNoNet     = lazyre.New(`(?i)network is unreachable|could not resolve host|temporary failure in name resolution|name or service not known|getaddrinfo (?:ENOTFOUND|EAI_AGAIN)|no address associated with hostname|\bENETUNREACH\b|dial tcp: lookup [^ ]+ on .*: (?:dial|no such host)|connection refused.*:53\b`)
 	// reConnectFailed: a connect that failed without saying why, as curl
 	// prints it for an unreachable address ("Failed to connect to 1.1.1.1
 	// port 80 after 0 ms: Couldn't connect to server"); the host is
@@ -162,6 +168,27 @@ func ExplainDenials(output string, c DenialContext) []Denial {
 				fix = "; the " + string(profile) + " profile writes nothing but /tmp, the workspace profile writes the working directory"
 			}
 			add(Denial{Kind: DenialReadOnly, Path: p, Message: fmt.Sprintf("corral: %s is read-only in this sandbox (profile %s); writable: %s%s", what, profile, writable, fix)})
+		case reBusy.MatchString(line):
+			// Only where it names a protected path: a busy device or
+			// mount of the command's own is not the sandbox's wall.
+			what := pathOf(line)
+			if what == "" {
+				if m := bareRelBusy.FindStringSubmatch(line); m != nil {
+					what = m[1]
+				} else if m := quotedRel.FindStringSubmatch(line); m != nil {
+					what = m[1]
+				}
+			}
+			p := what
+			if p != "" && !filepath.IsAbs(p) {
+				p = ""
+				if c.Cwd != "" {
+					p = filepath.Join(c.Cwd, what)
+				}
+			}
+			if root, pat, ok := protectedIn(p, c.Writable, c.Protected); ok {
+				add(Denial{Kind: DenialReadOnly, Path: p, Message: fmt.Sprintf("corral: %s is a protected path (protected_paths: %s), read-only in this sandbox although %s is writable, and cannot be replaced (a program that writes it by renaming a new copy over it gets EBUSY): programs on the host run it later, so only the person changes it, on the host", what, pat, root)})
+			}
 		case c.Hidden != nil && reMissing.MatchString(line):
 			if p := pathOf(line); p != "" && c.Hidden(p) {
 				add(Denial{Kind: DenialHidden, Path: p, Message: fmt.Sprintf("corral: %s exists on the host but is hidden in this sandbox (a credential store, a dot entry of the home directory, or corral's own files); home_allow shows a dot entry read-only, never a credential store", p)})

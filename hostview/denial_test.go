@@ -41,6 +41,8 @@ func TestExplainDenials(t *testing.T) {
 		{"restricted writes nothing", "touch: cannot touch 'x': Read-only file system", DenialContext{Profile: sandbox.ProfileRestricted}, DenialReadOnly, "", "", "writable: nothing (profile restricted); the restricted profile writes nothing but /tmp"},
 		{"dash, a protected path", "sh: 1: cannot create .git/config: Read-only file system", wsp, DenialReadOnly, "/home/u/proj/.git/config", "", "corral: .git/config is a protected path (protected_paths: **/.git/config), read-only in this sandbox although /home/u/proj is writable"},
 		{"bash, a protected path", "bash: .bashrc: Read-only file system", wsp, DenialReadOnly, "/home/u/proj/.bashrc", "", ".bashrc is a protected path"},
+		{"git config, renamed over a protected path", "error: could not write config file .git/config: Device or resource busy", wsp, DenialReadOnly, "/home/u/proj/.git/config", "", "corral: .git/config is a protected path (protected_paths: **/.git/config), read-only in this sandbox although /home/u/proj is writable, and cannot be replaced"},
+		{"mv over a protected path", "mv: cannot move 'x' to '/home/u/proj/.git/config': Device or resource busy", wsp, DenialReadOnly, "/home/u/proj/.git/config", "", "is a protected path"},
 		{"touch, a protected path named whole", "touch: cannot touch '/home/u/proj/.git/hooks/pre-commit': Read-only file system", wsp, DenialReadOnly, "/home/u/proj/.git/hooks/pre-commit", "", "/home/u/proj/.git/hooks/pre-commit is a protected path"},
 		{"touch, relative, outside the writable set", "touch: cannot touch 'x.so': Read-only file system", elsewhere, DenialReadOnly, "/usr/lib/x.so", "", "corral: x.so is read-only in this sandbox (profile workspace); writable: "},
 		{"go, relative", "open notes.txt: read-only file system", elsewhere, DenialReadOnly, "/usr/lib/notes.txt", "", "notes.txt is read-only"},
@@ -87,6 +89,8 @@ func TestExplainDenials(t *testing.T) {
 		{"curl: (7) Failed to connect to ::1 port 80 after 0 ms: Couldn't connect to server", ws},
 		{"chmod: changing permissions of '/home/u/proj/f': Operation not permitted", ws},
 		{"sh: 1: cannot create /home/u/proj/f.txt: Value too large for defined data type", ws}, // not under review
+		{"rm: cannot remove '/home/u/proj/mnt': Device or resource busy", wsp},                 // busy, and not a protected path
+		{"error: could not write config file .git/config: Device or resource busy", ws},        // protected paths unknown
 	} {
 		if got := ExplainDenials(c.output, c.ctx); len(got) != 0 {
 			t.Errorf("ExplainDenials(%q) = %+v, want none", c.output, got)
