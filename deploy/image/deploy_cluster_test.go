@@ -78,15 +78,20 @@ images:
     newTag: ci
 secretGenerator:
   - name: corral-token
-    literals:
-      - token=%s
+    files:
+      - token
 configMapGenerator:
   - name: corral-settings
     behavior: merge
     literals:
       - CORRAL_KUBERNETES_IMAGE=%s
-`, ns, base, randHex(t, 32), c.Image)
+`, ns, base, c.Image)
 	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The token as the README makes it (openssl rand -hex 32 > deploy/token):
+	// a file that ends with a newline, which the Secret keeps.
+	if err := os.WriteFile(filepath.Join(overlay, "token"), []byte(randHex(t, 32)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	admin := "--kubeconfig=" + os.Getenv(k8stest.EnvAdminKubeconfig)
