@@ -175,7 +175,7 @@ func runCommand(c command, emit func(kind byte, p []byte) error, started func(pg
 		_ = emit(KindStderr, []byte(fmt.Sprintf("corral: %s no longer exists; starting in %s\n", c.Dir, dir)))
 	}
 	spec := reaper.Spec{
-		CPUHard: reexec.CommandCPUHard(),
+		CPUSeconds: reexec.CommandCPU(),
 		Exe:     exe, Path: path, Argv: c.Argv, Env: c.Env, Dir: dir,
 		Stdout: writers[0], Stderr: writers[1], ExtraFiles: writers[2:],
 	}

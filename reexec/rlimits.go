@@ -94,23 +94,26 @@ func lowered(cur unix.Rlimit, want Rlimit) unix.Rlimit {
 	return unix.Rlimit{Cur: min(want.Soft, hard), Max: hard}
 }
 
-// commandCPU is set once applyRlimits has set a "cpu" limit of
-// RlimitsEnv: this helper lives across commands (a container's agent),
-// so its own RLIMIT_CPU is the soft limit alone, and each command's is
-// made hard where it starts (CommandCPUHard).
-var commandCPU bool
+// commandCPU is the "cpu" limit of RlimitsEnv, in seconds, once
+// applyRlimits has set it (0: none): this helper lives across commands
+// (a container's agent), so its own RLIMIT_CPU is the soft limit alone,
+// and each command's is set where it starts (CommandCPU).
+var commandCPU uint64
 
-// CommandCPUHard reports whether RlimitsEnv gave this process a CPU
-// limit that every command it starts must hold as a hard one too: a
-// long-lived helper keeps only the soft limit on itself (a hard one
-// would SIGKILL it once its own CPU time over the container's life
-// reached it), which a command could raise again (setrlimit(2): an
-// unprivileged process may raise its soft limit up to the hard one).
-// internal/reaper, which starts every command of the agent and the relay,
-// lowers the hard limit to the soft one plus a second before the command
-// runs, as bwrap's gate does (SIGXCPU at the soft limit, SIGKILL a
-// second later).
-func CommandCPUHard() bool { return commandCPU }
+// CommandCPU returns the CPU time limit, in seconds, that RlimitsEnv gave
+// this process and that every command it starts must hold as a hard
+// limit too, or 0 for none. A long-lived helper keeps only the soft limit
+// on itself (a hard one would SIGKILL it once its own CPU time over the
+// container's life reached it), which a command could raise again
+// (setrlimit(2): an unprivileged process may raise its soft limit up to
+// the hard one), in itself or, through prlimit(2) on a process of its own
+// uid, in the helper that starts the next commands. So the value comes
+// from here, read once before anything of the container ran, never from
+// the limits the starter holds when a command starts: internal/reaper,
+// which starts every command of the agent and the relay, sets it as the
+// soft limit and that plus a second as the hard one before the command
+// runs, as bwrap's gate does (SIGXCPU, then SIGKILL a second later).
+func CommandCPU() uint64 { return commandCPU }
 
 // applyRlimits sets the limits of RlimitsEnv's value s on this process,
 // never above what it has, and removes the variable from the
@@ -122,7 +125,7 @@ func applyRlimits(s string) error {
 	}
 	for _, l := range ls {
 		if l.Resource == unix.RLIMIT_CPU && l.Soft != unix.RLIM_INFINITY {
-			commandCPU = true
+			commandCPU = l.Soft
 		}
 		var cur unix.Rlimit
 		if err := unix.Getrlimit(l.Resource, &cur); err != nil {

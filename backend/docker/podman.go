@@ -301,7 +301,7 @@ const minPerProcessMemory = 128 << 20
 // themselves: a hard limit would SIGKILL corral's helper in the container
 // (the agent, one process for the container's life, relaying every
 // command). Each command gets a hard one, the soft plus a second, from
-// the reaper that starts it (reexec.CommandCPUHard, reaper.Spec.CPUHard),
+// the reaper that starts it (reexec.CommandCPU, reaper.Spec.CPUSeconds),
 // so that it cannot raise its soft limit again: SIGXCPU at cpuSeconds,
 // SIGKILL a second later (setrlimit(2)), as under bwrap. A value of 0 or
 // less sets no limit of that name; "" when none is set. Pure.

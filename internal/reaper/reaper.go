@@ -39,7 +39,7 @@ import (
 	"github.com/corralhq/corral/reexec"
 )
 
-// Mode is the helper mode: `__corral-reap [--cpu-hard] --fds N --path PROGRAM -- ARGV...`,
+// Mode is the helper mode: `__corral-reap [--cpu SECONDS] --fds N --path PROGRAM -- ARGV...`,
 // with the command's stdin, stdout and stderr as its own, its N extra
 // descriptors at 3..3+N-1, the control pipe (signals in) at 3+N and the
 // report pipe (JSON lines out) at 4+N. Start starts it.
@@ -73,7 +73,7 @@ type report struct {
 func reapMain(args []string) int {
 	fl := flag.NewFlagSet(Mode, flag.ContinueOnError)
 	nfds := fl.Int("fds", 0, "extra descriptors (3, 4, ...)")
-	cpuHard := fl.Bool("cpu-hard", false, "lower RLIMIT_CPU's hard limit to its soft one plus a second for the command (reexec.CommandCPUHard)")
+	cpu := fl.Uint64("cpu", 0, "the command's RLIMIT_CPU, in seconds: soft, and hard a second more (Spec.CPUSeconds)")
 	path := fl.String("path", "", "the program to run")
 	if err := fl.Parse(args); err != nil || *path == "" || len(fl.Args()) == 0 || *nfds < 0 || *nfds > 64 {
 		fmt.Fprintf(os.Stderr, "corral %s: usage: %s --fds N --path PROGRAM -- ARGV...\n", Mode, Mode)
@@ -106,10 +106,10 @@ func reapMain(args []string) int {
 	for i := range extra {
 		extra[i] = os.NewFile(uintptr(3+i), "fd"+strconv.Itoa(3+i))
 	}
-	if *cpuHard {
+	if *cpu > 0 {
 		// The command inherits it and cannot raise it again; the
 		// reaper's own CPU time is a few milliseconds.
-		if err := hardenCPU(); err != nil {
+		if err := setCPU(*cpu); err != nil {
 			_ = enc.Encode(report{StartError: "holding the command's CPU time limit: " + err.Error()})
 			return 125
 		}
@@ -182,30 +182,23 @@ func reapMain(args []string) int {
 	return 0
 }
 
-// hardenCPU lowers this process's RLIMIT_CPU hard limit to its soft one
-// plus a second (cpuHard), when the soft one is set: SIGXCPU at the soft
-// limit, SIGKILL a second later (setrlimit(2)).
-func hardenCPU() error {
+// setCPU sets this process's RLIMIT_CPU to secs (soft) and secs+1
+// (hard), never above the hard limit it has: SIGXCPU at secs, SIGKILL a
+// second later (setrlimit(2)).
+func setCPU(secs uint64) error {
 	var r unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_CPU, &r); err != nil {
 		return err
 	}
-	if h := cpuHard(r); h != r {
-		return unix.Setrlimit(unix.RLIMIT_CPU, &h)
-	}
-	return nil
+	h := cpuLimit(r, secs)
+	return unix.Setrlimit(unix.RLIMIT_CPU, &h)
 }
 
-// cpuHard is r with its hard limit lowered to the soft one plus a second
-// (never raised); r as it is when the soft limit is unlimited. Pure.
-func cpuHard(r unix.Rlimit) unix.Rlimit {
-	if r.Cur == unix.RLIM_INFINITY {
-		return r
-	}
-	if h := r.Cur + 1; h < r.Max {
-		r.Max = h
-	}
-	return r
+// cpuLimit is the RLIMIT_CPU to set for secs seconds where r holds: soft
+// secs and hard secs+1, each at most r's hard limit (an unprivileged
+// process cannot raise it). Pure.
+func cpuLimit(r unix.Rlimit, secs uint64) unix.Rlimit {
+	return unix.Rlimit{Cur: min(secs, r.Max), Max: min(secs+1, r.Max)}
 }
 
 // signalTree sends sig to every descendant of root.
@@ -326,11 +319,13 @@ type Spec struct {
 	// Env is the command's whole environment (the helper's too); Dir its
 	// working directory ("" is the caller's).
 	Env []string
-	// CPUHard makes the helper lower RLIMIT_CPU's hard limit to its soft
-	// one plus a second before the command runs, so that the command
-	// cannot raise it (reexec.CommandCPUHard says when: a container
-	// whose helpers hold a per-process CPU limit).
-	CPUHard bool
+	// CPUSeconds, when above 0, is the command's RLIMIT_CPU, set by the
+	// helper before the command runs: soft at CPUSeconds, hard a second
+	// more, from this value and never from the limits the starter holds
+	// (reexec.CommandCPU gives it in a container whose helpers hold a
+	// per-process CPU limit; a command may have raised the starter's
+	// soft one).
+	CPUSeconds uint64
 	Dir     string
 	// Stdin, Stdout, Stderr and ExtraFiles are the command's, as
 	// exec.Cmd takes them (a non-file is copied through a pipe).
@@ -379,8 +374,8 @@ func Start(s Spec) (*Command, error) {
 		return nil, err
 	}
 	args := []string{s.Exe, Mode}
-	if s.CPUHard {
-		args = append(args, "--cpu-hard")
+	if s.CPUSeconds > 0 {
+		args = append(args, "--cpu", strconv.FormatUint(s.CPUSeconds, 10))
 	}
 	args = append(args, "--fds", strconv.Itoa(len(s.ExtraFiles)), "--path", s.Path, "--")
 	cmd := &exec.Cmd{

@@ -196,51 +196,65 @@ func TestStartError(t *testing.T) {
 	}
 }
 
-// TestCPUHard: a reaper started with Spec.CPUHard gives its command a
-// hard RLIMIT_CPU of the soft one plus a second, which the command cannot
-// raise again; without it the command could lift its soft limit to an
-// unlimited hard one (a container's agent holds the soft limit alone,
-// reexec.CommandCPUHard). The soft limit comes from reexec.RlimitsEnv, as
-// in such a container.
+// TestCPUHard: a reaper started with Spec.CPUSeconds gives its command
+// RLIMIT_CPU soft at that value and hard a second more, which the command
+// cannot raise again, whatever the limits its starter holds then: a
+// container's agent holds the soft limit alone (reexec.CommandCPU), which
+// a command may have raised through prlimit(2), so the inherited limits
+// prove nothing. Without it the command keeps what it inherits and can
+// lift its soft limit to an unlimited hard one.
 func TestCPUHard(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	script := `grep '^Max cpu time' /proc/self/limits; if ulimit -St unlimited 2>/dev/null; then echo raised; fi`
-	for _, hard := range []bool{true, false} {
+	for _, tc := range []struct {
+		name       string
+		env        string // the reaper's own limits, as a container's helpers get them
+		secs       uint64
+		soft, hard string
+		raised     bool
+	}{
+		{"soft limit inherited, made hard", "cpu=100:-1", 100, "100", "101", false},
+		{"the starter's soft limit raised by a command", "", 100, "100", "101", false},
+		{"never above the hard limit held", "cpu=50:60", 100, "60", "60", false},
+		{"no CPUSeconds: as inherited", "cpu=100:-1", 0, "100", "unlimited", true},
+	} {
 		var out bytes.Buffer
-		env := append(os.Environ(), reexec.RlimitsEnv+"=cpu=100:-1")
-		c, err := Start(Spec{Exe: exe, Path: "/bin/sh", Argv: []string{"sh", "-c", script}, Env: env, Stdout: &out, Stderr: os.Stderr, CPUHard: hard})
+		env := os.Environ()
+		if tc.env != "" {
+			env = append(env, reexec.RlimitsEnv+"="+tc.env)
+		}
+		c, err := Start(Spec{Exe: exe, Path: "/bin/sh", Argv: []string{"sh", "-c", script}, Env: env, Stdout: &out, Stderr: os.Stderr, CPUSeconds: tc.secs})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if ws, _, err := c.Wait(); err != nil || ws.ExitStatus() != 0 {
-			t.Fatalf("Wait: %v %v", ws, err)
+			t.Fatalf("%s: Wait: %v %v", tc.name, ws, err)
 		}
 		f := strings.Fields(out.String())
-		switch {
-		case len(f) < 5:
-			t.Fatalf("CPUHard %v: output %q", hard, out.String())
-		case hard && (f[3] != "100" || f[4] != "101" || strings.Contains(out.String(), "raised")):
-			t.Errorf("CPUHard: %q, want soft 100, hard 101, and the soft limit not raised", out.String())
-		case !hard && (f[3] != "100" || f[4] != "unlimited" || !strings.Contains(out.String(), "raised")):
-			t.Errorf("without CPUHard: %q, want soft 100, hard unlimited, the soft one raised (what the flag prevents)", out.String())
+		if len(f) < 5 || f[3] != tc.soft || f[4] != tc.hard || strings.Contains(out.String(), "raised") != tc.raised {
+			t.Errorf("%s: %q, want soft %s, hard %s, raised %v", tc.name, out.String(), tc.soft, tc.hard, tc.raised)
 		}
 	}
 }
 
-func TestCPUHardLimit(t *testing.T) {
+func TestCPULimit(t *testing.T) {
 	const inf = ^uint64(0)
-	for _, tc := range []struct{ in, want [2]uint64 }{
-		{[2]uint64{30, inf}, [2]uint64{30, 31}},
-		{[2]uint64{30, 31}, [2]uint64{30, 31}},
-		{[2]uint64{30, 30}, [2]uint64{30, 30}}, // never raised
-		{[2]uint64{inf, inf}, [2]uint64{inf, inf}},
+	for _, tc := range []struct {
+		in   [2]uint64
+		secs uint64
+		want [2]uint64
+	}{
+		{[2]uint64{30, inf}, 30, [2]uint64{30, 31}},
+		{[2]uint64{inf, inf}, 30, [2]uint64{30, 31}}, // a soft limit raised meanwhile
+		{[2]uint64{10, 20}, 30, [2]uint64{20, 20}},   // never above the hard limit held
+		{[2]uint64{30, 30}, 30, [2]uint64{30, 30}},
 	} {
-		got := cpuHard(unix.Rlimit{Cur: tc.in[0], Max: tc.in[1]})
+		got := cpuLimit(unix.Rlimit{Cur: tc.in[0], Max: tc.in[1]}, tc.secs)
 		if got.Cur != tc.want[0] || got.Max != tc.want[1] {
-			t.Errorf("cpuHard(%v) = %+v, want %v", tc.in, got, tc.want)
+			t.Errorf("cpuLimit(%v, %d) = %+v, want %v", tc.in, tc.secs, got, tc.want)
 		}
 	}
 }
