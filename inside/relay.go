@@ -176,7 +176,7 @@ func runCommand(c command, emit func(kind byte, p []byte) error, started func(pg
 	}
 	spec := reaper.Spec{
 		CPUSeconds: reexec.CommandCPU(),
-		Exe:     exe, Path: path, Argv: c.Argv, Env: c.Env, Dir: dir,
+		Exe:        exe, Path: path, Argv: c.Argv, Env: c.Env, Dir: dir,
 		Stdout: writers[0], Stderr: writers[1], ExtraFiles: writers[2:],
 	}
 	if c.Stdin != nil {

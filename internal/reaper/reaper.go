@@ -326,7 +326,7 @@ type Spec struct {
 	// per-process CPU limit; a command may have raised the starter's
 	// soft one).
 	CPUSeconds uint64
-	Dir     string
+	Dir        string
 	// Stdin, Stdout, Stderr and ExtraFiles are the command's, as
 	// exec.Cmd takes them (a non-file is copied through a pipe).
 	Stdin          io.Reader
