@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/BurntSushi/toml"
 	"github.com/moby/moby/client"
@@ -179,7 +180,7 @@ func engineFacts(ctx context.Context, cli *client.Client, fl Flavor, in engineIn
 		paths := podmanInitPaths
 		var confs [][]byte
 		for _, p := range containersConfFiles(fl.Rootless, os.Getenv, readDirNames) {
-			if b, err := os.ReadFile(p); err == nil {
+			if b, err := readConf(p); err == nil {
 				confs = append(confs, b)
 			}
 		}
@@ -246,6 +247,33 @@ func readDirNames(dir string) []string {
 		names[i] = e.Name()
 	}
 	return names
+}
+
+// maxConf bounds a containers.conf file doctor reads, in bytes: Podman's
+// own default file is about 30 KiB.
+const maxConf = 1 << 20
+
+// readConf reads a containers.conf file for doctor: what it resolves to
+// must be a regular file, opened without blocking (CONTAINERS_CONF and
+// the user's containers.conf.d may point at a fifo, which would block
+// doctor, or at /dev/zero, which would fill its memory), and at most
+// maxConf bytes are read.
+func readConf(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, err
+	case !st.Mode().IsRegular():
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	case st.Size() > maxConf:
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxConf)
+	}
+	return io.ReadAll(io.LimitReader(f, maxConf))
 }
 
 // initPathOf returns [containers] init_path of the last of confs (the
