@@ -137,6 +137,9 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 			dir = filepath.Join(st.Cwd, dir)
 		}
 	}
+	if bb := homeBackground(sp); bb != nil {
+		return s.startHome(bb, sp, st, dir, req)
+	}
 	s.pmu.Lock()
 	if s.closed {
 		s.pmu.Unlock()
@@ -215,6 +218,9 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 func (s *Session) Output(id string, offset int64) (*Chunk, error) {
 	p, err := s.proc(id)
 	if err != nil {
+		if sp, bb := s.homeSpec(); bb != nil {
+			return s.outputHome(bb, sp, id, offset)
+		}
 		return nil, err
 	}
 	// Decide "running" before reading, so the data of an ended process is
@@ -254,6 +260,9 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 func (s *Session) Kill(id string) error {
 	p, err := s.proc(id)
 	if err != nil {
+		if sp, bb := s.homeSpec(); bb != nil {
+			return s.killHome(bb, sp, id)
+		}
 		return err
 	}
 	p.cancel()
@@ -261,12 +270,15 @@ func (s *Session) Kill(id string) error {
 	return nil
 }
 
-// List returns the session's background processes, oldest first.
+// List returns the session's background processes, oldest first: this
+// corral's, and those kept in the session's sandbox when it is the
+// session's home (sandbox.BackgroundBackend; one that cannot be listed
+// is left out, with a session.background.list_failed event).
 func (s *Session) List() []ProcessInfo {
+	out := s.listHome()
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	s.reapLocked()
-	out := make([]ProcessInfo, 0, len(s.procs))
 	for _, p := range s.procs {
 		in := ProcessInfo{ID: p.ID, Command: p.Command, Started: p.Started, Running: true, Bytes: p.out.size()}
 		select {
