@@ -345,6 +345,29 @@ func readStatus(pdir string) (*BgStatus, error) {
 	return &st, nil
 }
 
+// lostKeeper is the Exit.Error of a process whose keeper is gone without
+// writing its status.
+const lostKeeper = "its keeper in the pod is gone without a status (killed: by the pod's memory limit, or by a command of the session); what it ran may still run"
+
+// statusOrLost is readStatus, with a status saying so for a process
+// whose keeper is gone without writing one (else it would look running
+// for ever).
+func statusOrLost(pdir string) (*BgStatus, error) {
+	st, err := readStatus(pdir)
+	if err != nil || st != nil {
+		return st, err
+	}
+	r, err := readRecord(pdir)
+	if err != nil || isKeeper(r.Keeper, r.ID) {
+		return nil, nil // still starting, or running
+	}
+	// The keeper writes the status before it exits: read again.
+	if st, err := readStatus(pdir); err != nil || st != nil {
+		return st, err
+	}
+	return &BgStatus{Exit: Exit{Code: 125, Error: lostKeeper}}, nil
+}
+
 // readRecord reads pdir's record.
 func readRecord(pdir string) (*BgRecord, error) {
 	b, err := readBounded(filepath.Join(pdir, "record"), maxBgFile)
@@ -405,7 +428,7 @@ func bgList(root string) BgList {
 			in.BgRecord = *r
 			in.ID = e.Name()
 		}
-		st, err := readStatus(pdir)
+		st, err := statusOrLost(pdir)
 		if err != nil {
 			in.Problem = err.Error()
 		}
@@ -423,7 +446,7 @@ func bgRead(pdir string, off int64, n int) BgChunk {
 		return BgChunk{NotFound: true}
 	}
 	// The status first: when it is there, the output is whole.
-	st, err := readStatus(pdir)
+	st, err := statusOrLost(pdir)
 	if err != nil {
 		return BgChunk{Error: err.Error()}
 	}
