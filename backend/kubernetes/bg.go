@@ -234,3 +234,27 @@ func trimOut(b []byte) string {
 	}
 	return string(b)
 }
+
+// homeBackgroundRuns reports whether a background process of the
+// session runs in home pod p (asked through this corral's agent there):
+// the pod is then in use (watchHome).
+func (e *Engine) homeBackgroundRuns(ctx context.Context, p *podRef) (bool, error) {
+	a, err := e.agentFor(p)
+	if err != nil {
+		return false, err
+	}
+	out, err := a.Call(ctx, inside.Start{Argv: []string{inside.Path, inside.ModeBg, "list", HomeDir}, Dir: "/"}, 256<<10)
+	if err != nil {
+		return false, err
+	}
+	var l inside.BgList
+	if err := json.Unmarshal(out, &l); err != nil || l.Error != "" {
+		return false, fmt.Errorf("listing background processes: %q", trimOut(out))
+	}
+	for _, in := range l.Procs {
+		if in.Status == nil {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -215,3 +215,51 @@ func readUntil(t *testing.T, s *session.Session, id, want string) string {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestHomeBackgroundKeepsPod: a home pod idle past idle_timeout is kept
+// while a background process of its session runs there (its watch says
+// so: kubernetes.home.background_running), and removed once the process
+// is killed.
+func TestHomeBackgroundKeepsPod(t *testing.T) {
+	k := newKube(t)
+	sess := "bgidle-" + strconv.Itoa(os.Getpid())
+	t.Cleanup(func() { k.removeHome(t, sess) })
+	r := k.newReplicaWith(t, "one", func(st *Settings) { st.IdleTimeout = "2s" })
+	s, err := r.m.Open(sess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Start(session.StartRequest{Command: "echo up; exec sleep 600"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := k.sessionPod(t, sess)
+	readUntil(t, s, p.ID, "up\n")
+	deadline := time.Now().Add(3 * time.Minute)
+	for !strings.Contains(r.log.String(), "kubernetes.home.background_running") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the home pod's watch never found its background process running")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if pods, _ := k.objects(sess); len(pods) != 1 || pods[0] != pod {
+		t.Fatalf("pods %v, want %s kept", pods, pod)
+	}
+	if c, err := s.Output(p.ID, 0); err != nil || !c.Running {
+		t.Fatalf("Output: %+v, %v; want it running", c, err)
+	}
+	if err := s.Kill(p.ID); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(3 * time.Minute)
+	for {
+		pods, _ := k.objects(sess)
+		if len(pods) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle home pod %s stayed after its background process ended", pod)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
