@@ -117,7 +117,12 @@ const bgWrapper = `__corral_dir=$2; ` + restoreStartEnv +
 // Start runs req.Command in its own sandbox in the background and returns
 // at once. The process lives until it exits, is killed, or the session (or
 // the process holding the Manager) ends; with bwrap, the sandbox dies with
-// corral even on SIGKILL (bwrap's --die-with-parent and Pdeathsig).
+// corral even on SIGKILL (bwrap's --die-with-parent and Pdeathsig). Where
+// the session's sandbox keeps its background processes
+// (sandbox.BackgroundBackend: kubernetes scope cluster) it runs there
+// instead, detached: it outlives this corral and its Session, any corral
+// serving the session reads and kills it, it ends with the sandbox, and
+// the Process returned has no Done (ask Output).
 func (s *Session) Start(req StartRequest) (*Process, error) {
 	if strings.TrimSpace(req.Command) == "" || strings.IndexByte(req.Command, 0) >= 0 {
 		return nil, fmt.Errorf("%w: empty command or NUL byte in it", sandbox.ErrBadRequest)
@@ -251,7 +256,8 @@ func (s *Session) Output(id string, offset int64) (*Chunk, error) {
 	return c, nil
 }
 
-// Done is closed once the process has ended.
+// Done is closed once the process has ended; never for a process kept in
+// the session's sandbox (Start).
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Kill ends background process id and its whole process tree (the
@@ -297,7 +303,8 @@ func (s *Session) List() []ProcessInfo {
 	return out
 }
 
-// Close kills every background process of the session and waits for them.
+// Close kills every background process of the session that this corral
+// holds and waits for them (those kept in the session's sandbox stay).
 // The session's state stays on disk; a closed Session refuses new work.
 func (s *Session) Close() {
 	s.pmu.Lock()
