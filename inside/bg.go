@@ -50,9 +50,11 @@ const (
 	// not), then closes its stdout and stderr and keeps the command.
 	ModeBgKeep = "__corral-bgkeep"
 	// ModeBg is `__corral-bg list DIR`, `__corral-bg read DIR ID OFFSET
-	// MAX` and `__corral-bg kill DIR ID`: a session's background
-	// processes read and signalled from any corral. Each prints one JSON
-	// value (a BgList, a BgChunk, a BgKill) on stdout.
+	// MAX`, `__corral-bg kill DIR ID` and `__corral-bg state DIR`: a
+	// session's background processes read and signalled from any corral,
+	// and the session's saved state (TurnRequest.Dir's state) read for a
+	// background command's start. Each prints one JSON value (a BgList,
+	// a BgChunk, a BgKill, a BgState) on stdout.
 	ModeBg = "__corral-bg"
 )
 
@@ -129,6 +131,14 @@ type BgKill struct {
 	Ended    bool      `json:"ended,omitempty"`
 	NotFound bool      `json:"not_found,omitempty"`
 	Error    string    `json:"error,omitempty"`
+}
+
+// BgState is ModeBg state's answer: the session's saved state (Has
+// false when none was saved), or why it could not be read.
+type BgState struct {
+	State []byte `json:"state,omitempty"`
+	Has   bool   `json:"has,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 var bgIDRe = regexp.MustCompile(`^bg-[0-9a-z]{1,32}$`)
@@ -403,6 +413,17 @@ func bgMain(args []string) int {
 		return emit(bgRead(filepath.Join(root, args[2]), off, min(n, MaxBgRead)))
 	case args[0] == "kill" && len(args) == 3 && ValidBgID(args[2]):
 		return emit(bgKill(filepath.Join(root, args[2])))
+	case args[0] == "state" && len(args) == 2:
+		// Read without the turn: the file is replaced whole (rename), so
+		// it is the state one command left.
+		b, err := readBounded(filepath.Join(args[1], "state"), MaxTurnState)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return emit(BgState{})
+		case err != nil:
+			return emit(BgState{Error: err.Error()})
+		}
+		return emit(BgState{State: b, Has: true})
 	}
 	return fail(ModeBg, fmt.Errorf("bad arguments %q", args))
 }

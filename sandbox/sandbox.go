@@ -385,6 +385,12 @@ type BackgroundBackend interface {
 	// ListBackground lists the session's background processes kept in
 	// its sandbox.
 	ListBackground(ctx context.Context, req *Request) ([]BackgroundInfo, error)
+	// SavedState reads the session's state as the last command saved it
+	// in its sandbox (TurnBackend), without taking the turn (a
+	// background command starts beside a running foreground one): nil
+	// when none was saved; stateErr says why it could not be read.
+	// Hostile input, at most 8 MiB.
+	SavedState(ctx context.Context, req *Request) (state []byte, stateErr string, err error)
 }
 
 // BackgroundInfo describes a background process held in a session's

@@ -131,7 +131,7 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.loadState(sp)
+	st, err := s.startState(sp)
 	if err != nil {
 		return nil, err
 	}

@@ -53,6 +53,23 @@ func (s *Session) homeRequest(sp *Spec) *sandbox.Request {
 	return s.request(sp, &State{Cwd: dir}, dir, bashArgv(wrapper, "true"), 0)
 }
 
+// startState is the state a background command starts from: the one
+// saved in the session's sandbox when that is the session's home (another
+// corral's last command may have changed it), else this corral's.
+func (s *Session) startState(sp *Spec) (*State, error) {
+	bb := homeBackground(sp)
+	if bb == nil {
+		return s.loadState(sp)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bgHomeWait)
+	defer cancel()
+	b, serr, err := bb.SavedState(ctx, s.homeRequest(sp))
+	if err != nil {
+		return nil, err
+	}
+	return s.loadStateFrom(sp, &sandbox.SessionTurn{State: b, StateError: serr})
+}
+
 // newHomeID is a background process id no other corral picks.
 func newHomeID() (string, error) {
 	var b [6]byte

@@ -188,13 +188,33 @@ func (b *Backend) ListBackground(ctx context.Context, req *sandbox.Request) ([]s
 	return out, nil
 }
 
+// SavedState implements sandbox.BackgroundBackend (inside.ModeBg state).
+func (b *Backend) SavedState(ctx context.Context, req *sandbox.Request) ([]byte, string, error) {
+	var st inside.BgState
+	if err := b.bgCall(ctx, req, &st, "state"); err != nil {
+		return nil, "", err
+	}
+	switch {
+	case st.Error != "":
+		return nil, trimOut([]byte(st.Error)), nil
+	case len(st.State) > inside.MaxTurnState:
+		return nil, fmt.Sprintf("the saved state is over %d bytes", inside.MaxTurnState), nil
+	case !st.Has:
+		return nil, "", nil
+	}
+	if st.State == nil {
+		st.State = []byte{}
+	}
+	return st.State, "", nil
+}
+
 // bgCall runs inside.ModeBg op with args in the home pod and decodes its
 // answer into v.
 func (b *Backend) bgCall(ctx context.Context, req *sandbox.Request, v any, op string, args ...string) error {
 	return b.inHome(ctx, req, false, func(p *podRef, a *agentclient.Conn, _ *egressPlan) error {
 		argv := append([]string{inside.Path, inside.ModeBg, op, HomeDir}, args...)
 		// A read's data is JSON-encoded (base64: 4/3), the rest small.
-		out, err := a.Call(ctx, inside.Start{Argv: argv, Dir: "/"}, 2*inside.MaxBgRead+256<<10)
+		out, err := a.Call(ctx, inside.Start{Argv: argv, Dir: "/"}, bgAnswerMax(op))
 		if err != nil {
 			return fmt.Errorf("%w: kubernetes backend: background processes in pod %s: %v", sandbox.ErrUnavailable, p.name, err)
 		}
@@ -257,4 +277,13 @@ func (e *Engine) homeBackgroundRuns(ctx context.Context, p *podRef) (bool, error
 		}
 	}
 	return false, nil
+}
+
+// bgAnswerMax bounds the answer of inside.ModeBg op (pure): a read's
+// data and a state are JSON-encoded (base64: 4/3 of their size).
+func bgAnswerMax(op string) int {
+	if op == "state" {
+		return 2*inside.MaxTurnState + 4<<10
+	}
+	return 2*inside.MaxBgRead + 256<<10
 }

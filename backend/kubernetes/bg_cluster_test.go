@@ -263,3 +263,27 @@ func TestHomeBackgroundKeepsPod(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestHomeBackgroundStartState: a background command starts in the
+// session's cwd and with its variables as the last command left them,
+// although another corral ran that command (this corral's own copy is
+// older).
+func TestHomeBackgroundStartState(t *testing.T) {
+	k := newKube(t)
+	sess := "bgstate-" + strconv.Itoa(os.Getpid())
+	t.Cleanup(func() { k.removeHome(t, sess) })
+	r1, r2 := k.newReplica(t, "one"), k.newReplica(t, "two")
+	r1.exec(t, sess, "true")
+	r2.exec(t, sess, "mkdir -p sub && cd sub && export W=seven")
+	s, err := r1.m.Open(sess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Start(session.StartRequest{Command: `echo "$PWD|$W|end"`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, want := readUntil(t, s, p.ID, "|end\n"), k.ws+"/sub|seven|end\n"; out != want {
+		t.Errorf("the background command saw %q, want %q", out, want)
+	}
+}
