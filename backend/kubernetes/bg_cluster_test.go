@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -286,4 +287,82 @@ func TestHomeBackgroundStartState(t *testing.T) {
 	if out, want := readUntil(t, s, p.ID, "|end\n"), k.ws+"/sub|seven|end\n"; out != want {
 		t.Errorf("the background command saw %q, want %q", out, want)
 	}
+}
+
+// BenchmarkHomeBackground: what a background process kept in the home
+// pod costs a corral: its start (through the agent, a keeper started
+// detached, its record written), a read of its output, a list, and a
+// kill (the keeper ends the tree and writes the status).
+func BenchmarkHomeBackground(b *testing.B) {
+	k := newKube(b)
+	sess := "bgbench-" + strconv.Itoa(os.Getpid())
+	st := k.st
+	st.Scope = ScopeCluster
+	be := k.e.Backend(st)
+	m := session.NewManager(session.Options{StateDir: filepath.Join(dockertest.TestDir(b), "state"), Resolve: func(string) (*session.Spec, error) {
+		return &session.Spec{Backend: be, Policy: sandbox.Policy{Profile: sandbox.ProfileWorkspace, Workdir: k.ws}, Timeout: time.Minute,
+			OutputLimit: 1 << 20, Env: []string{"PATH=/usr/bin:/bin"}}, nil
+	}})
+	b.Cleanup(func() {
+		m.Close()
+		cl, err := k.e.clusterFor(k.st.Kubeconfig, "")
+		if err != nil {
+			return
+		}
+		pods, _ := k.objects(sess)
+		for _, p := range pods {
+			_ = deleteObjects(context.Background(), cl.cs, k.st.Namespace, p, true, "")
+		}
+	})
+	s, err := m.Open(sess)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Exec(context.Background(), session.ExecRequest{Command: "true"}); err != nil {
+		b.Fatal(err)
+	}
+	var ids []string
+	b.Run("start", func(b *testing.B) {
+		for b.Loop() {
+			p, err := s.Start(session.StartRequest{Command: "echo up; exec sleep 600"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			if len(ids) >= 8 {
+				// At most inside.MaxBgProcs run at once.
+				if err := s.Kill(ids[0]); err != nil {
+					b.Fatal(err)
+				}
+				ids = ids[1:]
+			}
+			b.StartTimer()
+			ids = append(ids, p.ID)
+		}
+	})
+	b.Run("output", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.Output(ids[len(ids)-1], 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("list", func(b *testing.B) {
+		for b.Loop() {
+			s.List()
+		}
+	})
+	b.Run("kill", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			p, err := s.Start(session.StartRequest{Command: "exec sleep 600"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if err := s.Kill(p.ID); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
