@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,7 +41,17 @@ type Start struct {
 	// KindStdout, so the host reads them in the order they were written
 	// (the host asked for one stream: sandbox.SameWriter).
 	Merged bool `json:"merged,omitempty"`
+	// Detach starts the command in a session of its own outside the
+	// agent's reaping, so that it outlives the agent and its stream (a
+	// background process's keeper, ModeBgKeep): its stdout and stderr are
+	// relayed, as KindStdout, until it closes them (at most
+	// maxDetachedOutput bytes), then the agent answers KindExit (Code 0)
+	// without waiting for it; it gets no stdin and no signals.
+	Detach bool `json:"detach,omitempty"`
 }
+
+// maxDetachedOutput bounds what the agent relays of a detached command.
+const maxDetachedOutput = 64 << 10
 
 // muxHeader is a kind byte, a big-endian uint32 channel and a big-endian
 // uint32 length.
@@ -238,6 +249,10 @@ func agentMain(args []string) int {
 				_ = out.frame(KindExit, id, b)
 				continue
 			}
+			if st.Detach {
+				go agentDetach(id, st, out)
+				continue
+			}
 			c = &agentChan{stdin: make(chan []byte, 256), done: make(chan struct{})}
 			mu.Lock()
 			chans[id] = c
@@ -323,6 +338,69 @@ func agentRun(id uint32, c *agentChan, st Start, out *muxWriter) {
 	close(c.done)
 	b, _ := json.Marshal(ex)
 	_ = out.frame(KindExit, id, b)
+}
+
+// agentDetach starts a detached command (Start.Detach) and relays its
+// output until it closes it. It is counted among the reapers, so that
+// the agent's sweeps (sweepOrphans) leave it and what runs under it
+// alone; the agent reaps it if it ends first, else the pod's init does.
+func agentDetach(id uint32, st Start, out *muxWriter) {
+	exit := func(code int, msg string) {
+		b, _ := json.Marshal(Exit{Code: code, Error: msg})
+		_ = out.frame(KindExit, id, b)
+	}
+	env := mergeEnv(os.Environ(), st.Env)
+	path, err := lookPathIn(st.Argv[0], env)
+	if err != nil {
+		exit(127, fmt.Sprintf("%s: %v", st.Argv[0], err))
+		return
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		exit(125, err.Error())
+		return
+	}
+	cmd := exec.Command(path)
+	cmd.Args, cmd.Env, cmd.Dir = st.Argv, env, st.Dir
+	cmd.Stdout, cmd.Stderr = w, w
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	reapersMu.Lock()
+	err = cmd.Start()
+	if err == nil {
+		if reapers == nil {
+			reapers = map[int]bool{}
+		}
+		reapers[cmd.Process.Pid] = true
+	}
+	reapersMu.Unlock()
+	w.Close()
+	if err != nil {
+		r.Close()
+		exit(126, err.Error())
+		return
+	}
+	go func() {
+		_ = cmd.Wait()
+		reapersMu.Lock()
+		delete(reapers, cmd.Process.Pid)
+		reapersMu.Unlock()
+	}()
+	_ = out.frame(KindStarted, id, []byte(strconv.Itoa(cmd.Process.Pid)))
+	buf := make([]byte, 32<<10)
+	sent := 0
+	for {
+		n, err := r.Read(buf)
+		if n > 0 && sent < maxDetachedOutput {
+			n = min(n, maxDetachedOutput-sent)
+			sent += n
+			_ = out.frame(KindStdout, id, buf[:n])
+		}
+		if err != nil {
+			break
+		}
+	}
+	r.Close()
+	exit(0, "")
 }
 
 // mergeEnv is base with the entries of set replacing those of the same

@@ -34,6 +34,8 @@ func init() {
 	reexec.Register(ModeKill, killMain)
 	reexec.Register(ModeAgent, func(args []string) int { harden(); return agentMain(args) })
 	reexec.Register(ModeAgents, agentsMain)
+	reexec.Register(ModeBgKeep, func(args []string) int { harden(); return bgKeepMain(args) })
+	reexec.Register(ModeBg, bgMain)
 	reexec.Register(ModeSHA256, sha256Main)
 	reexec.Register(ModeUntar, untarMain)
 	reexec.Register(ModeTar, tarMain)

@@ -350,6 +350,92 @@ type SessionTurn struct {
 	End func(state []byte)
 }
 
+// BackgroundBackend is a Backend whose session sandbox, when it is the
+// session's home (TurnBackend), also holds the session's background
+// processes: each runs detached in the sandbox, its output and exit
+// status are kept there, and any corral process serving the session
+// lists, reads and kills it, so that it outlives the corral that started
+// it (issue 29). Package session uses it when BackgroundHome says so, and
+// its own host-held processes otherwise. What these methods return comes
+// from inside the sandbox: bounded and checked by the backend, still
+// hostile input (a command of the session can rewrite it).
+type BackgroundBackend interface {
+	Backend
+	// BackgroundHome reports whether this backend's session sandboxes
+	// hold their sessions' background processes (its settings make the
+	// sandbox the session's home). Pure: no sandbox is started.
+	BackgroundHome() bool
+	// StartBackground starts req (its Argv, Env, Dir; not its Stdin,
+	// Stdout, Stderr or OnStart) detached in req.Session's sandbox,
+	// started or found as Run would, as process id, killed after timeout
+	// when not zero, with command and corral recorded. It returns once
+	// the process runs (or did not start: Exit set, with Error), and the
+	// process then runs whatever becomes of this corral. Errors wrap
+	// ErrUnavailable, ErrPolicy or ErrBadRequest (an id in use, too many
+	// processes) as Run's do.
+	StartBackground(ctx context.Context, req *Request, id, command, corral string, timeout time.Duration) (*BackgroundInfo, error)
+	// BackgroundOutput reads process id's output from byte offset on, at
+	// most max bytes (the backend may return fewer). Exit is set when the
+	// process had ended before the read: Data then reaches the end of
+	// what it wrote. An unknown id wraps ErrBadRequest.
+	BackgroundOutput(ctx context.Context, req *Request, id string, offset int64, max int) (*BackgroundChunk, error)
+	// KillBackground ends process id and everything it started, and
+	// returns once it is gone, with how it ended (an ended one's status
+	// as it was). An unknown id wraps ErrBadRequest.
+	KillBackground(ctx context.Context, req *Request, id string) (*BackgroundExit, error)
+	// ListBackground lists the session's background processes kept in
+	// its sandbox.
+	ListBackground(ctx context.Context, req *Request) ([]BackgroundInfo, error)
+	// SavedState reads the session's state as the last command saved it
+	// in its sandbox (TurnBackend), without taking the turn (a
+	// background command starts beside a running foreground one): nil
+	// when none was saved; stateErr says why it could not be read.
+	// Hostile input, at most 8 MiB.
+	SavedState(ctx context.Context, req *Request) (state []byte, stateErr string, err error)
+}
+
+// BackgroundInfo describes a background process held in a session's
+// sandbox (BackgroundBackend).
+type BackgroundInfo struct {
+	ID      string
+	Command string
+	// Corral names the corral process that started it ("pid N on HOST").
+	Corral  string
+	Started time.Time
+	// Bytes is the size of the output kept so far.
+	Bytes int64
+	// Exit is set once it has ended.
+	Exit *BackgroundExit
+	// Problem says what of it could not be read ("" when all could).
+	Problem string
+}
+
+// BackgroundExit is how a background process held in a session's sandbox
+// ended.
+type BackgroundExit struct {
+	// Code is its exit status (128+N for signal N, 124 when its timeout
+	// ended it: as ExitStatus reports), or 126/127 when it could not be
+	// started (Error says why).
+	Code     int
+	TimedOut bool
+	// Killed is set when KillBackground ended it.
+	Killed bool
+	Error  string
+	// Dropped counts the output bytes past the sandbox's bound that were
+	// not kept (a note in the output says where).
+	Dropped int64
+	Ended   time.Time
+}
+
+// BackgroundChunk is output of a background process held in a session's
+// sandbox, from Offset to Offset+len(Data); Size is all the output kept.
+type BackgroundChunk struct {
+	Data   []byte
+	Offset int64
+	Size   int64
+	Exit   *BackgroundExit
+}
+
 // StreamBackend is a Backend that can hold a long-lived process (a browser,
 // a language server) in a session's sandbox with its stdin and stdout open.
 // The argv that does so is `corral exec --session NAME [-i] --create --` (see

@@ -117,7 +117,12 @@ const bgWrapper = `__corral_dir=$2; ` + restoreStartEnv +
 // Start runs req.Command in its own sandbox in the background and returns
 // at once. The process lives until it exits, is killed, or the session (or
 // the process holding the Manager) ends; with bwrap, the sandbox dies with
-// corral even on SIGKILL (bwrap's --die-with-parent and Pdeathsig).
+// corral even on SIGKILL (bwrap's --die-with-parent and Pdeathsig). Where
+// the session's sandbox keeps its background processes
+// (sandbox.BackgroundBackend: kubernetes scope cluster) it runs there
+// instead, detached: it outlives this corral and its Session, any corral
+// serving the session reads and kills it, it ends with the sandbox, and
+// the Process returned has no Done (ask Output).
 func (s *Session) Start(req StartRequest) (*Process, error) {
 	if strings.TrimSpace(req.Command) == "" || strings.IndexByte(req.Command, 0) >= 0 {
 		return nil, fmt.Errorf("%w: empty command or NUL byte in it", sandbox.ErrBadRequest)
@@ -126,7 +131,7 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.loadState(sp)
+	st, err := s.startState(sp)
 	if err != nil {
 		return nil, err
 	}
@@ -136,6 +141,9 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(st.Cwd, dir)
 		}
+	}
+	if bb := homeBackground(sp); bb != nil {
+		return s.startHome(bb, sp, st, dir, req)
 	}
 	s.pmu.Lock()
 	if s.closed {
@@ -215,6 +223,9 @@ func (s *Session) Start(req StartRequest) (*Process, error) {
 func (s *Session) Output(id string, offset int64) (*Chunk, error) {
 	p, err := s.proc(id)
 	if err != nil {
+		if sp, bb := s.homeSpec(); bb != nil {
+			return s.outputHome(bb, sp, id, offset)
+		}
 		return nil, err
 	}
 	// Decide "running" before reading, so the data of an ended process is
@@ -245,7 +256,8 @@ func (s *Session) Output(id string, offset int64) (*Chunk, error) {
 	return c, nil
 }
 
-// Done is closed once the process has ended.
+// Done is closed once the process has ended; never for a process kept in
+// the session's sandbox (Start).
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Kill ends background process id and its whole process tree (the
@@ -254,6 +266,9 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 func (s *Session) Kill(id string) error {
 	p, err := s.proc(id)
 	if err != nil {
+		if sp, bb := s.homeSpec(); bb != nil {
+			return s.killHome(bb, sp, id)
+		}
 		return err
 	}
 	p.cancel()
@@ -261,12 +276,15 @@ func (s *Session) Kill(id string) error {
 	return nil
 }
 
-// List returns the session's background processes, oldest first.
+// List returns the session's background processes, oldest first: this
+// corral's, and those kept in the session's sandbox when it is the
+// session's home (sandbox.BackgroundBackend; one that cannot be listed
+// is left out, with a session.background.list_failed event).
 func (s *Session) List() []ProcessInfo {
+	out := s.listHome()
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	s.reapLocked()
-	out := make([]ProcessInfo, 0, len(s.procs))
 	for _, p := range s.procs {
 		in := ProcessInfo{ID: p.ID, Command: p.Command, Started: p.Started, Running: true, Bytes: p.out.size()}
 		select {
@@ -285,7 +303,8 @@ func (s *Session) List() []ProcessInfo {
 	return out
 }
 
-// Close kills every background process of the session and waits for them.
+// Close kills every background process of the session that this corral
+// holds and waits for them (those kept in the session's sandbox stay).
 // The session's state stays on disk; a closed Session refuses new work.
 func (s *Session) Close() {
 	s.pmu.Lock()

@@ -498,6 +498,7 @@ func (b *Backend) startPod(ctx context.Context, ref *podRef, sp *podSpec, sessio
 		who = HomeOwner
 	}
 	pl := sp.plan(ref.name, session, who)
+	pl.home = ref.home
 	if rs != nil && rs.pvc != "" {
 		pl.claim, pl.existingClaim = rs.pvc, true
 	}

@@ -211,8 +211,8 @@ func homeVerdict(usedHere bool, unchangedFor, idle time.Duration) string {
 	return ""
 }
 
-// watchHome removes home pod p once no corral has run a command in it
-// (background processes included, while their corral runs) for idle
+// watchHome removes home pod p once no corral has run a command in it,
+// and no background process of the session runs in it, for idle
 // (kubernetes.idle_timeout), and marks it used (AnnotationUsed) while
 // this corral does. It goes on after this corral's session ended
 // (Release), until the pod is gone or the engine closes. Every update
@@ -259,7 +259,20 @@ func (e *Engine) watchHome(p *podRef, idle time.Duration) {
 		if v := pod.Annotations[AnnotationUsed]; v != seen {
 			seen, seenAt = v, time.Now()
 		}
-		switch homeVerdict(usedHere, time.Since(seenAt), idle) {
+		verdict := homeVerdict(usedHere, time.Since(seenAt), idle)
+		if verdict == "remove" {
+			// A background process kept in the pod (bg.go) is use of
+			// it, although no corral runs a command there.
+			switch running, err := e.homeBackgroundRuns(ctx, p); {
+			case err != nil:
+				e.log.Warn("kubernetes.home.background_unknown", "pod", p.name, "namespace", p.namespace, "error", err)
+				verdict = "" // asked again at the next tick
+			case running:
+				e.log.Info("kubernetes.home.background_running", "pod", p.name, "namespace", p.namespace, "idle_timeout", idle.String())
+				verdict = "mark"
+			}
+		}
+		switch verdict {
 		case "mark":
 			now := time.Now()
 			v := e.self.String() + " " + now.UTC().Format(time.RFC3339Nano)

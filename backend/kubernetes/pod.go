@@ -66,6 +66,12 @@ var helperDirSize = *resource.NewQuantity(256<<20, resource.BinarySI)
 // netDirSize bounds NetDir's emptyDir, which holds two sockets.
 var netDirSize = *resource.NewQuantity(1<<20, resource.BinarySI)
 
+// homeNetDirSize bounds NetDir's emptyDir in a session's home pod, which
+// also holds the session's state (inside.MaxTurnState) and its background
+// processes (inside.MaxBgProcs outputs of inside.MaxBgOutput bytes and
+// their records): an emptyDir past its sizeLimit gets the pod evicted.
+var homeNetDirSize = *resource.NewQuantity(1<<20+inside.MaxTurnState+inside.MaxBgProcs*(inside.MaxBgOutput+64<<10), resource.BinarySI)
+
 // HelperUID is the uid of HelperContainerName's processes (helperUID
 // picks HelperUID+1 when the settings give the pod's commands this one).
 // It must differ from the commands' uid: the pod shares one process
@@ -117,6 +123,10 @@ type podPlan struct {
 	// the policy of a pod of the same name being removed is never the
 	// new pod's.
 	policyName string
+	// home is set for a session's home pod (ScopeCluster): NetDir also
+	// holds the session's state and its background processes' output
+	// (homeNetDirSize).
+	home bool
 }
 
 // systemTrees are paths a workspace may not be mounted at or below: the
@@ -186,6 +196,9 @@ func buildPod(st *Settings, p *parsed, pl podPlan) *corev1.Pod {
 		ws.EmptyDir = &corev1.EmptyDirVolumeSource{SizeLimit: &size}
 	}
 	tmp, hd, nd := pl.tmp, helperDirSize, netDirSize
+	if pl.home {
+		nd = homeNetDirSize
+	}
 	huid := helperUID(uid)
 	lockdown := func() *corev1.SecurityContext {
 		return &corev1.SecurityContext{
