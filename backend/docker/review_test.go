@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -186,6 +187,21 @@ id -u; cat a.txt`, review)
 	} else if uid := st.Sys().(*syscall.Stat_t).Uid; int(uid) != os.Getuid() && os.Getuid() != 0 {
 		t.Errorf("new.txt in the layer is uid %d's, want %d", uid, os.Getuid())
 	}
+	// Every entry the container made in the layer (whiteouts and the
+	// root too) is the caller's on the host: keep-id on rootless Podman,
+	// the caller's uid elsewhere.
+	if os.Getuid() != 0 {
+		filepath.WalkDir(l.Upper(), func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				t.Error(err)
+				return nil
+			}
+			if st, err := os.Lstat(p); err == nil && int(st.Sys().(*syscall.Stat_t).Uid) != os.Getuid() {
+				t.Errorf("%s in the layer is uid %d's, want %d", p, st.Sys().(*syscall.Stat_t).Uid, os.Getuid())
+			}
+			return nil
+		})
+	}
 	changes, err := layer.Changes(l, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -231,6 +247,9 @@ id -u; cat a.txt`, review)
 	if b, _ := os.ReadFile(filepath.Join(ws, "new.txt")); string(b) != "fresh\n" {
 		t.Errorf("host new.txt after apply: %q", b)
 	}
+	if st, err := os.Lstat(filepath.Join(ws, "new.txt")); err != nil || int(st.Sys().(*syscall.Stat_t).Uid) != os.Getuid() {
+		t.Errorf("host new.txt after apply: %v, %v; want uid %d's", st, err, os.Getuid())
+	}
 	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "one\ntwo\n" {
 		t.Errorf("host a.txt changed by applying new.txt: %q", b)
 	}
@@ -262,7 +281,11 @@ id -u; cat a.txt`, review)
 		t.Errorf("changes after discard: %v %v", ch, err)
 	}
 
-	// Release removes the container and its overlay volume.
+	// Release removes the container and its overlay volume. While the
+	// container runs its mount is seen (so layerMounts can see one).
+	if ms := layerMounts(t, l.Upper()); len(ms) == 0 {
+		t.Errorf("no mount of the layer seen while its container runs")
+	}
 	f.b.Release("rev")
 	if got := f.containers("rev"); len(got) != 0 {
 		t.Errorf("containers after Release: %v", got)
@@ -270,6 +293,46 @@ id -u; cat a.txt`, review)
 	if vs := volumesOf(t, f.cli, layerDir); len(vs) != 0 {
 		t.Errorf("overlay volumes after Release: %v", vs)
 	}
+	if ms := layerMounts(t, l.Upper()); len(ms) != 0 {
+		t.Errorf("the layer is still mounted after Release: %q", ms)
+	}
+}
+
+// layerMounts returns the mounts whose options name upper, in every
+// mount namespace of a process this test may read (this process's, where
+// a rootful engine's mounts propagate; a rootless Podman's, in its user
+// namespace; the containers'), each namespace read once.
+func layerMounts(t *testing.T, upper string) []string {
+	t.Helper()
+	self, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatalf("the mounts: %v", err)
+	}
+	infos := map[string][]byte{"self": self}
+	if ns, err := os.Readlink("/proc/self/ns/mnt"); err == nil {
+		infos = map[string][]byte{ns: self}
+	}
+	pids, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range pids {
+		ns, err := os.Readlink(p + "/ns/mnt")
+		if _, seen := infos[ns]; err != nil || seen {
+			continue
+		}
+		if b, err := os.ReadFile(p + "/mountinfo"); err == nil { // a process gone meanwhile has none
+			infos[ns] = b
+		}
+	}
+	var out []string
+	for ns, b := range infos {
+		for line := range strings.Lines(string(b)) {
+			for opt := range strings.SplitSeq(strings.TrimSpace(line[strings.LastIndexByte(line, ' ')+1:]), ",") {
+				if opt == "upperdir="+upper {
+					out = append(out, ns+": "+strings.TrimSpace(line))
+				}
+			}
+		}
+	}
+	return out
 }
 
 // Review mode is refused where its promise cannot be kept, before any
