@@ -434,7 +434,7 @@ func (b *Backend) rootlessReview(ctx context.Context, cli *client.Client, spec *
 			}
 		}
 	}
-	held, err := b.e.imageHolds(ctx, cli, b.st.Image, targets)
+	held, err := b.e.imageHolds(ctx, cli, spec.Config.Image, targets)
 	if err != nil {
 		return err
 	}

@@ -187,16 +187,18 @@ id -u; cat a.txt`, review)
 	} else if uid := st.Sys().(*syscall.Stat_t).Uid; int(uid) != os.Getuid() && os.Getuid() != 0 {
 		t.Errorf("new.txt in the layer is uid %d's, want %d", uid, os.Getuid())
 	}
-	// Every entry the container made in the layer (whiteouts and the
-	// root too) is the caller's on the host: keep-id on rootless Podman,
-	// the caller's uid elsewhere.
+	// Every file and directory the container made in the layer (its root
+	// too) is the caller's on the host: keep-id on rootless Podman, the
+	// caller's uid elsewhere. Whiteouts (character devices 0/0) are the
+	// kernel's, made with the mounter's credentials (root's under a
+	// rootful engine); they are markers, never applied as files.
 	if os.Getuid() != 0 {
 		filepath.WalkDir(l.Upper(), func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				t.Error(err)
 				return nil
 			}
-			if st, err := os.Lstat(p); err == nil && int(st.Sys().(*syscall.Stat_t).Uid) != os.Getuid() {
+			if st, err := os.Lstat(p); err == nil && st.Mode()&fs.ModeCharDevice == 0 && int(st.Sys().(*syscall.Stat_t).Uid) != os.Getuid() {
 				t.Errorf("%s in the layer is uid %d's, want %d", p, st.Sys().(*syscall.Stat_t).Uid, os.Getuid())
 			}
 			return nil
