@@ -312,9 +312,6 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	if fl.NoLimits != "" {
 		return noLimitsErr(fl.NoLimits)
 	}
-	if c.review != nil && fl.Podman && fl.Rootless {
-		return errReviewRootlessPodman
-	}
 	if c.review != nil {
 		if err := b.claimLayer(ctx, cli, c); err != nil {
 			return err
@@ -347,6 +344,11 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	// concurrent `corral cleanup` off them until the container exists.
 	for _, v := range vols {
 		v.Labels[LabelOwner] = e.self.String()
+	}
+	if c.review != nil && fl.Podman && fl.Rootless {
+		if err := b.rootlessReview(ctx, cli, spec, vols); err != nil {
+			return err
+		}
 	}
 	if err := e.createVolumes(ctx, cli, vols); err != nil {
 		return err
@@ -407,6 +409,37 @@ func (b *Backend) start(ctx context.Context, c *ctr, spec *containerSpec, req *s
 	}
 	if !c.ephemeral {
 		e.log.Info("docker.session", "session", req.Session, "container", c.name, "scope", b.st.Scope)
+	}
+	return nil
+}
+
+// rootlessReview refuses review mode on rootless Podman where Podman's
+// chown of a volume's root at its first mount would give the layer to a
+// subordinate uid (rootlessReviewRefusal), before any volume or
+// container is made. The targets checked in the image are those of the
+// volumes whose upper directory is the layer's; a read-only overlay's
+// upper is throwaway (podmanVolumes' scratch).
+func (b *Backend) rootlessReview(ctx context.Context, cli *client.Client, spec *containerSpec, vols []podmanVolume) error {
+	if why := rootlessReviewRefusal(spec.Config.User, string(spec.Host.UsernsMode), os.Getuid(), os.Getgid(), ""); why != "" {
+		return errReviewRootless(why)
+	}
+	var targets []string
+	for _, v := range vols {
+		if v.Scratch != "" {
+			continue
+		}
+		for _, m := range spec.Host.Mounts {
+			if m.Type == mount.TypeVolume && m.Source == v.Name {
+				targets = append(targets, m.Target)
+			}
+		}
+	}
+	held, err := b.e.imageHolds(ctx, cli, spec.Config.Image, targets)
+	if err != nil {
+		return err
+	}
+	if why := rootlessReviewRefusal(spec.Config.User, string(spec.Host.UsernsMode), os.Getuid(), os.Getgid(), held); why != "" {
+		return errReviewRootless(why)
 	}
 	return nil
 }

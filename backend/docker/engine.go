@@ -141,6 +141,9 @@ type Engine struct {
 	// bundles are the images' system trust bundles, by image ID
 	// (imageBundle); under mu.
 	bundles map[string]imageTrust
+	// holds is whether an image holds a path, by image ID and path
+	// (imageHolds: rootless Podman's review mode).
+	holds map[string]bool
 }
 
 // ctr is a container this process uses.

@@ -450,13 +450,100 @@ func podmanTmpfs(mounts []mount.Mount, tmpfs map[string]string) ([]mount.Mount, 
 	return kept, out
 }
 
-// errReviewRootlessPodman refuses workspace_mode review on rootless
-// Podman: the named overlay volumes review mode takes there
-// (podmanVolumes) are mounted by the service in its user namespace,
-// which corral's tests have not run on (a rootless engine on this
-// project's CI machine, cgroup v1, is refused for its limits first).
-// Nothing was run.
-var errReviewRootlessPodman = fmt.Errorf("%w: docker backend: workspace_mode review is not available on rootless Podman yet (its overlay volumes have not been checked there); use rootful Podman, Docker, workspace_mode direct, or the bwrap backend for review", sandbox.ErrUnavailable)
+// rootlessReviewRefusal says why workspace_mode review cannot run on
+// rootless Podman for a container of user user (Config.User, "uid:gid")
+// in the user namespace userns (HostConfig.UsernsMode), made by a corral
+// of uid and gid, whose image holds the path held at an overlay's target
+// ("" when it holds none); "" when it can. Podman chowns a named
+// volume's root at its first mount (libpod's fixVolumePermissions, which
+// 4.3's APIs cannot turn off: a "uid=" option reaches overlayfs, which
+// refuses it), through the overlay, so the layer's own upper directory
+// on the host takes the new owner: first the container's user, then,
+// when the image holds the target, the image directory's owner, mode and
+// times. Rootful, corral (root) sets them back (restoreRoot). Rootless,
+// any owner but the caller's own is a subordinate uid on the host,
+// which an unprivileged corral can neither chown back nor write below
+// (the layer would be lost to it), so it must never happen: the
+// container's user must be the caller through keep-id (corral's default
+// there: uid and gid map to themselves), and the target absent from the
+// image. Pure.
+func rootlessReviewRefusal(user, userns string, uid, gid int, held string) string {
+	const fix = "use docker.user \"\" (your own uid:gid), no --userns in docker.extra_run_args, and a docker.workdir the image does not hold (\"\", the workspace's own path, is the usual choice); or rootful Podman, Docker, or the bwrap backend"
+	if userns != "keep-id" && !strings.HasPrefix(userns, "keep-id:") {
+		return fmt.Sprintf("its user namespace is %q, not keep-id, so the layer's files would belong to a subordinate uid of yours that corral cannot write as; %s", userns, fix)
+	}
+	if user != fmt.Sprintf("%d:%d", uid, gid) {
+		return fmt.Sprintf("the container's user is %q, not yours (%d:%d): Podman would give the layer's root to it, a subordinate uid on the host that corral cannot write as or chown back; %s", user, uid, gid, fix)
+	}
+	if held != "" {
+		return fmt.Sprintf("the image holds %s, where the workspace is mounted: Podman would give the layer's root that directory's owner (the image's, a subordinate uid on the host), which corral cannot chown back without root; %s", held, fix)
+	}
+	return ""
+}
+
+// errReviewRootless is rootlessReviewRefusal's answer why as an error;
+// nothing was run and the layer is untouched.
+func errReviewRootless(why string) error {
+	return fmt.Errorf("%w: docker backend: workspace_mode review on rootless Podman: %s; nothing was run", sandbox.ErrUnavailable, why)
+}
+
+// imageHolds returns the first of paths the image holds (in a created,
+// never started container of it, as imageBundle reads the image; ""
+// when none), for rootlessReviewRefusal. Answers are kept per image ID
+// and path: an image's files never change under its ID. An error other
+// than "not found" is returned, so the caller refuses rather than
+// guesses.
+func (e *Engine) imageHolds(ctx context.Context, cli *client.Client, image string, paths []string) (string, error) {
+	ins, err := cli.ImageInspect(ctx, image)
+	if err != nil {
+		return "", e.engineErr("inspecting image "+image, err)
+	}
+	var ask []string
+	e.mu.Lock()
+	for _, p := range paths {
+		held, ok := e.holds[ins.ID+"\x00"+p]
+		if ok && held {
+			e.mu.Unlock()
+			return p, nil
+		}
+		if !ok {
+			ask = append(ask, p)
+		}
+	}
+	e.mu.Unlock()
+	if len(ask) == 0 {
+		return "", nil
+	}
+	res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config:     &container.Config{Image: image, Entrypoint: []string{"/nonexistent"}, Labels: map[string]string{LabelEnv: "1", LabelKey: "path-probe", LabelOwner: e.self.String()}},
+		HostConfig: &container.HostConfig{NetworkMode: "none"},
+		Name:       randomName(),
+	})
+	if err != nil {
+		return "", e.engineErr("creating a container to read the image's paths", err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 30e9)
+		defer cancel()
+		_, _ = cli.ContainerRemove(rctx, res.ID, client.ContainerRemoveOptions{Force: true})
+	}()
+	for _, p := range ask {
+		_, err := cli.ContainerStatPath(ctx, res.ID, client.ContainerStatPathOptions{Path: p})
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			return "", e.engineErr("looking for "+p+" in image "+image, err)
+		}
+		e.mu.Lock()
+		if e.holds == nil {
+			e.holds = map[string]bool{}
+		}
+		e.holds[ins.ID+"\x00"+p] = err == nil
+		e.mu.Unlock()
+		if err == nil {
+			return p, nil
+		}
+	}
+	return "", nil
+}
 
 // LabelContainer is set on the named volumes corral makes for a
 // container on Podman (podmanVolumes): the container's name, by which

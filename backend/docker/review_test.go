@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,9 +146,6 @@ func TestReviewOnDocker(t *testing.T) {
 		t.Skip("git is not installed on the host (apt install git)")
 	}
 	f := newFixture(t, nil)
-	if f.podmanRefusesReview() {
-		return
-	}
 	ws := f.ws
 	for name, data := range map[string]string{"a.txt": "one\ntwo\n", "b.txt": "bee\n", "sub/c.txt": "sea\n", "run.sh": "#!/bin/sh\necho run\n", "bin.dat": "\x00\x01old"} {
 		os.MkdirAll(filepath.Dir(filepath.Join(ws, name)), 0o755)
@@ -188,6 +186,23 @@ id -u; cat a.txt`, review)
 		t.Fatalf("new.txt is not in the layer: %v", err)
 	} else if uid := st.Sys().(*syscall.Stat_t).Uid; int(uid) != os.Getuid() && os.Getuid() != 0 {
 		t.Errorf("new.txt in the layer is uid %d's, want %d", uid, os.Getuid())
+	}
+	// Every file and directory the container made in the layer (its root
+	// too) is the caller's on the host: keep-id on rootless Podman, the
+	// caller's uid elsewhere. Whiteouts (character devices 0/0) are the
+	// kernel's, made with the mounter's credentials (root's under a
+	// rootful engine); they are markers, never applied as files.
+	if os.Getuid() != 0 {
+		filepath.WalkDir(l.Upper(), func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				t.Error(err)
+				return nil
+			}
+			if st, err := os.Lstat(p); err == nil && st.Mode()&fs.ModeCharDevice == 0 && int(st.Sys().(*syscall.Stat_t).Uid) != os.Getuid() {
+				t.Errorf("%s in the layer is uid %d's, want %d", p, st.Sys().(*syscall.Stat_t).Uid, os.Getuid())
+			}
+			return nil
+		})
 	}
 	changes, err := layer.Changes(l, nil)
 	if err != nil {
@@ -234,6 +249,9 @@ id -u; cat a.txt`, review)
 	if b, _ := os.ReadFile(filepath.Join(ws, "new.txt")); string(b) != "fresh\n" {
 		t.Errorf("host new.txt after apply: %q", b)
 	}
+	if st, err := os.Lstat(filepath.Join(ws, "new.txt")); err != nil || int(st.Sys().(*syscall.Stat_t).Uid) != os.Getuid() {
+		t.Errorf("host new.txt after apply: %v, %v; want uid %d's", st, err, os.Getuid())
+	}
 	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "one\ntwo\n" {
 		t.Errorf("host a.txt changed by applying new.txt: %q", b)
 	}
@@ -265,7 +283,11 @@ id -u; cat a.txt`, review)
 		t.Errorf("changes after discard: %v %v", ch, err)
 	}
 
-	// Release removes the container and its overlay volume.
+	// Release removes the container and its overlay volume. While the
+	// container runs its mount is seen (so layerMounts can see one).
+	if ms := layerMounts(t, l.Upper()); len(ms) == 0 {
+		t.Errorf("no mount of the layer seen while its container runs")
+	}
 	f.b.Release("rev")
 	if got := f.containers("rev"); len(got) != 0 {
 		t.Errorf("containers after Release: %v", got)
@@ -273,6 +295,46 @@ id -u; cat a.txt`, review)
 	if vs := volumesOf(t, f.cli, layerDir); len(vs) != 0 {
 		t.Errorf("overlay volumes after Release: %v", vs)
 	}
+	if ms := layerMounts(t, l.Upper()); len(ms) != 0 {
+		t.Errorf("the layer is still mounted after Release: %q", ms)
+	}
+}
+
+// layerMounts returns the mounts whose options name upper, in every
+// mount namespace of a process this test may read (this process's, where
+// a rootful engine's mounts propagate; a rootless Podman's, in its user
+// namespace; the containers'), each namespace read once.
+func layerMounts(t *testing.T, upper string) []string {
+	t.Helper()
+	self, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatalf("the mounts: %v", err)
+	}
+	infos := map[string][]byte{"self": self}
+	if ns, err := os.Readlink("/proc/self/ns/mnt"); err == nil {
+		infos = map[string][]byte{ns: self}
+	}
+	pids, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range pids {
+		ns, err := os.Readlink(p + "/ns/mnt")
+		if _, seen := infos[ns]; err != nil || seen {
+			continue
+		}
+		if b, err := os.ReadFile(p + "/mountinfo"); err == nil { // a process gone meanwhile has none
+			infos[ns] = b
+		}
+	}
+	var out []string
+	for ns, b := range infos {
+		for line := range strings.Lines(string(b)) {
+			for opt := range strings.SplitSeq(strings.TrimSpace(line[strings.LastIndexByte(line, ' ')+1:]), ",") {
+				if opt == "upperdir="+upper {
+					out = append(out, ns+": "+strings.TrimSpace(line))
+				}
+			}
+		}
+	}
+	return out
 }
 
 // Review mode is refused where its promise cannot be kept, before any
@@ -315,9 +377,6 @@ func TestReviewProtected(t *testing.T) {
 		t.Skip("git is not installed on the host (apt install git)")
 	}
 	f := newFixture(t, nil)
-	if f.podmanRefusesReview() {
-		return
-	}
 	git(t, f.ws, "init", "-q", ".")
 	layerDir := filepath.Join(dockertest.TestDir(t), "layer")
 	l := layer.New(layerDir, f.ws)
@@ -382,9 +441,6 @@ mkdir nested && cd nested && git init -q . && echo evil > .git/hooks/pre-push &&
 // volume and the proxy are independent parts of the container).
 func TestReviewAllowlist(t *testing.T) {
 	f := newFixture(t, nil)
-	if f.podmanRefusesReview() {
-		return
-	}
 	layerDir := filepath.Join(dockertest.TestDir(t), "layer")
 	res, out := f.run("revallow", `echo made > made.txt && echo "$HTTPS_PROXY"`, func(r *sandbox.Request) {
 		r.LayerDir = layerDir
@@ -407,9 +463,6 @@ func TestReviewAllowlist(t *testing.T) {
 // makes the command fail, naming it, until it is gone.
 func TestReviewOneMount(t *testing.T) {
 	f := newFixture(t, nil)
-	if f.podmanRefusesReview() {
-		return
-	}
 	layerDir := filepath.Join(dockertest.TestDir(t), "layer")
 	review := func(r *sandbox.Request) { r.LayerDir = layerDir }
 	if res, out := f.run("one", "echo a > a", review); res.ExitCode != 0 {
@@ -434,42 +487,54 @@ func TestReviewOneMount(t *testing.T) {
 	}
 }
 
-// podmanRefusesReview reports whether f's engine is rootless Podman,
-// after checking that it refuses workspace_mode review, as it must
-// (errReviewRootlessPodman): there the review tests end with that
-// refusal, the mode's behaviour on rootless Podman. Rootful Podman runs
-// them as Docker does (its overlays are named volumes: podmanVolumes).
-func (f *fixture) podmanRefusesReview() bool {
+// rootlessPodman reports whether f's engine is rootless Podman.
+func (f *fixture) rootlessPodman() bool {
 	f.t.Helper()
 	fl, err := f.e.flavor(context.Background())
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if !fl.Podman || !fl.Rootless {
-		return false
+	return fl.Podman && fl.Rootless
+}
+
+// TestRootlessReviewRefusal: review mode on rootless Podman runs only
+// where Podman's chown of the volume's root keeps the layer the
+// caller's: keep-id, the caller's own uid:gid, a target the image lacks.
+func TestRootlessReviewRefusal(t *testing.T) {
+	for _, c := range []struct {
+		name, user, userns, held, want string
+	}{
+		{"default", "1001:1001", "keep-id", "", ""},
+		{"keep-id with options", "1001:1001", "keep-id:uid=1001,gid=1001", "", ""},
+		{"other user namespace", "1001:1001", "auto", "", "not keep-id"},
+		{"no user namespace option", "1001:1001", "", "", "not keep-id"},
+		{"host user namespace", "1001:1001", "host", "", "not keep-id"},
+		{"image's user", "", "keep-id", "", "not yours (1001:1001)"},
+		{"root in the container", "0:0", "keep-id", "", "not yours"},
+		{"another gid", "1001:0", "keep-id", "", "not yours"},
+		{"path in the image", "1001:1001", "keep-id", "/home", "the image holds /home"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := rootlessReviewRefusal(c.user, c.userns, 1001, 1001, c.held)
+			if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+				t.Fatalf("got %q, want %q", got, c.want)
+			}
+			if got != "" && !strings.Contains(got, "docker.workdir") {
+				t.Errorf("the refusal names no fix: %q", got)
+			}
+		})
 	}
-	layerDir := filepath.Join(dockertest.TestDir(f.t), "layer")
-	req := &sandbox.Request{Argv: []string{"true"}, Policy: sandbox.Policy{Workdir: f.ws, Profile: sandbox.ProfileWorkspace}, Session: "review-on-podman", LayerDir: layerDir, Timeout: time.Minute}
-	_, err = f.b.Run(context.Background(), req)
-	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "not available on rootless Podman") {
-		f.t.Fatalf("workspace_mode review on rootless Podman: %v, want the refusal", err)
-	}
-	if vs := volumesOf(f.t, f.cli, layerDir); len(vs) != 0 {
-		f.t.Errorf("volumes left of the refused review: %q", vs)
-	}
-	return true
 }
 
 // TestReviewWorkdirInImage: with the workspace at a path the image holds
 // (docker.workdir /home, root's and 0755 in the test image) the
 // container's workspace root is the layer's own, as on Docker: Podman
 // gives a named volume's root the image directory's owner, mode and
-// times at its first mount, which corral sets back (restoreRoot).
+// times at its first mount, which corral sets back (restoreRoot). On
+// rootless Podman that owner is a subordinate uid corral could not set
+// back: refused, the layer untouched.
 func TestReviewWorkdirInImage(t *testing.T) {
 	f := newFixture(t, func(st *Settings) { st.Workdir = "/home" })
-	if f.podmanRefusesReview() {
-		return
-	}
 	layerDir := filepath.Join(dockertest.TestDir(t), "layer")
 	l := layer.New(layerDir, f.ws)
 	if err := l.Ensure(); err != nil {
@@ -483,6 +548,27 @@ func TestReviewWorkdirInImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	review := func(r *sandbox.Request) { r.LayerDir = layerDir }
+	if f.rootlessPodman() {
+		// Rootless: refused before any volume or container is made, the
+		// layer's root left as it was (Podman's chown would have given it
+		// to a subordinate uid: rootlessReviewRefusal).
+		req := &sandbox.Request{Argv: []string{"sh", "-c", "echo ran > ran.txt"}, Policy: sandbox.Policy{Workdir: f.ws, Profile: sandbox.ProfileWorkspace}, Session: "wd", LayerDir: layerDir, Timeout: time.Minute}
+		_, err := f.b.Run(context.Background(), req)
+		if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "the image holds /home") {
+			t.Fatalf("review at a path the image holds on rootless Podman: %v, want the refusal", err)
+		}
+		st, err := os.Stat(l.Upper())
+		if err != nil || st.Mode().Perm() != 0o750 || !st.ModTime().Equal(old) || int(st.Sys().(*syscall.Stat_t).Uid) != os.Getuid() {
+			t.Errorf("the layer's root after the refusal: %v, %v; want yours, 0750, of %v", st, err, old)
+		}
+		if ents, _ := os.ReadDir(l.Upper()); len(ents) != 0 {
+			t.Errorf("the refused command wrote the layer: %v", ents)
+		}
+		if vs := volumesOf(t, f.cli, layerDir); len(vs) != 0 {
+			t.Errorf("volumes left of the refused review: %q", vs)
+		}
+		return
+	}
 	res, out := f.run("wd", `pwd; stat -c '%a %Y' .; cat README; echo new > made.txt && echo wrote`, review)
 	if want := fmt.Sprintf("/home\n750 %d\nworkspace\nwrote\n", old.Unix()); res.ExitCode != 0 || out != want {
 		t.Fatalf("exit %d: %q, want %q", res.ExitCode, out, want)

@@ -31,17 +31,29 @@ func layerVolumes(t *testing.T, eng *client.Client, dir string) []string {
 	return out
 }
 
+// layerFiles returns the paths of names in the one session layer's upper
+// directory below state (corral's state directory).
+func layerFiles(t *testing.T, state string, names ...string) []string {
+	t.Helper()
+	uppers, _ := filepath.Glob(filepath.Join(state, "sessions/*/layer/upper"))
+	if len(uppers) != 1 {
+		t.Fatalf("the session's layer: %v", uppers)
+	}
+	var out []string
+	for _, n := range names {
+		out = append(out, filepath.Join(uppers[0], n))
+	}
+	return out
+}
+
 // TestDockerReview: workspace_mode review on the docker backend through
 // the CLI: the project stays as it was until corral apply; a kill -9 of
 // corral mid-command loses nothing of the layer, and corral cleanup then
 // leaves no container or overlay volume; diff, apply and discard work as
-// on bwrap. On rootful Podman the same; on rootless Podman, the refusal
-// (reviewRefusedOnPodman).
+// on bwrap. On rootful and rootless Podman the same; the layer's files
+// and the applied ones are the caller's.
 func TestDockerReview(t *testing.T) {
 	c, eng := dockerCLI(t)
-	if reviewRefusedOnPodman(t, c) {
-		return
-	}
 	os.WriteFile(filepath.Join(c.work, "a.txt"), []byte("a\nb\n"), 0o644)
 	if code, _, se := c.run(nil, "config", "set", "workspace_mode", "review"); code != 0 {
 		t.Fatalf("config set: %d %s", code, se)
@@ -105,6 +117,11 @@ func TestDockerReview(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(c.work, "notes.txt")); string(b) != "hi\n" {
 		t.Errorf("notes.txt after apply: %q", b)
 	}
+	for _, p := range append(layerFiles(t, state, "a.txt", "more.txt"), filepath.Join(c.work, "notes.txt")) {
+		if st, err := os.Lstat(p); err != nil || int(st.Sys().(*syscall.Stat_t).Uid) != os.Getuid() {
+			t.Errorf("%s: %v, %v; want uid %d's", p, st, err, os.Getuid())
+		}
+	}
 	os.WriteFile(filepath.Join(c.work, "a.txt"), []byte("host\n"), 0o644)
 	if code, _, se := c.run(nil, "apply", "--session", sess, "a.txt"); code == 0 || !strings.Contains(se, "a.txt") {
 		t.Errorf("apply over a host change: %d %s", code, se)
@@ -121,5 +138,8 @@ func TestDockerReview(t *testing.T) {
 	c.run(nil, "cleanup")
 	if vs := layerVolumes(t, eng, state); len(vs) != 0 {
 		t.Errorf("overlay volumes left at the end: %v", vs)
+	}
+	if cs := sessionContainers(t, eng, sess); len(cs) != 0 {
+		t.Errorf("containers left at the end: %v", cs)
 	}
 }

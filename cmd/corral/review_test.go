@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -166,39 +165,10 @@ func TestApplyWhileBackgroundRuns(t *testing.T) {
 // TestApplyWhileBackgroundRunsDocker: the same on docker, where the
 // engine's mount of the layer also shows in host mount namespaces (mount
 // propagation) and must not count as a process of the session.
-//
-// On rootless Podman (CORRAL_TEST_ENGINE podman-rootless, as .ci/run's
-// rootless lane sets it) review mode is refused, nothing run: that
-// refusal is what the test checks there; rootful Podman runs it as
-// Docker does.
+// The same on rootful and rootless Podman.
 func TestApplyWhileBackgroundRunsDocker(t *testing.T) {
 	c, _ := dockerCLI(t)
-	if reviewRefusedOnPodman(t, c) {
-		return
-	}
 	applyWhileBackgroundRuns(t, c)
-}
-
-// reviewRefusedOnPodman reports whether the tests' engine is rootless
-// Podman (CORRAL_TEST_ENGINE podman-rootless, as .ci/run's rootless lane
-// sets it; backend/docker's TestEngineLimitsOrRefusal checks that the
-// engine is that one), after checking that a command in review mode is
-// refused there, nothing run: a review test's whole check on rootless
-// Podman. Rootful Podman (podman-rootful) takes review mode as Docker
-// does, so the tests run there in full.
-func reviewRefusedOnPodman(t *testing.T, c *cli) bool {
-	t.Helper()
-	if os.Getenv("CORRAL_TEST_ENGINE") != "podman-rootless" {
-		return false
-	}
-	code, so, se := c.run([]string{"CORRAL_WORKSPACE_MODE=review"}, "run", "--session", "podrev", "--", "sh", "-c", "echo ran > ran.txt")
-	if code != 125 || !strings.Contains(se, "not available on rootless Podman") || so != "" {
-		t.Errorf("review mode on rootless Podman: exit %d, stdout %q, stderr %q; want the refusal", code, so, se)
-	}
-	if _, err := os.Lstat(filepath.Join(c.work, "ran.txt")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the refused command ran: %v", err)
-	}
-	return true
 }
 
 func applyWhileBackgroundRuns(t *testing.T, c *cli) {
