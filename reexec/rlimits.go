@@ -33,8 +33,21 @@ type Rlimit struct {
 	Hard     uint64
 }
 
-// rlimitNames are the limits RlimitsEnv may carry.
-var rlimitNames = map[string]int{"data": unix.RLIMIT_DATA, "nproc": unix.RLIMIT_NPROC, "cpu": unix.RLIMIT_CPU}
+// rlimitOf returns the resource of a limit RlimitsEnv may carry, by its
+// name. A switch, not a map: a package-level map costs allocations at
+// every start of corral and of every helper (cmd/corral's
+// TestInitAllocations).
+func rlimitOf(name string) (int, bool) {
+	switch name {
+	case "data":
+		return unix.RLIMIT_DATA, true
+	case "nproc":
+		return unix.RLIMIT_NPROC, true
+	case "cpu":
+		return unix.RLIMIT_CPU, true
+	}
+	return 0, false
+}
 
 // ParseRlimits parses RlimitsEnv's value ("" is none); an unknown name,
 // a malformed or negative value other than -1, a soft limit above the
@@ -47,7 +60,7 @@ func ParseRlimits(s string) ([]Rlimit, error) {
 	seen := map[string]bool{}
 	for item := range strings.SplitSeq(s, ",") {
 		name, val, ok := strings.Cut(item, "=")
-		res, known := rlimitNames[name]
+		res, known := rlimitOf(name)
 		if !ok || !known {
 			return nil, fmt.Errorf("%s: %q: want data, nproc or cpu=SOFT:HARD", RlimitsEnv, item)
 		}

@@ -36,6 +36,7 @@ var hostHelpers = map[string]string{
 	"github.com/corralhq/corral/backend/bwrap":      "its layer holder runs on the host, beside the session",
 	"github.com/corralhq/corral/helperbin":          "finds and checks the helper executable, on the host",
 	"github.com/corralhq/corral/backend/local":      "asks whether reexec.Init ran before it re-executes corral as the reaper",
+	"github.com/corralhq/corral/backend/docker":     "names, on the host, the variable of limits its containers' helpers read (reexec.RlimitsEnv); it registers no mode",
 	"github.com/corralhq/corral/cmd/corral":         "the executable itself: it dispatches every mode",
 	"github.com/corralhq/corral/bench/reviewbench":  "a bench program",
 	"github.com/corralhq/corral/bench/sessionbench": "a bench program",
