@@ -84,7 +84,34 @@ const (
 	WhyToolConfig = "a tool manager's project configuration: mise's [hooks] and [tasks] run programs when a shell enters the directory"
 	WhyPython     = "Python start-up code: a .pth line starting with import, and sitecustomize/usercustomize, run at every start of that Python"
 	WhyLinkOut    = "a symlink that leads out of the destination: what a tool on the host writes through it (a build's log, an install) lands there"
+	WhyGitDelete  = "it deletes a repository's own data (commits, objects, refs, HEAD, the index): its history on the host would be gone"
 )
+
+// InGitDir reports whether rel (slash-separated, clean, relative to the
+// destination's top) is a .git or lies inside one, or is or lies inside a
+// directory isGitDir calls a git directory (a bare repository, a separate git
+// directory; nil takes only .git), the top included. Apply holds a
+// deletion there (WhyGitDelete): a diff sums a repository's changes up in
+// one line, so a session that removed its objects and refs would
+// otherwise take the host's history with an apply nobody read. Pure.
+func InGitDir(rel string, isGitDir func(dir string) bool) bool {
+	if rel == "" || rel == "." {
+		return false
+	}
+	if isGitDir != nil && isGitDir(".") {
+		return true
+	}
+	comps := strings.Split(rel, "/")
+	for i, c := range comps {
+		if isDotGit(c) {
+			return true
+		}
+		if isGitDir != nil && isGitDir(strings.Join(comps[:i+1], "/")) {
+			return true
+		}
+	}
+	return false
+}
 
 // systemDirs are where symlinks a sandbox makes may lead out of the
 // destination without being held: a virtual environment's bin/python to

@@ -399,3 +399,29 @@ func TestPolicyOwn(t *testing.T) {
 		}
 	}
 }
+
+func TestInGitDir(t *testing.T) {
+	bare := func(d string) bool { return d == "r.git" }
+	top := func(d string) bool { return d == "." }
+	for _, tc := range []struct {
+		rel   string
+		isGit func(string) bool
+		want  bool
+	}{
+		{".git", nil, true},
+		{".git/objects/ab/cdef", nil, true},
+		{"sub/.git/HEAD", nil, true},
+		{".GIT/refs/heads/main", nil, true}, // case-folding file systems
+		{"git~1/HEAD", nil, true},           // NTFS short name
+		{"src/main.go", nil, false},
+		{".gitignore", nil, false},
+		{"r.git/refs/heads/main", bare, true},
+		{"r.git", bare, true}, // removed whole: one deletion in a layer
+		{"README", top, true},
+		{"", nil, false},
+	} {
+		if got := InGitDir(tc.rel, tc.isGit); got != tc.want {
+			t.Errorf("InGitDir(%q) = %v, want %v", tc.rel, got, tc.want)
+		}
+	}
+}

@@ -584,6 +584,68 @@ echo ok > a/b/c/file.txt`)
 	}
 }
 
+// TestApplyHoldsGitDeletions (hostile trial): a session that deletes a
+// repository's own data (objects, refs, HEAD, index) has those deletions
+// held, named first in the diff, while the rest is applied: the diff sums
+// a repository's changes up in one line, and a plain apply took the
+// host's history with it. Named, they are applied.
+func TestApplyHoldsGitDeletions(t *testing.T) {
+	requireOverlay(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is needed (apt-get install git)")
+	}
+	root := testRoot(t)
+	lower := filepath.Join(root, "lower")
+	write(t, filepath.Join(lower, "keep.txt"), "same\n", 0o644)
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", lower, "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	git("init", "-q")
+	git("add", "keep.txt")
+	git("commit", "-q", "-m", "one")
+	// The repository is there before the session, as a project's is.
+	l := New(filepath.Join(root, "layer"), lower)
+	if err := l.Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	inOverlay(t, l, `rm -rf .git/objects .git/refs .git/HEAD .git/index; echo hi > new.txt`)
+	out := diffOf(t, l, DiffOptions{})
+	if !strings.Contains(out, "#   .git/HEAD: "+handback.WhyGitDelete) {
+		t.Errorf("diff does not name the deletion of .git/HEAD first:\n%s", out)
+	}
+	res, err := Apply(l, nil, ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(res.Applied, "new.txt") || res.HeldTotal == 0 {
+		t.Fatalf("applied %q, held %v", res.Applied, res.Held)
+	}
+	for _, r := range res.Held {
+		if !strings.HasPrefix(r.Path, ".git") || r.Why != handback.WhyGitDelete {
+			t.Errorf("held %+v, want only .git's deletions", r)
+		}
+	}
+	if log := git("log", "--oneline"); !strings.Contains(log, "one") {
+		t.Errorf("the host's history after apply: %q", log)
+	}
+	res, err = Apply(l, nil, ApplyOptions{IncludeRisky: []string{".git"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.HeldTotal != 0 {
+		t.Errorf("named: held %v", res.Held)
+	}
+	if _, err := os.Lstat(filepath.Join(l.Lower, ".git/HEAD")); err == nil {
+		t.Errorf(".git/HEAD is still there once the deletion was named")
+	}
+}
+
 // TestApplyHoldsLinksOut: a symlink the session made that leads out of
 // the working directory (build.log to ~/.bashrc, node_modules to
 // ~/.config/autostart) is listed first and held: a host tool that writes

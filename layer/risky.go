@@ -25,8 +25,9 @@ func GatePolicy(lower string, protected, include, own []string) handback.Policy 
 
 // Risky returns the changes of cs that write (add, modify, change the
 // type of) a path p calls risky, with why, in cs's order; with
-// onlyHeld, only those p does not let through. A deletion is never
-// risky: removing a hook runs nothing. Whether a directory is a git
+// onlyHeld, only those p does not let through. A deletion is risky only
+// inside a git directory (handback.WhyGitDelete: a repository's history
+// lost); elsewhere removing a file runs nothing. Whether a directory is a git
 // directory (HEAD, and objects/ and refs/ or commondir) is judged on the
 // tree the session sees: the layer's entries over Lower's.
 func Risky(cs []Change, p handback.Policy, onlyHeld bool) ([]handback.Risk, error) {
@@ -53,9 +54,13 @@ func Risky(cs []Change, p handback.Policy, onlyHeld bool) ([]handback.Risk, erro
 }
 
 // risk returns why change ch is risky under p ("" when it is not: a
-// deletion never is), and whether p lets it through (Include).
+// deletion only inside a git directory of Lower's), and whether p lets
+// it through (Include).
 func (v *mergedView) risk(p handback.Policy, ch Change) (why string, ok bool) {
 	if ch.New == nil {
+		if handback.InGitDir(ch.Path, v.lowerGitDir) {
+			return handback.WhyGitDelete, p.Included(ch.Path)
+		}
 		return "", false
 	}
 	why, ok = p.Check(ch.Path, kindOfSide(ch.New), v.isGitDir)
