@@ -397,7 +397,7 @@ func describePerProcess(why string, memory, pids int64, cpuSeconds int) string {
 	if len(parts) == 0 {
 		parts = append(parts, "none set")
 	}
-	return "limits per process, not in total (this rootless engine " + why + "): " + strings.Join(parts, ", ") + "; a memory bomb is held per process, not in total, and docker.cpus is not held"
+	return "limits per process, not in total (this rootless engine " + why + "): " + strings.Join(parts, ", ") + "; a memory bomb is held per process, not in total, shared memory (memfd, MAP_SHARED) not at all, and docker.cpus is not held"
 }
 
 // withPodmanFix adds podmanFix's fix to err, an engine's error, on Podman.

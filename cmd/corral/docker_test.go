@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -197,15 +198,21 @@ func execIn(t *testing.T, eng *client.Client, id, script string) string {
 
 // TestDockerExecJoinsAndOutlives: corral exec joins the container of a
 // running corral of the same session; when that corral exits first the
-// container stays for the exec, which removes it at its end.
+// container stays for the exec, which removes it at its end. The order is
+// made by files in the workspace, not by sleeps (it failed on a busy
+// rootless Podman when the exec came after the owner's "sleep 3"): the
+// owner waits until the exec has joined, the exec until the owner has
+// ended.
 func TestDockerExecJoinsAndOutlives(t *testing.T) {
 	c, eng := dockerCLI(t)
 	sess := "join-" + itoa(os.Getpid())
-	owner := exec.Command(corralBin, "run", "--session", sess, "--", "sleep 3")
+	joined, ownerDone := filepath.Join(c.work, "joined"), filepath.Join(c.work, "owner-done")
+	owner := exec.Command(corralBin, "run", "--session", sess, "--", "while [ ! -e joined ]; do sleep 0.1; done")
 	owner.Dir, owner.Env = c.work, c.env
 	if err := owner.Start(); err != nil {
 		t.Fatal(err)
 	}
+	defer owner.Process.Kill()
 	deadline := time.Now().Add(60 * time.Second)
 	for len(sessionContainers(t, eng, sess)) == 0 {
 		if time.Now().After(deadline) {
@@ -213,16 +220,30 @@ func TestDockerExecJoinsAndOutlives(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	time.Sleep(500 * time.Millisecond)
-	joiner := exec.Command(corralBin, "exec", "--session", sess, "--", "bash", "-c", "echo $HOSTNAME; sleep 6; echo survived")
+	joiner := exec.Command(corralBin, "exec", "--session", sess, "--", "bash", "-c", "echo $HOSTNAME; touch joined; while [ ! -e owner-done ]; do sleep 0.1; done; echo survived")
 	joiner.Dir, joiner.Env = c.work, c.env
-	out, err := joiner.CombinedOutput()
-	owner.Wait()
-	if err != nil || !strings.HasSuffix(string(out), "survived\n") {
-		t.Errorf("exec: %v %q", err, out)
+	var out bytes.Buffer
+	joiner.Stdout, joiner.Stderr = &out, &out
+	if err := joiner.Start(); err != nil {
+		t.Fatal(err)
 	}
-	for i := 0; len(sessionContainers(t, eng, sess)) != 0; i++ {
-		if i == 50 {
+	defer joiner.Process.Kill()
+	if err := owner.Wait(); err != nil {
+		t.Errorf("the owner: %v", err)
+	}
+	if _, err := os.Stat(joined); err != nil {
+		t.Errorf("the owner ended before the exec joined: %v", err)
+	}
+	if err := os.WriteFile(ownerDone, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := joiner.Wait()
+	if err != nil || !strings.HasSuffix(out.String(), "survived\n") {
+		t.Errorf("exec: %v %q", err, out.String())
+	}
+	deadline = time.Now().Add(60 * time.Second)
+	for len(sessionContainers(t, eng, sess)) != 0 {
+		if time.Now().After(deadline) {
 			t.Errorf("left after both ended: %v", sessionContainers(t, eng, sess))
 			break
 		}
