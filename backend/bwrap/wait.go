@@ -125,17 +125,28 @@ func (b *Backend) wait(ctx context.Context, bin *Binary, req *sandbox.Request, s
 		// signal, not by corral's SIGKILL.
 		Signal: func(sig os.Signal, n int) {
 			if s, ok := sig.(syscall.Signal); ok && n == 1 {
-				if p := pid1(); p > 0 {
-					reached := false
-					live(func() {
-						if len(childrenOf(p)) > 0 {
+				reached := false
+				live(func() {
+					// Pid 1 as bwrap reported it, or, when that report
+					// is not read yet (the reader is a goroutine, and
+					// under load the command's output can come first),
+					// as /proc says: bwrap's child. Whether the command
+					// exists is then the kernel's answer (pid 1 has a
+					// child), never the order two readers ran in.
+					cands := []int{childPid}
+					if childPid == 0 {
+						cands = childrenOf(outer)
+					}
+					for _, p := range cands {
+						if p > 0 && len(childrenOf(p)) > 0 {
 							signalCommand(p, s)
 							reached = true
+							return
 						}
-					})
-					if reached {
-						return
 					}
+				})
+				if reached {
+					return
 				}
 				early = s
 			}
